@@ -1,0 +1,58 @@
+// A collective is a small description plugged into the shared harness
+// (harness.cpp), in the manner of nccl-tests: each csrc/collectives/<name>.cpp
+// says how large its buffers are, what every output element must equal, and
+// how to launch it on MPI. The harness never names a collective.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace pybench {
+
+// Part of a rank's output that must equal the input pattern of rank `source`
+// (or the reduction over all ranks when source == kAllRanks) starting at input
+// element `in_offset`.
+struct ExpectedBlock {
+  static constexpr int kAllRanks = -1;
+  std::size_t out_offset;
+  std::size_t length;
+  int source;
+  std::size_t in_offset;
+};
+
+struct MpiLaunch {
+  const void* send;
+  void* recv;
+  std::size_t count;  // elements in the user-facing size (size_bytes / element size)
+  MPI_Datatype datatype;
+  MPI_Op op;
+  MPI_Comm comm;
+  int rank;
+  int world;
+  int root;
+};
+
+struct CollectiveDesc {
+  std::string name;
+  bool reduces;
+  bool split_by_world;  // buffer holds one block per rank: count must divide by world
+  std::size_t (*send_count)(std::size_t count, int world);
+  std::size_t (*recv_count)(std::size_t count, int world);
+  std::vector<ExpectedBlock> (*expected)(std::size_t count, int rank, int world, int root);
+  // Returns an MPI error code.
+  int (*run_mpi)(const MpiLaunch& l);
+};
+
+// Registry filled by each collective's file at load time.
+void register_collective(const CollectiveDesc& desc);
+const CollectiveDesc& find_collective(const std::string& name);
+std::vector<std::string> collective_names();
+
+struct CollectiveRegistrar {
+  explicit CollectiveRegistrar(const CollectiveDesc& desc) { register_collective(desc); }
+};
+
+}  // namespace pybench

@@ -1,0 +1,46 @@
+// The shared collective harness: owns the buffers of one (collective, dtype, op,
+// size) on this rank, and runs warm-up, the correctness check and the timed loop.
+// It never names a collective; everything specific comes from CollectiveDesc.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "buffers.hpp"
+#include "collective.hpp"
+#include "dtypes.hpp"
+#include "mpi_context.hpp"
+#include "pattern.hpp"
+#include "timing.hpp"
+
+namespace pybench {
+
+class CollectiveBench {
+ public:
+  CollectiveBench(const std::string& collective, const std::string& dtype, const std::string& op,
+                  std::size_t size_bytes, int root);
+
+  void warmup(int n);
+  // Runs the collective `iters` times on fresh pattern data and returns the number
+  // of wrong output elements summed over all ranks and iterations.
+  long long check(int iters);
+  Samples measure(int n_samples, int ops_per_sample);
+
+  std::size_t send_bytes() const { return send_.bytes(); }
+  std::size_t recv_bytes() const { return recv_.bytes(); }
+  std::size_t count() const { return count_; }
+
+ private:
+  int run_once();
+
+  const CollectiveDesc& desc_;
+  DType dtype_;
+  RedOp op_;
+  std::size_t count_;
+  int rank_, world_, root_;
+  Pattern pattern_;
+  HostBuffer send_, recv_;
+  MpiLaunch launch_;
+};
+
+}  // namespace pybench

@@ -1,0 +1,111 @@
+// pybench._core: wires the C++ pieces into one Python module. Each piece lives in
+// its own file; this file only binds them. Long calls release the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "buffers.hpp"
+#include "collective.hpp"
+#include "dtypes.hpp"
+#include "harness.hpp"
+#include "mpi_context.hpp"
+#include "native_error.hpp"
+#include "p2p.hpp"
+
+namespace py = pybind11;
+using namespace pybench;
+
+namespace {
+
+py::tuple samples_to_python(const Samples& s) { return py::make_tuple(s.per_op_s, s.wall_s); }
+
+void register_errors(py::module_& m) {
+  // Map the C++ exception onto pybench.errors.NativeError so callers catch one family.
+  static py::object native_error = py::module_::import("pybench.errors").attr("NativeError");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const NativeError& e) {
+      PyErr_SetString(native_error.ptr(), e.what());
+    }
+  });
+  m.def("raise_native_error", [](const std::string& msg) { PYBENCH_FAIL(msg); },
+        "Raise a NativeError from C++ (used by tests of the exception mapping).");
+}
+
+void register_mpi(py::module_& m) {
+  m.def("mpi_init", &mpi_init, "Initialise MPI in this process (idempotent).");
+  m.def("mpi_finalize", &mpi_finalize);
+  m.def("mpi_initialized", &mpi_initialized);
+  m.def("mpi_abort", &mpi_abort, py::arg("code"));
+  m.def("mpi_library_version", &mpi_library_version);
+  m.def("barrier", &mpi_barrier, py::call_guard<py::gil_scoped_release>());
+  m.def("allreduce_max_ints", [](std::vector<long long> v) {
+    // Lets every rank agree on flags (any rank failed? which?) before going on.
+    if (!v.empty())
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
+    return v;
+  }, py::call_guard<py::gil_scoped_release>());
+  m.def("rank_info", [] {
+    const RankInfo i = rank_info();
+    py::dict d;
+    d["rank"] = i.rank;
+    d["world_size"] = i.world_size;
+    d["local_rank"] = i.local_rank;
+    d["local_size"] = i.local_size;
+    d["host"] = i.host;
+    d["hosts"] = i.hosts;
+    return d;
+  });
+}
+
+void register_benches(py::module_& m) {
+  m.def("collective_names", &collective_names);
+  m.def("host_allocation", &host_allocation_description);
+  py::class_<CollectiveBench>(m, "CollectiveBench")
+      .def(py::init<const std::string&, const std::string&, const std::string&, std::size_t, int>(),
+           py::arg("collective"), py::arg("dtype"), py::arg("op"), py::arg("size_bytes"), py::arg("root") = 0,
+           py::call_guard<py::gil_scoped_release>())
+      .def("warmup", &CollectiveBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
+      .def("check", &CollectiveBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
+      .def("measure", [](CollectiveBench& b, int n, int ops) {
+            Samples s;
+            {
+              py::gil_scoped_release nogil;
+              s = b.measure(n, ops);
+            }
+            return samples_to_python(s);
+          }, py::arg("n_samples"), py::arg("ops_per_sample"))
+      .def_property_readonly("send_bytes", &CollectiveBench::send_bytes)
+      .def_property_readonly("recv_bytes", &CollectiveBench::recv_bytes)
+      .def_property_readonly("count", &CollectiveBench::count);
+  py::class_<P2PBench>(m, "P2PBench")
+      .def(py::init<const std::string&, std::size_t, int>(), py::arg("test"), py::arg("size_bytes"),
+           py::arg("window") = 64, py::call_guard<py::gil_scoped_release>())
+      .def("warmup", &P2PBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
+      .def("check", &P2PBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
+      .def("measure", [](P2PBench& b, int n, int ops) {
+            Samples s;
+            {
+              py::gil_scoped_release nogil;
+              s = b.measure(n, ops);
+            }
+            return samples_to_python(s);
+          }, py::arg("n_samples"), py::arg("ops_per_sample"))
+      .def_property_readonly("window", &P2PBench::window);
+}
+
+void register_dtypes(py::module_& m) {
+  // Exposed so tests can prove the 16-bit conversions exact where the check relies on them.
+  m.def("half_roundtrip", [](float f) { return half_to_float(float_to_half(f)); });
+  m.def("bf16_roundtrip", [](float f) { return bf16_to_float(float_to_bf16(f)); });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "pybench native core: MPI backend, collective harness, point-to-point tests";
+  register_errors(m);
+  register_mpi(m);
+  register_benches(m);
+  register_dtypes(m);
+}

@@ -1,0 +1,21 @@
+// The one timed loop every benchmark uses. A sample is a batch of `ops` back-to-back
+// operations started together after a barrier; its time per operation is the
+// batch time / ops, and the sample's value is the slowest rank's (the synchronous
+// cost). ops == 1 is the per-op mode. Nothing but the operation runs between the
+// two clock reads.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+namespace pybench {
+
+struct Samples {
+  std::vector<double> per_op_s;  // one value per sample, max over ranks
+  double wall_s = 0;             // wall time of the whole call, max over ranks
+};
+
+// `op` returns an MPI error code; any failure is raised after the loop.
+Samples time_samples(int n_samples, int ops_per_sample, const std::function<int()>& op);
+
+}  // namespace pybench

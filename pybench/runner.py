@@ -1,0 +1,145 @@
+"""One rank's run of one or more benchmarks: agree that the run can start, then
+measure size by size; rank 0 prints rows and rewrites the result files after
+every size, so a crash loses nothing already measured.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime as _dt
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+from . import _native
+from .benchmark import BenchConfig, check_memory, env_flag, run_sizes
+from .envinfo import environment
+from .errors import PyBenchError
+from .launch import PROGRESS, report_status
+from .results import OutputFiles, RunResult, SizeRecord
+from .sizes import format_size
+from .table import footer_lines, header_lines, row_line
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    config: BenchConfig
+    outputs: OutputFiles
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+class _Progress:
+    """A one-line progress indicator on stderr, only when a person is watching a terminal."""
+
+    def __init__(self, enabled: bool, total: int, label: str):
+        self.enabled, self.total, self.label, self.done = enabled, total, label, 0
+
+    def start(self, size: int) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\033[K{self.label}: [{self.done + 1}/{self.total}] measuring {format_size(size)} ...")
+            sys.stderr.flush()
+
+    def step(self) -> None:
+        self.done += 1
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool) -> int:
+    """Entry point of every rank; returns this process's exit code."""
+    core = _native.core()
+    core.mpi_init()
+    atexit.register(core.mpi_finalize)
+    info = core.rank_info()
+    rank, world = info["rank"], info["world_size"]
+    is_root = rank == 0
+
+    # Validation runs on every rank; ranks agree before anyone allocates or opens a file.
+    error: PyBenchError | None = None
+    try:
+        for plan in plans:
+            plan.config.validate(world)
+            check_memory(plan.config, world, info["local_size"])
+            if is_root:
+                plan.outputs.check_writable(force)
+    except PyBenchError as exc:
+        error = exc
+    any_error, root_error = core.allreduce_max_ints([int(error is not None), int(is_root and error is not None)])
+    if any_error:
+        if error is not None and (is_root or not root_error):
+            prefix = "" if is_root else f"rank {rank} ({info['host']}): "
+            print(f"pybench: error: {prefix}{error}", file=sys.stderr, flush=True)
+        return report_status(2, is_root)
+
+    env = environment(include_gpu=False) if is_root else {}
+    hosts = dict(Counter(info["hosts"]))
+    worst = 0
+    for plan in plans:
+        code = _run_one(core, plan, info, hosts, env, argv)
+        worst = max(worst, code)
+    return report_status(worst, is_root)
+
+
+def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
+    involved = hosts_by_rank[:2] if cfg.is_p2p else hosts_by_rank
+    return "intra-node" if len(set(involved)) == 1 else "inter-node"
+
+
+def _run_one(core, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str]) -> int:
+    cfg = plan.config
+    is_root = info["rank"] == 0
+    stop = cfg.stop
+    result = RunResult(
+        benchmark=cfg.benchmark, backend="mpi", dtype="int8" if cfg.is_p2p else cfg.dtype, redop=cfg.redop,
+        timing=cfg.timing, world_size=info["world_size"], hosts=hosts, link_class=_link_class(cfg, info["hosts"]),
+        environment=env,
+        options={"precision": stop.precision, "iters": stop.fixed_iters, "min_iters": stop.min_iters,
+                 "max_iters": stop.max_iters, "time_budget_s": stop.budget_s, "warmup": cfg.warmup,
+                 "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
+                 "batch_target_s": cfg.batch_target_s, "buffer_allocation": core.host_allocation()},
+        command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    progress = _Progress(is_root and (env_flag(PROGRESS) or sys.stderr.isatty()), len(cfg.sizes), cfg.benchmark)
+    if is_root:
+        for line in header_lines(result):
+            _say(line)
+        plan.outputs.write(result)
+
+    def on_record(record: SizeRecord) -> None:
+        progress.step()
+        result.records.append(record)
+        if is_root:
+            _say(row_line(record))
+            plan.outputs.write(result)
+        if len(result.records) < len(cfg.sizes):
+            progress.start(cfg.sizes[len(result.records)])
+
+    progress.start(cfg.sizes[0])
+    try:
+        run_sizes(cfg, info["world_size"], on_record)
+    except KeyboardInterrupt:
+        result.cut_short = "interrupted (SIGINT)"
+        if is_root:
+            plan.outputs.write(result)
+            _say(f"# Run cut short: {result.cut_short}; {len(result.records)} size(s) kept")
+        os._exit(130)
+    except PyBenchError as exc:
+        # A failure on one rank mid-sweep leaves the others inside a collective:
+        # keep what was measured, say who failed, and abort the job rather than hang.
+        result.cut_short = f"rank {info['rank']} ({info['host']}) failed: {exc}"
+        if is_root:
+            plan.outputs.write(result)
+        print(f"pybench: error: rank {info['rank']} ({info['host']}): {exc}", file=sys.stderr, flush=True)
+        sys.stderr.flush()
+        core.mpi_abort(1)
+        raise
+    result.finished = True
+    if is_root:
+        plan.outputs.write(result)
+        for line in footer_lines(result):
+            _say(line)
+    return 1 if result.total_wrong() else 0

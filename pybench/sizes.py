@@ -1,0 +1,84 @@
+"""Parse and format message sizes.
+
+Sizes are bytes with binary suffixes as nccl-tests uses them: K = 2**10,
+M = 2**20, G = 2**30 (T = 2**40 for completeness). A SPEC is either
+``LO:HI`` (every power of two from LO to HI inclusive), ``LO:HI:F`` (LO, LO*F,
+LO*F**2, ... up to HI) or a comma list ``8,1K,1M``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import SizeError
+
+_SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+# Guards against typos like 1000G that would ask for petabytes and overflow counts.
+MAX_SIZE_BYTES = 1 << 44
+_ACCEPTED = "accepted: bytes with an optional K/M/G suffix (binary), e.g. 8, 64K, 1M, 1G"
+
+
+def parse_size(text: str) -> int:
+    """Return the number of bytes in one size such as ``64K``.
+
+    Raises
+    ------
+    SizeError
+        When the text is not a positive whole size.
+    """
+    if not isinstance(text, str):
+        raise SizeError(f"size {text!r} is not text; {_ACCEPTED}")
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise SizeError(f"size {text.strip()!r} is not a size; {_ACCEPTED}")
+    digits, suffix = m.groups()
+    if len(digits) > 20:
+        raise SizeError(f"size {text.strip()!r} is too large; the largest is {format_size(MAX_SIZE_BYTES)}")
+    value = int(digits) * _SUFFIX[suffix.upper()]
+    if value <= 0:
+        raise SizeError(f"size {text.strip()!r} must be at least 1 byte; {_ACCEPTED}")
+    if value > MAX_SIZE_BYTES:
+        raise SizeError(f"size {text.strip()!r} is too large; the largest is {format_size(MAX_SIZE_BYTES)}")
+    return value
+
+
+def parse_sizes(spec: str) -> list[int]:
+    """Expand a size SPEC into a sorted list of distinct sizes in bytes.
+
+    ``1M:1G`` gives every power of two from 1 MiB to 1 GiB inclusive;
+    ``1K:1G:4`` multiplies by 4; ``8,1K,1M`` is a list.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise SizeError("empty size spec; use a range 1M:1G, a range with a factor 1K:1G:4 or a list 8,1K,1M")
+    spec = spec.strip()
+    if ":" in spec:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3):
+            raise SizeError(f"size range {spec!r} must be LO:HI or LO:HI:FACTOR, e.g. 1M:1G or 1K:1G:4")
+        lo, hi = parse_size(parts[0]), parse_size(parts[1])
+        factor = 2
+        if len(parts) == 3:
+            if not parts[2].strip().isdigit() or int(parts[2]) < 2:
+                raise SizeError(f"size range factor {parts[2]!r} must be a whole number of at least 2, e.g. 1K:1G:4")
+            factor = int(parts[2])
+        if lo > hi:
+            raise SizeError(f"size range {spec!r} goes down: LO must not exceed HI (did you mean {parts[1]}:{parts[0]}?)")
+        sizes = []
+        s = lo
+        while s <= hi:
+            sizes.append(s)
+            s *= factor
+        return sizes
+    items = spec.split(",")
+    if any(not item.strip() for item in items):
+        raise SizeError(f"size list {spec!r} has an empty item; use e.g. 8,1K,1M")
+    return sorted({parse_size(item) for item in items})
+
+
+def format_size(n: int) -> str:
+    """Short binary form of a size: 1048576 -> '1M', 1536 -> '1536'."""
+    for suffix, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{suffix}"
+    return str(n)
