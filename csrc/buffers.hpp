@@ -12,7 +12,9 @@ namespace pybench {
 class HostBuffer {
  public:
   HostBuffer() = default;
-  explicit HostBuffer(std::size_t bytes);
+  // huge_pages: ask the kernel for transparent huge pages (madvise) on buffers of
+  // at least one huge page, as numpy does for its large arrays.
+  HostBuffer(std::size_t bytes, bool huge_pages);
   ~HostBuffer();
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;
@@ -27,9 +29,9 @@ class HostBuffer {
   std::size_t bytes_ = 0;
 };
 
-// One line describing how HostBuffer allocates, e.g.
-// "posix_memalign 4096 B alignment, pages touched; THP: madvise".
-std::string host_allocation_description();
+// One line describing how HostBuffer allocates, for result files.
+std::string host_allocation_description(bool huge_pages);
+constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;
 std::size_t page_size_bytes();
 
 }  // namespace pybench

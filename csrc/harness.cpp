@@ -37,7 +37,7 @@ int size_of_world() {
 }  // namespace
 
 CollectiveBench::CollectiveBench(const std::string& collective, const std::string& dtype, const std::string& op,
-                                 std::size_t size_bytes, int root)
+                                 std::size_t size_bytes, int root, bool huge_pages)
     : desc_(find_collective(collective)),
       dtype_(parse_dtype(dtype)),
       op_(parse_op(op)),
@@ -53,8 +53,8 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
   PYBENCH_REQUIRE(!desc_.split_by_world || count_ % world_ == 0,
                   desc_.name + ": size " + std::to_string(size_bytes) + " B must be a multiple of ranks x element size (" +
                       std::to_string(world_) + " x " + std::to_string(elem) + " B)");
-  send_ = HostBuffer(desc_.send_count(count_, world_) * elem);
-  recv_ = HostBuffer(desc_.recv_count(count_, world_) * elem);
+  send_ = HostBuffer(desc_.send_count(count_, world_) * elem, huge_pages);
+  recv_ = HostBuffer(desc_.recv_count(count_, world_) * elem, huge_pages);
   launch_ = MpiLaunch{send_.data(), recv_.data(), count_, mpi_datatype(dtype_), mpi_op(dtype_, op_),
                       MPI_COMM_WORLD, rank_, world_, root_};
   pattern_.fill(send_.data(), desc_.send_count(count_, world_), rank_);

@@ -18,7 +18,7 @@ namespace pybench {
 class CollectiveBench {
  public:
   CollectiveBench(const std::string& collective, const std::string& dtype, const std::string& op,
-                  std::size_t size_bytes, int root);
+                  std::size_t size_bytes, int root, bool huge_pages);
 
   void warmup(int n);
   // Runs the collective `iters` times on fresh pattern data and returns the number

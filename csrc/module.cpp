@@ -60,10 +60,11 @@ void register_mpi(py::module_& m) {
 
 void register_benches(py::module_& m) {
   m.def("collective_names", &collective_names);
-  m.def("host_allocation", &host_allocation_description);
+  m.def("host_allocation", &host_allocation_description, py::arg("huge_pages") = true);
   py::class_<CollectiveBench>(m, "CollectiveBench")
-      .def(py::init<const std::string&, const std::string&, const std::string&, std::size_t, int>(),
+      .def(py::init<const std::string&, const std::string&, const std::string&, std::size_t, int, bool>(),
            py::arg("collective"), py::arg("dtype"), py::arg("op"), py::arg("size_bytes"), py::arg("root") = 0,
+           py::arg("huge_pages") = true,
            py::call_guard<py::gil_scoped_release>())
       .def("warmup", &CollectiveBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
       .def("check", &CollectiveBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
@@ -79,8 +80,8 @@ void register_benches(py::module_& m) {
       .def_property_readonly("recv_bytes", &CollectiveBench::recv_bytes)
       .def_property_readonly("count", &CollectiveBench::count);
   py::class_<P2PBench>(m, "P2PBench")
-      .def(py::init<const std::string&, std::size_t, int>(), py::arg("test"), py::arg("size_bytes"),
-           py::arg("window") = 64, py::call_guard<py::gil_scoped_release>())
+      .def(py::init<const std::string&, std::size_t, int, bool>(), py::arg("test"), py::arg("size_bytes"),
+           py::arg("window") = 64, py::arg("huge_pages") = true, py::call_guard<py::gil_scoped_release>())
       .def("warmup", &P2PBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
       .def("check", &P2PBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
       .def("measure", [](P2PBench& b, int n, int ops) {

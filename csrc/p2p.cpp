@@ -30,7 +30,7 @@ int world_size() {
 }
 }  // namespace
 
-P2PBench::P2PBench(const std::string& test, std::size_t size_bytes, int window)
+P2PBench::P2PBench(const std::string& test, std::size_t size_bytes, int window, bool huge_pages)
     : test_(parse_test(test)),
       size_(size_bytes),
       window_(test_ == P2PTest::latency ? 1 : window),
@@ -41,8 +41,8 @@ P2PBench::P2PBench(const std::string& test, std::size_t size_bytes, int window)
   PYBENCH_REQUIRE(window_ >= 1, "window must be at least 1");
   PYBENCH_REQUIRE(size_bytes > 0 && size_bytes <= static_cast<std::size_t>(INT_MAX),
                   "point-to-point size must be between 1 byte and 2 GiB - 1");
-  send_ = HostBuffer(size_bytes);
-  recv_ = HostBuffer(size_bytes);
+  send_ = HostBuffer(size_bytes, huge_pages);
+  recv_ = HostBuffer(size_bytes, huge_pages);
 }
 
 int P2PBench::pingpong() {

@@ -17,7 +17,7 @@ enum class P2PTest { latency, bw, bibw };
 
 class P2PBench {
  public:
-  P2PBench(const std::string& test, std::size_t size_bytes, int window);
+  P2PBench(const std::string& test, std::size_t size_bytes, int window, bool huge_pages);
 
   void warmup(int n);
   long long check(int iters);

@@ -45,6 +45,7 @@ class BenchConfig:
     check_iters: int = 2
     window: int = 64
     batch_target_s: float = 1e-3  # batched mode: enough ops per sample to fill about this long
+    huge_pages: bool = True  # transparent huge pages for buffers >= 2 MiB (numpy does the same)
 
     @property
     def is_p2p(self) -> bool:
@@ -137,8 +138,8 @@ def make_native_bench(cfg: BenchConfig, size_bytes: int) -> NativeBench:
     from ._native import core
     c = core()
     if cfg.is_p2p:
-        return c.P2PBench(cfg.benchmark[4:], size_bytes, cfg.window)
-    return c.CollectiveBench(cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root)
+        return c.P2PBench(cfg.benchmark[4:], size_bytes, cfg.window, cfg.huge_pages)
+    return c.CollectiveBench(cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, cfg.huge_pages)
 
 
 def ops_per_sample(cfg: BenchConfig, bench: NativeBench) -> tuple[int, float]:

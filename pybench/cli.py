@@ -96,6 +96,9 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
     m.add_argument("-w", "--warmup", type=_nonneg_int, default=5, help="untimed operations per size first (default 5)")
     m.add_argument("-c", "--check", type=_nonneg_int, default=2,
                    help="iterations whose output every rank verifies exactly (default 2; 0 disables)")
+    m.add_argument("--huge-pages", choices=("on", "off"), default="on",
+                   help="transparent huge pages for buffers >= 2 MiB (default on, as numpy); moves large-message "
+                        "results by 20-30%%, so match it when comparing with another tool")
     o = p.add_argument_group("output")
     o.add_argument("--json", type=Path, default=None, metavar="FILE", help="versioned JSON with raw samples, "
                    "rewritten after every size")
@@ -121,7 +124,7 @@ def _collective_plans(args) -> list:
     from .runner import RunPlan
     cfg = BenchConfig(benchmark=args.command, sizes=tuple(parse_sizes(args.sizes)), dtype=canonical_dtype(args.dtype),
                       op=canonical_op(args.op), root=args.root, timing=args.timing, stop=_stop_rule(args),
-                      warmup=args.warmup, check_iters=args.check)
+                      warmup=args.warmup, check_iters=args.check, huge_pages=args.huge_pages == "on")
     return [RunPlan(cfg, OutputFiles(args.json, args.csv))]
 
 
@@ -131,7 +134,8 @@ def _p2p_plans(args) -> list:
     plans = []
     for t in tests:
         cfg = BenchConfig(benchmark=t.benchmark, sizes=tuple(parse_sizes(args.sizes)), timing=args.timing,
-                          stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check, window=args.window)
+                          stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check, window=args.window,
+                          huge_pages=args.huge_pages == "on")
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, t.name, len(tests)),
                                               _per_test(args.csv, t.name, len(tests)))))
     return plans
@@ -218,9 +222,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _reject_dash_sizes(argv: list[str]) -> None:
+    # argparse reads `--sizes -1M` as a missing value followed by an unknown option;
+    # say what is really wrong.
+    for flag, value in zip(argv, argv[1:]):
+        if flag in ("--sizes", "-s") and value.startswith("-") and value[1:2].isdigit():
+            parse_sizes(value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        _reject_dash_sizes(argv)
         args = build_parser().parse_args(argv)
         if not getattr(args, "command", None):
             raise UsageError("no command given; try `pybench allreduce --sizes 1M:1G` or `pybench --help`")

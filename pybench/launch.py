@@ -41,15 +41,15 @@ class Launcher:
     path: str
     flavour: str  # "openmpi", "mpich" or "unknown"
 
-    def command(self, nprocs: int, argv: list[str], cpus: int | None = None) -> list[str]:
-        """mpiexec command line starting ``nprocs`` copies of ``python -m pybench argv``."""
+    def command(self, nprocs: int, program: list[str], cpus: int | None = None) -> list[str]:
+        """mpiexec command line starting ``nprocs`` copies of ``program`` (an argv list)."""
         if cpus is None:
             cpus = os.cpu_count() or 1
         cmd = [self.path, "-n", str(nprocs)]
         if self.flavour == "openmpi" and nprocs > cpus:
             # More ranks than cores: Open MPI refuses without this; unbind so they share.
             cmd += ["--oversubscribe", "--bind-to", "none"]
-        return cmd + [sys.executable, "-m", "pybench", *argv]
+        return cmd + list(program)
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
@@ -97,7 +97,8 @@ def spawn_local_ranks(nprocs: int, argv: list[str], interrupt_grace_s: float = 5
     os.unlink(status_path)  # rank 0 creates it; absence means the ranks never got that far
     env[STATUS_FILE] = status_path
     try:
-        proc = subprocess.Popen(launcher.command(nprocs, argv), env=env, stdin=subprocess.DEVNULL)
+        program = [sys.executable, "-m", "pybench", *argv]
+        proc = subprocess.Popen(launcher.command(nprocs, program), env=env, stdin=subprocess.DEVNULL)
         try:
             rc = proc.wait()
         except KeyboardInterrupt:

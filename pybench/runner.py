@@ -101,7 +101,8 @@ def _run_one(core, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, 
         options={"precision": stop.precision, "iters": stop.fixed_iters, "min_iters": stop.min_iters,
                  "max_iters": stop.max_iters, "time_budget_s": stop.budget_s, "warmup": cfg.warmup,
                  "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
-                 "batch_target_s": cfg.batch_target_s, "buffer_allocation": core.host_allocation()},
+                 "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
+                 "buffer_allocation": core.host_allocation(cfg.huge_pages)},
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     progress = _Progress(is_root and (env_flag(PROGRESS) or sys.stderr.isatty()), len(cfg.sizes), cfg.benchmark)
     if is_root:

@@ -30,6 +30,8 @@ def parse_size(text: str) -> int:
     if not isinstance(text, str):
         raise SizeError(f"size {text!r} is not text; {_ACCEPTED}")
     m = _SIZE_RE.match(text)
+    if not m and text.strip().startswith("-"):
+        raise SizeError(f"size {text.strip()!r} is negative; sizes are positive byte counts, e.g. 8, 64K, 1M")
     if not m:
         raise SizeError(f"size {text.strip()!r} is not a size; {_ACCEPTED}")
     digits, suffix = m.groups()

@@ -57,9 +57,10 @@ class StopRule:
         return self.fixed_iters is None
 
     def ops_per_sample(self, wanted: int) -> int:
-        """Batch size actually used: a fixed count never runs more batches than it needs."""
+        """Batch size actually used. A fixed count is still split into enough samples
+        to show a spread and a CI, rather than one batch of all iterations."""
         if self.fixed_iters is not None:
-            return max(1, min(wanted, self.fixed_iters))
+            return max(1, min(wanted, self.fixed_iters // MIN_SAMPLES_FOR_CI))
         return max(1, min(wanted, self.max_iters))
 
     def first_chunk(self, ops_per_sample: int) -> int:

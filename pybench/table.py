@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .results import RunResult, SizeRecord
 from .sizes import format_size
+from .stopping import MIN_SAMPLES_FOR_CI
 
 _HEADER = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "p5", "p95", "iters", "ci")
 _UNITS = ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "", "(±%)")
@@ -43,7 +44,10 @@ def header_lines(result: RunResult) -> list[str]:
 
 def row_line(r: SizeRecord) -> str:
     root = str(r.root) if r.root >= 0 else "-1"
-    ci = f"{100 * r.ci_rel:.1f}" + ("" if r.precision_met or r.stop_reason == "fixed" else "*")
+    if len(r.samples_s) < MIN_SAMPLES_FOR_CI:
+        ci = "-"  # too few samples for a confidence interval of the median
+    else:
+        ci = f"{100 * r.ci_rel:.1f}" + ("" if r.precision_met or r.stop_reason == "fixed" else "*")
     wrong = str(r.wrong) if r.check_iters else "N/A"
     return _row((str(r.size_bytes), str(r.count), r.dtype, r.redop, root, f"{r.time_s * 1e6:.2f}",
                  f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", wrong, f"{r.time_p5_s * 1e6:.2f}",
