@@ -95,6 +95,18 @@ void register_benches(py::module_& m) {
       .def_property_readonly("window", &P2PBench::window);
 }
 
+void register_build_info(py::module_& m) {
+  m.def("build_info", [] {
+    py::dict d;
+    d["mpi"] = PYBENCH_BUILD_MPI;
+    d["mpi_cxx_compiler"] = PYBENCH_BUILD_MPI_CXX;
+    d["cuda_module"] = PYBENCH_BUILD_CUDA_MODULE;
+    d["cuda_architectures"] = PYBENCH_BUILD_CUDA_ARCHS;
+    d["cxx_compiler"] = PYBENCH_BUILD_CXX;
+    return d;
+  });
+}
+
 void register_dtypes(py::module_& m) {
   // Exposed so tests can prove the 16-bit conversions exact where the check relies on them.
   m.def("half_roundtrip", [](float f) { return half_to_float(float_to_half(f)); });
@@ -109,4 +121,5 @@ PYBIND11_MODULE(_core, m) {
   register_mpi(m);
   register_benches(m);
   register_dtypes(m);
+  register_build_info(m);
 }

@@ -6,9 +6,7 @@ command needs it, so ``pybench env`` and the model tools work without MPI.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
-from pathlib import Path
 from types import ModuleType
 
 from .errors import BackendUnavailable
@@ -46,11 +44,9 @@ def cuda() -> ModuleType:
     return _cuda
 
 
-@lru_cache(maxsize=None)
 def build_info() -> dict:
-    """Facts recorded by CMake at build time (MPI kind, CUDA architectures, compilers)."""
-    path = Path(__file__).with_name("_build_info.json")
+    """Facts compiled into the core (MPI kind, CUDA module and architectures, compiler); {} without it."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return dict(core().build_info())
+    except BackendUnavailable:
         return {}

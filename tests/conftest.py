@@ -1,0 +1,64 @@
+"""Shared helpers for the test suite.
+
+Subprocesses run with cwd set to a temporary folder so that ``python -m pybench``
+imports the installed package (with its native modules), never the source tree.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def _core_available() -> str | None:
+    try:
+        import pybench._core  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def native():
+    """The native core; the suite needs it, so its absence is an error, not a skip."""
+    problem = _core_available()
+    if problem:
+        pytest.fail(f"pybench._core cannot be imported ({problem}); install with `pip install .[test]` and run "
+                    "pytest from the repository root (not `python -m pytest`, which would import the source tree)")
+    import pybench._core as core
+    return core
+
+
+def run_pybench(args: list[str], cwd: Path, timeout: float = 120, env: dict | None = None
+                ) -> subprocess.CompletedProcess:
+    """Run ``python -m pybench ARGS`` as a user would; never through a shell."""
+    full_env = dict(os.environ)
+    full_env.pop("PYBENCH_RANK_PROCESS", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "pybench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=full_env, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def pybench_cli(tmp_path):
+    def run(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+        return run_pybench(list(args), tmp_path, timeout=timeout, env=env)
+    return run
+
+
+def run_under_mpiexec(script: Path, args: list[str], cwd: Path, nprocs: int = 2, timeout: float = 300
+                      ) -> subprocess.CompletedProcess:
+    """Start ``nprocs`` ranks of a Python script through pybench's own launcher logic."""
+    from pybench.launch import find_launcher
+    launcher = find_launcher()
+    cmd = launcher.command(nprocs, [sys.executable, str(script), *args])
+    return subprocess.run(cmd, cwd=cwd, env=launcher.environment(), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)

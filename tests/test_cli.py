@@ -1,0 +1,156 @@
+"""The CLI end to end, as a user runs it: real ranks started by pybench itself."""
+
+import csv
+import json
+
+import pytest
+
+from pybench.results import SCHEMA, SCHEMA_VERSION, load_result
+
+pytestmark = pytest.mark.mpi
+
+
+def _table_rows(stdout: str) -> list[list[str]]:
+    return [line.split() for line in stdout.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_allreduce_prints_a_nccl_tests_table_and_writes_complete_files(pybench_cli, tmp_path, native):
+    out, csv_path = tmp_path / "ar.json", tmp_path / "ar.csv"
+    proc = pybench_cli("allreduce", "--sizes", "8,64K,1M", "--json", str(out), "--csv", str(csv_path))
+    assert proc.returncode == 0, proc.stderr
+    header = [line for line in proc.stdout.splitlines() if line.startswith("#")]
+    assert any("world 2 ranks" in h and "intra-node" in h for h in header)
+    assert any(h.split()[1:9] == ["size", "count", "type", "redop", "root", "time", "algbw", "busbw"] for h in header)
+    assert any(h.startswith("# Peak bus bandwidth:") for h in header)
+    assert "# Out of bounds values: 0 OK" in proc.stdout
+    rows = _table_rows(proc.stdout)
+    assert [int(r[0]) for r in rows] == [8, 65536, 1048576]
+    assert [int(r[1]) for r in rows] == [2, 16384, 262144]
+    assert all(r[2] == "float32" and r[3] == "sum" and r[8] == "0" for r in rows)
+
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == SCHEMA and doc["schema_version"] == SCHEMA_VERSION
+    assert doc["finished"] is True and doc["cut_short"] is None
+    assert doc["world_size"] == 2 and sum(doc["hosts"].values()) == 2
+    assert doc["environment"]["mpi"]["library"].startswith("Open MPI")
+    assert doc["environment"]["cpu_model"]
+    assert doc["command"][:2] == ["pybench", "allreduce"]
+    for rec in doc["records"]:
+        assert rec["wrong"] == 0 and rec["iterations"] >= 5
+        assert len(rec["samples_s"]) * rec["ops_per_sample"] == rec["iterations"]
+        assert rec["time_p5_s"] <= rec["time_s"] <= rec["time_p95_s"]
+        # 2 ranks: busbw factor 2(n-1)/n = 1
+        assert rec["busbw_gbps"] == pytest.approx(rec["algbw_gbps"])
+        assert rec["algbw_gbps"] == pytest.approx(rec["size_bytes"] / rec["time_s"] / 1e9)
+    result = load_result(out)
+    assert [r.size_bytes for r in result.records] == [8, 65536, 1048576]
+
+    with csv_path.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["size_bytes"]) for r in rows] == [8, 65536, 1048576]
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reducescatter", "broadcast", "alltoall", "sendrecv"])
+def test_each_collective_runs_from_the_cli(pybench_cli, collective, tmp_path, native):
+    out = tmp_path / "r.json"
+    proc = pybench_cli(collective, "--sizes", "1K,256K", "--iters", "12", "-d", "bf16", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == collective and doc["dtype"] == "bfloat16"
+    assert [r["iterations"] for r in doc["records"]] == [12, 12]
+    assert all(r["wrong"] == 0 and r["stop_reason"] == "fixed" for r in doc["records"])
+
+
+def test_per_op_timing_gives_a_distribution(pybench_cli, tmp_path, native):
+    out = tmp_path / "r.json"
+    proc = pybench_cli("allreduce", "--sizes", "4K", "--timing", "per-op", "--precision", "5%", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(out.read_text())["records"][0]
+    assert rec["ops_per_sample"] == 1 and len(rec["samples_s"]) == rec["iterations"]
+    assert rec["time_p5_s"] <= rec["time_s"] <= rec["time_p95_s"] <= rec["time_p99_s"] <= rec["time_max_s"]
+
+
+def test_p2p_writes_one_file_per_test(pybench_cli, tmp_path, native):
+    out = tmp_path / "p.json"
+    proc = pybench_cli("p2p", "--sizes", "1,64K", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for test in ("latency", "bw", "bibw"):
+        doc = json.loads((tmp_path / f"p.{test}.json").read_text())
+        assert doc["benchmark"] == f"p2p_{test}" and doc["finished"]
+        assert [r["size_bytes"] for r in doc["records"]] == [1, 65536]
+    bw = json.loads((tmp_path / "p.bw.json").read_text())["records"][1]
+    bibw = json.loads((tmp_path / "p.bibw.json").read_text())["records"][1]
+    assert bw["algbw_gbps"] == pytest.approx(65536 / bw["time_s"] / 1e9)
+    assert bibw["algbw_gbps"] == pytest.approx(2 * 65536 / bibw["time_s"] / 1e9)  # both directions
+
+
+def test_wrong_results_set_the_exit_code(pybench_cli, tmp_path, native):
+    out = tmp_path / "r.json"
+    proc = pybench_cli("allreduce", "--sizes", "1K", "--iters", "6", "--json", str(out),
+                       env={"PYBENCH_INJECT_WRONG": "1"})
+    assert proc.returncode == 1
+    rows = _table_rows(proc.stdout)
+    assert int(rows[0][8]) > 0
+    assert "FAILED" in proc.stdout
+    assert json.loads(out.read_text())["records"][0]["wrong"] > 0
+
+
+def test_existing_files_are_not_overwritten_without_force(pybench_cli, tmp_path, native):
+    out = tmp_path / "r.json"
+    out.write_text("precious")
+    proc = pybench_cli("allreduce", "--sizes", "1K", "--json", str(out))
+    assert proc.returncode == 2 and "already exists" in proc.stderr
+    assert out.read_text() == "precious"
+    proc = pybench_cli("allreduce", "--sizes", "1K", "--iters", "6", "--json", str(out), "--force")
+    assert proc.returncode == 0 and json.loads(out.read_text())["finished"]
+
+
+BAD_INPUTS = [
+    (["allreduce", "--sizes", "1G:1M"], "goes down"),
+    (["allreduce", "--sizes", "abc"], "not a size"),
+    (["allreduce", "--sizes", "0"], "at least 1 byte"),
+    (["allreduce", "--sizes", "-1M"], "negative"),
+    (["allreduce", "--sizes", "1X"], "not a size"),
+    (["allfoo"], "invalid choice: 'allfoo'"),
+    (["allreduce", "--dtype", "float8"], "unknown dtype 'float8'"),
+    (["allreduce", "--op", "prod"], "unknown reduction op"),
+    (["allreduce", "-n", "1"], "needs at least 2 ranks"),
+    (["p2p", "-n", "1"], "need 2 ranks"),
+    (["allgather", "--sizes", "24", "-d", "float64"], "multiple of ranks x element size"),
+    (["allreduce", "--sizes", "6"], "not a multiple of the float32 element size"),
+    (["allreduce", "--sizes", "8G", "-d", "float64"], "is available"),
+    (["allreduce", "--sizes", "64G"], "32-bit count limit"),
+    (["allreduce", "--iters", "0"], "must be at least 1"),
+    (["allreduce", "--precision", "150%"], "between 0 and 100%"),
+    (["allreduce", "--iters", "5", "--precision", "1%"], "exclusive"),
+    (["allreduce", "--backend", "nccl"], "nccl backend"),
+    (["allreduce", "--backend", "gloo"], "unknown backend"),
+    (["allreduce", "--json", "/nonexistent/dir/x.json"], "does not exist"),
+    (["broadcast", "--root", "7"], "not a rank"),
+    ([], "no command given"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", BAD_INPUTS, ids=[" ".join(a) or "empty" for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_exit_2(pybench_cli, args, fragment):
+    proc = pybench_cli(*args, timeout=30)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("pybench: error: ")
+    assert fragment in lines[0]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_version_and_env(pybench_cli, native):
+    proc = pybench_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("pybench 0.")
+    proc = pybench_cli("env", "--json")
+    assert proc.returncode == 0, proc.stderr
+    env = json.loads(proc.stdout)
+    assert env["mpi"]["available"] and env["backends"]["mpi"]
+    assert env["launcher"]["flavour"] == "openmpi"
+    if env["gpu"]["device_count"] == 0:
+        assert env["gpu"]["no_gpu_reason"]
+    text = pybench_cli("env").stdout
+    assert "mpi:" in text and "gpu" in text
