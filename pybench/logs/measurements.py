@@ -1,0 +1,109 @@
+"""The common shape every imported log is turned into.
+
+A :class:`MeasurementSet` is one sweep over message sizes of one collective on one
+set of ranks: what the fitter needs (sizes and median times) plus the metadata that
+says which model it belongs to (collective, backend, world size, link class).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+LINK_CLASSES = ("intra-node", "inter-node")
+
+
+def _frozen_array(values, name: str, dtype=float) -> np.ndarray:
+    arr = np.array(values, dtype=dtype, copy=True).reshape(-1)
+    # Read-only so a frozen dataclass is frozen all the way down.
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class MeasurementSet:
+    """One size sweep of one collective, as imported from a log or result file.
+
+    Attributes
+    ----------
+    source : str
+        Tool that produced it: ``nccl-tests``, ``osu`` or ``pybench``.
+    collective : str
+        pybench name (``allreduce``, ``allgather``, ``reducescatter``, ``broadcast``,
+        ``reduce``, ``alltoall``, ``sendrecv``, ``p2p_bw``, ``p2p_latency`` ...).
+    backend : str
+        ``nccl``, ``mpi``, ``torch`` ...
+    world_size : int or None
+        Number of ranks, None when the log does not say and it cannot be recovered.
+    link_class : str or None
+        ``intra-node``, ``inter-node`` or None when unknown.
+    dtype : str
+        Canonical dtype name (``float32`` ...), ``byte`` for OSU.
+    size_bytes : ndarray of int64
+        Message sizes (pybench/nccl-tests convention: total buffer for all-gather).
+    time_s : ndarray of float
+        Time of one operation in seconds (median, or the tool's average when
+        that is all it prints; see ``time_statistic``).
+    time_low_s, time_high_s : ndarray of float or None
+        Spread when the tool gives it (p5/p95, min/max).
+    path : str
+        File it came from ('' when built in memory).
+    time_statistic : str
+        What ``time_s`` is: ``median`` (pybench), ``mean`` (nccl-tests, OSU).
+    notes : tuple of str
+        How ambiguous metadata was resolved (e.g. world size from busbw/algbw).
+
+    Notes
+    -----
+    Equality is identity (``eq=False``): numpy arrays have no single truth value.
+    Arrays are read-only copies.
+    """
+
+    source: str
+    collective: str
+    backend: str
+    world_size: Optional[int]
+    link_class: Optional[str]
+    dtype: str
+    size_bytes: np.ndarray
+    time_s: np.ndarray
+    time_low_s: Optional[np.ndarray] = None
+    time_high_s: Optional[np.ndarray] = None
+    path: str = ""
+    time_statistic: str = "median"
+    notes: tuple = field(default_factory=tuple)
+
+    def __post_init__(self):
+        size = _frozen_array(self.size_bytes, "size_bytes", dtype=np.int64)
+        time = _frozen_array(self.time_s, "time_s")
+        if size.shape != time.shape:
+            raise ValueError(f"size_bytes ({size.size}) and time_s ({time.size}) differ in length")
+        object.__setattr__(self, "size_bytes", size)
+        object.__setattr__(self, "time_s", time)
+        for name in ("time_low_s", "time_high_s"):
+            value = getattr(self, name)
+            if value is not None:
+                arr = _frozen_array(value, name)
+                if arr.shape != time.shape:
+                    raise ValueError(f"{name} has {arr.size} values, time_s has {time.size}")
+                object.__setattr__(self, name, arr)
+        if self.link_class is not None and self.link_class not in LINK_CLASSES:
+            raise ValueError(f"link_class {self.link_class!r} is not one of {LINK_CLASSES} or None")
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+    def __len__(self) -> int:
+        return int(self.size_bytes.size)
+
+    @property
+    def label(self) -> str:
+        """Short human description, e.g. ``allreduce nccl x16 inter-node``."""
+        world = f"x{self.world_size}" if self.world_size else "x?"
+        return f"{self.collective} {self.backend} {world} {self.link_class or 'link?'}"
+
+    def __repr__(self) -> str:
+        span = ""
+        if len(self):
+            span = f", {int(self.size_bytes.min())}..{int(self.size_bytes.max())} B"
+        return f"MeasurementSet({self.label}, {len(self)} sizes{span}, source={self.source!r})"
