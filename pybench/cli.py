@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__, cli_models
+from . import __version__, cli_models, cli_planning
 from .benchmark import BenchConfig, check_memory
 from .collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from .errors import BackendUnavailable, PyBenchError, UsageError
@@ -221,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_cmd_env)
     cli_models.add_parsers(sub)
+    cli_planning.add_parsers(sub)
     return parser
 
 

@@ -154,3 +154,48 @@ def test_version_and_env(pybench_cli, native):
         assert env["gpu"]["no_gpu_reason"]
     text = pybench_cli("env").stdout
     assert "mpi:" in text and "gpu" in text
+
+
+def test_under_a_users_mpiexec_each_process_is_one_rank(tmp_path, native):
+    import subprocess
+    import sys
+
+    from pybench.launch import find_launcher
+    launcher = find_launcher()
+    out = tmp_path / "r.json"
+    env = launcher.environment()
+    env.pop("PYBENCH_RANK_PROCESS")  # as a user's mpirun would start it: only the launcher's own variables
+    cmd = launcher.command(2, [sys.executable, "-m", "pybench", "allgather", "--sizes", "4K", "--iters", "6",
+                               "--json", str(out), "-n", "7"])
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("# Out of bounds values: 0 OK") == 1  # rank 0 prints, once
+    assert json.loads(out.read_text())["world_size"] == 2  # the job's size, not -n
+
+
+def test_an_interrupted_sweep_keeps_every_completed_size(tmp_path, native):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "r.json"
+    # 1 KiB finishes at once; 256 MiB with many fixed iterations takes far longer than the wait below.
+    proc = subprocess.Popen([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K,256M", "--iters", "400",
+                             "--json", str(out)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if out.exists() and json.loads(out.read_text())["records"]:
+                break
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)  # the parent, mpiexec and both ranks
+    finally:
+        proc.communicate(timeout=30)
+    doc = json.loads(out.read_text())
+    assert doc["finished"] is False
+    assert [r["size_bytes"] for r in doc["records"]] == [1024]
+    assert doc["records"][0]["wrong"] == 0

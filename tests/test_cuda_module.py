@@ -23,7 +23,7 @@ def test_cuda_module_imports_and_probes_without_crashing():
         # error 35 (no driver) or 100 (no device) must read as "no GPU", with the reason
         assert p["no_gpu_reason"]
         assert any(k in p["no_gpu_reason"] for k in ("driver", "device"))
-    assert cuda.compiled_architectures() == build_info()["cuda_architectures"].split(";")
+    assert cuda.compiled_architectures() == build_info()["cuda_architectures"].split(",")
 
 
 def test_missing_cuda_module_says_how_to_rebuild(monkeypatch):

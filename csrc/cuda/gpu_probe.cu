@@ -72,10 +72,10 @@ long long kernel_selftest(int device, std::size_t n) {
 
 std::vector<std::string> compiled_architectures() {
   std::vector<std::string> out;
-  std::string s = PYBENCH_CUDA_ARCHS;  // set by CMake from CMAKE_CUDA_ARCHITECTURES
+  std::string s = PYBENCH_CUDA_ARCHS;  // comma-separated, set by CMake from CMAKE_CUDA_ARCHITECTURES
   std::size_t start = 0;
   while (start <= s.size()) {
-    const std::size_t end = s.find(';', start);
+    const std::size_t end = s.find(',', start);
     const std::string item = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
     if (!item.empty()) out.push_back(item);
     if (end == std::string::npos) break;
