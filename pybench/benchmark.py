@@ -135,6 +135,7 @@ def check_memory(cfg: BenchConfig, world: int, ranks_on_this_host: int, availabl
 
 
 def make_native_bench(cfg: BenchConfig, size_bytes: int) -> NativeBench:
+    """The C++ bench (MPI, host buffers) for one size of ``cfg``."""
     from ._native import core
     c = core()
     if cfg.is_p2p:
@@ -185,7 +186,7 @@ def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: i
 
 
 def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], None],
-              make_bench: Callable[[BenchConfig, int], NativeBench] = make_native_bench) -> None:
+              make_bench: Callable[[BenchConfig, int], NativeBench]) -> None:
     """Measure every size in order, handing each record over as soon as it exists."""
     for size in cfg.sizes:
         bench = make_bench(cfg, size)

@@ -22,9 +22,6 @@ from .results import OutputFiles
 from .sizes import parse_sizes
 from .stopping import StopRule
 
-BACKENDS = ("mpi",)
-_NOT_YET = {"nccl": "the nccl backend is not built into this version of pybench yet; use --backend mpi",
-            "torch": "the torch backend is not built into this version of pybench yet; use --backend mpi"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,8 +111,9 @@ def _stop_rule(args) -> StopRule:
 
 
 def _check_backend(args) -> None:
-    if args.backend in _NOT_YET:
-        raise BackendUnavailable(_NOT_YET[args.backend])
+    from .backends import BACKENDS, NOT_YET
+    if args.backend in NOT_YET:
+        raise BackendUnavailable(NOT_YET[args.backend])
     if args.backend not in BACKENDS:
         raise UsageError(f"unknown backend {args.backend!r}; known: {', '.join(BACKENDS)}")
 
@@ -155,7 +153,7 @@ def _run_measurement(args) -> int:
     plans = _collective_plans(args) if args.command in COLLECTIVES else _p2p_plans(args)
     if under_launcher():
         from .runner import run_as_rank
-        return run_as_rank(plans, argv, args.force)
+        return run_as_rank(plans, argv, args.force, args.backend)
     # Stand-alone: catch bad input here, before any rank starts.
     for plan in plans:
         plan.config.validate(args.nprocs)

@@ -31,9 +31,12 @@ _LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "
 
 
 def under_launcher(environ: dict[str, str] | None = None) -> bool:
-    """True when this process is one rank of a launched job (ours or the user's)."""
+    """True when this process is one rank of a launched job (ours, mpirun/srun, or torchrun)."""
     env = os.environ if environ is None else environ
-    return any(v in env for v in (RANK_MARKER, *_LAUNCHER_VARS))
+    if any(v in env for v in (RANK_MARKER, *_LAUNCHER_VARS)):
+        return True
+    # torchrun sets these for every worker (TORCHELASTIC_RUN_ID with elastic agents)
+    return "TORCHELASTIC_RUN_ID" in env or all(v in env for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR"))
 
 
 @dataclass(frozen=True)

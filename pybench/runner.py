@@ -5,14 +5,13 @@ every size, so a crash loses nothing already measured.
 
 from __future__ import annotations
 
-import atexit
 import datetime as _dt
 import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from . import _native
+from .backends import Backend, get_backend
 from .benchmark import BenchConfig, check_memory, env_flag, run_sizes
 from .envinfo import environment
 from .errors import PyBenchError
@@ -50,12 +49,10 @@ class _Progress:
             sys.stderr.flush()
 
 
-def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool) -> int:
+def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name: str = "mpi") -> int:
     """Entry point of every rank; returns this process's exit code."""
-    core = _native.core()
-    core.mpi_init()
-    atexit.register(core.mpi_finalize)
-    info = core.rank_info()
+    backend = get_backend(backend_name)
+    info = backend.start()
     rank, world = info["rank"], info["world_size"]
     is_root = rank == 0
 
@@ -69,7 +66,7 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool) -> int:
                 plan.outputs.check_writable(force)
     except PyBenchError as exc:
         error = exc
-    any_error, root_error = core.allreduce_max_ints([int(error is not None), int(is_root and error is not None)])
+    any_error, root_error = backend.agree_max([int(error is not None), int(is_root and error is not None)])
     if any_error:
         if error is not None and (is_root or not root_error):
             prefix = "" if is_root else f"rank {rank} ({info['host']}): "
@@ -80,7 +77,7 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool) -> int:
     hosts = dict(Counter(info["hosts"]))
     worst = 0
     for plan in plans:
-        code = _run_one(core, plan, info, hosts, env, argv)
+        code = _run_one(backend, plan, info, hosts, env, argv)
         worst = max(worst, code)
     return report_status(worst, is_root)
 
@@ -90,19 +87,19 @@ def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
     return "intra-node" if len(set(involved)) == 1 else "inter-node"
 
 
-def _run_one(core, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str]) -> int:
+def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str]) -> int:
     cfg = plan.config
     is_root = info["rank"] == 0
     stop = cfg.stop
     result = RunResult(
-        benchmark=cfg.benchmark, backend="mpi", dtype="int8" if cfg.is_p2p else cfg.dtype, redop=cfg.redop,
+        benchmark=cfg.benchmark, backend=backend.name, dtype="int8" if cfg.is_p2p else cfg.dtype, redop=cfg.redop,
         timing=cfg.timing, world_size=info["world_size"], hosts=hosts, link_class=_link_class(cfg, info["hosts"]),
         environment=env,
         options={"precision": stop.precision, "iters": stop.fixed_iters, "min_iters": stop.min_iters,
                  "max_iters": stop.max_iters, "time_budget_s": stop.budget_s, "warmup": cfg.warmup,
                  "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
                  "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
-                 "buffer_allocation": core.host_allocation(cfg.huge_pages)},
+                 "buffer_allocation": backend.describe_buffers(cfg)},
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     progress = _Progress(is_root and (env_flag(PROGRESS) or sys.stderr.isatty()), len(cfg.sizes), cfg.benchmark)
     if is_root:
@@ -121,7 +118,7 @@ def _run_one(core, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, 
 
     progress.start(cfg.sizes[0])
     try:
-        run_sizes(cfg, info["world_size"], on_record)
+        run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench)
     except KeyboardInterrupt:
         result.cut_short = "interrupted (SIGINT)"
         if is_root:
@@ -136,7 +133,7 @@ def _run_one(core, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, 
             plan.outputs.write(result)
         print(f"pybench: error: rank {info['rank']} ({info['host']}): {exc}", file=sys.stderr, flush=True)
         sys.stderr.flush()
-        core.mpi_abort(1)
+        backend.abort(1)
         raise
     result.finished = True
     if is_root:

@@ -32,3 +32,20 @@ def test_environment_marks_ranks_and_allows_root_for_open_mpi():
 def test_the_embedded_launcher_is_found(native):
     launcher = find_launcher()
     assert launcher.flavour == "openmpi" and os.access(launcher.path, os.X_OK)
+
+
+def test_torchrun_workers_count_as_launched():
+    assert under_launcher({"TORCHELASTIC_RUN_ID": "x"})
+    assert under_launcher({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"})
+    assert not under_launcher({"RANK": "0"})  # a stray RANK alone is not a launched job
+
+
+def test_backends_are_looked_up_by_name():
+    import pytest
+
+    from pybench.backends import get_backend
+    from pybench.errors import BackendUnavailable, UsageError
+    with pytest.raises(UsageError, match="unknown backend 'gloo'; known: mpi"):
+        get_backend("gloo")
+    with pytest.raises(BackendUnavailable, match="nccl backend is not built"):
+        get_backend("nccl")
