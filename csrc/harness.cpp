@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "native_error.hpp"
+#include "watchdog.hpp"
 
 namespace pybench {
 namespace {
@@ -58,12 +59,17 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
   launch_ = MpiLaunch{send_.data(), recv_.data(), count_, mpi_datatype(dtype_), mpi_op(dtype_, op_),
                       MPI_COMM_WORLD, rank_, world_, root_};
   pattern_.fill(send_.data(), desc_.send_count(count_, world_), rank_);
+  label_ = desc_.name + " of " + std::to_string(size_bytes) + " B";
 }
 
 int CollectiveBench::run_once() { return desc_.run_mpi(launch_); }
 
 void CollectiveBench::warmup(int n) {
-  for (int i = 0; i < n; ++i) MPI_CHECK(run_once());
+  WatchGuard guard("warm-up of " + label_);
+  for (int i = 0; i < n; ++i) {
+    Watchdog::instance().arm("warm-up of " + label_);
+    MPI_CHECK(run_once());
+  }
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
@@ -76,7 +82,10 @@ long long CollectiveBench::check(int iters) {
   for (int i = 0; i < iters; ++i) {
     std::memset(recv_.data(), 0xff, recv_.bytes());  // NaN / -1: never a pattern value
     pattern_.fill(send_.data(), desc_.send_count(count_, world_), rank_);
-    MPI_CHECK(run_once());
+    {
+      WatchGuard guard("check of " + label_);
+      MPI_CHECK(run_once());
+    }
     if (corrupt && recv_.bytes() > 0) static_cast<unsigned char*>(recv_.data())[0] ^= 0x01;
     for (const auto& block : desc_.expected(count_, rank_, world_, root_))
       wrong += static_cast<long long>(pattern_.count_wrong(recv_.data(), block));
@@ -85,7 +94,7 @@ long long CollectiveBench::check(int iters) {
 }
 
 Samples CollectiveBench::measure(int n_samples, int ops_per_sample) {
-  return time_samples(n_samples, ops_per_sample, [this] { return run_once(); });
+  return time_samples(n_samples, ops_per_sample, [this] { return run_once(); }, label_);
 }
 
 }  // namespace pybench

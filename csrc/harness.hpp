@@ -41,6 +41,7 @@ class CollectiveBench {
   Pattern pattern_;
   HostBuffer send_, recv_;
   MpiLaunch launch_;
+  std::string label_;  // "allreduce of 1048576 B", for the watchdog
 };
 
 }  // namespace pybench

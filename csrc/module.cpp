@@ -10,6 +10,7 @@
 #include "mpi_context.hpp"
 #include "native_error.hpp"
 #include "p2p.hpp"
+#include "watchdog.hpp"
 
 namespace py = pybind11;
 using namespace pybench;
@@ -33,7 +34,7 @@ void register_errors(py::module_& m) {
 }
 
 void register_mpi(py::module_& m) {
-  m.def("mpi_init", &mpi_init, "Initialise MPI in this process (idempotent).");
+  m.def("mpi_init", &mpi_init, "Initialise MPI in this process (idempotent).", py::call_guard<py::gil_scoped_release>());
   m.def("mpi_finalize", &mpi_finalize);
   m.def("mpi_initialized", &mpi_initialized);
   m.def("mpi_abort", &mpi_abort, py::arg("code"));
@@ -41,12 +42,33 @@ void register_mpi(py::module_& m) {
   m.def("barrier", &mpi_barrier, py::call_guard<py::gil_scoped_release>());
   m.def("allreduce_max_ints", [](std::vector<long long> v) {
     // Lets every rank agree on flags (any rank failed? which?) before going on.
+    WatchGuard guard("agreeing on the run's state");
     if (!v.empty())
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
     return v;
   }, py::call_guard<py::gil_scoped_release>());
+  m.def("start_watchdog", [](double timeout_s, py::object on_timeout) {
+    // Kept alive for the life of the process: the watchdog may call it from its
+    // own thread at any time, and it must never be destroyed without the GIL.
+    auto* cb = new py::object(std::move(on_timeout));
+    py::gil_scoped_release nogil;
+    start_watchdog(timeout_s, [cb](const std::string& msg) {
+      py::gil_scoped_acquire gil;
+      try {
+        if (!cb->is_none()) (*cb)(msg);
+      } catch (const py::error_already_set&) {
+        // nothing more can be done on the way out
+      }
+    });
+  }, py::arg("timeout_s"), py::arg("on_timeout") = py::none(),
+     "Arm the per-operation timeout (seconds, <= 0 disables) and the heartbeat table.");
+  m.def("watchdog_diagnosis", [] { return Watchdog::instance().diagnose(); });
   m.def("rank_info", [] {
-    const RankInfo i = rank_info();
+    RankInfo i;
+    {
+      py::gil_scoped_release nogil;
+      i = rank_info();
+    }
     py::dict d;
     d["rank"] = i.rank;
     d["world_size"] = i.world_size;

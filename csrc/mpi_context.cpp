@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 #include "native_error.hpp"
+#include "watchdog.hpp"
 
 namespace pybench {
 namespace {
@@ -66,6 +69,8 @@ bool mpi_initialized() {
 
 void mpi_finalize() {
   if (!mpi_initialized()) return;
+  Watchdog::instance().disarm();
+  Watchdog::instance().close_heartbeat();
   for (auto& row : g_ops)
     for (auto& op : row)
       if (op != MPI_OP_NULL) MPI_Op_free(&op);
@@ -88,6 +93,7 @@ std::string mpi_library_version() {
 
 RankInfo rank_info() {
   require_init();
+  WatchGuard guard("the start-up exchange of rank facts");
   RankInfo info;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &info.rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &info.world_size));
@@ -110,8 +116,25 @@ RankInfo rank_info() {
   return info;
 }
 
+void start_watchdog(double timeout_s, std::function<void(const std::string&)> on_timeout) {
+  require_init();
+  Watchdog::instance().configure(timeout_s, std::move(on_timeout));
+  const RankInfo info = rank_info();
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local));
+  char name[64] = {0};
+  if (info.local_rank == 0) std::snprintf(name, sizeof(name), "/pybench-hb-%d-%d", static_cast<int>(getpid()), info.rank);
+  MPI_CHECK(MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, local));
+  // Local rank 0 creates the table before anyone else opens it.
+  if (info.local_rank == 0) Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts);
+  MPI_CHECK(MPI_Barrier(local));
+  if (info.local_rank != 0) Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts);
+  MPI_Comm_free(&local);
+}
+
 void mpi_barrier() {
   require_init();
+  WatchGuard guard("a barrier");
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
@@ -140,11 +163,13 @@ MPI_Op mpi_op(DType t, RedOp op) {
 
 void allreduce_max_inplace(std::vector<double>& values) {
   if (values.empty()) return;
+  WatchGuard guard("the exchange of timings");
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
                           MPI_COMM_WORLD));
 }
 
 long long allreduce_sum(long long value) {
+  WatchGuard guard("the exchange of check results");
   long long out = 0;
   MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
   return out;

@@ -6,6 +6,7 @@
 
 #include "mpi_context.hpp"
 #include "native_error.hpp"
+#include "watchdog.hpp"
 
 namespace pybench {
 namespace {
@@ -43,6 +44,7 @@ P2PBench::P2PBench(const std::string& test, std::size_t size_bytes, int window, 
                   "point-to-point size must be between 1 byte and 2 GiB - 1");
   send_ = HostBuffer(size_bytes, huge_pages);
   recv_ = HostBuffer(size_bytes, huge_pages);
+  label_ = "p2p " + test + " of " + std::to_string(size_bytes) + " B";
 }
 
 int P2PBench::pingpong() {
@@ -96,7 +98,11 @@ int P2PBench::run_once() {
 }
 
 void P2PBench::warmup(int n) {
-  for (int i = 0; i < n; ++i) MPI_CHECK(run_once());
+  WatchGuard guard("warm-up of " + label_);
+  for (int i = 0; i < n; ++i) {
+    Watchdog::instance().arm("warm-up of " + label_);
+    MPI_CHECK(run_once());
+  }
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
@@ -109,6 +115,7 @@ long long P2PBench::check(int iters) {
     pattern_.fill(send_.data(), words, rank_);
     std::memset(static_cast<char*>(send_.data()) + words * 4, 0x5a, tail);
     std::memset(recv_.data(), 0xff, size_);
+    WatchGuard guard("check of " + label_);
     MPI_CHECK(MPI_Sendrecv(send_.data(), static_cast<int>(size_), MPI_BYTE, peer, kDataTag, recv_.data(),
                            static_cast<int>(size_), MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     wrong += static_cast<long long>(pattern_.count_wrong(recv_.data(), ExpectedBlock{0, words, peer, 0}));
@@ -119,7 +126,7 @@ long long P2PBench::check(int iters) {
 }
 
 Samples P2PBench::measure(int n_samples, int ops_per_sample) {
-  Samples s = time_samples(n_samples, ops_per_sample, [this] { return run_once(); });
+  Samples s = time_samples(n_samples, ops_per_sample, [this] { return run_once(); }, label_);
   // A ping-pong op is a round trip; a window op carries `window` messages.
   const double per_op_divisor = test_ == P2PTest::latency ? 2.0 : static_cast<double>(window_);
   for (auto& v : s.per_op_s) v /= per_op_divisor;

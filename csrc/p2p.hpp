@@ -40,6 +40,7 @@ class P2PBench {
   int rank_, world_;
   Pattern pattern_;
   HostBuffer send_, recv_;
+  std::string label_;
 };
 
 }  // namespace pybench

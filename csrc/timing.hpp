@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace pybench {
@@ -16,6 +17,7 @@ struct Samples {
 };
 
 // `op` returns an MPI error code; any failure is raised after the loop.
-Samples time_samples(int n_samples, int ops_per_sample, const std::function<int()>& op);
+// `label` names the operation for the watchdog ("allreduce of 1048576 B").
+Samples time_samples(int n_samples, int ops_per_sample, const std::function<int()>& op, const std::string& label);
 
 }  // namespace pybench

@@ -70,6 +70,16 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return v
+
+
 def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
     g = p.add_argument_group("what to run")
     g.add_argument("--sizes", "-s", default=default_sizes,
@@ -93,6 +103,9 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
     m.add_argument("-w", "--warmup", type=_nonneg_int, default=5, help="untimed operations per size first (default 5)")
     m.add_argument("-c", "--check", type=_nonneg_int, default=2,
                    help="iterations whose output every rank verifies exactly (default 2; 0 disables)")
+    m.add_argument("--timeout", type=_nonneg_float, default=30.0, metavar="SECONDS",
+                   help="abort the run when one operation makes no progress for this long, naming the rank that "
+                        "stopped answering (default 30; 0 disables)")
     m.add_argument("--huge-pages", choices=("on", "off"), default="on",
                    help="transparent huge pages for buffers >= 2 MiB (default on, as numpy); moves large-message "
                         "results by 20-30%%, so match it when comparing with another tool")
@@ -153,7 +166,7 @@ def _run_measurement(args) -> int:
     plans = _collective_plans(args) if args.command in COLLECTIVES else _p2p_plans(args)
     if under_launcher():
         from .runner import run_as_rank
-        return run_as_rank(plans, argv, args.force, args.backend)
+        return run_as_rank(plans, argv, args.force, args.backend, args.timeout)
     # Stand-alone: catch bad input here, before any rank starts.
     for plan in plans:
         plan.config.validate(args.nprocs)
@@ -162,7 +175,8 @@ def _run_measurement(args) -> int:
     if args.command.startswith("p2p") and len(plans) > 1 and args.json:
         names = ", ".join(str(p.outputs.json_path) for p in plans)
         print(f"pybench: writing one JSON file per test: {names}", file=sys.stderr)
-    return spawn_local_ranks(args.nprocs, argv)
+    files = [p for plan in plans for p in (plan.outputs.json_path,) if p is not None]
+    return spawn_local_ranks(args.nprocs, argv, result_files=files)
 
 
 def _cmd_env(args) -> int:

@@ -7,14 +7,18 @@ list (never through a shell), so nothing in a size string or file name can run.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from .errors import BackendUnavailable
 
@@ -89,8 +93,72 @@ def _flavour(path: str) -> str:
     return "unknown"
 
 
-def spawn_local_ranks(nprocs: int, argv: list[str], interrupt_grace_s: float = 5.0) -> int:
-    """Run ``nprocs`` local ranks of ``pybench argv`` and return the run's exit code."""
+_BANNER_RULE = re.compile(rb"^-{20,}\s*$")
+_KILLED = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+) \(([^)]*)\)")
+_NONZERO = re.compile(r"exited with non-zero status.*?Process name: \[[^\]]*?,(\d+)\].*?Exit code:\s*(\d+)")
+
+
+class _StderrRelay(threading.Thread):
+    """Copies the ranks' stderr (through mpiexec) to ours as it comes, and turns
+    Open MPI's multi-line abort banners into facts: which rank died and how."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.failures: list[str] = []
+
+    def run(self) -> None:
+        out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+        banner: list[bytes] | None = None
+        for raw in iter(self.stream.readline, b""):
+            if _BANNER_RULE.match(raw):
+                if banner is None:
+                    banner = []
+                    continue
+                self._digest(banner, out)
+                banner = None
+                continue
+            if banner is not None:
+                banner.append(raw)
+                continue
+            if raw.startswith(b"Abort is in progress"):  # prterun's Ctrl-C chatter; we say it in one line
+                continue
+            self._write(out, raw)
+        if banner:
+            self._digest(banner, out)
+
+    def _digest(self, lines: list[bytes], out) -> None:
+        text = " ".join(b.decode(errors="replace").strip() for b in lines)
+        killed = _KILLED.search(text)
+        nonzero = _NONZERO.search(text)
+        if killed:
+            rank, pid, host, sig, name = killed.groups()
+            self.failures.append(f"rank {rank} ({host}, pid {pid}) was killed by signal {sig} ({name})")
+        elif nonzero:
+            rank, code = nonzero.groups()
+            why = "timed out" if code == "124" else f"exited with code {code}"
+            self.failures.append(f"rank {rank} {why}")
+        else:  # a banner we do not understand is shown as it is
+            rule = b"-" * 74 + b"\n"
+            self._write(out, rule + b"".join(lines) + rule)
+
+    @staticmethod
+    def _write(out, data: bytes) -> None:
+        if out is not None:
+            out.write(data)
+            out.flush()
+        else:
+            sys.stderr.write(data.decode(errors="replace"))
+
+
+def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path] = (),
+                      interrupt_grace_s: float = 5.0) -> int:
+    """Run ``nprocs`` local ranks of ``pybench argv`` and return the run's exit code.
+
+    When the ranks end abnormally (a rank killed, a timeout, Ctrl-C), the result
+    files they were writing are marked as cut short; they already hold every size
+    completed before the fault.
+    """
     launcher = find_launcher()
     env = launcher.environment()
     if sys.stderr.isatty():
@@ -99,33 +167,59 @@ def spawn_local_ranks(nprocs: int, argv: list[str], interrupt_grace_s: float = 5
     os.close(fd)
     os.unlink(status_path)  # rank 0 creates it; absence means the ranks never got that far
     env[STATUS_FILE] = status_path
+    program = [sys.executable, "-m", "pybench", *argv]
     try:
-        program = [sys.executable, "-m", "pybench", *argv]
-        proc = subprocess.Popen(launcher.command(nprocs, program), env=env, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(launcher.command(nprocs, program), env=env, stdin=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        relay = _StderrRelay(proc.stderr)
+        relay.start()
         try:
             rc = proc.wait()
         except KeyboardInterrupt:
-            # The terminal sent SIGINT to mpiexec too; give it a moment to stop the ranks.
+            # The terminal sent SIGINT to mpiexec too; make sure it stops the ranks.
             try:
                 proc.send_signal(signal.SIGINT)
                 proc.wait(timeout=interrupt_grace_s)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            relay.join(timeout=2)
+            _mark_cut_short(result_files, "interrupted (SIGINT)")
             print("pybench: interrupted; results written so far are kept", file=sys.stderr)
             return 130
+        relay.join(timeout=5)
         status = _read_status(status_path)
         if status is not None:
             return status
-        if rc != 0:
-            print(f"pybench: error: the ranks exited abnormally ({Path(launcher.path).name} returned {rc}); "
-                  "see the messages above", file=sys.stderr)
+        reason = "; ".join(relay.failures) or f"the ranks exited abnormally ({Path(launcher.path).name} returned {rc})"
+        kept = _mark_cut_short(result_files, reason)
+        # A rank that timed out has already said which rank stopped answering, in one line.
+        if not relay.failures or not all(f.endswith("timed out") for f in relay.failures):
+            where = f"; results so far kept in {', '.join(kept)}" if kept else ""
+            print(f"pybench: error: {reason}{where}", file=sys.stderr)
         return rc if rc != 0 else 1
     finally:
         try:
             os.unlink(status_path)
         except OSError:
             pass
+
+
+def _mark_cut_short(paths: Sequence[Path], reason: str) -> list[str]:
+    """Record in each unfinished result file why the run stopped; return the files that hold results."""
+    from .results import write_atomic
+    kept = []
+    for path in paths:
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            continue
+        kept.append(str(path))
+        if doc.get("finished") or doc.get("cut_short"):
+            continue
+        doc["cut_short"] = reason
+        write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    return kept
 
 
 def _read_status(path: str) -> int | None:

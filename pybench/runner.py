@@ -49,12 +49,15 @@ class _Progress:
             sys.stderr.flush()
 
 
-def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name: str = "mpi") -> int:
+def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name: str = "mpi",
+                timeout_s: float = 30.0) -> int:
     """Entry point of every rank; returns this process's exit code."""
     backend = get_backend(backend_name)
     info = backend.start()
     rank, world = info["rank"], info["world_size"]
     is_root = rank == 0
+    current = _CurrentRun()
+    backend.watch(timeout_s, current.cut_short if is_root else None)
 
     # Validation runs on every rank; ranks agree before anyone allocates or opens a file.
     error: PyBenchError | None = None
@@ -77,9 +80,24 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     hosts = dict(Counter(info["hosts"]))
     worst = 0
     for plan in plans:
-        code = _run_one(backend, plan, info, hosts, env, argv)
+        code = _run_one(backend, plan, info, hosts, env, argv, current)
         worst = max(worst, code)
     return report_status(worst, is_root)
+
+
+class _CurrentRun:
+    """What rank 0 is writing now, so a timeout can mark it cut short and save it."""
+
+    def __init__(self) -> None:
+        self.result: RunResult | None = None
+        self.outputs: OutputFiles | None = None
+
+    def cut_short(self, reason: str) -> None:
+        if self.result is None or self.outputs is None:
+            return
+        self.result.cut_short = reason
+        self.outputs.write(self.result)
+        _say(f"# Run cut short: {reason}; {len(self.result.records)} size(s) kept")
 
 
 def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
@@ -87,7 +105,8 @@ def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
     return "intra-node" if len(set(involved)) == 1 else "inter-node"
 
 
-def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str]) -> int:
+def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
+             current: _CurrentRun) -> int:
     cfg = plan.config
     is_root = info["rank"] == 0
     stop = cfg.stop
@@ -106,6 +125,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         for line in header_lines(result):
             _say(line)
         plan.outputs.write(result)
+        current.result, current.outputs = result, plan.outputs
 
     def on_record(record: SizeRecord) -> None:
         progress.step()

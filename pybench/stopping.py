@@ -60,7 +60,11 @@ class StopRule:
         """Batch size actually used. A fixed count is still split into enough samples
         to show a spread and a CI, rather than one batch of all iterations."""
         if self.fixed_iters is not None:
-            return max(1, min(wanted, self.fixed_iters // MIN_SAMPLES_FOR_CI))
+            # The largest batch that divides the count exactly and leaves enough samples.
+            k = max(1, min(wanted, self.fixed_iters // MIN_SAMPLES_FOR_CI))
+            while self.fixed_iters % k:
+                k -= 1
+            return k
         return max(1, min(wanted, self.max_iters))
 
     def first_chunk(self, ops_per_sample: int) -> int:

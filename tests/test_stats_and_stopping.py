@@ -136,3 +136,12 @@ def test_identical_samples_give_identical_decisions():
 def test_wrong_values_are_reported():
     rec = measure_size(_cfg(), FakeBench(wrong=3), 4096, 2)
     assert rec.wrong == 6
+
+
+@pytest.mark.parametrize("fixed", [1, 5, 6, 7, 60, 400, 401, 1000])
+def test_fixed_counts_are_exact_whatever_the_batch(fixed):
+    rule = StopRule(precision=None, fixed_iters=fixed)
+    k = rule.ops_per_sample(1000)
+    n = rule.first_chunk(k)
+    assert n * k == fixed
+    assert n >= min(fixed, MIN_SAMPLES_FOR_CI)

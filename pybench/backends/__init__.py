@@ -21,6 +21,10 @@ class Backend(Protocol):
     def start(self) -> dict[str, Any]:
         """Initialise; return rank, world_size, local_rank, local_size, host and hosts (by rank)."""
 
+    def watch(self, timeout_s: float, on_timeout) -> None:
+        """Abort this rank when one operation makes no progress for ``timeout_s``;
+        ``on_timeout(message)`` runs first so results can be saved."""
+
     def agree_max(self, values: list[int]) -> list[int]:
         """Element-wise maximum of ``values`` over all ranks."""
 
@@ -43,6 +47,7 @@ class Backend(Protocol):
 # name -> "module:Class"; modules import lazily so a missing optional backend costs nothing.
 BACKENDS: dict[str, str] = {
     "mpi": "pybench.backends.mpi:MpiBackend",
+    "torch": "pybench.backends.torch:TorchBackend",
 }
 NOT_YET = {
     "nccl": "the nccl backend is not built into this version of pybench yet; use --backend mpi",

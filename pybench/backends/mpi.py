@@ -20,6 +20,9 @@ class MpiBackend:
         atexit.register(self._core.mpi_finalize)
         return dict(self._core.rank_info())
 
+    def watch(self, timeout_s: float, on_timeout) -> None:
+        self._core.start_watchdog(timeout_s, on_timeout)
+
     def agree_max(self, values: list[int]) -> list[int]:
         return list(self._core.allreduce_max_ints(values))
 

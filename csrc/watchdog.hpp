@@ -1,0 +1,63 @@
+// A stuck collective must not hold every rank forever. The watchdog thread
+// watches the operation the main thread is in; when one makes no progress for
+// the timeout it names the rank that stopped answering, lets Python save what
+// was measured, and ends this process, so the launcher ends the job.
+//
+// Naming the culprit uses a per-host heartbeat table in shared memory (one slot
+// per local rank: pid, global rank, operations started): a local rank whose
+// process is gone or stopped, or that is behind the others, is the one. When all
+// local ranks wait alike, the culprit is on another host.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pybench {
+
+class Watchdog {
+ public:
+  static Watchdog& instance();
+
+  // timeout_s <= 0 disables it. on_timeout gets the one-line message and may
+  // save files; it is given a few seconds before the process exits anyway.
+  void configure(double timeout_s, std::function<void(const std::string&)> on_timeout);
+  // Heartbeat table shared by the ranks of this host (name agreed over MPI).
+  void open_heartbeat(const std::string& shm_name, int local_rank, int local_size, int rank,
+                      const std::vector<std::string>& hosts_by_rank);
+  void close_heartbeat();
+
+  void arm(const std::string& what);  // an operation starts now
+  void disarm();
+  double timeout_s() const { return timeout_s_; }
+  // Diagnosis the watchdog would print now; exposed for tests.
+  std::string diagnose() const;
+
+ private:
+  Watchdog() = default;
+  void loop();
+  [[noreturn]] void fire();
+
+  double timeout_s_ = 0;
+  std::function<void(const std::string&)> on_timeout_;
+  std::atomic<std::int64_t> deadline_ns_{0};  // 0: not armed
+  std::string what_;
+  std::atomic<bool> thread_started_{false};
+  struct Slot;
+  Slot* slots_ = nullptr;
+  int local_rank_ = 0, local_size_ = 0, rank_ = 0;
+  std::string shm_name_;
+  std::vector<std::string> hosts_;
+};
+
+class WatchGuard {
+ public:
+  explicit WatchGuard(const std::string& what) { Watchdog::instance().arm(what); }
+  ~WatchGuard() { Watchdog::instance().disarm(); }
+  WatchGuard(const WatchGuard&) = delete;
+  WatchGuard& operator=(const WatchGuard&) = delete;
+};
+
+}  // namespace pybench
