@@ -24,12 +24,12 @@ import math
 import os
 import platform
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from .errors import BackendUnavailable, FileFormatError, UsageError
+from .files import read_json, refuse_existing, write_atomic
 from .transformer import Gemm, TransformerShape, step_gemms
 
 __all__ = [
@@ -446,32 +446,9 @@ class ComputeProfile:
 
 
 def write_json_atomic(path: str | os.PathLike, data: dict, force: bool = False) -> None:
-    """Write ``data`` as JSON to ``path`` through a temp file and os.replace, so a
-    reader never sees half a file; refuse to overwrite an existing file unless ``force``.
-
-    Raises
-    ------
-    UsageError
-        When the file exists and ``force`` is false.
-    """
-    path = os.fspath(path)
-    if os.path.exists(path) and not force:
-        raise UsageError(f"{path} exists; pass --force (force=True) to overwrite it or choose another name")
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".pybench-", suffix=".json.tmp", dir=directory)
-    try:
-        # mkstemp makes the file 0600; give the result the permissions a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``data`` as JSON atomically; refuse to overwrite an existing file unless ``force``."""
+    refuse_existing(path, force)
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def load_compute(path: str | os.PathLike) -> ComputeProfile:
@@ -482,14 +459,10 @@ def load_compute(path: str | os.PathLike) -> ComputeProfile:
     FileFormatError
         When the file is missing, not JSON or not a compute profile.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
+    if not os.path.exists(path):
         raise FileFormatError(f"compute profile {os.fspath(path)} does not exist; "
-                              f"make one with: python -m pybench compute --json {os.fspath(path)}") from None
-    except (OSError, ValueError) as exc:
-        raise FileFormatError(f"cannot read compute profile {os.fspath(path)}: {exc}") from None
+                              f"make one with: python -m pybench compute --json {os.fspath(path)}")
+    data = read_json(path)
     return ComputeProfile.from_dict(data)
 
 

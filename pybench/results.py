@@ -11,12 +11,12 @@ import io
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import FileFormatError, UsageError
+from .errors import FileFormatError
+from .files import read_json, refuse_existing, write_atomic
 
 SCHEMA = "pybench.result"
 SCHEMA_VERSION = 1
@@ -60,7 +60,15 @@ class SizeRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SizeRecord":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        """Build from a JSON record, checking every field's type: files can be hostile."""
+        if not isinstance(d, dict):
+            raise FileFormatError(f"a size record is {type(d).__name__}, not an object")
+        values = {}
+        for name, f in cls.__dataclass_fields__.items():
+            if name not in d:
+                raise FileFormatError(f"a size record has no {name!r}")
+            values[name] = _checked(name, d[name], str(f.type))
+        return cls(**values)
 
 
 @dataclass
@@ -120,43 +128,39 @@ class RunResult:
             return cls(benchmark=d["benchmark"], backend=d["backend"], dtype=d["dtype"], redop=d["redop"],
                        timing=d["timing"], world_size=d["world_size"], hosts=d["hosts"], link_class=d["link_class"],
                        environment=d["environment"], options=d["options"], command=d["command"],
-                       started_at=d["started_at"], records=[SizeRecord.from_dict(r) for r in d["records"]],
+                       started_at=d["started_at"], records=[SizeRecord.from_dict(r) for r in _list(d["records"])],
                        finished=d["finished"], cut_short=d["cut_short"])
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise FileFormatError(f"pybench result is missing or has a malformed field: {exc}") from None
+
+
+def _list(v: Any) -> list:
+    if not isinstance(v, list):
+        raise FileFormatError(f"'records' must be a list, got {type(v).__name__}")
+    return v
 
 
 def load_result(path: str | os.PathLike) -> RunResult:
     """Read a result JSON file written by pybench."""
-    try:
-        text = Path(path).read_text()
-        doc = json.loads(text)
-    except OSError as exc:
-        raise FileFormatError(f"cannot read {path}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise FileFormatError(f"{path} is not JSON: {exc}") from None
+    doc = read_json(path)
     try:
         return RunResult.from_dict(doc)
     except FileFormatError as exc:
         raise FileFormatError(f"{path}: {exc}") from None
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old or the new file, never half of one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+def _checked(name: str, value: Any, type_name: str) -> Any:
+    ok = {
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+        "str": lambda v: isinstance(v, str),
+        "bool": lambda v: isinstance(v, bool),
+        "list[float]": lambda v: isinstance(v, list) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v),
+    }[type_name]
+    if not ok(value):
+        raise FileFormatError(f"size record field {name!r} must be a finite {type_name}, got {str(value)[:40]!r}")
+    return value
 
 
 def _finite_or_none(x: Any) -> Any:
@@ -195,17 +199,8 @@ class OutputFiles:
     def check_writable(self, force: bool) -> None:
         """Refuse to clobber existing files without --force, and fail early on unwritable folders."""
         for p in (self.json_path, self.csv_path):
-            if p is None:
-                continue
-            if p.exists() and not force:
-                raise UsageError(f"{p} already exists; pass --force to overwrite it or choose another file name")
-            if p.is_dir():
-                raise UsageError(f"{p} is a folder; give a file name")
-            parent = p.parent if str(p.parent) else Path(".")
-            if not parent.is_dir():
-                raise UsageError(f"cannot write {p}: folder {parent} does not exist")
-            if not os.access(parent, os.W_OK):
-                raise UsageError(f"cannot write {p}: folder {parent} is not writable")
+            if p is not None:
+                refuse_existing(p, force)
 
     def write(self, result: RunResult) -> None:
         if self.json_path is not None:

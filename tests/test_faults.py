@@ -117,7 +117,7 @@ def test_a_stalled_rank_is_named_after_the_timeout(sweep):
     assert proc.returncode != 0
     lines = [l for l in stderr.splitlines() if l.strip()]
     assert len(lines) == 1, stderr
-    assert f"rank 1 (" in lines[0] and f"pid {victim}) is stopped" in lines[0] and "no progress for 3" in lines[0]
+    assert "rank 1 (" in lines[0] and f"pid {victim}) is stopped" in lines[0] and "no progress for 3" in lines[0]
     assert "is stopped" in doc["cut_short"]
     assert "# Run cut short:" in stdout
 
