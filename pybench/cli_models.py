@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from .collectives import COLLECTIVES
 from .errors import UsageError
+from .files import refuse_existing, write_atomic
 from .sizes import format_size, parse_sizes
 
 PREDICTION_SCHEMA = "pybench.prediction"
@@ -121,8 +120,8 @@ def prediction_records(models, sizes, world=None, band: str = "confidence") -> l
         pred = m.predict([float(s) for s in sizes], world=world, band=band)
         factor = _busbw_factor(m.collective, w) if w else math.nan
         for s, t, lo, hi in zip(sizes, pred.time_s, pred.time_low_s, pred.time_high_s):
-            # A non-positive time can only come from extrapolating a piece with a
-            # negative intercept far below its sizes; report no bandwidth then.
+            # Fitted pieces are physical (alpha >= 0, B > 0), so t > 0; the guard only
+            # keeps a nonsense bandwidth out of the output should that ever break.
             algbw = s / t / 1e9 if t > 0 else None
             records.append({
                 "collective": m.collective, "backend": m.backend, "link_class": m.link_class,
@@ -133,6 +132,9 @@ def prediction_records(models, sizes, world=None, band: str = "confidence") -> l
                 "algorithm": m.algorithm,
                 "extrapolated_world": world is not None and world != m.world_size,
                 "extrapolated_size": not (m.size_min_bytes <= s <= m.size_max_bytes),
+                # The band is wider than the time itself, so its low end is clipped at 0:
+                # the data do not pin the latency down at this size / world size.
+                "band_reaches_zero": bool(lo <= 0.0),
             })
     return records
 
@@ -154,7 +156,9 @@ def format_prediction_table(records) -> str:
             last = key
         bus = "n/a" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.2f}"
         alg = "n/a" if r["algbw_gbps"] is None else f"{r['algbw_gbps']:.2f}"
-        note = "outside measured sizes" if r["extrapolated_size"] else ""
+        note = "; ".join(n for n, on in (("outside measured sizes", r["extrapolated_size"]),
+                                         ("band reaches 0: latency not resolved",
+                                          r.get("band_reaches_zero", False))) if on)
         lines.append(f"  {format_size(r['size_bytes']):>10} {r['time_s'] * 1e6:>11.2f} "
                      f"{r['time_low_s'] * 1e6:>11.2f} {r['time_high_s'] * 1e6:>11.2f} "
                      f"{alg:>8} {bus:>8}  {note}")
@@ -179,26 +183,10 @@ def run_predict(args) -> int:
     if args.json:
         doc = {"schema": PREDICTION_SCHEMA, "schema_version": PREDICTION_SCHEMA_VERSION,
                "model_file": str(args.model), "records": records}
-        _write_atomic(Path(args.json), json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        # Predictions are derived output, so replacing an older file is expected.
+        refuse_existing(Path(args.json), force=True)
+        write_atomic(Path(args.json), json.dumps(doc, indent=2, allow_nan=False) + "\n")
     return 0
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # Predictions are derived output, so replacing an older file is expected; still atomic
-    # so a reader never sees half of it.
-    if not path.parent.exists():
-        raise UsageError(f"cannot write {path}: directory {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def main_for_tests(argv) -> int:

@@ -14,6 +14,11 @@ noisy run will land. At a world size other than the fitted one, each piece is ma
 per-link (alpha, B) through the algorithm formula (see :mod:`pybench.algorithms`) and
 back out at the new world; the band is scaled the same way. The sizes where pieces
 change are kept as measured (a protocol switch point at another world size is unknown).
+
+Every piece has alpha >= 0 and B > 0 (the fit is constrained, see :mod:`pybench.fit`)
+and the world-size factors are positive, so every predicted time is positive. Files
+from before that constraint that hold a negative latency are refused on load, with the
+remedy (refit).
 """
 
 from __future__ import annotations
@@ -21,8 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -31,6 +34,7 @@ import numpy as np
 
 from .algorithms import default_algorithm, get_algorithm
 from .errors import FileFormatError, UsageError
+from .files import read_json, refuse_existing, write_atomic
 from .fit import (DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR, SegmentFit,
                   fit_alpha_beta, fit_single_line, predict_segments, select_algorithm)
 
@@ -124,8 +128,12 @@ class AlphaBetaModel:
         out = []
         for s in self.segments:
             cov = (s.cov[0] * ka * ka, s.cov[1] * ka * kb, s.cov[2] * kb * kb)
+            # ka, kb > 0, so alpha >= 0 and 1/B >= 0 survive the mapping: predictions at
+            # any world size stay positive.
+            held_high = s.held_ci_high * (ka if s.held == "alpha" else kb) if s.held else s.held_ci_high
             out.append(dataclasses.replace(s, alpha_s=s.alpha_s * ka,
-                                           inv_bw_s_per_byte=s.inv_bw_s_per_byte * kb, cov=cov))
+                                           inv_bw_s_per_byte=s.inv_bw_s_per_byte * kb, cov=cov,
+                                           held_ci_high=held_high))
         return tuple(out)
 
     # -- prediction ------------------------------------------------------------------
@@ -148,7 +156,10 @@ class AlphaBetaModel:
         Returns
         -------
         Prediction
-            ``time_s`` with the confidence band ``[time_low_s, time_high_s]``.
+            ``time_s`` (always > 0) with the band ``[time_low_s, time_high_s]``, which
+            contains it; the low end is clipped at 0 where the band is wider than the
+            time itself. The band is nan only for a piece fitted without residual
+            degrees of freedom (2 points), where it is undefined.
         """
         s = np.asarray(size_bytes, dtype=float)
         if np.any(~np.isfinite(s)) or np.any(s <= 0):
@@ -176,15 +187,21 @@ class AlphaBetaModel:
             f"  {'sizes (B)':>25}  {'alpha (us)':>10} {'95% CI':>19}  {'B (GB/s)':>9} {'95% CI':>19}"
             f"  {'R^2':>6} {'medAPE':>6} {'maxAPE':>6}",
         ]
-        for s in self.segments:
+        notes = []
+        for k, s in enumerate(self.segments):
             a_lo, a_hi = s.alpha_ci_s
             b_lo, b_hi = s.bw_ci_Bps
+            mark = f" [{k + 1}]" if s.ci_notes() else ""
             lines.append(
                 f"  {s.size_min_bytes:>12}..{s.size_max_bytes:<12} {s.alpha_s * 1e6:>10.3f} "
-                f"[{a_lo * 1e6:>8.2f},{a_hi * 1e6:>8.2f}]  {_gbps(s.bw_Bps):>9} "
-                f"[{_gbps(b_lo):>8},{_gbps(b_hi):>8}]  {s.r2:>6.3f} {s.median_ape:>5.1f}% {s.max_ape:>5.1f}%")
+                f"[{_us(a_lo):>8},{_us(a_hi):>8}]  {_gbps(s.bw_Bps):>9} "
+                f"[{_gbps(b_lo):>8},{_gbps(b_hi):>8}]  {s.r2:>6.3f} {s.median_ape:>5.1f}% "
+                f"{s.max_ape:>5.1f}%{mark}")
+            notes.extend(f"[{k + 1}] {n}" for n in s.ci_notes())
         lines.append(f"  whole fit: R^2 {self.r2:.4f}, median APE {self.median_ape:.1f}%, "
                      f"max APE {self.max_ape:.1f}%")
+        for n in notes:
+            lines.append(f"  {n}")
         if math.isfinite(self.single_line_median_ape):
             lines.append(f"  one line instead: median APE {self.single_line_median_ape:.1f}%, "
                          f"max APE {self.single_line_max_ape:.1f}%")
@@ -245,6 +262,16 @@ class AlphaBetaModel:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
             raise FileFormatError(f"model entry is malformed: {what}") from None
+        for s in segments:
+            # Files from before the fit was constrained may hold a negative latency, which
+            # predicts negative times at small sizes (or at other world sizes): refuse them.
+            if not (s.alpha_s >= 0 and s.inv_bw_s_per_byte >= 0) or (
+                    s.alpha_s == 0 and s.inv_bw_s_per_byte == 0):
+                raise FileFormatError(
+                    f"model entry is unphysical: piece {s.size_min_bytes}..{s.size_max_bytes} B has "
+                    f"alpha {s.alpha_s * 1e6:.4g} us and 1/B {s.inv_bw_s_per_byte:.4g} s/B (both must be "
+                    f">= 0, not both 0); it predicts negative times. Refit it with this pybench "
+                    f"('pybench fit'), whose fit keeps alpha >= 0 and B > 0")
         get_algorithm(model.algorithm)  # unknown formula -> UsageError naming the known ones
         return model
 
@@ -254,7 +281,16 @@ class AlphaBetaModel:
 
 
 def _gbps(bw_Bps: float) -> str:
+    # inf: unbounded (said in words below the table); nan: undefined.
+    if math.isnan(bw_Bps):
+        return "undef"
     return "inf" if not math.isfinite(bw_Bps) else f"{bw_Bps / 1e9:.2f}"
+
+
+def _us(time_s: float) -> str:
+    if math.isnan(time_s):
+        return "undef"
+    return "inf" if not math.isfinite(time_s) else f"{time_s * 1e6:.2f}"
 
 
 def _jf(x: float):
@@ -300,8 +336,10 @@ def fit_model(measurements, *, algorithm: Optional[str] = None,
         raise UsageError("fit_model needs sweeps of one collective/backend/link class/world size; "
                          f"got {len(keys)} different ones (use fit_models to fit each group)")
     first = sets[0]
-    size = np.concatenate([m.size_bytes for m in sets]).astype(float)
-    time = np.concatenate([m.time_s for m in sets])
+    # Every measurement each set holds (nccl-tests: out-of-place and in-place times).
+    points = [m.fit_points() for m in sets]
+    size = np.concatenate([p[0] for p in points])
+    time = np.concatenate([p[1] for p in points])
     if np.unique(size).size < 2:
         raise UsageError(f"{first.path or first.label}: {np.unique(size).size} distinct size(s); "
                          f"a model needs at least 2 (sweep more sizes, e.g. --sizes 1M:1G)")
@@ -350,8 +388,8 @@ def fit_models(measurements: Sequence, **kwargs) -> list:
         if len(worlds) > 1 and "algorithm" not in kwargs:
             choice = select_algorithm(
                 coll, worlds,
-                [np.concatenate([m.size_bytes for m in by_world[w]]) for w in worlds],
-                [np.concatenate([m.time_s for m in by_world[w]]) for w in worlds])
+                [np.concatenate([m.fit_points()[0] for m in by_world[w]]) for w in worlds],
+                [np.concatenate([m.fit_points()[1] for m in by_world[w]]) for w in worlds])
         for w, sets in by_world.items():
             if choice is not None:
                 models.append(fit_model(sets, algorithm=choice.name, algorithm_basis=choice.basis,
@@ -392,24 +430,8 @@ def save_models(models: Sequence[AlphaBetaModel], path, overwrite: bool = False)
     models = list(models)
     if not models:
         raise UsageError("no models to save")
-    if p.exists() and not overwrite:
-        raise UsageError(f"{p} already exists; pass overwrite=True (CLI: --force) to replace it")
-    if not p.parent.exists():
-        raise UsageError(f"cannot write {p}: directory {p.parent} does not exist")
-    text = json.dumps(models_to_document(models), indent=2, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    refuse_existing(p, overwrite)
+    write_atomic(p, json.dumps(models_to_document(models), indent=2, allow_nan=False) + "\n")
     return p
 
 
@@ -446,16 +468,7 @@ def load_models(path) -> list:
         Unreadable, not JSON, wrong schema, newer schema version, malformed entry.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise FileFormatError(f"{p}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError:
-        raise FileFormatError(f"{p}: not UTF-8 text, so not a pybench model file") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise FileFormatError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    data = read_json(p)
     return models_from_document(data, p)
 
 

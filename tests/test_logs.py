@@ -37,6 +37,12 @@ def test_a100_allreduce_with_shell_noise():
     assert m.time_s[0] == pytest.approx(36.47e-6)       # out-of-place, not in-place 34.74
     assert m.time_s[-1] == pytest.approx(67689e-6)
     assert m.time_s[list(m.size_bytes).index(1048576)] == pytest.approx(85.58e-6)
+    # The in-place column is a second measurement of the same operation, kept beside it.
+    assert m.time_in_place_s[0] == pytest.approx(34.74e-6)
+    assert m.time_in_place_s[list(m.size_bytes).index(1048576)] == pytest.approx(84.50e-6)
+    size, time = m.fit_points()
+    assert size.size == time.size == 62
+    assert sorted(time[size == 8]) == pytest.approx([34.74e-6, 36.47e-6])
 
 
 @needs_shared
@@ -102,6 +108,20 @@ def test_nccl_tests_json_fixture():
     assert m.size_bytes[0] == 1024 and m.size_bytes[-1] == 1 << 30
     assert m.time_s[0] == pytest.approx(12.10e-6)
     assert m.time_s[-1] == pytest.approx(8803.0e-6)
+    assert m.time_in_place_s is not None and np.all(m.time_in_place_s > 0)
+    assert m.fit_points()[0].size == 2 * len(m)
+
+
+@pytest.mark.parametrize("name, collective", [("cpu_mpi2_allreduce.json", "allreduce"),
+                                              ("cpu_mpi2_allgather.json", "allgather")])
+def test_real_cpu_runs(name, collective):
+    # Real pybench runs on the development VM (tests/fixtures/README.md).
+    m = _one(FIXTURES / name)
+    assert (m.source, m.backend, m.collective, m.world_size, m.link_class) == \
+        ("pybench", "mpi", collective, 2, "intra-node")
+    assert list(m.size_bytes) == [2 ** k for k in range(16, 29)]
+    assert np.all(m.time_low_s <= m.time_s) and np.all(m.time_s <= m.time_high_s)
+    assert m.time_in_place_s is None and m.fit_points()[0].size == 13
 
 
 def test_pybench_result_fixture():
@@ -144,6 +164,7 @@ def test_old_millisecond_layout_and_no_program_name(tmp_path):
     path.write_text(text)
     m = _one(path, collective="allreduce")
     assert m.time_s[0] == pytest.approx(0.105e-3)
+    assert m.time_in_place_s[0] == pytest.approx(0.104e-3)   # same unit as out-of-place
     assert m.world_size == 8   # busbw/algbw = 1.75 = 2 * 7/8
     # Without the unit line the unit is recovered from algbw = size/time.
     path.write_text("\n".join(ln for ln in text.splitlines() if "(B)" not in ln) + "\n")

@@ -173,7 +173,7 @@ def test_old_v1_fixture_still_loads_and_predicts_the_same():
 
 
 @pytest.mark.parametrize("content, fragment", [
-    ("not json at all", "not valid JSON"),
+    ("not json at all", "is not JSON"),
     ('{"schema": "pybench.result", "schema_version": 1}', "is not 'pybench.model'"),
     ('{"schema": "pybench.model", "schema_version": 2, "models": []}', "newer"),
     ('{"schema": "pybench.model", "schema_version": "1", "models": []}', "positive integer"),
@@ -188,6 +188,61 @@ def test_bad_model_files(tmp_path, content, fragment):
     with pytest.raises(FileFormatError) as info:
         load_models(path)
     assert fragment in str(info.value) and "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_unphysical_old_model_is_refused_with_the_remedy(tmp_path):
+    # A file written before the fit was constrained, with the negative latency that
+    # predicted -10015 us at 16 MiB on 8 ranks.
+    doc = json.loads((FIXTURES / "model_v1_allreduce.json").read_text())
+    doc["models"][0]["segments"][1]["alpha_s"] = -2151e-6
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match="unphysical.*pybench fit") as info:
+        load_models(path)
+    assert "\n" not in str(info.value)
+
+
+def test_cpu_run_fit_and_predict_positive_at_other_worlds(tmp_path, capsys):
+    # The reported failure: `pybench fit` on a CPU run, then `predict --world 8` printed
+    # negative times with "low 0.00". Now every piece is physical and so is every number.
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(FIXTURES / "cpu_mpi2_allreduce.json"), "-o", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "-" not in report.split("95% CI")[-1].split("whole fit")[0].replace("..", "")
+    model = load_model(out)
+    for seg in model.segments:
+        assert seg.alpha_s >= 0 and seg.inv_bw_s_per_byte > 0
+    pj = tmp_path / "pred.json"
+    for world in ("2", "8", "64"):
+        assert main_for_tests(["predict", str(out), "--sizes", "1K:1G", "--world", world,
+                               "--json", str(pj)]) == 0
+        table = capsys.readouterr().out
+        assert "n/a" not in table and "-" not in table.replace("# ", "").split("note", 1)[1]
+        for r in json.loads(pj.read_text())["records"]:
+            assert r["time_s"] > 0 and r["algbw_gbps"] > 0
+            assert 0 <= r["time_low_s"] <= r["time_s"] <= r["time_high_s"] < 10 * r["time_s"]
+            # Clipped at 0 only where the band is wider than the time, and then it says so.
+            assert r["band_reaches_zero"] == (r["time_low_s"] == 0)
+        if any(r["band_reaches_zero"] for r in json.loads(pj.read_text())["records"]):
+            assert "band reaches 0" in table
+
+
+def test_report_and_json_say_when_an_interval_is_unbounded(tmp_path):
+    sizes = 2 ** np.arange(10, 16)
+    flat = MeasurementSet("x", "allreduce", "nccl", 8, None, "float32", sizes,
+                          [250e-6, 248e-6, 246e-6, 245e-6, 243e-6, 240e-6])
+    m = fit_model(flat)
+    assert m.segments[0].held == "inv_bw"
+    text = m.report()
+    assert "inf" in text and "flat" in text and "unbounded" in text
+    path = tmp_path / "flat.json"
+    m.save(path)
+    seg = json.loads(path.read_text())["models"][0]["segments"][0]
+    assert seg["held"] == "inv_bw" and seg["bw_ci_Bps"][1] is None
+    assert any("unbounded" in n for n in seg["ci_notes"])
+    assert load_model(path) == m
+    p = m.predict([1.0, 1e12], world=64)
+    assert np.all(p.time_s > 0) and np.all(np.isfinite(p.time_high_s))
 
 
 def test_garbage_bytes_and_pickle_are_refused(tmp_path):

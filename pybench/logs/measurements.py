@@ -48,6 +48,10 @@ class MeasurementSet:
         that is all it prints; see ``time_statistic``).
     time_low_s, time_high_s : ndarray of float or None
         Spread when the tool gives it (p5/p95, min/max).
+    time_in_place_s : ndarray of float or None
+        A second measurement of the same operation at each size when the tool makes
+        one (nccl-tests' in-place column; nan where a row lacks it), else None. See
+        :meth:`fit_points`.
     path : str
         File it came from ('' when built in memory).
     time_statistic : str
@@ -74,6 +78,7 @@ class MeasurementSet:
     path: str = ""
     time_statistic: str = "median"
     notes: tuple = field(default_factory=tuple)
+    time_in_place_s: Optional[np.ndarray] = None
 
     def __post_init__(self):
         size = _frozen_array(self.size_bytes, "size_bytes", dtype=np.int64)
@@ -82,7 +87,7 @@ class MeasurementSet:
             raise ValueError(f"size_bytes ({size.size}) and time_s ({time.size}) differ in length")
         object.__setattr__(self, "size_bytes", size)
         object.__setattr__(self, "time_s", time)
-        for name in ("time_low_s", "time_high_s"):
+        for name in ("time_low_s", "time_high_s", "time_in_place_s"):
             value = getattr(self, name)
             if value is not None:
                 arr = _frozen_array(value, name)
@@ -92,6 +97,28 @@ class MeasurementSet:
         if self.link_class is not None and self.link_class not in LINK_CLASSES:
             raise ValueError(f"link_class {self.link_class!r} is not one of {LINK_CLASSES} or None")
         object.__setattr__(self, "notes", tuple(self.notes))
+
+    def fit_points(self):
+        """(size_bytes, time_s) arrays of every measurement the fitter should use.
+
+        nccl-tests times each size twice, out-of-place and in-place: two real, separate
+        measurements of the same operation (same algorithm, same bytes on the wire; only
+        the buffer aliasing differs). Both are returned, as repeated sizes, so the fit and
+        the cross-validation see the mean of the two at each size, which halves the
+        variance of the run-to-run noise instead of throwing half the data away. Sets
+        with one time per size return it unchanged.
+
+        Returns
+        -------
+        (ndarray of float, ndarray of float)
+        """
+        size = self.size_bytes.astype(float)
+        time = np.asarray(self.time_s, dtype=float)
+        if self.time_in_place_s is None:
+            return size, time
+        extra = np.isfinite(self.time_in_place_s) & (self.time_in_place_s > 0)
+        return (np.concatenate([size, size[extra]]),
+                np.concatenate([time, self.time_in_place_s[extra]]))
 
     def __len__(self) -> int:
         return int(self.size_bytes.size)

@@ -179,6 +179,7 @@ def _parse_table(path, lines, start: int, header: list, ctx: dict):
         raise _err(path, f"nccl-tests table at line {start + 1} has no data rows")
 
     sizes, counts, times, algs, buses, redops, roots = [], [], [], [], [], set(), set()
+    in_place = []
     row_keys = []
     ncols = len(names)
     for lineno, toks in rows:
@@ -190,8 +191,10 @@ def _parse_table(path, lines, start: int, header: list, ctx: dict):
             else:
                 raise _err(path, f"line {lineno + 1}: expected {ncols} columns as in the header, "
                                  f"got {len(toks)}: {' '.join(toks)[:80]}")
+            ic = None  # the only time is the in-place one, already in tc
         else:
             tc, ac, bc = time_cols[0], alg_cols[0], bus_cols[0]
+            ic = time_cols[1] if len(time_cols) > 1 else None
         try:
             size = int(toks[i_size])
             count = int(toks[i_count])
@@ -199,9 +202,16 @@ def _parse_table(path, lines, start: int, header: list, ctx: dict):
         except ValueError:
             raise _err(path, f"line {lineno + 1}: size/count/time/algbw/busbw are not numbers: "
                              f"{' '.join(toks)[:80]}") from None
+        ip = math.nan
+        if ic is not None and ic < len(toks):
+            try:
+                ip = float(toks[ic])
+            except ValueError:
+                ip = math.nan  # e.g. "N/A": the in-place column is optional evidence
         sizes.append(size)
         counts.append(count)
         times.append(t)
+        in_place.append(ip)
         algs.append(a)
         buses.append(b)
         row_keys.append((toks[i_type], toks[i_redop] if i_redop is not None else ""))
@@ -215,6 +225,8 @@ def _parse_table(path, lines, start: int, header: list, ctx: dict):
     bus_arr = np.array(buses)
     if np.any(time_arr <= 0):
         raise _err(path, "nccl-tests table has a zero or negative time")
+    in_place_arr = np.array(in_place, dtype=float)
+    in_place_arr[~(in_place_arr > 0)] = math.nan
 
     # Ratios only from rows where both bandwidths have 3+ significant digits.
     good = alg_arr >= 1.0
@@ -256,6 +268,8 @@ def _parse_table(path, lines, start: int, header: list, ctx: dict):
         out.append({
             "collective": collective, "world_size": world, "dtype": _canonical_dtype(key[0]),
             "size_bytes": size_arr[sel].astype(np.int64), "time_s": time_arr[sel] * unit_scale,
+            "time_in_place_s": (in_place_arr[sel] * unit_scale
+                                if np.any(np.isfinite(in_place_arr[sel])) else None),
             "notes": tuple(raw_notes + notes + extra),
         })
     return out, j
@@ -277,7 +291,8 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: Optional[str] = 
     Returns
     -------
     list of MeasurementSet
-        Out-of-place times (in-place only where out-of-place is missing).
+        Out-of-place times in ``time_s`` (in-place only where out-of-place is missing)
+        and the in-place times, when printed, in ``time_in_place_s``.
 
     Raises
     ------
@@ -360,7 +375,7 @@ def parse_nccl_tests_json(data: dict, path="<json>", collective: Optional[str] =
     for d in devices if isinstance(devices, list) else []:
         if isinstance(d, dict) and "rank" in d:
             hosts[int(d["rank"])] = str(d.get("hostname", ""))
-    sizes, times, algs, buses = [], [], [], []
+    sizes, times, algs, buses, in_place = [], [], [], [], []
     redops, roots = set(), set()
     row_keys = []
     for k, row in enumerate(data["results"]):
@@ -376,8 +391,16 @@ def parse_nccl_tests_json(data: dict, path="<json>", collective: Optional[str] =
             b = float(block["bus_bw"])
         except (KeyError, TypeError, ValueError):
             raise _err(path, f"results[{k}]: size/time/alg_bw/bus_bw missing or not numbers") from None
+        ip = math.nan
+        other = row.get("in_place")
+        if block is not other and isinstance(other, dict):
+            try:
+                ip = float(other.get("time", other.get("cpu_time")))
+            except (TypeError, ValueError):
+                ip = math.nan
         sizes.append(size)
         times.append(t)
+        in_place.append(ip)
         algs.append(a)
         buses.append(b)
         row_keys.append((str(row.get("type", "")), str(row.get("redop", "")).strip()))
@@ -402,6 +425,8 @@ def parse_nccl_tests_json(data: dict, path="<json>", collective: Optional[str] =
     if world_size is not None:
         world = world_size
     size_arr, time_arr = np.array(sizes, dtype=np.int64), np.array(times) * 1e-6
+    in_place_arr = np.array(in_place, dtype=float) * 1e-6
+    in_place_arr[~(in_place_arr > 0)] = math.nan
     groups = list(dict.fromkeys(row_keys))
     out = []
     # `-d all` / `-o all` runs repeat every size once per type and op: one set each.
@@ -410,7 +435,9 @@ def parse_nccl_tests_json(data: dict, path="<json>", collective: Optional[str] =
         extra = [f"rows with type {key[0]}, redop {key[1]}"] if len(groups) > 1 else []
         out.append(MeasurementSet(source="nccl-tests", collective=coll, backend="nccl",
                                   world_size=world, link_class=link, dtype=_canonical_dtype(key[0]),
-                                  size_bytes=size_arr[sel], time_s=time_arr[sel], path=str(path),
+                                  size_bytes=size_arr[sel], time_s=time_arr[sel],
+                                  time_in_place_s=(in_place_arr[sel] if np.any(np.isfinite(in_place_arr[sel]))
+                                                   else None), path=str(path),
                                   time_statistic="mean", notes=tuple(notes + extra)))
     return out
 
