@@ -216,6 +216,12 @@ class ModelSet:
         model = self._pick(collective, link_class, world)
         if model is None:
             return None
+        if model.link_class is None:
+            # e.g. an nccl-tests log without "#  Rank" lines: nobody said which links it crossed
+            note = (f"{collective} model of unknown link class used for {link_class} links "
+                    f"(fit one per link class for a better answer)")
+            if note not in self.notes:
+                self.notes.append(note)
         if model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
             where = f"{collective} {model.link_class or 'any-link'} model of unknown world size, used at {world}"
