@@ -29,7 +29,9 @@ def header_lines(result: RunResult) -> list[str]:
     else:
         how = (f"adaptive to ±{100 * opts['precision']:g}% (95% CI of the median), "
                f"iterations {opts['min_iters']}..{opts['max_iters']}, budget {opts['time_budget_s']:g} s per size")
-    mpi = env.get("mpi", {}).get("library", "").split(",")[0]
+    # Open MPI: "Open MPI v5.0.11, package: ..."; MPICH: "MPICH Version:\t4.0.2\nMPICH Release date: ..."
+    mpi = " ".join(env.get("mpi", {}).get("library", "").splitlines()[:1]).split(",")[0]
+    mpi = " ".join(mpi.replace("Version:", "").split())
     return [
         f"# pybench {env.get('pybench_version', '?')}: {result.benchmark}, backend {result.backend} ({mpi})",
         f"# world {result.world_size} ranks on {len(result.hosts)} host(s) [{hosts}], link {result.link_class}",
