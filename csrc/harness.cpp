@@ -23,18 +23,6 @@ std::size_t checked_count(std::size_t size_bytes, DType dtype, int world, const 
   return count;
 }
 
-int rank_of_world() {
-  int r = 0;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
-  return r;
-}
-
-int size_of_world() {
-  int n = 1;
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
-  return n;
-}
-
 }  // namespace
 
 CollectiveBench::CollectiveBench(const std::string& collective, const std::string& dtype, const std::string& op,
@@ -43,8 +31,8 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
       dtype_(parse_dtype(dtype)),
       op_(parse_op(op)),
       count_(0),
-      rank_(rank_of_world()),
-      world_(size_of_world()),
+      rank_(world_rank()),
+      world_(world_size()),
       root_(root),
       pattern_(dtype_, op_, world_, desc_.reduces) {
   PYBENCH_REQUIRE(root >= 0 && root < world_, "root " + std::to_string(root) + " is not a rank of this world of " +

@@ -17,7 +17,16 @@ using namespace pybench;
 
 namespace {
 
-py::tuple samples_to_python(const Samples& s) { return py::make_tuple(s.per_op_s, s.wall_s); }
+// The timed loop runs without the GIL; only the conversion of its samples needs it.
+template <class Bench>
+py::tuple measure(Bench& bench, int n_samples, int ops_per_sample) {
+  Samples s;
+  {
+    py::gil_scoped_release nogil;
+    s = bench.measure(n_samples, ops_per_sample);
+  }
+  return py::make_tuple(s.per_op_s, s.wall_s);
+}
 
 void register_errors(py::module_& m) {
   // Map the C++ exception onto pybench.errors.NativeError so callers catch one family.
@@ -90,14 +99,8 @@ void register_benches(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("warmup", &CollectiveBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
       .def("check", &CollectiveBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
-      .def("measure", [](CollectiveBench& b, int n, int ops) {
-            Samples s;
-            {
-              py::gil_scoped_release nogil;
-              s = b.measure(n, ops);
-            }
-            return samples_to_python(s);
-          }, py::arg("n_samples"), py::arg("ops_per_sample"))
+      .def("measure", &measure<CollectiveBench>, py::arg("n_samples"), py::arg("ops_per_sample"),
+           "Time n_samples batches of ops_per_sample operations: (per-op seconds, max over ranks; wall seconds).")
       .def_property_readonly("send_bytes", &CollectiveBench::send_bytes)
       .def_property_readonly("recv_bytes", &CollectiveBench::recv_bytes)
       .def_property_readonly("count", &CollectiveBench::count);
@@ -106,14 +109,8 @@ void register_benches(py::module_& m) {
            py::arg("window") = 64, py::arg("huge_pages") = true, py::call_guard<py::gil_scoped_release>())
       .def("warmup", &P2PBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
       .def("check", &P2PBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
-      .def("measure", [](P2PBench& b, int n, int ops) {
-            Samples s;
-            {
-              py::gil_scoped_release nogil;
-              s = b.measure(n, ops);
-            }
-            return samples_to_python(s);
-          }, py::arg("n_samples"), py::arg("ops_per_sample"))
+      .def("measure", &measure<P2PBench>, py::arg("n_samples"), py::arg("ops_per_sample"),
+           "Time n_samples batches of ops_per_sample operations: (per-message seconds, max over ranks; wall seconds).")
       .def_property_readonly("window", &P2PBench::window);
 }
 

@@ -91,6 +91,20 @@ std::string mpi_library_version() {
   return s;
 }
 
+int world_rank() {
+  require_init();
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
+  return r;
+}
+
+int world_size() {
+  require_init();
+  int n = 1;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
+  return n;
+}
+
 RankInfo rank_info() {
   require_init();
   WatchGuard guard("the start-up exchange of rank facts");

@@ -28,6 +28,8 @@ bool mpi_initialized();
 void mpi_abort(int code);
 std::string mpi_library_version();  // callable before MPI_Init
 RankInfo rank_info();
+int world_rank();
+int world_size();
 // Arms the operation watchdog for this rank and opens the per-host heartbeat table
 // (its name agreed over the host's ranks). timeout_s <= 0 disables the timeout.
 void start_watchdog(double timeout_s, std::function<void(const std::string&)> on_timeout);

@@ -18,17 +18,6 @@ P2PTest parse_test(const std::string& s) {
   if (s == "bibw") return P2PTest::bibw;
   PYBENCH_FAIL("unknown point-to-point test '" + s + "'; known: latency, bw, bibw");
 }
-
-int world_rank() {
-  int r = 0;
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
-  return n;
-}
 }  // namespace
 
 P2PBench::P2PBench(const std::string& test, std::size_t size_bytes, int window, bool huge_pages)

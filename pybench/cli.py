@@ -40,44 +40,25 @@ def _precision(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return v
+def _number(kind: type, minimum: float, strict: bool):
+    """argparse type for a number of ``kind`` at least (or, if strict, above) ``minimum``."""
+    bound = f"must be {'more than' if strict else 'at least'} {minimum:g}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if not (value > minimum if strict else value >= minimum):
+            raise argparse.ArgumentTypeError(f"{text!r} {bound}")
+        return value
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
-    return v
+_positive_int = _number(int, 1, strict=False)
+_nonneg_int = _number(int, 0, strict=False)
+_positive_float = _number(float, 0, strict=True)
+_nonneg_float = _number(float, 0, strict=False)
 
 
 def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
