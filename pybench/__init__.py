@@ -1,7 +1,11 @@
 """pybench: communication microbenchmarks and communication/computation models.
 
 Importing pybench never starts MPI or touches a GPU; the native modules load on
-first use (see pybench._native).
+first use (see pybench._native). The names below are the Python API:
+
+>>> from pybench import load_model
+>>> model = load_model("model.json", collective="allreduce")
+>>> model.predict(1 << 30, world=64).time_s
 """
 
 from __future__ import annotations
@@ -10,10 +14,19 @@ __version__ = "0.1.0"
 
 from .errors import (BackendUnavailable, FileFormatError, NativeError, PyBenchError, RunFailed, SizeError,
                      UsageError)
-from .sizes import format_size, parse_size, parse_sizes
+from .sizes import format_size, parse_size, parse_sizes  # noqa: E402
+from .results import RunResult, SizeRecord, load_result  # noqa: E402
+from .logs import load_measurements  # noqa: E402
+from .fit import cross_validate, fit_alpha_beta  # noqa: E402
+from .model import AlphaBetaModel, load_model, load_models  # noqa: E402
+from .compute import ComputeProfile, load_compute, profile_compute  # noqa: E402
+from .ccr import ccr, plan  # noqa: E402
 
 __all__ = [
     "__version__",
     "PyBenchError", "UsageError", "SizeError", "BackendUnavailable", "FileFormatError", "NativeError", "RunFailed",
     "parse_size", "parse_sizes", "format_size",
+    "RunResult", "SizeRecord", "load_result",
+    "load_measurements", "fit_alpha_beta", "cross_validate", "AlphaBetaModel", "load_model", "load_models",
+    "ComputeProfile", "load_compute", "profile_compute", "ccr", "plan",
 ]
