@@ -151,16 +151,32 @@ SHAPES: dict[int, TransformerShape] = {
 }
 
 
-def derive_shape(params: int) -> TransformerShape:
-    """A plausible shape for a count not in the table.
+def derive_shape(params: int, vocab: int = 50257) -> TransformerShape:
+    """A plausible shape for a count not in the table, embedding included.
 
-    Solves ``12 * L * h**2 = params`` with ``h = 128 * L`` (the usual aspect
-    ratio), then rounds ``h`` to a multiple of 128 and re-solves ``L``.
+    Counts the way the table does (``param_count``: 12 L h^2 for the layers plus
+    the tied vocab x h embedding), so a small model is not silently two or three
+    times the size asked for (at 20M the embedding alone is over half). Among
+    hidden sizes in steps of 64, keeps those whose layer count lands the total
+    within 10% and takes the one whose h / L is nearest the usual 128 (in log
+    ratio); when none lands that close, the closest total.
     """
-    layers = max(1, round((params / (12 * 128**2)) ** (1 / 3)))
-    hidden = max(128, 128 * round(math.sqrt(params / (12 * layers)) / 128))
-    layers = max(1, round(params / (12 * hidden**2)))
-    return TransformerShape("derived", hidden, layers, hidden // 128, 4 * hidden, 50257)
+    candidates = []
+    for hidden in range(128, 64 * 1024 + 1, 64):
+        rest = params - vocab * hidden
+        if rest < 12 * hidden**2 * 0.5:
+            break
+        layers = max(1, round(rest / (12 * hidden**2)))
+        total = layers * 12 * hidden**2 + vocab * hidden
+        candidates.append((abs(total / params - 1), abs(math.log(hidden / layers / 128)), hidden, layers))
+    if not candidates:  # smaller than one layer plus the embedding at h = 128
+        hidden, layers = 128, 1
+    else:
+        close = [c for c in candidates if c[0] <= 0.10]
+        best = min(close, key=lambda c: c[1]) if close else min(candidates)
+        hidden, layers = best[2], best[3]
+    heads = hidden // 128 if hidden % 128 == 0 else hidden // 64  # head size 128, or 64 where 128 does not divide
+    return TransformerShape("derived", hidden, layers, heads, 4 * hidden, vocab)
 
 
 def shape_for_params(params: int) -> TransformerShape:

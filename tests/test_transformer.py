@@ -47,11 +47,12 @@ def test_llama_7b_shape():
 def test_derived_shape_for_count_not_in_table():
     s = shape_for_params(20 * 10**9)
     assert s.name == "derived"
-    assert s.hidden % 128 == 0
-    assert abs(12 * s.layers * s.hidden**2 / 20e9 - 1) < 0.1
+    assert s.hidden % 64 == 0
+    assert abs(s.param_count / 20e9 - 1) < 0.1  # the embedding counts, as in the table
     assert 64 <= s.hidden / s.layers <= 256  # aspect ratio near 128
-    small = derive_shape(10**7)
+    small = derive_shape(20 * 10**6)
     assert small.layers >= 1 and small.hidden >= 128
+    assert abs(small.param_count / 20e6 - 1) < 0.1
 
 
 def test_shape_from_dims_and_bad_dims():
