@@ -28,6 +28,8 @@ RANK_MARKER = "PYBENCH_RANK_PROCESS"
 # input) can exit 0 towards mpiexec and not trigger its multi-line abort banner.
 STATUS_FILE = "PYBENCH_STATUS_FILE"
 PROGRESS = "PYBENCH_PROGRESS"
+# Start of an in-band progress line on rank 0's stdout (see runner._Progress).
+PROGRESS_MARK = "\x1bpybench-progress:"
 
 # Variables that launchers set in every rank they start.
 _LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS",
@@ -110,22 +112,38 @@ class _StderrRelay(threading.Thread):
     def run(self) -> None:
         out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
         banner: list[bytes] | None = None
-        for raw in iter(self.stream.readline, b""):
-            if _BANNER_RULE.match(raw):
-                if banner is None:
-                    banner = []
-                    continue
-                self._digest(banner, out)
-                banner = None
-                continue
-            if banner is not None:
-                banner.append(raw)
-                continue
-            if raw.startswith(b"Abort is in progress"):  # prterun's Ctrl-C chatter; we say it in one line
-                continue
-            self._write(out, raw)
+        pending = b""
+        fd = self.stream.fileno()
+        # Read what arrives, not whole lines: a progress line ends in "\r", not "\n",
+        # and must reach the terminal when it is written.
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            pending += data
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                banner = self._line(line + b"\n", banner, out)
+            if pending and banner is None and not pending.startswith(b"-"):
+                self._write(out, pending)
+                pending = b""
+        if pending:
+            banner = self._line(pending, banner, out)
         if banner:
             self._digest(banner, out)
+
+    def _line(self, raw: bytes, banner: list[bytes] | None, out) -> list[bytes] | None:
+        """Forward one line, or collect it into an Open MPI banner; returns the banner state."""
+        if _BANNER_RULE.match(raw):
+            if banner is None:
+                return []
+            self._digest(banner, out)
+            return None
+        if banner is not None:
+            banner.append(raw)
+        elif not raw.startswith(b"Abort is in progress"):  # prterun's Ctrl-C chatter; we say it in one line
+            self._write(out, raw)
+        return banner
 
     def _digest(self, lines: list[bytes], out) -> None:
         text = " ".join(b.decode(errors="replace").strip() for b in lines)
@@ -151,6 +169,35 @@ class _StderrRelay(threading.Thread):
             sys.stderr.write(data.decode(errors="replace"))
 
 
+class _StdoutRelay(threading.Thread):
+    """Copies rank 0's stdout to ours and draws its in-band progress lines on our
+    terminal's stderr, clearing them before each line of output."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+
+    def run(self) -> None:
+        mark = PROGRESS_MARK.encode()
+        shown = False
+        for raw in iter(self.stream.readline, b""):
+            if raw.startswith(mark):
+                text = raw[len(mark):].rstrip(b"\n").decode(errors="replace")
+                sys.stderr.write(f"\r\033[K{text}")
+                sys.stderr.flush()
+                shown = bool(text)
+                continue
+            if shown:
+                sys.stderr.write("\r\033[K")
+                sys.stderr.flush()
+                shown = False
+            sys.stdout.buffer.write(raw)
+            sys.stdout.flush()
+        if shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path] = (),
                       interrupt_grace_s: float = 5.0) -> int:
     """Run ``nprocs`` local ranks of ``pybench argv`` and return the run's exit code.
@@ -161,7 +208,8 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
     """
     launcher = find_launcher()
     env = launcher.environment()
-    if sys.stderr.isatty():
+    progress = sys.stderr.isatty()
+    if progress:
         env[PROGRESS] = "1"
     fd, status_path = tempfile.mkstemp(prefix="pybench-status-")
     os.close(fd)
@@ -170,9 +218,12 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
     program = [sys.executable, "-m", "pybench", *argv]
     try:
         proc = subprocess.Popen(launcher.command(nprocs, program), env=env, stdin=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE if progress else None, stderr=subprocess.PIPE)
         relay = _StderrRelay(proc.stderr)
         relay.start()
+        out_relay = _StdoutRelay(proc.stdout) if progress else None
+        if out_relay:
+            out_relay.start()
         try:
             rc = proc.wait()
         except KeyboardInterrupt:
@@ -188,6 +239,8 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
             print("pybench: interrupted; results written so far are kept", file=sys.stderr)
             return 130
         relay.join(timeout=5)
+        if out_relay:
+            out_relay.join(timeout=5)
         status = _read_status(status_path)
         if status is not None:
             return status

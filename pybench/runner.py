@@ -15,7 +15,7 @@ from .backends import Backend, get_backend
 from .benchmark import BenchConfig, check_memory, env_flag, run_sizes
 from .envinfo import environment
 from .errors import PyBenchError
-from .launch import PROGRESS, report_status
+from .launch import PROGRESS, PROGRESS_MARK, report_status
 from .results import OutputFiles, RunResult, SizeRecord
 from .sizes import format_size
 from .table import footer_lines, header_lines, row_line
@@ -32,21 +32,30 @@ def _say(text: str) -> None:
 
 
 class _Progress:
-    """A one-line progress indicator on stderr, only when a person is watching a terminal."""
+    """A one-line progress indicator on stderr, only when a person is watching a terminal.
 
-    def __init__(self, enabled: bool, total: int, label: str):
-        self.enabled, self.total, self.label, self.done = enabled, total, label, 0
+    Under pybench's own launcher the ranks' stderr is a pipe, so rank 0 sends the
+    progress text in band on stdout (PROGRESS_MARK lines) and the parent, which
+    owns the terminal, draws it; being in the same stream as the table rows, it is
+    always cleared before the next row appears.
+    """
+
+    def __init__(self, mode: str, total: int, label: str):
+        self.mode, self.total, self.label, self.done = mode, total, label, 0  # mode: "", "tty" or "relay"
+
+    def _show(self, text: str) -> None:
+        if self.mode == "tty":
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+        elif self.mode == "relay":
+            print(f"{PROGRESS_MARK}{text}", flush=True)
 
     def start(self, size: int) -> None:
-        if self.enabled:
-            sys.stderr.write(f"\r\033[K{self.label}: [{self.done + 1}/{self.total}] measuring {format_size(size)} ...")
-            sys.stderr.flush()
+        self._show(f"{self.label}: [{self.done + 1}/{self.total}] measuring {format_size(size)} ...")
 
     def step(self) -> None:
         self.done += 1
-        if self.enabled:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+        self._show("")
 
 
 def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name: str = "mpi",
@@ -120,7 +129,8 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
                  "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
                  "buffer_allocation": backend.describe_buffers(cfg)},
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-    progress = _Progress(is_root and (env_flag(PROGRESS) or sys.stderr.isatty()), len(cfg.sizes), cfg.benchmark)
+    mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
+    progress = _Progress(mode, len(cfg.sizes), cfg.benchmark)
     if is_root:
         for line in header_lines(result):
             _say(line)
