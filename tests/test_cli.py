@@ -199,3 +199,24 @@ def test_an_interrupted_sweep_keeps_every_completed_size(tmp_path, native):
     assert doc["finished"] is False
     assert [r["size_bytes"] for r in doc["records"]] == [1024]
     assert doc["records"][0]["wrong"] == 0
+
+
+def test_progress_only_on_a_terminal(pybench_cli, tmp_path, native):
+    import shutil
+    import subprocess
+    import sys
+
+    from pybench.launch import PROGRESS_MARK
+    plain = pybench_cli("allreduce", "--sizes", "1K,64K", "--iters", "6")
+    assert plain.returncode == 0
+    assert PROGRESS_MARK not in plain.stdout and "measuring" not in plain.stderr
+    if shutil.which("script") is None:
+        pytest.skip("util-linux `script` is not installed; cannot give the run a terminal")
+    cmd = f"{sys.executable} -m pybench allreduce --sizes 1K,64K --iters 6"
+    tty = subprocess.run(["script", "-qec", cmd, "/dev/null"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, stdin=subprocess.DEVNULL)
+    assert tty.returncode == 0, tty.stdout
+    assert "allreduce: [2/2] measuring 64K ..." in tty.stdout
+    assert PROGRESS_MARK not in tty.stdout  # the parent drew it; the marker itself never shows
+    rows = [l for l in tty.stdout.replace("\r\x1b[K", "\n").splitlines() if l.strip().startswith("65536")]
+    assert len(rows) == 1
