@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__, cli_models, cli_planning
+from . import __version__, cli_models, cli_planning, cli_reports
 from .benchmark import BenchConfig, check_memory
 from .collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from .errors import BackendUnavailable, PyBenchError, UsageError
@@ -95,6 +95,9 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
                    "rewritten after every size")
     o.add_argument("--csv", type=Path, default=None, metavar="FILE", help="one row per size, rewritten after every size")
     o.add_argument("--force", action="store_true", help="overwrite existing output files")
+    o.add_argument("--min-busbw", type=_positive_float, default=None, metavar="GBPS",
+                   help="exit 1 with a one-line reason when the peak busbw is below this (for scripts and health "
+                        "checks that do not use pytest)")
 
 
 def _stop_rule(args) -> StopRule:
@@ -117,7 +120,7 @@ def _collective_plans(args) -> list:
     cfg = BenchConfig(benchmark=args.command, sizes=tuple(parse_sizes(args.sizes)), dtype=canonical_dtype(args.dtype),
                       op=canonical_op(args.op), root=args.root, timing=args.timing, stop=_stop_rule(args),
                       warmup=args.warmup, check_iters=args.check, huge_pages=args.huge_pages == "on")
-    return [RunPlan(cfg, OutputFiles(args.json, args.csv))]
+    return [RunPlan(cfg, OutputFiles(args.json, args.csv), args.min_busbw)]
 
 
 def _p2p_plans(args) -> list:
@@ -129,7 +132,7 @@ def _p2p_plans(args) -> list:
                           stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check, window=args.window,
                           huge_pages=args.huge_pages == "on")
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, t.name, len(tests)),
-                                              _per_test(args.csv, t.name, len(tests)))))
+                                              _per_test(args.csv, t.name, len(tests))), args.min_busbw))
     return plans
 
 
@@ -215,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_env)
     cli_models.add_parsers(sub)
     cli_planning.add_parsers(sub)
+    cli_reports.add_parsers(sub)
     return parser
 
 

@@ -25,6 +25,7 @@ from .table import footer_lines, header_lines, row_line
 class RunPlan:
     config: BenchConfig
     outputs: OutputFiles
+    min_busbw_gbps: float | None = None  # gate for scripts: exit 1 when the peak busbw is lower
 
 
 def _say(text: str) -> None:
@@ -126,7 +127,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         options={"precision": stop.precision, "iters": stop.fixed_iters, "min_iters": stop.min_iters,
                  "max_iters": stop.max_iters, "time_budget_s": stop.budget_s, "warmup": cfg.warmup,
                  "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
-                 "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
+                 "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages, "min_busbw_gbps": plan.min_busbw_gbps,
                  "buffer_allocation": backend.describe_buffers(cfg)},
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
@@ -166,8 +167,16 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         backend.abort(1)
         raise
     result.finished = True
+    code = 1 if result.total_wrong() else 0
+    peak = result.peak_busbw()
+    if plan.min_busbw_gbps is not None and peak is not None and peak.busbw_gbps < plan.min_busbw_gbps:
+        code = 1
+        result.options["min_busbw_failed"] = True
+        if is_root:
+            print(f"pybench: error: peak busbw {peak.busbw_gbps:.2f} GB/s (at {format_size(peak.size_bytes)}) is below "
+                  f"--min-busbw {plan.min_busbw_gbps:g} GB/s", file=sys.stderr, flush=True)
     if is_root:
         plan.outputs.write(result)
         for line in footer_lines(result):
             _say(line)
-    return 1 if result.total_wrong() else 0
+    return code

@@ -221,3 +221,14 @@ def test_progress_only_on_a_terminal(pybench_cli, tmp_path, native):
     # text mode turned every "\r" into a line break; the erase-line codes remain
     rows = [l for l in tty.stdout.replace("\x1b[K", "").splitlines() if l.strip().startswith("65536")]
     assert len(rows) == 1
+
+
+def test_min_busbw_gates_the_exit_code(pybench_cli, tmp_path, native):
+    out = tmp_path / "r.json"
+    low = pybench_cli("allreduce", "--sizes", "64K", "--iters", "6", "--min-busbw", "0.001", "--json", str(out))
+    assert low.returncode == 0, low.stderr
+    high = pybench_cli("allreduce", "--sizes", "64K", "--iters", "6", "--min-busbw", "1e6")
+    assert high.returncode == 1
+    lines = high.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is below --min-busbw 1e+06 GB/s" in lines[0]
+    assert json.loads(out.read_text())["options"]["min_busbw_gbps"] == 0.001
