@@ -3,6 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -45,6 +47,34 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
+}
+
+std::size_t HostBuffer::huge_page_bytes() const {
+  if (!data_ || bytes_ == 0) return 0;
+  const auto begin = reinterpret_cast<std::uintptr_t>(data_), end = begin + bytes_;
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  std::size_t total_kb = 0;
+  bool inside = false;
+  std::uintptr_t lo = 0, hi = 0;
+  while (std::getline(smaps, line)) {
+    // A mapping header looks like "7f0a2c000000-7f0a2e000000 rw-p ..."; fields follow it.
+    const auto dash = line.find('-');
+    const auto space = line.find(' ');
+    if (dash != std::string::npos && space != std::string::npos && dash < space &&
+        line.find_first_not_of("0123456789abcdef") == dash) {
+      lo = std::stoull(line.substr(0, dash), nullptr, 16);
+      hi = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      inside = lo < end && hi > begin;
+      continue;
+    }
+    if (inside && line.rfind("AnonHugePages:", 0) == 0) {
+      // The mapping may be larger than the buffer (malloc arenas): count at most the overlap.
+      const std::size_t overlap_kb = (std::min(hi, end) - std::max(lo, begin)) / 1024;
+      total_kb += std::min<std::size_t>(std::stoull(line.substr(14)), overlap_kb);
+    }
+  }
+  return std::min(total_kb * 1024, bytes_);
 }
 
 std::string host_allocation_description(bool huge_pages) {

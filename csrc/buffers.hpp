@@ -23,6 +23,9 @@ class HostBuffer {
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
+  // Bytes of this buffer the kernel actually backs with transparent huge pages
+  // (from /proc/self/smaps; 0 where that cannot be read). Asking is not getting.
+  std::size_t huge_page_bytes() const;
 
  private:
   void* data_ = nullptr;

@@ -27,6 +27,11 @@ class CollectiveBench {
   Samples measure(int n_samples, int ops_per_sample);
 
   std::size_t send_bytes() const { return send_.bytes(); }
+  // Fraction of this rank's buffer bytes the kernel backs with huge pages.
+  double huge_page_fraction() const {
+    const std::size_t all = send_.bytes() + recv_.bytes();
+    return all ? static_cast<double>(send_.huge_page_bytes() + recv_.huge_page_bytes()) / all : 0.0;
+  }
   std::size_t recv_bytes() const { return recv_.bytes(); }
   std::size_t count() const { return count_; }
 

@@ -102,6 +102,7 @@ void register_benches(py::module_& m) {
       .def("measure", &measure<CollectiveBench>, py::arg("n_samples"), py::arg("ops_per_sample"),
            "Time n_samples batches of ops_per_sample operations: (per-op seconds, max over ranks; wall seconds).")
       .def_property_readonly("send_bytes", &CollectiveBench::send_bytes)
+      .def_property_readonly("huge_page_fraction", &CollectiveBench::huge_page_fraction)
       .def_property_readonly("recv_bytes", &CollectiveBench::recv_bytes)
       .def_property_readonly("count", &CollectiveBench::count);
   py::class_<P2PBench>(m, "P2PBench")
@@ -111,7 +112,8 @@ void register_benches(py::module_& m) {
       .def("check", &P2PBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
       .def("measure", &measure<P2PBench>, py::arg("n_samples"), py::arg("ops_per_sample"),
            "Time n_samples batches of ops_per_sample operations: (per-message seconds, max over ranks; wall seconds).")
-      .def_property_readonly("window", &P2PBench::window);
+      .def_property_readonly("window", &P2PBench::window)
+      .def_property_readonly("huge_page_fraction", &P2PBench::huge_page_fraction);
 }
 
 void register_build_info(py::module_& m) {

@@ -182,7 +182,8 @@ def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: i
                       time_ci_high_s=st.ci_high_s, algbw_gbps=algbw, busbw_gbps=busbw, wrong=wrong,
                       check_iters=cfg.check_iters, iterations=len(samples) * k, ops_per_sample=k,
                       precision_met=decision.precision_met, stop_reason=decision.reason, wall_s=elapsed,
-                      samples_s=[float(s) for s in samples])
+                      samples_s=[float(s) for s in samples],
+                      huge_page_fraction=getattr(bench, "huge_page_fraction", None))
 
 
 def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], None],

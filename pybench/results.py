@@ -50,6 +50,8 @@ class SizeRecord:
     stop_reason: str
     wall_s: float
     samples_s: list[float] = field(repr=False)
+    # Share of rank 0's buffers the kernel really backed with huge pages (None: not known).
+    huge_page_fraction: float | None = None
 
     @property
     def ci_rel(self) -> float:
@@ -65,9 +67,15 @@ class SizeRecord:
             raise FileFormatError(f"a size record is {type(d).__name__}, not an object")
         values = {}
         for name, f in cls.__dataclass_fields__.items():
+            optional = str(f.type).endswith("| None")
             if name not in d:
+                if optional:
+                    continue  # written by an older pybench
                 raise FileFormatError(f"a size record has no {name!r}")
-            values[name] = _checked(name, d[name], str(f.type))
+            if optional and d[name] is None:
+                values[name] = None
+                continue
+            values[name] = _checked(name, d[name], str(f.type).replace(" | None", ""))
         return cls(**values)
 
 

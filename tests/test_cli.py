@@ -232,3 +232,16 @@ def test_min_busbw_gates_the_exit_code(pybench_cli, tmp_path, native):
     lines = high.stderr.strip().splitlines()
     assert len(lines) == 1 and "is below --min-busbw 1e+06 GB/s" in lines[0]
     assert json.loads(out.read_text())["options"]["min_busbw_gbps"] == 0.001
+
+
+def test_huge_page_backing_is_recorded(pybench_cli, tmp_path, native):
+    fractions = {}
+    for setting in ("on", "off"):
+        out = tmp_path / f"hp-{setting}.json"
+        proc = pybench_cli("allreduce", "--sizes", "4M", "--iters", "6", "--huge-pages", setting, "--json", str(out))
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(out.read_text())
+        assert doc["options"]["huge_pages"] is (setting == "on")
+        fractions[setting] = doc["records"][0]["huge_page_fraction"]
+    assert fractions["off"] == 0.0  # never asked for: never granted
+    assert 0.0 <= fractions["on"] <= 1.0  # asking is not getting; the kernel decides, and the file says which

@@ -1,17 +1,44 @@
 // pybench._cuda: the CUDA module, built only when a CUDA compiler is found (or
 // PYBENCH_CUDA=ON). cudart is linked statically, so importing it needs no CUDA
-// toolkit on the user's machine, and with no driver it reports "no GPU".
+// toolkit on the user's machine, and with no driver it reports "no GPU". NCCL
+// and NVML are opened at run time (nccl_api.cpp, nvml_links.cpp), so neither is
+// needed to build or import it. This file only binds; long calls release the GIL.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
+#include <memory>
+
+#include "../native_error.hpp"
 #include "gpu_probe.hpp"
+#include "nccl_api.hpp"
+#include "nccl_harness.hpp"
+#include "nvml_links.hpp"
 
 namespace py = pybind11;
+using namespace pybench;
 
-PYBIND11_MODULE(_cuda, m) {
-  m.doc() = "pybench CUDA module: device probe and device kernels";
+namespace {
+
+py::tuple samples_to_python(const gpu::Samples& s) { return py::make_tuple(s.per_op_s, s.wall_s); }
+
+void register_errors(py::module_& m) {
+  // This module has its own copy of NativeError; map it onto pybench.errors.NativeError too.
+  static py::object native_error = py::module_::import("pybench.errors").attr("NativeError");
+  py::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const NativeError& e) {
+      PyErr_SetString(native_error.ptr(), e.what());
+    }
+  });
+  m.def("raise_native_error", [](const std::string& msg) { PYBENCH_FAIL(msg); },
+        "Raise a NativeError from the CUDA module (used by tests of the exception mapping).");
+}
+
+void register_probe(py::module_& m) {
   m.def("probe", [] {
-    const auto p = pybench::gpu::probe();
+    const auto p = gpu::probe();
     py::list devices;
     for (const auto& d : p.devices) {
       py::dict dd;
@@ -30,7 +57,149 @@ PYBIND11_MODULE(_cuda, m) {
     out["devices"] = devices;
     return out;
   });
-  m.def("kernel_selftest", &pybench::gpu::kernel_selftest, py::arg("device") = 0, py::arg("n") = 1 << 20,
+  m.def("kernel_selftest", &gpu::kernel_selftest, py::arg("device") = 0, py::arg("n") = 1 << 20,
         py::call_guard<py::gil_scoped_release>());
-  m.def("compiled_architectures", &pybench::gpu::compiled_architectures);
+  m.def("compiled_architectures", &gpu::compiled_architectures);
+  m.def("link_report", [](int devices) {
+    gpu::LinkReport r;
+    {
+      py::gil_scoped_release nogil;
+      r = gpu::link_report(devices);
+    }
+    py::dict d;
+    d["nvml_available"] = r.nvml_available;
+    d["reason"] = r.reason;
+    d["driver_version"] = r.driver_version;
+    py::list pairs;
+    for (const auto& p : r.pairs) pairs.append(py::make_tuple(p.a, p.b, p.link));
+    d["pairs"] = pairs;
+    return d;
+  }, py::arg("devices"), "NVLink/PCIe link of every pair of the first `devices` GPUs, from NVML ('unknown' without).");
+}
+
+py::dict library_dict(const nccl::LoadedLibrary& lib) {
+  py::dict d;
+  d["path"] = lib.path;
+  d["version"] = lib.version;
+  d["version_code"] = lib.version_code;
+  return d;
+}
+
+void register_nccl(py::module_& m) {
+  m.def("nccl_load", [](const std::string& path) { return library_dict(nccl::load(path)); }, py::arg("path"),
+        "dlopen NCCL at `path` and resolve its entry points; returns path, version, version_code. Needs no GPU.");
+  m.def("nccl_loaded", []() -> py::object {
+    if (!nccl::loaded()) return py::none();
+    return library_dict(nccl::library());
+  });
+  m.def("nccl_version_string", &nccl::version_string, py::arg("code"));
+  m.def("nccl_unique_id", [] {
+    nccl::UniqueId id{};
+    {
+      py::gil_scoped_release nogil;
+      NCCL_CHECK(nccl::api().GetUniqueId(&id));
+    }
+    return py::bytes(id.internal, sizeof(id.internal));
+  }, "A fresh ncclUniqueId (128 bytes) for rank 0 to hand to every rank.");
+  m.def("nccl_collective_names", &gpu::nccl_collective_names);
+  m.def("pattern_table", [](const std::string& dtype, const std::string& op, int world, bool reduces, int source,
+                            std::size_t in_offset) {
+    const gpu::DTypeInfo* dt = nullptr;
+    for (const auto& t : gpu::dtype_table())
+      if (dtype == t.name) dt = &t;
+    PYBENCH_REQUIRE(dt != nullptr, "unknown dtype '" + dtype + "'");
+    nccl::RedOp rop = nccl::kSum;
+    bool found = false;
+    for (const auto& o : gpu::op_table())
+      if (op == o.name) rop = o.nccl, found = true;
+    PYBENCH_REQUIRE(found, "unknown op '" + op + "'");
+    const gpu::GpuPattern pattern(*dt, rop, world, reduces);
+    const auto t = pattern.table(gpu::Block{0, 0, source, in_offset});
+    return py::make_tuple(std::vector<double>(t.values, t.values + t.period), t.period, t.rel_tolerance);
+  }, py::arg("dtype"), py::arg("op"), py::arg("world"), py::arg("reduces"), py::arg("source"), py::arg("in_offset") = 0,
+     "The values the device check expects for a block (source -1: the reduction over all ranks); for tests.");
+  m.def("nccl_dtypes", [] {
+    py::dict d;
+    for (const auto& t : gpu::dtype_table()) d[t.name] = t.size;
+    return d;
+  });
+  m.def("nccl_ops", [] {
+    py::list l;
+    for (const auto& o : gpu::op_table()) l.append(o.name);
+    return l;
+  });
+
+  py::class_<gpu::NcclWorld, std::shared_ptr<gpu::NcclWorld>>(m, "NcclWorld")
+      .def(py::init([](std::vector<int> devices, double timeout_s) {
+             py::gil_scoped_release nogil;
+             return std::make_shared<gpu::NcclWorld>(devices, timeout_s);
+           }), py::arg("devices"), py::arg("timeout_s") = 30.0,
+           "One process driving `devices` (ncclCommInitAll): ranks 0..n-1 in that order.")
+      .def(py::init([](int rank, int world, int device, py::bytes unique_id, double timeout_s) {
+             const std::string raw = unique_id;
+             PYBENCH_REQUIRE(raw.size() == sizeof(nccl::UniqueId),
+                             "an NCCL unique id is 128 bytes, got " + std::to_string(raw.size()));
+             nccl::UniqueId id{};
+             std::memcpy(id.internal, raw.data(), sizeof(id.internal));
+             py::gil_scoped_release nogil;
+             return std::make_shared<gpu::NcclWorld>(rank, world, device, id, timeout_s);
+           }), py::arg("rank"), py::arg("world"), py::arg("device"), py::arg("unique_id"), py::arg("timeout_s") = 30.0,
+           "This process is `rank` of `world` on `device` (ncclCommInitRank).")
+      .def_property_readonly("world", &gpu::NcclWorld::world)
+      .def_property_readonly("multi_process", &gpu::NcclWorld::multi_process)
+      .def_property_readonly("devices", [](gpu::NcclWorld& w) {
+        std::vector<int> d;
+        for (const auto& m : w.members()) d.push_back(m.device);
+        return d;
+      })
+      .def_property("timeout_s", &gpu::NcclWorld::timeout_s, &gpu::NcclWorld::set_timeout_s)
+      .def("max_over_ranks", &gpu::NcclWorld::max_over_ranks_ll, py::arg("values"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("abort", &gpu::NcclWorld::abort, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("aborted", &gpu::NcclWorld::aborted)
+      .def("pair_times", &gpu::NcclWorld::pair_times, py::arg("src"), py::arg("dst"), py::arg("size_bytes"),
+           py::arg("n_samples"), py::arg("ops_per_sample"), py::call_guard<py::gil_scoped_release>());
+
+  py::class_<gpu::NcclBench>(m, "NcclBench")
+      .def(py::init([](std::shared_ptr<gpu::NcclWorld> world, const std::string& collective, const std::string& dtype,
+                       const std::string& op, std::size_t size_bytes, int root, bool in_place,
+                       const std::string& timing) {
+             py::gil_scoped_release nogil;
+             return std::make_unique<gpu::NcclBench>(std::move(world), collective, dtype, op, size_bytes, root,
+                                                     in_place, timing);
+           }), py::arg("world"), py::arg("collective"), py::arg("dtype"), py::arg("op"), py::arg("size_bytes"),
+           py::arg("root") = 0, py::arg("in_place") = false, py::arg("timing") = "batched")
+      .def("warmup", &gpu::NcclBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
+      .def("check", &gpu::NcclBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())
+      .def("measure", [](gpu::NcclBench& b, int n, int ops) {
+            gpu::Samples s;
+            {
+              py::gil_scoped_release nogil;
+              s = b.measure(n, ops);
+            }
+            return samples_to_python(s);
+          }, py::arg("n_samples"), py::arg("ops_per_sample"))
+      .def_property_readonly("count", &gpu::NcclBench::count)
+      .def_property_readonly("send_bytes", &gpu::NcclBench::send_bytes)
+      .def_property_readonly("recv_bytes", &gpu::NcclBench::recv_bytes)
+      .def_property_readonly("device_bytes", &gpu::NcclBench::device_bytes);
+
+  m.def("copy_times", [](const std::string& kind, int src, int dst, std::size_t size_bytes, int n_samples, int ops) {
+    gpu::CopyResult r;
+    {
+      py::gil_scoped_release nogil;
+      r = gpu::copy_times(kind, src, dst, size_bytes, n_samples, ops);
+    }
+    return py::make_tuple(r.per_copy_s, r.peer_access);
+  }, py::arg("kind"), py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("n_samples"),
+     py::arg("ops_per_sample"), "Seconds per copy (one per sample) and whether peer access was on.");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_cuda, m) {
+  m.doc() = "pybench CUDA module: device probe, NCCL harness (NCCL loaded at run time), copy bandwidth";
+  register_errors(m);
+  register_probe(m);
+  register_nccl(m);
 }

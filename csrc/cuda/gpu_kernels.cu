@@ -1,0 +1,111 @@
+// Fill and check kernels for every element type NCCL moves. One grid-stride
+// kernel per direction, templated on the element type; the dtype switch lives on
+// the host side, so the harness never sees a template.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "../native_error.hpp"
+#include "gpu_kernels.hpp"
+
+namespace pybench::gpu {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ T from_double(double v) { return static_cast<T>(v); }
+template <>
+__device__ __forceinline__ __half from_double<__half>(double v) { return __float2half(static_cast<float>(v)); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_double<__nv_bfloat16>(double v) {
+  return __float2bfloat16(static_cast<float>(v));
+}
+
+template <typename T>
+__device__ __forceinline__ double to_double(T v) { return static_cast<double>(v); }
+template <>
+__device__ __forceinline__ double to_double<__half>(__half v) { return static_cast<double>(__half2float(v)); }
+template <>
+__device__ __forceinline__ double to_double<__nv_bfloat16>(__nv_bfloat16 v) {
+  return static_cast<double>(__bfloat162float(v));
+}
+
+template <typename T>
+__global__ void fill_kernel(T* buf, std::size_t n, unsigned long long shift, unsigned period) {
+  for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    buf[k] = from_double<T>(1.0 + static_cast<double>((shift + k) % period));
+}
+
+template <typename T>
+__global__ void count_wrong_kernel(const T* out, std::size_t length, PeriodTable table, unsigned long long* wrong) {
+  unsigned long long mine = 0;
+  for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < length;
+       k += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const double want = table.values[k % static_cast<unsigned>(table.period)];
+    const double got = to_double(out[k]);
+    // NaN (the 0xff fill of an unwritten float output) fails both comparisons.
+    const bool ok = table.rel_tolerance == 0.0 ? got == want : fabs(got - want) <= table.rel_tolerance * fabs(want);
+    if (!ok) ++mine;
+  }
+  if (mine) atomicAdd(wrong, mine);
+}
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(std::size_t n) {
+  const std::size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 1024 ? 1024 : b));
+}
+
+template <typename F>
+void dispatch(nccl::DataType dtype, F&& f) {
+  switch (dtype) {
+    case nccl::kInt8: f(std::int8_t{}); break;
+    case nccl::kUint8: f(std::uint8_t{}); break;
+    case nccl::kInt32: f(std::int32_t{}); break;
+    case nccl::kUint32: f(std::uint32_t{}); break;
+    case nccl::kInt64: f(std::int64_t{}); break;
+    case nccl::kUint64: f(std::uint64_t{}); break;
+    case nccl::kFloat16: f(__half{}); break;
+    case nccl::kFloat32: f(float{}); break;
+    case nccl::kFloat64: f(double{}); break;
+    case nccl::kBfloat16: f(__nv_bfloat16{}); break;
+    default: PYBENCH_FAIL("no device kernels for NCCL data type " + std::to_string(static_cast<int>(dtype)));
+  }
+}
+
+}  // namespace
+
+void launch_fill(nccl::DataType dtype, void* buf, std::size_t n, int rank, std::size_t first, int period,
+                 cudaStream_t stream) {
+  if (n == 0) return;
+  const unsigned long long shift = 3ull * static_cast<unsigned>(rank) + first;
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(buf), n, shift,
+                                                          static_cast<unsigned>(period));
+  });
+  check_launch("fill kernel");
+}
+
+void launch_count_wrong(nccl::DataType dtype, const void* out, std::size_t out_offset, std::size_t length,
+                        const PeriodTable& table, unsigned long long* wrong, cudaStream_t stream) {
+  if (length == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    count_wrong_kernel<T><<<blocks_for(length), kThreads, 0, stream>>>(static_cast<const T*>(out) + out_offset,
+                                                                      length, table, wrong);
+  });
+  check_launch("check kernel");
+}
+
+void check_launch(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    PYBENCH_FAIL(std::string(what) + " launch failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
+}
+
+}  // namespace pybench::gpu
