@@ -61,10 +61,14 @@ class BenchConfig:
             return "none"
         return self.op
 
-    def validate(self, world: int) -> None:
-        """Raise a one-line error for anything that cannot run at this world size."""
-        if self.timing not in ("batched", "per-op"):
-            raise UsageError(f"unknown timing mode {self.timing!r}; use batched or per-op")
+    def validate(self, world: int, single_rank_ok: bool = False) -> None:
+        """Raise a one-line error for anything that cannot run at this world size.
+
+        ``single_rank_ok``: a one-GPU NCCL communicator is a real measurement (of the
+        device's own copy path), unlike a one-rank MPI job.
+        """
+        if self.timing not in ("batched", "per-op", "graph"):
+            raise UsageError(f"unknown timing mode {self.timing!r}; use batched, per-op or graph")
         if self.warmup < 0 or self.check_iters < 0:
             raise UsageError("--warmup and --check must be 0 or more")
         if not self.sizes:
@@ -79,7 +83,7 @@ class BenchConfig:
                     raise SizeError(f"p2p size {format_size(s)} exceeds MPI's 32-bit count (2 GiB - 1 bytes); use smaller sizes")
             return
         coll = get_collective(self.benchmark)
-        if world < coll.min_ranks:
+        if world < (1 if single_rank_ok else coll.min_ranks):
             raise UsageError(f"{coll.name} needs at least {coll.min_ranks} ranks, got {world}; run with -n {coll.min_ranks} or more")
         if not 0 <= self.root < world:
             raise UsageError(f"--root {self.root} is not a rank of a world of {world}; use 0..{world - 1}")
@@ -152,6 +156,7 @@ def ops_per_sample(cfg: BenchConfig, bench: NativeBench) -> tuple[int, float]:
     """
     if cfg.timing == "per-op":
         return 1, 0.0
+    # batched and graph: a sample is k operations (graph mode replays them as one captured graph)
     probe, wall = bench.measure(1, 1)
     wanted = max(1, min(1000, math.ceil(cfg.batch_target_s / max(probe[0], 1e-9))))
     return cfg.stop.ops_per_sample(wanted), wall

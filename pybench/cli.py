@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__, cli_models, cli_planning, cli_reports
+from . import __version__, cli_gpu, cli_models, cli_planning, cli_reports
 from .benchmark import BenchConfig, check_memory
 from .collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from .errors import BackendUnavailable, PyBenchError, UsageError
@@ -68,11 +68,14 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
                         f"(default {default_sizes})")
     g.add_argument("-n", "--nprocs", type=_positive_int, default=2,
                    help="ranks to start when run stand-alone (default 2); ignored under mpirun/srun")
-    g.add_argument("--backend", default="mpi", help="mpi (host buffers over MPI); default mpi")
+    g.add_argument("--backend", default=None,
+                   help="nccl (GPU buffers), mpi (host buffers over MPI) or torch (torch.distributed); default: nccl "
+                        "where a GPU and NCCL are usable, else mpi with one line on stderr saying so")
     m = p.add_argument_group("how to measure")
-    m.add_argument("--timing", choices=("batched", "per-op"), default="batched",
+    m.add_argument("--timing", choices=("batched", "per-op", "graph"), default="batched",
                    help="batched: ops back to back, time / n (nccl-tests default); per-op: each op timed alone after "
-                        "a barrier, giving a distribution")
+                        "a barrier, giving a distribution; graph (nccl only): K ops captured in a CUDA graph and "
+                        "replayed, free of launch overhead")
     m.add_argument("--iters", type=_positive_int, default=None, help="fixed number of timed iterations per size "
                    "(turns the adaptive rule off)")
     m.add_argument("--precision", type=_precision, default=None,
@@ -108,11 +111,16 @@ def _stop_rule(args) -> StopRule:
 
 
 def _check_backend(args) -> None:
+    """Unknown backend names are bad input; whether a known one can run is decided later."""
     from .backends import BACKENDS, NOT_YET
+    if args.backend is None:
+        return
     if args.backend in NOT_YET:
         raise BackendUnavailable(NOT_YET[args.backend])
     if args.backend not in BACKENDS:
         raise UsageError(f"unknown backend {args.backend!r}; known: {', '.join(BACKENDS)}")
+    if args.timing == "graph" and args.backend != "nccl":
+        raise UsageError("--timing graph captures CUDA graphs: it needs --backend nccl")
 
 
 def _collective_plans(args) -> list:
@@ -146,25 +154,42 @@ def _per_test(path: Path | None, test: str, n_tests: int) -> Path | None:
 def _run_measurement(args) -> int:
     argv = args.argv
     from .launch import spawn_local_ranks, under_launcher
+    from .runner import run_as_rank
+    if getattr(args, "matrix", False):
+        return cli_gpu.run_p2p_matrix(args)
     _check_backend(args)
+    cli_gpu.apply_gpu_options(args)
     plans = _collective_plans(args) if args.command in COLLECTIVES else _p2p_plans(args)
+    nccl_lib = getattr(args, "nccl_lib", None)
+    # The point-to-point tests are OSU's, over MPI; GPU pairs are `p2p --matrix`.
+    requested = args.backend or ("mpi" if args.command == "p2p" else None)
     if under_launcher():
-        from .runner import run_as_rank
-        return run_as_rank(plans, argv, args.force, args.backend, args.timeout)
-    # Stand-alone: catch bad input here, before any rank starts.
+        backend = requested or cli_gpu.select_backend(None, nccl_lib)[0]
+        return run_as_rank(plans, argv, args.force, backend, args.timeout)
+    backend, fallback_note = cli_gpu.select_backend(requested, nccl_lib)
+    if args.timing == "graph" and backend != "nccl":
+        raise UsageError("--timing graph captures CUDA graphs: it needs a GPU and the nccl backend")
+    # Stand-alone: catch bad input here, before any rank starts. With NCCL one
+    # process drives every local GPU; otherwise pybench starts -n MPI ranks.
+    world = len(cli_gpu.local_gpus(args)) if backend == "nccl" else args.nprocs
     for plan in plans:
-        plan.config.validate(args.nprocs)
-        check_memory(plan.config, args.nprocs, args.nprocs)
+        plan.config.validate(world, single_rank_ok=backend == "nccl")
+        if backend != "nccl":  # NCCL buffers live in device memory, which the backend checks itself
+            check_memory(plan.config, world, world)
         plan.outputs.check_writable(args.force)
+    if fallback_note:
+        print(fallback_note, file=sys.stderr)
     if args.command.startswith("p2p") and len(plans) > 1 and args.json:
         names = ", ".join(str(p.outputs.json_path) for p in plans)
         print(f"pybench: writing one JSON file per test: {names}", file=sys.stderr)
+    if backend == "nccl":
+        return run_as_rank(plans, argv, args.force, "nccl", args.timeout)
     files = [p for plan in plans for p in (plan.outputs.json_path,) if p is not None]
     return spawn_local_ranks(args.nprocs, argv, result_files=files)
 
 
 def _cmd_env(args) -> int:
-    from .envinfo import environment
+    from .envinfo import environment, optional_version
     from .launch import find_launcher, under_launcher
     env = environment()
     try:
@@ -173,7 +198,11 @@ def _cmd_env(args) -> int:
     except BackendUnavailable as exc:
         env["launcher"] = {"error": str(exc)}
     env["under_launcher"] = under_launcher()
-    env["backends"] = {"mpi": env["mpi"].get("available", False), "nccl": False, "torch": False}
+    nccl_reason = cli_gpu.nccl_unavailable_reason()
+    env["backends"] = {"mpi": env["mpi"].get("available", False), "nccl": nccl_reason is None,
+                       "torch": optional_version("torch") is not None}
+    if nccl_reason:
+        env["nccl_unavailable"] = nccl_reason
     if args.json:
         print(json.dumps(env, indent=1))
         return 0
@@ -207,15 +236,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-d", "--dtype", default="float32", help=f"{', '.join(DTYPES)} (default float32)")
         p.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
         p.add_argument("--root", type=_nonneg_int, default=0, help="root rank of broadcast (default 0)")
+        cli_gpu.add_gpu_run_options(p)
         p.set_defaults(func=_run_measurement)
     p = sub.add_parser("p2p", help="point-to-point latency, bandwidth and bidirectional bandwidth between ranks 0 and 1")
     _add_run_options(p, "1:4M")
     p.add_argument("--test", default="all", help="latency, bw, bibw, a comma list, or all (default all)")
     p.add_argument("--window", type=_positive_int, default=64, help="messages in flight for bw/bibw (default 64, as OSU)")
+    cli_gpu.add_p2p_matrix_options(p)
     p.set_defaults(func=_run_measurement)
     p = sub.add_parser("env", help="what backends, devices, MPI and versions pybench sees")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_cmd_env)
+    cli_gpu.add_parsers(sub)
     cli_models.add_parsers(sub)
     cli_planning.add_parsers(sub)
     cli_reports.add_parsers(sub)

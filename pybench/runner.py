@@ -73,8 +73,9 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     error: PyBenchError | None = None
     try:
         for plan in plans:
-            plan.config.validate(world)
-            check_memory(plan.config, world, info["local_size"])
+            plan.config.validate(world, single_rank_ok=backend.name == "nccl")
+            if backend.name != "nccl":  # device memory is the NCCL backend's own check
+                check_memory(plan.config, world, info["local_size"])
             if is_root:
                 plan.outputs.check_writable(force)
     except PyBenchError as exc:
@@ -86,7 +87,9 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
             print(f"pybench: error: {prefix}{error}", file=sys.stderr, flush=True)
         return report_status(2, is_root)
 
-    env = environment(include_gpu=False) if is_root else {}
+    env = environment(include_gpu=backend.name == "nccl") if is_root else {}
+    if is_root and hasattr(backend, "run_metadata"):
+        env["backend"] = backend.run_metadata()  # GPU models, driver, NCCL, links between GPU pairs
     hosts = dict(Counter(info["hosts"]))
     worst = 0
     for plan in plans:

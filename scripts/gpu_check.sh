@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU check: on a machine with one or more NVIDIA GPUs, build pybench with its
-# CUDA module, then run the GPU tests and the GPU benchmarks. Designed to finish
-# in under 5 minutes on one GPU. Prints the figures; exits non-zero on failure.
+# CUDA module from this checkout, then run the GPU tests, a short NCCL
+# all-reduce / all-gather sweep, the copy bandwidths, a CUDA-graph latency run
+# and (with 2+ GPUs) the pair matrix. Unattended; designed to finish in under
+# 5 minutes on one H200. Prints the figures; exits non-zero on any failure.
 #
 #   bash scripts/gpu_check.sh            # architectures: PYBENCH_CUDA_ARCHS or 90-real (H100/H200)
 #
@@ -10,22 +12,31 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 export PYBENCH_CUDA=ON
 export PYBENCH_CUDA_ARCHS="${PYBENCH_CUDA_ARCHS:-90-real}"  # one architecture keeps the build short
+stamp() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 
-echo "== nvidia-smi"
+stamp "nvidia-smi"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not available"
+nvidia-smi topo -m 2>/dev/null || true
 
-echo "== build (CUDA architectures ${PYBENCH_CUDA_ARCHS})"
+stamp "build (CUDA architectures ${PYBENCH_CUDA_ARCHS})"
 python3 -m venv .venv-gpu
 . .venv-gpu/bin/activate
 pip install -q -e ".[test]"
+# NCCL is found at run time; the wheel is the default place (pybench.nccl_lib).
+if ! python -c "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('nvidia.nccl') else 1)" 2>/dev/null \
+   && [ -z "${PYBENCH_NCCL_LIB:-}" ] && [ -z "${NCCL_HOME:-}" ]; then
+  pip install -q nvidia-nccl-cu13 || { echo "gpu_check: no NCCL: pip install nvidia-nccl-cu13 failed; set PYBENCH_NCCL_LIB or NCCL_HOME" >&2; exit 1; }
+fi
+python -c "from pybench.nccl_lib import load_nccl; print('NCCL:', load_nccl())"
 
-echo "== pybench env"
+stamp "pybench env"
 python -m pybench env
 
-echo "== GPU tests"
+stamp "GPU tests and NCCL library tests"
 pytest -q -rs -m gpu tests/
+pytest -q -rs tests/test_nccl_lib.py tests/test_nccl_backend.py
 
-echo "== CUDA kernel self-test on every device"
+stamp "CUDA kernel self-test on every device"
 python - <<'PY'
 import time
 from pybench._native import cuda
@@ -39,11 +50,64 @@ for d in p["devices"]:
     assert wrong == 0
 PY
 
-echo "== GPU benchmarks"
+stamp "NCCL sweeps on GPU 0 (single-rank communicator), batched, then CUDA-graph latency"
+PYBENCH_GPUS=1 python - <<'PY'
+import sys
+from pybench.backends.nccl import NcclBackend
+from pybench.benchmark import BenchConfig, measure_size
+from pybench.sizes import format_size, parse_sizes
+from pybench.stopping import StopRule
+
+backend = NcclBackend()
+info = backend.start()
+meta = backend.run_metadata()
+print(f"# {meta['gpus'][0]['name']}, driver {meta['driver_version']}, CUDA runtime {meta['cuda_runtime_version']}, "
+      f"{backend.library}, world {info['world_size']}")
+bad = 0
+
+def sweep(coll, dtype, sizes, timing, title):
+    global bad
+    cfg = BenchConfig(benchmark=coll, sizes=tuple(parse_sizes(sizes)), dtype=dtype, timing=timing,
+                      stop=StopRule(precision=0.02, budget_s=0.3))
+    print(f"# {title}: {coll} {dtype} ({timing}); {backend.describe_buffers(cfg)}")
+    print(f"# {'size':>8} {'count':>11} {'time(us)':>10} {'p5':>9} {'p95':>9} {'algbw':>8} {'busbw':>8} {'#wrong':>6} {'iters':>6}")
+    for size in cfg.sizes:
+        bench = backend.make_bench(cfg, size)
+        r = measure_size(cfg, bench, size, info["world_size"])
+        del bench
+        bad += r.wrong
+        print(f"  {format_size(size):>8} {r.count:>11} {r.time_s*1e6:>10.2f} {r.time_p5_s*1e6:>9.2f} "
+              f"{r.time_p95_s*1e6:>9.2f} {r.algbw_gbps:>8.2f} {r.busbw_gbps:>8.2f} {r.wrong:>6} {r.iterations:>6}",
+              flush=True)
+
+sweep("allreduce", "float32", "8:1G:8", "batched", "sweep")
+sweep("allreduce", "bfloat16", "1M:1G:16", "batched", "sweep")
+sweep("allgather", "float32", "8:1G:8", "batched", "sweep")
+sweep("allreduce", "float32", "8:64K:4", "per-op", "latency, events around each op")
+sweep("allreduce", "float32", "8:64K:4", "graph", "latency, CUDA graph replay")
+sys.exit(1 if bad else 0)
+PY
+
+stamp "copy bandwidth (as nvbandwidth)"
+if python -m pybench copy --help >/dev/null 2>&1; then
+  python -m pybench copy --sizes 256M --samples 10
+else
+  python -m pybench.cli_gpu copy --sizes 256M --samples 10
+fi
+
+ngpu=$(python -c "from pybench._native import cuda; print(cuda().probe()['device_count'])")
+if [ "$ngpu" -ge 2 ]; then
+  stamp "p2p matrix over ${ngpu} GPUs"
+  python -m pybench.cli_gpu p2p-matrix --samples 5 || echo "some pairs flagged (see above)"
+else
+  stamp "p2p matrix skipped: one GPU"
+fi
+
+stamp "GPU benchmarks"
 if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   python -m pybench compute --params 1.3B --engine torch --dtype bf16
 else
   echo "torch with CUDA is not installed here; GEMM timings skipped (pip install torch to include them)"
 fi
 
-echo "== done in $(( $(date +%s) - start )) s"
+stamp "done"

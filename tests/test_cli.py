@@ -123,7 +123,8 @@ BAD_INPUTS = [
     (["allreduce", "--iters", "0"], "must be at least 1"),
     (["allreduce", "--precision", "150%"], "between 0 and 100%"),
     (["allreduce", "--iters", "5", "--precision", "1%"], "exclusive"),
-    (["allreduce", "--backend", "nccl"], "nccl backend"),
+    (["allreduce", "--backend", "nccl"], "--backend nccl needs a GPU"),
+    (["allreduce", "--timing", "graph"], "--timing graph captures CUDA graphs"),
     (["allreduce", "--backend", "gloo"], "unknown backend"),
     (["allreduce", "--json", "/nonexistent/dir/x.json"], "does not exist"),
     (["broadcast", "--root", "7"], "not a rank"),
@@ -140,6 +141,19 @@ def test_bad_input_is_one_line_exit_2(pybench_cli, args, fragment):
     assert lines[0].startswith("pybench: error: ")
     assert fragment in lines[0]
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_without_a_gpu_the_default_falls_back_to_mpi_in_one_line(pybench_cli, native):
+    from pybench._native import cuda
+    if cuda().probe()["device_count"]:
+        pytest.skip("this machine has a GPU: the default backend is nccl here")
+    proc = pybench_cli("allreduce", "--sizes", "1K", "--iters", "6")
+    assert proc.returncode == 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "running on CPUs with the mpi backend" in lines[0] and "no GPU" in lines[0]
+    assert "backend mpi" in proc.stdout.splitlines()[0]
+    quiet = pybench_cli("allreduce", "--sizes", "1K", "--iters", "6", "--backend", "mpi")
+    assert quiet.returncode == 0 and quiet.stderr == ""
 
 
 def test_version_and_env(pybench_cli, native):
@@ -227,7 +241,7 @@ def test_min_busbw_gates_the_exit_code(pybench_cli, tmp_path, native):
     out = tmp_path / "r.json"
     low = pybench_cli("allreduce", "--sizes", "64K", "--iters", "6", "--min-busbw", "0.001", "--json", str(out))
     assert low.returncode == 0, low.stderr
-    high = pybench_cli("allreduce", "--sizes", "64K", "--iters", "6", "--min-busbw", "1e6")
+    high = pybench_cli("allreduce", "--sizes", "64K", "--iters", "6", "--min-busbw", "1e6", "--backend", "mpi")
     assert high.returncode == 1
     lines = high.stderr.strip().splitlines()
     assert len(lines) == 1 and "is below --min-busbw 1e+06 GB/s" in lines[0]

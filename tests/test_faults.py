@@ -15,7 +15,7 @@ pytestmark = pytest.mark.mpi
 
 # 1 KiB completes at once; 512 MiB x 400 fixed iterations takes minutes, so the
 # fault always lands in the middle of the second size.
-SWEEP = ["allreduce", "--sizes", "1K,512M", "--iters", "400"]
+SWEEP = ["allreduce", "--sizes", "1K,512M", "--iters", "400", "--backend", "mpi"]
 
 
 def _processes_with(marker: str) -> list[int]:

@@ -48,10 +48,9 @@ class Backend(Protocol):
 BACKENDS: dict[str, str] = {
     "mpi": "pybench.backends.mpi:MpiBackend",
     "torch": "pybench.backends.torch:TorchBackend",
+    "nccl": "pybench.backends.nccl:NcclBackend",
 }
-NOT_YET = {
-    "nccl": "the nccl backend is not built into this version of pybench yet; use --backend mpi",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def get_backend(name: str) -> Backend:
