@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__, cli_gpu, cli_models, cli_planning, cli_reports
+from . import __version__, cli_gpu, cli_models, cli_planning, cli_profile, cli_reports
 from .benchmark import BenchConfig, check_memory
 from .collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from .errors import BackendUnavailable, PyBenchError, UsageError
@@ -89,7 +89,8 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
                    help="iterations whose output every rank verifies exactly (default 2; 0 disables)")
     m.add_argument("--timeout", type=_nonneg_float, default=30.0, metavar="SECONDS",
                    help="abort the run when one operation makes no progress for this long, naming the rank that "
-                        "stopped answering (default 30; 0 disables)")
+                        "stopped answering (default 30; 0 disables). Raise it for huge messages on slow links: "
+                        "1 GiB at 200 Mbit/s takes about 43 s")
     m.add_argument("--huge-pages", choices=("on", "off"), default="on",
                    help="transparent huge pages for buffers >= 2 MiB (default on, as numpy); moves large-message "
                         "results by 20-30%%, so match it when comparing with another tool")
@@ -160,6 +161,12 @@ def _run_measurement(args) -> int:
     _check_backend(args)
     cli_gpu.apply_gpu_options(args)
     plans = _collective_plans(args) if args.command in COLLECTIVES else _p2p_plans(args)
+    if args.backend == "torch":
+        # torch missing, or a test gloo lacks: one line here, not one per rank through mpiexec
+        from .backends.torch import check_config, import_torch
+        import_torch()
+        for plan in plans:
+            check_config(plan.config)
     nccl_lib = getattr(args, "nccl_lib", None)
     # The point-to-point tests are OSU's, over MPI; GPU pairs are `p2p --matrix`.
     requested = args.backend or ("mpi" if args.command == "p2p" else None)
@@ -251,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_models.add_parsers(sub)
     cli_planning.add_parsers(sub)
     cli_reports.add_parsers(sub)
+    cli_profile.add_parsers(sub)
     return parser
 
 

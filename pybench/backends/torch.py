@@ -111,7 +111,7 @@ class TorchBackend:
 
     # -- start -------------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
-        torch, dist = self.torch, self.dist
+        dist = self.dist
         ifname = os.environ.get("PYBENCH_GLOO_IFNAME") or os.environ.get("GLOO_SOCKET_IFNAME")
         if started_by_torchrun():
             rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -219,6 +219,13 @@ class TorchBackend:
             except Exception:  # noqa: BLE001 - the version is informative only
                 pass
         return v
+
+    def run_metadata(self) -> dict[str, Any]:
+        """What every torch result records (the runner puts it under environment.backend)."""
+        return {"torch": self.torch.__version__, "process_group": self.pg_backend,
+                "rendezvous": "mpi (TCPStore port over MPI)" if self._mpi is not None else "env:// (torchrun)",
+                "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
+                "device": str(self.device), "torch_threads": self.torch.get_num_threads()}
 
     # -- stop ------------------------------------------------------------------------
     def abort(self, code: int) -> None:
@@ -386,15 +393,18 @@ class TorchCollectiveBench:
         if name == "allreduce":
             return lambda: dist.all_reduce(recv, op=self.op)
         if name == "allgather":
-            if hasattr(dist, "all_gather_into_tensor"):
-                return lambda: dist.all_gather_into_tensor(recv, send)
+            # torch >= 2.13 names it all_gather_single (all_gather_into_tensor before).
+            fn = getattr(dist, "all_gather_single", None) or getattr(dist, "all_gather_into_tensor", None)
+            if fn is not None:
+                return lambda: fn(recv, send)
             parts = list(recv.chunk(w))
             return lambda: dist.all_gather(parts, send)
         if name == "reducescatter":
-            if not hasattr(dist, "reduce_scatter_tensor"):
+            fn = getattr(dist, "reduce_scatter_single", None) or getattr(dist, "reduce_scatter_tensor", None)
+            if fn is None:
                 raise BackendUnavailable(f"torch {self.torch.__version__} lacks reduce_scatter_tensor; "
                                          "use a newer torch or --backend mpi")
-            return lambda: dist.reduce_scatter_tensor(recv, send, op=self.op)
+            return lambda: fn(recv, send, op=self.op)
         if name == "broadcast":
             buf = send if r == self.root else recv
             return lambda: dist.broadcast(buf, src=self.root)
