@@ -329,6 +329,19 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
     return max(0.0, end_s - backward_s)
 
 
+def bucketed_serial_s(grad_bytes: float, bucket_bytes: float, bucket_time) -> float:
+    """Seconds of a gradient exchange sent as buckets one after another, with no overlap.
+
+    Each bucket pays the collective's latency again, so this exceeds one call of
+    ``grad_bytes``; CCR and the exposed fraction must both use it, or the exposed
+    share could come out larger than the serial one.
+    """
+    n = max(1, math.ceil(grad_bytes / bucket_bytes))
+    full = min(bucket_bytes, grad_bytes)
+    last = grad_bytes - (n - 1) * full
+    return (n - 1) * bucket_time(full) + bucket_time(last)
+
+
 # ---------------------------------------------------------------------------
 # results
 
@@ -619,9 +632,15 @@ def _estimate(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch
             if o.op.overlaps_backward:
                 def one_bucket(size, o=o):
                     return models.time(o.op.collective, size, o.op.group_size, o.op.link_class).time_s
+                serial = bucketed_serial_s(o.op.size_bytes, cfg.bucket_bytes, one_bucket)
+                # The exchange really runs in buckets: the serial time (and so CCR) is theirs too.
+                scale = serial / o.call.time_s if o.call.time_s > 0 else 1.0
+                comm_s += o.op.calls * (serial - o.call.time_s)
+                comm_low += o.op.calls * o.call.time_low_s * (scale - 1)
+                comm_high += o.op.calls * o.call.time_high_s * (scale - 1)
                 per_call = overlap_exposed_s(o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket)
                 # Only the last micro-batch's exchange can hide; earlier calls (zero3) stay exposed.
-                exposed += per_call + (o.op.calls - 1) * o.call.time_s
+                exposed += per_call + (o.op.calls - 1) * serial
             else:
                 exposed += o.time_s
     else:

@@ -464,3 +464,16 @@ def test_cli_plan(capsys, fake_model_module):
                                  "--tflops", str(FLOPS / 1e12), "--device-memory-gb", "1e-4"])
     assert args.func(args) == 0
     assert "verdict: fits one device" in capsys.readouterr().out
+
+
+def test_exposed_never_exceeds_the_serial_fraction_with_buckets():
+    # Many small buckets at a large world pay the latency term per bucket: both the
+    # serial communication time and the exposed time must account for it.
+    from pybench.ccr import bucketed_serial_s
+    assert bucketed_serial_s(100.0, 30.0, lambda s: 1.0 + s) == pytest.approx(4 * 1.0 + 100.0)
+    models = all_links("allreduce", bw_Bps=25e9, alpha_s=5e-3)
+    res = ccr("7B", 4096, [1, 4], [8, 64], "ddp", models=models, flops_per_s=400e12, gpus_per_node=8,
+              overlap=True, bucket_mb=25)
+    for row in res.rows:
+        assert row.exposed_s <= row.comm_s + 1e-12
+        assert row.exposed_fraction <= row.ccr + 1e-12
