@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import __version__, cli_gpu, cli_models, cli_planning, cli_profile, cli_reports
+from . import __version__, argtypes, cli_gpu, cli_models, cli_planning, cli_profile, cli_reports
 from .benchmark import BenchConfig, check_memory
 from .collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from .errors import BackendUnavailable, PyBenchError, UsageError
@@ -30,36 +30,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def _precision(text: str) -> float:
-    t = text.strip()
-    try:
-        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"precision {text!r} is not a number; use e.g. 0.02 or 2%") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"precision {text!r} must be between 0 and 100%; use e.g. 0.02 or 2%")
-    return value
-
-
-def _number(kind: type, minimum: float, strict: bool):
-    """argparse type for a number of ``kind`` at least (or, if strict, above) ``minimum``."""
-    bound = f"must be {'more than' if strict else 'at least'} {minimum:g}"
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
-        if not (value > minimum if strict else value >= minimum):
-            raise argparse.ArgumentTypeError(f"{text!r} {bound}")
-        return value
-    return parse
-
-
-_positive_int = _number(int, 1, strict=False)
-_nonneg_int = _number(int, 0, strict=False)
-_positive_float = _number(float, 0, strict=True)
-_nonneg_float = _number(float, 0, strict=False)
+_precision = argtypes.fraction()
+_positive_int, _nonneg_int = argtypes.positive_int, argtypes.nonneg_int
+_positive_float, _nonneg_float = argtypes.positive_float, argtypes.nonneg_float
 
 
 def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:

@@ -24,40 +24,13 @@ import math
 import sys
 from pathlib import Path
 
+from . import argtypes
 from .errors import UsageError
 
 
-def _percent(text: str) -> float:
-    t = text.strip().rstrip("%")
-    try:
-        v = float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. 10 or 10%") from None
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more percent")
-    return v
-
-
-def _fraction(text: str) -> float:
-    t = text.strip()
-    try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; use e.g. 0.05 or 5%") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1 (0 and 100%)")
-    return v
-
-
-def _noise(text: str) -> float:
-    t = text.strip()
-    try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; use e.g. 0.05 or 5%") from None
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 0 and below 1 (100%)")
-    return v
+_percent = argtypes.percent
+_fraction = argtypes.fraction()
+_noise = argtypes.fraction(allow_zero=True)
 
 
 def add_parsers(subparsers) -> None:

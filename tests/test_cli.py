@@ -121,7 +121,7 @@ BAD_INPUTS = [
     (["allreduce", "--sizes", "8G", "-d", "float64"], "is available"),
     (["allreduce", "--sizes", "64G"], "32-bit count limit"),
     (["allreduce", "--iters", "0"], "must be at least 1"),
-    (["allreduce", "--precision", "150%"], "between 0 and 100%"),
+    (["allreduce", "--precision", "150%"], "below 1 (100%)"),
     (["allreduce", "--iters", "5", "--precision", "1%"], "exclusive"),
     (["allreduce", "--backend", "nccl"], "--backend nccl needs a GPU"),
     (["allreduce", "--timing", "graph"], "--timing graph captures CUDA graphs"),

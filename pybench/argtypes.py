@@ -1,0 +1,54 @@
+"""argparse types shared by every subcommand: numbers with bounds, fractions and
+percentages, each failing with a message that says what is accepted."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def number(kind: type, minimum: float, strict: bool):
+    """A number of ``kind`` at least (or, if strict, above) ``minimum``."""
+    bound = f"must be {'more than' if strict else 'at least'} {minimum:g}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if not (value > minimum if strict else value >= minimum):
+            raise argparse.ArgumentTypeError(f"{text!r} {bound}")
+        return value
+    return parse
+
+
+def fraction(allow_zero: bool = False):
+    """A fraction written 0.05 or 5%: in (0, 1), or [0, 1) with ``allow_zero``."""
+    def parse(text: str) -> float:
+        t = text.strip()
+        try:
+            value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number; use e.g. 0.05 or 5%") from None
+        if not ((0 <= value < 1) if allow_zero else (0 < value < 1)):
+            low = "at least 0" if allow_zero else "more than 0"
+            raise argparse.ArgumentTypeError(f"{text!r} must be {low} and below 1 (100%); use e.g. 0.05 or 5%")
+        return value
+    return parse
+
+
+def percent(text: str) -> float:
+    """A percentage of 0 or more, written 10 or 10%."""
+    t = text.strip().rstrip("%")
+    try:
+        value = float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. 10 or 10%") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more percent")
+    return value
+
+
+positive_int = number(int, 1, strict=False)
+nonneg_int = number(int, 0, strict=False)
+positive_float = number(float, 0, strict=True)
+nonneg_float = number(float, 0, strict=False)
