@@ -66,6 +66,7 @@ def add_parsers(subparsers) -> None:
                    help="confidence: 95%% band of the mean time (default); prediction: where "
                         "one new run should land (wider)")
     q.add_argument("--json", default=None, metavar="FILE", help="also write the predictions as JSON")
+    q.add_argument("--force", action="store_true", help="replace --json FILE if it exists")
     q.set_defaults(func=run_predict)
 
 
@@ -76,8 +77,7 @@ def run_fit(args) -> int:
 
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.
-    if out.exists() and not args.force:
-        raise UsageError(f"{out} already exists; add --force to replace it")
+    refuse_existing(out, args.force)
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
     sets = []
@@ -169,6 +169,8 @@ def run_predict(args) -> int:
     """Body of ``pybench predict``; returns the exit status."""
     from .model import load_models
 
+    if args.json:
+        refuse_existing(Path(args.json), args.force)  # before any work, as every pybench output
     models = load_models(args.model)
     models = [m for m in models
               if (args.collective is None or m.collective == args.collective)
@@ -183,8 +185,6 @@ def run_predict(args) -> int:
     if args.json:
         doc = {"schema": PREDICTION_SCHEMA, "schema_version": PREDICTION_SCHEMA_VERSION,
                "model_file": str(args.model), "records": records}
-        # Predictions are derived output, so replacing an older file is expected.
-        refuse_existing(Path(args.json), force=True)
         write_atomic(Path(args.json), json.dumps(doc, indent=2, allow_nan=False) + "\n")
     return 0
 

@@ -259,3 +259,14 @@ def test_huge_page_backing_is_recorded(pybench_cli, tmp_path, native):
         fractions[setting] = doc["records"][0]["huge_page_fraction"]
     assert fractions["off"] == 0.0  # never asked for: never granted
     assert 0.0 <= fractions["on"] <= 1.0  # asking is not getting; the kernel decides, and the file says which
+
+
+def test_hostile_file_names_and_sizes_run_nothing(pybench_cli, tmp_path, native):
+    # Arguments reach the ranks as a list, never through a shell.
+    name = "r;touch pwned;$(touch pwned2).json"
+    proc = pybench_cli("allreduce", "--sizes", "1K", "--iters", "6", "--backend", "mpi", "--json", name)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / name).exists()
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
+    proc = pybench_cli("allreduce", "--sizes", "1K;touch pwned3", "--backend", "mpi")
+    assert proc.returncode == 2 and not (tmp_path / "pwned3").exists()

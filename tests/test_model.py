@@ -215,7 +215,7 @@ def test_cpu_run_fit_and_predict_positive_at_other_worlds(tmp_path, capsys):
     pj = tmp_path / "pred.json"
     for world in ("2", "8", "64"):
         assert main_for_tests(["predict", str(out), "--sizes", "1K:1G", "--world", world,
-                               "--json", str(pj)]) == 0
+                               "--json", str(pj), "--force"]) == 0
         table = capsys.readouterr().out
         assert "n/a" not in table and "-" not in table.replace("# ", "").split("note", 1)[1]
         for r in json.loads(pj.read_text())["records"]:
