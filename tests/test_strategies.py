@@ -38,6 +38,10 @@ def test_zero_bytes():
     assert summary(z3) == [("allgather", 2000, 1, 4, INTER, False), ("allgather", 2000, 1, 4, INTER, False),
                            ("reducescatter", 2000, 1, 4, INTER, True)]
     assert sum(o.bytes_per_step for o in z3) == 6000
+    # the textbook figure: ZeRO-3 / FSDP moves 1.5x the bytes of data parallel on the wire
+    ddp_wire = sum(o.wire_bytes_per_step for o in ops_for("ddp", 4))
+    assert sum(o.wire_bytes_per_step for o in z3) == pytest.approx(1.5 * ddp_wire)
+    assert sum(o.wire_bytes_per_step for o in ops_for("zero1", 4)) == pytest.approx(ddp_wire)
 
 
 def test_tp_bytes():
