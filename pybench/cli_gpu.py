@@ -101,7 +101,8 @@ def local_gpus(args) -> list[int]:
     from .backends.nccl import gpu_probe, no_gpu_reason, requested_gpus
     reason = no_gpu_reason()
     if reason is not None:
-        raise BackendUnavailable(f"`pybench {args.command}` needs a GPU: {reason}")
+        what = "p2p --matrix" if getattr(args, "matrix", False) else args.command
+        raise BackendUnavailable(f"`pybench {what}` needs a GPU: {reason}")
     ndev = gpu_probe()["device_count"]
     env = dict(os.environ)
     if getattr(args, "gpus", None) is not None:
