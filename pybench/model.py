@@ -284,7 +284,8 @@ def _gbps(bw_Bps: float) -> str:
     # inf: unbounded (said in words below the table); nan: undefined.
     if math.isnan(bw_Bps):
         return "undef"
-    return "inf" if not math.isfinite(bw_Bps) else f"{bw_Bps / 1e9:.2f}"
+    # four significant digits: a 200 Mbit/s link (0.025 GB/s) must not print as 0.02
+    return "inf" if not math.isfinite(bw_Bps) else f"{bw_Bps / 1e9:.4g}"
 
 
 def _us(time_s: float) -> str:
