@@ -955,7 +955,8 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          compute: ComputeProfile | str | None = None, flops_per_s: float | None = None, gpus_per_node: int = 8,
          shape: TransformerShape | None = None, max_world: int = 64, device_memory_gb: float = 80,
          overlap: bool = True, bucket_mb: float = 25, target_samples_per_s: float | None = None,
-         flash_attention: bool = True, backend: str | None = None) -> Plan:
+         flash_attention: bool = True, backend: str | None = None, peak_flops_per_s: float | None = None,
+         max_batch: int = 64) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     - Fits one device with headroom: scale up first (DDP over the node's
@@ -966,6 +967,13 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
       to shard optimizer state, or gradient accumulation with a smaller micro-batch.
     - Does not fit: ZeRO-3 if sharding alone makes it fit; tensor parallel inside
       the node, pipeline across nodes (smallest pp that fits), data parallel on top.
+
+    - Low utilisation (measured FLOP/s under 40% of ``peak_flops_per_s``, a
+      datasheet figure the user gives as a reference): fix the input pipeline and
+      the kernels first; more nodes multiply the waste.
+    - Where the recommended configuration is not in the ``fits`` band, the batch
+      (up to ``max_batch``) at which larger batches amortise communication enough
+      to change the band.
 
     Parameters are those of :func:`ccr`; ``max_world`` bounds the world sizes tried.
 
@@ -1107,6 +1115,45 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         else:
             # Without a target: the largest configuration that is not comm-bound, else the most efficient.
             recommended = max(candidates, key=lambda r: (good(r), r.world if good(r) else r.efficiency_vs_device))
+    measured = flops_per_s if flops_per_s is not None else getattr(compute, "flops_per_s", None)
+    if peak_flops_per_s and measured:
+        fraction = measured / peak_flops_per_s
+        if fraction < LOW_UTILISATION:
+            advice.insert(0, f"low accelerator utilisation: the step's GEMMs reach {measured / 1e12:.3g} TFLOP/s, "
+                             f"{fraction:.0%} of the {peak_flops_per_s / 1e12:.3g} TFLOP/s peak you gave: fix the "
+                             f"input pipeline and the kernels first, not the node count (more nodes multiply the "
+                             f"waste)")
+    if recommended is not None and band(recommended.exposed_fraction if recommended.overlap else recommended.ccr) != "fits":
+        advice.append(_batch_amortisation(recommended, int(batch), max_batch, rows_for))
     notes.append(f"fits comfortably means within {PLAN_HEADROOM:.0%} of device memory (context, fragmentation "
                  f"and buffers are not in the estimate)")
     return Plan(verdict, tuple(advice), one, tuple(evaluated), recommended, tuple(notes))
+
+
+# Measured FLOP/s below this share of the datasheet peak is a utilisation problem, not a scaling one.
+LOW_UTILISATION = 0.40
+
+
+def _batch_amortisation(r: StepEstimate, batch: int, max_batch: int, rows_for) -> str:
+    """Where a larger batch per device changes the recommended configuration's band."""
+    def frac(x: StepEstimate) -> float:
+        return x.exposed_fraction if x.overlap else x.ccr
+
+    start = band(frac(r))
+    kw = {"tp_degree": r.layout.tp} if r.layout.tp > 1 else {}
+    if r.layout.pp > 1:
+        kw["pp_degree"] = r.layout.pp
+    b = batch * 2
+    while b <= max_batch:
+        rows = rows_for(r.strategy, [r.world], b, **kw)
+        if rows and rows[0].memory.fits != "does not fit" and band(frac(rows[0])) != start:
+            x = rows[0]
+            return (f"larger batches amortise communication: {r.strategy} on {r.world} devices goes from "
+                    f"{frac(r):.2f} ({start}) at batch {batch} to {frac(x):.2f} ({band(frac(x))}) from batch {b} "
+                    f"per device, {x.samples_per_s:.2f} samples/s, {_gb(x.memory.total_checkpointed_bytes if x.memory.fits == 'fits with checkpointing' else x.memory.total_bytes)}/device")
+        if rows and rows[0].memory.fits == "does not fit":
+            return (f"a larger batch does not help here: at batch {b} {r.strategy} on {r.world} devices no longer fits "
+                    f"in memory, and up to batch {b // 2} the band stays {start}")
+        b *= 2
+    return (f"larger batches do not change the band of {r.strategy} on {r.world} devices up to batch {max_batch} "
+            f"per device: it stays {start}; communication, not the batch, sets the step")

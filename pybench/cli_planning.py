@@ -106,7 +106,8 @@ def run_plan(args: argparse.Namespace) -> int:
                   gpus_per_node=args.gpus_per_node, shape=shape, max_world=args.max_world,
                   device_memory_gb=args.device_memory_gb, overlap=not args.no_overlap, bucket_mb=args.bucket_mb,
                   target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
-                  backend=args.backend)
+                  backend=args.backend, peak_flops_per_s=None if args.peak_tflops is None else args.peak_tflops * 1e12,
+                  max_batch=args.max_batch)
     print(result.text())
     if args.json:
         write_json_atomic(args.json, result.to_dict(), force=args.force)
@@ -187,6 +188,12 @@ def add_parsers(subparsers) -> None:
     r.add_argument("--batch", type=int, default=1, help="micro-batch size per replica (default 1)")
     r.add_argument("--gpus-per-node", type=int, default=8, help="devices per node (default 8)")
     r.add_argument("--max-world", type=int, default=64, help="largest world size to consider (default 64)")
+    r.add_argument("--max-batch", type=int, default=64,
+                   help="largest micro-batch per device tried when asking where larger batches change the band "
+                        "(default 64)")
+    r.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's datasheet peak, as a reference only: below 40%% of it the plan says to fix "
+                        "utilisation before adding nodes")
     r.add_argument("--model", required=True, metavar="MODEL.json", help="fitted alpha-beta models (pybench fit)")
     r.add_argument("--backend", help="use only models of this backend (default: nccl if the file mixes backends)")
     r.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")

@@ -477,3 +477,23 @@ def test_exposed_never_exceeds_the_serial_fraction_with_buckets():
     for row in res.rows:
         assert row.exposed_s <= row.comm_s + 1e-12
         assert row.exposed_fraction <= row.ccr + 1e-12
+
+
+def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
+    from conftest import SHARED_DATA
+
+    from pybench.ccr import plan
+    from pybench.logs import load_measurements
+    from pybench.model import fit_models
+    log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+    if not log.exists():
+        pytest.skip(f"shared logs not found at {SHARED_DATA}")
+    models = fit_models(load_measurements(log))  # a real 2 x 8 H100 all-reduce sweep
+    low = plan("1.3B", 2048, 1, models=models, flops_per_s=100e12, peak_flops_per_s=989e12, gpus_per_node=8)
+    assert low.advice[0].startswith("low accelerator utilisation") and "10%" in low.advice[0]
+    ok = plan("1.3B", 2048, 1, models=models, flops_per_s=400e12, peak_flops_per_s=989e12, gpus_per_node=8)
+    assert not any("utilisation" in a for a in ok.advice)
+    r = ok.recommended
+    assert band(r.exposed_fraction) != "fits"  # DDP across nodes at batch 1 is not free here ...
+    said = [a for a in ok.advice if a.startswith("larger batches amortise communication")]
+    assert said and f"ddp on {r.world} devices" in said[0] and "(fits) from batch 2" in said[0]  # ... at batch 2 it is
