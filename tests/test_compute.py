@@ -104,6 +104,15 @@ def test_numpy_bf16_says_numpy_has_no_bf16():
     assert "numpy has no bfloat16" in prof.warnings[0]
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_torch_engine_times_real_gemms(dtype):
+    pytest.importorskip("torch", reason="torch is optional; CI installs it")
+    prof = profile_compute(shape_from_dims(64, 1), seq=16, dtype=dtype, engine="torch", repeats=2)
+    assert prof.engine == "torch" and prof.dtype == dtype  # torch has bfloat16: no fallback
+    assert len(prof.gemms) == 12
+    assert all(g.flops_per_s > 0 and math.isfinite(g.flops_per_s) for g in prof.gemms)
+
+
 def test_token_scaling_is_recorded_and_wgrad_scales_k():
     shape = shape_for_params(7 * 10**9)
     eng = FakeEngine()
