@@ -71,7 +71,6 @@ void register_mpi(py::module_& m) {
     });
   }, py::arg("timeout_s"), py::arg("on_timeout") = py::none(),
      "Arm the per-operation timeout (seconds, <= 0 disables) and the heartbeat table.");
-  m.def("watchdog_diagnosis", [] { return Watchdog::instance().diagnose(); });
   m.def("rank_info", [] {
     RankInfo i;
     {

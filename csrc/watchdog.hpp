@@ -32,7 +32,7 @@ class Watchdog {
   void arm(const std::string& what);  // an operation starts now
   void disarm();
   double timeout_s() const { return timeout_s_; }
-  // Diagnosis the watchdog would print now; exposed for tests.
+  // Which rank stopped answering, as the watchdog prints it.
   std::string diagnose() const;
 
  private:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (BackendUnavailable, FileFormatError, NativeError, PyBenchError, RunFailed, SizeError,
-                     UsageError)
+from .errors import BackendUnavailable, FileFormatError, NativeError, PyBenchError, SizeError, UsageError
 from .sizes import format_size, parse_size, parse_sizes  # noqa: E402
 from .results import RunResult, SizeRecord, load_result  # noqa: E402
 from .logs import load_measurements  # noqa: E402
@@ -24,7 +23,7 @@ from .ccr import ccr, plan  # noqa: E402
 
 __all__ = [
     "__version__",
-    "PyBenchError", "UsageError", "SizeError", "BackendUnavailable", "FileFormatError", "NativeError", "RunFailed",
+    "PyBenchError", "UsageError", "SizeError", "BackendUnavailable", "FileFormatError", "NativeError",
     "parse_size", "parse_sizes", "format_size",
     "RunResult", "SizeRecord", "load_result",
     "load_measurements", "fit_alpha_beta", "cross_validate", "AlphaBetaModel", "load_model", "load_models",

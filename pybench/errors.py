@@ -32,9 +32,3 @@ class FileFormatError(PyBenchError):
 
 class NativeError(PyBenchError):
     """An error raised by the C++ core (mapped from its exception type)."""
-
-
-class RunFailed(PyBenchError):
-    """A measurement ran but failed (wrong results, a rank died, a timeout)."""
-
-    exit_code = 1
