@@ -293,3 +293,49 @@ def measure_collective(bench_server, benchmark):
 
     return run
 
+
+
+@pytest.fixture(scope="session")
+def nccl_backend():
+    """pybench's NCCL backend in this process (one process drives every local GPU), or a skip saying why."""
+    from pybench.cli_gpu import nccl_unavailable_reason
+    reason = nccl_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no NCCL benchmarks here: {reason}")
+    from pybench.backends.nccl import NcclBackend
+    backend = NcclBackend()
+    info = backend.start()
+    yield backend, info
+    backend.finish()
+
+
+@pytest.fixture
+def measure_nccl(nccl_backend, benchmark):
+    """``measure_nccl(collective, size_bytes, **options) -> SizeRecord`` on every local GPU through NCCL,
+    checked exactly, with the CUDA-event samples replayed into pytest-benchmark."""
+    from pybench.benchmark import BenchConfig, measure_size
+    from pybench.stopping import StopRule
+    backend, info = nccl_backend
+
+    def run(collective: str, size_bytes: int, dtype: str = "float32", op: str = "sum", timing: str = "batched"):
+        budget = DISABLED_BUDGET_S if benchmark.disabled else 0.5
+        cfg = BenchConfig(benchmark=collective, sizes=(size_bytes,), dtype=dtype, op=op, timing=timing,
+                          stop=StopRule(precision=0.01, budget_s=budget))
+        cfg.validate(info["world_size"], single_rank_ok=True)
+        bench = backend.make_bench(cfg, size_bytes)
+        try:
+            record = measure_size(cfg, bench, size_bytes, info["world_size"])
+        finally:
+            del bench
+        assert record.check_iters > 0 and record.wrong == 0, f"{collective} {size_bytes} B: {record.wrong} wrong"
+        benchmark.extra_info.update({
+            "collective": collective, "backend": "nccl", "world_size": info["world_size"], "size_bytes": size_bytes,
+            "dtype": dtype, "timing": timing, "time_median_us": record.time_s * 1e6, "algbw_gbps": record.algbw_gbps,
+            "busbw_gbps": record.busbw_gbps, "wrong": record.wrong, "iterations": record.iterations,
+            "buffer_allocation": backend.describe_buffers(cfg),
+            "timer": "CUDA events, seconds per op of the slowest device (pybench measure_size)",
+        })
+        record_native_samples(benchmark, record.samples_s)
+        return record
+
+    return run

@@ -113,6 +113,9 @@ else
   stamp "p2p matrix skipped: one GPU"
 fi
 
+stamp "NCCL regression benchmarks (pytest-benchmark)"
+pytest -q -rs benchmarks/test_collectives_nccl.py --benchmark-only
+
 stamp "GPU benchmarks"
 if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   python -m pybench compute --params 1.3B --engine torch --dtype bf16
