@@ -296,7 +296,27 @@ def load_model_set(path: str, backend: str | None = None) -> ModelSet:
 # ---------------------------------------------------------------------------
 # overlap
 
-def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float, bucket_time) -> float:
+def bucket_sizes(grad_bytes: float, bucket_bytes: float, explicit: Sequence[float] | None = None) -> list[float]:
+    """Bucket sizes in the order they are reduced.
+
+    ``explicit``: the sizes a framework really used (DDP's reducer reports them);
+    scaled to ``grad_bytes`` if they sum to something else (another dtype). Else
+    equal buckets of ``bucket_bytes`` with the remainder last.
+    """
+    if explicit:
+        total = float(sum(explicit))
+        if total <= 0 or any(b <= 0 for b in explicit):
+            raise UsageError(f"bucket sizes must be positive, got {list(explicit)}")
+        return [b * grad_bytes / total for b in explicit]
+    if bucket_bytes <= 0:
+        raise UsageError(f"--bucket-mb must be positive, got {bucket_bytes / 2**20:g}")
+    n = max(1, math.ceil(grad_bytes / bucket_bytes))
+    full = min(bucket_bytes, grad_bytes)
+    return [full] * (n - 1) + [grad_bytes - full * (n - 1)]
+
+
+def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float, bucket_time,
+                      explicit_buckets: Sequence[float] | None = None) -> float:
     """Exposed seconds of a gradient exchange run in buckets under backward.
 
     Parameters
@@ -309,37 +329,34 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
         Duration of the backward pass the buckets can hide under.
     bucket_time : callable
         size_bytes -> seconds for one bucket's collective.
+    explicit_buckets : sequence of float, optional
+        The real bucket sizes in reduction order (see :func:`bucket_sizes`).
 
     Buckets are ready when the fraction of gradients they close is produced
     (uniformly through backward) and are sent one after another; the exposed
     time is how far the last one ends after backward ends.
     """
-    if bucket_bytes <= 0:
-        raise UsageError(f"--bucket-mb must be positive, got {bucket_bytes / 2**20:g}")
-    n = max(1, math.ceil(grad_bytes / bucket_bytes))
-    # All buckets but the last have the same size: ask the model twice, not n times.
-    full_s = bucket_time(min(bucket_bytes, grad_bytes))
+    times: dict[float, float] = {}  # equal buckets: ask the model once per distinct size
     end_s = 0.0
     done_bytes = 0.0
-    for i in range(n):
-        size = min(bucket_bytes, grad_bytes - done_bytes)
+    for size in bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets):
         done_bytes += size
         ready_s = backward_s * done_bytes / grad_bytes
-        end_s = max(end_s, ready_s) + (full_s if size == bucket_bytes or n == 1 else bucket_time(size))
+        if size not in times:
+            times[size] = bucket_time(size)
+        end_s = max(end_s, ready_s) + times[size]
     return max(0.0, end_s - backward_s)
 
 
-def bucketed_serial_s(grad_bytes: float, bucket_bytes: float, bucket_time) -> float:
+def bucketed_serial_s(grad_bytes: float, bucket_bytes: float, bucket_time,
+                      explicit_buckets: Sequence[float] | None = None) -> float:
     """Seconds of a gradient exchange sent as buckets one after another, with no overlap.
 
     Each bucket pays the collective's latency again, so this exceeds one call of
     ``grad_bytes``; CCR and the exposed fraction must both use it, or the exposed
     share could come out larger than the serial one.
     """
-    n = max(1, math.ceil(grad_bytes / bucket_bytes))
-    full = min(bucket_bytes, grad_bytes)
-    last = grad_bytes - (n - 1) * full
-    return (n - 1) * bucket_time(full) + bucket_time(last)
+    return sum(bucket_time(size) for size in bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets))
 
 
 # ---------------------------------------------------------------------------
@@ -507,6 +524,7 @@ class CcrConfig:
     pp_degree: int | None = None
     overlap: bool = False
     bucket_bytes: int = 25 * 2**20
+    explicit_buckets: tuple[float, ...] | None = None  # real bucket sizes, reduction order (DDP reports them)
     recompute: bool = False
     comm_bytes_per_value: int = 2
     device_memory_bytes: float = 80e9
@@ -632,13 +650,14 @@ def _estimate(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch
             if o.op.overlaps_backward:
                 def one_bucket(size, o=o):
                     return models.time(o.op.collective, size, o.op.group_size, o.op.link_class).time_s
-                serial = bucketed_serial_s(o.op.size_bytes, cfg.bucket_bytes, one_bucket)
+                serial = bucketed_serial_s(o.op.size_bytes, cfg.bucket_bytes, one_bucket, cfg.explicit_buckets)
                 # The exchange really runs in buckets: the serial time (and so CCR) is theirs too.
                 scale = serial / o.call.time_s if o.call.time_s > 0 else 1.0
                 comm_s += o.op.calls * (serial - o.call.time_s)
                 comm_low += o.op.calls * o.call.time_low_s * (scale - 1)
                 comm_high += o.op.calls * o.call.time_high_s * (scale - 1)
-                per_call = overlap_exposed_s(o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket)
+                per_call = overlap_exposed_s(o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket,
+                                             cfg.explicit_buckets)
                 # Only the last micro-batch's exchange can hide; earlier calls (zero3) stay exposed.
                 exposed += per_call + (o.op.calls - 1) * serial
             else:
@@ -684,7 +703,8 @@ def ccr(params: int | str, seq: int, batch: int | str | Sequence[int], world: in
         recompute: bool = False, comm_bytes_per_value: int = 2, device_memory_gb: float = 80,
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
-        straggler_cv: float = 0.0, backend: str | None = None) -> CcrResult:
+        straggler_cv: float = 0.0, backend: str | None = None,
+        bucket_sizes_bytes: Sequence[float] | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
 
     Parameters
@@ -712,6 +732,10 @@ def ccr(params: int | str, seq: int, batch: int | str | Sequence[int], world: in
         Pipeline stages of tp+pp+dp (default 2).
     overlap : bool
         Overlap the gradient exchange with backward in buckets of ``bucket_mb`` MiB.
+    bucket_sizes_bytes : sequence of float, optional
+        The buckets a framework really used, in reduction order (DDP's reducer
+        reports them after its first iterations); they replace equal ``bucket_mb``
+        buckets, which misplace the readiness of coarse buckets.
     recompute : bool
         Full activation recomputation (8 x P x tokens FLOPs).
     comm_bytes_per_value : int
@@ -788,7 +812,8 @@ def ccr(params: int | str, seq: int, batch: int | str | Sequence[int], world: in
                     comm_bytes_per_value=comm_bytes_per_value, device_memory_bytes=device_memory_gb * 1e9,
                     flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                     big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
-                    straggler_cv=straggler_cv)
+                    straggler_cv=straggler_cv,
+                    explicit_buckets=tuple(bucket_sizes_bytes) if bucket_sizes_bytes else None)
 
     rows: list[StepEstimate] = []
     skipped: list[str] = []

@@ -525,7 +525,7 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
                               flops_per_s=fps * flops_per_sample / (6.0 * params),
                               gpus_per_node=world if link_class == "intra-node" else 1, overlap=True,
                               bucket_mb=bucket_mb, comm_bytes_per_value=grad_bytes // max(params, 1),
-                              device_memory_gb=1e6).rows[0]
+                              device_memory_gb=1e6, bucket_sizes_bytes=buckets).rows[0]
             row.pred_compute_s, row.pred_comm_s, row.pred_exposed_s = est.compute_s, est.comm_s, est.exposed_s
             row.pred_ccr, row.pred_exposed_fraction = est.ccr, est.exposed_fraction
             row.pred_comm_buckets_s = sum(model_set.time("allreduce", s, world, link_class).time_s for s in buckets)
@@ -540,8 +540,8 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
         "synchronised step",
         "trace: torch.profiler, per rank, compute = ops of the training thread, comm = gloo/nccl ops of the "
         "process group's threads, unions so overlap counts once; medians over steps, max over ranks",
-        "prediction: pybench.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value); pred_ccr is its CCR (no "
-        "overlap, as measured ccr), pred_exp its exposed fraction with overlap in DDP-cap buckets under 2/3 of "
+        "prediction: pybench.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is its CCR (no "
+        "overlap, as measured ccr), pred_exp its exposed fraction with overlap in DDP's real buckets under 2/3 of "
         "the compute",
     ]
     if any(r.pred_exposed_fraction is not None and r.exposed_fraction > r.pred_exposed_fraction + 0.05

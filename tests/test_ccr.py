@@ -497,3 +497,23 @@ def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
     assert band(r.exposed_fraction) != "fits"  # DDP across nodes at batch 1 is not free here ...
     said = [a for a in ok.advice if a.startswith("larger batches amortise communication")]
     assert said and f"ddp on {r.world} devices" in said[0] and "(fits) from batch 2" in said[0]  # ... at batch 2 it is
+
+
+def test_real_buckets_replace_equal_ones():
+    from pybench.ccr import bucket_sizes
+    assert bucket_sizes(100.0, 30.0) == [30.0, 30.0, 30.0, 10.0]
+    assert bucket_sizes(84.0, 25.0, [33.6, 33.6, 16.8]) == pytest.approx([33.6, 33.6, 16.8])
+    assert bucket_sizes(168.0, 25.0, [33.6, 33.6, 16.8]) == pytest.approx([67.2, 67.2, 33.6])  # another dtype
+    # 1 s of backward, 1 B/ms: equal 25 B buckets hide more than DDP's coarse real ones
+    t = lambda size: size / 1000.0
+    equal = overlap_exposed_s(84.0, 25.0, 1.0, t)
+    real = overlap_exposed_s(84.0, 25.0, 1.0, t, [33.6, 33.6, 16.8])
+    # real: ready at 0.4, 0.8, 1.0 s; ends 0.4336, 0.8336, 1.0168 -> 16.8 ms exposed
+    assert real == pytest.approx(0.0168)
+    # equal: 25, 25, 25, 9 B ready at 25/84, 50/84, 75/84, 1 s; the last ends 9 ms after backward
+    assert equal == pytest.approx(0.009)
+    assert equal < real
+    res = ccr("7B", 4096, 1, 8, "ddp", models=all_links("allreduce", bw_Bps=25e9, alpha_s=5e-3),
+              flops_per_s=400e12, gpus_per_node=8, overlap=True, bucket_sizes_bytes=[3, 3, 1])
+    row = res.rows[0]
+    assert row.exposed_s <= row.comm_s
