@@ -244,13 +244,18 @@ def _reject_dash_sizes(argv: list[str]) -> None:
             parse_sizes(value)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def run(parser: argparse.ArgumentParser, argv: list[str], no_command_hint: str) -> int:
+    """Parse ``argv`` and run its subcommand, with every error a user can cause as one line.
+
+    The one place that turns exceptions into exit codes: 2 for bad input (and
+    other PyBenchErrors as they say), 130 for Ctrl-C, 141 when the reader of our
+    output went away.
+    """
     try:
         _reject_dash_sizes(argv)
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
         if not getattr(args, "command", None):
-            raise UsageError("no command given; try `pybench allreduce --sizes 1M:1G` or `pybench --help`")
+            raise UsageError(f"no command given; try {no_command_hint}")
         args.argv = argv  # the ranks re-run exactly what the user typed
         return args.func(args)
     except PyBenchError as exc:
@@ -263,3 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `pybench ... | head`: the reader left; say nothing more and leave quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    return run(build_parser(), argv, "`pybench allreduce --sizes 1M:1G` or `pybench --help`")

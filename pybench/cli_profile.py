@@ -170,28 +170,10 @@ def _in_namespaces(args, argv: list[str]) -> int:
 
 def main(argv=None) -> int:
     """``python -m pybench.cli_profile profile ...`` (what the ranks run; also usable directly)."""
-    import argparse
-
-    from .errors import PyBenchError
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        from .cli import _Parser  # one-line errors, exit 2, like the main CLI
-    except ImportError:  # pragma: no cover
-        _Parser = argparse.ArgumentParser
+    from .cli import _Parser, run  # imported here: pybench.cli imports this module
     parser = _Parser(prog="pybench")
     add_parsers(parser.add_subparsers(dest="command", parser_class=_Parser))
-    try:
-        args = parser.parse_args(argv)
-        if not getattr(args, "command", None):
-            raise UsageError("no command given; try `pybench profile --params 20M --batch 1,4,16`")
-        args.argv = argv
-        return args.func(args)
-    except PyBenchError as exc:
-        print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("pybench: interrupted", file=sys.stderr)
-        return 130
+    return run(parser, list(sys.argv[1:] if argv is None else argv), "`pybench profile --params 20M --batch 1,4,16`")
 
 
 if __name__ == "__main__":

@@ -62,3 +62,14 @@ def run_under_mpiexec(script: Path, args: list[str], cwd: Path, nprocs: int = 2,
     cmd = launcher.command(nprocs, [sys.executable, str(script), *args])
     return subprocess.run(cmd, cwd=cwd, env=launcher.environment(), capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
+
+
+def assert_every_case_exact(results: list[dict]) -> None:
+    """Every collective x dtype x op appears in a rank script's results, and none had a wrong value."""
+    from pybench.collectives import COLLECTIVES, DTYPES, OPS
+    seen = {(r["collective"], r["dtype"], r["op"]) for r in results}
+    for name, coll in COLLECTIVES.items():
+        for dtype in DTYPES:
+            for op in (OPS if coll.reduces else ("sum",)):
+                assert (name, dtype, op) in seen
+    assert [(r["collective"], r["dtype"], r["op"], r["size"], r["wrong"]) for r in results if r["wrong"]] == []
