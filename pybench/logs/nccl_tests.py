@@ -228,8 +228,9 @@ def _parse_table(path, lines, start: int, header: list, ctx: dict):
     # A hostile or corrupted log can hold inf, NaN or 1e300: refuse it rather than let it overflow later.
     if not (np.all(np.isfinite(time_arr)) and np.all(np.isfinite(alg_arr)) and np.all(np.isfinite(bus_arr))):
         raise _err(path, "nccl-tests table has a time or bandwidth that is not a finite number")
-    if np.any(time_arr > 1e15) or np.any(size_arr > 2.0**60):
-        raise _err(path, "nccl-tests table has an impossible size or time (over 2^60 B or 1e15 time units)")
+    if np.any(time_arr > 1e15) or np.any(time_arr < 1e-6) or np.any(size_arr > 2.0**60):
+        raise _err(path, "nccl-tests table has an impossible size or time (over 2^60 B, or a time outside "
+                         "1e-6 .. 1e15 time units)")
     in_place_arr = np.array(in_place, dtype=float)
     in_place_arr[~(in_place_arr > 0)] = math.nan
 
