@@ -16,7 +16,9 @@ For one combination of strategy, world size and micro-batch size:
   the backward pass of the last micro-batch (2/3 of its compute; 3/4 with
   recomputation). Buckets become ready uniformly through backward and go out
   one after another on one stream (as DDP does), so the last bucket, ready when
-  backward ends, can never overlap. Everything else is exposed.
+  backward ends, can never overlap. Everything else is exposed. A measured
+  :class:`pybench.overlap.OverlapProfile` replaces the uniform readiness and
+  the 2/3, and slows compute while buckets are in flight (CPU transports).
   ``exposed_fraction`` = exposed_s / (exposed_s + compute_s).
 - ``step_s`` = compute_s + bubble_s + exposed_s (exposed_s = comm_s without overlap).
 - Scaling efficiency at N = throughput(N) / (N x throughput(1)); throughput(1)
@@ -50,6 +52,7 @@ from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 from .compute import ComputeProfile, load_compute
 from .errors import BackendUnavailable, FileFormatError, UsageError
+from .overlap import OverlapProfile, bucket_sizes, bucketed_serial_s, overlap_exposed_s
 from .strategies import (INTER, INTRA, CommOp, Layout, MemoryEstimate, Workload, bubble_fraction,
                          canonical_strategy, comm_ops, make_layout, memory_per_device)
 from .transformer import (TransformerShape, format_param_count, parse_param_count,
@@ -58,7 +61,8 @@ from .transformer import (TransformerShape, format_param_count, parse_param_coun
 __all__ = [
     "CollectiveModel", "Prediction", "ModelSet", "CommTime", "OpTime", "StepEstimate", "Breakeven",
     "CcrConfig", "CcrResult", "ccr", "band", "expected_max_normal", "straggler_factor",
-    "overlap_exposed_s", "load_model_set", "BAND_FITS", "BAND_CAUTION", "Plan", "plan",
+    "overlap_exposed_s", "bucket_sizes", "OverlapProfile", "load_model_set", "BAND_FITS", "BAND_CAUTION",
+    "Plan", "plan",
 ]
 
 BAND_FITS = 0.15
@@ -294,72 +298,6 @@ def load_model_set(path: str, backend: str | None = None) -> ModelSet:
 
 
 # ---------------------------------------------------------------------------
-# overlap
-
-def bucket_sizes(grad_bytes: float, bucket_bytes: float, explicit: Sequence[float] | None = None) -> list[float]:
-    """Bucket sizes in the order they are reduced.
-
-    ``explicit``: the sizes a framework really used (DDP's reducer reports them);
-    scaled to ``grad_bytes`` if they sum to something else (another dtype). Else
-    equal buckets of ``bucket_bytes`` with the remainder last.
-    """
-    if explicit:
-        total = float(sum(explicit))
-        if total <= 0 or any(b <= 0 for b in explicit):
-            raise UsageError(f"bucket sizes must be positive, got {list(explicit)}")
-        return [b * grad_bytes / total for b in explicit]
-    if bucket_bytes <= 0:
-        raise UsageError(f"--bucket-mb must be positive, got {bucket_bytes / 2**20:g}")
-    n = max(1, math.ceil(grad_bytes / bucket_bytes))
-    full = min(bucket_bytes, grad_bytes)
-    return [full] * (n - 1) + [grad_bytes - full * (n - 1)]
-
-
-def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float, bucket_time,
-                      explicit_buckets: Sequence[float] | None = None) -> float:
-    """Exposed seconds of a gradient exchange run in buckets under backward.
-
-    Parameters
-    ----------
-    grad_bytes : float
-        Size of the whole exchange (one call's size argument).
-    bucket_bytes : float
-        Bucket size; the last bucket holds the remainder.
-    backward_s : float
-        Duration of the backward pass the buckets can hide under.
-    bucket_time : callable
-        size_bytes -> seconds for one bucket's collective.
-    explicit_buckets : sequence of float, optional
-        The real bucket sizes in reduction order (see :func:`bucket_sizes`).
-
-    Buckets are ready when the fraction of gradients they close is produced
-    (uniformly through backward) and are sent one after another; the exposed
-    time is how far the last one ends after backward ends.
-    """
-    times: dict[float, float] = {}  # equal buckets: ask the model once per distinct size
-    end_s = 0.0
-    done_bytes = 0.0
-    for size in bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets):
-        done_bytes += size
-        ready_s = backward_s * done_bytes / grad_bytes
-        if size not in times:
-            times[size] = bucket_time(size)
-        end_s = max(end_s, ready_s) + times[size]
-    return max(0.0, end_s - backward_s)
-
-
-def bucketed_serial_s(grad_bytes: float, bucket_bytes: float, bucket_time,
-                      explicit_buckets: Sequence[float] | None = None) -> float:
-    """Seconds of a gradient exchange sent as buckets one after another, with no overlap.
-
-    Each bucket pays the collective's latency again, so this exceeds one call of
-    ``grad_bytes``; CCR and the exposed fraction must both use it, or the exposed
-    share could come out larger than the serial one.
-    """
-    return sum(bucket_time(size) for size in bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets))
-
-
-# ---------------------------------------------------------------------------
 # results
 
 @dataclass(frozen=True)
@@ -533,10 +471,12 @@ class CcrConfig:
     big_node_gpus: int | None = None
     big_node_price_per_hour: float | None = None
     straggler_cv: float = 0.0
+    overlap_profile: OverlapProfile | None = None  # measured bucket readiness and contention (profile_step)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d["shape"] = self.shape.to_dict()
+        d["overlap_profile"] = self.overlap_profile.to_dict() if self.overlap_profile else None
         d["batches"], d["worlds"], d["strategies"] = list(self.batches), list(self.worlds), list(self.strategies)
         return d
 
@@ -643,8 +583,10 @@ def _estimate(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch
     one_device_s = training_flops(cfg.params, tokens, cfg.recompute) / cfg.flops_per_s
 
     if cfg.overlap:
-        # Backward of the last micro-batch: 4 of 6 FLOP units (6 of 8 with recomputation).
-        backward_s = compute_s / m * (0.75 if cfg.recompute else 2 / 3)
+        prof = cfg.overlap_profile or OverlapProfile()
+        # Backward of the last micro-batch: 4 of 6 FLOP units (6 of 8 with recomputation), unless measured.
+        share = prof.backward_share if prof.backward_share is not None else (0.75 if cfg.recompute else 2 / 3)
+        backward_s = compute_s / m * share
         exposed = 0.0
         for o in timed:
             if o.op.overlaps_backward:
@@ -657,7 +599,7 @@ def _estimate(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch
                 comm_low += o.op.calls * o.call.time_low_s * (scale - 1)
                 comm_high += o.op.calls * o.call.time_high_s * (scale - 1)
                 per_call = overlap_exposed_s(o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket,
-                                             cfg.explicit_buckets)
+                                             cfg.explicit_buckets, prof.ready_fractions, prof.compute_slowdown)
                 # Only the last micro-batch's exchange can hide; earlier calls (zero3) stay exposed.
                 exposed += per_call + (o.op.calls - 1) * serial
             else:
@@ -704,7 +646,8 @@ def ccr(params: int | str, seq: int, batch: int | str | Sequence[int], world: in
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
         straggler_cv: float = 0.0, backend: str | None = None,
-        bucket_sizes_bytes: Sequence[float] | None = None) -> CcrResult:
+        bucket_sizes_bytes: Sequence[float] | None = None,
+        overlap_profile: OverlapProfile | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
 
     Parameters
@@ -736,6 +679,10 @@ def ccr(params: int | str, seq: int, batch: int | str | Sequence[int], world: in
         The buckets a framework really used, in reduction order (DDP's reducer
         reports them after its first iterations); they replace equal ``bucket_mb``
         buckets, which misplace the readiness of coarse buckets.
+    overlap_profile : OverlapProfile, optional
+        When each bucket is ready, backward's share of compute and how much
+        compute slows while communication runs, as measured by
+        ``pybench.profile_step`` (default: uniform readiness, 2/3, no slowdown).
     recompute : bool
         Full activation recomputation (8 x P x tokens FLOPs).
     comm_bytes_per_value : int
@@ -813,7 +760,8 @@ def ccr(params: int | str, seq: int, batch: int | str | Sequence[int], world: in
                     flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                     big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
                     straggler_cv=straggler_cv,
-                    explicit_buckets=tuple(bucket_sizes_bytes) if bucket_sizes_bytes else None)
+                    explicit_buckets=tuple(bucket_sizes_bytes) if bucket_sizes_bytes else None,
+                    overlap_profile=overlap_profile)
 
     rows: list[StepEstimate] = []
     skipped: list[str] = []

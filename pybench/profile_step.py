@@ -37,6 +37,7 @@ DDP's real buckets (``pred_comm_buckets_s``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -44,6 +45,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 from .errors import UsageError
+from .overlap import OverlapProfile, compute_slowdown
+from .overlap_probe import GradReadiness, HostCpuMeter, bucket_ready_fractions, cores_available, machine_id
 
 SCHEMA = "pybench.profile"
 SCHEMA_VERSION = 1
@@ -166,6 +169,13 @@ class ProfileRow:
     pred_exposed_fraction: float | None = None
     flops_per_s: float | None = None
     flops_source: str = ""
+    # the overlap profile the prediction used (pybench.overlap_probe), and what each part of it changed
+    ready_fractions: list | None = None   # fraction of backward at which each bucket was ready (no_sync steps)
+    backward_share: float | None = None   # backward / no_sync step
+    comm_cpu_cores: float | None = None   # host cores busy while the buckets were all-reduced alone
+    compute_slowdown: float | None = None  # compute throughput lost while a bucket is in flight
+    pred_exposed_fraction_uniform: float | None = None    # readiness uniform, backward 2/3, no contention
+    pred_exposed_fraction_readiness: float | None = None  # measured readiness and share, no contention
 
     @property
     def trace_mismatch(self) -> float:
@@ -221,6 +231,16 @@ class ProfileResult:
                              f"({r.flops_source}), comm {r.pred_comm_s * 1e3:.1f} ms one call / "
                              f"{r.pred_comm_buckets_s * 1e3:.1f} ms over DDP's {r.buckets} buckets, "
                              f"exposed {r.pred_exposed_s * 1e3:.1f} ms")
+            if r.pred_exposed_fraction_uniform is not None:
+                ready = ("/".join(f"{f:.2f}" for f in r.ready_fractions) if r.ready_fractions
+                         else "uniform (not measured)")
+                share = "2/3 assumed" if r.backward_share is None else f"{r.backward_share:.2f} of the step"
+                cores = "-" if r.comm_cpu_cores is None else f"{r.comm_cpu_cores:.2f}"
+                lines.append(f"#   overlap: buckets ready at {ready} of backward ({share}); comm alone {cores} host "
+                             f"cores, compute {r.compute_slowdown or 0:.0%} slower under it; pred_exp uniform "
+                             f"{r.pred_exposed_fraction_uniform:.3f} -> measured readiness "
+                             f"{r.pred_exposed_fraction_readiness:.3f} -> with contention "
+                             f"{r.pred_exposed_fraction:.3f}")
         lines += [f"# {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -358,23 +378,68 @@ def _bucket_sizes(ddp, grad_bytes: int) -> list[int]:
     return [cap] * (n - 1) + [grad_bytes - cap * (n - 1)]
 
 
-def _time_buckets(bucket_bytes: list[int], repeats: int, group=None) -> float:
-    """Median time of DDP's buckets all-reduced alone, issued asynchronously in order as DDP does."""
+def _time_buckets(bucket_bytes: list[int], repeats: int, meter=None) -> float:
+    """Median time of DDP's buckets all-reduced alone, issued asynchronously in order as DDP does.
+
+    ``meter`` (a HostCpuMeter) measures the host's busy cores over each timed repeat."""
+    import contextlib
     import torch
     import torch.distributed as dist
     bufs = [torch.zeros(max(1, b // 4), dtype=torch.float32) for b in bucket_bytes]
     times = []
     for r in range(repeats + 1):
         dist.barrier()
-        t0 = time.perf_counter()
-        works = [dist.all_reduce(b, async_op=True) for b in bufs]
-        for w in works:
-            w.wait()
+        with (meter if meter is not None and r else contextlib.nullcontext()):
+            t0 = time.perf_counter()
+            works = [dist.all_reduce(b, async_op=True) for b in bufs]
+            for w in works:
+                w.wait()
+            elapsed = time.perf_counter() - t0
         if r:
-            times.append(time.perf_counter() - t0)
+            times.append(elapsed)
     x = torch.tensor(times, dtype=torch.float64)
     dist.all_reduce(x, op=dist.ReduceOp.MAX)
     return _median(x.tolist())
+
+
+def _overlap_profile(hooks, buckets: list[int], meter, on_cpu: bool,
+                     threads_on_host: int) -> tuple[OverlapProfile, float | None]:
+    """The prediction's OverlapProfile from this batch's no_sync hooks and the comm-alone CPU meter.
+
+    Per rank: medians over steps; then the slowest rank (max over ranks), since a bucket's
+    all-reduce starts when every rank has it and the busiest host slows the step."""
+    import torch
+    import torch.distributed as dist
+    per_step = []
+    for taken, step_s in hooks:
+        got = taken and bucket_ready_fractions(taken[0], taken[1], buckets)
+        if got:
+            per_step.append((got[0], got[1] / step_s if step_s > 0 else float("nan")))
+    n = len(buckets)
+    mine = [-1.0] * (n + 2)  # -1: not measured on this rank (MAX over ranks ignores it)
+    if per_step:
+        mine[:n] = [_median([f[k] for f, _ in per_step]) for k in range(n)]
+        mine[n] = min(1.0, _median([s for _, s in per_step]))
+    cores = meter.cores
+    if cores is not None:
+        mine[n + 1] = cores
+    x = torch.tensor(mine, dtype=torch.float64)
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    v = x.tolist()
+    fractions = tuple(v[:n]) if min(v[:n + 1]) >= 0 and v[n] > 0 else None
+    share = v[n] if fractions else None
+    comm_cores = v[n + 1] if v[n + 1] >= 0 else None
+    slow = compute_slowdown(comm_cores, threads_on_host, cores_available()) if on_cpu and comm_cores else 0.0
+    parts = ["bucket readiness and backward share from gradient hooks in the no_sync steps"
+             if fractions else "readiness assumed uniform (no gradient hooks fired), backward 2/3"]
+    if not on_cpu:
+        parts.append("compute on the device: no CPU contention modelled")
+    elif comm_cores is None:
+        parts.append("no /proc/stat: no CPU contention modelled")
+    else:
+        parts.append(f"comm alone kept {comm_cores:.2f} host cores busy beside {threads_on_host} compute threads "
+                     f"on {cores_available()} cores: compute {slow:.0%} slower while a bucket is in flight")
+    return OverlapProfile(fractions, share, slow, "; ".join(parts)), comm_cores
 
 
 def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batch: Callable[[int], Any], *,
@@ -459,6 +524,11 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
                              + (f"; {'; '.join(model_set.notes)}" if model_set.notes else ""))
 
     ddp = DDP(model, bucket_cap_mb=bucket_mb)
+    readiness = GradReadiness(model)
+    on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+    machines: list = [None] * world  # ranks in network namespaces are separate hosts but share the CPUs
+    dist.all_gather_object(machines, machine_id())
+    threads_on_host = torch.get_num_threads() * machines.count(machine_id())
 
     def barrier():
         dist.barrier()
@@ -469,7 +539,7 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
             step_fn(ddp, batch)
         # Synchronised and no_sync steps interleaved (sync, no_sync, sync, ...), so that the drift of a
         # shared machine hits both alike; the profiler sees both, the trace reads the synchronised ones.
-        sync_t, nosync_t = [], []
+        sync_t, nosync_t, hooks = [], [], []
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for i in range(steps):
                 barrier()
@@ -478,14 +548,19 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
                     step_fn(ddp, batch)
                 sync_t.append(time.perf_counter() - t0)
                 barrier()
+                readiness.arm()
                 t0 = time.perf_counter()
                 with record_function(f"pybench.nosync{i}"), ddp.no_sync():
                     step_fn(ddp, batch)
                 nosync_t.append(time.perf_counter() - t0)
+                hooks.append((readiness.take(), nosync_t[-1]))
         traces = trace_steps(prof.events())
         buckets = _bucket_sizes(ddp, grad_bytes)  # as rebuilt by now (in the order backward makes them ready)
         step_fn(ddp, batch)  # one synchronised step: no_sync left gradients to be synchronised
-        comm_alone = _time_buckets(buckets, steps)
+        meter = HostCpuMeter()
+        meter.baseline(barrier)
+        comm_alone = _time_buckets(buckets, steps, meter)
+        ovl, comm_cores = _overlap_profile(hooks, buckets, meter, on_cpu, threads_on_host)
 
         # Each step's time is the slowest rank's (the synchronous cost), identical on every rank;
         # exposed = median of the paired differences (sync i - no_sync i).
@@ -520,12 +595,21 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
         fps_t = torch.tensor([fps], dtype=torch.float64)
         dist.all_reduce(fps_t, op=dist.ReduceOp.MIN)  # the slowest rank sets the pace
         fps = float(fps_t.item())
+        def predict(overlap_profile):
+            return predict_ccr(params, seq=1, batch=b, world=world, strategy="ddp", models=model_set,
+                               flops_per_s=fps * flops_per_sample / (6.0 * params),
+                               gpus_per_node=world if link_class == "intra-node" else 1, overlap=True,
+                               bucket_mb=bucket_mb, comm_bytes_per_value=grad_bytes // max(params, 1),
+                               device_memory_gb=1e6, bucket_sizes_bytes=buckets,
+                               overlap_profile=overlap_profile).rows[0]
         try:
-            est = predict_ccr(params, seq=1, batch=b, world=world, strategy="ddp", models=model_set,
-                              flops_per_s=fps * flops_per_sample / (6.0 * params),
-                              gpus_per_node=world if link_class == "intra-node" else 1, overlap=True,
-                              bucket_mb=bucket_mb, comm_bytes_per_value=grad_bytes // max(params, 1),
-                              device_memory_gb=1e6, bucket_sizes_bytes=buckets).rows[0]
+            est = predict(ovl)
+            row.pred_exposed_fraction_uniform = predict(None).exposed_fraction
+            row.pred_exposed_fraction_readiness = predict(
+                dataclasses.replace(ovl, compute_slowdown=0.0)).exposed_fraction
+            row.ready_fractions = list(ovl.ready_fractions) if ovl.ready_fractions else None
+            row.backward_share, row.compute_slowdown = ovl.backward_share, ovl.compute_slowdown
+            row.comm_cpu_cores = comm_cores
             row.pred_compute_s, row.pred_comm_s, row.pred_exposed_s = est.compute_s, est.comm_s, est.exposed_s
             row.pred_ccr, row.pred_exposed_fraction = est.ccr, est.exposed_fraction
             row.pred_comm_buckets_s = sum(model_set.time("allreduce", s, world, link_class).time_s for s in buckets)
@@ -540,15 +624,19 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
         "synchronised step",
         "trace: torch.profiler, per rank, compute = ops of the training thread, comm = gloo/nccl ops of the "
         "process group's threads, unions so overlap counts once; medians over steps, max over ranks",
-        "prediction: pybench.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is its CCR (no "
-        "overlap, as measured ccr), pred_exp its exposed fraction with overlap in DDP's real buckets under 2/3 of "
-        "the compute",
+        "prediction: pybench.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is "
+        "its CCR (no overlap, as measured ccr), pred_exp its exposed fraction with overlap in DDP's real buckets, "
+        "each going out when its gradients are ready (timed by hooks in the no_sync steps) and slowing compute by "
+        "the share of the cores the buckets burn alone (pybench.overlap)",
     ]
+    if result.rows and result.rows[-1].pred_exposed_fraction is not None:
+        result.notes.append("overlap profile (last batch): " + ovl.source)
     if any(r.pred_exposed_fraction is not None and r.exposed_fraction > r.pred_exposed_fraction + 0.05
            for r in result.rows):
         result.notes.append("overlap hid less than predicted: when communication needs the same CPU cores as "
                             "backward (gloo reduces and copies on the CPU, TCP on the kernel), the overlapped "
                             "part slows compute instead of hiding; compare exposed with ccr (no overlap)")
+    readiness.close()
     del ddp
     return result
 
