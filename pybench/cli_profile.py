@@ -94,28 +94,15 @@ def cmd_profile(args) -> int:
     return _spawn(args.nprocs, argv)
 
 
-# The ranks run this module (not `-m pybench`), so the command works whether or not
-# pybench's main CLI lists `profile`; their argv starts with the `profile` command word.
-RANK_PROGRAM = ["-m", "pybench.cli_profile"]
-
-
 def _spawn(nprocs: int, argv: list[str]) -> int:
-    import subprocess
+    # The same launch as the collective commands: Open MPI's banners condensed, Ctrl-C handled,
+    # a launcher that fails to start retried; rank 0 hands back the exit code.
+    from .launch import spawn_local_ranks
+    return spawn_local_ranks(nprocs, argv)
 
-    from .launch import find_launcher
-    launcher = find_launcher()
-    env = launcher.environment()
-    proc = subprocess.Popen(launcher.command(nprocs, [sys.executable, *RANK_PROGRAM, *argv]), env=env,
-                            stdin=subprocess.DEVNULL)
-    try:
-        rc = proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()
-        proc.wait()
-        return 130
-    if rc != 0:
-        print(f"pybench: error: the ranks exited with {rc}; see the messages above", file=sys.stderr)
-    return rc
+
+# In namespaces the ranks run this module directly (no launcher; env:// rendezvous).
+RANK_PROGRAM = ["-m", "pybench.cli_profile"]
 
 
 def _as_rank(args, params: int, batches: list[int]) -> int:
@@ -135,7 +122,8 @@ def _as_rank(args, params: int, batches: list[int]) -> int:
             tmp.write_text(json.dumps(res.to_dict(), indent=1))
             tmp.replace(args.json)
     backend.finish()
-    return 0
+    from .launch import report_status
+    return report_status(0, is_root)
 
 
 def _in_namespaces(args, argv: list[str]) -> int:
