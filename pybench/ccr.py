@@ -599,7 +599,8 @@ def _estimate(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch
                 comm_low += o.op.calls * o.call.time_low_s * (scale - 1)
                 comm_high += o.op.calls * o.call.time_high_s * (scale - 1)
                 per_call = overlap_exposed_s(o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket,
-                                             cfg.explicit_buckets, prof.ready_fractions, prof.compute_slowdown)
+                                             cfg.explicit_buckets, prof.ready_fractions, prof.compute_slowdown,
+                                             prof.copy_in_s, prof.copy_out_s)
                 # Only the last micro-batch's exchange can hide; earlier calls (zero3) stay exposed.
                 exposed += per_call + (o.op.calls - 1) * serial
             else:

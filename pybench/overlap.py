@@ -19,12 +19,16 @@ Three things decide that, and :class:`OverlapProfile` carries them:
   CPU transports (gloo, TCP, a software shaper) communication burns the same
   cores backward needs, so overlapped compute stretches instead of hiding the
   transfer. ``pybench.profile_step`` measures the cores a transfer burns.
+- **the framework's own copies**: DDP copies each gradient into its bucket and
+  scales it during backward (``copy_in_s``), and copies the reduced bucket back
+  into the gradients after the last bucket (``copy_out_s``), on the training
+  thread; a step without synchronisation does neither.
 
 The exposed time is then a small event simulation, exact for that model:
-compute advances at rate 1 alone and ``1 - compute_slowdown`` while a bucket is
-in flight; exposed = max(end of the last bucket, end of the slowed backward)
-- the backward's unslowed length, which is what (synchronised step - step
-without synchronisation) measures.
+backward is ``backward_s + copy_in_s`` of work, advancing at rate 1 alone and
+``1 - compute_slowdown`` while a bucket is in flight; exposed = max(end of the
+last bucket, end of the slowed backward) + copy_out_s - backward_s, which is what
+(synchronised step - step without synchronisation) measures.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ class OverlapProfile:
         Backward's share of the compute time. None: 2/3 (3/4 with recomputation).
     compute_slowdown : float
         Fraction of compute throughput lost while a bucket is in flight (0..1).
+    copy_in_s, copy_out_s : float
+        Seconds the framework spends copying gradients into its buckets during
+        backward, and the reduced buckets back after the last one.
     source : str
         Where the figures come from (printed with predictions).
     """
@@ -59,7 +66,9 @@ class OverlapProfile:
     ready_fractions: tuple[float, ...] | None = None
     backward_share: float | None = None
     compute_slowdown: float = 0.0
-    source: str = "assumed: gradients ready uniformly, no contention"
+    copy_in_s: float = 0.0
+    copy_out_s: float = 0.0
+    source: str = "assumed: gradients ready uniformly, no contention, no copies"
 
     def __post_init__(self):
         if self.ready_fractions is not None:
@@ -71,11 +80,13 @@ class OverlapProfile:
             raise UsageError(f"backward share must lie in (0, 1], got {self.backward_share}")
         if not (0.0 <= self.compute_slowdown <= 1.0):
             raise UsageError(f"compute slowdown must lie in 0..1, got {self.compute_slowdown}")
+        if not (self.copy_in_s >= 0.0 and self.copy_out_s >= 0.0):
+            raise UsageError(f"copy times must be 0 or more, got {self.copy_in_s} and {self.copy_out_s}")
 
     def to_dict(self) -> dict:
         return {"ready_fractions": list(self.ready_fractions) if self.ready_fractions else None,
                 "backward_share": self.backward_share, "compute_slowdown": self.compute_slowdown,
-                "source": self.source}
+                "copy_in_s": self.copy_in_s, "copy_out_s": self.copy_out_s, "source": self.source}
 
 
 def bucket_sizes(grad_bytes: float, bucket_bytes: float, explicit: Sequence[float] | None = None) -> list[float]:
@@ -141,7 +152,7 @@ def _wall_at_progress(progress: float, busy: list[tuple[float, float]], rate_bus
 
 def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float, bucket_time: Callable[[float], float],
                       explicit_buckets: Sequence[float] | None = None, ready_fractions: Sequence[float] | None = None,
-                      slowdown: float = 0.0) -> float:
+                      slowdown: float = 0.0, copy_in_s: float = 0.0, copy_out_s: float = 0.0) -> float:
     """Exposed seconds of a gradient exchange run in buckets under backward.
 
     Parameters
@@ -160,6 +171,8 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
         Fraction of backward done when each bucket is ready; default uniform by bytes.
     slowdown : float
         Fraction of compute throughput lost while a bucket is in flight.
+    copy_in_s, copy_out_s : float
+        The framework's copies into the buckets (spread over backward) and out of them (after the last).
     """
     sizes = bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets)
     if ready_fractions is None:
@@ -169,20 +182,21 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
             raise UsageError(f"{len(ready_fractions)} ready fractions for {len(sizes)} buckets")
         fractions = list(ready_fractions)
     rate_busy = 1.0 - slowdown
+    work_s = backward_s + copy_in_s  # each gradient is copied into its bucket as it is produced
     times: dict[float, float] = {}  # equal buckets: ask the model once per distinct size
     busy: list[tuple[float, float]] = []
     end_s = 0.0
     reached = 0.0
     for size, frac in zip(sizes, fractions):
         reached = max(reached, frac)  # a bucket cannot go before the one ahead of it
-        ready_s = _wall_at_progress(backward_s * reached, busy, rate_busy)
+        ready_s = _wall_at_progress(work_s * reached, busy, rate_busy)
         if size not in times:
             times[size] = bucket_time(size)
         start = max(end_s, ready_s)
         end_s = start + times[size]
         busy.append((start, end_s))
-    backward_end = _wall_at_progress(backward_s, busy, rate_busy)
-    return max(0.0, max(end_s, backward_end) - backward_s)
+    backward_end = _wall_at_progress(work_s, busy, rate_busy)
+    return max(0.0, max(end_s, backward_end) + copy_out_s - backward_s)
 
 
 def bucketed_serial_s(grad_bytes: float, bucket_bytes: float, bucket_time: Callable[[float], float],

@@ -8,6 +8,9 @@ prediction never reads the synchronised step it is compared with:
   and when each parameter's gradient is accumulated. Bucket k is ready when the
   gradients before and in it (in readiness order, which is how DDP rebuilt its
   buckets) are all done.
+- :func:`time_bucket_copies`: DDP's copies of the gradients into its buckets
+  (and their scaling by 1/world) and of the reduced buckets back, timed as the
+  same passes over the same bytes on every rank at once.
 - :class:`HostCpuMeter`: the cores the whole host is busy for (/proc/stat:
   user, system, irq and softirq of every process and the kernel, so gloo's
   threads, TCP and the tbf shaper all count) while buckets are all-reduced
@@ -22,7 +25,8 @@ import statistics
 import time
 from typing import Any, Sequence
 
-__all__ = ["GradReadiness", "HostCpuMeter", "bucket_ready_fractions", "cores_available", "machine_id"]
+__all__ = ["GradReadiness", "HostCpuMeter", "bucket_ready_fractions", "cores_available", "machine_id",
+           "time_bucket_copies"]
 
 
 def bucket_ready_fractions(bwd_start: float, ready: Sequence[tuple[float, int]],
@@ -171,3 +175,37 @@ def machine_id() -> str:
     except OSError:
         import socket
         return socket.gethostname()
+
+
+def time_bucket_copies(nbytes: int, world: int, device=None, as_view: bool = False, repeats: int = 3,
+                       barrier=None) -> tuple[float, float]:
+    """(copy in + scale, copy out) seconds for ``nbytes`` of float32 gradients, median of ``repeats``.
+
+    With ``as_view`` (DDP's gradient_as_bucket_view) the gradients live in the
+    buckets: only the scaling remains. Call on every rank at once (``barrier``
+    aligns them): the passes share the memory bandwidth as they do in the step.
+    """
+    import torch
+    n = max(1, nbytes // 4)
+    grads = torch.ones(n, dtype=torch.float32, device=device)
+    bucket = torch.empty_like(grads)
+    sync = torch.cuda.synchronize if grads.is_cuda else (lambda: None)
+    ins, outs = [], []
+    for r in range(repeats + 1):
+        if barrier:
+            barrier()
+        sync()
+        t0 = time.perf_counter()
+        if not as_view:
+            bucket.copy_(grads)
+        bucket.div_(world)
+        sync()
+        t1 = time.perf_counter()
+        if not as_view:
+            grads.copy_(bucket)
+        sync()
+        t2 = time.perf_counter()
+        if r:  # the first pass pays page faults
+            ins.append(t1 - t0)
+            outs.append(t2 - t1)
+    return statistics.median(ins), statistics.median(outs)

@@ -32,6 +32,14 @@ process group) and a FLOP/s calibrated from the step's own GEMM shapes timed on
 every rank at once; and a bucket-aware figure, the sum of the model's times for
 DDP's real buckets (``pred_comm_buckets_s``).
 
+The overlap half of the prediction uses an :class:`pybench.overlap.OverlapProfile`
+measured here without reading the synchronised steps (``pybench.overlap_probe``):
+when each bucket is ready and backward's share of the step (gradient hooks in the
+no_sync steps), the host cores the buckets burn when all-reduced alone (which
+slow compute while they are in flight), and DDP's copies into and out of its
+buckets. Each row also keeps the prediction with each of these left out, so the
+table shows what each one changes.
+
 :func:`profile_step` does the same for a user's model and step function.
 """
 
@@ -46,7 +54,8 @@ from typing import Any, Callable, Sequence
 
 from .errors import UsageError
 from .overlap import OverlapProfile, compute_slowdown
-from .overlap_probe import GradReadiness, HostCpuMeter, bucket_ready_fractions, cores_available, machine_id
+from .overlap_probe import (GradReadiness, HostCpuMeter, bucket_ready_fractions, cores_available, machine_id,
+                            time_bucket_copies)
 
 SCHEMA = "pybench.profile"
 SCHEMA_VERSION = 1
@@ -174,8 +183,11 @@ class ProfileRow:
     backward_share: float | None = None   # backward / no_sync step
     comm_cpu_cores: float | None = None   # host cores busy while the buckets were all-reduced alone
     compute_slowdown: float | None = None  # compute throughput lost while a bucket is in flight
+    copy_in_s: float | None = None        # DDP's copies into its buckets (and scaling), timed alone
+    copy_out_s: float | None = None       # and back into the gradients
     pred_exposed_fraction_uniform: float | None = None    # readiness uniform, backward 2/3, no contention
     pred_exposed_fraction_readiness: float | None = None  # measured readiness and share, no contention
+    pred_exposed_fraction_contention: float | None = None  # ... and contention, no bucket copies
 
     @property
     def trace_mismatch(self) -> float:
@@ -237,10 +249,11 @@ class ProfileResult:
                 share = "2/3 assumed" if r.backward_share is None else f"{r.backward_share:.2f} of the step"
                 cores = "-" if r.comm_cpu_cores is None else f"{r.comm_cpu_cores:.2f}"
                 lines.append(f"#   overlap: buckets ready at {ready} of backward ({share}); comm alone {cores} host "
-                             f"cores, compute {r.compute_slowdown or 0:.0%} slower under it; pred_exp uniform "
+                             f"cores, compute {r.compute_slowdown or 0:.0%} slower under it; bucket copies "
+                             f"{(r.copy_in_s or 0) * 1e3:.1f} + {(r.copy_out_s or 0) * 1e3:.1f} ms; pred_exp uniform "
                              f"{r.pred_exposed_fraction_uniform:.3f} -> measured readiness "
-                             f"{r.pred_exposed_fraction_readiness:.3f} -> with contention "
-                             f"{r.pred_exposed_fraction:.3f}")
+                             f"{r.pred_exposed_fraction_readiness:.3f} -> + contention "
+                             f"{r.pred_exposed_fraction_contention:.3f} -> + copies {r.pred_exposed_fraction:.3f}")
         lines += [f"# {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -402,8 +415,8 @@ def _time_buckets(bucket_bytes: list[int], repeats: int, meter=None) -> float:
     return _median(x.tolist())
 
 
-def _overlap_profile(hooks, buckets: list[int], meter, on_cpu: bool,
-                     threads_on_host: int) -> tuple[OverlapProfile, float | None]:
+def _overlap_profile(hooks, buckets: list[int], meter, on_cpu: bool, threads_on_host: int,
+                     copies: tuple[float, float]) -> tuple[OverlapProfile, float | None]:
     """The prediction's OverlapProfile from this batch's no_sync hooks and the comm-alone CPU meter.
 
     Per rank: medians over steps; then the slowest rank (max over ranks), since a bucket's
@@ -416,7 +429,7 @@ def _overlap_profile(hooks, buckets: list[int], meter, on_cpu: bool,
         if got:
             per_step.append((got[0], got[1] / step_s if step_s > 0 else float("nan")))
     n = len(buckets)
-    mine = [-1.0] * (n + 2)  # -1: not measured on this rank (MAX over ranks ignores it)
+    mine = [-1.0] * (n + 2) + list(copies)  # -1: not measured on this rank (MAX over ranks ignores it)
     if per_step:
         mine[:n] = [_median([f[k] for f, _ in per_step]) for k in range(n)]
         mine[n] = min(1.0, _median([s for _, s in per_step]))
@@ -429,6 +442,7 @@ def _overlap_profile(hooks, buckets: list[int], meter, on_cpu: bool,
     fractions = tuple(v[:n]) if min(v[:n + 1]) >= 0 and v[n] > 0 else None
     share = v[n] if fractions else None
     comm_cores = v[n + 1] if v[n + 1] >= 0 else None
+    copy_in, copy_out = v[n + 2], v[n + 3]
     slow = compute_slowdown(comm_cores, threads_on_host, cores_available()) if on_cpu and comm_cores else 0.0
     parts = ["bucket readiness and backward share from gradient hooks in the no_sync steps"
              if fractions else "readiness assumed uniform (no gradient hooks fired), backward 2/3"]
@@ -439,7 +453,10 @@ def _overlap_profile(hooks, buckets: list[int], meter, on_cpu: bool,
     else:
         parts.append(f"comm alone kept {comm_cores:.2f} host cores busy beside {threads_on_host} compute threads "
                      f"on {cores_available()} cores: compute {slow:.0%} slower while a bucket is in flight")
-    return OverlapProfile(fractions, share, slow, "; ".join(parts)), comm_cores
+    parts.append(f"DDP's bucket copies timed as {copy_in * 1e3:.1f} ms in (with the 1/world scaling) and "
+                 f"{copy_out * 1e3:.1f} ms out")
+    return OverlapProfile(fractions, share, slow, copy_in_s=copy_in, copy_out_s=copy_out,
+                          source="; ".join(parts)), comm_cores
 
 
 def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batch: Callable[[int], Any], *,
@@ -560,7 +577,9 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
         meter = HostCpuMeter()
         meter.baseline(barrier)
         comm_alone = _time_buckets(buckets, steps, meter)
-        ovl, comm_cores = _overlap_profile(hooks, buckets, meter, on_cpu, threads_on_host)
+        copies = time_bucket_copies(grad_bytes, world, next(model.parameters()).device,
+                                    bool(getattr(ddp, "gradient_as_bucket_view", False)), barrier=barrier)
+        ovl, comm_cores = _overlap_profile(hooks, buckets, meter, on_cpu, threads_on_host, copies)
 
         # Each step's time is the slowest rank's (the synchronous cost), identical on every rank;
         # exposed = median of the paired differences (sync i - no_sync i).
@@ -606,9 +625,12 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
             est = predict(ovl)
             row.pred_exposed_fraction_uniform = predict(None).exposed_fraction
             row.pred_exposed_fraction_readiness = predict(
-                dataclasses.replace(ovl, compute_slowdown=0.0)).exposed_fraction
+                dataclasses.replace(ovl, compute_slowdown=0.0, copy_in_s=0.0, copy_out_s=0.0)).exposed_fraction
             row.ready_fractions = list(ovl.ready_fractions) if ovl.ready_fractions else None
             row.backward_share, row.compute_slowdown = ovl.backward_share, ovl.compute_slowdown
+            row.copy_in_s, row.copy_out_s = ovl.copy_in_s, ovl.copy_out_s
+            row.pred_exposed_fraction_contention = predict(
+                dataclasses.replace(ovl, copy_in_s=0.0, copy_out_s=0.0)).exposed_fraction
             row.comm_cpu_cores = comm_cores
             row.pred_compute_s, row.pred_comm_s, row.pred_exposed_s = est.compute_s, est.comm_s, est.exposed_s
             row.pred_ccr, row.pred_exposed_fraction = est.ccr, est.exposed_fraction
@@ -626,8 +648,9 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
         "process group's threads, unions so overlap counts once; medians over steps, max over ranks",
         "prediction: pybench.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is "
         "its CCR (no overlap, as measured ccr), pred_exp its exposed fraction with overlap in DDP's real buckets, "
-        "each going out when its gradients are ready (timed by hooks in the no_sync steps) and slowing compute by "
-        "the share of the cores the buckets burn alone (pybench.overlap)",
+        "each going out when its gradients are ready (timed by hooks in the no_sync steps), slowing compute by "
+        "the share of the cores the buckets burn alone, plus DDP's copies into and out of its buckets "
+        "(pybench.overlap)",
     ]
     if result.rows and result.rows[-1].pred_exposed_fraction is not None:
         result.notes.append("overlap profile (last batch): " + ovl.source)

@@ -62,6 +62,17 @@ def test_contention_is_paid_even_when_everything_hides():
     assert overlap_exposed_s(100.0, 10.0, 1.0, t, sizes, slowdown=0.4) == pytest.approx(0.01 + 0.4 * 0.09)
 
 
+def test_bucket_copies_are_paid_by_the_step():
+    # 4 buckets of 0.1 s under 1 s of backward: only the last shows (0.1 s). Copying into the buckets
+    # (0.2 s spread over backward) delays every bucket and backward alike: still 0.1 s after backward,
+    # which itself is 0.2 s longer. Copying out (0.05 s) comes after the last bucket.
+    sizes = [25.0] * 4
+    bt = lambda size: 0.1
+    assert overlap_exposed_s(100.0, 25.0, 1.0, bt, sizes) == pytest.approx(0.1)
+    assert overlap_exposed_s(100.0, 25.0, 1.0, bt, sizes, copy_in_s=0.2) == pytest.approx(0.3)
+    assert overlap_exposed_s(100.0, 25.0, 1.0, bt, sizes, copy_in_s=0.2, copy_out_s=0.05) == pytest.approx(0.35)
+
+
 @settings(max_examples=80, deadline=None, database=None)
 @given(n=st.integers(1, 12), backward=st.floats(0.0, 5.0), per=st.floats(0.0, 1.0),
        slow=st.floats(0.0, 1.0), fr=st.lists(st.floats(0.0, 1.0), min_size=12, max_size=12))
@@ -97,8 +108,11 @@ def test_profile_checks_its_figures():
         OverlapProfile(compute_slowdown=-0.1)
     with pytest.raises(UsageError, match="2 ready fractions for 3 buckets"):
         overlap_exposed_s(84.0, 25.0, 1.0, t, [33.6, 33.6, 16.8], ready_fractions=[0.5, 1.0])
-    assert OverlapProfile((0.4, 1.0), 0.6, 0.1, "x").to_dict() == {
-        "ready_fractions": [0.4, 1.0], "backward_share": 0.6, "compute_slowdown": 0.1, "source": "x"}
+    with pytest.raises(UsageError, match="copy times"):
+        OverlapProfile(copy_out_s=-1.0)
+    assert OverlapProfile((0.4, 1.0), 0.6, 0.1, copy_in_s=0.02, source="x").to_dict() == {
+        "ready_fractions": [0.4, 1.0], "backward_share": 0.6, "compute_slowdown": 0.1, "copy_in_s": 0.02,
+        "copy_out_s": 0.0, "source": "x"}
 
 
 def test_ccr_uses_the_profile():
