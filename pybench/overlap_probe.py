@@ -60,9 +60,10 @@ class GradReadiness:
     """Time backward's start and every gradient's accumulation while armed.
 
     ``model`` is the module before DDP wraps it (DDP calls it, so its forward
-    hook still fires). Backward start is when the gradient of the model's output
-    arrives; a model whose output is not one tensor gives no start, and
-    :meth:`take` returns None.
+    hook still fires). Backward start is when the first gradient reaches any
+    tensor of the model's output (a tensor, or tensors in tuples, lists and
+    dicts); an output without such tensors, or a torch without gradient
+    accumulation hooks (before 2.1), gives no start, and :meth:`take` returns None.
     """
 
     def __init__(self, model):
@@ -70,6 +71,9 @@ class GradReadiness:
         self._start: float | None = None
         self._ready: list[tuple[float, int]] = []
         self._handles: list[Any] = []
+        self.available = all(hasattr(p, "register_post_accumulate_grad_hook") for p in model.parameters())
+        if not self.available:
+            return
         for p in model.parameters():
             if p.requires_grad:
                 nbytes = p.numel() * p.element_size()
@@ -83,9 +87,10 @@ class GradReadiness:
         return hook
 
     def _on_output(self, _module, _inputs, output):
-        import torch
-        if self._armed and isinstance(output, torch.Tensor) and output.requires_grad:
-            output.register_hook(self._on_backward_start)
+        if self._armed:
+            for t in _tensors(output):
+                if t.requires_grad:
+                    t.register_hook(self._on_backward_start)
 
     def _on_backward_start(self, _grad):
         if self._start is None:
@@ -105,6 +110,19 @@ class GradReadiness:
         for h in self._handles:
             h.remove()
         self._handles = []
+
+
+def _tensors(obj, depth: int = 0):
+    """The tensors in a module's output: a tensor, or nested in tuples, lists and dicts."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth < 4 and isinstance(obj, (tuple, list)):
+        for x in obj:
+            yield from _tensors(x, depth + 1)
+    elif depth < 4 and isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x, depth + 1)
 
 
 def _busy_seconds() -> float | None:

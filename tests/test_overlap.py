@@ -187,3 +187,28 @@ def test_grad_readiness_times_a_real_backward():
     model(x).sum().backward()
     assert probe.take() is None  # hooks removed
     assert not math.isnan(span)
+
+
+def test_grad_readiness_finds_tensors_in_structured_outputs():
+    torch = pytest.importorskip("torch")
+    from pybench.overlap_probe import GradReadiness
+
+    class TwoHeads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(64, 64)
+            self.a, self.b = torch.nn.Linear(64, 8), torch.nn.Linear(64, 8)
+
+        def forward(self, x):
+            h = self.body(x)
+            return {"a": self.a(h), "aux": [self.b(h), "not a tensor"]}
+
+    model = TwoHeads()
+    probe = GradReadiness(model)
+    assert probe.available
+    probe.arm()
+    out = model(torch.randn(16, 64))
+    (out["a"].sum() + out["aux"][0].sum()).backward()
+    start, ready = probe.take()
+    assert len(ready) == 6 and min(t for t, _ in ready) >= start
+    probe.close()
