@@ -148,3 +148,54 @@ def test_stored_prediction_is_reproduced_from_the_stored_model(name):
         assert predict(None).exposed_fraction == pytest.approx(r["pred_exposed_fraction_uniform"], rel=1e-9)
         buckets = sum(models.time("allreduce", s, 2, "inter-node").time_s for s in r["bucket_bytes"])
         assert buckets == pytest.approx(r["pred_comm_buckets_s"], rel=1e-9)
+
+
+USER_SCRIPT = '''
+import json, sys, torch, torch.distributed as dist
+from pybench.backends.torch import TorchBackend
+from pybench.profile_step import profile_step
+
+class TwoHeads(torch.nn.Module):  # a user's model: its output is a dict, not one tensor
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256))
+        self.head, self.aux = torch.nn.Linear(256, 10), torch.nn.Linear(256, 1)
+    def forward(self, x):
+        h = self.body(x)
+        return {"logits": self.head(h), "aux": self.aux(h)}
+
+def step(model, batch):
+    x, y = batch
+    out = model(x)
+    loss = torch.nn.functional.cross_entropy(out["logits"], y) + out["aux"].square().mean()
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+
+torch.manual_seed(0)
+backend = TorchBackend()
+backend.start()
+res = profile_step(TwoHeads(), step, [4, 64], lambda b: (torch.randn(b, 256), torch.randint(0, 10, (b,))),
+                   steps=3, warmup=1, bucket_mb=0.25, label="two heads")
+if dist.get_rank() == 0:
+    open(sys.argv[1], "w").write(json.dumps(res.to_dict()))
+backend.finish()
+'''
+
+
+def test_profile_step_api_with_a_users_model_under_torchrun(tmp_path, native):
+    """The Python API on a user's own model and step function, launched by torchrun."""
+    pytest.importorskip("torch")
+    (tmp_path / "user.py").write_text(USER_SCRIPT)
+    out = tmp_path / "u.json"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "user.py",
+                           str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=180,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert d["model"] == "two heads" and d["world_size"] == 2 and [r["batch"] for r in d["rows"]] == [4, 64]
+    for r in d["rows"]:
+        assert r["buckets"] >= 2 and sum(r["bucket_bytes"]) == r["grad_bytes"]  # 0.25 MiB buckets: several
+        # backward start came from the dict output's tensors, so readiness was measured, not assumed
+        assert r["ready_fractions"] is not None and len(r["ready_fractions"]) == r["buckets"]
+        assert r["ready_fractions"][-1] == 1.0 and 0.0 < r["backward_share"] <= 1.0
+        assert 0.0 <= r["exposed_fraction"] <= 1.0 and r["pred_exposed_fraction"] is not None
