@@ -76,7 +76,7 @@ class BenchServer:
     """The pytest side of the persistent rank job (see _bench_server.py)."""
 
     def __init__(self, nprocs: int = WORLD):
-        from pybench.launch import find_launcher
+        from pybench.launch import START_ATTEMPTS, failed_to_start, find_launcher
         self.nprocs = nprocs
         self._log = tempfile.NamedTemporaryFile(prefix="pybench-bench-server-", suffix=".log", delete=False)
         listener = socket.create_server(("127.0.0.1", 0))
@@ -85,13 +85,20 @@ class BenchServer:
         launcher = find_launcher()
         env = launcher.environment()
         cmd = launcher.command(nprocs, [sys.executable, str(SERVER), str(listener.getsockname()[1]), token])
-        # cwd outside the source tree, as tests/conftest.py does, so the ranks import the installed pybench.
-        self.proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
         self.conn = None
         self._broken = ""  # set when an answer was lost: the request/answer stream is out of step
         try:
-            self.conn, self._reader, hello = self._accept(listener, token)
+            for attempt in range(1, START_ATTEMPTS + 1):
+                # cwd outside the source tree, as tests/conftest.py does, so the ranks import the installed pybench.
+                self.proc = subprocess.Popen(cmd, env=env, cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL,
+                                             stdout=self._log, stderr=subprocess.STDOUT)
+                try:
+                    self.conn, self._reader, hello = self._accept(listener, token)
+                    break
+                except BenchServerError:
+                    # Open MPI's launcher can fail before any rank runs (pybench.launch); try again.
+                    if attempt == START_ATTEMPTS or not failed_to_start(self.log_tail()):
+                        raise
         except BaseException:
             self.close()
             raise

@@ -108,6 +108,11 @@ _START_RACES = ("PMIx server's listener thread failed to start",)
 START_ATTEMPTS = 3
 
 
+def failed_to_start(stderr: str) -> bool:
+    """Whether a launcher's stderr shows it failed before any rank ran (a start-up race)."""
+    return any(m in stderr for m in _START_RACES)
+
+
 class _StderrRelay(threading.Thread):
     """Copies the ranks' stderr (through mpiexec) to ours as it comes, and turns
     Open MPI's multi-line abort banners into facts: which rank died and how."""

@@ -56,12 +56,17 @@ def pybench_cli(tmp_path):
 
 def run_under_mpiexec(script: Path, args: list[str], cwd: Path, nprocs: int = 2, timeout: float = 300
                       ) -> subprocess.CompletedProcess:
-    """Start ``nprocs`` ranks of a Python script through pybench's own launcher logic."""
-    from pybench.launch import find_launcher
+    """Start ``nprocs`` ranks of a Python script through pybench's own launcher logic
+    (including its second try when Open MPI fails to start before any rank ran)."""
+    from pybench.launch import START_ATTEMPTS, failed_to_start, find_launcher
     launcher = find_launcher()
     cmd = launcher.command(nprocs, [sys.executable, str(script), *args])
-    return subprocess.run(cmd, cwd=cwd, env=launcher.environment(), capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    for _ in range(START_ATTEMPTS):
+        proc = subprocess.run(cmd, cwd=cwd, env=launcher.environment(), capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        if proc.returncode == 0 or not failed_to_start(proc.stderr):
+            break
+    return proc
 
 
 def assert_every_case_exact(results: list[dict]) -> None:
