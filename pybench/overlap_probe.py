@@ -195,6 +195,9 @@ def machine_id() -> str:
         return socket.gethostname()
 
 
+COPY_SAMPLE_BYTES = 256 << 20
+
+
 def time_bucket_copies(nbytes: int, world: int, device=None, as_view: bool = False, repeats: int = 3,
                        barrier=None) -> tuple[float, float]:
     """(copy in + scale, copy out) seconds for ``nbytes`` of float32 gradients, median of ``repeats``.
@@ -202,9 +205,14 @@ def time_bucket_copies(nbytes: int, world: int, device=None, as_view: bool = Fal
     With ``as_view`` (DDP's gradient_as_bucket_view) the gradients live in the
     buckets: only the scaling remains. Call on every rank at once (``barrier``
     aligns them): the passes share the memory bandwidth as they do in the step.
+    Past ``COPY_SAMPLE_BYTES`` the passes are timed on that much and scaled (they
+    stream memory, so time is linear in bytes), so a large model does not need
+    two more copies of its gradients in memory.
     """
     import torch
-    n = max(1, nbytes // 4)
+    sample = min(nbytes, COPY_SAMPLE_BYTES)
+    scale = nbytes / sample if sample > 0 else 1.0
+    n = max(1, sample // 4)
     grads = torch.ones(n, dtype=torch.float32, device=device)
     bucket = torch.empty_like(grads)
     sync = torch.cuda.synchronize if grads.is_cuda else (lambda: None)
@@ -225,5 +233,5 @@ def time_bucket_copies(nbytes: int, world: int, device=None, as_view: bool = Fal
         t2 = time.perf_counter()
         if r:  # the first pass pays page faults
             ins.append(t1 - t0)
-            outs.append(t2 - t1)
-    return statistics.median(ins), statistics.median(outs)
+            outs.append(0.0 if as_view else t2 - t1)
+    return statistics.median(ins) * scale, statistics.median(outs) * scale

@@ -212,3 +212,19 @@ def test_grad_readiness_finds_tensors_in_structured_outputs():
     start, ready = probe.take()
     assert len(ready) == 6 and min(t for t, _ in ready) >= start
     probe.close()
+
+
+def test_bucket_copies_are_timed_and_scaled_past_the_sample(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from pybench import overlap_probe
+    copy_in, copy_out = overlap_probe.time_bucket_copies(8 << 20, 2)
+    assert copy_in > 0 and copy_out > 0
+    view_in, view_out = overlap_probe.time_bucket_copies(8 << 20, 2, as_view=True)
+    assert view_out == 0.0 and view_in > 0  # gradients in the buckets: only the 1/world scaling is left
+    # past the sample size only the sample is allocated (no 2 x model-size buffers), and the time is scaled
+    allocated = []
+    real_ones = torch.ones
+    monkeypatch.setattr(torch, "ones", lambda n, **kw: allocated.append(n) or real_ones(n, **kw))
+    monkeypatch.setattr(overlap_probe, "COPY_SAMPLE_BYTES", 1 << 20)
+    scaled_in, scaled_out = overlap_probe.time_bucket_copies(64 << 20, 2, repeats=1)
+    assert allocated == [(1 << 20) // 4] and scaled_in > 0 and scaled_out > 0
