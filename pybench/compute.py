@@ -256,33 +256,19 @@ def time_gemm(engine: Engine, m: int, k: int, n: int, dtype: str, repeats: int =
 
 
 @dataclass(frozen=True)
-class GemmTiming:
-    """Timing of one GEMM of the step.
+class GemmTiming(Gemm):
+    """Timing of one GEMM of the step: the GEMM (its real shape ``m, k, n``,
+    name and FLOPs) and what was measured.
 
-    ``m, k, n`` is the real shape; ``timed_m, timed_k, timed_n`` the shape that
-    was timed (M, the tokens, may be scaled down; for wgrad tokens are the K
-    dimension). ``flops_per_s`` is achieved at the timed shape and is used as
-    the estimate for the real one.
+    ``timed_m, timed_k, timed_n`` is the shape that was timed (M, the tokens,
+    may be scaled down; for wgrad tokens are the K dimension). ``flops_per_s``
+    is achieved at the timed shape and is used as the estimate for the real one.
     """
 
-    layer_op: str
-    phase: str
-    m: int
-    k: int
-    n: int
     timed_m: int
     timed_k: int
     timed_n: int
     samples_s: tuple[float, ...]
-
-    @property
-    def name(self) -> str:
-        return f"{self.layer_op}.{self.phase}"
-
-    @property
-    def flops(self) -> int:
-        """FLOPs of the real GEMM."""
-        return 2 * self.m * self.k * self.n
 
     @property
     def timed_flops(self) -> int:
