@@ -64,8 +64,8 @@ def decode(v: list[int]) -> dict:
 
 def config_for(req: dict):
     """The BenchConfig of one request (also used by the pytest side to validate before sending)."""
-    from pybench.benchmark import BenchConfig
-    from pybench.stopping import StopRule
+    from pybench.measure.benchmark import BenchConfig
+    from pybench.measure.stopping import StopRule
     return BenchConfig(benchmark=req["collective"], sizes=(int(req["size_bytes"]),), dtype=req["dtype"], op=req["op"],
                        root=int(req["root"]), timing=req["timing"],
                        stop=StopRule(precision=req["precision"], min_iters=int(req["min_iters"]),
@@ -75,7 +75,7 @@ def config_for(req: dict):
 
 
 def _measure(core, req: dict, world: int) -> dict:
-    from pybench.benchmark import make_native_bench, measure_size
+    from pybench.measure.benchmark import make_native_bench, measure_size
     cfg = config_for(req)
     cfg.validate(world)
     bench = make_native_bench(cfg, cfg.sizes[0])

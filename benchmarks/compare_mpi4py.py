@@ -29,7 +29,7 @@ TARGET_BATCH_S = 2e-3
 def _spawn(argv: list[str]) -> int:
     import subprocess
 
-    from pybench.launch import find_launcher
+    from pybench.measure.launch import find_launcher
     launcher = find_launcher()
     cmd = launcher.command(2, [sys.executable, __file__, *argv])
     return subprocess.run(cmd, env=launcher.environment()).returncode
@@ -41,7 +41,7 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="also write the figures as JSON here")
     args = ap.parse_args()
 
-    from pybench.launch import under_launcher
+    from pybench.measure.launch import under_launcher
     if not under_launcher():
         return _spawn(sys.argv[1:])
 

@@ -76,7 +76,7 @@ class BenchServer:
     """The pytest side of the persistent rank job (see _bench_server.py)."""
 
     def __init__(self, nprocs: int = WORLD):
-        from pybench.launch import START_ATTEMPTS, failed_to_start, find_launcher
+        from pybench.measure.launch import START_ATTEMPTS, failed_to_start, find_launcher
         self.nprocs = nprocs
         self._log = tempfile.NamedTemporaryFile(prefix="pybench-bench-server-", suffix=".log", delete=False)
         listener = socket.create_server(("127.0.0.1", 0))
@@ -96,7 +96,7 @@ class BenchServer:
                     self.conn, self._reader, hello = self._accept(listener, token)
                     break
                 except BenchServerError:
-                    # Open MPI's launcher can fail before any rank runs (pybench.launch); try again.
+                    # Open MPI's launcher can fail before any rank runs (pybench.measure.launch); try again.
                     if attempt == START_ATTEMPTS or not failed_to_start(self.log_tail()):
                         raise
         except BaseException:
@@ -274,7 +274,7 @@ def bench_server():
 def measure_collective(bench_server, benchmark):
     """``measure_collective(collective, size_bytes, **options) -> record``: measure on the ranks,
     assert the result was exactly right, and report the native samples to pytest-benchmark."""
-    from pybench.benchmark import BenchConfig
+    from pybench.measure.benchmark import BenchConfig
 
     def run(collective: str, size_bytes: int, **options) -> dict:
         if benchmark.disabled:
@@ -305,11 +305,11 @@ def measure_collective(bench_server, benchmark):
 @pytest.fixture(scope="session")
 def nccl_backend():
     """pybench's NCCL backend in this process (one process drives every local GPU), or a skip saying why."""
-    from pybench.cli_gpu import nccl_unavailable_reason
+    from pybench.cli.gpu import nccl_unavailable_reason
     reason = nccl_unavailable_reason()
     if reason is not None:
         pytest.skip(f"no NCCL benchmarks here: {reason}")
-    from pybench.backends.nccl import NcclBackend
+    from pybench.measure.backends.nccl import NcclBackend
     backend = NcclBackend()
     info = backend.start()
     yield backend, info
@@ -320,8 +320,8 @@ def nccl_backend():
 def measure_nccl(nccl_backend, benchmark):
     """``measure_nccl(collective, size_bytes, **options) -> SizeRecord`` on every local GPU through NCCL,
     checked exactly, with the CUDA-event samples replayed into pytest-benchmark."""
-    from pybench.benchmark import BenchConfig, measure_size
-    from pybench.stopping import StopRule
+    from pybench.measure.benchmark import BenchConfig, measure_size
+    from pybench.measure.stopping import StopRule
     backend, info = nccl_backend
 
     def run(collective: str, size_bytes: int, dtype: str = "float32", op: str = "sum", timing: str = "batched"):

@@ -13,13 +13,13 @@ Run from the repository root::
     python benchmarks/model_cross_validation.py FILE...    # other logs or result files
 
 Method, the same for every file (no per-file setting, no point excluded): the piecewise
-fit of :func:`pybench.fit.fit_alpha_beta` with its defaults, every measurement the file
+fit of :func:`pybench.model.fit.fit_alpha_beta` with its defaults, every measurement the file
 holds (nccl-tests: out-of-place and in-place times, see
-:meth:`pybench.logs.MeasurementSet.fit_points`). The ``oop-only`` column repeats the
+:meth:`pybench.model.logs.MeasurementSet.fit_points`). The ``oop-only`` column repeats the
 piecewise cross-validation on the out-of-place column alone, for comparison.
 
 This is a script, not a pytest-benchmark suite (its name does not start with
-``test_``); the same criterion is asserted in tests/test_fit.py.
+``test_``); the same criterion is asserted in tests/model/test_fit.py.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from pybench.errors import PyBenchError
-from pybench.fit import cross_validate, fit_alpha_beta
-from pybench.logs import load_measurements
+from pybench.model.fit import cross_validate, fit_alpha_beta
+from pybench.model.logs import load_measurements
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -58,7 +58,7 @@ def acceptance_table(files=None) -> list:
     ``line_max`` (single line, %), ``oop_median``, ``oop_max`` (piecewise on the first
     time column only; equal to pw where there is one column), ``verdict`` (``pass``,
     ``FAIL`` or why it cannot be judged), ``worst_size`` and ``cv`` (the
-    :class:`~pybench.fit.CrossValidation`).
+    :class:`~pybench.model.fit.CrossValidation`).
     """
     rows = []
     for path in (default_files() if files is None else [Path(f) for f in files]):

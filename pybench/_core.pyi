@@ -1,4 +1,4 @@
-"""Type stubs for the native core (csrc/module.cpp)."""
+"""Type stubs for the native core (csrc/mpi/module.cpp)."""
 
 from typing import Callable
 

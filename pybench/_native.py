@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
-from .errors import BackendUnavailable
+from pybench.errors import BackendUnavailable
 
 _REBUILD_CUDA = ("rebuild with a CUDA compiler on PATH (or CUDACXX set): "
                  "PYBENCH_CUDA=ON pip install --force-reinstall --no-deps .")
@@ -33,7 +33,7 @@ def explain_core_import_error(message: str, package_dir: Path) -> str:
 def core() -> ModuleType:
     """Return ``pybench._core`` (the MPI backend), or raise BackendUnavailable."""
     try:
-        from . import _core
+        from pybench import _core
     except ImportError as exc:
         raise BackendUnavailable(explain_core_import_error(str(exc), Path(__file__).resolve().parent)) from None
     return _core
@@ -43,7 +43,7 @@ def core() -> ModuleType:
 def cuda() -> ModuleType:
     """Return ``pybench._cuda`` (the CUDA module), or raise BackendUnavailable saying how to build it."""
     try:
-        from . import _cuda
+        from pybench import _cuda
     except ImportError as exc:
         raise BackendUnavailable(
             f"pybench was built without its CUDA module ({str(exc).splitlines()[0]}); {_REBUILD_CUDA}") from None

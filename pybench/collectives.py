@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import SizeError, UsageError
+from pybench.errors import SizeError, UsageError
 
 
 def _ring_allreduce(n: int) -> float:

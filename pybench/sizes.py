@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import SizeError
+from pybench.errors import SizeError
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)

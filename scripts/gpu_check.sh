@@ -44,7 +44,7 @@ python -m pybench env
 
 stamp "GPU tests and NCCL library tests"
 pytest -q -rs -m gpu tests/
-pytest -q -rs tests/test_nccl_lib.py tests/test_nccl_backend.py
+pytest -q -rs tests/measure/test_nccl_lib.py tests/measure/test_nccl_backend.py
 
 stamp "CUDA kernel self-test on every device"
 python - <<'PY'

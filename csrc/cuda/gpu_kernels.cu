@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "../native_error.hpp"
-#include "gpu_kernels.hpp"
+#include "common/native_error.hpp"
+#include "cuda/gpu_kernels.hpp"
 
 namespace pybench::gpu {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "gpu_pattern.hpp"
+#include "cuda/gpu_pattern.hpp"
 
 namespace pybench::gpu {
 

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <memory>
 
-#include "../native_error.hpp"
-#include "gpu_probe.hpp"
-#include "nccl_api.hpp"
-#include "nccl_harness.hpp"
-#include "nvml_links.hpp"
+#include "common/native_error.hpp"
+#include "cuda/gpu_probe.hpp"
+#include "cuda/nccl_api.hpp"
+#include "cuda/nccl_harness.hpp"
+#include "cuda/nvml_links.hpp"
 
 namespace py = pybind11;
 using namespace pybench;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "nccl_api.hpp"
+#include "cuda/nccl_api.hpp"
 
 namespace pybench::gpu {
 

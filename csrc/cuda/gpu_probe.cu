@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "gpu_probe.hpp"
+#include "cuda/gpu_probe.hpp"
 
 namespace pybench::gpu {
 namespace {

@@ -1,10 +1,10 @@
-#include "nccl_api.hpp"
+#include "cuda/nccl_api.hpp"
 
 #include <dlfcn.h>
 
 #include <mutex>
 
-#include "../native_error.hpp"
+#include "common/native_error.hpp"
 
 namespace pybench::nccl {
 namespace {

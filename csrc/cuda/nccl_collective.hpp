@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "gpu_pattern.hpp"
-#include "nccl_api.hpp"
+#include "cuda/gpu_pattern.hpp"
+#include "cuda/nccl_api.hpp"
 
 namespace pybench::gpu {
 

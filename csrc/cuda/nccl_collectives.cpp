@@ -3,8 +3,8 @@
 // reduce-scatter's the input buffer, all-to-all's the send buffer.
 #include <map>
 
-#include "../native_error.hpp"
-#include "nccl_collective.hpp"
+#include "common/native_error.hpp"
+#include "cuda/nccl_collective.hpp"
 
 namespace pybench::gpu {
 namespace {

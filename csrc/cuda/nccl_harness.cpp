@@ -1,4 +1,4 @@
-#include "nccl_harness.hpp"
+#include "cuda/nccl_harness.hpp"
 
 #include <cuda_runtime.h>
 
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "../native_error.hpp"
-#include "gpu_kernels.hpp"
+#include "common/native_error.hpp"
+#include "cuda/gpu_kernels.hpp"
 
 namespace pybench::gpu {
 namespace {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "nccl_api.hpp"
-#include "nccl_collective.hpp"
+#include "cuda/nccl_api.hpp"
+#include "cuda/nccl_collective.hpp"
 
 namespace pybench::gpu {
 

@@ -1,4 +1,4 @@
-#include "nvml_links.hpp"
+#include "cuda/nvml_links.hpp"
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>

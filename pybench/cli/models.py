@@ -1,0 +1,189 @@
+"""The ``fit`` and ``predict`` subcommands (registered by pybench.cli.main via add_parsers).
+
+``python -m pybench fit INPUT... -o MODEL.json [--force]``
+    Import pybench results, nccl-tests logs or OSU logs, fit one piecewise alpha-beta
+    model per collective / backend / link class / world size, print the reports, save
+    them all in one model file.
+
+``python -m pybench predict MODEL.json --sizes 1M:1G [--world N] [--json FILE]``
+    Table of predicted time (us), algbw and busbw (GB/s) with the confidence band, for
+    every model in the file that matches the filters.
+
+Errors are PyBenchError subclasses; the CLI prints them on one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from pybench.collectives import COLLECTIVES
+from pybench.errors import UsageError
+from pybench.io.files import refuse_existing, write_atomic
+from pybench.sizes import format_size, parse_sizes
+
+PREDICTION_SCHEMA = "pybench.prediction"
+PREDICTION_SCHEMA_VERSION = 1
+
+
+def add_parsers(subparsers) -> None:
+    """Register ``fit`` and ``predict`` on an argparse subparsers object.
+
+    Each subparser sets ``func`` (callable(args) -> int exit status) via set_defaults.
+    """
+    p = subparsers.add_parser(
+        "fit", help="fit piecewise alpha-beta models to measurements",
+        description="Fit T(size) = alpha + size/B piecewise (regimes found from the data) to "
+                    "pybench result JSON, nccl-tests logs (text or -J JSON) or OSU logs.")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="result or log files")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.json", help="model file to write")
+    p.add_argument("--force", action="store_true", help="replace MODEL.json if it exists")
+    p.add_argument("--collective", default=None,
+                   help="collective, for logs that do not name it (e.g. allreduce)")
+    p.add_argument("--world", type=int, default=None, metavar="N",
+                   help="rank count, for logs that do not show it")
+    p.add_argument("--min-points", type=int, default=None, metavar="K",
+                   help="fewest sizes in one piece (default 4)")
+    p.add_argument("--criterion", choices=("bic", "aicc"), default="bic",
+                   help="information criterion choosing the number of pieces (default bic)")
+    p.set_defaults(func=run_fit)
+
+    q = subparsers.add_parser(
+        "predict", help="predict collective times from a model file",
+        description="Predict time, algbw and busbw with 95%% confidence bands from a model file.")
+    q.add_argument("model", metavar="MODEL.json")
+    q.add_argument("--sizes", required=True, help="sizes: 1M:1G, 1K:1G:4 or 8,1K,1M (K/M/G = 2^10/20/30)")
+    q.add_argument("--world", type=int, default=None, metavar="N",
+                   help="rank count to predict for (default: the fitted one; others extrapolate "
+                        "through the model's algorithm formula)")
+    q.add_argument("--collective", default=None, help="only models of this collective")
+    q.add_argument("--link-class", default=None, choices=("intra-node", "inter-node"),
+                   help="only models of this link class")
+    q.add_argument("--band", choices=("confidence", "prediction"), default="confidence",
+                   help="confidence: 95%% band of the mean time (default); prediction: where "
+                        "one new run should land (wider)")
+    q.add_argument("--json", default=None, metavar="FILE", help="also write the predictions as JSON")
+    q.add_argument("--force", action="store_true", help="replace --json FILE if it exists")
+    q.set_defaults(func=run_predict)
+
+
+def run_fit(args) -> int:
+    """Body of ``pybench fit``; returns the exit status."""
+    from pybench.model.logs import load_measurements
+    from pybench.model.alpha_beta import fit_models, save_models
+
+    out = Path(args.output)
+    # Check before the (possibly slow) fitting so a typo does not waste the user's time.
+    refuse_existing(out, args.force)
+    if args.world is not None and args.world < 1:
+        raise UsageError(f"--world {args.world} must be a positive number of ranks")
+    sets = []
+    for path in args.inputs:
+        sets.extend(load_measurements(path, collective=args.collective, world_size=args.world))
+    usable = [m for m in sets if len(set(m.size_bytes.tolist())) >= 2]
+    for m in sets:
+        if m not in usable:
+            print(f"warning: {m.path}: {m.label} has {len(m)} size(s); skipped (a model needs "
+                  f"at least 2 sizes; sweep more, e.g. -b 8 -e 8G)", file=sys.stderr)
+    if not usable:
+        raise UsageError("no input has enough sizes to fit a model (need at least 2 distinct sizes)")
+    kwargs = {"criterion": args.criterion}
+    if args.min_points is not None:
+        if args.min_points < 2:
+            raise UsageError(f"--min-points {args.min_points} must be at least 2")
+        kwargs["min_points"] = args.min_points
+    models = fit_models(usable, **kwargs)
+    for k, m in enumerate(models):
+        if k:
+            print()
+        print(m.report())
+    save_models(models, out, overwrite=args.force)
+    print(f"\nsaved {len(models)} model(s) to {out}")
+    return 0
+
+
+def _busbw_factor(collective: str, world: int) -> float:
+    c = COLLECTIVES.get(collective)
+    # Point-to-point and anything not in the table: busbw = algbw (factor 1, as send/recv).
+    return c.busbw_factor(world) if c is not None and world else 1.0
+
+
+def prediction_records(models, sizes, world=None, band: str = "confidence") -> list:
+    """One dict per (model, size): collective, backend, link_class, size_bytes, world,
+    time_s, time_low_s, time_high_s, algbw_gbps, busbw_gbps (GB/s = 1e9 B/s)."""
+    records = []
+    for m in models:
+        w = m.world_size if world is None else world
+        pred = m.predict([float(s) for s in sizes], world=world, band=band)
+        factor = _busbw_factor(m.collective, w) if w else math.nan
+        for s, t, lo, hi in zip(sizes, pred.time_s, pred.time_low_s, pred.time_high_s):
+            # Fitted pieces are physical (alpha >= 0, B > 0), so t > 0; the guard only
+            # keeps a nonsense bandwidth out of the output should that ever break.
+            algbw = s / t / 1e9 if t > 0 else None
+            records.append({
+                "collective": m.collective, "backend": m.backend, "link_class": m.link_class,
+                "size_bytes": int(s), "world": w, "time_s": float(t), "time_low_s": float(lo),
+                "time_high_s": float(hi), "band": band,
+                "algbw_gbps": None if algbw is None else float(algbw),
+                "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
+                "algorithm": m.algorithm,
+                "extrapolated_world": world is not None and world != m.world_size,
+                "extrapolated_size": not (m.size_min_bytes <= s <= m.size_max_bytes),
+                # The band is wider than the time itself, so its low end is clipped at 0:
+                # the data do not pin the latency down at this size / world size.
+                "band_reaches_zero": bool(lo <= 0.0),
+            })
+    return records
+
+
+def format_prediction_table(records) -> str:
+    """nccl-tests-like text table of prediction records."""
+    lines = []
+    last = None
+    for r in records:
+        key = (r["collective"], r["backend"], r["link_class"], r["world"])
+        if key != last:
+            if last is not None:
+                lines.append("")
+            lines.append(f"# {r['collective']} / {r['backend']} / {r['link_class'] or 'link class unknown'}"
+                         f" / {r['world']} ranks / algorithm {r['algorithm']}"
+                         + (" (world extrapolated)" if r["extrapolated_world"] else ""))
+            lines.append(f"# {'size':>10} {'time(us)':>11} {'low(us)':>11} {'high(us)':>11} "
+                         f"{'algbw':>8} {'busbw':>8}  note")
+            last = key
+        bus = "n/a" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.2f}"
+        alg = "n/a" if r["algbw_gbps"] is None else f"{r['algbw_gbps']:.2f}"
+        note = "; ".join(n for n, on in (("outside measured sizes", r["extrapolated_size"]),
+                                         ("band reaches 0: latency not resolved",
+                                          r.get("band_reaches_zero", False))) if on)
+        lines.append(f"  {format_size(r['size_bytes']):>10} {r['time_s'] * 1e6:>11.2f} "
+                     f"{r['time_low_s'] * 1e6:>11.2f} {r['time_high_s'] * 1e6:>11.2f} "
+                     f"{alg:>8} {bus:>8}  {note}")
+    return "\n".join(lines)
+
+
+def run_predict(args) -> int:
+    """Body of ``pybench predict``; returns the exit status."""
+    from pybench.model.alpha_beta import load_models
+
+    if args.json:
+        refuse_existing(Path(args.json), args.force)  # before any work, as every pybench output
+    models = load_models(args.model)
+    models = [m for m in models
+              if (args.collective is None or m.collective == args.collective)
+              and (args.link_class is None or m.link_class == args.link_class)]
+    if not models:
+        raise UsageError(f"{args.model}: no model matches --collective/--link-class")
+    if args.world is not None and args.world < 1:
+        raise UsageError(f"--world {args.world} must be a positive number of ranks")
+    sizes = parse_sizes(args.sizes)
+    records = prediction_records(models, sizes, world=args.world, band=args.band)
+    print(format_prediction_table(records))
+    if args.json:
+        doc = {"schema": PREDICTION_SCHEMA, "schema_version": PREDICTION_SCHEMA_VERSION,
+               "model_file": str(args.model), "records": records}
+        write_atomic(Path(args.json), json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    return 0

@@ -1,0 +1,209 @@
+"""argparse glue for the planning subcommands: ``compute``, ``ccr`` and ``plan``.
+
+``add_parsers(subparsers)`` registers them; each sets ``func(args) -> int``.
+Errors are raised as PyBenchError subclasses (the main CLI prints them in one
+line and exits 2); tables go to stdout, warnings to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pybench.errors import UsageError
+
+__all__ = ["add_parsers", "run_compute", "run_ccr", "run_plan"]
+
+_COMM_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def _warn(msg: str) -> None:
+    print(f"warning: {msg}", file=sys.stderr)
+
+
+def _shape_from_args(args: argparse.Namespace):
+    """(params, shape) from --params and/or --hidden/--layers."""
+    from pybench.plan.transformer import parse_param_count, shape_for_params, shape_from_dims
+    if (args.hidden is None) != (args.layers is None):
+        raise UsageError("give --hidden and --layers together (or --params alone)")
+    if args.hidden is not None:
+        shape = shape_from_dims(args.hidden, args.layers, getattr(args, "heads", None), getattr(args, "ffn", None))
+        params = parse_param_count(args.params) if args.params else shape.param_count
+        return params, shape
+    if not args.params:
+        raise UsageError("give --params (e.g. 7B) or --hidden and --layers")
+    params = parse_param_count(args.params)
+    return params, shape_for_params(params)
+
+
+def _add_shape_args(p: argparse.ArgumentParser, params_default: str | None) -> None:
+    p.add_argument("--params", default=params_default,
+                   help="parameter count, decimal suffixes: 125M, 1.3B, 7B, 70B (maps to a standard shape)")
+    p.add_argument("--hidden", type=int, help="model width (overrides the shape from --params; needs --layers)")
+    p.add_argument("--layers", type=int, help="number of layers (with --hidden)")
+    p.add_argument("--heads", type=int, help="attention heads with --hidden (default hidden/128)")
+    p.add_argument("--ffn", type=int, help="MLP inner width with --hidden (default 4 x hidden)")
+
+
+def run_compute(args: argparse.Namespace) -> int:
+    """``python -m pybench compute``: time the step's GEMMs and print achieved FLOP/s."""
+    from pybench.plan.compute import profile_compute
+    params, shape = _shape_from_args(args)
+    max_flops = "auto" if args.max_gemm_gflop is None else (
+        None if args.max_gemm_gflop == 0 else args.max_gemm_gflop * 1e9)
+    if args.max_gemm_gflop is not None and args.max_gemm_gflop < 0:
+        raise UsageError(f"--max-gemm-gflop must be 0 (no cap) or positive, got {args.max_gemm_gflop}")
+    prof = profile_compute(shape, params=params, seq=args.seq, micro_batch=args.micro_batch, dtype=args.dtype,
+                           engine=args.engine, repeats=args.repeats, warmup=args.warmup,
+                           timed_tokens=args.timed_tokens, max_gemm_flops=max_flops)
+    for w in prof.warnings:
+        _warn(w)
+    print(prof.table())
+    if args.json:
+        prof.save(args.json, force=args.force)
+        print(f"# wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def run_ccr(args: argparse.Namespace) -> int:
+    """``python -m pybench ccr``: the CCR table for every strategy x world x batch."""
+    from pybench.plan.ccr import ccr
+    from pybench.plan.compute import write_json_atomic
+    params, shape = _shape_from_args(args)
+    if args.compute is None and args.tflops is None:
+        raise UsageError("give --compute COMPUTE.json (from `python -m pybench compute --json ...`) "
+                         "or --tflops with a FLOP/s figure you measured")
+    result = ccr(params, args.seq, args.batch, args.world, args.strategy, models=args.model,
+                 compute=args.compute, flops_per_s=None if args.tflops is None else args.tflops * 1e12,
+                 gpus_per_node=args.gpus_per_node, shape=shape, micro_batches=args.micro_batches,
+                 tp_degree=args.tp_degree, pp_degree=args.pp_degree, overlap=args.overlap, bucket_mb=args.bucket_mb,
+                 recompute=args.recompute, comm_bytes_per_value=_COMM_DTYPE_BYTES[args.comm_dtype],
+                 device_memory_gb=args.device_memory_gb, flash_attention=not args.no_flash_attention,
+                 price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
+                 big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
+                 backend=args.backend)
+    for w in result.warnings:
+        _warn(w)
+    print(result.table())
+    if args.json:
+        write_json_atomic(args.json, result.to_dict(), force=args.force)
+        print(f"# wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``python -m pybench plan``: the field's advice with the figures behind it."""
+    from pybench.plan.ccr import plan
+    from pybench.plan.compute import write_json_atomic
+    params, shape = _shape_from_args(args)
+    if args.compute is None and args.tflops is None:
+        raise UsageError("give --compute COMPUTE.json (from `python -m pybench compute --json ...`) "
+                         "or --tflops with a FLOP/s figure you measured")
+    if args.batch < 1:
+        raise UsageError(f"--batch must be at least 1, got {args.batch}")
+    result = plan(params, args.seq, args.batch, models=args.model, compute=args.compute,
+                  flops_per_s=None if args.tflops is None else args.tflops * 1e12,
+                  gpus_per_node=args.gpus_per_node, shape=shape, max_world=args.max_world,
+                  device_memory_gb=args.device_memory_gb, overlap=not args.no_overlap, bucket_mb=args.bucket_mb,
+                  target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
+                  backend=args.backend, peak_flops_per_s=None if args.peak_tflops is None else args.peak_tflops * 1e12,
+                  max_batch=args.max_batch)
+    print(result.text())
+    if args.json:
+        write_json_atomic(args.json, result.to_dict(), force=args.force)
+        print(f"# wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def add_parsers(subparsers) -> None:
+    """Register ``compute``, ``ccr`` and ``plan`` on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "compute", help="time the GEMMs of a transformer training step (achieved FLOP/s)",
+        description="Time the GEMMs of one transformer layer's training step (QKV, attention output, MLP up "
+                    "and down; forward, dgrad, wgrad) at their real shapes and report achieved FLOP/s. On CPU "
+                    "engines the token dimension M is scaled down to keep the run short (recorded).")
+    _add_shape_args(p, "125M")
+    p.add_argument("--seq", type=int, default=2048, help="sequence length (default 2048)")
+    p.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch (default 1)")
+    p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"),
+                   help="default bf16 on GPUs, fp32 on numpy (numpy has no bf16: falls back with a warning)")
+    p.add_argument("--engine", default="auto", choices=("auto", "torch", "cupy", "numpy"),
+                   help="auto: torch on CUDA, else cupy, else numpy")
+    p.add_argument("--repeats", type=int, default=5, help="timed calls per GEMM (median reported)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls per GEMM before timing")
+    p.add_argument("--timed-tokens", type=int,
+                   help="time GEMMs with this M (tokens) instead of seq x micro-batch")
+    p.add_argument("--max-gemm-gflop", type=float,
+                   help="scale M down so no GEMM exceeds this many GFLOP (default 16 on CPU, no cap on GPU; 0 = none)")
+    p.add_argument("--json", metavar="FILE", help="save the profile as versioned JSON (for ccr --compute)")
+    p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
+    p.set_defaults(func=run_compute)
+
+    q = subparsers.add_parser(
+        "ccr", help="communication-to-computation ratio of a training step by strategy",
+        description="For every strategy x world x batch: bytes per rank and link class, communication time "
+                    "from fitted models, compute time from measured FLOP/s, CCR and its band (<0.15 fits, "
+                    "0.15-0.30 caution, >0.30 comm-bound), step time, samples/s, scaling efficiency, memory "
+                    "per device and, with prices, samples per dollar and breakeven.")
+    _add_shape_args(q, None)
+    q.add_argument("--seq", type=int, default=2048, help="sequence length (default 2048)")
+    q.add_argument("--batch", default="1", help="micro-batch sizes per data-parallel replica, e.g. 1,2,4,8")
+    q.add_argument("--world", default="8", help="world sizes, e.g. 8,16,32,64")
+    q.add_argument("--gpus-per-node", type=int, default=8, help="devices per node (default 8)")
+    q.add_argument("--strategy", default="ddp",
+                   help="comma list of ddp, zero1, zero2, zero3 (fsdp), tp, pp, tp+dp, tp+pp+dp (default ddp)")
+    q.add_argument("--model", required=True, metavar="MODEL.json", help="fitted alpha-beta models (pybench fit)")
+    q.add_argument("--backend", help="use only models of this backend (default: nccl if the file mixes backends)")
+    q.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
+    q.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
+    q.add_argument("--micro-batches", type=int, help="micro-batches per step (default 1; pp: 4 x stages)")
+    q.add_argument("--tp-degree", type=int,
+                   help="tensor-parallel degree for tp+dp and tp+pp+dp (default: GPUs per node)")
+    q.add_argument("--pp-degree", type=int, help="pipeline stages for tp+pp+dp (default 2)")
+    q.add_argument("--overlap", action="store_true", help="overlap the gradient exchange with backward in buckets")
+    q.add_argument("--bucket-mb", type=float, default=25, help="gradient bucket size in MiB (default 25, as DDP)")
+    q.add_argument("--recompute", action="store_true", help="full activation recomputation (8 x P x tokens)")
+    q.add_argument("--comm-dtype", choices=tuple(_COMM_DTYPE_BYTES), default="bf16",
+                   help="dtype of communicated values (default bf16)")
+    q.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")
+    q.add_argument("--no-flash-attention", action="store_true",
+                   help="count attention-score activations (5 a s / h term)")
+    q.add_argument("--price-per-node-hour", type=float, help="price of one node per hour (enables samples/$)")
+    q.add_argument("--big-node-gpus", type=int, help="GPUs of one bigger machine to compare scale-out against")
+    q.add_argument("--big-node-price-per-hour", type=float, help="price per hour of that bigger machine")
+    q.add_argument("--straggler-cv", type=float, default=0.0,
+                   help="per-rank compute-time coefficient of variation (expected slowest of N)")
+    q.add_argument("--json", metavar="FILE", help="save the result as versioned JSON")
+    q.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
+    q.set_defaults(func=run_ccr)
+
+    r = subparsers.add_parser(
+        "plan", help="advice: scale up or out, and how (DDP, ZeRO, TP/PP), with the figures",
+        description="Checks memory on one device, then advises: fits -> fill a node with DDP, then DP across "
+                    "nodes; fits only just -> ZeRO-1/2 or gradient accumulation; does not fit -> ZeRO-3, or TP "
+                    "inside the node and PP across nodes with DP on top. Every step quotes CCR, samples/s, "
+                    "scaling efficiency and memory from the fitted models and the measured compute.")
+    _add_shape_args(r, None)
+    r.add_argument("--seq", type=int, default=2048, help="sequence length (default 2048)")
+    r.add_argument("--batch", type=int, default=1, help="micro-batch size per replica (default 1)")
+    r.add_argument("--gpus-per-node", type=int, default=8, help="devices per node (default 8)")
+    r.add_argument("--max-world", type=int, default=64, help="largest world size to consider (default 64)")
+    r.add_argument("--max-batch", type=int, default=64,
+                   help="largest micro-batch per device tried when asking where larger batches change the band "
+                        "(default 64)")
+    r.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's datasheet peak, as a reference only: below 40%% of it the plan says to fix "
+                        "utilisation before adding nodes")
+    r.add_argument("--model", required=True, metavar="MODEL.json", help="fitted alpha-beta models (pybench fit)")
+    r.add_argument("--backend", help="use only models of this backend (default: nccl if the file mixes backends)")
+    r.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
+    r.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
+    r.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")
+    r.add_argument("--no-overlap", action="store_true", help="do not overlap the gradient exchange with backward")
+    r.add_argument("--bucket-mb", type=float, default=25, help="gradient bucket size in MiB (default 25)")
+    r.add_argument("--target-samples-per-s", type=float, help="throughput to reach (picks the smallest such world)")
+    r.add_argument("--no-flash-attention", action="store_true",
+                   help="count attention-score activations (5 a s / h term)")
+    r.add_argument("--json", metavar="FILE", help="save the plan as versioned JSON")
+    r.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
+    r.set_defaults(func=run_plan)

@@ -1,0 +1,168 @@
+"""``python -m pybench profile``: measured CCR of a real DDP training step beside the prediction.
+
+    python -m pybench profile --params 20M --batch 1,4,16 [-n 2] [--model MODEL.json] [--json FILE]
+    python -m pybench profile --params 12M --batch 128,4096 --netns 1gbit   # one rank per namespace
+
+Stand-alone, the ranks start through the MPI launcher (as the collective
+commands do) and meet in torch.distributed through pybench's MPI core; under
+torchrun (or mpirun) each process is one rank. With ``--netns RATE`` (root) the
+command makes one network namespace per rank joined by a tbf-shaped link of
+RATE (pybench.measure.netns) and starts one rank in each, torch env:// rendezvous at
+the first namespace's address.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pybench.cli.parser import Parser, run, subcommands
+from pybench.errors import UsageError
+
+
+def _batches(text: str) -> list[int]:
+    out = []
+    for item in str(text).split(","):
+        try:
+            v = int(item.strip())
+        except ValueError:
+            raise UsageError(f"--batch: {item!r} is not a whole number; use a comma list such as 1,4,16") from None
+        if v < 1:
+            raise UsageError(f"--batch values must be at least 1, got {v}")
+        out.append(v)
+    return out
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("profile", help="measure compute, communication and exposed communication of a real DDP "
+                                       "training step (torch) and compare with the predicted CCR",
+                       description="Measure a real training step under torch DistributedDataParallel and put the "
+                                   "measured CCR beside pybench's prediction for the same configuration.")
+    p.add_argument("--params", default="20M", help="parameters of the synthetic MLP (default 20M; K/M/B suffixes)")
+    p.add_argument("--batch", default="1,4,16", help="per-rank batch sizes, a comma list (default 1,4,16)")
+    p.add_argument("--strategy", default="ddp", help="ddp (the only strategy measured for now)")
+    p.add_argument("-n", "--nprocs", type=int, default=2, help="ranks to start when run stand-alone (default 2)")
+    p.add_argument("--steps", type=int, default=5, help="measured steps per mode and batch size (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument("--bucket-mb", type=float, default=25, help="DDP bucket cap in MiB (default 25, DDP's)")
+    p.add_argument("--model", default=None, metavar="MODEL.json",
+                   help="fitted alpha-beta models (fit them from --backend torch runs); default: fit a quick gloo "
+                        "all-reduce sweep on the spot")
+    p.add_argument("--save-model", default=None, metavar="FILE", help="save the quick on-the-spot model here")
+    p.add_argument("--calibrate", choices=("gemm", "nosync"), default="gemm",
+                   help="FLOP/s of the prediction: the step's GEMMs timed on every rank at once (default), or the "
+                        "no_sync steps themselves")
+    p.add_argument("--netns", default=None, metavar="RATE",
+                   help="run one rank per network namespace over a tbf link of RATE (e.g. 1gbit); needs root")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    p.set_defaults(func=cmd_profile)
+
+
+def _validate(args) -> tuple[int, list[int]]:
+    from pybench.plan.transformer import parse_param_count
+    params = parse_param_count(args.params)
+    batches = _batches(args.batch)
+    if args.strategy.strip().lower() != "ddp":
+        raise UsageError(f"profile measures --strategy ddp only (got {args.strategy!r}); "
+                         "other strategies are predicted by `pybench ccr`")
+    if args.nprocs < 2:
+        raise UsageError(f"profiling synchronisation needs at least 2 ranks, got -n {args.nprocs}")
+    if args.steps < 1 or args.warmup < 0:
+        raise UsageError("--steps must be at least 1 and --warmup 0 or more")
+    if args.bucket_mb <= 0:
+        raise UsageError(f"--bucket-mb must be positive, got {args.bucket_mb}")
+    if args.json is not None and args.json.exists() and not args.force:
+        raise UsageError(f"{args.json} exists; pass --force to overwrite it")
+    if args.model is not None and not Path(args.model).is_file():
+        raise UsageError(f"--model {args.model}: no such file")
+    from pybench.profile.step import mlp_shape
+    mlp_shape(params)
+    return params, batches
+
+
+def cmd_profile(args) -> int:
+    from pybench.measure.backends.torch import import_torch
+    from pybench.measure.launch import under_launcher
+    params, batches = _validate(args)
+    import_torch()  # one line saying `pip install torch` before any rank starts
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    if under_launcher():
+        return _as_rank(args, params, batches)
+    if args.netns:
+        return _in_namespaces(args, argv)
+    return _spawn(args.nprocs, argv)
+
+
+def _spawn(nprocs: int, argv: list[str]) -> int:
+    # The same launch as the collective commands: Open MPI's banners condensed, Ctrl-C handled,
+    # a launcher that fails to start retried; rank 0 hands back the exit code.
+    from pybench.measure.launch import spawn_local_ranks
+    return spawn_local_ranks(nprocs, argv)
+
+
+# In namespaces the ranks run this module directly (no launcher; env:// rendezvous).
+RANK_PROGRAM = ["-m", "pybench.cli.profile"]
+
+
+def _as_rank(args, params: int, batches: list[int]) -> int:
+    from pybench.measure.backends.torch import TorchBackend
+    from pybench.profile.step import run_profile_rank
+    backend = TorchBackend()
+    info = backend.start()
+    is_root = info["rank"] == 0
+    res = run_profile_rank(params, batches, steps=args.steps, warmup=args.warmup, bucket_mb=args.bucket_mb,
+                           models=args.model, calibrate=args.calibrate, strategy=args.strategy.strip().lower(),
+                           save_model=args.save_model)
+    if is_root:
+        res.notes.append("command: pybench " + " ".join(getattr(args, "argv", None) or sys.argv[1:]))
+        print(res.table(), flush=True)
+        if args.json is not None:
+            tmp = args.json.with_name(args.json.name + ".tmp")
+            tmp.write_text(json.dumps(res.to_dict(), indent=1))
+            tmp.replace(args.json)
+    backend.finish()
+    from pybench.measure.launch import report_status
+    return report_status(0, is_root)
+
+
+def _in_namespaces(args, argv: list[str]) -> int:
+    from pybench.measure.netns import NetnsLab, netns_available
+    ok, why = netns_available()
+    if not ok:
+        raise UsageError(f"--netns: {why}")
+    # the ranks must not make namespaces themselves
+    rank_argv = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+            continue
+        if a == "--netns":
+            skip = True
+            continue
+        if a.startswith("--netns="):
+            continue
+        rank_argv.append(a)
+    with NetnsLab(args.nprocs, rate=args.netns) as lab:
+        print(f"# {args.nprocs} namespaces {', '.join(lab.hosts)}; link: {lab.qdisc(0)}", file=sys.stderr)
+        res = lab.run_ranks([*RANK_PROGRAM, *rank_argv], timeout=3600, cwd=str(Path.cwd()))
+    for r, proc in enumerate(res):
+        if r == 0:
+            sys.stdout.write(proc.stdout)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+            print(f"pybench: error: rank {r} exited with {proc.returncode}:\n{tail}", file=sys.stderr)
+    return max((p.returncode for p in res), key=abs, default=1)
+
+
+def main(argv=None) -> int:
+    """``python -m pybench.cli.profile profile ...`` (what the ranks run; also usable directly)."""
+    parser = Parser(prog="pybench")
+    add_parsers(subcommands(parser))
+    return run(parser, list(sys.argv[1:] if argv is None else argv), "`pybench profile --params 20M --batch 1,4,16`")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

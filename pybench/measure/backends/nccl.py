@@ -1,0 +1,255 @@
+"""The NCCL backend: device buffers, the native GPU harness, CUDA events.
+
+Everything inside a timed region is C++ (csrc/cuda/nccl_harness.cpp): buffers,
+warm-up, the on-device check (#wrong counted by a kernel), the event-timed loop
+(batched, per-op, or CUDA graph replay) and the max over ranks of the samples.
+NCCL itself is loaded at run time (pybench.measure.gpu.nccl_lib).
+
+How ranks start, with no home-made rendezvous:
+- stand-alone (no launcher): one process drives every visible GPU through
+  ncclCommInitAll (``PYBENCH_GPUS=N`` / ``--gpus N`` uses the first N);
+- under mpirun / srun (or pybench's own MPI launch): one GPU per process, chosen
+  by local rank; rank 0's ncclUniqueId travels in pybench._core's
+  ``allreduce_max_ints`` over its 128 byte values (the other ranks contribute
+  zeros, so the max is rank 0's id);
+- under torchrun: the id travels through torch's TCPStore at MASTER_ADDR:MASTER_PORT
+  (the elastic agent's store when TORCHELASTIC_USE_AGENT_STORE is set).
+After start-up, cross-rank agreement (agree_max, sample maxima, #wrong sums) runs
+over NCCL itself, so all three launch modes share one code path.
+
+Options reach the backend through the environment, so every rank of a launched
+job sees the same: ``PYBENCH_NCCL_LIB`` (which libnccl), ``PYBENCH_GPUS``,
+``PYBENCH_NCCL_IN_PLACE=1`` (in-place collectives).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import sys
+from typing import Any
+
+from pybench.errors import BackendUnavailable, UsageError
+from pybench.measure.gpu.nccl_lib import INSTALL_HINT, NcclLibrary, load_nccl
+
+GPUS_ENV = "PYBENCH_GPUS"
+IN_PLACE_ENV = "PYBENCH_NCCL_IN_PLACE"
+TIMING_ENV = "PYBENCH_NCCL_TIMING"  # "graph" turns CUDA-graph replay on for batched timing
+_MPI_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE",
+             "SLURM_STEP_NUM_TASKS", "PYBENCH_RANK_PROCESS")
+_UNIQUE_ID_KEY = "pybench/nccl_unique_id"
+
+
+def launch_mode(environ: dict[str, str] | None = None) -> str:
+    """'single' (one process, every GPU), 'mpi' (mpirun/srun/pybench's launch) or 'torchrun'."""
+    env = os.environ if environ is None else environ
+    if any(v in env for v in _MPI_VARS):
+        return "mpi"
+    if "TORCHELASTIC_RUN_ID" in env or all(v in env for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+        return "torchrun"
+    return "single"
+
+
+def gpu_probe() -> dict[str, Any]:
+    """The CUDA module's probe; raises BackendUnavailable when the module is not built."""
+    from pybench._native import cuda
+    return dict(cuda().probe())
+
+
+def no_gpu_reason() -> str | None:
+    """Why the nccl backend cannot run here (module not built, no driver, no device), or None."""
+    try:
+        p = gpu_probe()
+    except BackendUnavailable as exc:
+        return str(exc)
+    if p["device_count"] == 0:
+        return f"no GPU ({p['no_gpu_reason'] or 'no CUDA device visible'})"
+    return None
+
+
+def requested_gpus(ndev: int, environ: dict[str, str] | None = None) -> list[int]:
+    """Devices a stand-alone run drives: the first PYBENCH_GPUS of the ``ndev`` visible ones."""
+    env = os.environ if environ is None else environ
+    raw = env.get(GPUS_ENV, "").strip()
+    if not raw:
+        return list(range(ndev))
+    try:
+        n = int(raw)
+    except ValueError:
+        raise UsageError(f"--gpus / {GPUS_ENV}={raw!r} is not a whole number") from None
+    if not 1 <= n <= ndev:
+        raise UsageError(f"--gpus {n}: this node has {ndev} visible GPU(s); use 1..{ndev}")
+    return list(range(n))
+
+
+def share_id_over_mpi(core, rank: int, make_id) -> bytes:
+    """Rank 0's ``make_id()`` (128 bytes) on every rank, through pybench._core's MPI.
+
+    A max over ranks where only rank 0 is non-zero is a broadcast of rank 0's
+    bytes; _core needs nothing new for it.
+    """
+    uid = make_id() if rank == 0 else bytes(128)
+    if len(uid) != 128:
+        raise UsageError(f"an NCCL unique id is 128 bytes, got {len(uid)}")
+    return bytes(int(b) for b in core.allreduce_max_ints(list(uid)))
+
+
+def share_id_over_store(store, rank: int, world: int, run: str, make_id, host: str) -> tuple[bytes, list[str]]:
+    """Rank 0's ``make_id()`` and every rank's host name, through a torch TCPStore
+    (torchrun's, at MASTER_ADDR:MASTER_PORT). ``store.get`` waits for the key."""
+    if rank == 0:
+        store.set(f"{_UNIQUE_ID_KEY}/{run}", make_id())
+    uid = bytes(store.get(f"{_UNIQUE_ID_KEY}/{run}"))
+    store.set(f"pybench/host/{run}/{rank}", host)
+    hosts = [bytes(store.get(f"pybench/host/{run}/{r}")).decode() for r in range(world)]
+    return uid, hosts
+
+
+def _format_driver(code: int) -> str:
+    return f"{code // 1000}.{(code % 1000) // 10}" if code else "unknown"
+
+
+class NcclBackend:
+    name = "nccl"
+
+    def __init__(self) -> None:
+        try:
+            self._probe = gpu_probe()
+        except BackendUnavailable as exc:
+            raise BackendUnavailable(f"the nccl backend needs pybench's CUDA module: {exc}") from None
+        if self._probe["device_count"] == 0:
+            reason = self._probe["no_gpu_reason"] or "no CUDA device visible"
+            raise BackendUnavailable(f"the nccl backend needs a GPU: no GPU ({reason}); on CPUs use --backend mpi")
+        self.library: NcclLibrary = load_nccl()
+        from pybench._native import cuda
+        self._cuda = cuda()
+        self._mode = launch_mode()
+        self._world = None
+        self._core = None
+        self._timeout_s = 30.0
+        self._info: dict[str, Any] = {}
+        self._in_place = os.environ.get(IN_PLACE_ENV, "") not in ("", "0")
+
+    # -- start-up -------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        ndev = self._probe["device_count"]
+        host = os.environ.get("PYBENCH_HOSTNAME") or socket.gethostname()
+        if self._mode == "single":
+            devices = requested_gpus(ndev)
+            self._world = self._cuda.NcclWorld(devices, self._timeout_s)
+            self._info = {"rank": 0, "world_size": len(devices), "local_rank": 0, "local_size": 1, "host": host,
+                          "hosts": [host] * len(devices)}
+        elif self._mode == "mpi":
+            self._info = self._start_mpi(ndev)
+        else:
+            self._info = self._start_torchrun(ndev, host)
+        atexit.register(self.finish)
+        return dict(self._info)
+
+    def _device_for(self, local_rank: int, local_size: int, ndev: int) -> int:
+        if local_size > ndev:
+            raise UsageError(f"{local_size} ranks on this host but only {ndev} GPU(s): run one rank per GPU "
+                             f"(-n {ndev}), or run stand-alone (no launcher) to drive every GPU from one process")
+        return local_rank
+
+    def _start_mpi(self, ndev: int) -> dict[str, Any]:
+        from pybench._native import core
+        self._core = core()
+        self._core.mpi_init()
+        info = dict(self._core.rank_info())
+        device = self._device_for(info["local_rank"], info["local_size"], ndev)
+        agreed = share_id_over_mpi(self._core, info["rank"], self._cuda.nccl_unique_id)
+        self._world = self._cuda.NcclWorld(info["rank"], info["world_size"], device, agreed, self._timeout_s)
+        return info
+
+    def _start_torchrun(self, ndev: int, host: str) -> dict[str, Any]:
+        from datetime import timedelta
+
+        from pybench.measure.backends.torch import import_torch
+        _, dist = import_torch()
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        device = self._device_for(local_rank, local_size, ndev)
+        # torchrun's agent hosts the store at MASTER_PORT when it says so; else rank 0 does.
+        agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                              is_master=rank == 0 and not agent_store, timeout=timedelta(seconds=max(self._timeout_s, 60)))
+        run = os.environ.get("TORCHELASTIC_RUN_ID", "standalone")
+        uid, hosts = share_id_over_store(store, rank, world, run, self._cuda.nccl_unique_id, host)
+        self._world = self._cuda.NcclWorld(rank, world, device, uid, self._timeout_s)
+        return {"rank": rank, "world_size": world, "local_rank": local_rank, "local_size": local_size, "host": host,
+                "hosts": hosts}
+
+    # -- Backend protocol -----------------------------------------------------
+    def watch(self, timeout_s: float, on_timeout) -> None:
+        # The C++ wait loop polls NCCL's async errors and aborts the communicators
+        # after timeout_s without progress; the runner then saves and stops.
+        self._timeout_s = timeout_s
+        if self._world is not None:
+            self._world.timeout_s = timeout_s
+
+    def agree_max(self, values: list[int]) -> list[int]:
+        if self._world is None or not self._world.multi_process:
+            return [int(v) for v in values]
+        return [int(v) for v in self._world.max_over_ranks([int(v) for v in values])]
+
+    def make_bench(self, cfg, size_bytes: int):
+        if cfg.is_p2p:
+            raise UsageError("the nccl backend has no OSU-style p2p tests; use `pybench p2p --matrix` for GPU pairs, "
+                             "or --backend mpi")
+        timing = cfg.timing
+        if timing == "batched" and os.environ.get(TIMING_ENV, "") == "graph":
+            timing = "graph"
+        in_place = bool(getattr(cfg, "in_place", self._in_place))
+        return self._cuda.NcclBench(self._world, cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, in_place,
+                                    timing)
+
+    def describe_buffers(self, cfg) -> str:
+        # The runner stores this string in every result: it carries the NCCL actually used.
+        in_place = bool(getattr(cfg, "in_place", self._in_place))
+        algo = os.environ.get("NCCL_ALGO", "default")
+        proto = os.environ.get("NCCL_PROTO", "default")
+        return (f"device memory (cudaMalloc, 256-byte aligned), {'in place' if in_place else 'out of place'}; "
+                f"{self.library}; NCCL_ALGO={algo} NCCL_PROTO={proto}")
+
+    def library_version(self) -> str:
+        return f"NCCL {self.library.version}"
+
+    def run_metadata(self) -> dict[str, Any]:
+        """What every NCCL result should record: NCCL, devices, driver, runtime, links, NCCL settings."""
+        devices = list(self._world.devices) if self._world is not None else []
+        by_index = {d["index"]: d for d in self._probe["devices"]}
+        links = self._cuda.link_report(len(devices) if self._mode == "single" else 0)
+        return {
+            "nccl": self.library.to_dict(),
+            "launch_mode": self._mode,
+            "hosts": sorted(set(self._info.get("hosts", []))),
+            "gpus": [{"index": i, "name": by_index[i]["name"], "total_memory_bytes": by_index[i]["total_memory_bytes"],
+                      "compute_capability": by_index[i]["compute_capability"]} for i in devices if i in by_index],
+            "driver_version": links["driver_version"] or _format_driver(self._probe["driver_version"]),
+            "cuda_runtime_version": _format_driver(self._probe["runtime_version"]),
+            "links": [{"a": a, "b": b, "link": link} for a, b, link in links["pairs"]],
+            "links_note": links["reason"],
+            "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
+            "in_place": self._in_place,
+        }
+
+    def abort(self, code: int) -> None:
+        if self._world is not None:
+            self._world.abort()
+        if self._core is not None:
+            self._core.mpi_abort(code)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+    def finish(self) -> None:
+        self._world = None  # destroys the communicators (ncclCommDestroy) once the benches are gone
+        if self._core is not None:
+            self._core.mpi_finalize()
+            self._core = None
+
+
+__all__ = ["NcclBackend", "launch_mode", "no_gpu_reason", "requested_gpus", "INSTALL_HINT"]

@@ -1,0 +1,207 @@
+"""What one rank does for one benchmark: validate, then for each size build the
+native bench, warm up, check, time until the stop rule says enough, and record.
+
+Python decides how many samples to take; C++ owns everything inside the timed
+region and returns raw samples already max-reduced over ranks, so every rank
+sees the same numbers and takes the same decisions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from pybench.collectives import DTYPES, get_collective
+from pybench.errors import SizeError, UsageError
+from pybench.measure.p2p_tests import P2P_TESTS
+from pybench.measure.results import SizeRecord
+from pybench.sizes import format_size
+from pybench.measure.stats import SampleStats
+from pybench.measure.stopping import StopRule
+
+
+class NativeBench(Protocol):
+    """What the C++ CollectiveBench and P2PBench have in common."""
+
+    def warmup(self, n: int) -> None: ...
+    def check(self, iters: int) -> int: ...
+    def measure(self, n_samples: int, ops_per_sample: int) -> tuple[list[float], float]: ...
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One benchmark over a list of sizes, with how to measure each size."""
+
+    benchmark: str  # a collective name or p2p_latency / p2p_bw / p2p_bibw
+    sizes: tuple[int, ...]
+    dtype: str = "float32"
+    op: str = "sum"
+    root: int = 0
+    timing: str = "batched"  # or "per-op"
+    stop: StopRule = field(default_factory=StopRule)
+    warmup: int = 5
+    check_iters: int = 2
+    window: int = 64
+    batch_target_s: float = 1e-3  # batched mode: enough ops per sample to fill about this long
+    huge_pages: bool = True  # transparent huge pages for buffers >= 2 MiB (numpy does the same)
+
+    @property
+    def is_p2p(self) -> bool:
+        return self.benchmark.startswith("p2p_")
+
+    @property
+    def elem_bytes(self) -> int:
+        return 1 if self.is_p2p else DTYPES[self.dtype]
+
+    @property
+    def redop(self) -> str:
+        if self.is_p2p or not get_collective(self.benchmark).reduces:
+            return "none"
+        return self.op
+
+    def validate(self, world: int, single_rank_ok: bool = False) -> None:
+        """Raise a one-line error for anything that cannot run at this world size.
+
+        ``single_rank_ok``: a one-GPU NCCL communicator is a real measurement (of the
+        device's own copy path), unlike a one-rank MPI job.
+        """
+        if self.timing not in ("batched", "per-op", "graph"):
+            raise UsageError(f"unknown timing mode {self.timing!r}; use batched, per-op or graph")
+        if self.warmup < 0 or self.check_iters < 0:
+            raise UsageError("--warmup and --check must be 0 or more")
+        if not self.sizes:
+            raise SizeError("no sizes to run")
+        if self.is_p2p:
+            if world < 2:
+                raise UsageError(f"point-to-point tests need 2 ranks, got {world}; run with -n 2")
+            if self.window < 1:
+                raise UsageError(f"--window must be at least 1, got {self.window}")
+            for s in self.sizes:
+                if s > 2**31 - 1:
+                    raise SizeError(f"p2p size {format_size(s)} exceeds MPI's 32-bit count (2 GiB - 1 bytes); use smaller sizes")
+            return
+        coll = get_collective(self.benchmark)
+        if world < (1 if single_rank_ok else coll.min_ranks):
+            raise UsageError(f"{coll.name} needs at least {coll.min_ranks} ranks, got {world}; run with -n {coll.min_ranks} or more")
+        if not 0 <= self.root < world:
+            raise UsageError(f"--root {self.root} is not a rank of a world of {world}; use 0..{world - 1}")
+        for s in self.sizes:
+            coll.validate(s, self.elem_bytes, world, self.dtype)
+            if s // self.elem_bytes > 2**31 - 1:
+                raise SizeError(f"{coll.name}: size {format_size(s)} is {s // self.elem_bytes} {self.dtype} elements, "
+                                f"over MPI's 32-bit count limit; use a larger dtype or sizes up to "
+                                f"{format_size((2**31 - 1) * self.elem_bytes)}")
+
+    def buffer_bytes_per_rank(self, size_bytes: int, world: int) -> int:
+        if self.is_p2p:
+            return 2 * size_bytes
+        send, recv = get_collective(self.benchmark).buffer_bytes(size_bytes, world)
+        return send + recv
+
+    def bandwidths(self, size_bytes: int, time_s: float, world: int) -> tuple[float, float]:
+        """(algbw, busbw) in GB/s (1e9 B/s) for one operation of ``size_bytes`` taking ``time_s``."""
+        if time_s <= 0:
+            return math.inf, math.inf
+        if self.is_p2p:
+            algbw = P2P_TESTS[self.benchmark[4:]].bytes_per_message_factor * size_bytes / time_s / 1e9
+            return algbw, algbw
+        algbw = size_bytes / time_s / 1e9
+        return algbw, algbw * get_collective(self.benchmark).busbw_factor(world)
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo, or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_memory(cfg: BenchConfig, world: int, ranks_on_this_host: int, available: int | None = None) -> None:
+    """Refuse, before allocating, sizes whose buffers would not fit in free memory on this host."""
+    available = available_memory_bytes() if available is None else available
+    if available is None:
+        return
+    biggest = max(cfg.sizes)
+    need = cfg.buffer_bytes_per_rank(biggest, world) * ranks_on_this_host
+    if need > 0.9 * available:
+        gib = 1 << 30
+        raise SizeError(
+            f"size {format_size(biggest)} needs {cfg.buffer_bytes_per_rank(biggest, world) / gib:.1f} GiB of buffers "
+            f"per rank x {ranks_on_this_host} ranks on this host = {need / gib:.1f} GiB, but only "
+            f"{available / gib:.1f} GiB is available; use smaller sizes or fewer ranks per host")
+
+
+def make_native_bench(cfg: BenchConfig, size_bytes: int) -> NativeBench:
+    """The C++ bench (MPI, host buffers) for one size of ``cfg``."""
+    from pybench._native import core
+    c = core()
+    if cfg.is_p2p:
+        return c.P2PBench(cfg.benchmark[4:], size_bytes, cfg.window, cfg.huge_pages)
+    return c.CollectiveBench(cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, cfg.huge_pages)
+
+
+def ops_per_sample(cfg: BenchConfig, bench: NativeBench) -> tuple[int, float]:
+    """Batch size for this size, and the wall time spent finding it.
+
+    Per-op mode times every operation alone. Batched mode times one operation,
+    then batches enough to fill ``batch_target_s``, so the clock reads and the
+    barrier before each batch are negligible.
+    """
+    if cfg.timing == "per-op":
+        return 1, 0.0
+    # batched and graph: a sample is k operations (graph mode replays them as one captured graph)
+    probe, wall = bench.measure(1, 1)
+    wanted = max(1, min(1000, math.ceil(cfg.batch_target_s / max(probe[0], 1e-9))))
+    return cfg.stop.ops_per_sample(wanted), wall
+
+
+def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: int) -> SizeRecord:
+    """Warm up, check and time one size until the stop rule is satisfied."""
+    bench.warmup(cfg.warmup)
+    wrong = int(bench.check(cfg.check_iters)) if cfg.check_iters else 0
+    k, elapsed = ops_per_sample(cfg, bench)
+    samples: list[float] = []
+    n = cfg.stop.first_chunk(k)
+    while True:
+        chunk, wall = bench.measure(n, k)
+        samples.extend(chunk)
+        elapsed += wall
+        decision = cfg.stop.decide(samples, k, elapsed)
+        if decision.done:
+            break
+        n = cfg.stop.next_chunk(len(samples), k, elapsed)
+    st = SampleStats.from_samples(samples)
+    algbw, busbw = cfg.bandwidths(size_bytes, st.median_s, world)
+    count = size_bytes // cfg.elem_bytes
+    return SizeRecord(size_bytes=size_bytes, count=count, dtype="int8" if cfg.is_p2p else cfg.dtype,
+                      redop=cfg.redop, root=cfg.root if cfg.benchmark == "broadcast" else -1,
+                      time_s=st.median_s, time_mean_s=st.mean_s, time_min_s=st.min_s, time_max_s=st.max_s,
+                      time_p5_s=st.p5_s, time_p95_s=st.p95_s, time_p99_s=st.p99_s, time_ci_low_s=st.ci_low_s,
+                      time_ci_high_s=st.ci_high_s, algbw_gbps=algbw, busbw_gbps=busbw, wrong=wrong,
+                      check_iters=cfg.check_iters, iterations=len(samples) * k, ops_per_sample=k,
+                      precision_met=decision.precision_met, stop_reason=decision.reason, wall_s=elapsed,
+                      samples_s=[float(s) for s in samples],
+                      huge_page_fraction=getattr(bench, "huge_page_fraction", None))
+
+
+def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], None],
+              make_bench: Callable[[BenchConfig, int], NativeBench]) -> None:
+    """Measure every size in order, handing each record over as soon as it exists."""
+    for size in cfg.sizes:
+        bench = make_bench(cfg, size)
+        try:
+            record = measure_size(cfg, bench, size, world)
+        finally:
+            del bench  # free this size's buffers before the next (bigger) one is allocated
+        on_record(record)
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")

@@ -1,0 +1,1 @@
+"""GPU measurements beside the NCCL backend: locating NCCL, copy bandwidth, the link matrix."""

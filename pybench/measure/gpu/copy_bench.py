@@ -1,0 +1,104 @@
+"""Copy bandwidth references, as nvbandwidth's copy-engine tests: what one GPU
+moves within its own memory (d2d), over PCIe/C2C to and from pinned host memory
+(h2d, d2h), and to another GPU (p2p, over NVLink or PCIe). They give the ceiling
+a collective's busbw is read against.
+
+C++ times the copies with CUDA events (csrc/cuda/nccl_harness.cpp: copy_times);
+this module chooses what to run, derives statistics and prints the table.
+Rates are GB/s = 1e9 bytes per second; time is per copy, median over samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+from pybench.errors import UsageError
+from pybench.sizes import format_size
+from pybench.measure.stats import SampleStats
+
+KINDS = ("d2d", "h2d", "d2h", "p2p")
+KIND_TEXT = {"d2d": "device -> same device", "h2d": "pinned host -> device", "d2h": "device -> pinned host",
+             "p2p": "device -> other device"}
+
+
+@dataclass(frozen=True)
+class CopyRecord:
+    kind: str
+    src: int  # device index; -1 for the host
+    dst: int
+    size_bytes: int
+    time_s: float  # median seconds per copy
+    time_p5_s: float
+    time_p95_s: float
+    bandwidth_gbps: float  # size / median time, GB/s
+    peer_access: bool | None  # p2p only: whether CUDA peer access was enabled
+    samples_s: tuple[float, ...]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["samples_s"] = list(self.samples_s)
+        return d
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """``all`` or a comma list of d2d, h2d, d2h, p2p."""
+    items = [k.strip().lower() for k in text.split(",") if k.strip()]
+    if not items or items == ["all"]:
+        return KINDS
+    bad = [k for k in items if k not in KINDS]
+    if bad:
+        raise UsageError(f"unknown copy kind {bad[0]!r}; use {', '.join(KINDS)} or all")
+    return tuple(dict.fromkeys(items))
+
+
+def copy_plan(kinds: Sequence[str], devices: Sequence[int]) -> list[tuple[str, int, int]]:
+    """(kind, src, dst) for every run: d2d/h2d/d2h on each device, p2p for every ordered pair."""
+    plan: list[tuple[str, int, int]] = []
+    for kind in kinds:
+        if kind == "p2p":
+            plan += [("p2p", a, b) for a in devices for b in devices if a != b]
+        elif kind == "h2d":
+            plan += [("h2d", -1, d) for d in devices]
+        elif kind == "d2h":
+            plan += [("d2h", d, -1) for d in devices]
+        else:
+            plan += [("d2d", d, d) for d in devices]
+    return plan
+
+
+def make_record(kind: str, src: int, dst: int, size_bytes: int, samples: Sequence[float],
+                peer_access: bool | None) -> CopyRecord:
+    st = SampleStats.from_samples(list(samples))
+    bw = size_bytes / st.median_s / 1e9 if st.median_s > 0 else float("inf")
+    return CopyRecord(kind, src, dst, size_bytes, st.median_s, st.p5_s, st.p95_s, bw,
+                      peer_access if kind == "p2p" else None, tuple(float(s) for s in samples))
+
+
+def run_copies(kinds: Sequence[str], devices: Sequence[int], sizes: Sequence[int], n_samples: int = 20,
+               ops_per_sample: int = 5, copy_times: Callable | None = None) -> list[CopyRecord]:
+    """Measure every (kind, pair, size); ``copy_times`` defaults to the CUDA module's."""
+    if copy_times is None:
+        from pybench._native import cuda
+        copy_times = cuda().copy_times
+    records = []
+    for kind, src, dst in copy_plan(kinds, devices):
+        for size in sizes:
+            samples, peer = copy_times(kind, max(src, 0), max(dst, 0), size, n_samples, ops_per_sample)
+            records.append(make_record(kind, src, dst, size, samples, peer))
+    return records
+
+
+def _where(dev: int) -> str:
+    return "host" if dev < 0 else f"gpu{dev}"
+
+
+def table_lines(records: Sequence[CopyRecord]) -> list[str]:
+    lines = [f"# {'kind':>4} {'from':>5} {'to':>5} {'size':>9} {'time(us)':>10} {'p5(us)':>9} {'p95(us)':>9} "
+             f"{'GB/s':>8}  note"]
+    for r in records:
+        note = "" if r.peer_access is None else ("peer access" if r.peer_access else "no peer access: staged via host")
+        lines.append(f"  {r.kind:>4} {_where(r.src):>5} {_where(r.dst):>5} {format_size(r.size_bytes):>9} "
+                     f"{r.time_s * 1e6:>10.2f} {r.time_p5_s * 1e6:>9.2f} {r.time_p95_s * 1e6:>9.2f} "
+                     f"{r.bandwidth_gbps:>8.2f}  {note}".rstrip())
+    return lines

@@ -1,0 +1,185 @@
+"""One rank's run of one or more benchmarks: agree that the run can start, then
+measure size by size; rank 0 prints rows and rewrites the result files after
+every size, so a crash loses nothing already measured.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+
+from pybench.measure.backends import Backend, get_backend
+from pybench.measure.benchmark import BenchConfig, check_memory, env_flag, run_sizes
+from pybench.measure.envinfo import environment
+from pybench.errors import PyBenchError
+from pybench.measure.launch import PROGRESS, PROGRESS_MARK, report_status
+from pybench.measure.results import OutputFiles, RunResult, SizeRecord
+from pybench.sizes import format_size
+from pybench.measure.table import footer_lines, header_lines, row_line
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    config: BenchConfig
+    outputs: OutputFiles
+    min_busbw_gbps: float | None = None  # gate for scripts: exit 1 when the peak busbw is lower
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+class _Progress:
+    """A one-line progress indicator on stderr, only when a person is watching a terminal.
+
+    Under pybench's own launcher the ranks' stderr is a pipe, so rank 0 sends the
+    progress text in band on stdout (PROGRESS_MARK lines) and the parent, which
+    owns the terminal, draws it; being in the same stream as the table rows, it is
+    always cleared before the next row appears.
+    """
+
+    def __init__(self, mode: str, total: int, label: str):
+        self.mode, self.total, self.label, self.done = mode, total, label, 0  # mode: "", "tty" or "relay"
+
+    def _show(self, text: str) -> None:
+        if self.mode == "tty":
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+        elif self.mode == "relay":
+            print(f"{PROGRESS_MARK}{text}", flush=True)
+
+    def start(self, size: int) -> None:
+        self._show(f"{self.label}: [{self.done + 1}/{self.total}] measuring {format_size(size)} ...")
+
+    def step(self) -> None:
+        self.done += 1
+        self._show("")
+
+
+def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name: str = "mpi",
+                timeout_s: float = 30.0) -> int:
+    """Entry point of every rank; returns this process's exit code."""
+    backend = get_backend(backend_name)
+    info = backend.start()
+    rank, world = info["rank"], info["world_size"]
+    is_root = rank == 0
+    current = _CurrentRun()
+    backend.watch(timeout_s, current.cut_short if is_root else None)
+
+    # Validation runs on every rank; ranks agree before anyone allocates or opens a file.
+    error: PyBenchError | None = None
+    try:
+        for plan in plans:
+            plan.config.validate(world, single_rank_ok=backend.name == "nccl")
+            if backend.name != "nccl":  # device memory is the NCCL backend's own check
+                check_memory(plan.config, world, info["local_size"])
+            if is_root:
+                plan.outputs.check_writable(force)
+    except PyBenchError as exc:
+        error = exc
+    any_error, root_error = backend.agree_max([int(error is not None), int(is_root and error is not None)])
+    if any_error:
+        if error is not None and (is_root or not root_error):
+            prefix = "" if is_root else f"rank {rank} ({info['host']}): "
+            print(f"pybench: error: {prefix}{error}", file=sys.stderr, flush=True)
+        return report_status(2, is_root)
+
+    env = environment(include_gpu=backend.name == "nccl") if is_root else {}
+    if is_root and hasattr(backend, "run_metadata"):
+        env["backend"] = backend.run_metadata()  # GPU models, driver, NCCL, links between GPU pairs
+    hosts = dict(Counter(info["hosts"]))
+    worst = 0
+    for plan in plans:
+        code = _run_one(backend, plan, info, hosts, env, argv, current)
+        worst = max(worst, code)
+    return report_status(worst, is_root)
+
+
+class _CurrentRun:
+    """What rank 0 is writing now, so a timeout can mark it cut short and save it."""
+
+    def __init__(self) -> None:
+        self.result: RunResult | None = None
+        self.outputs: OutputFiles | None = None
+
+    def cut_short(self, reason: str) -> None:
+        if self.result is None or self.outputs is None:
+            return
+        self.result.cut_short = reason
+        self.outputs.write(self.result)
+        _say(f"# Run cut short: {reason}; {len(self.result.records)} size(s) kept")
+
+
+def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
+    involved = hosts_by_rank[:2] if cfg.is_p2p else hosts_by_rank
+    return "intra-node" if len(set(involved)) == 1 else "inter-node"
+
+
+def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
+             current: _CurrentRun) -> int:
+    cfg = plan.config
+    is_root = info["rank"] == 0
+    stop = cfg.stop
+    result = RunResult(
+        benchmark=cfg.benchmark, backend=backend.name, dtype="int8" if cfg.is_p2p else cfg.dtype, redop=cfg.redop,
+        timing=cfg.timing, world_size=info["world_size"], hosts=hosts, link_class=_link_class(cfg, info["hosts"]),
+        environment=env,
+        options={"precision": stop.precision, "iters": stop.fixed_iters, "min_iters": stop.min_iters,
+                 "max_iters": stop.max_iters, "time_budget_s": stop.budget_s, "warmup": cfg.warmup,
+                 "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
+                 "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages, "min_busbw_gbps": plan.min_busbw_gbps,
+                 "buffer_allocation": backend.describe_buffers(cfg)},
+        command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
+    progress = _Progress(mode, len(cfg.sizes), cfg.benchmark)
+    if is_root:
+        for line in header_lines(result):
+            _say(line)
+        plan.outputs.write(result)
+        current.result, current.outputs = result, plan.outputs
+
+    def on_record(record: SizeRecord) -> None:
+        progress.step()
+        result.records.append(record)
+        if is_root:
+            _say(row_line(record))
+            plan.outputs.write(result)
+        if len(result.records) < len(cfg.sizes):
+            progress.start(cfg.sizes[len(result.records)])
+
+    progress.start(cfg.sizes[0])
+    try:
+        run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench)
+    except KeyboardInterrupt:
+        result.cut_short = "interrupted (SIGINT)"
+        if is_root:
+            plan.outputs.write(result)
+            _say(f"# Run cut short: {result.cut_short}; {len(result.records)} size(s) kept")
+        os._exit(130)
+    except PyBenchError as exc:
+        # A failure on one rank mid-sweep leaves the others inside a collective:
+        # keep what was measured, say who failed, and abort the job rather than hang.
+        result.cut_short = f"rank {info['rank']} ({info['host']}) failed: {exc}"
+        if is_root:
+            plan.outputs.write(result)
+        print(f"pybench: error: rank {info['rank']} ({info['host']}): {exc}", file=sys.stderr, flush=True)
+        sys.stderr.flush()
+        backend.abort(1)
+        raise
+    result.finished = True
+    code = 1 if result.total_wrong() else 0
+    peak = result.peak_busbw()
+    if plan.min_busbw_gbps is not None and peak is not None and peak.busbw_gbps < plan.min_busbw_gbps:
+        code = 1
+        result.options["min_busbw_failed"] = True
+        if is_root:
+            print(f"pybench: error: peak busbw {peak.busbw_gbps:.2f} GB/s (at {format_size(peak.size_bytes)}) is below "
+                  f"--min-busbw {plan.min_busbw_gbps:g} GB/s", file=sys.stderr, flush=True)
+    if is_root:
+        plan.outputs.write(result)
+        for line in footer_lines(result):
+            _say(line)
+    return code

@@ -1,0 +1,554 @@
+"""Time the GEMMs of a transformer training step and report achieved FLOP/s.
+
+The figure that the CCR model needs is the FLOP/s a device *reaches* at the
+step's GEMM shapes, measured here, never a datasheet peak.
+
+Engines (all optional imports): ``torch`` (CUDA when available, else CPU),
+``cupy`` (CUDA) and ``numpy`` (CPU). ``auto`` picks torch on a GPU, then cupy,
+then numpy.
+
+On a slow CPU a 7B-shape GEMM takes seconds, so the timed M dimension (tokens)
+may be scaled down: FLOP/s at the real K and N is what matters. Every scaled
+GEMM records both the real and the timed shape, and the profile says so.
+
+The clock is injectable (``clock=``, a zero-argument callable returning
+seconds, as ``torch.utils.benchmark.Timer(timer=...)``) so tests can check the
+FLOP/s arithmetic exactly with a fake clock and a fake engine.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from pybench.errors import BackendUnavailable, FileFormatError, UsageError
+from pybench.io.files import read_json, refuse_existing, write_atomic
+from pybench.plan.transformer import Gemm, TransformerShape, step_gemms
+
+__all__ = [
+    "GemmTiming", "ComputeProfile", "Engine", "NumpyEngine", "TorchEngine", "CupyEngine",
+    "get_engine", "time_gemm", "write_json_atomic", "profile_compute", "load_compute", "timed_tokens_for",
+    "SCHEMA", "SCHEMA_VERSION", "DTYPES",
+]
+
+SCHEMA = "pybench.compute"
+SCHEMA_VERSION = 1
+DTYPES = ("bf16", "fp16", "fp32")
+_DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
+                  "float": "fp32", "f32": "fp32"}
+# On CPU engines each timed GEMM is capped at this many FLOPs by shrinking M
+# (~0.06 s at ~250 GFLOP/s on the 2-core dev machine), keeping a 7B profile short.
+DEFAULT_CPU_MAX_GEMM_FLOPS = 16e9
+# M is never scaled below this: tiny GEMMs measure call overhead, not the device.
+MIN_TIMED_TOKENS = 64
+
+Clock = Callable[[], float]
+
+
+def canonical_compute_dtype(name: str) -> str:
+    """Map bf16/fp16/fp32 and their long names to the short form."""
+    key = _DTYPE_ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in DTYPES:
+        raise UsageError(f"unknown compute dtype {name!r}; use one of {', '.join(DTYPES)}")
+    return key
+
+
+class Engine(Protocol):
+    """What the timing loop needs from an array library."""
+
+    name: str
+    device_name: str
+
+    def supports(self, dtype: str) -> bool: ...
+
+    def operands(self, m: int, k: int, n: int, dtype: str) -> Any: ...
+
+    def matmul(self, ops: Any) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} threads)"
+    except OSError:
+        pass
+    return (platform.processor() or platform.machine() or "CPU") + f" ({os.cpu_count()} threads)"
+
+
+class NumpyEngine:
+    """CPU GEMMs through numpy's BLAS. fp32 only: numpy has no bfloat16, and its
+    float16 matmul does not use BLAS, so timing it would not measure the CPU."""
+
+    name = "numpy"
+
+    def __init__(self) -> None:
+        import numpy as np
+        self._np = np
+        self.device_name = _cpu_name()
+
+    def supports(self, dtype: str) -> bool:
+        return dtype == "fp32"
+
+    def operands(self, m: int, k: int, n: int, dtype: str) -> Any:
+        np = self._np
+        rng = np.random.default_rng(0)
+        # Random data: all-zero or constant inputs can take fast paths on some BLAS.
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        return a, b, np.empty((m, n), dtype=np.float32)
+
+    def matmul(self, ops: Any) -> None:
+        a, b, c = ops
+        self._np.matmul(a, b, out=c)
+
+    def synchronize(self) -> None:
+        pass
+
+
+class TorchEngine:
+    """torch GEMMs on CUDA when available (``device='auto'``), else on the CPU."""
+
+    name = "torch"
+
+    def __init__(self, device: str = "auto") -> None:
+        try:
+            import torch
+        except ImportError:
+            raise BackendUnavailable(
+                "engine 'torch' needs PyTorch, which is not installed; pip install torch "
+                "(CUDA builds: https://pytorch.org/get-started/locally/), or use --engine numpy") from None
+        self._torch = torch
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cuda" and not torch.cuda.is_available():
+            raise BackendUnavailable("engine 'torch' on cuda: torch.cuda.is_available() is False "
+                                     "(a CPU-only torch build or no visible GPU)")
+        self.device = device
+        self.device_name = torch.cuda.get_device_name(0) if device == "cuda" else _cpu_name()
+
+    def supports(self, dtype: str) -> bool:
+        # fp16 GEMMs on CPU are emulated in many torch builds; bf16 is native on recent CPUs.
+        return self.device == "cuda" or dtype in ("fp32", "bf16")
+
+    def operands(self, m: int, k: int, n: int, dtype: str) -> Any:
+        torch = self._torch
+        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+        g = torch.Generator(device=self.device).manual_seed(0)
+        a = torch.randn((m, k), generator=g, device=self.device, dtype=tdt)
+        b = torch.randn((k, n), generator=g, device=self.device, dtype=tdt)
+        return a, b, torch.empty((m, n), device=self.device, dtype=tdt)
+
+    def matmul(self, ops: Any) -> None:
+        a, b, c = ops
+        self._torch.matmul(a, b, out=c)
+
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            self._torch.cuda.synchronize()
+
+
+class CupyEngine:
+    """cupy GEMMs (cuBLAS) on the current CUDA device."""
+
+    name = "cupy"
+
+    def __init__(self) -> None:
+        try:
+            import cupy
+        except ImportError:
+            raise BackendUnavailable(
+                "engine 'cupy' needs CuPy, which is not installed; pip install cupy-cuda13x "
+                "(cupy-cuda12x for CUDA 12), or use --engine torch / numpy") from None
+        try:
+            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        except Exception as exc:  # cupy raises its own CUDARuntimeError without a GPU
+            raise BackendUnavailable(f"engine 'cupy': no usable CUDA device ({exc})") from None
+        self._cp = cupy
+        name = props.get("name", b"CUDA device")
+        self.device_name = name.decode() if isinstance(name, bytes) else str(name)
+
+    def supports(self, dtype: str) -> bool:
+        return dtype in ("fp16", "fp32")  # cupy has no bfloat16 dtype
+
+    def operands(self, m: int, k: int, n: int, dtype: str) -> Any:
+        cp = self._cp
+        dt = {"fp16": cp.float16, "fp32": cp.float32}[dtype]
+        rs = cp.random.RandomState(0)
+        a = rs.standard_normal((m, k), dtype=cp.float32).astype(dt)
+        b = rs.standard_normal((k, n), dtype=cp.float32).astype(dt)
+        return a, b, cp.empty((m, n), dtype=dt)
+
+    def matmul(self, ops: Any) -> None:
+        a, b, c = ops
+        self._cp.matmul(a, b, out=c)
+
+    def synchronize(self) -> None:
+        self._cp.cuda.Device().synchronize()
+
+
+ENGINES = ("auto", "torch", "cupy", "numpy")
+
+
+def get_engine(name: str = "auto") -> Engine:
+    """Build an engine by name; ``auto`` prefers a GPU (torch, then cupy), else numpy.
+
+    Raises
+    ------
+    BackendUnavailable
+        When the named engine's library is missing, with the pip command to fix it.
+    UsageError
+        For an unknown name.
+    """
+    key = name.strip().lower()
+    if key == "numpy":
+        return NumpyEngine()
+    if key == "torch":
+        return TorchEngine()
+    if key == "cupy":
+        return CupyEngine()
+    if key == "auto":
+        try:
+            eng = TorchEngine()
+            if eng.device == "cuda":
+                return eng
+        except BackendUnavailable:
+            pass
+        try:
+            return CupyEngine()
+        except BackendUnavailable:
+            pass
+        return NumpyEngine()
+    raise UsageError(f"unknown compute engine {name!r}; use one of {', '.join(ENGINES)}")
+
+
+def time_gemm(engine: Engine, m: int, k: int, n: int, dtype: str, repeats: int = 5,
+              warmup: int = 1, clock: Clock = time.perf_counter) -> tuple[float, ...]:
+    """Time ``repeats`` GEMMs of shape (m, k, n); return seconds per GEMM, one per repeat.
+
+    Each sample brackets one matmul and a device synchronize with two clock
+    reads, so a fake clock that advances by ``d`` per read gives samples of ``d``.
+    Warm-up calls (library initialisation, first-touch of output) are not timed.
+    """
+    if repeats < 1:
+        raise UsageError(f"repeats must be at least 1, got {repeats}")
+    ops = engine.operands(m, k, n, dtype)
+    for _ in range(warmup):
+        engine.matmul(ops)
+    engine.synchronize()
+    samples = []
+    for _ in range(repeats):
+        t0 = clock()
+        engine.matmul(ops)
+        engine.synchronize()
+        samples.append(clock() - t0)
+    return tuple(samples)
+
+
+@dataclass(frozen=True)
+class GemmTiming(Gemm):
+    """Timing of one GEMM of the step: the GEMM (its real shape ``m, k, n``,
+    name and FLOPs) and what was measured.
+
+    ``timed_m, timed_k, timed_n`` is the shape that was timed (M, the tokens,
+    may be scaled down; for wgrad tokens are the K dimension). ``flops_per_s``
+    is achieved at the timed shape and is used as the estimate for the real one.
+    """
+
+    timed_m: int
+    timed_k: int
+    timed_n: int
+    samples_s: tuple[float, ...]
+
+    @property
+    def timed_flops(self) -> int:
+        """FLOPs of the GEMM that was timed."""
+        return 2 * self.timed_m * self.timed_k * self.timed_n
+
+    @property
+    def median_s(self) -> float:
+        """Median seconds of the timed GEMM."""
+        return statistics.median(self.samples_s)
+
+    @property
+    def flops_per_s(self) -> float:
+        """Achieved FLOP/s: timed FLOPs over the median time."""
+        return self.timed_flops / self.median_s
+
+    @property
+    def scaled(self) -> bool:
+        return (self.timed_m, self.timed_k, self.timed_n) != (self.m, self.k, self.n)
+
+    @property
+    def est_time_s(self) -> float:
+        """Estimated time of the real GEMM at the achieved FLOP/s."""
+        return self.flops / self.flops_per_s
+
+    def to_dict(self) -> dict:
+        return {"layer_op": self.layer_op, "phase": self.phase, "m": self.m, "k": self.k, "n": self.n,
+                "timed_m": self.timed_m, "timed_k": self.timed_k, "timed_n": self.timed_n,
+                "samples_s": list(self.samples_s), "median_s": self.median_s,
+                "flops": self.flops, "flops_per_s": self.flops_per_s}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GemmTiming":
+        return cls(str(d["layer_op"]), str(d["phase"]), int(d["m"]), int(d["k"]), int(d["n"]),
+                   int(d["timed_m"]), int(d["timed_k"]), int(d["timed_n"]),
+                   tuple(float(x) for x in d["samples_s"]))
+
+    def __repr__(self) -> str:
+        scaled = f" timed at {self.timed_m}x{self.timed_k}x{self.timed_n}" if self.scaled else ""
+        return (f"GemmTiming({self.name} {self.m}x{self.k}x{self.n}{scaled}: "
+                f"{self.median_s * 1e3:.3f} ms, {self.flops_per_s / 1e12:.3f} TFLOP/s)")
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    """Measured GEMM timings of one transformer layer's training step on one device.
+
+    Attributes
+    ----------
+    engine, device, dtype : str
+        What ran: engine name, device name and the dtype actually timed.
+    dtype_requested : str
+        The dtype asked for; differs from ``dtype`` after a fallback (numpy has no bf16).
+    shape : TransformerShape
+    params : int
+        Nominal parameter count the profile was made for.
+    seq, micro_batch : int
+        Sequence length and micro-batch size: tokens = seq x micro_batch is M.
+    timed_tokens : int
+        M actually timed (smaller than tokens when scaled down).
+    gemms : tuple of GemmTiming
+    warnings : tuple of str
+        Fallbacks and scalings, in words.
+    """
+
+    engine: str
+    device: str
+    dtype: str
+    dtype_requested: str
+    shape: TransformerShape
+    params: int
+    seq: int
+    micro_batch: int
+    timed_tokens: int
+    gemms: tuple[GemmTiming, ...]
+    repeats: int
+    warnings: tuple[str, ...] = ()
+    created_utc: str = field(default_factory=_utc_now)
+
+    @property
+    def tokens(self) -> int:
+        return self.seq * self.micro_batch
+
+    @property
+    def scaled(self) -> bool:
+        return any(g.scaled for g in self.gemms)
+
+    @property
+    def layer_flops(self) -> int:
+        """FLOPs of the timed GEMMs of one layer, forward and backward, at the real shape."""
+        return sum(g.flops for g in self.gemms)
+
+    @property
+    def layer_time_s(self) -> float:
+        """Estimated seconds of one layer's GEMMs at the real shape."""
+        return sum(g.est_time_s for g in self.gemms)
+
+    @property
+    def flops_per_s(self) -> float:
+        """Achieved FLOP/s of the whole step: total FLOPs over total time (a
+        FLOP-weighted harmonic mean, so slow shapes weigh as they would in a step)."""
+        return self.layer_flops / self.layer_time_s
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "created_utc": self.created_utc,
+                "engine": self.engine, "device": self.device, "dtype": self.dtype,
+                "dtype_requested": self.dtype_requested, "shape": self.shape.to_dict(),
+                "params": self.params, "seq": self.seq, "micro_batch": self.micro_batch,
+                "tokens": self.tokens, "timed_tokens": self.timed_tokens, "scaled": self.scaled,
+                "repeats": self.repeats, "warnings": list(self.warnings),
+                "flops_per_s": self.flops_per_s, "gemms": [g.to_dict() for g in self.gemms]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ComputeProfile":
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            raise FileFormatError(f"not a compute profile: expected \"schema\": \"{SCHEMA}\"")
+        version = d.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+            raise FileFormatError(f"compute profile schema_version {version!r} is not supported "
+                                  f"(this pybench reads 1..{SCHEMA_VERSION}); upgrade pybench")
+        try:
+            return cls(engine=str(d["engine"]), device=str(d["device"]), dtype=str(d["dtype"]),
+                       dtype_requested=str(d.get("dtype_requested", d["dtype"])),
+                       shape=TransformerShape.from_dict(d["shape"]), params=int(d["params"]),
+                       seq=int(d["seq"]), micro_batch=int(d["micro_batch"]),
+                       timed_tokens=int(d["timed_tokens"]),
+                       gemms=tuple(GemmTiming.from_dict(g) for g in d["gemms"]),
+                       repeats=int(d["repeats"]), warnings=tuple(str(w) for w in d.get("warnings", ())),
+                       created_utc=str(d.get("created_utc", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FileFormatError(f"compute profile is missing or has a bad field: {exc!r}") from None
+
+    def save(self, path: str | os.PathLike, force: bool = False) -> None:
+        """Write versioned JSON atomically (temp file + os.replace); refuse to overwrite unless ``force``."""
+        write_json_atomic(path, self.to_dict(), force=force)
+
+    def table(self) -> str:
+        """Per-GEMM table for stdout."""
+        lines = [f"# compute: {self.engine} on {self.device}, dtype {self.dtype}, {self.shape}",
+                 f"# tokens per GEMM (M) {self.tokens} = seq {self.seq} x micro-batch {self.micro_batch}"
+                 + (f"; timed with M = {self.timed_tokens} (scaled down)" if self.scaled else ""),
+                 f"{'gemm':<18}{'m':>8}{'k':>8}{'n':>8}{'GFLOP':>10}{'time(ms)':>11}{'min(ms)':>10}"
+                 f"{'max(ms)':>10}{'TFLOP/s':>10}"]
+        for g in self.gemms:
+            lines.append(f"{g.name:<18}{g.timed_m:>8}{g.timed_k:>8}{g.timed_n:>8}{g.timed_flops / 1e9:>10.3f}"
+                         f"{g.median_s * 1e3:>11.3f}{min(g.samples_s) * 1e3:>10.3f}"
+                         f"{max(g.samples_s) * 1e3:>10.3f}{g.flops_per_s / 1e12:>10.3f}")
+        lines.append(f"step (all GEMMs, FLOP-weighted): {self.flops_per_s / 1e9:.1f} GFLOP/s achieved; "
+                     f"one layer fwd+bwd at the real shape ~{self.layer_time_s * 1e3:.2f} ms, "
+                     f"{self.shape.layers} layers ~{self.layer_time_s * self.shape.layers * 1e3:.1f} ms")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"ComputeProfile({self.engine} on {self.device!r}, {self.dtype}, {self.shape.name} "
+                f"M={self.tokens}{' (timed ' + str(self.timed_tokens) + ')' if self.scaled else ''}: "
+                f"{self.flops_per_s / 1e12:.3f} TFLOP/s over {len(self.gemms)} GEMMs)")
+
+
+def write_json_atomic(path: str | os.PathLike, data: dict, force: bool = False) -> None:
+    """Write ``data`` as JSON atomically; refuse to overwrite an existing file unless ``force``."""
+    refuse_existing(path, force)
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def load_compute(path: str | os.PathLike) -> ComputeProfile:
+    """Read a compute profile written by :meth:`ComputeProfile.save`.
+
+    Raises
+    ------
+    FileFormatError
+        When the file is missing, not JSON or not a compute profile.
+    """
+    if not os.path.exists(path):
+        raise FileFormatError(f"compute profile {os.fspath(path)} does not exist; "
+                              f"make one with: python -m pybench compute --json {os.fspath(path)}")
+    data = read_json(path)
+    return ComputeProfile.from_dict(data)
+
+
+def timed_tokens_for(gemms: list[Gemm], tokens: int, max_gemm_flops: float | None) -> int:
+    """Largest M <= tokens keeping every forward GEMM under ``max_gemm_flops``.
+
+    Never below ``MIN_TIMED_TOKENS`` (or ``tokens`` when that is smaller); a
+    multiple of 64 when scaled so the shape stays friendly to BLAS tiling.
+    """
+    if max_gemm_flops is None:
+        return tokens
+    widest = max(2 * g.k * g.n for g in gemms if g.phase == "forward")  # FLOPs per token
+    m = int(max_gemm_flops // widest)
+    if m >= tokens:
+        return tokens
+    m = max(MIN_TIMED_TOKENS, (m // 64) * 64)
+    return min(tokens, m)
+
+
+def _with_tokens(g: Gemm, tokens: int, timed: int) -> tuple[int, int, int]:
+    """The timed shape of a GEMM when M (tokens) is scaled from ``tokens`` to ``timed``."""
+    if g.phase == "wgrad":  # tokens are the contraction dimension
+        return g.m, timed, g.n
+    return timed, g.k, g.n
+
+
+def profile_compute(shape: TransformerShape, params: int | None = None, seq: int = 2048,
+                    micro_batch: int = 1, dtype: str | None = None, engine: str | Engine = "auto",
+                    repeats: int = 5, warmup: int = 1, timed_tokens: int | None = None,
+                    max_gemm_flops: float | None | str = "auto",
+                    clock: Clock = time.perf_counter) -> ComputeProfile:
+    """Time the GEMMs of one layer's training step (QKV, attention output, MLP up and down;
+    forward, dgrad, wgrad) and return a :class:`ComputeProfile`.
+
+    Parameters
+    ----------
+    shape : TransformerShape
+    params : int, optional
+        Nominal parameter count recorded in the profile (default: the shape's count).
+    seq, micro_batch : int
+        Tokens per GEMM M = seq x micro_batch.
+    dtype : {'bf16', 'fp16', 'fp32'}, optional
+        Default bf16 on GPU engines, fp32 on numpy. An unsupported dtype falls
+        back to fp32 with a warning recorded in ``warnings``.
+    engine : str or Engine
+        ``auto``, ``torch``, ``cupy``, ``numpy`` or an engine object.
+    repeats, warmup : int
+        Timed and untimed calls per GEMM.
+    timed_tokens : int, optional
+        Time with this M instead of seq x micro_batch (explicit scaling).
+    max_gemm_flops : float, None or 'auto'
+        Scale M down so no forward GEMM exceeds this many FLOPs; ``auto`` is
+        16e9 on CPU engines and no cap on GPUs; None disables scaling.
+    clock : callable
+        Seconds clock; injectable for tests.
+
+    Raises
+    ------
+    UsageError
+        For non-positive seq, micro_batch, repeats or timed_tokens.
+    BackendUnavailable
+        When the engine's library is missing.
+    """
+    for label, value in (("seq", seq), ("micro_batch", micro_batch), ("repeats", repeats)):
+        if int(value) < 1:
+            raise UsageError(f"{label} must be at least 1, got {value}")
+    if warmup < 0:
+        raise UsageError(f"warmup must be 0 or more, got {warmup}")
+    eng = get_engine(engine) if isinstance(engine, str) else engine
+    on_gpu = getattr(eng, "device", "cpu") == "cuda" or eng.name == "cupy"
+    requested = canonical_compute_dtype(dtype) if dtype else ("bf16" if on_gpu else "fp32")
+    warnings: list[str] = []
+    used = requested
+    if not eng.supports(requested):
+        reason = {"numpy": "numpy has no bfloat16 and its float16 matmul bypasses BLAS",
+                  "cupy": "cupy has no bfloat16"}.get(eng.name, f"{eng.name} does not support it here")
+        fallback = "fp16" if eng.name == "cupy" and requested == "bf16" else "fp32"
+        warnings.append(f"dtype {requested} not available on engine {eng.name} ({reason}); "
+                        f"timed {fallback} instead, so FLOP/s are {fallback} figures")
+        used = fallback
+    tokens = seq * micro_batch
+    gemms = step_gemms(shape, tokens)
+    if timed_tokens is not None:
+        if timed_tokens < 1:
+            raise UsageError(f"timed_tokens must be at least 1, got {timed_tokens}")
+        timed = min(int(timed_tokens), tokens)
+    else:
+        cap = (None if on_gpu else DEFAULT_CPU_MAX_GEMM_FLOPS) if max_gemm_flops == "auto" else max_gemm_flops
+        timed = timed_tokens_for(gemms, tokens, cap)
+    if timed < tokens:
+        warnings.append(f"timed with M = {timed} tokens instead of {tokens} (seq x micro-batch) to keep the "
+                        f"run short; FLOP/s are at the real K and N (set --timed-tokens {tokens} for the full shape)")
+    timings = []
+    for g in gemms:
+        tm, tk, tn = _with_tokens(g, tokens, timed)
+        samples = time_gemm(eng, tm, tk, tn, used, repeats=repeats, warmup=warmup, clock=clock)
+        if min(samples) <= 0 or not all(math.isfinite(s) for s in samples):
+            raise UsageError(f"clock gave a non-positive time for {g.name}; the clock is too coarse")
+        timings.append(GemmTiming(g.layer_op, g.phase, g.m, g.k, g.n, tm, tk, tn, samples))
+    return ComputeProfile(engine=eng.name, device=eng.device_name, dtype=used, dtype_requested=requested,
+                          shape=shape, params=params if params is not None else shape.param_count,
+                          seq=seq, micro_batch=micro_batch, timed_tokens=timed, gemms=tuple(timings),
+                          repeats=repeats, warnings=tuple(warnings))

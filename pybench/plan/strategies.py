@@ -1,0 +1,363 @@
+"""What each parallelism strategy communicates per step, over which links, and
+how much memory it needs per device.
+
+Definitions (DESIGN.md; P = parameters, b = bytes per communicated value):
+
+- ``ddp``: one all-reduce of P b (gradients), over all ranks.
+- ``zero1`` / ``zero2``: a reduce-scatter of P b (gradients) and an all-gather
+  of P b (updated parameters), over all ranks.
+- ``zero3`` (alias ``fsdp``): two all-gathers of P b (parameters before
+  forward and before backward) and one reduce-scatter of P b, per micro-batch.
+- ``tp``: four all-reduces of micro_batch x seq x hidden values per layer per
+  micro-batch (two forward, two backward); inside one node.
+- ``pp``: point-to-point activations (forward) and their gradients (backward)
+  of micro_batch x seq x hidden values per micro-batch per stage boundary; a
+  bubble of (p - 1) / (m + p - 1).
+- ``tp+dp``: tensor parallel inside the node (degree = GPUs per node unless
+  given), data parallel (all-reduce of P b / tp) across nodes.
+- ``tp+pp+dp`` (3D): tensor parallel inside the node, pipeline stages across
+  nodes (degree ``pp_degree``, default 2), data parallel over the rest
+  (all-reduce of P b / (tp pp)). TP all-reduces cover the stage's layers only;
+  stage boundaries send the full micro_batch x seq x hidden activations (no
+  scatter-gather optimisation, so an upper bound).
+
+Sizes are the collective's size argument as nccl-tests defines it (all-gather:
+output buffer; reduce-scatter: input buffer), which is what a fitted model
+predicts from. ``wire_bytes`` are the bytes each rank actually sends with ring
+algorithms (size x bus-bandwidth factor).
+
+Link class: a group whose ranks live on more than one node is ``inter-node``
+(its ring is limited by the network), else ``intra-node``. Ranks fill nodes in
+order: rank r sits on node r // gpus_per_node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from pybench.collectives import COLLECTIVES
+from pybench.errors import UsageError
+from pybench.plan.transformer import TransformerShape
+
+__all__ = [
+    "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
+    "make_layout", "comm_ops", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
+    "BYTES_PER_PARAM",
+]
+
+INTRA = "intra-node"
+INTER = "inter-node"
+STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "tp", "pp", "tp+dp", "tp+pp+dp")
+_ALIASES = {"3d": "tp+pp+dp", "dp+tp+pp": "tp+pp+dp", "tp+dp+pp": "tp+pp+dp",
+            "fsdp": "zero3", "dp": "ddp", "zero": "zero1", "zero-1": "zero1", "zero-2": "zero2",
+            "zero-3": "zero3", "dp+tp": "tp+dp", "hybrid": "tp+dp"}
+
+# Mixed-precision Adam, the classic accounting (ZeRO paper, Rajbhandari et al. 2020):
+# bf16 weights 2 + bf16 gradients 2 + fp32 master weights 4 + Adam m 4 + Adam v 4.
+BYTES_PER_PARAM = {"weights": 2, "grads": 2, "optimizer": 12}
+
+
+def canonical_strategy(name: str) -> str:
+    """Normalise a strategy name (``fsdp`` -> ``zero3``); UsageError when unknown."""
+    key = name.strip().lower().replace("_", "")
+    key = _ALIASES.get(key, key)
+    if key not in STRATEGIES:
+        raise UsageError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)} (fsdp = zero3)")
+    return key
+
+
+def bubble_fraction(stages: int, micro_batches: int) -> float:
+    """Pipeline bubble: the idle fraction (p - 1) / (m + p - 1) of a GPipe/1F1B schedule."""
+    if stages < 1 or micro_batches < 1:
+        raise UsageError(f"pipeline stages and micro-batches must be at least 1, got {stages} and {micro_batches}")
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How ``world`` ranks split into data (dp), tensor (tp) and pipeline (pp) parallel groups."""
+
+    strategy: str
+    world: int
+    gpus_per_node: int
+    dp: int
+    tp: int = 1
+    pp: int = 1
+
+    @property
+    def nodes(self) -> int:
+        return math.ceil(self.world / self.gpus_per_node)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "nodes": self.nodes}
+
+    def __str__(self) -> str:
+        return f"dp{self.dp}xtp{self.tp}xpp{self.pp}"
+
+
+def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None = None,
+                layers: int | None = None, pp_degree: int | None = None) -> Layout:
+    """Check a (strategy, world) combination and return its layout.
+
+    Raises
+    ------
+    UsageError
+        For world or gpus_per_node below 1; ``tp`` on more ranks than one node
+        holds; ``tp+dp`` / ``tp+pp+dp`` whose world is not a multiple of GPUs
+        per node (or of tp x pp), or whose TP degree exceeds or does not divide
+        GPUs per node; ``pp`` with more stages than layers.
+    """
+    strategy = canonical_strategy(strategy)
+    if world < 1:
+        raise UsageError(f"world size must be at least 1, got {world}")
+    if gpus_per_node < 1:
+        raise UsageError(f"--gpus-per-node must be at least 1, got {gpus_per_node}")
+    g = gpus_per_node
+    if strategy in ("ddp", "zero1", "zero2", "zero3"):
+        return Layout(strategy, world, g, dp=world)
+    if strategy == "tp":
+        if world > g:
+            raise UsageError(f"tp on {world} ranks: tensor parallelism needs its group inside one node, "
+                             f"which has {g} GPUs; use tp+dp (tp inside the node, dp across) or pp")
+        return Layout(strategy, world, g, dp=1, tp=world)
+    if strategy == "pp":
+        _check_stages(world, layers)
+        return Layout(strategy, world, g, dp=1, pp=world)
+    # tp+dp and tp+pp+dp
+    t = g if tp_degree is None else tp_degree
+    if t < 1 or t > g or g % t:
+        raise UsageError(f"{strategy}: tensor-parallel degree {t} must divide the {g} GPUs per node "
+                         f"(tp stays inside a node)")
+    if world % g:
+        raise UsageError(f"{strategy} on {world} ranks: world must be a multiple of --gpus-per-node {g} "
+                         f"(tp inside each node, dp across nodes)")
+    if strategy == "tp+dp":
+        return Layout(strategy, world, g, dp=world // t, tp=t)
+    p = 2 if pp_degree is None else pp_degree
+    if p < 1:
+        raise UsageError(f"tp+pp+dp: pipeline degree must be at least 1, got {p}")
+    _check_stages(p, layers)
+    if world % (t * p):
+        raise UsageError(f"tp+pp+dp on {world} ranks: world must be a multiple of tp x pp = {t} x {p} = {t * p}")
+    return Layout(strategy, world, g, dp=world // (t * p), tp=t, pp=p)
+
+
+def _check_stages(stages: int, layers: int | None) -> None:
+    if layers is not None and stages > layers:
+        raise UsageError(f"pp with {stages} stages: only {layers} layers to split into stages; "
+                         f"use at most {layers} stages or combine with dp")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One training step's size as a rank group sees it.
+
+    Attributes
+    ----------
+    params : int
+        Parameter count P used for gradients and FLOPs.
+    shape : TransformerShape
+        Gives hidden and layers for TP/PP activations.
+    seq : int
+        Sequence length.
+    batch : int
+        Micro-batch size (sequences) per data-parallel replica.
+    micro_batches : int
+        Micro-batches per step (gradient accumulation, pipeline micro-batches).
+    comm_bytes_per_value : int
+        b: bytes per communicated gradient/parameter/activation value (2 = bf16).
+    """
+
+    params: int
+    shape: TransformerShape
+    seq: int
+    batch: int
+    micro_batches: int = 1
+    comm_bytes_per_value: int = 2
+
+    def __post_init__(self) -> None:
+        for label in ("params", "seq", "batch", "micro_batches", "comm_bytes_per_value"):
+            if getattr(self, label) < 1:
+                raise UsageError(f"{label.replace('_', ' ')} must be at least 1, got {getattr(self, label)}")
+
+    @property
+    def activation_bytes(self) -> int:
+        """One micro-batch's hidden states: batch x seq x hidden values."""
+        return self.batch * self.seq * self.shape.hidden * self.comm_bytes_per_value
+
+    def to_dict(self) -> dict:
+        return {"params": self.params, "shape": self.shape.to_dict(), "seq": self.seq, "batch": self.batch,
+                "micro_batches": self.micro_batches, "comm_bytes_per_value": self.comm_bytes_per_value}
+
+
+@dataclass(frozen=True)
+class CommOp:
+    """One kind of communication a rank does in a step.
+
+    Attributes
+    ----------
+    purpose : str
+        What it moves, e.g. ``gradients``, ``parameters (forward)``.
+    collective : str
+        allreduce, allgather, reducescatter or sendrecv.
+    size_bytes : int
+        Size argument of one call (nccl-tests convention).
+    calls : int
+        Calls per step.
+    group_size : int
+        Ranks taking part.
+    link_class : str
+        ``intra-node`` or ``inter-node``.
+    overlaps_backward : bool
+        True for the gradient exchange, which can run in buckets under backward.
+    """
+
+    purpose: str
+    collective: str
+    size_bytes: int
+    calls: int
+    group_size: int
+    link_class: str
+    overlaps_backward: bool = False
+
+    @property
+    def bytes_per_step(self) -> int:
+        """Size argument summed over the step's calls."""
+        return self.size_bytes * self.calls
+
+    @property
+    def wire_bytes_per_step(self) -> float:
+        """Bytes this rank sends per step with ring algorithms (size x bus factor)."""
+        return self.bytes_per_step * COLLECTIVES[self.collective].busbw_factor(self.group_size)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "bytes_per_step": self.bytes_per_step,
+                "wire_bytes_per_step": self.wire_bytes_per_step}
+
+
+def _group_link(group_span_ranks: int, gpus_per_node: int) -> str:
+    return INTER if group_span_ranks > gpus_per_node else INTRA
+
+
+def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
+    """The communication of one step for one rank (a middle stage for ``pp``).
+
+    Returns an empty tuple when nothing is communicated (world 1).
+    """
+    s, g, P, b = layout.strategy, layout.gpus_per_node, work.params, work.comm_bytes_per_value
+    m, L = work.micro_batches, work.shape.layers
+    ops: list[CommOp] = []
+    if s in ("ddp", "zero1", "zero2", "zero3") and layout.dp > 1:
+        link = _group_link(layout.world, g)
+        n = layout.dp
+        if s == "ddp":
+            ops.append(CommOp("gradients", "allreduce", P * b, 1, n, link, True))
+        elif s in ("zero1", "zero2"):
+            ops.append(CommOp("gradients", "reducescatter", P * b, 1, n, link, True))
+            ops.append(CommOp("parameters (after step)", "allgather", P * b, 1, n, link))
+        else:
+            ops.append(CommOp("parameters (forward)", "allgather", P * b, m, n, link))
+            ops.append(CommOp("parameters (backward)", "allgather", P * b, m, n, link))
+            ops.append(CommOp("gradients", "reducescatter", P * b, m, n, link, True))
+    if s in ("tp", "tp+dp", "tp+pp+dp") and layout.tp > 1:
+        # Megatron: one all-reduce after attention and one after the MLP, forward and backward,
+        # for the layers this rank's pipeline stage holds.
+        stage_layers = math.ceil(L / layout.pp)
+        ops.append(CommOp("activations (tensor parallel)", "allreduce", work.activation_bytes,
+                          4 * stage_layers * m, layout.tp, INTRA))
+    if s in ("pp", "tp+pp+dp") and layout.pp > 1:
+        # A middle stage sends its activations forward and their gradients backward, once per
+        # micro-batch; consecutive stages are tp ranks apart, so they cross nodes when tp x pp > g.
+        link = _group_link(layout.tp * layout.pp, g)
+        ops.append(CommOp("activations (pipeline)", "sendrecv", work.activation_bytes, 2 * m, 2, link))
+    if s in ("tp+dp", "tp+pp+dp") and layout.dp > 1:
+        # The DP group holds one rank per model replica (tp x pp ranks apart).
+        stride = layout.tp * layout.pp
+        span = (layout.dp - 1) * stride + 1
+        ops.append(CommOp("gradients", "allreduce", P * b // stride, 1, layout.dp,
+                          _group_link(span, g), True))
+    return tuple(ops)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory one device needs for a step, in bytes.
+
+    Weights, gradients and optimizer state follow the 16 bytes/param accounting
+    (``BYTES_PER_PARAM``) divided by how the strategy shards them. Activations
+    follow Korthikanti et al. 2022 (16-bit, per layer per micro-batch):
+    ``s b h (34 + 5 a s / h)`` without tensor parallelism and
+    ``s b h (10 + 24 / t + 5 a s / (h t))`` with it; the ``5 a s / h`` term
+    (attention scores) is dropped with flash attention. Full activation
+    checkpointing keeps each layer's input (2 s b h) plus one layer's full
+    activations during recomputation. Embedding/logit buffers, the CUDA context
+    and fragmentation are not counted.
+    """
+
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    activations_checkpointed_bytes: float
+    device_bytes: float
+
+    @property
+    def states_bytes(self) -> float:
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        """Without activation checkpointing."""
+        return self.states_bytes + self.activations_bytes
+
+    @property
+    def total_checkpointed_bytes(self) -> float:
+        return self.states_bytes + self.activations_checkpointed_bytes
+
+    @property
+    def fits(self) -> str:
+        """``fits``, ``fits with checkpointing`` or ``does not fit``."""
+        if self.total_bytes <= self.device_bytes:
+            return "fits"
+        if self.total_checkpointed_bytes <= self.device_bytes:
+            return "fits with checkpointing"
+        return "does not fit"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "states_bytes": self.states_bytes, "total_bytes": self.total_bytes,
+                "total_checkpointed_bytes": self.total_checkpointed_bytes, "fits": self.fits}
+
+    def __repr__(self) -> str:
+        gb = 1e9
+        return (f"MemoryEstimate(weights {self.weights_bytes / gb:.2f} GB + grads {self.grads_bytes / gb:.2f} GB"
+                f" + optimizer {self.optimizer_bytes / gb:.2f} GB + activations {self.activations_bytes / gb:.2f} GB"
+                f" ({self.activations_checkpointed_bytes / gb:.2f} GB checkpointed) of {self.device_bytes / gb:.0f} GB:"
+                f" {self.fits})")
+
+
+def memory_per_device(layout: Layout, work: Workload, device_bytes: float,
+                      flash_attention: bool = True) -> MemoryEstimate:
+    """Memory per device for ``layout`` running ``work`` (see :class:`MemoryEstimate`)."""
+    P, n = work.params, layout.dp
+    wb, gb, ob = (BYTES_PER_PARAM[k] * P for k in ("weights", "grads", "optimizer"))
+    s = layout.strategy
+    if s == "zero1":
+        ob /= n
+    elif s == "zero2":
+        gb, ob = gb / n, ob / n
+    elif s == "zero3":
+        wb, gb, ob = wb / n, gb / n, ob / n
+    model_split = layout.tp * layout.pp
+    wb, gb, ob = wb / model_split, gb / model_split, ob / model_split
+
+    sh, t = work.shape, layout.tp
+    sbh = work.seq * work.batch * sh.hidden
+    attn_term = 0.0 if flash_attention else 5 * sh.heads * work.seq / (sh.hidden * t)
+    per_layer = sbh * ((34.0 if t == 1 else 10 + 24 / t) + attn_term)
+    # 1F1B: the first stage keeps min(m, p) micro-batches of its L/p layers in flight.
+    layers_per_stage = math.ceil(sh.layers / layout.pp)
+    in_flight = min(work.micro_batches, layout.pp)
+    act = per_layer * layers_per_stage * in_flight
+    act_ckpt = 2.0 * sbh * layers_per_stage * in_flight + per_layer
+    return MemoryEstimate(float(wb), float(gb), float(ob), act, min(act, act_ckpt), float(device_bytes))

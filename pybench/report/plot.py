@@ -1,0 +1,260 @@
+"""Plots: bus bandwidth and time per operation against size, with fitted models.
+
+``python -m pybench plot RESULTS.json... [--model MODEL.json] -o FILE.png|svg``
+
+Both axes are logarithmic; several runs (backends, dtypes, machines) share one
+figure; a fitted alpha-beta model is drawn as a line with its 95% confidence band
+over the measurements it explains. matplotlib is imported only here, lazily, and
+drives its Agg canvas directly (no pyplot, no global backend switch), so
+``import pybench`` never needs it and a user's own matplotlib state is left alone.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from pybench.collectives import COLLECTIVES
+from pybench.errors import BackendUnavailable, UsageError
+from pybench.io.files import refuse_existing, write_atomic
+from pybench.measure.results import RunResult
+from pybench.sizes import format_size
+
+FORMATS = ("png", "svg")
+
+
+def require_matplotlib():
+    """Import matplotlib's Figure and Agg canvas, or raise BackendUnavailable saying how to get them."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise BackendUnavailable(f"plots need matplotlib ({str(exc).splitlines()[0]}); "
+                                 "install it with `pip install matplotlib`") from None
+    return Figure, FigureCanvasAgg
+
+
+@dataclass(frozen=True)
+class Series:
+    """One run as plotted: label, sizes and the figures derived from its samples."""
+
+    label: str
+    collective: str
+    world_size: int
+    size_bytes: np.ndarray
+    time_s: np.ndarray
+    time_p5_s: np.ndarray
+    time_p95_s: np.ndarray
+    busbw_gbps: np.ndarray
+
+
+_NUMERIC_FIELDS = ("size_bytes", "count", "time_s", "time_p5_s", "time_p95_s", "time_ci_low_s", "time_ci_high_s",
+                   "algbw_gbps", "busbw_gbps", "wrong", "check_iters", "iterations")
+
+
+def load_checked_result(path: str | Path) -> RunResult:
+    """load_result plus the type checks that plots, reports and comparisons rely on, so a
+    hand-edited or hostile file is a one-line FileFormatError, not a traceback."""
+    from pybench.errors import FileFormatError
+    from pybench.measure.results import load_result
+    result = load_result(path)
+    problems = []
+    for name, want in (("environment", dict), ("options", dict), ("hosts", dict), ("command", list)):
+        if not isinstance(getattr(result, name), want):
+            problems.append(f"'{name}' is not a{'n object' if want is dict else ' list'}")
+    for k, rec in enumerate(result.records):
+        for f in _NUMERIC_FIELDS:
+            v = getattr(rec, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                problems.append(f"record {k}: '{f}' is not a number")
+        if not isinstance(rec.samples_s, list) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in rec.samples_s if x is not None):
+            problems.append(f"record {k}: 'samples_s' is not a list of numbers")
+        if isinstance(rec.size_bytes, (int, float)) and rec.size_bytes <= 0:
+            problems.append(f"record {k}: 'size_bytes' must be positive")
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise FileFormatError(f"{path}: malformed pybench result: {'; '.join(problems[:3])}{more}")
+    return result
+
+
+def run_series(result: RunResult, label: str) -> Series:
+    recs = sorted((r for r in result.records if r.time_s > 0 and math.isfinite(r.time_s)),
+                  key=lambda r: r.size_bytes)
+    return Series(label=label, collective=result.benchmark, world_size=result.world_size,
+                  size_bytes=np.array([r.size_bytes for r in recs], dtype=float),
+                  time_s=np.array([r.time_s for r in recs]), time_p5_s=np.array([r.time_p5_s for r in recs]),
+                  time_p95_s=np.array([r.time_p95_s for r in recs]),
+                  busbw_gbps=np.array([r.busbw_gbps for r in recs]))
+
+
+def mpl_text(text: str) -> str:
+    """Text from a file as matplotlib must be given it to show it as typed ($...$ would be math)."""
+    return str(text).replace("$", r"\$")
+
+
+def series_label(result: RunResult, source: str | None = None) -> str:
+    label = f"{result.benchmark} {result.backend} {result.dtype} {result.world_size}r"
+    if not result.options.get("huge_pages", True):
+        label += " no-THP"
+    return mpl_text(f"{label} ({source})" if source else label)
+
+
+def _busbw_factor(collective: str, world: int | None) -> float:
+    c = COLLECTIVES.get(collective)
+    return c.busbw_factor(world) if c is not None and world else 1.0
+
+
+def model_curve(model, world: int | None = None, points: int = 200) -> dict:
+    """Model line and 95% band on a log grid over its measured sizes: sizes, time, low, high, busbw and band."""
+    lo, hi = max(model.size_min_bytes, 1), max(model.size_max_bytes, 1)
+    sizes = np.geomspace(lo, hi, points) if hi > lo else np.array([float(lo)])
+    pred = model.predict(sizes, world=world)
+    w = pred.world if pred.world else model.world_size
+    factor = _busbw_factor(model.collective, w)
+    t, t_lo, t_hi = (np.asarray(x, dtype=float) for x in (pred.time_s, pred.time_low_s, pred.time_high_s))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bus = np.where(t > 0, sizes / t / 1e9 * factor, np.nan)
+        bus_hi = np.where(t_lo > 0, sizes / t_lo / 1e9 * factor, np.nan)  # a lower time is a higher bandwidth
+        bus_lo = np.where(t_hi > 0, sizes / t_hi / 1e9 * factor, np.nan)
+    return {"size_bytes": sizes, "time_s": t, "time_low_s": t_lo, "time_high_s": t_hi, "busbw_gbps": bus,
+            "busbw_low_gbps": bus_lo, "busbw_high_gbps": bus_hi, "world": w}
+
+
+def model_label(model) -> str:
+    return mpl_text(f"model {model.collective} {model.backend} {model.world_size or '?'}r "
+                    f"({len(model.segments)} piece{'s' if len(model.segments) != 1 else ''})")
+
+
+def matching_models(models: Iterable, series: Sequence[Series]) -> list:
+    """Models of a collective that is plotted (all models when no series is given)."""
+    wanted = {s.collective for s in series}
+    return [m for m in models if not wanted or m.collective in wanted]
+
+
+def _size_ticks(ax, sizes: np.ndarray) -> None:
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    if sizes.size == 0:
+        return
+    lo, hi = float(np.min(sizes)), float(np.max(sizes))
+    k0, k1 = int(math.floor(math.log2(lo))), int(math.ceil(math.log2(hi)))
+    step = max(1, math.ceil((k1 - k0 + 1) / 10))
+    ticks = [2.0 ** k for k in range(k0, k1 + 1, step)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(int(round(x))) if x >= 1 else ""))
+
+
+def _draw_panel(ax, kind: str, series: Sequence[Series], curves: Sequence[tuple[str, dict]]) -> None:
+    all_sizes = [s.size_bytes for s in series] + [c["size_bytes"] for _, c in curves]
+    shown: list[np.ndarray] = []  # y values of measurements and model lines: they set the y range
+    for k, s in enumerate(series):
+        color = f"C{k % 10}"
+        if kind == "time":
+            yerr = np.vstack([np.clip(s.time_s - s.time_p5_s, 0, None), np.clip(s.time_p95_s - s.time_s, 0, None)])
+            ax.errorbar(s.size_bytes, s.time_s * 1e6, yerr=yerr * 1e6, fmt="o-", ms=4, lw=1.2, capsize=2,
+                        color=color, label=s.label)
+            shown += [s.time_s * 1e6, s.time_p95_s * 1e6]
+        else:
+            ok = s.busbw_gbps > 0
+            ax.plot(s.size_bytes[ok], s.busbw_gbps[ok], "o-", ms=4, lw=1.2, color=color, label=s.label)
+            shown.append(s.busbw_gbps[ok])
+    bands = []
+    for k, (label, c) in enumerate(curves):
+        color = f"C{(len(series) + k) % 10}"
+        if kind == "time":
+            y, lo, hi = c["time_s"] * 1e6, c["time_low_s"] * 1e6, c["time_high_s"] * 1e6
+        else:
+            y, lo, hi = c["busbw_gbps"], c["busbw_low_gbps"], c["busbw_high_gbps"]
+        ok = np.isfinite(y) & (y > 0)
+        if not np.any(ok):
+            continue
+        ax.plot(c["size_bytes"][ok], y[ok], "--", lw=1.5, color=color, label=label)
+        shown.append(y[ok])
+        bands.append((c["size_bytes"][ok], lo[ok], hi[ok], color))
+    finite = np.concatenate([a[np.isfinite(a) & (a > 0)] for a in shown]) if shown else np.array([])
+    if finite.size:
+        y_lo, y_hi = float(finite.min()) / 2, float(finite.max()) * 2
+        ax.set_ylim(y_lo, y_hi)
+        for x, lo, hi, color in bands:
+            # A band bound of 0 time (or infinite bandwidth) means "unbounded" on that side: let it run
+            # off the axes rather than leave a gap; the y range is set by the data, not by the band.
+            lo = np.where(np.isfinite(lo) & (lo > 0), lo, y_lo / 10)
+            hi = np.where(np.isfinite(hi) & (hi > 0), hi, y_hi * 10)
+            ax.fill_between(x, np.maximum(lo, y_lo / 10), np.minimum(hi, y_hi * 10), color=color, alpha=0.2, lw=0,
+                            label="95% band")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("size (bytes; K/M/G = 2^10/2^20/2^30)")
+    ax.set_ylabel("time per operation (us, median; bars p5..p95)" if kind == "time"
+                  else "bus bandwidth (GB/s = 1e9 B/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    if all_sizes:
+        _size_ticks(ax, np.concatenate([np.asarray(a, dtype=float) for a in all_sizes]))
+    if series or curves:
+        ax.legend(fontsize=7, loc="best")
+
+
+def render_measurements(series: Sequence[Series], models: Sequence = (), fmt: str = "png",
+                        panels: Sequence[str] = ("busbw", "time"), title: str | None = None,
+                        dpi: int = 110) -> bytes:
+    """Figure bytes (PNG or SVG) with one panel per entry of ``panels`` ("busbw", "time")."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown plot format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if not any(s.size_bytes.size for s in series) and not models:
+        raise UsageError("nothing to plot: the result file(s) hold no measured size (a run cut short before its "
+                         "first size?)")
+    Figure, FigureCanvasAgg = require_matplotlib()
+    curves = [(model_label(m), model_curve(m)) for m in models]
+    fig = Figure(figsize=(6.4 * len(panels), 4.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, kind in zip(axes, panels):
+        _draw_panel(ax, kind, series, curves)
+        ax.set_title("bus bandwidth against size" if kind == "busbw" else "time against size", fontsize=10)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi, metadata=_metadata(fmt))
+    return buf.getvalue()
+
+
+def _metadata(fmt: str) -> dict:
+    # Reproducible files: no creation date in the output.
+    return {"Date": None} if fmt == "svg" else {}
+
+
+def format_from_path(path: Path) -> str:
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise UsageError(f"cannot tell the plot format from {path.name!r}; name the file .png or .svg")
+    return fmt
+
+
+def plot_files(result_paths: Sequence[str | Path], output: str | Path, model_path: str | Path | None = None,
+               force: bool = False) -> Path:
+    """Read results (and optionally a model file), draw the figure, write it atomically; returns the path."""
+    from pybench.model.alpha_beta import load_models
+    out = Path(output)
+    fmt = format_from_path(out)
+    refuse_existing(out, force)
+    require_matplotlib()  # before reading anything, so a missing matplotlib is the first thing said
+    if not result_paths:
+        raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
+    results = [(load_checked_result(p), Path(p).stem) for p in result_paths]
+    series = [run_series(r, series_label(r, stem if len(results) > 1 else None)) for r, stem in results]
+    models = []
+    if model_path is not None:
+        all_models = load_models(model_path)
+        models = matching_models(all_models, series)
+        if not models:
+            have = ", ".join(sorted({m.collective for m in all_models}))
+            raise UsageError(f"{model_path}: no model of a plotted collective "
+                             f"({', '.join(sorted({s.collective for s in series}))}); the file has: {have}")
+    write_atomic(out, render_measurements(series, models, fmt=fmt))
+    return out

@@ -1,0 +1,160 @@
+"""The NCCL harness on a real GPU: every collective checked exactly on the device
+(#wrong == 0) for each dtype and op, in place and out of place; an injected error
+is seen; batched, per-op and CUDA-graph timing return sane samples; copies and
+(with two or more GPUs) the pair matrix run. Skipped, with the reason, without a
+GPU or without NCCL. One GPU is enough: NCCL runs a single-rank communicator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pybench._native import build_info
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    if build_info().get("cuda_module") != "ON":
+        pytest.skip("pybench was built without the CUDA module (no nvcc at build time)")
+    from pybench.measure.backends.nccl import gpu_probe, no_gpu_reason
+    reason = no_gpu_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    from pybench.errors import BackendUnavailable
+    from pybench.measure.gpu.nccl_lib import load_nccl
+    try:
+        lib = load_nccl()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    from pybench._native import cuda
+    return cuda(), gpu_probe(), lib
+
+
+@pytest.fixture(scope="module")
+def world(gpu):
+    c, probe, _ = gpu
+    return c.NcclWorld(list(range(probe["device_count"])), 60.0)
+
+
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int8", "uint8", "uint32", "int64", "uint64"]
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter", "broadcast", "alltoall",
+                                        "sendrecv"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_collective_and_dtype_is_exact(gpu, world, collective, dtype):
+    c = gpu[0]
+    size = 3 * 1024 * 8 * world.world  # divisible by every element size x world
+    b = c.NcclBench(world, collective, dtype, "sum", size, 0, False, "batched")
+    b.warmup(2)
+    assert b.check(2) == 0
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "avg"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32"])
+@pytest.mark.parametrize("collective", ["allreduce", "reducescatter"])
+def test_every_op_is_exact(gpu, world, collective, dtype, op):
+    c = gpu[0]
+    size = 1 << 20
+    if op == "avg" and dtype == "int32":
+        from pybench.errors import NativeError
+        with pytest.raises(NativeError, match="avg needs a floating-point dtype"):
+            c.NcclBench(world, collective, dtype, op, size, 0, False, "batched")
+        return
+    b = c.NcclBench(world, collective, dtype, op, size, 0, False, "batched")
+    assert b.check(2) == 0
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter", "broadcast"])
+def test_in_place_is_exact(gpu, world, collective):
+    c = gpu[0]
+    b = c.NcclBench(world, collective, "float32", "sum", 1 << 20, 0, True, "batched")
+    assert b.check(2) == 0
+    assert b.device_bytes == max(b.send_bytes, b.recv_bytes)
+
+
+def test_alltoall_refuses_in_place(gpu, world):
+    from pybench.errors import NativeError
+    with pytest.raises(NativeError, match="cannot run in place"):
+        gpu[0].NcclBench(world, "alltoall", "float32", "sum", 1 << 20, 0, True, "batched")
+
+
+def test_injected_error_is_counted(gpu, world, monkeypatch):
+    monkeypatch.setenv("PYBENCH_INJECT_WRONG", "0")
+    b = gpu[0].NcclBench(world, "allreduce", "float32", "sum", 1 << 16, 0, False, "batched")
+    assert b.check(3) == 3  # one element per iteration on rank 0
+
+
+@pytest.mark.parametrize("timing", ["batched", "per-op", "graph"])
+def test_timing_modes_return_one_positive_sample_each(gpu, world, timing):
+    b = gpu[0].NcclBench(world, "allreduce", "float32", "sum", 1 << 20, 0, False, timing)
+    b.warmup(3)
+    k = 1 if timing == "per-op" else 20
+    samples, wall = b.measure(7, k)
+    assert len(samples) == 7 and all(0 < s < 1.0 for s in samples)
+    assert wall >= sum(samples) * k * 0.5
+    if timing == "graph":
+        again, _ = b.measure(3, k)  # the captured graph is reused for the same k
+        assert len(again) == 3 and all(s > 0 for s in again)
+
+
+def test_copy_bandwidths_are_positive(gpu):
+    c = gpu[0]
+    for kind in ("d2d", "h2d", "d2h"):
+        samples, peer = c.copy_times(kind, 0, 0, 64 << 20, 3, 2)
+        assert len(samples) == 3 and all(s > 0 for s in samples)
+        assert peer is False
+
+
+def test_pair_matrix_with_two_gpus(gpu, world):
+    if world.world < 2:
+        pytest.skip("the pair matrix needs two GPUs; this node has one")
+    times = world.pair_times(0, 1, 1 << 20, 3, 4)
+    assert len(times) == 3 and all(t > 0 for t in times)
+
+
+def test_backend_runs_the_python_measuring_loop(gpu, monkeypatch):
+    # The backend object as the runner uses it, on every visible GPU of this node.
+    from pybench.measure.backends.nccl import NcclBackend
+    from pybench.measure.benchmark import BenchConfig, measure_size
+    from pybench.measure.stopping import StopRule
+    monkeypatch.delenv("PYBENCH_INJECT_WRONG", raising=False)
+    backend = NcclBackend()
+    info = backend.start()
+    assert info["rank"] == 0 and info["world_size"] == gpu[1]["device_count"]
+    cfg = BenchConfig(benchmark="allgather", sizes=(1 << 20,), stop=StopRule(precision=None, fixed_iters=10))
+    rec = measure_size(cfg, backend.make_bench(cfg, 1 << 20), 1 << 20, info["world_size"])
+    assert rec.wrong == 0 and rec.time_s > 0 and rec.iterations >= 10
+    described = backend.describe_buffers(cfg)
+    assert f"NCCL {gpu[2].version}" in described and gpu[2].path in described
+    meta = backend.run_metadata()
+    assert meta["nccl"]["version"] == gpu[2].version and meta["gpus"][0]["name"]
+    assert backend.agree_max([3, 1]) == [3, 1]
+
+
+def test_runner_end_to_end_records_nccl_in_the_result(gpu, tmp_path):
+    # The runner with the nccl backend, stand-alone (one process, every GPU).
+    if gpu[1]["device_count"] < 2:
+        pytest.skip("the runner asks for 2 ranks per collective; this node has one GPU")
+    script = textwrap.dedent("""
+        import sys
+        from pybench.measure.benchmark import BenchConfig
+        from pybench.measure.results import OutputFiles
+        from pybench.measure.runner import RunPlan, run_as_rank
+        from pybench.measure.stopping import StopRule
+        from pathlib import Path
+        cfg = BenchConfig(benchmark="allreduce", sizes=(1024, 1 << 20), stop=StopRule(precision=None, fixed_iters=10))
+        sys.exit(run_as_rank([RunPlan(cfg, OutputFiles(Path("out.json"), None))], ["allreduce"], True, "nccl", 60))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "out.json").read_text())
+    text = json.dumps(data)
+    assert "NCCL " + gpu[2].version in text and gpu[2].path in text
+    assert len(data["records"]) == 2 and all(r["wrong"] == 0 for r in data["records"])

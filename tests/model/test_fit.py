@@ -1,0 +1,424 @@
+"""The fitter: exact on synthetic data, honest intervals, and the acceptance criterion
+(leave-one-size-out cross-validation) on the real logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pybench.model import algorithms
+from pybench.errors import UsageError
+from pybench.model.fit import (cross_validate, fit_alpha_beta, fit_segment, fit_single_line,
+                         select_algorithm, t_quantile)
+from pybench.model.logs import load_measurements
+from pybench.model.alpha_beta import fit_model
+from hypothesis import given, settings, strategies as st
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),
+                                  reason=f"shared measurement logs not found at {SHARED_DATA}")
+
+SIZES = 2.0 ** np.arange(3, 34)  # 8 B .. 8 GiB, as a real sweep
+
+
+# -- t quantile --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dof, expected", [
+    (1, 12.7062), (2, 4.3027), (3, 3.1824), (4, 2.7764), (5, 2.5706), (10, 2.2281),
+    (30, 2.0423), (120, 1.9799), (5000, 1.9600)])
+def test_t_quantile_matches_tables(dof, expected):
+    assert t_quantile(0.975, dof) == pytest.approx(expected, abs=1e-4)
+
+
+def test_t_quantile_other_levels_and_symmetry():
+    assert t_quantile(0.95, 7) == pytest.approx(1.8946, abs=1e-4)
+    assert t_quantile(0.995, 3) == pytest.approx(5.8409, abs=1e-4)
+    assert t_quantile(0.025, 6) == pytest.approx(-t_quantile(0.975, 6))
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 3)
+    with pytest.raises(ValueError):
+        t_quantile(0.9, 0)
+
+
+# -- one line ----------------------------------------------------------------------------
+
+def test_exact_line_recovered():
+    t = 5e-6 + SIZES / 20e9
+    seg = fit_segment(SIZES, t)
+    assert seg.alpha_s == pytest.approx(5e-6, rel=1e-9)
+    assert seg.bw_Bps == pytest.approx(20e9, rel=1e-9)
+    assert seg.max_ape < 1e-7 and seg.r2 == pytest.approx(1.0)
+
+
+def test_noisy_line_intervals_cover_truth():
+    rng = np.random.default_rng(1234)
+    covered_alpha = covered_bw = 0
+    trials = 200
+    for _ in range(trials):
+        t = (8e-6 + SIZES / 50e9) * (1 + 0.03 * rng.standard_normal(SIZES.size))
+        seg = fit_segment(SIZES, t)
+        lo, hi = seg.alpha_ci_s
+        covered_alpha += lo <= 8e-6 <= hi
+        lo, hi = seg.bw_ci_Bps
+        covered_bw += lo <= 50e9 <= hi
+    # 95% intervals: coverage 0.95 +- 3 binomial s.d. (0.015) over 200 trials.
+    assert 0.90 <= covered_alpha / trials <= 0.995
+    assert 0.90 <= covered_bw / trials <= 0.995
+
+
+# -- piecewise ---------------------------------------------------------------------------
+
+def _two_regimes(size):
+    # Latency-bound protocol below 1 MiB, bandwidth-bound one above (discontinuous).
+    return np.where(size < 2 ** 20, 10e-6 + size / 5e9, 40e-6 + size / 100e9)
+
+
+def test_piecewise_finds_known_breakpoint():
+    t = _two_regimes(SIZES)
+    fit = fit_alpha_beta(SIZES, t)
+    assert len(fit.segments) == 2
+    lo, hi = fit.segments
+    assert lo.size_max_bytes == 2 ** 19 and hi.size_min_bytes == 2 ** 20
+    assert lo.alpha_s == pytest.approx(10e-6, rel=1e-6) and lo.bw_Bps == pytest.approx(5e9, rel=1e-6)
+    assert hi.alpha_s == pytest.approx(40e-6, rel=1e-6) and hi.bw_Bps == pytest.approx(100e9, rel=1e-6)
+    assert fit.max_ape < 1e-5
+
+
+def test_piecewise_with_noise_recovers_parameters_within_ci():
+    rng = np.random.default_rng(7)
+    t = _two_regimes(SIZES) * (1 + 0.02 * rng.standard_normal(SIZES.size))
+    fit = fit_alpha_beta(SIZES, t)
+    assert len(fit.segments) == 2
+    lo, hi = fit.segments
+    assert lo.size_max_bytes in (2 ** 18, 2 ** 19, 2 ** 20)
+    # Interval coverage is tested statistically above; here the estimates must be close
+    # and the intervals must bracket the estimates with a sane width.
+    for seg, alpha, bw in ((lo, 10e-6, 5e9), (hi, 40e-6, 100e9)):
+        a_lo, a_hi = seg.alpha_ci_s
+        b_lo, b_hi = seg.bw_ci_Bps
+        assert a_lo < seg.alpha_s < a_hi and a_hi - a_lo < 0.5 * alpha
+        assert b_lo < seg.bw_Bps < b_hi and b_hi - b_lo < 0.5 * bw
+        assert seg.alpha_s == pytest.approx(alpha, rel=0.15)
+        assert seg.bw_Bps == pytest.approx(bw, rel=0.15)
+    single = fit_single_line(SIZES, t)
+    assert single.max_ape > 5 * fit.max_ape
+
+
+def test_pure_noise_does_not_split():
+    rng = np.random.default_rng(99)
+    t = (3e-6 + SIZES / 10e9) * (1 + 0.02 * rng.standard_normal(SIZES.size))
+    assert len(fit_alpha_beta(SIZES, t).segments) == 1
+
+
+def test_min_points_and_repeated_sizes():
+    size = np.repeat(SIZES[:12], 3)
+    t = np.repeat(_two_regimes(SIZES[:12]), 3)
+    fit = fit_alpha_beta(size, t, min_points=5)
+    assert all(seg.n_points >= 5 for seg in fit.segments)
+    assert all(seg.n_points % 3 == 0 for seg in fit.segments)  # repeats never split
+
+
+def test_bad_input_is_usage_error():
+    with pytest.raises(UsageError):
+        fit_alpha_beta([8, 8], [1e-6, 1e-6])
+    with pytest.raises(UsageError):
+        fit_alpha_beta([8, 16], [1e-6, -1.0])
+    with pytest.raises(UsageError):
+        fit_alpha_beta([8, 16], [1e-6])
+    with pytest.raises(UsageError):
+        fit_alpha_beta(SIZES, _two_regimes(SIZES), criterion="magic")
+
+
+def test_cross_validation_on_synthetic_data_is_exact():
+    cv = cross_validate((SIZES, _two_regimes(SIZES)))
+    assert cv.size_bytes[0] == 65536 and cv.size_bytes[-1] == SIZES[-1]
+    # Sizes away from the breakpoint are predicted exactly; at the switch itself the
+    # held-out size can only be guessed by the neighbouring regime.
+    inside = (cv.size_bytes <= 2 ** 17) | (cv.size_bytes >= 2 ** 22)
+    assert np.max(cv.ape_percent[inside]) < 1e-6
+    assert "median APE" in cv.table()
+
+
+# -- physics: alpha >= 0, B > 0, positive predictions ------------------------------------
+
+CPU_SIZES = 2.0 ** np.arange(16, 29)  # 64 KiB .. 256 MiB, as `pybench allreduce --sizes 64K:256M`
+
+
+def _cpu_convex(size, cache_gbps=10.0, mem_gbps=2.5, llc_bytes=8 * 2 ** 20, alpha=3e-6):
+    # Cache-resident bytes at cache speed, the rest at memory speed: convex in size, and a
+    # line through the memory-bound stretch has a negative intercept.
+    cached = np.minimum(size, llc_bytes)
+    return alpha + cached / (cache_gbps * 1e9) + (size - cached) / (mem_gbps * 1e9)
+
+
+def _assert_physical(fit_or_segments):
+    segs = getattr(fit_or_segments, "segments", fit_or_segments)
+    for seg in segs:
+        assert seg.alpha_s >= 0.0 and seg.inv_bw_s_per_byte >= 0.0
+        assert seg.alpha_s > 0.0 or seg.inv_bw_s_per_byte > 0.0
+        a_lo, a_hi = seg.alpha_ci_s
+        assert 0.0 <= a_lo <= seg.alpha_s <= a_hi
+        b_lo, b_hi = seg.bw_ci_Bps
+        assert 0.0 < b_lo <= seg.bw_Bps <= b_hi
+
+
+def test_convex_line_holds_alpha_at_zero_and_counts_one_parameter():
+    size = CPU_SIZES[8:]                     # 16 MiB .. 256 MiB: past the 8 MiB cache
+    t = _cpu_convex(size)
+    unconstrained_alpha = np.linalg.lstsq(np.column_stack([1 / t, size / t]), np.ones(size.size),
+                                          rcond=None)[0][0]
+    assert unconstrained_alpha < 0           # what the old fit reported
+    seg = fit_segment(size, t)
+    assert seg.held == "alpha" and seg.alpha_s == 0.0
+    assert seg.dof == size.size - 1 and seg.cov[0] == 0.0 and seg.cov[1] == 0.0
+    assert 2.5e9 < seg.bw_Bps < 3.5e9        # the memory-bound rate, not the cache one
+    _assert_physical([seg])
+    assert seg.alpha_ci_s[0] == 0.0 and np.isfinite(seg.alpha_ci_s[1])
+    assert any("held at its bound 0" in n for n in seg.ci_notes())
+    # Constrained optimum of T = s/B on relative residuals: 1/B = sum(s/T) / sum((s/T)^2).
+    x = size / t
+    assert seg.inv_bw_s_per_byte == pytest.approx(x.sum() / (x * x).sum(), rel=1e-12)
+    # One piece, one free parameter: BIC = n log(RSS/n) + 1 log n.
+    fit = fit_alpha_beta(size, t, max_segments=1)
+    rss = float(np.sum(((t - seg.inv_bw_s_per_byte * size) / t) ** 2))
+    n = size.size
+    assert fit.criterion_value == pytest.approx(n * np.log(max(rss, n * 1e-4) / n) + np.log(n))
+
+
+@pytest.mark.parametrize("source", ["synthetic", "cpu_mpi2_allreduce.json", "cpu_mpi2_allgather.json"])
+def test_criterion_charges_each_piece_its_free_parameters(source):
+    if source == "synthetic":
+        # A latency-bound piece, then a memory-bound stretch whose best line has alpha < 0.
+        size = CPU_SIZES
+        t = np.where(size < 2 ** 22, 10e-6 + size / 5e9, _cpu_convex(size, llc_bytes=2 ** 23))
+    else:
+        size, t = load_measurements(FIXTURES / source)[0].fit_points()
+    fit = fit_alpha_beta(size, t)
+    _assert_physical(fit)
+    n = size.size
+    rss = sum(seg.rel_sigma ** 2 * seg.dof for seg in fit.segments)
+    q = sum(seg.n_points - seg.dof for seg in fit.segments)   # 1 for a held piece, else 2
+    assert all(seg.n_points - seg.dof == (1 if seg.held else 2) for seg in fit.segments)
+    k = len(fit.segments)
+    expected = n * np.log(max(rss, n * 1e-4) / n) + (q + k - 1) * np.log(n)
+    assert fit.criterion_value == pytest.approx(expected, rel=1e-6)
+    if source == "synthetic":
+        assert k >= 2 and fit.segments[0].held == "" and fit.segments[-1].held == "alpha"
+
+
+def test_time_falling_with_size_gives_a_flat_piece():
+    size = 2.0 ** np.arange(10, 16)
+    t = np.array([250e-6, 248e-6, 246e-6, 245e-6, 243e-6, 240e-6])
+    seg = fit_segment(size, t)
+    assert seg.held == "inv_bw" and seg.inv_bw_s_per_byte == 0.0 and seg.bw_Bps == np.inf
+    assert 240e-6 < seg.alpha_s < 250e-6
+    assert seg.bw_ci_Bps[1] == np.inf and seg.bw_ci_Bps[0] > 0
+    assert any("flat" in n for n in seg.ci_notes())
+    d = seg.to_dict()
+    assert d["bw_Bps"] is None and d["bw_ci_Bps"][1] is None and d["ci_notes"]
+    json.dumps(d, allow_nan=False)
+    back = type(seg).from_dict(json.loads(json.dumps(d)))
+    assert back == seg
+
+
+def test_unbounded_and_undefined_intervals_are_said_not_invented():
+    # Two points: no residual freedom, so the intervals are undefined (nan), and say so.
+    seg = fit_segment([1e6, 2e6], [1e-4, 1.8e-4])
+    assert seg.dof == 0 and seg.held == ""
+    assert all(np.isnan(seg.alpha_ci_s)) and all(np.isnan(seg.bw_ci_Bps))
+    assert any("undefined" in n for n in seg.ci_notes())
+    d = seg.to_dict()
+    assert d["alpha_ci_s"] == [None, None] and "undefined" in " ".join(d["ci_notes"])
+    # A noisy, nearly flat piece: the interval of 1/B reaches 0, so B is unbounded above.
+    size = 2.0 ** np.arange(10, 16)
+    t = 100e-6 + size / 1e12 + np.array([3, -3, 2, -2, 3, -1]) * 1e-6
+    seg = fit_segment(size, t)
+    if seg.held == "":
+        assert seg.bw_ci_Bps[1] == np.inf
+        assert any("unbounded" in n for n in seg.ci_notes())
+        assert seg.to_dict()["bw_ci_Bps"][1] is None
+
+
+def test_convex_cpu_sweep_fits_physically_with_positive_predictions():
+    from pybench.model.logs import MeasurementSet
+
+    rng = np.random.default_rng(2026)
+    t = _cpu_convex(CPU_SIZES) * (1 + 0.03 * rng.standard_normal(CPU_SIZES.size))
+    fit = fit_alpha_beta(CPU_SIZES, t)
+    _assert_physical(fit)
+    assert fit.median_ape < 5
+    model = fit_model(MeasurementSet("pybench", "allreduce", "mpi", 2, "intra-node", "float32",
+                                     CPU_SIZES, t))
+    sizes = 2.0 ** np.arange(0, 41)          # 1 B .. 1 TiB, far outside the sweep both ways
+    for world in (2, 3, 4, 8, 16, 128, 4096):
+        for band in ("confidence", "prediction"):
+            p = model.predict(sizes, world=world, band=band)
+            assert np.all(p.time_s > 0)
+            assert np.all(np.isfinite(p.time_low_s)) and np.all(np.isfinite(p.time_high_s))
+            assert np.all(p.time_low_s <= p.time_s) and np.all(p.time_s <= p.time_high_s)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(cache_gbps=st.floats(3.0, 40.0), ratio=st.floats(1.5, 10.0), llc_log2=st.integers(17, 26),
+       alpha_us=st.floats(0.0, 20.0), noise=st.floats(0.0, 0.2), seed=st.integers(0, 2 ** 16))
+def test_any_convex_sweep_gives_a_physical_model(cache_gbps, ratio, llc_log2, alpha_us, noise, seed):
+    rng = np.random.default_rng(seed)
+    t = _cpu_convex(CPU_SIZES, cache_gbps, cache_gbps / ratio, 2.0 ** llc_log2, alpha_us * 1e-6)
+    t = t * np.exp(noise * rng.standard_normal(CPU_SIZES.size))
+    fit = fit_alpha_beta(CPU_SIZES, t)
+    _assert_physical(fit)
+    sizes = 2.0 ** np.arange(0, 41)
+    pred, half = fit.predict(sizes)
+    assert np.all(pred > 0) and np.all(np.isfinite(half)) and np.all(half >= 0)
+
+
+# -- selection of algorithm formulas -----------------------------------------------------
+
+def test_select_algorithm_discriminates_with_several_worlds():
+    alpha, bw = 5e-6, 20e9
+    sizes = 2.0 ** np.arange(10, 31)
+    worlds = [2, 4, 8, 16]
+    for truth in ("ring_allreduce", "tree_allreduce"):
+        algo = algorithms.get_algorithm(truth)
+        times = [algo.time_s(sizes, w, alpha, bw) for w in worlds]
+        choice = select_algorithm("allreduce", worlds, [sizes] * 4, times)
+        assert choice.name == truth, choice.basis
+
+
+def test_select_algorithm_one_world_assumes_ring():
+    choice = select_algorithm("allgather", [8], [SIZES], [1e-6 + SIZES / 1e10])
+    assert choice.name == "ring_allgather" and choice.basis.startswith("assumed")
+
+
+# -- acceptance criterion on real logs ---------------------------------------------------
+
+def _real(name):
+    path = SHARED_DATA / "nccl-tests" / name
+    if not path.exists():
+        pytest.skip(f"shared log {path} not found")
+    return load_measurements(path)[0]
+
+
+# Measured facts that keep the criterion out of reach (both nccl-tests columns averaged,
+# physical fit, no per-file tuning, no point excluded); the full table comes from
+# benchmarks/model_cross_validation.py.
+H100_WHY = ("h100 EFA: median 4.0% passes, max 16.6% > 15%: 16 MiB (298.2 us) lies between the "
+            "8 MiB piece and a 32 MiB+ piece whose line starts at 316 us, predicted 347.6 us; "
+            "64 KiB (119.5 us, above 128 KiB's 102.7 us) misses by 14.0%")
+B200_WHY = ("b200 all-gather is non-monotone in both columns: 2 MiB 1655.6 us between 985.3 us "
+            "(1 MiB) and 946.1 us (4 MiB), 16 MiB 1493.1 us > 32 MiB 1365.4 us: median 9.4%, "
+            "max 67.4% (4 MiB)")
+
+
+@needs_shared
+@pytest.mark.parametrize("name", [
+    "a100_2node_16gpu_oci_roce_allreduce.txt",
+    pytest.param("h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt",
+                 marks=pytest.mark.xfail(reason=H100_WHY, strict=True)),
+    pytest.param("b200_2node_16gpu_gke_a4_allgather.txt",
+                 marks=pytest.mark.xfail(reason=B200_WHY, strict=True)),
+])
+def test_acceptance_loo_cross_validation(name):
+    cv = cross_validate(_real(name), min_size=64 * 1024)
+    assert cv.size_bytes[0] == 64 * 1024
+    assert cv.median_ape <= 5.0, cv.table()
+    assert cv.max_ape <= 15.0, cv.table()
+
+
+# The CPU runs of the foundation (tests/fixtures/README.md: real runs on the 2-core shared
+# development VM, 2 MPI ranks). Why they miss, in measured figures:
+CPU_AR_WHY = ("cpu allreduce: median 29.2%, max 63.9%. Regimes change every 2-3 sizes: 1 MiB "
+              "111.9 us and 2 MiB 117.8 us (huge pages from 2 MiB), then the last-level cache "
+              "runs out: 4 MiB 264 us, 8 MiB 1061 us, 16 MiB 6906 us; and runs are not "
+              "reproducible to 15%: three more runs that morning measured 16 MiB at 11243, 2916 "
+              "and 19279 us (this one: 6906 us)")
+CPU_AG_WHY = ("cpu allgather: median 30.3%, max 251%. Non-monotone: 4 MiB 80.5 us < 2 MiB "
+              "100.6 us (huge pages from 2 MiB), then 8 MiB 289 us, 16 MiB 4790 us (its "
+              "95% CI of the median is +-66%)")
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param("cpu_mpi2_allreduce.json", marks=pytest.mark.xfail(reason=CPU_AR_WHY, strict=True)),
+    pytest.param("cpu_mpi2_allgather.json", marks=pytest.mark.xfail(reason=CPU_AG_WHY, strict=True)),
+])
+def test_acceptance_loo_cross_validation_cpu_runs(name):
+    m = load_measurements(FIXTURES / name)[0]
+    assert (m.backend, m.world_size) == ("mpi", 2)
+    cv = cross_validate(m, min_size=64 * 1024)
+    assert cv.size_bytes[0] == 64 * 1024 and cv.size_bytes.size == 13
+    assert cv.median_ape <= 5.0, cv.table()
+    assert cv.max_ape <= 15.0, cv.table()
+
+
+@pytest.mark.parametrize("name", ["cpu_mpi2_allreduce.json", "cpu_mpi2_allgather.json"])
+def test_cpu_runs_fit_physically_and_beat_one_line(name):
+    m = load_measurements(FIXTURES / name)[0]
+    model = fit_model(m)
+    for seg in model.segments:
+        assert seg.alpha_s >= 0 and seg.inv_bw_s_per_byte > 0
+    sizes = 2.0 ** np.arange(0, 41)
+    for world in (2, 3, 8, 64, 1024):
+        p = model.predict(sizes, world=world)
+        assert np.all(p.time_s > 0)
+        assert np.all(np.isfinite(p.time_low_s)) and np.all(np.isfinite(p.time_high_s))
+        assert np.all(p.time_low_s <= p.time_s) and np.all(p.time_s <= p.time_high_s)
+    pw, line = cross_validate(m), cross_validate(m, single_line=True)
+    assert pw.median_ape < line.median_ape
+
+
+def test_both_nccl_tests_columns_are_used():
+    m = load_measurements(FIXTURES / "nccl_tests_allreduce_8xa100.json")[0]
+    size, time = m.fit_points()
+    assert size.size == 2 * len(m)
+    cv = cross_validate(m)
+    k = int(np.flatnonzero(m.size_bytes == cv.size_bytes[0])[0])
+    assert cv.time_s[0] == pytest.approx((m.time_s[k] + m.time_in_place_s[k]) / 2)
+
+
+@needs_shared
+@pytest.mark.parametrize("name, pw_median_max, line_median_min", [
+    ("a100_2node_16gpu_oci_roce_allreduce.txt", 5.0, 20.0),
+    ("h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", 5.0, 20.0),
+    ("b200_2node_16gpu_gke_a4_allgather.txt", 10.0, 40.0),
+])
+def test_piecewise_beats_single_line_out_of_sample(name, pw_median_max, line_median_min):
+    m = _real(name)
+    pw = cross_validate(m)
+    line = cross_validate(m, single_line=True)
+    assert pw.median_ape <= pw_median_max
+    assert line.median_ape >= line_median_min
+    assert pw.median_ape < line.median_ape / 3
+
+
+@needs_shared
+def test_single_size_log_cannot_be_cross_validated():
+    with pytest.raises(UsageError, match="at least 3 distinct sizes"):
+        cross_validate(_real("v100_dgx1_8gpu_allgather_4g_issue37_oldformat.txt"))
+
+
+# -- properties -----------------------------------------------------------------------------
+
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(alpha_us=st.floats(0.5, 500.0), bw_gbps=st.floats(0.1, 1000.0),
+       lo=st.integers(0, 12), n=st.integers(4, 20))
+def test_exact_data_recovered_exactly(alpha_us, bw_gbps, lo, n):
+    sizes = 2.0 ** np.arange(lo, lo + n)
+    t = alpha_us * 1e-6 + sizes / (bw_gbps * 1e9)
+    fit = fit_alpha_beta(sizes, t)
+    # Exact data needs one piece whatever its range, and predicts itself.
+    assert len(fit.segments) == 1
+    assert fit.max_ape < 1e-6
+    pred, _ = fit.predict(sizes)
+    np.testing.assert_allclose(pred, t, rtol=1e-8)
+
+
+@settings(max_examples=40, deadline=None, database=None)
+@given(dof=st.integers(1, 400), p=st.floats(0.55, 0.999))
+def test_t_quantile_decreases_with_dof(dof, p):
+    assert t_quantile(p, dof) >= t_quantile(p, dof + 1) - 1e-9

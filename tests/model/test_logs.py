@@ -1,0 +1,265 @@
+"""Importers: the real logs in shared/data parse with the right values; fixtures; errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pybench.errors import FileFormatError
+from pybench.model.logs import MeasurementSet, load_measurements, sniff_format
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# CI clones the repo into a folder beside shared/, so shared data is two levels up.
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),
+                                  reason=f"shared measurement logs not found at {SHARED_DATA}")
+
+
+def _one(path, **kw) -> MeasurementSet:
+    sets = load_measurements(path, **kw)
+    assert len(sets) == 1
+    return sets[0]
+
+
+# -- real logs --------------------------------------------------------------------------
+
+@needs_shared
+def test_a100_allreduce_with_shell_noise():
+    m = _one(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt")
+    assert (m.source, m.collective, m.backend, m.dtype) == ("nccl-tests", "allreduce", "nccl", "float32")
+    assert m.world_size == 16
+    assert m.link_class == "inter-node"  # Rank lines name two hosts
+    assert len(m) == 31
+    assert m.size_bytes[0] == 8 and m.size_bytes[-1] == 8589934592
+    assert m.time_s[0] == pytest.approx(36.47e-6)       # out-of-place, not in-place 34.74
+    assert m.time_s[-1] == pytest.approx(67689e-6)
+    assert m.time_s[list(m.size_bytes).index(1048576)] == pytest.approx(85.58e-6)
+    # The in-place column is a second measurement of the same operation, kept beside it.
+    assert m.time_in_place_s[0] == pytest.approx(34.74e-6)
+    assert m.time_in_place_s[list(m.size_bytes).index(1048576)] == pytest.approx(84.50e-6)
+    size, time = m.fit_points()
+    assert size.size == time.size == 62
+    assert sorted(time[size == 8]) == pytest.approx([34.74e-6, 36.47e-6])
+
+
+@needs_shared
+def test_h100_srun_prefix_and_world_from_busbw():
+    m = _one(SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt")
+    assert m.collective == "allreduce"
+    assert m.world_size == 16            # busbw/algbw = 1.875 = 2 * 15/16; no Rank lines
+    assert m.link_class is None          # no Rank lines: unknown, not guessed
+    assert len(m) == 32
+    assert m.size_bytes[0] == 8 and m.size_bytes[-1] == 17179869184
+    assert m.time_s[0] == pytest.approx(69.12e-6)
+    assert m.time_s[-1] == pytest.approx(66132e-6)
+    assert any("busbw/algbw" in n for n in m.notes)
+
+
+@needs_shared
+def test_b200_allgather():
+    m = _one(SHARED_DATA / "nccl-tests" / "b200_2node_16gpu_gke_a4_allgather.txt")
+    assert m.collective == "allgather"
+    assert m.world_size == 16 and m.link_class == "inter-node"
+    assert len(m) == 24
+    assert m.size_bytes[0] == 1024 and m.size_bytes[-1] == 8589934592
+    assert m.time_s[0] == pytest.approx(280.4e-6)
+    assert m.time_s[5] == pytest.approx(246.2e-6)     # 32 KiB
+    assert m.time_s[-1] == pytest.approx(30970e-6)
+
+
+@needs_shared
+def test_v100_old_layout_prescaled_algbw():
+    m = _one(SHARED_DATA / "nccl-tests" / "v100_dgx1_8gpu_allgather_4g_issue37_oldformat.txt")
+    assert m.collective == "allgather"
+    # algbw 129.05 = size/time (147.5 GB/s) x 7/8: the old layout's pre-scaled algbw gives n = 8.
+    assert m.world_size == 8
+    assert list(m.size_bytes) == [4294967296]
+    assert m.time_s[0] == pytest.approx(29122e-6)
+
+
+@needs_shared
+def test_osu_bw_cuda():
+    m = _one(SHARED_DATA / "osu" / "osu_bw_cuda_a100_nvlink_eessi716.txt")
+    assert (m.source, m.collective, m.backend, m.world_size) == ("osu", "p2p_bw", "mpi", 2)
+    assert len(m) == 26
+    assert m.size_bytes[0] == 1 and m.size_bytes[-1] == 33554432
+    # MB/s is 1e6 B/s: 1 B at 1.01 MB/s -> 0.990 us; 32 MiB at 93130.52 MB/s -> 360.3 us.
+    assert m.time_s[0] == pytest.approx(1 / 1.01e6)
+    assert m.time_s[-1] == pytest.approx(33554432 / 93130.52e6)
+
+
+@needs_shared
+def test_every_shared_log_parses():
+    # vtrain/ (CSV tables) has its own importer test; these are the tools' own text logs.
+    files = sorted(p for d in ("nccl-tests", "osu") for p in (SHARED_DATA / d).rglob("*") if p.is_file())
+    assert len(files) >= 5
+    for path in files:
+        sets = load_measurements(path)
+        assert sets and all(len(m) >= 1 and np.all(m.time_s > 0) for m in sets), path
+
+
+# -- hand-written fixtures --------------------------------------------------------------
+
+def test_nccl_tests_json_fixture():
+    m = _one(FIXTURES / "nccl_tests_allreduce_8xa100.json")
+    assert (m.collective, m.world_size, m.link_class, m.dtype) == ("allreduce", 8, "intra-node", "float32")
+    assert m.size_bytes[0] == 1024 and m.size_bytes[-1] == 1 << 30
+    assert m.time_s[0] == pytest.approx(12.10e-6)
+    assert m.time_s[-1] == pytest.approx(8803.0e-6)
+    assert m.time_in_place_s is not None and np.all(m.time_in_place_s > 0)
+    assert m.fit_points()[0].size == 2 * len(m)
+
+
+@pytest.mark.parametrize("name, collective", [("cpu_mpi2_allreduce.json", "allreduce"),
+                                              ("cpu_mpi2_allgather.json", "allgather")])
+def test_real_cpu_runs(name, collective):
+    # Real pybench runs on the development VM (tests/fixtures/README.md).
+    m = _one(FIXTURES / name)
+    assert (m.source, m.backend, m.collective, m.world_size, m.link_class) == \
+        ("pybench", "mpi", collective, 2, "intra-node")
+    assert list(m.size_bytes) == [2 ** k for k in range(16, 29)]
+    assert np.all(m.time_low_s <= m.time_s) and np.all(m.time_s <= m.time_high_s)
+    assert m.time_in_place_s is None and m.fit_points()[0].size == 13
+
+
+def test_pybench_result_fixture():
+    m = _one(FIXTURES / "pybench_result_allreduce_mpi2.json")
+    assert (m.source, m.backend, m.collective, m.world_size, m.link_class) == \
+        ("pybench", "mpi", "allreduce", 2, "intra-node")
+    assert len(m) == 11
+    assert m.time_s[0] == pytest.approx(30e-6 + 1024 / 5e9)
+    assert m.time_high_s[0] == pytest.approx(m.time_s[0] * 1.06)
+    assert m.time_statistic == "median"
+
+
+def test_osu_latency_with_f_columns():
+    m = _one(FIXTURES / "osu_latency_f.txt")
+    assert (m.collective, m.world_size) == ("p2p_latency", 2)
+    assert m.size_bytes[0] == 1 and m.size_bytes[-1] == 4194304
+    assert m.time_s[0] == pytest.approx(1.62e-6)
+    assert m.time_low_s[0] == pytest.approx(1.55e-6)
+    assert m.time_high_s[-1] == pytest.approx(1420.66e-6)
+
+
+def test_osu_collective():
+    m = _one(FIXTURES / "osu_allreduce.txt")
+    assert (m.collective, m.world_size, m.backend) == ("allreduce", 4, "mpi")
+    assert m.time_s[-1] == pytest.approx(2301.75e-6)
+    assert m.time_low_s is None
+
+
+def test_old_millisecond_layout_and_no_program_name(tmp_path):
+    # 2018-style table: no '#', time in ms, no redop/root, no program name anywhere.
+    text = (
+        "                                             out-of-place                       in-place\n"
+        "       size         count    type     time   algbw   busbw  error     time   algbw   busbw  error\n"
+        "        (B)    (elements)             (ms)  (GB/s)  (GB/s)            (ms)  (GB/s)  (GB/s)\n"
+        "     1048576        262144   float    0.105    9.99   17.48  0e+00    0.104   10.08   17.64  0e+00\n"
+        "     4194304       1048576   float    0.240   17.48   30.58  0e+00    0.238   17.62   30.84  0e+00\n"
+        "    16777216       4194304   float    0.790   21.24   37.16  0e+00    0.788   21.29   37.26  0e+00\n"
+    )
+    path = tmp_path / "old.log"
+    path.write_text(text)
+    m = _one(path, collective="allreduce")
+    assert m.time_s[0] == pytest.approx(0.105e-3)
+    assert m.time_in_place_s[0] == pytest.approx(0.104e-3)   # same unit as out-of-place
+    assert m.world_size == 8   # busbw/algbw = 1.75 = 2 * 7/8
+    # Without the unit line the unit is recovered from algbw = size/time.
+    path.write_text("\n".join(ln for ln in text.splitlines() if "(B)" not in ln) + "\n")
+    assert _one(path, collective="allreduce").time_s[1] == pytest.approx(0.240e-3)
+
+
+def test_collective_inferred_from_ratio_when_unnamed(tmp_path):
+    text = (
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+        "     1048576         65536     float    none      -1    40.00   26.21   22.94      0    40.00   26.21   22.94      0\n"
+        "     4194304        262144     float    none      -1    80.00   52.43   45.88      0    80.00   52.43   45.88      0\n"
+    )
+    path = tmp_path / "ag.log"
+    path.write_text(text)
+    m = _one(path)
+    assert (m.collective, m.world_size) == ("allgather", 8)  # ratio 0.875 = 7/8, redop none
+    assert m.link_class is None
+
+
+def test_several_tables_in_one_log(tmp_path):
+    src = (SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt")
+    if not src.exists():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    text = src.read_text()
+    path = tmp_path / "two.log"
+    path.write_text(text + "\n$ next run\n" + text)
+    sets = load_measurements(path)
+    assert len(sets) == 2 and all(len(m) == 31 for m in sets)
+
+
+# -- errors -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content, fragment", [
+    ("hello world\nnothing here\n", "not a recognised benchmark log"),
+    ('{"schema": "other.thing", "schema_version": 1}', "is not 'pybench.result'"),
+    ('{"schema": "pybench.result", "schema_version": 2, "records": []}', "newer"),
+    ('{"schema": "pybench.result", "schema_version": 1, "collective": "allreduce", '
+     '"backend": "mpi", "records": [{"size_bytes": 8}]}', "records[0]"),
+    ('{"results": "x"}', "no 'results' list"),
+    ("{ not json", "JSON"),
+    ("# Size      Bandwidth (MB/s)\n8   abc\n", "line 2"),
+    ("#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n"
+     "#  (B)  (elements)  (us)\n   8   2  float  sum  -1  1.0  0.00\n", "expected 13 columns"),
+])
+def test_malformed_files_give_one_line_file_format_error(tmp_path, content, fragment):
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    with pytest.raises(FileFormatError) as info:
+        load_measurements(path)
+    msg = str(info.value)
+    assert "\n" not in msg and str(path) in msg and fragment in msg
+
+
+def test_binary_and_missing_files(tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(b"\x00\x01\x02" * 100)
+    with pytest.raises(FileFormatError, match="binary"):
+        load_measurements(path)
+    with pytest.raises(FileFormatError, match="cannot read"):
+        load_measurements(tmp_path / "missing.txt")
+
+
+def test_sniff_format():
+    assert sniff_format('{"schema": "pybench.result"}') == "pybench-json"
+    assert sniff_format('{"version": 2, "results": []}') == "nccl-tests-json"
+    assert sniff_format("# OSU MPI Latency Test v7.3\n# Size  Latency (us)\n1 1.0\n") == "osu"
+    assert sniff_format("random") == "unknown"
+
+
+def test_measurement_set_is_frozen():
+    m = MeasurementSet("x", "allreduce", "mpi", 2, None, "float32", [1, 2], [1e-6, 2e-6])
+    with pytest.raises(Exception):
+        m.time_s[0] = 5.0
+    with pytest.raises(Exception):
+        m.collective = "other"  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        MeasurementSet("x", "allreduce", "mpi", 2, "moon", "float32", [1], [1e-6])
+
+
+def test_all_types_and_ops_split_into_sets(tmp_path):
+    # `all_reduce_perf -d all -o all` prints each size once per (type, op).
+    text = "# Collective test starting: all_reduce_perf\n" \
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n" \
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+    rows = []
+    for size in (1 << 20, 1 << 22):
+        for typ, op, t in (("float", "sum", 50.0), ("float", "max", 52.0), ("half", "sum", 48.0)):
+            alg = size / t / 1e3
+            rows.append(f"{size:>12} {size // 4:>12} {typ:>8} {op:>6} {-1:>6} {t:>8.2f} {alg:>7.2f} "
+                        f"{alg * 1.75:>7.2f} 0 {t:>8.2f} {alg:>7.2f} {alg * 1.75:>7.2f} 0")
+    path = tmp_path / "all.log"
+    path.write_text(text + "\n".join(rows) + "\n")
+    sets = load_measurements(path)
+    assert [(m.dtype, len(m)) for m in sets] == [("float32", 2), ("float32", 2), ("float16", 2)]
+    assert sets[1].time_s[0] == pytest.approx(52e-6) and "redop max" in sets[1].notes[-1]
+    assert all(m.collective == "allreduce" and m.world_size == 8 for m in sets)

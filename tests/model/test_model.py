@@ -1,0 +1,331 @@
+"""Models: prediction (incl. other world sizes), report, JSON persistence, CLI glue."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pybench.model import algorithms
+from pybench.cli.main import main as main_for_tests
+from pybench.errors import FileFormatError, UsageError
+from pybench.model.logs import MeasurementSet
+from pybench.model.alpha_beta import (MODEL_SCHEMA, fit_model, fit_models, load_model,
+                           load_models, save_models)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+SIZES = 2 ** np.arange(10, 31)
+
+
+def _set(world=8, alpha=20e-6, bw=100e9, algo="ring_allreduce", collective="allreduce",
+         link="intra-node", sizes=SIZES):
+    t = algorithms.get_algorithm(algo).time_s(sizes, world, alpha, bw)
+    return MeasurementSet("pybench", collective, "nccl", world, link, "float32", sizes, t)
+
+
+# -- algorithms ---------------------------------------------------------------------------
+
+def test_formulas():
+    n, a, b = 1 << 20, 2e-6, 1e10
+    assert algorithms.ring_allreduce_time(n, 8, a, b) == pytest.approx(14 * a + 1.75 * n / b)
+    assert algorithms.ring_allgather_time(n, 8, a, b) == pytest.approx(7 * a + 0.875 * n / b)
+    assert algorithms.tree_allreduce_time(n, 8, a, b) == pytest.approx(6 * a + 2 * n / b)
+    rd = algorithms.get_algorithm("recursive_doubling_allgather")
+    assert rd.time_s(n, 8, a, b) == pytest.approx(3 * a + 0.875 * n / b)
+    # 2 nodes x 8 GPUs: 2 x intra ring (7 steps, 7/8 n) + inter ring all-reduce of n/8 on 2 nodes.
+    t = algorithms.hierarchical_allreduce_time(n, 16, 8, a, b, 10 * a, b / 4)
+    assert t == pytest.approx(2 * (7 * a + 0.875 * n / b) + 2 * 10 * a + (n / 8) / (b / 4))
+    with pytest.raises(UsageError):
+        algorithms.hierarchical_allreduce_time(n, 12, 8, a, b, a, b)
+    with pytest.raises(UsageError):
+        algorithms.get_algorithm("nope")
+
+
+# -- prediction ---------------------------------------------------------------------------
+
+def test_fit_and_predict_at_fitted_and_other_world():
+    model = fit_model(_set(world=8))
+    assert len(model.segments) == 1
+    p = model.predict(1 << 24)
+    truth8 = algorithms.ring_allreduce_time(1 << 24, 8, 20e-6, 100e9)
+    assert p.time_s == pytest.approx(truth8, rel=1e-9)
+    assert p.time_low_s <= p.time_s <= p.time_high_s
+    # Extrapolation through the ring formula recovers the truth at 32 ranks exactly.
+    p32 = model.predict(1 << 24, world=32)
+    assert p32.world == 32
+    assert p32.time_s == pytest.approx(algorithms.ring_allreduce_time(1 << 24, 32, 20e-6, 100e9), rel=1e-9)
+
+
+def test_predict_is_vectorised_and_band_contains_estimate():
+    rng = np.random.default_rng(3)
+    base = _set()
+    noisy = MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32", base.size_bytes,
+                           base.time_s * (1 + 0.02 * rng.standard_normal(len(base))))
+    model = fit_model(noisy)
+    sizes = np.array([1024, 1 << 20, 1 << 30])
+    p = model.predict(sizes, world=4)
+    assert p.time_s.shape == (3,)
+    assert np.all(p.time_low_s < p.time_s) and np.all(p.time_s < p.time_high_s)
+    single = model.predict(1 << 20, world=4)
+    assert single.time_s == pytest.approx(p.time_s[1])
+
+
+def test_predict_errors():
+    model = fit_model(_set())
+    with pytest.raises(UsageError):
+        model.predict(-5)
+    with pytest.raises(UsageError):
+        model.predict(1024, world=0)
+    unknown = fit_model(MeasurementSet("x", "allreduce", "nccl", None, None, "float32", SIZES, 1e-5 + SIZES / 1e10))
+    with pytest.raises(UsageError, match="no recorded world size"):
+        unknown.predict(1024, world=4)
+
+
+def test_report_mentions_everything():
+    model = fit_model(_set())
+    text = model.report()
+    for fragment in ("allreduce", "nccl", "intra-node", "8 ranks", "ring_allreduce", "assumed",
+                     "95% CI", "median APE", "one line instead"):
+        assert fragment in text
+
+
+def test_fit_models_selects_algorithm_across_worlds():
+    sets = [_set(world=w, algo="tree_allreduce") for w in (4, 8, 16)]
+    models = fit_models(sets)
+    assert [m.world_size for m in models] == [4, 8, 16]
+    assert {m.algorithm for m in models} == {"tree_allreduce"}
+    assert "best joint fit" in models[0].algorithm_basis
+    p = models[0].predict(1 << 26, world=64)
+    assert p.time_s == pytest.approx(algorithms.tree_allreduce_time(1 << 26, 64, 20e-6, 100e9), rel=1e-6)
+
+
+def test_fit_model_rejects_mixed_groups_and_single_size():
+    with pytest.raises(UsageError, match="one collective"):
+        fit_model([_set(world=4), _set(world=8)])
+    one = MeasurementSet("x", "allgather", "nccl", 8, None, "float32", [1 << 30], [1e-2])
+    with pytest.raises(UsageError, match="at least 2"):
+        fit_model(one)
+
+
+# -- persistence --------------------------------------------------------------------------
+
+def test_save_load_round_trip(tmp_path):
+    rng = np.random.default_rng(5)
+    base = _set()
+    m = fit_model(MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32",
+                                 base.size_bytes, base.time_s * (1 + 0.03 * rng.standard_normal(len(base)))))
+    path = tmp_path / "model.json"
+    m.save(path)
+    back = load_model(path)
+    assert back == m  # frozen dataclass equality, field by field
+    sizes = np.array([4096, 1 << 22, 1 << 29])
+    for world in (None, 2, 64):
+        a, b = m.predict(sizes, world=world), back.predict(sizes, world=world)
+        assert np.array_equal(a.time_s, b.time_s) and np.array_equal(a.time_high_s, b.time_high_s)
+    doc = json.loads(path.read_text())
+    assert doc["schema"] == MODEL_SCHEMA and doc["schema_version"] == 1
+    assert not [p for p in tmp_path.iterdir() if p.name != "model.json"]  # no temp file left
+
+
+def test_save_refuses_to_overwrite(tmp_path):
+    m = fit_model(_set())
+    path = tmp_path / "model.json"
+    m.save(path)
+    before = path.read_text()
+    with pytest.raises(UsageError, match="already exists"):
+        m.save(path)
+    assert path.read_text() == before
+    save_models([m, fit_model(_set(world=4))], path, overwrite=True)
+    assert len(load_models(path)) == 2
+
+
+def test_several_models_in_one_file(tmp_path):
+    path = tmp_path / "models.json"
+    save_models([fit_model(_set(world=4)), fit_model(_set(world=8, link="inter-node"))], path)
+    with pytest.raises(UsageError, match="2 models match"):
+        load_model(path)
+    assert load_model(path, world_size=8).link_class == "inter-node"
+    assert load_model(path, link_class="intra-node").world_size == 4
+    with pytest.raises(UsageError, match="no model matches"):
+        load_model(path, collective="broadcast")
+
+
+def test_old_v1_fixture_still_loads_and_predicts_the_same():
+    # Written by pybench.model schema v1 from tests/fixtures/nccl_tests_allreduce_8xa100.json.
+    m = load_model(FIXTURES / "model_v1_allreduce.json")
+    assert (m.collective, m.backend, m.link_class, m.world_size, m.algorithm) == \
+        ("allreduce", "nccl", "intra-node", 8, "ring_allreduce")
+    assert len(m.segments) == 2
+    sizes = [4096, 1 << 20, 1 << 28]
+    p = m.predict(sizes)
+    np.testing.assert_allclose(p.time_s, [1.278334428808368e-05, 4.135444036862296e-05,
+                                          0.002287611595458252], rtol=1e-12)
+    np.testing.assert_allclose(p.time_low_s, [1.1399332631142486e-05, 3.7850442560533974e-05,
+                                              0.002166622251237287], rtol=1e-9)
+    np.testing.assert_allclose(p.time_high_s, [1.4167355945024874e-05, 4.4858438176711945e-05,
+                                               0.0024086009396792167], rtol=1e-9)
+    p16 = m.predict(sizes, world=16)
+    np.testing.assert_allclose(p16.time_s, [2.713484004842855e-05, 7.917860265927765e-05,
+                                            0.0024858826973981657], rtol=1e-12)
+
+
+@pytest.mark.parametrize("content, fragment", [
+    ("not json at all", "is not JSON"),
+    ('{"schema": "pybench.result", "schema_version": 1}', "is not 'pybench.model'"),
+    ('{"schema": "pybench.model", "schema_version": 2, "models": []}', "newer"),
+    ('{"schema": "pybench.model", "schema_version": "1", "models": []}', "positive integer"),
+    ('{"schema": "pybench.model", "schema_version": 1, "models": []}', "'models' missing or empty"),
+    ('{"schema": "pybench.model", "schema_version": 1, "models": [{"collective": "allreduce"}]}',
+     "models[0]"),
+    ('[1, 2, 3]', "JSON object"),
+])
+def test_bad_model_files(tmp_path, content, fragment):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(FileFormatError) as info:
+        load_models(path)
+    assert fragment in str(info.value) and "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_unphysical_old_model_is_refused_with_the_remedy(tmp_path):
+    # A file written before the fit was constrained, with the negative latency that
+    # predicted -10015 us at 16 MiB on 8 ranks.
+    doc = json.loads((FIXTURES / "model_v1_allreduce.json").read_text())
+    doc["models"][0]["segments"][1]["alpha_s"] = -2151e-6
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match="unphysical.*pybench fit") as info:
+        load_models(path)
+    assert "\n" not in str(info.value)
+
+
+def test_cpu_run_fit_and_predict_positive_at_other_worlds(tmp_path, capsys):
+    # The reported failure: `pybench fit` on a CPU run, then `predict --world 8` printed
+    # negative times with "low 0.00". Now every piece is physical and so is every number.
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(FIXTURES / "cpu_mpi2_allreduce.json"), "-o", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "-" not in report.split("95% CI")[-1].split("whole fit")[0].replace("..", "")
+    model = load_model(out)
+    for seg in model.segments:
+        assert seg.alpha_s >= 0 and seg.inv_bw_s_per_byte > 0
+    pj = tmp_path / "pred.json"
+    for world in ("2", "8", "64"):
+        assert main_for_tests(["predict", str(out), "--sizes", "1K:1G", "--world", world,
+                               "--json", str(pj), "--force"]) == 0
+        table = capsys.readouterr().out
+        assert "n/a" not in table and "-" not in table.replace("# ", "").split("note", 1)[1]
+        for r in json.loads(pj.read_text())["records"]:
+            assert r["time_s"] > 0 and r["algbw_gbps"] > 0
+            assert 0 <= r["time_low_s"] <= r["time_s"] <= r["time_high_s"] < 10 * r["time_s"]
+            # Clipped at 0 only where the band is wider than the time, and then it says so.
+            assert r["band_reaches_zero"] == (r["time_low_s"] == 0)
+        if any(r["band_reaches_zero"] for r in json.loads(pj.read_text())["records"]):
+            assert "band reaches 0" in table
+
+
+def test_report_and_json_say_when_an_interval_is_unbounded(tmp_path):
+    sizes = 2 ** np.arange(10, 16)
+    flat = MeasurementSet("x", "allreduce", "nccl", 8, None, "float32", sizes,
+                          [250e-6, 248e-6, 246e-6, 245e-6, 243e-6, 240e-6])
+    m = fit_model(flat)
+    assert m.segments[0].held == "inv_bw"
+    text = m.report()
+    assert "inf" in text and "flat" in text and "unbounded" in text
+    path = tmp_path / "flat.json"
+    m.save(path)
+    seg = json.loads(path.read_text())["models"][0]["segments"][0]
+    assert seg["held"] == "inv_bw" and seg["bw_ci_Bps"][1] is None
+    assert any("unbounded" in n for n in seg["ci_notes"])
+    assert load_model(path) == m
+    p = m.predict([1.0, 1e12], world=64)
+    assert np.all(p.time_s > 0) and np.all(np.isfinite(p.time_high_s))
+
+
+def test_garbage_bytes_and_pickle_are_refused(tmp_path):
+    import pickle
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps({"schema": "pybench.model"}))
+    with pytest.raises(FileFormatError):
+        load_models(path)
+
+
+# -- CLI glue -------------------------------------------------------------------------------
+
+def test_cli_fit_and_predict(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    src = FIXTURES / "nccl_tests_allreduce_8xa100.json"
+    assert main_for_tests(["fit", str(src), str(FIXTURES / "osu_latency_f.txt"), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "allreduce / nccl / intra-node / 8 ranks" in text and "p2p_latency" in text
+    assert len(load_models(out)) == 2
+    assert main_for_tests(["fit", str(src), "-o", str(out)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main_for_tests(["fit", str(src), "-o", str(out), "--force"]) == 0
+    capsys.readouterr()
+
+    pj = tmp_path / "pred.json"
+    assert main_for_tests(["predict", str(out), "--sizes", "1M:1G", "--world", "16",
+                           "--json", str(pj)]) == 0
+    table = capsys.readouterr().out
+    assert "1M" in table and "1G" in table and "busbw" in table
+    doc = json.loads(pj.read_text())
+    recs = doc["records"]
+    assert len(recs) == 11
+    r = recs[0]
+    for key in ("collective", "size_bytes", "world", "time_s", "time_low_s", "time_high_s"):
+        assert key in r
+    assert (r["collective"], r["size_bytes"], r["world"]) == ("allreduce", 1 << 20, 16)
+    assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * 15 / 16)
+    assert r["time_low_s"] <= r["time_s"] <= r["time_high_s"]
+
+
+def test_cli_errors(tmp_path, capsys):
+    """The real entry point: each error is one line on stderr and exit 2."""
+    def one_line_error(argv):
+        assert main_for_tests(argv) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("pybench: error: "), lines
+        return lines[0]
+
+    assert "missing.json" in one_line_error(["predict", str(tmp_path / "missing.json"), "--sizes", "1M"])
+    out = tmp_path / "m.json"
+    fit_model(_set()).save(out)
+    one_line_error(["predict", str(out), "--sizes", "1M:1K"])
+    assert "no model matches" in one_line_error(["predict", str(out), "--sizes", "1M", "--collective", "broadcast"])
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared logs not found at {SHARED_DATA}")
+def test_cli_fit_real_logs_skips_single_size_log(tmp_path, capsys):
+    logs = sorted(str(p) for p in (SHARED_DATA / "nccl-tests").glob("*.txt"))
+    out = tmp_path / "real.json"
+    assert main_for_tests(["fit", *logs, "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "skipped" in captured.err
+    models = load_models(out)
+    assert sorted((m.collective, m.world_size) for m in models) == \
+        [("allgather", 16), ("allreduce", 16), ("allreduce", 16)]
+    # Real sweeps need several regimes: the DESIGN's point about one line.
+    assert all(len(m.segments) >= 3 for m in models)
+    assert all(m.single_line_max_ape > 2 * m.max_ape for m in models)
+
+
+def test_prediction_band_is_wider_and_needs_residual_scale():
+    rng = np.random.default_rng(11)
+    base = _set()
+    m = fit_model(MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32", base.size_bytes,
+                                 base.time_s * (1 + 0.05 * rng.standard_normal(len(base)))))
+    conf = m.predict(1 << 24)
+    pred = m.predict(1 << 24, band="prediction")
+    assert pred.time_s == conf.time_s
+    assert pred.time_high_s - pred.time_low_s > 2 * (conf.time_high_s - conf.time_low_s)
+    assert 0.03 < m.segments[0].rel_sigma < 0.07   # the 5% noise that was put in
+    with pytest.raises(UsageError, match="band"):
+        m.predict(1 << 24, band="wide")
+    # The v1 fixture predates rel_sigma: confidence bands work, prediction bands say why not.
+    old = load_model(FIXTURES / "model_v1_allreduce.json")
+    with pytest.raises(UsageError, match="refit"):
+        old.predict(1 << 20, band="prediction")
