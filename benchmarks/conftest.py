@@ -116,7 +116,7 @@ class BenchServer:
                                        f"before connecting:\n{self.log_tail()}")
             try:
                 conn, _ = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             conn.settimeout(30)
             reader = conn.makefile("r", encoding="utf-8")

@@ -13,13 +13,13 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from pybench.errors import BackendUnavailable, FileFormatError, NativeError, PyBenchError, SizeError, UsageError
-from pybench.sizes import format_size, parse_size, parse_sizes  # noqa: E402
-from pybench.measure.results import RunResult, SizeRecord, load_result  # noqa: E402
-from pybench.model.logs import load_measurements  # noqa: E402
-from pybench.model.fit import cross_validate, fit_alpha_beta  # noqa: E402
-from pybench.model.alpha_beta import AlphaBetaModel, load_model, load_models  # noqa: E402
-from pybench.plan.compute import ComputeProfile, load_compute, profile_compute  # noqa: E402
-from pybench.plan.ccr import ccr, plan  # noqa: E402
+from pybench.measure.results import RunResult, SizeRecord, load_result
+from pybench.model.alpha_beta import AlphaBetaModel, load_model, load_models
+from pybench.model.fit import cross_validate, fit_alpha_beta
+from pybench.model.logs import load_measurements
+from pybench.plan.ccr import ccr, plan
+from pybench.plan.compute import ComputeProfile, load_compute, profile_compute
+from pybench.sizes import format_size, parse_size, parse_sizes
 
 __all__ = [
     "__version__",

@@ -1,6 +1,6 @@
 """Type stubs for the native core (csrc/mpi/module.cpp)."""
 
-from typing import Callable
+from collections.abc import Callable
 
 def mpi_init() -> None: ...
 def mpi_finalize() -> None: ...

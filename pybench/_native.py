@@ -6,7 +6,7 @@ command needs it, so ``pybench env`` and the model tools work without MPI.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -29,7 +29,7 @@ def explain_core_import_error(message: str, package_dir: Path) -> str:
     return f"pybench's native core is missing or broken ({first}); reinstall with `pip install -e .`"
 
 
-@lru_cache(maxsize=None)
+@cache
 def core() -> ModuleType:
     """Return ``pybench._core`` (the MPI backend), or raise BackendUnavailable."""
     try:
@@ -39,7 +39,7 @@ def core() -> ModuleType:
     return _core
 
 
-@lru_cache(maxsize=None)
+@cache
 def cuda() -> ModuleType:
     """Return ``pybench._cuda`` (the CUDA module), or raise BackendUnavailable saying how to build it."""
     try:

@@ -10,8 +10,8 @@ for reduce-scatter the input buffer, for all-to-all the whole send buffer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pybench.errors import SizeError, UsageError
 

@@ -1,8 +1,14 @@
 """One exception family for everything pybench reports to a user.
 
 The CLI prints any ``PyBenchError`` as a single line on stderr and exits with
-``exit_code`` (2 for bad input), so messages must say what was wrong, what is
-accepted and what to do.
+``exit_code``, so messages must say what was wrong, what is accepted and what to do.
+Library code names its own parameters in messages; the CLI maps them to flags.
+
+Exit codes (README, "Exit codes"): 0 success; 1 a wrong value found by the check, or a
+gate (``--min-busbw``, ``--fail-on-regression``) failed; 2 bad input (:class:`UsageError`,
+:class:`SizeError`, :class:`FileFormatError`); 3 the environment failed (:class:`EnvironmentFault`:
+a backend, device or library missing or failing, an MPI/CUDA/NCCL error, a full disk);
+124 an operation timed out; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,7 +28,13 @@ class SizeError(UsageError):
     """A size string or a size/world/dtype combination is not acceptable."""
 
 
-class BackendUnavailable(PyBenchError):
+class EnvironmentFault(PyBenchError):
+    """The machine, not the input, failed: a library, device or file system error."""
+
+    exit_code = 3
+
+
+class BackendUnavailable(EnvironmentFault):
     """A backend (MPI, CUDA, NCCL, torch) is missing; the message says how to get it."""
 
 
@@ -30,5 +42,5 @@ class FileFormatError(PyBenchError):
     """A results file, model file or imported log cannot be read."""
 
 
-class NativeError(PyBenchError):
+class NativeError(EnvironmentFault):
     """An error raised by the C++ core (mapped from its exception type)."""

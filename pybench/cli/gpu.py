@@ -21,9 +21,8 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
 
-from pybench.errors import BackendUnavailable, PyBenchError, UsageError
+from pybench.errors import BackendUnavailable, UsageError
 
 SCHEMA_COPY = "pybench.copy"
 SCHEMA_P2P_MATRIX = "pybench.measure.gpu.p2p_matrix"

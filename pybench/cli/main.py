@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from pybench import __version__
 from pybench.cli import argtypes
@@ -22,15 +21,13 @@ from pybench.cli import planning as cli_planning
 from pybench.cli import profile as cli_profile
 from pybench.cli import reports as cli_reports
 from pybench.cli.parser import Parser, run, subcommands
-from pybench.measure.benchmark import BenchConfig, check_memory
 from pybench.collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
-from pybench.errors import BackendUnavailable, PyBenchError, UsageError
+from pybench.errors import BackendUnavailable, UsageError
+from pybench.measure.benchmark import BenchConfig, check_memory
 from pybench.measure.p2p_tests import parse_p2p_tests
 from pybench.measure.results import OutputFiles
-from pybench.sizes import parse_sizes
 from pybench.measure.stopping import StopRule
-
-
+from pybench.sizes import parse_sizes
 
 _precision = argtypes.fraction()
 _positive_int, _nonneg_int = argtypes.positive_int, argtypes.nonneg_int

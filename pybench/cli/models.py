@@ -14,7 +14,6 @@ Errors are PyBenchError subclasses; the CLI prints them on one line and exits 2.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -72,8 +71,8 @@ def add_parsers(subparsers) -> None:
 
 def run_fit(args) -> int:
     """Body of ``pybench fit``; returns the exit status."""
-    from pybench.model.logs import load_measurements
     from pybench.model.alpha_beta import fit_models, save_models
+    from pybench.model.logs import load_measurements
 
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.

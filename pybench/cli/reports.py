@@ -18,15 +18,12 @@ Bad input raises a PyBenchError subclass (one line, exit 2).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
 from pathlib import Path
 
 from pybench.cli import argtypes
-from pybench.errors import UsageError
-
 
 _percent = argtypes.percent
 _fraction = argtypes.fraction()
@@ -85,9 +82,9 @@ def add_parsers(subparsers) -> None:
 
 def run_compare(args) -> int:
     """Body of ``pybench compare``; returns the exit status."""
+    from pybench.io.files import refuse_existing, write_atomic
     from pybench.report.compare import compare_results, run_label
     from pybench.report.plot import load_checked_result
-    from pybench.io.files import refuse_existing, write_atomic
     out = Path(args.json) if args.json else None
     if out is not None:
         refuse_existing(out, args.force)

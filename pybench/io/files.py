@@ -11,12 +11,15 @@ is ever executed: JSON only, never pickle.
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from pybench.errors import FileFormatError, UsageError
+from pybench.io.formats import FileFormat, check_document
 
 # A result or model file is kilobytes to a few hundred megabytes (raw samples);
 # anything bigger is not one of ours and is refused before it is read into memory.
@@ -29,10 +32,34 @@ def _umask() -> int:
     return mask
 
 
+def _refuse_non_regular(path: Path) -> None:
+    """Writes replace regular files only: never a device, FIFO, socket or the target of a symlink."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"{path} is a symbolic link; pybench does not write through links: give the real path")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{path} is not a regular file ({_kind(st.st_mode)}); give a file name")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Replace ``path`` with ``data`` atomically."""
+    """Replace ``path`` with ``data`` atomically (a regular file only; see the module docstring)."""
     path = Path(path)
+    _refuse_non_regular(path)
     folder = path.parent if str(path.parent) else Path(".")
+    # mkstemp opens with O_EXCL in the target's own folder: nothing planted there can be followed.
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -49,6 +76,19 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
         raise
 
 
+def json_text(doc: Any) -> str:
+    """Strict JSON text of ``doc`` (no NaN or Infinity tokens, which other readers reject)."""
+    try:
+        return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise UsageError(f"refusing to write a non-finite number ({exc}); check the inputs for nan or inf") from None
+
+
+def write_json(path: str | os.PathLike, doc: Any) -> None:
+    """Write ``doc`` as strict JSON, atomically."""
+    write_atomic(path, json_text(doc))
+
+
 def refuse_existing(path: str | os.PathLike, force: bool) -> None:
     """One-line error when ``path`` exists and the user did not pass --force, or cannot be written."""
     p = Path(path)
@@ -63,32 +103,92 @@ def refuse_existing(path: str | os.PathLike, force: bool) -> None:
         raise UsageError(f"cannot write {p}: folder {parent} is not writable")
 
 
+# Deeper than any file pybench writes (a result is 4 levels deep); checked after parsing so a
+# hostile file cannot drive the recursive walkers that read documents into RecursionError.
+MAX_JSON_DEPTH = 64
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON (non-finite numbers are refused)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} overflows a double")
+    return value
+
+
+def _depth(data: Any) -> int:
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth > MAX_JSON_DEPTH:
+                break
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
 def parse_json(text: str, source: str) -> Any:
-    """``json.loads`` with every failure as a one-line FileFormatError naming ``source``."""
+    """Strict ``json.loads``: every failure, NaN/Infinity, overflow and deep nesting as one FileFormatError line."""
     try:
-        return json.loads(text)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise FileFormatError(f"{source}: JSON nested too deeply to be a pybench file") from None
     except ValueError as exc:
-        raise FileFormatError(f"{source} is not JSON: {exc}") from None
+        raise FileFormatError(f"{source} is not JSON pybench reads: {str(exc)[:200]}") from None
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise FileFormatError(f"{source}: JSON nested more than {MAX_JSON_DEPTH} levels deep; not a pybench file")
+    return data
 
 
 def read_text(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> str:
-    """The file's text, or a one-line FileFormatError (missing, unreadable, too large, not UTF-8)."""
+    """The file's text, or a one-line FileFormatError (missing, not a regular file, too large, not UTF-8).
+
+    The file is opened without blocking (a FIFO cannot hang the open), checked on the opened
+    descriptor (a symlink to /dev/zero is a character device there), and read no further than
+    ``limit_bytes``.
+    """
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > limit_bytes:
-            raise FileFormatError(f"{p} is {size} bytes, larger than any pybench file ({limit_bytes}); wrong file?")
-        return p.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise FileFormatError(f"{p} is not UTF-8 text") from None
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except IsADirectoryError:
         raise FileFormatError(f"{p} is a folder, not a file") from None
     except OSError as exc:
         raise FileFormatError(f"cannot read {p}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileFormatError(f"{p} is {_kind(st.st_mode)}, not a regular file; give a file")
+        if st.st_size > limit_bytes:
+            raise FileFormatError(f"{p} is {st.st_size} bytes, larger than any pybench file ({limit_bytes}); "
+                                  f"wrong file?")
+        chunks, total = [], 0
+        while total <= limit_bytes:
+            chunk = os.read(fd, min(1 << 20, limit_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit_bytes:
+            raise FileFormatError(f"{p} grew past {limit_bytes} bytes while being read; wrong file?")
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileFormatError(f"{p} is not UTF-8 text") from None
+    except OSError as exc:
+        raise FileFormatError(f"cannot read {p}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> Any:
     """Read and parse a JSON file; one-line FileFormatError on any failure."""
-    return parse_json(read_text(path), str(path))
+    return parse_json(read_text(path, limit_bytes), str(path))
+
+
+def read_document(path: str | os.PathLike, fmt: FileFormat, limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """Read a pybench document of ``fmt`` (see :mod:`pybench.io.formats`); one-line FileFormatError otherwise."""
+    return check_document(read_json(path, limit_bytes), fmt, str(path))

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from pybench.collectives import DTYPES, get_collective
 from pybench.errors import SizeError, UsageError
 from pybench.measure.p2p_tests import P2P_TESTS
 from pybench.measure.results import SizeRecord
-from pybench.sizes import format_size
 from pybench.measure.stats import SampleStats
 from pybench.measure.stopping import StopRule
+from pybench.sizes import format_size
 
 
 class NativeBench(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from pybench import __version__
@@ -12,7 +12,7 @@ from pybench._native import build_info
 from pybench.errors import BackendUnavailable
 
 
-@lru_cache(maxsize=None)
+@cache
 def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:

@@ -46,7 +46,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from pybench.errors import BackendUnavailable, UsageError
 
@@ -57,7 +57,7 @@ DEFAULT_LATENCY = "50ms"
 DEFAULT_PORT = 29500
 NAME_PREFIX = "pbn"
 
-_LIVE: dict[int, "NetnsLab"] = {}
+_LIVE: dict[int, NetnsLab] = {}
 
 
 def _ip() -> str:
@@ -126,7 +126,7 @@ class NetnsLab:
         self._open = False
 
     # -- life cycle ------------------------------------------------------------------
-    def __enter__(self) -> "NetnsLab":
+    def __enter__(self) -> NetnsLab:
         self.create()
         return self
 
@@ -311,7 +311,7 @@ print(time.perf_counter() - t0, flush=True)
 """
 
 
-def tcp_rate(lab: "NetnsLab", src: int = 0, dst: int = 1, nbytes: int = 32 << 20, port: int = 29400) -> float:
+def tcp_rate(lab: NetnsLab, src: int = 0, dst: int = 1, nbytes: int = 32 << 20, port: int = 29400) -> float:
     """Bytes per second of one TCP stream from host ``src`` to host ``dst`` (a link check).
 
     Includes the connection's slow start and the final acknowledgement, so it
@@ -355,7 +355,7 @@ def _close_all() -> None:
     for lab in list(_LIVE.values()):
         try:
             lab.close()
-        except Exception:  # noqa: BLE001 - best effort at exit
+        except Exception:
             pass
 
 

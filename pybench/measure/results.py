@@ -61,7 +61,7 @@ class SizeRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SizeRecord":
+    def from_dict(cls, d: dict[str, Any]) -> SizeRecord:
         """Build from a JSON record, checking every field's type: files can be hostile."""
         if not isinstance(d, dict):
             raise FileFormatError(f"a size record is {type(d).__name__}, not an object")
@@ -125,7 +125,7 @@ class RunResult:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunResult":
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise FileFormatError(f"not a pybench result (schema {d.get('schema') if isinstance(d, dict) else None!r}, "
                                   f"expected {SCHEMA!r})")

@@ -11,14 +11,14 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
+from pybench.errors import PyBenchError
 from pybench.measure.backends import Backend, get_backend
 from pybench.measure.benchmark import BenchConfig, check_memory, env_flag, run_sizes
 from pybench.measure.envinfo import environment
-from pybench.errors import PyBenchError
 from pybench.measure.launch import PROGRESS, PROGRESS_MARK, report_status
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
-from pybench.sizes import format_size
 from pybench.measure.table import footer_lines, header_lines, row_line
+from pybench.sizes import format_size
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -42,7 +42,7 @@ class SampleStats:
     ci_high_s: float
 
     @classmethod
-    def from_samples(cls, samples: Sequence[float]) -> "SampleStats":
+    def from_samples(cls, samples: Sequence[float]) -> SampleStats:
         """Compute the summary; ``samples`` must be non-empty and finite."""
         a = np.sort(np.asarray(samples, dtype=float))
         if a.size == 0:

@@ -8,8 +8,8 @@ nccl-tests lacks: p5 and p95 time, iterations timed and the CI of the median.
 from __future__ import annotations
 
 from pybench.measure.results import RunResult, SizeRecord
-from pybench.sizes import format_size
 from pybench.measure.stopping import MIN_SAMPLES_FOR_CI
+from pybench.sizes import format_size
 
 _HEADER = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "p5", "p95", "iters", "ci")
 _UNITS = ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "", "(±%)")

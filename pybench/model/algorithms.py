@@ -40,8 +40,8 @@ n/g over N = p/g nodes, intra-node all-gather.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -26,17 +26,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
-from pybench.model.algorithms import default_algorithm, get_algorithm
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_json, refuse_existing, write_atomic
-from pybench.model.fit import (DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR, SegmentFit,
-                  fit_alpha_beta, fit_single_line, predict_segments, select_algorithm)
+from pybench.model.algorithms import default_algorithm, get_algorithm
+from pybench.model.fit import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_MIN_POINTS,
+    DEFAULT_NOISE_FLOOR,
+    SegmentFit,
+    fit_alpha_beta,
+    fit_single_line,
+    predict_segments,
+    select_algorithm,
+)
 
 MODEL_SCHEMA = "pybench.model"
 MODEL_SCHEMA_VERSION = 1
@@ -89,8 +97,8 @@ class AlphaBetaModel:
 
     collective: str
     backend: str
-    link_class: Optional[str]
-    world_size: Optional[int]
+    link_class: str | None
+    world_size: int | None
     dtype: str
     segments: tuple
     algorithm: str
@@ -116,7 +124,7 @@ class AlphaBetaModel:
         """Largest measured size covered."""
         return int(self.segments[-1].size_max_bytes)
 
-    def segments_at(self, world: Optional[int] = None) -> tuple:
+    def segments_at(self, world: int | None = None) -> tuple:
         """Pieces at ``world`` ranks (the fitted ones when world is None or the fitted world)."""
         if world is None or world == self.world_size:
             return self.segments
@@ -137,7 +145,7 @@ class AlphaBetaModel:
         return tuple(out)
 
     # -- prediction ------------------------------------------------------------------
-    def predict(self, size_bytes, world: Optional[int] = None,
+    def predict(self, size_bytes, world: int | None = None,
                 band: str = "confidence") -> Prediction:
         """Time per operation at ``size_bytes`` (scalar or array) on ``world`` ranks.
 
@@ -238,7 +246,7 @@ class AlphaBetaModel:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "AlphaBetaModel":
+    def from_dict(cls, d: dict) -> AlphaBetaModel:
         """Inverse of :meth:`to_dict`; raises FileFormatError naming what is wrong."""
         if not isinstance(d, dict):
             raise FileFormatError("a model entry must be a JSON object")
@@ -307,8 +315,8 @@ def _fj(x) -> float:
 # Building models from measurements
 # ----------------------------------------------------------------------------------------
 
-def fit_model(measurements, *, algorithm: Optional[str] = None,
-              algorithm_basis: Optional[str] = None, min_points: int = DEFAULT_MIN_POINTS,
+def fit_model(measurements, *, algorithm: str | None = None,
+              algorithm_basis: str | None = None, min_points: int = DEFAULT_MIN_POINTS,
               criterion: str = "bic", noise_floor: float = DEFAULT_NOISE_FLOOR,
               confidence: float = DEFAULT_CONFIDENCE) -> AlphaBetaModel:
     """Fit one :class:`AlphaBetaModel` to sweeps of the same collective and world size.
@@ -473,8 +481,8 @@ def load_models(path) -> list:
     return models_from_document(data, p)
 
 
-def load_model(path, *, collective: Optional[str] = None, link_class: Optional[str] = None,
-               world_size: Optional[int] = None, backend: Optional[str] = None) -> AlphaBetaModel:
+def load_model(path, *, collective: str | None = None, link_class: str | None = None,
+               world_size: int | None = None, backend: str | None = None) -> AlphaBetaModel:
     """Read the one model in ``path`` that matches the given filters.
 
     Raises

@@ -46,9 +46,9 @@ Public entry points: :func:`fit_alpha_beta`, :func:`fit_single_line`,
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -343,7 +343,7 @@ class SegmentFit:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SegmentFit":
+    def from_dict(cls, d: dict) -> SegmentFit:
         """Inverse of :meth:`to_dict` (raises KeyError/TypeError/ValueError on bad input)."""
         cov = tuple(float(x) for x in d["cov"])
         if len(cov) != 3:
@@ -655,7 +655,7 @@ def _criterion(name: str, rss: float, n: int, k_segments: int, n_free: int,
 
 
 def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
-                   max_segments: Optional[int] = None, criterion: str = "bic",
+                   max_segments: int | None = None, criterion: str = "bic",
                    noise_floor: float = DEFAULT_NOISE_FLOOR,
                    confidence: float = DEFAULT_CONFIDENCE) -> PiecewiseFit:
     """Fit T(size) = alpha_k + size / B_k piecewise, finding the regimes from the data.

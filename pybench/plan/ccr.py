@@ -47,16 +47,33 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from pybench.plan.compute import ComputeProfile, load_compute
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
+from pybench.plan.compute import ComputeProfile, load_compute
 from pybench.plan.overlap import OverlapProfile, bucket_sizes, bucketed_serial_s, overlap_exposed_s
-from pybench.plan.strategies import (INTER, INTRA, CommOp, Layout, MemoryEstimate, Workload, bubble_fraction,
-                         canonical_strategy, comm_ops, make_layout, memory_per_device)
-from pybench.plan.transformer import (TransformerShape, format_param_count, parse_param_count,
-                          shape_for_params, training_flops)
+from pybench.plan.strategies import (
+    INTER,
+    INTRA,
+    CommOp,
+    Layout,
+    MemoryEstimate,
+    Workload,
+    bubble_fraction,
+    canonical_strategy,
+    comm_ops,
+    make_layout,
+    memory_per_device,
+)
+from pybench.plan.transformer import (
+    TransformerShape,
+    format_param_count,
+    parse_param_count,
+    shape_for_params,
+    training_flops,
+)
 
 __all__ = [
     "CollectiveModel", "Prediction", "ModelSet", "CommTime", "OpTime", "StepEstimate", "Breakeven",
@@ -82,8 +99,9 @@ def band(fraction: float) -> str:
 # stragglers
 
 def _normal_cdf(x):
-    import numpy as np
     from math import erf, sqrt
+
+    import numpy as np
     return np.array([0.5 * (1.0 + erf(v / sqrt(2.0))) for v in x])
 
 
@@ -151,7 +169,7 @@ class CommTime:
     time_high_s: float
     source: str
 
-    def scaled(self, factor: float) -> "CommTime":
+    def scaled(self, factor: float) -> CommTime:
         return CommTime(self.time_s * factor, self.time_low_s * factor, self.time_high_s * factor, self.source)
 
 

@@ -25,8 +25,9 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
 from pybench.io.files import read_json, refuse_existing, write_atomic
@@ -301,7 +302,7 @@ class GemmTiming(Gemm):
                 "flops": self.flops, "flops_per_s": self.flops_per_s}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GemmTiming":
+    def from_dict(cls, d: dict) -> GemmTiming:
         return cls(str(d["layer_op"]), str(d["phase"]), int(d["m"]), int(d["k"]), int(d["n"]),
                    int(d["timed_m"]), int(d["timed_k"]), int(d["timed_n"]),
                    tuple(float(x) for x in d["samples_s"]))
@@ -386,7 +387,7 @@ class ComputeProfile:
                 "flops_per_s": self.flops_per_s, "gemms": [g.to_dict() for g in self.gemms]}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ComputeProfile":
+    def from_dict(cls, d: dict) -> ComputeProfile:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise FileFormatError(f"not a compute profile: expected \"schema\": \"{SCHEMA}\"")
         version = d.get("schema_version")

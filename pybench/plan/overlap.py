@@ -34,8 +34,8 @@ last bucket, end of the slowed backward) + copy_out_s - backward_s, which is wha
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from pybench.errors import UsageError
 

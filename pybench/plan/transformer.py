@@ -124,7 +124,7 @@ class TransformerShape:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TransformerShape":
+    def from_dict(cls, d: dict) -> TransformerShape:
         return cls(**{k: d[k] for k in ("name", "hidden", "layers", "heads", "ffn", "vocab")},
                    kv_heads=int(d.get("kv_heads", 0)), gated_mlp=bool(d.get("gated_mlp", False)))
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["GradReadiness", "HostCpuMeter", "bucket_ready_fractions", "cores_available", "machine_id",
            "time_bucket_copies"]

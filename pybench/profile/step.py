@@ -49,13 +49,20 @@ import dataclasses
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pybench.errors import UsageError
 from pybench.plan.overlap import OverlapProfile, compute_slowdown
-from pybench.profile.probes import (GradReadiness, HostCpuMeter, bucket_ready_fractions, cores_available, machine_id,
-                            time_bucket_copies)
+from pybench.profile.probes import (
+    GradReadiness,
+    HostCpuMeter,
+    bucket_ready_fractions,
+    cores_available,
+    machine_id,
+    time_bucket_copies,
+)
 
 SCHEMA = "pybench.profile"
 SCHEMA_VERSION = 1
@@ -331,8 +338,8 @@ def fit_quick_model(sizes: Sequence[int] = QUICK_SWEEP, samples: int = 3, link_c
     import torch
     import torch.distributed as dist
 
-    from pybench.model.logs.measurements import MeasurementSet
     from pybench.model.alpha_beta import fit_model
+    from pybench.model.logs.measurements import MeasurementSet
     world = dist.get_world_size()
     times = []
     for size in sizes:
@@ -384,7 +391,7 @@ def _bucket_sizes(ddp, grad_bytes: int) -> list[int]:
         sizes = [int(x) for x in str(text).replace(",", " ").split()]
         if sizes and sum(sizes) > 0:
             return sizes
-    except Exception:  # noqa: BLE001 - private API; fall back to the cap
+    except Exception:
         pass
     cap = int(getattr(ddp, "bucket_bytes_cap", 25 * 2**20))
     n = max(1, math.ceil(grad_bytes / cap))
@@ -396,6 +403,7 @@ def _time_buckets(bucket_bytes: list[int], repeats: int, meter=None) -> float:
 
     ``meter`` (a HostCpuMeter) measures the host's busy cores over each timed repeat."""
     import contextlib
+
     import torch
     import torch.distributed as dist
     bufs = [torch.zeros(max(1, b // 4), dtype=torch.float32) for b in bucket_bytes]

@@ -34,8 +34,8 @@ in only one file are listed, not treated as an error.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -18,15 +18,23 @@ import html
 import io
 import json
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pybench import __version__
 from pybench.errors import FileFormatError, UsageError
-from pybench.report.plot import (load_checked_result, matching_models, mpl_text, render_measurements,
-                   require_matplotlib, run_series, series_label)
 from pybench.io.files import refuse_existing, write_atomic
 from pybench.measure.results import RunResult
+from pybench.report.plot import (
+    load_checked_result,
+    matching_models,
+    mpl_text,
+    render_measurements,
+    require_matplotlib,
+    run_series,
+    series_label,
+)
 from pybench.sizes import format_size
 
 # A constant (never from a file), written into a double-quoted attribute as is.

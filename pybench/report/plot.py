@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

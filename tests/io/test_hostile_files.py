@@ -9,21 +9,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pybench.errors import PyBenchError
 from pybench.measure.results import load_result
 
-from conftest import SHARED_DATA
-
 FIXTURES = (Path(__file__).resolve().parents[1] / "fixtures")
 
 
 def _loaders():
-    from pybench.plan.compute import load_compute
-    from pybench.model.logs import load_measurements
     from pybench.model.alpha_beta import load_models
+    from pybench.model.logs import load_measurements
+    from pybench.plan.compute import load_compute
     return {"result": load_result, "models": load_models, "measurements": load_measurements,
             "compute": load_compute}
 

@@ -43,8 +43,8 @@ def test_torchrun_workers_count_as_launched():
 def test_backends_are_looked_up_by_name():
     import pytest
 
-    from pybench.measure.backends import get_backend
     from pybench.errors import BackendUnavailable, UsageError
+    from pybench.measure.backends import get_backend
     with pytest.raises(UsageError, match="unknown backend 'gloo'; known: mpi"):
         get_backend("gloo")
     from pybench._native import cuda

@@ -4,8 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-
-
 from conftest import assert_every_case_exact, run_under_mpiexec
 
 SCRIPTS = (Path(__file__).resolve().parents[1] / "mpi_scripts")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pybench._native import build_info
-from pybench.measure.backends import nccl as nccl_backend
 from pybench.errors import BackendUnavailable, NativeError, UsageError
+from pybench.measure.backends import nccl as nccl_backend
 
 needs_cuda_module = pytest.mark.skipif(build_info().get("cuda_module") != "ON",
                                        reason="pybench was built without the CUDA module (no nvcc at build time)")
@@ -97,6 +97,7 @@ def test_communicator_without_gpu_is_a_native_error_not_a_crash(tmp_path):
     # ncclCommInitAll with no driver: NCCL's error comes back as one NativeError line.
     import subprocess
     import sys
+
     from pybench.measure.gpu.nccl_lib import candidates
     if not any(c.source == "wheel" for c in candidates(environ={})):
         pytest.skip("the nvidia-nccl wheel is not installed (pip install nvidia-nccl-cu13)")
@@ -183,7 +184,7 @@ def test_expected_values_are_the_reduction_of_every_ranks_pattern():
     from pybench._native import cuda
     c = cuda()
     world, m = 4, 13
-    value = lambda r, j: 1 + (3 * r + j) % m  # noqa: E731  (csrc/common/pattern.cpp's formula)
+    value = lambda r, j: 1 + (3 * r + j) % m
     sums, _, _ = c.pattern_table("float32", "sum", world, True, -1, 5)
     assert sums == [sum(value(r, 5 + k) for r in range(world)) for k in range(m)]
     maxes, _, _ = c.pattern_table("int32", "max", world, True, -1, 0)
@@ -304,7 +305,7 @@ def test_fake_cuda_module_has_the_real_signatures():
 
     from pybench._native import cuda
     real = cuda()
-    first = lambda f: f.__doc__.strip().splitlines()[0]  # noqa: E731
+    first = lambda f: f.__doc__.strip().splitlines()[0]
     assert _param_names(first(real.NcclBench.__init__)) == list(inspect.signature(_FakeBench).parameters)
     assert _param_names(first(real.copy_times)) == list(inspect.signature(_FakeCuda.copy_times).parameters)
     assert _param_names(first(real.NcclWorld.pair_times)) == list(

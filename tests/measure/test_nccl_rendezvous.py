@@ -12,7 +12,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import run_under_mpiexec
 
 MPI_SCRIPT = textwrap.dedent("""

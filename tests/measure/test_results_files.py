@@ -4,8 +4,16 @@ import os
 import pytest
 
 from pybench.errors import FileFormatError, UsageError
-from pybench.measure.results import (SCHEMA, OutputFiles, RunResult, SizeRecord, load_result, result_csv, result_json,
-                             write_atomic)
+from pybench.measure.results import (
+    SCHEMA,
+    OutputFiles,
+    RunResult,
+    SizeRecord,
+    load_result,
+    result_csv,
+    result_json,
+    write_atomic,
+)
 
 
 def _record(size=1024, wrong=0):

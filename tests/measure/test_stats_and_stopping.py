@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from pybench.measure.benchmark import BenchConfig, measure_size
 from pybench.errors import UsageError
+from pybench.measure.benchmark import BenchConfig, measure_size
 from pybench.measure.stats import SampleStats, median_ci_indices
 from pybench.measure.stopping import MIN_SAMPLES_FOR_CI, StopRule
 

@@ -13,7 +13,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import assert_every_case_exact, run_under_mpiexec
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
@@ -126,9 +125,9 @@ def test_torch_missing_says_pip_install_torch(tmp_path):
 
 
 def test_unsupported_benchmarks_are_refused_in_one_line():
+    from pybench.errors import UsageError
     from pybench.measure.backends.torch import check_config
     from pybench.measure.benchmark import BenchConfig
-    from pybench.errors import UsageError
     with pytest.raises(UsageError, match="p2p --backend mpi"):
         check_config(BenchConfig(benchmark="p2p_bw", sizes=(8,)))
     check_config(BenchConfig(benchmark="reducescatter", sizes=(8,)))  # gloo in torch 2.13 has it

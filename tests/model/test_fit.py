@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pybench.model import algorithms
 from pybench.errors import UsageError
-from pybench.model.fit import (cross_validate, fit_alpha_beta, fit_segment, fit_single_line,
-                         select_algorithm, t_quantile)
-from pybench.model.logs import load_measurements
+from pybench.model import algorithms
 from pybench.model.alpha_beta import fit_model
-from hypothesis import given, settings, strategies as st
+from pybench.model.fit import cross_validate, fit_alpha_beta, fit_segment, fit_single_line, select_algorithm, t_quantile
+from pybench.model.logs import load_measurements
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pybench.model import algorithms
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
+from pybench.model import algorithms
+from pybench.model.alpha_beta import MODEL_SCHEMA, fit_model, fit_models, load_model, load_models, save_models
 from pybench.model.logs import MeasurementSet
-from pybench.model.alpha_beta import (MODEL_SCHEMA, fit_model, fit_models, load_model,
-                           load_models, save_models)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -16,10 +16,17 @@ from dataclasses import dataclass
 import pytest
 
 from pybench.cli import planning as cli_planning
-from pybench.plan.ccr import (CollectiveModel, ModelSet, band, ccr, expected_max_normal, overlap_exposed_s,
-                         straggler_factor)
-from pybench.plan.compute import load_compute
 from pybench.errors import BackendUnavailable, UsageError
+from pybench.plan.ccr import (
+    CollectiveModel,
+    ModelSet,
+    band,
+    ccr,
+    expected_max_normal,
+    overlap_exposed_s,
+    straggler_factor,
+)
+from pybench.plan.compute import load_compute
 from pybench.plan.transformer import TransformerShape
 
 SHAPE = TransformerShape("small", 8, 2, 2, 32, 10)
@@ -317,7 +324,8 @@ def test_missing_fitter_module(monkeypatch):
 
 # --- properties -----------------------------------------------------------------------------------------
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 
 @settings(max_examples=60, deadline=None, database=None)
@@ -379,6 +387,7 @@ def test_real_fitted_model_file(tmp_path):
     """A model fitted by pybench.model/pybench.model.fit, saved and loaded, drives the step model."""
     model_mod = pytest.importorskip("pybench.model.alpha_beta")
     import numpy as np
+
     from pybench.model.algorithms import default_algorithm
     from pybench.model.fit import fit_alpha_beta
 
@@ -478,9 +487,9 @@ def test_exposed_never_exceeds_the_serial_fraction_with_buckets():
 def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
     from conftest import SHARED_DATA
 
-    from pybench.plan.ccr import plan
-    from pybench.model.logs import load_measurements
     from pybench.model.alpha_beta import fit_models
+    from pybench.model.logs import load_measurements
+    from pybench.plan.ccr import plan
     log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
     if not log.exists():
         pytest.skip(f"shared logs not found at {SHARED_DATA}")

@@ -10,9 +10,17 @@ import sys
 import pytest
 
 from pybench.cli import planning as cli_planning
-from pybench.plan.compute import (DEFAULT_CPU_MAX_GEMM_FLOPS, ComputeProfile, GemmTiming, get_engine,
-                             load_compute, profile_compute, time_gemm, timed_tokens_for)
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
+from pybench.plan.compute import (
+    DEFAULT_CPU_MAX_GEMM_FLOPS,
+    ComputeProfile,
+    GemmTiming,
+    get_engine,
+    load_compute,
+    profile_compute,
+    time_gemm,
+    timed_tokens_for,
+)
 from pybench.plan.transformer import TransformerShape, shape_for_params, shape_from_dims, step_gemms
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")

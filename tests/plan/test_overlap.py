@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pybench.errors import UsageError
-from pybench.plan.overlap import (OverlapProfile, compute_slowdown, overlap_exposed_s, uniform_ready_fractions)
+from pybench.plan.overlap import OverlapProfile, compute_slowdown, overlap_exposed_s, uniform_ready_fractions
 from pybench.profile.probes import HostCpuMeter, bucket_ready_fractions, machine_id
 
 FIXTURES = (Path(__file__).resolve().parents[1] / "fixtures")

@@ -4,8 +4,16 @@ against numbers computed by hand."""
 import pytest
 
 from pybench.errors import UsageError
-from pybench.plan.strategies import (INTER, INTRA, Workload, bubble_fraction, canonical_strategy, comm_ops,
-                                make_layout, memory_per_device)
+from pybench.plan.strategies import (
+    INTER,
+    INTRA,
+    Workload,
+    bubble_fraction,
+    canonical_strategy,
+    comm_ops,
+    make_layout,
+    memory_per_device,
+)
 from pybench.plan.transformer import TransformerShape
 
 # hidden 8, 2 layers, 2 heads, ffn 32; P = 1000 params, seq 4, micro-batch 2, bf16 (2 B):

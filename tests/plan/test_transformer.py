@@ -3,9 +3,18 @@
 import pytest
 
 from pybench.errors import UsageError
-from pybench.plan.transformer import (SHAPES, Gemm, TransformerShape, derive_shape, format_param_count,
-                                 parse_param_count, shape_for_params, shape_from_dims, step_gemms,
-                                 training_flops)
+from pybench.plan.transformer import (
+    SHAPES,
+    Gemm,
+    TransformerShape,
+    derive_shape,
+    format_param_count,
+    parse_param_count,
+    shape_for_params,
+    shape_from_dims,
+    step_gemms,
+    training_flops,
+)
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pybench.cli.main import main as main_for_tests
-from pybench.report.compare import (average_ranks, bootstrap_median_ratio_ci, compare_results, holm, mann_whitney_u)
 from pybench.measure.results import RunResult, SizeRecord, result_json
 from pybench.measure.stats import SampleStats
+from pybench.report.compare import average_ranks, bootstrap_median_ratio_ci, compare_results, holm, mann_whitney_u
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SAME_A = FIXTURES / "compare_allreduce_a.json"

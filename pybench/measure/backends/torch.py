@@ -217,7 +217,7 @@ class TorchBackend:
         if self.pg_backend == "nccl":
             try:
                 v += " " + ".".join(str(x) for x in self.torch.cuda.nccl.version())
-            except Exception:  # noqa: BLE001 - the version is informative only
+            except Exception:
                 pass
         return v
 
@@ -245,7 +245,7 @@ class TorchBackend:
         try:
             if self.dist.is_initialized():
                 self.dist.destroy_process_group()
-        except Exception:  # noqa: BLE001 - shutdown must not mask the run's result
+        except Exception:
             pass
         # Collect now, while Python still runs: after torch.profiler, cycles keep the gloo process
         # group alive until interpreter shutdown, where its worker thread, needing the GIL, is made
@@ -263,7 +263,7 @@ class _Watchdog:
     thread waits in gloo/nccl. Arming is two attribute writes per operation.
     """
 
-    def __init__(self, backend: "TorchBackend"):
+    def __init__(self, backend: TorchBackend):
         self.b = backend
         self.timeout_s = 0.0
         self.on_timeout = None
@@ -313,7 +313,7 @@ class _Watchdog:
                 if self.on_timeout is not None:
                     try:
                         self.on_timeout(msg)
-                    except Exception:  # noqa: BLE001 - saving is best effort; exiting is not
+                    except Exception:
                         pass
                 self.b.abort(1)
 

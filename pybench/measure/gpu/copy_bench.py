@@ -10,12 +10,12 @@ Rates are GB/s = 1e9 bytes per second; time is per copy, median over samples.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 from pybench.errors import UsageError
-from pybench.sizes import format_size
 from pybench.measure.stats import SampleStats
+from pybench.sizes import format_size
 
 KINDS = ("d2d", "h2d", "d2h", "p2p")
 KIND_TEXT = {"d2d": "device -> same device", "h2d": "pinned host -> device", "d2h": "device -> pinned host",

@@ -24,9 +24,9 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from pybench.errors import BackendUnavailable
 

@@ -12,8 +12,8 @@ The NVLink/PCIe class of each pair comes from NVML where it is available.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 from pybench.errors import UsageError
 

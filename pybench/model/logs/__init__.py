@@ -68,8 +68,8 @@ def sniff_format(text: str) -> str:
     return "unknown"
 
 
-def load_measurements(path, *, collective: Optional[str] = None,
-                      world_size: Optional[int] = None) -> list:
+def load_measurements(path, *, collective: str | None = None,
+                      world_size: int | None = None) -> list:
     """Read a benchmark log or result file of any supported format.
 
     Parameters

@@ -8,7 +8,6 @@ says which model it belongs to (collective, backend, world size, link class).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -68,17 +67,17 @@ class MeasurementSet:
     source: str
     collective: str
     backend: str
-    world_size: Optional[int]
-    link_class: Optional[str]
+    world_size: int | None
+    link_class: str | None
     dtype: str
     size_bytes: np.ndarray
     time_s: np.ndarray
-    time_low_s: Optional[np.ndarray] = None
-    time_high_s: Optional[np.ndarray] = None
+    time_low_s: np.ndarray | None = None
+    time_high_s: np.ndarray | None = None
     path: str = ""
     time_statistic: str = "median"
     notes: tuple = field(default_factory=tuple)
-    time_in_place_s: Optional[np.ndarray] = None
+    time_in_place_s: np.ndarray | None = None
 
     def __post_init__(self):
         size = _frozen_array(self.size_bytes, "size_bytes", dtype=np.int64)

@@ -27,7 +27,6 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -85,7 +84,7 @@ def _canonical_dtype(name: str) -> str:
     return key if key in DTYPES else name.strip().lower()
 
 
-def _infer(collective: Optional[str], redops: set, roots: set, ratios_bus: list,
+def _infer(collective: str | None, redops: set, roots: set, ratios_bus: list,
            ratio_raw: list, old_layout: bool):
     """Recover (collective, world, notes) from bandwidth ratios and the redop/root columns.
 
@@ -281,8 +280,8 @@ def _parse_table(path, lines, start: int, header: list, ctx: dict):
     return out, j
 
 
-def parse_nccl_tests_text(text: str, path="<text>", collective: Optional[str] = None,
-                          world_size: Optional[int] = None) -> list:
+def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = None,
+                          world_size: int | None = None) -> list:
     """Parse nccl-tests stdout into one :class:`MeasurementSet` per result table.
 
     Parameters
@@ -351,8 +350,8 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: Optional[str] = 
     return sets
 
 
-def parse_nccl_tests_json(data: dict, path="<json>", collective: Optional[str] = None,
-                          world_size: Optional[int] = None) -> list:
+def parse_nccl_tests_json(data: dict, path="<json>", collective: str | None = None,
+                          world_size: int | None = None) -> list:
     """Parse the JSON file nccl-tests writes with ``-J`` (file version 2 layout).
 
     The document holds ``args`` (argv; argv[0] names the program), ``config`` with
@@ -448,7 +447,7 @@ def parse_nccl_tests_json(data: dict, path="<json>", collective: Optional[str] =
     return out
 
 
-def load_nccl_tests(path, collective: Optional[str] = None, world_size: Optional[int] = None) -> list:
+def load_nccl_tests(path, collective: str | None = None, world_size: int | None = None) -> list:
     """Read an nccl-tests text log or ``-J`` JSON file; see the parse functions."""
     p = Path(path)
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 
@@ -45,7 +44,7 @@ def looks_like_osu(text: str) -> bool:
     return bool(_TITLE_RE.search(head)) or bool(re.search(r"^#\s*Size\s+\S", head, re.MULTILINE))
 
 
-def _collective_from_title(title: str) -> Optional[str]:
+def _collective_from_title(title: str) -> str | None:
     t = title.lower()
     # Non-blocking tests (Iallreduce) time the same operation.
     t = re.sub(r"\bi(?=(allreduce|allgather|alltoall|bcast|reduce|gather|scatter))", "", t)
@@ -58,8 +57,8 @@ def _collective_from_title(title: str) -> Optional[str]:
     return None
 
 
-def parse_osu_text(text: str, path="<text>", collective: Optional[str] = None,
-                   world_size: Optional[int] = None) -> list:
+def parse_osu_text(text: str, path="<text>", collective: str | None = None,
+                   world_size: int | None = None) -> list:
     """Parse one OSU benchmark output into a :class:`MeasurementSet`.
 
     Parameters
@@ -165,7 +164,7 @@ def parse_osu_text(text: str, path="<text>", collective: Optional[str] = None,
                            time_statistic="mean", notes=tuple(notes))]
 
 
-def load_osu(path, collective: Optional[str] = None, world_size: Optional[int] = None) -> list:
+def load_osu(path, collective: str | None = None, world_size: int | None = None) -> list:
     """Read an OSU output file; see :func:`parse_osu_text`."""
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
