@@ -1,0 +1,231 @@
+"""One collective at one size through torch.distributed: warmup, the exact check, the timed samples.
+
+The check pattern is the native harnesses' (csrc/common/pattern.cpp): rank r's input element j
+is ``1 + (3r + j) mod M`` with M = 13, or smaller for sums so that every sum stays an exact
+integer in the dtype; the output is pre-filled with 0xff bytes (NaN / -1: never a pattern
+value), every element is compared exactly and the count of wrong elements is summed over ranks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pybench.errors import BackendUnavailable, UsageError
+
+__all__ = ["TorchCollectiveBench", "pattern_period"]
+
+# Largest integer each dtype holds exactly (as csrc/common/dtypes.cpp).
+_EXACT_INT_LIMIT = {"float32": 2.0**24, "float64": 2.0**53, "float16": 2048.0, "bfloat16": 256.0,
+                    "int32": 2147483647.0}
+
+
+def pattern_period(dtype: str, op: str, world: int, reduces: bool) -> int:
+    """M of the check pattern (as csrc/common/pattern.cpp)."""
+    m = 13
+    if reduces and op == "sum":
+        m = int(min(m, _EXACT_INT_LIMIT[dtype] / max(world, 1)))
+    return max(m, 1)
+
+
+class TorchCollectiveBench:
+    """warmup / check / measure for one collective at one size (the NativeBench protocol).
+
+    ``backend`` is the started :class:`pybench.measure.backends.torch.TorchBackend` (its torch modules,
+    device, rank facts, options, watchdog, barrier and control group).
+    """
+
+    def __init__(self, backend: Any, collective: str, dtype: str, op: str, size_bytes: int, root: int = 0):
+        from pybench.collectives import DTYPES, get_collective
+        torch, dist = backend.torch, backend.dist
+        self.b, self.torch, self.dist = backend, torch, dist
+        self.coll = get_collective(collective)
+        self.name, self.dtype_name, self.op_name, self.root = collective, dtype, op, root
+        self.rank, self.world = backend.info["rank"], backend.info["world_size"]
+        self.tdtype = getattr(torch, dtype)
+        elem = DTYPES[dtype]
+        if size_bytes % elem or size_bytes <= 0:
+            raise UsageError(f"{collective}: size {size_bytes} B is not a positive multiple of the {dtype} "
+                             f"element size ({elem} B)")
+        self.count = size_bytes // elem
+        self.op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
+        self.period = pattern_period(dtype, op, self.world, self.coll.reduces)
+        dev = backend.device
+        send_n = self.count // self.world if collective == "allgather" else self.count
+        recv_n = self.count // self.world if collective == "reducescatter" else self.count
+        self.send = torch.empty(send_n, dtype=self.tdtype, device=dev)
+        self.recv = torch.empty(recv_n, dtype=self.tdtype, device=dev)
+        self._fill_send()
+        self.recv.copy_(self._pattern(self.rank, 0, recv_n) if collective in ("allreduce", "broadcast")
+                        else self.recv.new_zeros(recv_n))
+        self._run = self._runner()
+        self.what = f"{collective} of {size_bytes} B ({dtype})"
+
+    # -- data ------------------------------------------------------------------------
+    def _values(self, rank: int, first: int, n: int):
+        j = self.torch.arange(first, first + n, dtype=self.torch.int64)
+        return 1 + (3 * rank + j) % self.period  # int64 on the CPU
+
+    def _pattern(self, rank: int, first: int, n: int):
+        return self._values(rank, first, n).to(self.tdtype).to(self.b.device)
+
+    def _reduced(self, first: int, n: int):
+        acc = self._values(0, first, n)
+        for r in range(1, self.world):
+            v = self._values(r, first, n)
+            acc = acc + v if self.op_name == "sum" else (self.torch.maximum(acc, v) if self.op_name == "max"
+                                                         else self.torch.minimum(acc, v))
+        return acc.to(self.tdtype).to(self.b.device)
+
+    def _fill_send(self) -> None:
+        self.send.copy_(self._pattern(self.rank, 0, self.send.numel()))
+
+    def _expected(self) -> list[tuple[int, Any]]:
+        """(out_offset, expected values) blocks, as csrc/mpi/collectives/*.cpp."""
+        n, w, r = self.count, self.world, self.rank
+        b = n // w
+        if self.name == "allreduce":
+            return [(0, self._reduced(0, n))]
+        if self.name == "allgather":
+            return [(s * b, self._pattern(s, 0, b)) for s in range(w)]
+        if self.name == "reducescatter":
+            return [(0, self._reduced(r * b, b))]
+        if self.name == "broadcast":
+            return [(0, self._pattern(self.root, 0, n))]
+        if self.name == "alltoall":
+            return [(s * b, self._pattern(s, r * b, b)) for s in range(w)]
+        if self.name == "sendrecv":
+            return [(0, self._pattern((r - 1) % w, 0, n))]
+        raise UsageError(f"the torch backend has no {self.name}")
+
+    # -- operations --------------------------------------------------------------------
+    def _runner(self):
+        dist, send, recv = self.dist, self.send, self.recv
+        name, w = self.name, self.world
+        if name == "allreduce":
+            return lambda: dist.all_reduce(recv, op=self.op)
+        if name == "allgather":
+            # torch >= 2.13 names it all_gather_single (all_gather_into_tensor before).
+            fn = getattr(dist, "all_gather_single", None) or getattr(dist, "all_gather_into_tensor", None)
+            if fn is not None:
+                return lambda: fn(recv, send)
+            parts = list(recv.chunk(w))
+            return lambda: dist.all_gather(parts, send)
+        if name == "reducescatter":
+            fn = getattr(dist, "reduce_scatter_single", None) or getattr(dist, "reduce_scatter_tensor", None)
+            if fn is None:
+                raise BackendUnavailable(f"torch {self.torch.__version__} lacks reduce_scatter_tensor; "
+                                         "use a newer torch or the mpi backend")
+            return lambda: fn(recv, send, op=self.op)
+        if name == "broadcast":
+            buf = send if self.rank == self.root else recv
+            return lambda: dist.broadcast(buf, src=self.root)
+        if name == "alltoall":
+            return lambda: dist.all_to_all_single(recv, send)
+        if name == "sendrecv":
+            return self._ring()
+        raise UsageError(f"the torch backend has no {name}")
+
+    def _ring(self):
+        """send/recv: each rank sends to the next and receives from the previous."""
+        dist, send, recv = self.dist, self.send, self.recv
+        nxt, prv = (self.rank + 1) % self.world, (self.rank - 1) % self.world
+        if self.b.pg_backend == "nccl":
+            def batched():
+                for req in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, nxt),
+                                                   dist.P2POp(dist.irecv, recv, prv)]):
+                    req.wait()
+            return batched
+
+        def pair():
+            reqs = [dist.isend(send, nxt, tag=17), dist.irecv(recv, prv, tag=17)]
+            for req in reqs:
+                req.wait()
+        return pair
+
+    def _op(self) -> None:
+        dog = self.b.watchdog
+        dog.arm(self.what)
+        try:
+            self._run()
+            if self.b.pg_backend == "nccl" and dog.enabled:
+                self.torch.cuda.synchronize(self.b.device)  # progress means done, not queued
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if "not supported" in first.lower() or "unsupported" in first.lower():
+                raise BackendUnavailable(f"{self.name} ({self.dtype_name}, {self.op_name}) is not supported by "
+                                         f"torch.distributed {self.b.pg_backend} in torch {self.torch.__version__}: "
+                                         f"{first}; use the mpi backend") from None
+            raise
+        finally:
+            dog.disarm()
+
+    def _sync(self) -> None:
+        if self.b.pg_backend == "nccl":
+            self.torch.cuda.synchronize(self.b.device)
+
+    # -- the NativeBench protocol ---------------------------------------------------------
+    def warmup(self, n: int) -> None:
+        for _ in range(n):
+            self._op()
+        self._sync()
+        self.b.barrier()
+
+    def check(self, iters: int) -> int:
+        """Wrong elements over ``iters`` checked operations, summed over ranks."""
+        corrupt = self.b.options.inject_wrong_rank == self.rank
+        expected = self._expected()
+        root_keeps = self.name == "broadcast" and self.rank == self.root  # its data never leaves its buffer
+        wrong = 0
+        for _ in range(iters):
+            self.recv.view(self.torch.uint8).fill_(0xFF)  # NaN / -1: never a pattern value
+            self._fill_send()
+            if self.name == "allreduce":
+                self.recv.copy_(self.send)  # in place: the input goes where the result lands
+            self._op()
+            self._sync()
+            if root_keeps:
+                continue  # as the native check
+            if corrupt and self.recv.numel():
+                self.recv.view(self.torch.uint8)[0] ^= 1
+            for off, exp in expected:
+                got = self.recv[off:off + exp.numel()]
+                wrong += int((got != exp).sum().item())
+        total = self.torch.tensor([wrong], dtype=self.torch.int64, device=self.b.ctrl_device())
+        self.dist.all_reduce(total, op=self.dist.ReduceOp.SUM, group=self.b.ctrl_group)
+        # leave the timing buffers as the run found them: a fresh input pattern
+        self._fill_send()
+        return int(total.item())
+
+    def measure(self, n_samples: int, ops_per_sample: int) -> tuple[list[float], float]:
+        """Per-op seconds of ``n_samples`` batches of ``ops_per_sample`` operations, and the wall time;
+        max-reduced over ranks, so every rank returns the same figures."""
+        if n_samples < 1 or ops_per_sample < 1:
+            raise UsageError("n_samples and ops_per_sample must be positive")
+        torch = self.torch
+        per_op = [0.0] * n_samples
+        wall0 = time.perf_counter()
+        for s in range(n_samples):
+            self.b.barrier()
+            per_op[s] = self._timed_batch(ops_per_sample) / ops_per_sample
+        wall = time.perf_counter() - wall0
+        t = torch.tensor(per_op + [wall], dtype=torch.float64, device=self.b.ctrl_device())
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX, group=self.b.ctrl_group)
+        vals = t.tolist()
+        return [float(v) for v in vals[:-1]], float(vals[-1])
+
+    def _timed_batch(self, ops: int) -> float:
+        """Seconds of ``ops`` operations back to back: CUDA events on the GPU, perf_counter on the CPU."""
+        if self.b.pg_backend == "nccl":
+            cuda = self.torch.cuda
+            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(ops):
+                self._op()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        t0 = time.perf_counter()
+        for _ in range(ops):
+            self._op()
+        return time.perf_counter() - t0
