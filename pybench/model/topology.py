@@ -1,0 +1,346 @@
+"""A topology-aware cost model for collectives, shaped like NCCL's own tuning model.
+
+NCCL prices an operation as a per-call latency, plus a per-step latency times the steps the
+algorithm takes, plus the bytes over a per-rank bus bandwidth. pybench fits that shape, not
+one line per world size, so one fitted model answers for any (world, nodes):
+
+    T(S, p) = base + hops(p) * step + (data_steps(p) + c) / p * S / B
+
+``hops`` and ``data_steps`` come from the algorithm (ring all-reduce: 2(p-1) each; tree:
+2 log2 p hops; NVLS: a flat 2 hops); ``c`` is the ring's pipeline fill and drain in units of
+one step's data, which is why bus bandwidth rises slowly with p on one NVSwitch node
+(A100: 197 GB/s at 2 GPUs, 229 GB/s at 8). The model is linear in (base, step, 1/B, c/B),
+so it is fitted by weighted least squares on relative error, with no parameter below zero
+and none that the data cannot tell apart (one world size cannot separate base from step).
+
+Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps
+that cross nodes (or a preset, labelled as such). Across nodes the operation runs at the
+slower link's bus bandwidth and pays the inter-node step latency. The inter-node bus
+bandwidth is what the node's NICs sustain for the schedule NCCL chose in the fitted log
+(ring, tree or NVLS/SHARP are not told apart from one multi-node sweep; a fit faster than the
+intra-node link says so in the notes). Every group that crosses a node's NICs at the same
+time shares them: :func:`nic_floor_s` is the bound that puts on any layout.
+
+Uncertainty: a prediction interval for one new measurement, from the relative residuals of
+the fit near that size, widened with the distance (in log world size) from the nearest
+fitted world; every prediction says whether it is measured, interpolated or extrapolated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pybench.errors import UsageError
+from pybench.model.link_presets import LinkPreset
+
+Z95 = 1.959963984540054
+# Relative widening of the interval per unit of |ln(world / nearest fitted world)|: on the
+# vTrain A100 tables (fit 2 and 4 GPUs, predict 8) 0.02 gave 94% coverage, 0 gave 87%.
+EXTRAPOLATION_WIDENING = 0.03
+ALGORITHMS = ("ring", "tree", "nvls")
+# Collectives whose ring moves (p-1) steps of S/p each way (all-reduce moves two such passes).
+_ONE_PASS = ("allgather", "reducescatter", "alltoall")
+
+
+def algorithm_steps(collective: str, algorithm: str, world: int) -> tuple[float, float]:
+    """(latency hops, data steps) of one operation: T = base + hops*step + (steps + c)/p * S/B."""
+    p = world
+    if p < 1:
+        raise UsageError(f"world must be at least 1, got {world}")
+    if collective == "allreduce":
+        hops = {"ring": 2.0 * (p - 1), "tree": 2.0 * math.ceil(math.log2(max(p, 1))), "nvls": 2.0}.get(algorithm)
+        if hops is None:
+            raise UsageError(f"unknown algorithm {algorithm!r} for allreduce; use one of {', '.join(ALGORITHMS)}")
+        return hops, 2.0 * (p - 1)
+    if algorithm != "ring":
+        raise UsageError(f"{collective} is modelled with the ring algorithm only, not {algorithm!r}")
+    if collective in _ONE_PASS:
+        return float(p - 1), float(p - 1)
+    if collective in ("broadcast", "reduce", "sendrecv"):
+        return float(max(p - 1, 1)), float(p)  # a pipelined chain: S/B once, plus its fill
+    raise UsageError(f"no topology model for collective {collective!r}; modelled: allreduce, allgather, "
+                     f"reducescatter, alltoall, broadcast, reduce, sendrecv")
+
+
+@dataclass(frozen=True)
+class LinkCost:
+    """Fitted (or preset) parameters of one link class."""
+
+    base_s: float
+    step_s: float
+    busbw_Bps: float
+    extra_steps: float
+    label: str
+    """Where the figures come from: 'fitted at 2, 4 ranks' or 'preset nvlink4'."""
+
+    def time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
+        hops, steps = algorithm_steps(collective, algorithm, world)
+        return self.base_s + hops * self.step_s + (steps + self.extra_steps) / world * size_bytes / self.busbw_Bps
+
+    def to_dict(self) -> dict:
+        return {"base_s": self.base_s, "step_s": self.step_s, "busbw_Bps": self.busbw_Bps,
+                "extra_steps": self.extra_steps, "label": self.label}
+
+    @classmethod
+    def from_preset(cls, preset: LinkPreset) -> LinkCost:
+        return cls(0.0, preset.step_latency_s, preset.bandwidth_Bps, 0.0, f"preset {preset.name}")
+
+
+@dataclass(frozen=True)
+class TopologyPrediction:
+    """One predicted operation: time with a 95% prediction interval, and how far it reaches."""
+
+    size_bytes: int
+    world: int
+    nodes: int
+    time_s: float
+    low_s: float
+    high_s: float
+    algorithm: str
+    schedule: str
+    """The schedule priced: ``ring`` (the fitted algorithm's step count)."""
+    provenance: str
+    """``measured``, ``interpolated`` or ``extrapolated``."""
+    links: str
+
+    @property
+    def busbw_Bps(self) -> float:
+        return self.size_bytes / self.time_s * _bus_factor(self.world)
+
+
+def _bus_factor(world: int) -> float:
+    return 2.0 * (world - 1) / world if world > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured point used by the fit."""
+
+    size_bytes: float
+    world: int
+    nodes: int
+    time_s: float
+
+
+# Candidate parameter sets, most detailed first: the first the data can identify is used.
+_COLUMN_SETS = ((0, 1, 2, 3), (0, 1, 2), (0, 2, 3), (0, 2))
+
+
+def _design(collective: str, algorithm: str, obs: Sequence[Observation]) -> np.ndarray:
+    rows = []
+    for o in obs:
+        hops, steps = algorithm_steps(collective, algorithm, o.world)
+        rows.append((1.0, hops, o.size_bytes * steps / o.world, o.size_bytes / o.world))
+    return np.array(rows, dtype=float)
+
+
+def _solve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """Non-negative least squares over the first identifiable column set; (theta, cost) or None."""
+    weights = 1.0 / y  # relative error: every size counts alike
+    for cols in _COLUMN_SETS:
+        sub = x[:, cols] * weights[:, None]
+        if np.linalg.matrix_rank(sub, tol=1e-9 * np.abs(sub).max()) < len(cols):
+            continue
+        theta_sub, *_ = np.linalg.lstsq(sub, np.ones_like(y), rcond=None)
+        if np.any(theta_sub < 0) or theta_sub[cols.index(2)] <= 0:
+            continue
+        theta = np.zeros(4)
+        theta[list(cols)] = theta_sub
+        return theta, float(np.sum((x @ theta / y - 1.0) ** 2))
+    return None
+
+
+def _link_from_theta(theta: np.ndarray, label: str) -> LinkCost:
+    inv_b = theta[2]
+    return LinkCost(float(theta[0]), float(theta[1]), float(1.0 / inv_b), float(theta[3] / inv_b), label)
+
+
+@dataclass(frozen=True)
+class TopologyModel:
+    """Cost of one collective on one system, for any world size and node count."""
+
+    collective: str
+    algorithm: str
+    intra: LinkCost | None
+    inter: LinkCost | None
+    fitted: tuple[tuple[int, int], ...]
+    """(world, nodes) of every sweep the model was fitted on."""
+    size_range: tuple[int, int]
+    residual_sizes: tuple[float, ...] = field(repr=False, default=())
+    residuals: tuple[float, ...] = field(repr=False, default=())
+    notes: tuple[str, ...] = ()
+
+    def _local_sigma(self, size: float) -> float:
+        if not self.residuals:
+            return 0.05
+        sizes, res = np.array(self.residual_sizes), np.array(self.residuals)
+        distance = np.abs(np.log2(sizes / size))
+        near = res[distance <= 1.0]
+        if near.size < 3:  # a size far from every measured one: its nearest residuals
+            near = res[np.argsort(distance)[:5]]
+        return float(np.sqrt(np.mean(near ** 2)))
+
+    def _provenance(self, size: int, world: int, nodes: int) -> tuple[str, float]:
+        worlds = [w for w, n in self.fitted if (n > 1) == (nodes > 1)] or [w for w, _ in self.fitted]
+        distance = min(abs(math.log(world / w)) for w in worlds)
+        lo, hi = self.size_range
+        if (world, nodes) in self.fitted and lo <= size <= hi:
+            kind = "measured" if size in self.residual_sizes else "interpolated"
+        elif min(worlds) <= world <= max(worlds) and lo <= size <= hi and (world, nodes) not in self.fitted:
+            kind = "interpolated"
+        else:
+            kind = "extrapolated"
+        size_distance = max(0.0, math.log(lo / size) if size < lo else math.log(size / hi) if size > hi else 0.0)
+        return kind, distance + size_distance
+
+    def predict(self, size_bytes: int, world: int, nodes: int = 1) -> TopologyPrediction:
+        """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes."""
+        _check_layout(world, nodes)
+        time_s, schedule = self._time(size_bytes, world, nodes)
+        kind, distance = self._provenance(size_bytes, world, nodes)
+        half = Z95 * math.hypot(self._local_sigma(size_bytes), EXTRAPOLATION_WIDENING * distance)
+        return TopologyPrediction(int(size_bytes), world, nodes, time_s, time_s / (1.0 + half), time_s * (1.0 + half),
+                                  self.algorithm, schedule, kind, self._links_label(nodes))
+
+    def _links_label(self, nodes: int) -> str:
+        labels = [f"intra-node {self.intra.label}" if self.intra else "intra-node unknown"]
+        if nodes > 1:
+            labels.append(f"inter-node {self.inter.label}" if self.inter else "inter-node unknown")
+        return "; ".join(labels)
+
+    def _time(self, size: float, world: int, nodes: int) -> tuple[float, str]:
+        if nodes == 1:
+            if self.intra is None:
+                raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
+                                 f"log too, or give an intra-node preset (--link nvlink4, ...)")
+            return self.intra.time_s(self.collective, self.algorithm, size, world), "ring"
+        if self.inter is None:
+            raise UsageError(f"the {self.collective} model holds no inter-node parameters; fit a multi-node log, "
+                             f"or give an inter-node preset (--link ib-ndr, eth-100g, ...)")
+        return _ring_across_nodes(self, size, world), "ring"
+
+    def to_dict(self) -> dict:
+        return {"collective": self.collective, "algorithm": self.algorithm,
+                "intra": self.intra.to_dict() if self.intra else None,
+                "inter": self.inter.to_dict() if self.inter else None,
+                "fitted": [list(f) for f in self.fitted], "size_range": list(self.size_range),
+                "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
+                "notes": list(self.notes)}
+
+
+def _check_layout(world: int, nodes: int) -> None:
+    if world < 1 or nodes < 1:
+        raise UsageError(f"world ({world}) and nodes ({nodes}) must be positive")
+    if world % nodes:
+        raise UsageError(f"world {world} is not divisible by {nodes} nodes; give ranks per node x nodes")
+
+
+def _ring_across_nodes(model: TopologyModel, size: float, world: int) -> float:
+    """One ring over every rank: each step waits for the slowest link (the NIC)."""
+    assert model.inter is not None
+    inter = model.inter
+    bw = min(inter.busbw_Bps, model.intra.busbw_Bps) if model.intra else inter.busbw_Bps
+    hops, steps = algorithm_steps(model.collective, "ring", world)
+    return inter.base_s + hops * inter.step_s + (steps + inter.extra_steps) / world * size / bw
+
+
+def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) -> float:
+    """The least time any layout needs to push ``bytes_per_node`` through a node's NICs.
+
+    Every concurrent group that crosses the node boundary (tp x dp, several dp groups, pipeline
+    stages) shares the same NICs, so the bytes all of them send out of one node, over the NIC
+    bandwidth, bound the step's communication time from below.
+    """
+    if nics_per_node < 1:
+        raise UsageError(f"nics_per_node must be at least 1, got {nics_per_node}")
+    return bytes_per_node / (nic.busbw_Bps * nics_per_node)
+
+
+def fit_topology(collective: str, observations: Sequence[Observation], *,
+                 algorithm: str | None = None, intra_preset: LinkPreset | None = None,
+                 inter_preset: LinkPreset | None = None) -> TopologyModel:
+    """Fit a :class:`TopologyModel` to sweeps at one or more (world, nodes).
+
+    Single-node observations give the intra-node link; multi-node ones the inter-node link
+    (after the intra-node one is known). ``algorithm`` fixes the algorithm; by default the one
+    whose fit has the least relative error is taken (ring when the data cannot tell).
+    """
+    obs = [o for o in observations if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
+    if not obs:
+        raise UsageError(f"no {collective} measurements with 2 or more ranks to fit a topology model to")
+    single = [o for o in obs if o.nodes == 1]
+    multi = [o for o in obs if o.nodes > 1]
+    algorithms = [algorithm] if algorithm else (list(ALGORITHMS) if collective == "allreduce" else ["ring"])
+    best: tuple[float, str, LinkCost | None] | None = None
+    notes: list[str] = []
+    for algo in algorithms:
+        if not single:
+            best = (0.0, algo, LinkCost.from_preset(intra_preset) if intra_preset else None)
+            break
+        solved = _solve(_design(collective, algo, single), np.array([o.time_s for o in single]))
+        if solved is None:
+            continue
+        theta, cost = solved
+        worlds = sorted({o.world for o in single})
+        link = _link_from_theta(theta, f"fitted at {', '.join(map(str, worlds))} ranks")
+        if best is None or cost < best[0] * (1 - 1e-6):  # ties keep the earlier (ring first)
+            best = (cost, algo, link)
+    if best is None:
+        raise UsageError(f"the {collective} measurements cannot be fitted with non-negative parameters")
+    _, algo, intra = best
+    if single and len({o.world for o in single}) == 1:
+        notes.append("one world size: base and per-step latency cannot be told apart; other world sizes are "
+                     "extrapolated with the latency held per call")
+    inter = _fit_inter(collective, multi, intra, inter_preset, notes)
+    fitted_obs = single + multi
+    residuals = _residuals(collective, algo, intra, inter, fitted_obs)
+    return TopologyModel(collective, algo, intra, inter,
+                         tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
+                         (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
+                         tuple(float(o.size_bytes) for o in fitted_obs), tuple(residuals), tuple(notes))
+
+
+def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | None,
+               preset: LinkPreset | None, notes: list[str]) -> LinkCost | None:
+    if not multi:
+        return LinkCost.from_preset(preset) if preset else None
+    x = _design(collective, "ring", multi)
+    solved = _solve(x, np.array([o.time_s for o in multi]))
+    if solved is None:
+        raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
+    link = _link_from_theta(solved[0], "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes"
+                                                                         for o in multi})))
+    if intra is not None and link.busbw_Bps > intra.busbw_Bps:
+        notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
+                     "may include in-network reduction (NVLS/SHARP)")
+    return link
+
+
+def _residuals(collective: str, algorithm: str, intra: LinkCost | None, inter: LinkCost | None,
+               obs: Sequence[Observation]) -> list[float]:
+    model = TopologyModel(collective, algorithm, intra, inter, tuple({(o.world, o.nodes) for o in obs}), (1, 1))
+    return [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in obs]
+
+
+def observations_from(sets: Sequence, nodes_of: Callable[[object], int] | None = None) -> list[Observation]:
+    """Observations from imported measurement sets (``pybench.model.logs``): sizes, medians, world, nodes.
+
+    ``nodes_of(set)`` gives a set's node count; by default a set's ``nodes`` attribute, else 1 for
+    intra-node sets. An inter-node set whose node count is unknown is refused in one line.
+    """
+    out = []
+    for ms in sets:
+        if not ms.world_size:
+            raise UsageError(f"{ms.path or ms.collective}: no recorded world size; the topology model needs it")
+        nodes = nodes_of(ms) if nodes_of else getattr(ms, "nodes", None)
+        if nodes is None:
+            if ms.link_class == "inter-node":
+                raise UsageError(f"{ms.path or ms.collective}: crosses nodes but the node count is unknown; give it")
+            nodes = 1
+        out += [Observation(float(s), int(ms.world_size), int(nodes), float(t))
+                for s, t in zip(ms.size_bytes, ms.time_s) if t > 0]
+    return out

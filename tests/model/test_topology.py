@@ -1,0 +1,141 @@
+"""The topology-aware cost model: exact on synthetic data, and world-size extrapolation on real sweeps.
+
+The real data is the vTrain table of one 8 x A100 NVSwitch node measured at 2..8 GPUs
+(tests/fixtures: verbatim copies). Issue 13's acceptance: fit the 2- and 4-GPU tables,
+predict 8 GPUs at every 1 MiB step, median <= 10%, max <= 20%, interval coverage >= 80%.
+Today's figures (median 1.3%, max 18.2%, coverage 96%) are pinned a little above them so a
+regression fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import SHARED_DATA
+
+from pybench.errors import UsageError
+from pybench.model.link_presets import PRESETS, get_preset
+from pybench.model.topology import LinkCost, Observation, TopologyModel, algorithm_steps, fit_topology, nic_floor_s
+
+VTRAIN = SHARED_DATA / "vtrain"
+
+
+def _vtrain(world: int) -> list[Observation]:
+    path = VTRAIN / f"a100_nvswitch_allreduce_{world}gpu.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    table = np.loadtxt(path, delimiter=",", skiprows=1, usecols=(0, 3))
+    return [Observation(float(size), world, 1, float(ns) * 1e-9) for size, ns in table]
+
+
+def _errors(model: TopologyModel, obs: list[Observation]) -> tuple[np.ndarray, float]:
+    errs, covered = [], 0
+    for o in obs:
+        pred = model.predict(int(o.size_bytes), o.world, o.nodes)
+        errs.append(abs(pred.time_s / o.time_s - 1.0))
+        covered += pred.low_s <= o.time_s <= pred.high_s
+    return np.array(errs), covered / len(obs)
+
+
+def test_vtrain_fit_at_2_and_4_gpus_predicts_8():
+    model = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
+    errs, coverage = _errors(model, _vtrain(8))
+    assert len(errs) == 1024
+    assert np.median(errs) <= 0.02  # acceptance 0.10; measured 0.013
+    assert errs.max() <= 0.20       # acceptance 0.20; measured 0.182 (at 22 MiB)
+    assert coverage >= 0.90         # acceptance 0.80; measured 0.96
+    assert model.predict(1 << 30, 8).provenance == "extrapolated"
+    assert model.predict(1 << 30, 3).provenance == "interpolated"
+
+
+@pytest.mark.parametrize("world", [3, 5, 6, 7])
+def test_vtrain_every_other_world_from_2_and_4(world):
+    model = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
+    errs, coverage = _errors(model, _vtrain(world))
+    assert np.median(errs) <= 0.02 and errs.max() <= 0.20 and coverage >= 0.90, (world, np.median(errs), errs.max())
+
+
+def test_exact_parameters_come_back_from_synthetic_sweeps():
+    truth = LinkCost(20e-6, 1.5e-6, 150e9, 0.5, "truth")
+    sizes = [2.0 ** k for k in range(10, 31)]
+    obs = [Observation(s, p, 1, truth.time_s("allreduce", "ring", s, p)) for p in (2, 4, 8) for s in sizes]
+    model = fit_topology("allreduce", obs, algorithm="ring")
+    fitted = model.intra
+    assert fitted is not None
+    assert fitted.base_s == pytest.approx(truth.base_s, rel=1e-6)
+    assert fitted.step_s == pytest.approx(truth.step_s, rel=1e-6)
+    assert fitted.busbw_Bps == pytest.approx(truth.busbw_Bps, rel=1e-6)
+    assert fitted.extra_steps == pytest.approx(truth.extra_steps, rel=1e-6)
+    assert model.predict(1 << 20, 64).time_s == pytest.approx(truth.time_s("allreduce", "ring", 1 << 20, 64))
+
+
+def test_latency_grows_with_the_hops_the_algorithm_takes():
+    assert algorithm_steps("allreduce", "ring", 8) == (14.0, 14.0)
+    assert algorithm_steps("allreduce", "tree", 8) == (6.0, 14.0)
+    assert algorithm_steps("allreduce", "nvls", 64) == (2.0, 126.0)
+    assert algorithm_steps("allgather", "ring", 8) == (7.0, 7.0)
+    # a tree-shaped sweep is recognised as a tree: its latency does not grow linearly with p
+    truth = LinkCost(10e-6, 4e-6, 100e9, 0.0, "truth")
+    obs = [Observation(s, p, 1, truth.time_s("allreduce", "tree", s, p))
+           for p in (2, 4, 8, 16) for s in (2.0 ** k for k in range(8, 28))]
+    assert fit_topology("allreduce", obs).algorithm == "tree"
+
+
+def test_one_world_size_is_said_and_extrapolates_with_wider_intervals():
+    model = fit_topology("allreduce", _vtrain(4))
+    assert any("one world size" in n for n in model.notes)
+    near = model.predict(64 << 20, 4)
+    far = model.predict(64 << 20, 64)
+    assert far.provenance == "extrapolated" and near.provenance == "measured"
+    assert (far.high_s / far.time_s) > (near.high_s / near.time_s)
+
+
+def test_predicted_busbw_never_exceeds_the_fitted_link():
+    model = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
+    assert model.intra is not None
+    for world in (2, 8, 64, 1024):
+        for size in (1 << 20, 1 << 30, 1 << 40):
+            assert model.predict(size, world).busbw_Bps <= model.intra.busbw_Bps
+
+
+def test_across_nodes_the_nic_sets_the_pace_and_the_floor_holds():
+    intra = LinkCost.from_preset(get_preset("nvlink4"))
+    nic = LinkCost(30e-6, 8e-6, 45e9, 0.3, "fitted at 16 ranks on 2 nodes")
+    obs = [Observation(s, 16, 2, intra.base_s + 30 * nic.step_s + (30 + 0.3) / 16 * s / nic.busbw_Bps + nic.base_s)
+           for s in (2.0 ** k for k in range(16, 31))]
+    model = fit_topology("allreduce", obs, intra_preset=get_preset("nvlink4"))
+    assert model.inter is not None and model.intra is not None
+    assert model.intra.label == "preset nvlink4"
+    # one world size cannot separate the pipeline term c from B: their product is what is known
+    assert model.inter.busbw_Bps == pytest.approx(45e9 * 30 / 30.3, rel=1e-6)
+    size = 1 << 30
+    pred = model.predict(size, 16, 2)
+    assert "preset nvlink4" in pred.links and "inter-node fitted" in pred.links
+    # a ring all-reduce sends 2(p-1)/p of the buffer out of every rank; half the ranks of one node talk
+    # across the boundary in each direction, so at least that much leaves the node through its NICs
+    crossing = 2 * (16 - 1) / 16 * size
+    assert pred.time_s >= nic_floor_s(crossing, model.inter) * 0.999
+    assert model.predict(size, 32, 4).time_s > pred.time_s
+
+
+def test_bad_layouts_and_missing_link_classes_are_one_line_usage_errors():
+    model = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
+    with pytest.raises(UsageError, match="not divisible"):
+        model.predict(1 << 20, 12, 5)
+    with pytest.raises(UsageError, match="no inter-node parameters.*--link"):
+        model.predict(1 << 20, 16, 2)
+    with pytest.raises(UsageError, match="unknown link preset 'nvlink9'"):
+        get_preset("nvlink9")
+    with pytest.raises(UsageError, match="no topology model for collective"):
+        algorithm_steps("scan", "ring", 4)
+    with pytest.raises(UsageError, match="nics_per_node"):
+        nic_floor_s(1e9, LinkCost.from_preset(get_preset("ib-ndr")), 0)
+
+
+def test_presets_carry_published_per_direction_rates():
+    assert PRESETS["nvlink3"].bandwidth_Bps == 300e9 and PRESETS["nvlink4"].bandwidth_Bps == 450e9
+    assert PRESETS["ib-ndr"].bandwidth_Bps == 50e9 and PRESETS["eth-25g"].bandwidth_Bps == 3.125e9
+    assert all(p.link_class in ("intra-node", "inter-node") for p in PRESETS.values())
+    assert all(math.isfinite(p.bandwidth_Bps) and p.bandwidth_Bps > 0 for p in PRESETS.values())
