@@ -14,18 +14,15 @@ Errors are PyBenchError subclasses; the CLI prints them on one line and exits 2.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 
 from pybench.collectives import COLLECTIVES
 from pybench.errors import UsageError
-from pybench.io.files import refuse_existing, write_atomic
+from pybench.io.files import refuse_existing, write_json
+from pybench.io.formats import PREDICTION, stamp
 from pybench.sizes import format_size, parse_sizes
-
-PREDICTION_SCHEMA = "pybench.prediction"
-PREDICTION_SCHEMA_VERSION = 1
 
 
 def add_parsers(subparsers) -> None:
@@ -95,10 +92,10 @@ def run_fit(args) -> int:
             raise UsageError(f"--min-points {args.min_points} must be at least 2")
         kwargs["min_points"] = args.min_points
     models = fit_models(usable, **kwargs)
-    for k, m in enumerate(models):
+    for k, model in enumerate(models):
         if k:
             print()
-        print(m.report())
+        print(model.report())
     save_models(models, out, overwrite=args.force)
     print(f"\nsaved {len(models)} model(s) to {out}")
     return 0
@@ -182,7 +179,5 @@ def run_predict(args) -> int:
     records = prediction_records(models, sizes, world=args.world, band=args.band)
     print(format_prediction_table(records))
     if args.json:
-        doc = {"schema": PREDICTION_SCHEMA, "schema_version": PREDICTION_SCHEMA_VERSION,
-               "model_file": str(args.model), "records": records}
-        write_atomic(Path(args.json), json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        write_json(Path(args.json), stamp(PREDICTION, {"model_file": str(args.model), "records": records}))
     return 0

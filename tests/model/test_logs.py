@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,12 @@ from pybench.model.logs import MeasurementSet, load_measurements, sniff_format
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # CI clones the repo into a folder beside shared/, so shared data is two levels up.
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+# The two header lines of a current nccl-tests table (out-of-place and in-place columns).
+NCCL_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
+               "     time   algbw   busbw #wrong\n")
+NCCL_UNITS = ("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+              "            (us)  (GB/s)  (GB/s)\n")
 
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),
                                   reason=f"shared measurement logs not found at {SHARED_DATA}")
@@ -173,11 +180,11 @@ def test_old_millisecond_layout_and_no_program_name(tmp_path):
 
 
 def test_collective_inferred_from_ratio_when_unnamed(tmp_path):
-    text = (
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
-        "     1048576         65536     float    none      -1    40.00   26.21   22.94      0    40.00   26.21   22.94      0\n"
-        "     4194304        262144     float    none      -1    80.00   52.43   45.88      0    80.00   52.43   45.88      0\n"
+    text = NCCL_HEADER + NCCL_UNITS + (
+        "     1048576         65536     float    none      -1    40.00   26.21   22.94      0"
+        "    40.00   26.21   22.94      0\n"
+        "     4194304        262144     float    none      -1    80.00   52.43   45.88      0"
+        "    80.00   52.43   45.88      0\n"
     )
     path = tmp_path / "ag.log"
     path.write_text(text)
@@ -238,9 +245,9 @@ def test_sniff_format():
 
 def test_measurement_set_is_frozen():
     m = MeasurementSet("x", "allreduce", "mpi", 2, None, "float32", [1, 2], [1e-6, 2e-6])
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="read-only"):
         m.time_s[0] = 5.0
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         m.collective = "other"  # type: ignore[misc]
     with pytest.raises(ValueError):
         MeasurementSet("x", "allreduce", "mpi", 2, "moon", "float32", [1], [1e-6])
@@ -248,9 +255,7 @@ def test_measurement_set_is_frozen():
 
 def test_all_types_and_ops_split_into_sets(tmp_path):
     # `all_reduce_perf -d all -o all` prints each size once per (type, op).
-    text = "# Collective test starting: all_reduce_perf\n" \
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n" \
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
+    text = "# Collective test starting: all_reduce_perf\n" + NCCL_HEADER + NCCL_UNITS
     rows = []
     for size in (1 << 20, 1 << 22):
         for typ, op, t in (("float", "sum", 50.0), ("float", "max", 52.0), ("half", "sum", 48.0)):

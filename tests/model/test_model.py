@@ -10,8 +10,9 @@ import pytest
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
+from pybench.io.formats import MODEL
 from pybench.model import algorithms
-from pybench.model.alpha_beta import MODEL_SCHEMA, fit_model, fit_models, load_model, load_models, save_models
+from pybench.model.alpha_beta import fit_model, fit_models, load_model, load_models, save_models
 from pybench.model.logs import MeasurementSet
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -125,7 +126,7 @@ def test_save_load_round_trip(tmp_path):
         a, b = m.predict(sizes, world=world), back.predict(sizes, world=world)
         assert np.array_equal(a.time_s, b.time_s) and np.array_equal(a.time_high_s, b.time_high_s)
     doc = json.loads(path.read_text())
-    assert doc["schema"] == MODEL_SCHEMA and doc["schema_version"] == 1
+    assert doc["schema"] == MODEL.schema and doc["schema_version"] == MODEL.version == 1
     assert not [p for p in tmp_path.iterdir() if p.name != "model.json"]  # no temp file left
 
 
@@ -179,7 +180,7 @@ def test_old_v1_fixture_still_loads_and_predicts_the_same():
     ('{"schema": "pybench.model", "schema_version": 1, "models": []}', "'models' missing or empty"),
     ('{"schema": "pybench.model", "schema_version": 1, "models": [{"collective": "allreduce"}]}',
      "models[0]"),
-    ('[1, 2, 3]', "JSON object"),
+    ('[1, 2, 3]', "a JSON list, expected an object"),
 ])
 def test_bad_model_files(tmp_path, content, fragment):
     path = tmp_path / "bad.json"
@@ -295,6 +296,22 @@ def test_cli_errors(tmp_path, capsys):
     fit_model(_set()).save(out)
     one_line_error(["predict", str(out), "--sizes", "1M:1K"])
     assert "no model matches" in one_line_error(["predict", str(out), "--sizes", "1M", "--collective", "broadcast"])
+
+
+@pytest.mark.parametrize("key", ["schema", "results"])
+def test_cli_fit_deeply_nested_json_is_one_line_exit_2(tmp_path, capsys, key):
+    # Issue 12: nesting past the parser's recursion limit under the key that routes the file
+    # (pybench result / nccl-tests -J) printed a RecursionError traceback and exited 1.
+    path = tmp_path / f"deep_{key}.json"
+    path.write_text('{"' + key + '": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pybench: error: ") and str(path) in lines[0], lines
+    assert "nested" in lines[0] and not (tmp_path / "m.json").exists()
+    # Nested deeper than any pybench file but within the recursion limit: refused the same way.
+    path.write_text('{"' + key + '": ' + "[" * 500 + "]" * 500 + "}")
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared logs not found at {SHARED_DATA}")

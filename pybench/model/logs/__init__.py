@@ -5,22 +5,27 @@
 
 * pybench result JSON (``"schema": "pybench.result"``);
 * nccl-tests text output of any era, and its ``-J`` JSON;
-* OSU Micro-Benchmarks latency / bandwidth / collective output.
+* OSU Micro-Benchmarks latency / bandwidth / collective output;
+* vTrain's CSV tables of nccl-tests sweeps (``size(B),count,type,time(ns),busbw(GB/s),...``).
 
 Every failure is a one-line :class:`~pybench.errors.FileFormatError` naming the file.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
 from pybench.errors import FileFormatError
+from pybench.io.files import parse_json
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
-from pybench.model.logs.nccl_tests import looks_like_nccl_tests, parse_nccl_tests_json, parse_nccl_tests_text
+from pybench.model.logs.nccl_tests import looks_like_nccl_tests, parse_nccl_tests_text
+from pybench.model.logs.nccl_tests_json import parse_nccl_tests_json
 from pybench.model.logs.osu import looks_like_osu, parse_osu_text
 from pybench.model.logs.pybench_json import parse_pybench_result
+from pybench.model.logs.vtrain import looks_like_vtrain_csv, parse_vtrain_csv
 
 __all__ = ["MeasurementSet", "LINK_CLASSES", "load_measurements", "sniff_format"]
 
@@ -29,16 +34,37 @@ _MAX_BYTES = 64 << 20
 
 
 def _read(path: Path) -> str:
+    """The log's text: a regular file only (a FIFO cannot hang the open), at most _MAX_BYTES.
+
+    Logs are decoded leniently (a stray byte in shell noise must not refuse a whole sweep);
+    JSON documents are then parsed strictly by :func:`pybench.io.files.parse_json`.
+    """
     try:
-        size = path.stat().st_size
-        if size > _MAX_BYTES:
-            raise FileFormatError(f"{path}: {size} bytes is too large for a benchmark log")
-        raw = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         raise FileFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileFormatError(f"{path}: not a regular file; give a benchmark log or result file")
+        if st.st_size > _MAX_BYTES:
+            raise FileFormatError(f"{path}: {st.st_size} bytes is too large for a benchmark log")
+        raw = os.read(fd, _MAX_BYTES + 1)
+    except OSError as e:
+        raise FileFormatError(f"{path}: cannot read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
     if b"\x00" in raw[:4096]:
         raise FileFormatError(f"{path}: binary file, not a benchmark log or result JSON")
     return raw.decode("utf-8", errors="replace")
+
+
+def _json_format(data: Any) -> str:
+    if isinstance(data, dict) and "schema" in data:
+        return "pybench-json"
+    if isinstance(data, dict) and "results" in data:
+        return "nccl-tests-json"
+    return "unknown"
 
 
 def sniff_format(text: str) -> str:
@@ -47,20 +73,16 @@ def sniff_format(text: str) -> str:
     Returns
     -------
     str
-        ``pybench-json``, ``nccl-tests-json``, ``nccl-tests`` or ``osu``; ``unknown`` if
-        none matches. JSON documents are recognised by their keys, text by headers.
+        ``pybench-json``, ``nccl-tests-json``, ``nccl-tests``, ``osu`` or ``vtrain-csv``;
+        ``unknown`` if none matches. JSON documents are recognised by their keys, text by headers.
     """
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
+    if text.lstrip().startswith("{"):
         try:
-            data = json.loads(stripped)
-        except json.JSONDecodeError:
+            return _json_format(parse_json(text, "<text>"))
+        except FileFormatError:
             return "unknown"
-        if isinstance(data, dict) and "schema" in data:
-            return "pybench-json"
-        if isinstance(data, dict) and "results" in data:
-            return "nccl-tests-json"
-        return "unknown"
+    if looks_like_vtrain_csv(text):
+        return "vtrain-csv"
     if looks_like_nccl_tests(text):
         return "nccl-tests"
     if looks_like_osu(text):
@@ -68,14 +90,14 @@ def sniff_format(text: str) -> str:
     return "unknown"
 
 
-def load_measurements(path, *, collective: str | None = None,
-                      world_size: int | None = None) -> list:
+def load_measurements(path: str | Path, *, collective: str | None = None,
+                      world_size: int | None = None) -> list[MeasurementSet]:
     """Read a benchmark log or result file of any supported format.
 
     Parameters
     ----------
     path : str or Path
-        pybench result JSON, nccl-tests text or JSON, or OSU output.
+        pybench result JSON, nccl-tests text or JSON, OSU output, or a vTrain CSV table.
     collective, world_size : optional
         Override what the file says or what can be recovered from it (for logs that
         omit the program name or the rank list). Ignored for pybench results, which
@@ -90,26 +112,27 @@ def load_measurements(path, *, collective: str | None = None,
     ------
     FileFormatError
         Unreadable file, unknown format, or a malformed table; the message names the
-        file and what was wrong.
+        file (and the line, for text) and what was wrong.
     """
     p = Path(path)
     text = _read(p)
+    if text.lstrip().startswith("{"):
+        # Strict JSON, depth-checked: a deeply nested file is one line, never a RecursionError.
+        data = parse_json(text, str(p))
+        fmt = _json_format(data)
+        if fmt == "pybench-json":
+            return parse_pybench_result(data, p)
+        if fmt == "nccl-tests-json":
+            return parse_nccl_tests_json(data, p, collective, world_size)
+        raise FileFormatError(f"{p}: JSON but neither a pybench result ('schema' key) nor an "
+                              f"nccl-tests -J file ('results' key)")
     fmt = sniff_format(text)
-    if fmt == "pybench-json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise FileFormatError(f"{p}: not valid JSON (line {e.lineno}: {e.msg})") from None
-        return parse_pybench_result(data, p)
-    if fmt == "nccl-tests-json":
-        return parse_nccl_tests_json(json.loads(text), p, collective, world_size)
+    if fmt == "vtrain-csv":
+        return parse_vtrain_csv(text, p, collective, world_size)
     if fmt == "nccl-tests":
         return parse_nccl_tests_text(text, p, collective, world_size)
     if fmt == "osu":
         return parse_osu_text(text, p, collective, world_size)
-    if text.lstrip().startswith("{"):
-        raise FileFormatError(f"{p}: JSON but neither a pybench result ('schema' key) nor an "
-                              f"nccl-tests -J file ('results' key)")
     raise FileFormatError(f"{p}: not a recognised benchmark log (expected nccl-tests output with "
-                          f"a '# size count type ...' header, OSU output with '# Size ...', or "
-                          f"pybench/nccl-tests JSON)")
+                          f"a '# size count type ...' header, OSU output with '# Size ...', a vTrain "
+                          f"'size(B),count,type,time(ns),...' table, or pybench/nccl-tests JSON)")

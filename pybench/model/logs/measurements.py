@@ -76,7 +76,7 @@ class MeasurementSet:
     time_high_s: np.ndarray | None = None
     path: str = ""
     time_statistic: str = "median"
-    notes: tuple = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)
     time_in_place_s: np.ndarray | None = None
 
     def __post_init__(self):

@@ -7,7 +7,13 @@ Text layouts handled (all seen in real logs):
 * 2020 and older: no ``redop``/``root`` columns, an ``error`` column instead of
   ``#wrong``, header lines without a leading ``#``, and all_gather/reduce_scatter algbw
   already multiplied by (n-1)/n;
-* every line prefixed by srun's task label (``0: ``), shell noise before and after.
+* every line prefixed by srun's task label (``0: ``) or Open MPI's ``--tag-output``
+  label (``[1,0]<stdout>:``), shell noise before, inside and after the table;
+* several tests in one log (all_reduce then alltoall): one set per table, each named by
+  the program named since the previous table (checked against busbw/algbw);
+* ``-b 8`` sweeps on many ranks, whose first rows have size 0: skipped, with a note;
+* pybench's own stdout table (``# pybench ...: allreduce, backend mpi`` and ``# world N
+  ranks on H host(s) [...], link ...`` above it): labelled with its own backend and link.
 
 Time is microseconds; before 2019 it was milliseconds. The unit is read from the
 ``(us)``/``(ms)`` header when present, and otherwise (or as a cross-check) from
@@ -15,24 +21,35 @@ algbw = size / time, which only one unit satisfies.
 
 The collective comes from the program name (``all_reduce_perf``, ``# Collective test
 starting: ...``, or the JSON ``args``) when the log names it, else from the busbw/algbw
-ratio together with the ``redop`` and ``root`` columns. The rank count comes from the
-``#  Rank`` lines, else from busbw/algbw (or, in the old layout, from algbw against
-size/time). The link class is ``inter-node`` when the ``#  Rank`` lines name more
-than one host, ``intra-node`` when they name one, None when they are missing.
+ratio together with the ``redop`` and ``root`` columns. The rank count comes from
+busbw/algbw where the collective's bus factor depends on it (or, in the old layout, from
+algbw against size/time), else from the ``#  Rank`` lines: a log may keep only some of them.
+The link class is ``inter-node`` when the ``#  Rank`` lines name more than one host,
+``intra-node`` when they name one and list every rank, None otherwise.
+
+Every error names the file and, for text, the line.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from pybench.collectives import DTYPE_ALIASES, DTYPES
+from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
 from pybench.errors import FileFormatError
-from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
+from pybench.model.logs.nccl_tests_table import (
+    Table,
+    bus_ratios,
+    check_values,
+    header_tokens,
+    raw_algbw_ratio,
+    resolve_unit,
+    scan_rows,
+)
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -47,18 +64,28 @@ PROGRAMS = {
     "scatter_perf": "scatter",
     "hypercube_perf": "hypercube",
 }
-_PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")\b")
+PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")\b")
 _SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
+_OMPI_PREFIX_RE = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
-_NUM_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)")
+_PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks\s+on\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
+# busbw/algbw of each family of collectives: 2(n-1)/n, (n-1)/n, 1.
+_RATIO_RANGES = {"allreduce": (0.98, 2.0), "allgather": (0.45, 1.02), "reducescatter": (0.45, 1.02),
+                 "alltoall": (0.45, 1.02), "broadcast": (0.98, 1.02), "reduce": (0.98, 1.02),
+                 "sendrecv": (0.98, 1.02)}
 
 
-def _err(path, msg: str) -> FileFormatError:
-    return FileFormatError(f"{path}: {msg}")
+def canonical_dtype(name: str) -> str:
+    """pybench's dtype name for a log's type column (nccl-tests' own spellings kept)."""
+    key = name.strip().lower()
+    key = DTYPE_ALIASES.get(key, key)
+    return key if key in DTYPES else name.strip().lower()
 
 
-def _clean_lines(text: str) -> list:
-    lines = text.splitlines()
+def clean_lines(text: str) -> list[str]:
+    """Lines without launcher labels: Open MPI's ``[1,0]<stdout>:`` always, srun's ``0: `` when most lines have it."""
+    lines = [_OMPI_PREFIX_RE.sub("", ln, count=1) for ln in text.splitlines()]
     # srun --label prefixes every line with "<task>: "; strip it only when most lines have
     # it, so a data row is never mistaken for a prefixed line.
     prefixed = sum(1 for ln in lines if _SRUN_PREFIX_RE.match(ln) and ":" in ln[:8])
@@ -70,219 +97,180 @@ def _clean_lines(text: str) -> list:
 
 def looks_like_nccl_tests(text: str) -> bool:
     """True when ``text`` holds an nccl-tests table header (used by the format sniffer)."""
-    for ln in _clean_lines(text[:200000]):
+    for ln in clean_lines(text[:200000]):
         toks = ln.lstrip("#").split()
         if toks[:2] == ["size", "count"] and ("time" in toks[2:] or "cputime" in toks[2:]):
             return True
     return False
 
 
-def _canonical_dtype(name: str) -> str:
-    key = name.strip().lower()
-    key = DTYPE_ALIASES.get(key, key)
-    # nccl-tests spells some types its own way (int8, uint8, int64, bfloat16 ...); keep them.
-    return key if key in DTYPES else name.strip().lower()
+def ratio_agrees(collective: str, bus: float) -> bool:
+    """Whether busbw/algbw = ``bus`` is possible for ``collective`` (True when it cannot tell)."""
+    lo_hi = _RATIO_RANGES.get(collective)
+    return lo_hi is None or not math.isfinite(bus) or lo_hi[0] <= bus < lo_hi[1]
 
 
-def _infer(collective: str | None, redops: set, roots: set, ratios_bus: list,
-           ratio_raw: list, old_layout: bool):
+def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str:
+    reduces = bool(redops - {"none", "-", ""})
+    rooted = any(r not in ("-1", "") for r in roots)
+    if bus > 1.02:
+        return "allreduce"
+    if bus < 0.98:
+        return "reducescatter" if reduces else "allgather"
+    if rooted:
+        return "reduce" if reduces else "broadcast"
+    return "allreduce" if reduces else "sendrecv"  # busbw/algbw = 2(n-1)/n = 1 only for n = 2
+
+
+def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus: list[float],
+          ratio_raw: list[float], old_layout: bool) -> tuple[str | None, int | None, list[str]]:
     """Recover (collective, world, notes) from bandwidth ratios and the redop/root columns.
 
     ``ratios_bus``: busbw/algbw; ``ratio_raw``: printed algbw / (size/time), ~1 unless the
     old layout pre-scaled algbw by (n-1)/n.
     """
-    notes = []
+    notes: list[str] = []
     bus = float(np.median(ratios_bus)) if ratios_bus else math.nan
     raw = float(np.median(ratio_raw)) if ratio_raw else math.nan
-    reduces = bool(redops - {"none", "-"})
-    rooted = any(r not in ("-1", "") for r in roots)
-    world = None
     if old_layout and math.isfinite(raw) and raw < 0.97:
         # Pre-2020 all_gather/reduce_scatter: algbw = size/time * (n-1)/n.
-        world = int(round(1.0 / (1.0 - raw)))
-        notes.append(f"world size {world} from algbw/(size/time) = {raw:.4f} = (n-1)/n (old layout)")
+        old_world = int(round(1.0 / (1.0 - raw)))
+        notes.append(f"world size {old_world} from algbw/(size/time) = {raw:.4f} = (n-1)/n (old layout)")
         if collective is None:
-            collective = "reducescatter" if reduces else "allgather"
+            collective = "reducescatter" if bool(redops - {"none", "-", ""}) else "allgather"
             notes.append(f"collective {collective} guessed from pre-scaled algbw")
-        return collective, world, notes
+        return collective, old_world, notes
     if collective is None and math.isfinite(bus):
-        if bus > 1.02:
-            collective = "allreduce"
-        elif bus < 0.98:
-            collective = "reducescatter" if reduces else "allgather"
-        elif rooted:
-            collective = "reduce" if reduces else "broadcast"
-        elif reduces:
-            collective = "allreduce"  # busbw/algbw = 2(n-1)/n = 1 only for n = 2
-        else:
-            collective = "sendrecv"
-        if collective is not None:
-            notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
-                         f"and redop/root columns (program name not in the log)")
-    if math.isfinite(bus) and collective in ("allreduce", "allgather", "reducescatter", "alltoall"):
-        if collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
-            world = int(round(2.0 / (2.0 - bus)))
-        elif collective != "allreduce" and 0.45 <= bus < 1.0 - 1e-3:
-            world = int(round(1.0 / (1.0 - bus)))
-        if world is not None:
-            notes.append(f"world size {world} from busbw/algbw = {bus:.4f}")
+        collective = _collective_from_ratio(bus, redops, roots)
+        notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
+                     f"and redop/root columns (program name not in the log)")
+    world: int | None = None
+    if math.isfinite(bus) and collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
+        world = int(round(2.0 / (2.0 - bus)))
+    elif math.isfinite(bus) and collective in ("allgather", "reducescatter", "alltoall") \
+            and 0.45 <= bus < 1.0 - 1e-3:
+        world = int(round(1.0 / (1.0 - bus)))
+    if world is not None:
+        notes.append(f"world size {world} from busbw/algbw = {bus:.4f}")
     return collective, world, notes
 
 
-def _parse_table(path, lines, start: int, header: list, ctx: dict):
-    """Parse rows after the header at ``start``; return (MeasurementSet fields, next index)."""
-    names = header
-    old_layout = "error" in names or "redop" not in names
-    try:
-        i_size, i_count, i_type = names.index("size"), names.index("count"), names.index("type")
-    except ValueError:
-        raise _err(path, f"nccl-tests header lacks size/count/type columns: {' '.join(names)}") from None
-    tname = "cputime" if "cputime" in names else "time"
-    time_cols = [k for k, n in enumerate(names) if n == tname]
-    alg_cols = [k for k, n in enumerate(names) if n == "algbw"]
-    bus_cols = [k for k, n in enumerate(names) if n == "busbw"]
-    if not time_cols or not alg_cols or not bus_cols:
-        raise _err(path, f"nccl-tests header lacks time/algbw/busbw columns: {' '.join(names)}")
-    i_redop = names.index("redop") if "redop" in names else None
-    i_root = names.index("root") if "root" in names else None
+@dataclass
+class Preamble:
+    """What the lines above a table say about it: Rank lines, program name, pybench's own header."""
 
-    # Unit line right below: "(B) (elements) (us) (GB/s) ...".
-    unit_scale = None
-    j = start + 1
-    if j < len(lines) and "(B)" in lines[j]:
-        units = lines[j]
-        if "(ms)" in units:
-            unit_scale = 1e-3
-        elif "(us)" in units:
-            unit_scale = 1e-6
-        j += 1
+    ranks: dict[int, str] = field(default_factory=dict)
+    program: str | None = None
+    pybench: dict[str, str] = field(default_factory=dict)
 
-    # Out-of-place is the first time column; when a log only has in-place values
-    # (trace replay prints blanks for out-of-place) the row is shorter, handled below.
-    rows = []
-    while j < len(lines):
-        ln = lines[j].strip()
-        toks = ln.split()
-        if not toks or not toks[0].isdigit():
-            if ln.startswith("#") or not ln:
-                # Comment inside the table (e.g. a warning) or blank: a blank ends nothing,
-                # the footer "Out of bounds" / "Avg bus bandwidth" ends the table.
-                if "Avg bus bandwidth" in ln or "Out of bounds" in ln:
-                    break
-                j += 1
-                continue
-            break
-        rows.append((j, toks))
-        j += 1
-    if not rows:
-        raise _err(path, f"nccl-tests table at line {start + 1} has no data rows")
+    def see(self, line: str) -> None:
+        """Take what ``line`` says, if anything."""
+        stripped = line.strip()
+        m = _RANK_RE.match(stripped)
+        if m:
+            self.ranks[int(m.group(1))] = m.group(2)
+        pm = PROGRAM_RE.search(stripped)
+        # "Collective test concluded: X" closes the previous test; it does not name the next.
+        if pm and "concluded" not in stripped:
+            self.program = pm.group(1)
+        m = _PYBENCH_RE.match(stripped)
+        if m:
+            self.pybench.update(benchmark=m.group(1), backend=m.group(2))
+        m = _PYBENCH_WORLD_RE.match(stripped)
+        if m:
+            self.pybench.update(world=m.group(1), hosts=m.group(2), link=m.group(3))
 
-    sizes, counts, times, algs, buses, redops, roots = [], [], [], [], [], set(), set()
-    in_place = []
-    row_keys = []
-    ncols = len(names)
-    for lineno, toks in rows:
-        # A timestamp column adds two tokens (date and time); per-iteration adds known ones.
-        if len(toks) < ncols - (1 if names[-1] in ("timestamp",) else 0):
-            if len(toks) == ncols - 4 and len(time_cols) > 1:
-                # out-of-place left blank: use in-place columns, shifted left by 4.
-                tc, ac, bc = time_cols[1] - 4, alg_cols[1] - 4, bus_cols[1] - 4
-            else:
-                raise _err(path, f"line {lineno + 1}: expected {ncols} columns as in the header, "
-                                 f"got {len(toks)}: {' '.join(toks)[:80]}")
-            ic = None  # the only time is the in-place one, already in tc
-        else:
-            tc, ac, bc = time_cols[0], alg_cols[0], bus_cols[0]
-            ic = time_cols[1] if len(time_cols) > 1 else None
-        try:
-            size = int(toks[i_size])
-            count = int(toks[i_count])
-            t, a, b = (float(toks[tc]), float(toks[ac]), float(toks[bc]))
-        except ValueError:
-            raise _err(path, f"line {lineno + 1}: size/count/time/algbw/busbw are not numbers: "
-                             f"{' '.join(toks)[:80]}") from None
-        ip = math.nan
-        if ic is not None and ic < len(toks):
-            try:
-                ip = float(toks[ic])
-            except ValueError:
-                ip = math.nan  # e.g. "N/A": the in-place column is optional evidence
-        sizes.append(size)
-        counts.append(count)
-        times.append(t)
-        in_place.append(ip)
-        algs.append(a)
-        buses.append(b)
-        row_keys.append((toks[i_type], toks[i_redop] if i_redop is not None else ""))
-        if i_redop is not None:
-            redops.add(toks[i_redop])
-        if i_root is not None:
-            roots.add(toks[i_root])
-    size_arr = np.array(sizes, dtype=float)
-    time_arr = np.array(times, dtype=float)
-    alg_arr = np.array(algs)
-    bus_arr = np.array(buses)
-    if np.any(time_arr <= 0):
-        raise _err(path, "nccl-tests table has a zero or negative time")
-    # A hostile or corrupted log can hold inf, NaN or 1e300: refuse it rather than let it overflow later.
-    if not (np.all(np.isfinite(time_arr)) and np.all(np.isfinite(alg_arr)) and np.all(np.isfinite(bus_arr))):
-        raise _err(path, "nccl-tests table has a time or bandwidth that is not a finite number")
-    if np.any(time_arr > 1e15) or np.any(time_arr < 1e-6) or np.any(size_arr > 2.0**60):
-        raise _err(path, "nccl-tests table has an impossible size or time (over 2^60 B, or a time outside "
-                         "1e-6 .. 1e15 time units)")
-    in_place_arr = np.array(in_place, dtype=float)
-    in_place_arr[~(in_place_arr > 0)] = math.nan
 
-    # Ratios only from rows where both bandwidths have 3+ significant digits.
-    good = alg_arr >= 1.0
-    ratio_bus = list(bus_arr[good] / alg_arr[good])
-    raw_notes = []
-    if unit_scale is None or np.any(good):
-        # size/time in GB/s for each unit candidate; pick the one that matches algbw.
-        est = {}
-        for scale in (1e-6, 1e-3):
-            if np.any(good):
-                est[scale] = float(np.median(alg_arr[good] / (size_arr[good] / (time_arr[good] * scale) / 1e9)))
-        if unit_scale is None:
-            if est:
-                unit_scale = min(est, key=lambda s_: abs(math.log(est[s_])) if est[s_] > 0 else math.inf)
-                raw_notes.append(f"time unit {'ms' if unit_scale == 1e-3 else 'us'} inferred from algbw = size/time")
-            else:
-                unit_scale = 1e-6
-                raw_notes.append("time unit assumed microseconds (no unit line, bandwidths too small to check)")
-        ratio_raw = [est[unit_scale]] if unit_scale in est else []
-        if ratio_raw and not 0.45 < ratio_raw[0] < 1.05:
-            raise _err(path, f"algbw disagrees with size/time by a factor {ratio_raw[0]:.3g}; "
-                             f"the time unit or the columns are not what the header says")
-    else:
-        ratio_raw = []
+def _collective_for(table: Table, pre: Preamble, previous: str | None,
+                    override: str | None) -> tuple[str | None, list[str]]:
+    """The table's collective from the override, pybench's header, or a program name the ratio agrees with."""
+    if override:
+        return override, []
+    if pre.pybench.get("benchmark") in COLLECTIVES:
+        return pre.pybench["benchmark"], []
+    ratios = bus_ratios(table)
+    bus = float(np.median(ratios)) if ratios else math.nan
+    notes: list[str] = []
+    for program, how in ((pre.program, "named above the table"), (previous, "named for the previous table")):
+        if program is None:
+            continue
+        name = PROGRAMS[program]
+        if ratio_agrees(name, bus):
+            if how != "named above the table":
+                notes.append(f"collective {name}: no program named above this table, {program} {how}")
+            return name, notes
+        notes.append(f"program {program} ({how}) disagrees with busbw/algbw = {bus:.3f}; "
+                     f"collective inferred instead")
+    return None, notes
 
-    collective, world, notes = _infer(ctx.get("collective"), redops, roots, ratio_bus, ratio_raw,
-                                      old_layout)
-    if ctx.get("world_size") is not None:
-        world = ctx["world_size"]
-    if collective is None:
-        raise _err(path, "cannot tell which collective this nccl-tests table measured "
-                         "(no program name, bandwidths too small); pass collective=...")
-    # `-d all` / `-o all` runs repeat every size once per type and op: one set each.
-    groups = list(dict.fromkeys(row_keys))
+
+def _world_and_link(world: int | None, pre: Preamble, world_size: int | None,
+                    notes: list[str]) -> tuple[int | None, str | None]:
+    """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines (a lower bound)."""
+    if world_size is not None:
+        world = world_size
+    elif "world" in pre.pybench:
+        world = int(pre.pybench["world"])
+    if pre.pybench.get("link") in LINK_CLASSES:
+        return world, pre.pybench["link"]
+    if not pre.ranks:
+        return world, None
+    listed, hosts = len(pre.ranks), len(set(pre.ranks.values()))
+    at_least = max(pre.ranks) + 1   # the ranks listed exist; a log may keep only some lines
+    if world is None or (world_size is None and world < at_least):
+        if world is not None:
+            notes.append(f"Rank lines name rank {at_least - 1}; busbw/algbw said {world} ranks")
+        world = at_least
+    elif listed < world:
+        notes.append(f"Rank lines list {listed} of {world} ranks (world size from busbw/algbw)")
+    notes.append(f"{listed} ranks on {hosts} host(s) per the Rank lines")
+    if hosts > 1:
+        return world, "inter-node"
+    if listed >= world:
+        return world, "intra-node"
+    notes.append("link class unknown: the Rank lines listed are on one host, the others are not listed")
+    return world, None
+
+
+def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
+                      collective: str | None, world_size: int | None) -> list[MeasurementSet]:
+    check_values(path, table)
+    unit = resolve_unit(path, table)
+    name, name_notes = _collective_for(table, pre, previous, collective)
+    coll, world, notes = infer(name, table.redops, table.roots, bus_ratios(table), raw_algbw_ratio(table),
+                               table.columns.old_layout)
+    if coll is None:
+        raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
+                              f"nccl-tests table measured (no program name, bandwidths too small); "
+                              f"pass collective=...")
+    notes = table.notes + name_notes + notes
+    world, link = _world_and_link(world, pre, world_size, notes)
+    own = bool(pre.pybench)
+    size = np.array(table.sizes, dtype=np.int64)
+    time = np.array(table.times) * unit
+    in_place = np.array(table.in_place, dtype=float) * unit
+    in_place[~(in_place > 0)] = math.nan
+    low, high = np.array(table.p5) * unit, np.array(table.p95) * unit
+    groups = list(dict.fromkeys(table.keys))
     out = []
+    # `-d all` / `-o all` runs repeat every size once per type and op: one set each.
     for key in groups:
-        sel = np.array([k == key for k in row_keys])
+        sel = np.array([k == key for k in table.keys])
         extra = [f"rows with type {key[0]}" + (f", redop {key[1]}" if key[1] else "")] if len(groups) > 1 else []
-        out.append({
-            "collective": collective, "world_size": world, "dtype": _canonical_dtype(key[0]),
-            "size_bytes": size_arr[sel].astype(np.int64), "time_s": time_arr[sel] * unit_scale,
-            "time_in_place_s": (in_place_arr[sel] * unit_scale
-                                if np.any(np.isfinite(in_place_arr[sel])) else None),
-            "notes": tuple(raw_notes + notes + extra),
-        })
-    return out, j
+        spread = own and bool(np.all(np.isfinite(low[sel]) & np.isfinite(high[sel])))
+        out.append(MeasurementSet(
+            source="pybench" if own else "nccl-tests", collective=coll,
+            backend=pre.pybench.get("backend", "nccl"), world_size=world, link_class=link,
+            dtype=canonical_dtype(key[0]), size_bytes=size[sel], time_s=time[sel],
+            time_low_s=low[sel] if spread else None, time_high_s=high[sel] if spread else None,
+            time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
+            path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra)))
+    return out
 
 
 def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = None,
-                          world_size: int | None = None) -> list:
-    """Parse nccl-tests stdout into one :class:`MeasurementSet` per result table.
+                          world_size: int | None = None) -> list[MeasurementSet]:
+    """Parse nccl-tests stdout (or pybench's own) into one :class:`MeasurementSet` per result table.
 
     Parameters
     ----------
@@ -302,162 +290,24 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
     Raises
     ------
     FileFormatError
-        No table, malformed rows, or a collective that cannot be recovered.
+        No table, malformed rows, or a collective that cannot be recovered; the message names
+        the file and the line.
     """
-    lines = _clean_lines(text)
-    ranks = {}
-    program = None
-    sets = []
+    lines = clean_lines(text)
+    sets: list[MeasurementSet] = []
+    pre, previous = Preamble(), None
     i = 0
     while i < len(lines):
-        ln = lines[i]
-        m = _RANK_RE.match(ln.strip())
-        if m:
-            ranks[int(m.group(1))] = m.group(2)
-        if program is None:
-            pm = _PROGRAM_RE.search(ln)
-            if pm:
-                program = pm.group(1)
-        toks = ln.strip().lstrip("#").split()
-        if len(toks) >= 5 and toks[0] == "size" and toks[1] == "count":
-            ctx = {"collective": collective or (PROGRAMS.get(program) if program else None),
-                   "world_size": world_size}
-            table, i = _parse_table(path, lines, i, toks, ctx)
-            for fields in table:
-                notes = list(fields.pop("notes"))
-                world = fields["world_size"]
-                link = None
-                if ranks:
-                    # The Rank lines are the authority on who took part.
-                    nranks = len(ranks)
-                    if world_size is None:
-                        if world is not None and world != nranks:
-                            notes.append(f"Rank lines list {nranks} ranks; bandwidth ratio said {world}")
-                        world = nranks
-                    nhosts = len(set(ranks.values()))
-                    link = "inter-node" if nhosts > 1 else "intra-node"
-                    notes.append(f"{nranks} ranks on {nhosts} host(s) per the Rank lines")
-                fields["world_size"] = world
-                sets.append(MeasurementSet(source="nccl-tests", backend="nccl", link_class=link,
-                                           path=str(path), time_statistic="mean",
-                                           notes=tuple(notes), **fields))
-            ranks = {}
+        names = header_tokens(lines[i])
+        if names is None:
+            pre.see(lines[i])
+            i += 1
             continue
-        i += 1
+        table, i = scan_rows(path, lines, i, names)
+        sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
+        previous = pre.program or previous
+        pre = Preamble()
     if not sets:
-        raise _err(path, "no nccl-tests result table found (expected a header line "
-                         "'# size count type ... time algbw busbw')")
+        raise FileFormatError(f"{path}: no nccl-tests result table found (expected a header line "
+                              f"'# size count type ... time algbw busbw')")
     return sets
-
-
-def parse_nccl_tests_json(data: dict, path="<json>", collective: str | None = None,
-                          world_size: int | None = None) -> list:
-    """Parse the JSON file nccl-tests writes with ``-J`` (file version 2 layout).
-
-    The document holds ``args`` (argv; argv[0] names the program), ``config`` with
-    ``devices`` (rank, hostname ...) and ``results``: rows with ``size``, ``count``,
-    ``type``, ``redop``, ``root`` and ``out_of_place`` / ``in_place`` objects holding
-    ``time`` (us), ``alg_bw``, ``bus_bw`` (GB/s) and ``nwrong``.
-
-    Returns
-    -------
-    list of MeasurementSet
-        One set (the document holds one sweep).
-    """
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise _err(path, "not an nccl-tests JSON file: no 'results' list")
-    program = None
-    args = data.get("args")
-    if isinstance(args, list):
-        for a in args:
-            m = _PROGRAM_RE.search(str(a))
-            if m:
-                program = m.group(1)
-                break
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
-    devices = config.get("devices") or data.get("devices") or []
-    hosts = {}
-    for d in devices if isinstance(devices, list) else []:
-        if isinstance(d, dict) and "rank" in d:
-            hosts[int(d["rank"])] = str(d.get("hostname", ""))
-    sizes, times, algs, buses, in_place = [], [], [], [], []
-    redops, roots = set(), set()
-    row_keys = []
-    for k, row in enumerate(data["results"]):
-        if not isinstance(row, dict):
-            raise _err(path, f"results[{k}] is not an object")
-        block = row.get("out_of_place") or row.get("in_place")
-        if not isinstance(block, dict):
-            raise _err(path, f"results[{k}] has neither out_of_place nor in_place timings")
-        try:
-            size = int(row["size"])
-            t = float(block.get("time", block.get("cpu_time")))
-            a = float(block["alg_bw"])
-            b = float(block["bus_bw"])
-        except (KeyError, TypeError, ValueError):
-            raise _err(path, f"results[{k}]: size/time/alg_bw/bus_bw missing or not numbers") from None
-        ip = math.nan
-        other = row.get("in_place")
-        if block is not other and isinstance(other, dict):
-            try:
-                ip = float(other.get("time", other.get("cpu_time")))
-            except (TypeError, ValueError):
-                ip = math.nan
-        sizes.append(size)
-        times.append(t)
-        in_place.append(ip)
-        algs.append(a)
-        buses.append(b)
-        row_keys.append((str(row.get("type", "")), str(row.get("redop", "")).strip()))
-        redops.add(str(row.get("redop", "")).strip())
-        roots.add(str(row.get("root", "")).strip())
-    if not sizes:
-        raise _err(path, "nccl-tests JSON has an empty 'results' list")
-    alg_arr, bus_arr = np.array(algs), np.array(buses)
-    good = alg_arr > 0.01
-    coll, world, notes = _infer(collective or PROGRAMS.get(program or ""), redops, roots,
-                                list(bus_arr[good] / alg_arr[good]), [], False)
-    if coll is None:
-        raise _err(path, "cannot tell which collective this nccl-tests JSON measured; pass collective=...")
-    notes = list(notes)
-    link = None
-    if hosts:
-        if world_size is None:
-            world = len(hosts)
-        nhosts = len(set(hosts.values()))
-        link = "inter-node" if nhosts > 1 else "intra-node"
-        notes.append(f"{len(hosts)} ranks on {nhosts} host(s) per config.devices")
-    if world_size is not None:
-        world = world_size
-    size_arr, time_arr = np.array(sizes, dtype=np.int64), np.array(times) * 1e-6
-    in_place_arr = np.array(in_place, dtype=float) * 1e-6
-    in_place_arr[~(in_place_arr > 0)] = math.nan
-    groups = list(dict.fromkeys(row_keys))
-    out = []
-    # `-d all` / `-o all` runs repeat every size once per type and op: one set each.
-    for key in groups:
-        sel = np.array([k == key for k in row_keys])
-        extra = [f"rows with type {key[0]}, redop {key[1]}"] if len(groups) > 1 else []
-        out.append(MeasurementSet(source="nccl-tests", collective=coll, backend="nccl",
-                                  world_size=world, link_class=link, dtype=_canonical_dtype(key[0]),
-                                  size_bytes=size_arr[sel], time_s=time_arr[sel],
-                                  time_in_place_s=(in_place_arr[sel] if np.any(np.isfinite(in_place_arr[sel]))
-                                                   else None), path=str(path),
-                                  time_statistic="mean", notes=tuple(notes + extra)))
-    return out
-
-
-def load_nccl_tests(path, collective: str | None = None, world_size: int | None = None) -> list:
-    """Read an nccl-tests text log or ``-J`` JSON file; see the parse functions."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise FileFormatError(f"{path}: cannot read ({e.strerror})") from None
-    if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise _err(path, f"not valid JSON (line {e.lineno}: {e.msg})") from None
-        return parse_nccl_tests_json(data, path, collective, world_size)
-    return parse_nccl_tests_text(text, path, collective, world_size)

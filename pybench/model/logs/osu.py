@@ -12,8 +12,8 @@ osu_bibw counts both directions, so its time per message pair is 2 x size / band
 
 from __future__ import annotations
 
+import math
 import re
-from pathlib import Path
 
 import numpy as np
 
@@ -57,8 +57,78 @@ def _collective_from_title(title: str) -> str | None:
     return None
 
 
+def _header(path, lines: list[str]) -> tuple[int, str | None, str, bool]:
+    """(index of the ``# Size`` header, title, kind 'latency' or 'bandwidth', has min/max columns)."""
+    title = None
+    for k, ln in enumerate(lines):
+        m = _TITLE_RE.search(ln)
+        if m and title is None:
+            title = m.group(1)
+        if re.match(r"^#\s*Size\s+\S", ln):
+            low = ln.lstrip("#").strip().lower()
+            if "mb/s" in low:
+                kind = "bandwidth"
+            elif "latency" in low:
+                kind = "latency"
+            else:
+                raise FileFormatError(f"{path}: line {k + 1}: OSU header {ln.strip()!r} has neither "
+                                      f"'Latency (us)' nor 'Bandwidth (MB/s)'")
+            # -f adds "Min Latency(us) Max Latency(us) Iterations" after the average.
+            return k, title, kind, "min latency" in low and "max latency" in low
+    raise FileFormatError(f"{path}: no OSU '# Size ...' header line found")
+
+
+def _rows(path, lines: list[str], header: int, kind: str,
+          has_minmax: bool) -> tuple[list[int], list[float], list[float], list[float]]:
+    """Sizes, values and min/max of the table under ``header``.
+
+    Lines that are not rows (MVAPICH or Open MPI warnings printed between rows, shell noise)
+    are skipped, not taken as the end of the table: it ends at the next test's header or title.
+    """
+    sizes: list[int] = []
+    values: list[float] = []
+    lows: list[float] = []
+    highs: list[float] = []
+    for k in range(header + 1, len(lines)):
+        ln = lines[k].strip()
+        if re.match(r"^#\s*Size\s+\S", ln) or _TITLE_RE.search(ln):
+            break
+        toks = ln.split()
+        if not toks or not toks[0].isdigit():
+            continue
+        try:
+            value = float(toks[1])
+            low, high = (float(toks[2]), float(toks[3])) if has_minmax else (value, value)
+        except (ValueError, IndexError):
+            raise FileFormatError(f"{path}: line {k + 1}: expected size and {kind} numbers, "
+                                  f"got {ln[:60]!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise FileFormatError(f"{path}: line {k + 1}: {kind} {toks[1]} at size {toks[0]} is not a "
+                                  f"positive number")
+        sizes.append(int(toks[0]))
+        values.append(value)
+        lows.append(low)
+        highs.append(high)
+    if not sizes:
+        raise FileFormatError(f"{path}: line {header + 1}: OSU table has no rows")
+    return sizes, values, lows, highs
+
+
+def _world(text: str, name: str, world_size: int | None, notes: list[str]) -> int | None:
+    if world_size is not None:
+        return world_size
+    np_match = _NP_RE.search(text[:20000])
+    if np_match:
+        notes.append(f"world size {np_match.group(1)} from the launcher command line")
+        return int(np_match.group(1))
+    if name.startswith("p2p_"):
+        notes.append("world size 2: point-to-point test")
+        return 2
+    return None
+
+
 def parse_osu_text(text: str, path="<text>", collective: str | None = None,
-                   world_size: int | None = None) -> list:
+                   world_size: int | None = None) -> list[MeasurementSet]:
     """Parse one OSU benchmark output into a :class:`MeasurementSet`.
 
     Parameters
@@ -78,73 +148,18 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     Raises
     ------
     FileFormatError
-        No ``# Size`` header, rows that are not numbers, or an unknown unit.
+        No ``# Size`` header, rows that are not numbers, or an unknown unit (file and line named).
     """
     lines = text.splitlines()
-    title = None
-    header_idx = None
-    for k, ln in enumerate(lines):
-        m = _TITLE_RE.search(ln)
-        if m and title is None:
-            title = m.group(1)
-        if re.match(r"^#\s*Size\s+\S", ln):
-            header_idx = k
-            break
-    if header_idx is None:
-        raise FileFormatError(f"{path}: no OSU '# Size ...' header line found")
-    header = lines[header_idx].lstrip("#").strip()
-    low = header.lower()
-    if "mb/s" in low:
-        kind = "bandwidth"
-    elif "latency" in low:
-        kind = "latency"
-    else:
-        raise FileFormatError(f"{path}: OSU header {header!r} has neither 'Latency (us)' nor "
-                              f"'Bandwidth (MB/s)'")
-    # -f adds "Min Latency(us) Max Latency(us) Iterations" after the average.
-    has_minmax = "min latency" in low and "max latency" in low
+    header, title, kind, has_minmax = _header(path, lines)
     name = collective or (_collective_from_title(title) if title else None)
     if name is None:
         name = "p2p_bw" if kind == "bandwidth" else "p2p_latency"
-    np_match = _NP_RE.search(text[:20000])
-    world = world_size
-    notes = []
-    if world is None:
-        if np_match:
-            world = int(np_match.group(1))
-            notes.append(f"world size {world} from the launcher command line")
-        elif name.startswith("p2p_"):
-            world = 2
-            notes.append("world size 2: point-to-point test")
-
-    sizes, values, lows, highs = [], [], [], []
-    for k in range(header_idx + 1, len(lines)):
-        ln = lines[k].strip()
-        if not ln or ln.startswith("#"):
-            continue
-        toks = ln.split()
-        if not toks[0].isdigit():
-            # Trailing shell noise ends the table.
-            if sizes:
-                break
-            continue
-        try:
-            sizes.append(int(toks[0]))
-            values.append(float(toks[1]))
-            if has_minmax:
-                lows.append(float(toks[2]))
-                highs.append(float(toks[3]))
-        except (ValueError, IndexError):
-            raise FileFormatError(f"{path}: line {k + 1}: expected size and "
-                                  f"{'bandwidth' if kind == 'bandwidth' else 'latency'} numbers, "
-                                  f"got {ln[:60]!r}") from None
-    if not sizes:
-        raise FileFormatError(f"{path}: OSU table under {header!r} has no rows")
+    notes: list[str] = []
+    world = _world(text, name, world_size, notes)
+    sizes, values, lows, highs = _rows(path, lines, header, kind, has_minmax)
     size_arr = np.array(sizes, dtype=np.int64)
     val = np.array(values, dtype=float)
-    if np.any(val <= 0):
-        bad = int(size_arr[np.argmax(val <= 0)])
-        raise FileFormatError(f"{path}: zero or negative value at size {bad}")
     time_low = time_high = None
     if kind == "bandwidth":
         # MB/s with MB = 1e6 B; bibw moved 2 x size per message pair.
@@ -155,19 +170,8 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
         time_s = val * 1e-6
         if has_minmax:
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
-    backend = "mpi"
-    if title and "nccl" in title.lower():
-        backend = "nccl"
+    backend = "nccl" if title and "nccl" in title.lower() else "mpi"
     return [MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
                            link_class=None, dtype="byte", size_bytes=size_arr, time_s=time_s,
                            time_low_s=time_low, time_high_s=time_high, path=str(path),
                            time_statistic="mean", notes=tuple(notes))]
-
-
-def load_osu(path, collective: str | None = None, world_size: int | None = None) -> list:
-    """Read an OSU output file; see :func:`parse_osu_text`."""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise FileFormatError(f"{path}: cannot read ({e.strerror})") from None
-    return parse_osu_text(text, path, collective, world_size)

@@ -1,4 +1,4 @@
-"""Read pybench's own result file (``"schema": "pybench.result"``, version 1).
+"""Read pybench's own result file (``"schema": "pybench.result"``; versions: ``pybench.io.formats.RESULT``).
 
 Shape: a dict with ``schema``, ``schema_version``, ``backend``, ``collective``,
 ``dtype``, ``world_size``, ``link_class`` and ``records``: one per size with
@@ -9,38 +9,26 @@ not need. Newer schema versions are refused rather than half-read.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from pybench.errors import FileFormatError
+from pybench.io.formats import RESULT, check_document
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
 
-RESULT_SCHEMA = "pybench.result"
-RESULT_SCHEMA_VERSION = 1
 
-
-def parse_pybench_result(data, path="<json>") -> list:
+def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[MeasurementSet]:
     """Turn a loaded pybench result document into a :class:`MeasurementSet`.
 
     Raises
     ------
     FileFormatError
-        Wrong schema name, a newer schema version, or missing / non-numeric fields.
+        Not a result document of a version this pybench reads (see :mod:`pybench.io.formats`),
+        or missing / non-numeric fields.
     """
-    if not isinstance(data, dict):
-        raise FileFormatError(f"{path}: a pybench result must be a JSON object")
-    schema = data.get("schema")
-    if schema != RESULT_SCHEMA:
-        hint = " (a fitted model file: use 'pybench predict')" if schema == "pybench.model" else ""
-        raise FileFormatError(f"{path}: schema {schema!r} is not {RESULT_SCHEMA!r}{hint}")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise FileFormatError(f"{path}: schema_version {version!r} is not a positive integer")
-    if version > RESULT_SCHEMA_VERSION:
-        raise FileFormatError(f"{path}: {RESULT_SCHEMA} version {version} is newer than this pybench "
-                              f"reads ({RESULT_SCHEMA_VERSION}); upgrade pybench")
+    data = check_document(data, RESULT, str(path))
     for key in ("collective", "backend"):
         if not isinstance(data.get(key), str) or not data[key]:
             raise FileFormatError(f"{path}: field {key!r} missing or not text")
@@ -67,18 +55,3 @@ def parse_pybench_result(data, path="<json>") -> list:
                            size_bytes=np.array(sizes, dtype=np.int64), time_s=np.array(times),
                            time_low_s=np.array(lows), time_high_s=np.array(highs), path=str(path),
                            time_statistic="median")]
-
-
-def load_pybench_result(path) -> list:
-    """Read a pybench result JSON file; see :func:`parse_pybench_result`."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise FileFormatError(f"{path}: cannot read ({e.strerror})") from None
-    except UnicodeDecodeError:
-        raise FileFormatError(f"{path}: not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise FileFormatError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    return parse_pybench_result(data, path)

@@ -1,0 +1,109 @@
+"""Fitted models built from measurement sets: one per collective / backend / link class / world size."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pybench.errors import UsageError
+from pybench.model.algorithm_choice import select_algorithm
+from pybench.model.algorithms import default_algorithm, get_algorithm
+from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.piecewise import fit_alpha_beta, fit_single_line
+from pybench.model.piecewise_model import AlphaBetaModel
+from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR
+
+
+def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algorithm: str | None = None,
+              algorithm_basis: str | None = None, min_points: int = DEFAULT_MIN_POINTS,
+              criterion: str = "bic", noise_floor: float = DEFAULT_NOISE_FLOOR,
+              confidence: float = DEFAULT_CONFIDENCE) -> AlphaBetaModel:
+    """Fit one :class:`AlphaBetaModel` to sweeps of the same collective and world size.
+
+    Parameters
+    ----------
+    measurements : MeasurementSet or sequence of them
+        Must agree on collective, backend, link class and world size (repeated runs are
+        pooled).
+    algorithm : str, optional
+        Formula for world-size extrapolation (default: the collective's ring form).
+    algorithm_basis : str, optional
+        Text saying why (stored in the model).
+    min_points, criterion, noise_floor, confidence
+        See :func:`pybench.model.fit.fit_alpha_beta`.
+
+    Returns
+    -------
+    AlphaBetaModel
+    """
+    sets = [measurements] if isinstance(measurements, MeasurementSet) else list(measurements)
+    if not sets:
+        raise UsageError("no measurements to fit")
+    keys = {(m.collective, m.backend, m.link_class, m.world_size) for m in sets}
+    if len(keys) > 1:
+        raise UsageError("fit_model needs sweeps of one collective/backend/link class/world size; "
+                         f"got {len(keys)} different ones (use fit_models to fit each group)")
+    first = sets[0]
+    # Every measurement each set holds (nccl-tests: out-of-place and in-place times).
+    points = [m.fit_points() for m in sets]
+    size = np.concatenate([p[0] for p in points])
+    time = np.concatenate([p[1] for p in points])
+    if np.unique(size).size < 2:
+        raise UsageError(f"{first.path or first.label}: {np.unique(size).size} distinct size(s); "
+                         f"a model needs at least 2 (sweep more sizes, e.g. --sizes 1M:1G)")
+    fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,
+                         noise_floor=noise_floor, confidence=confidence)
+    line = fit_single_line(size, time, confidence=confidence)
+    if algorithm is None:
+        algorithm = default_algorithm(first.collective)
+        basis = algorithm_basis or "assumed: data at one world size cannot tell algorithms apart"
+    else:
+        get_algorithm(algorithm)
+        basis = algorithm_basis or "given by the user"
+    notes: list[str] = []
+    for m in sets:
+        notes.extend(m.notes)
+    return AlphaBetaModel(
+        collective=first.collective, backend=first.backend, link_class=first.link_class,
+        world_size=first.world_size, dtype=first.dtype, segments=fit.segments,
+        algorithm=algorithm, algorithm_basis=basis, criterion=criterion,
+        n_points=fit.n_points, r2=fit.r2, median_ape=fit.median_ape, max_ape=fit.max_ape,
+        single_line_median_ape=line.median_ape, single_line_max_ape=line.max_ape,
+        sources=tuple(sorted({m.path for m in sets if m.path})),
+        notes=tuple(dict.fromkeys(notes)))
+
+
+def fit_models(measurements: Sequence[MeasurementSet], **kwargs: Any) -> list[AlphaBetaModel]:
+    """Fit one model per (collective, backend, link class, world size) group.
+
+    When a (collective, backend, link class) group holds several world sizes, the
+    algorithm formula that explains them jointly is selected (see
+    :func:`pybench.model.fit.select_algorithm`) and recorded in every model of the group;
+    otherwise the ring form is assumed and the model says so.
+
+    Returns
+    -------
+    list of AlphaBetaModel
+        In order of first appearance.
+    """
+    groups: dict[tuple[str, str, str | None], dict[int | None, list[MeasurementSet]]] = {}
+    for m in measurements:
+        groups.setdefault((m.collective, m.backend, m.link_class), {}).setdefault(m.world_size, []).append(m)
+    models: list[AlphaBetaModel] = []
+    for (coll, _, _), by_world in groups.items():
+        worlds = [w for w in by_world if w is not None]
+        choice = None
+        if len(worlds) > 1 and "algorithm" not in kwargs:
+            choice = select_algorithm(
+                coll, worlds,
+                [np.concatenate([m.fit_points()[0] for m in by_world[w]]) for w in worlds],
+                [np.concatenate([m.fit_points()[1] for m in by_world[w]]) for w in worlds])
+        for sets in by_world.values():
+            if choice is not None:
+                models.append(fit_model(sets, algorithm=choice.name, algorithm_basis=choice.basis,
+                                        **kwargs))
+            else:
+                models.append(fit_model(sets, **kwargs))
+    return models

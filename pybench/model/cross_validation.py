@@ -1,0 +1,115 @@
+"""Leave-one-size-out cross-validation: each size predicted by a fit that never saw it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pybench.errors import UsageError
+from pybench.model.piecewise import fit_alpha_beta
+from pybench.model.segment import _ape, _check_xy
+
+
+@dataclass(frozen=True, eq=False)
+class CrossValidation:
+    """Leave-one-size-out errors: each size predicted by a fit that never saw it.
+
+    Attributes
+    ----------
+    method : str
+        ``piecewise`` or ``single-line``.
+    size_bytes, time_s, predicted_s, ape_percent : ndarray
+        One entry per held-out size (measured time; for repeated sizes, their median).
+    n_segments : ndarray of int
+        Pieces found by each held-out fit.
+    """
+
+    method: str
+    size_bytes: np.ndarray
+    time_s: np.ndarray
+    predicted_s: np.ndarray
+    ape_percent: np.ndarray
+    n_segments: np.ndarray
+
+    @property
+    def median_ape(self) -> float:
+        """Median absolute percentage error over the held-out sizes (%)."""
+        return float(np.median(self.ape_percent)) if self.ape_percent.size else math.nan
+
+    @property
+    def max_ape(self) -> float:
+        """Largest absolute percentage error over the held-out sizes (%)."""
+        return float(np.max(self.ape_percent)) if self.ape_percent.size else math.nan
+
+    def table(self) -> str:
+        """Plain-text table, one row per held-out size."""
+        rows = [f"{'size (B)':>14} {'measured (us)':>14} {'predicted (us)':>15} {'APE %':>7}"]
+        for s, t, p, e in zip(self.size_bytes, self.time_s, self.predicted_s, self.ape_percent):
+            rows.append(f"{int(s):>14} {t * 1e6:>14.2f} {p * 1e6:>15.2f} {e:>7.1f}")
+        rows.append(f"{self.method}: median APE {self.median_ape:.1f}%, max APE {self.max_ape:.1f}%")
+        return "\n".join(rows)
+
+
+def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool = False,
+                   **fit_kwargs) -> CrossValidation:
+    """Leave-one-size-out cross-validation of the piecewise (or single-line) fit.
+
+    Each distinct size at or above ``min_size`` is removed in turn (all its repeats), the
+    model is refitted on every other size (small sizes included) and asked to predict it.
+
+    Parameters
+    ----------
+    measurements : MeasurementSet or (size_bytes, time_s) pair
+        A MeasurementSet contributes every measurement it holds
+        (:meth:`~pybench.model.logs.MeasurementSet.fit_points`: nccl-tests' out-of-place and
+        in-place times), and the measured time of a held-out size is their median, which
+        for two is their mean.
+    min_size : int
+        Smallest size held out (64 KiB by default: the acceptance criterion's range).
+    single_line : bool
+        Cross-validate the one-line fit instead, for comparison.
+    **fit_kwargs
+        Passed to :func:`fit_alpha_beta`.
+
+    Returns
+    -------
+    CrossValidation
+
+    Raises
+    ------
+    UsageError
+        Fewer than three distinct sizes (nothing left to fit after holding one out).
+    """
+    if hasattr(measurements, "fit_points"):
+        size, time = measurements.fit_points()
+    elif hasattr(measurements, "size_bytes"):
+        size, time = measurements.size_bytes, measurements.time_s
+    else:
+        size, time = measurements
+    size = np.asarray(size, dtype=float)
+    time = np.asarray(time, dtype=float)
+    distinct = np.unique(size)
+    if distinct.size < 3:
+        raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
+    _check_xy(size, time)
+    held, measured, predicted, nseg = [], [], [], []
+    for s in distinct[distinct >= min_size]:
+        keep = size != s
+        if single_line:
+            fit = fit_alpha_beta(size[keep], time[keep], max_segments=1, min_points=2)
+        else:
+            fit = fit_alpha_beta(size[keep], time[keep], **fit_kwargs)
+        p, _ = fit.predict(s)
+        held.append(s)
+        measured.append(float(np.median(time[~keep])))
+        predicted.append(p)
+        nseg.append(len(fit.segments))
+    measured_arr = np.array(measured)
+    predicted_arr = np.array(predicted)
+    return CrossValidation(
+        method="single-line" if single_line else "piecewise",
+        size_bytes=np.array(held, dtype=np.int64), time_s=measured_arr,
+        predicted_s=predicted_arr, ape_percent=_ape(predicted_arr, measured_arr),
+        n_segments=np.array(nseg, dtype=int))

@@ -1,0 +1,154 @@
+"""Read the JSON file nccl-tests writes with ``-J`` (file version 2 layout).
+
+The document holds ``args`` (argv; argv[0] names the program), ``config`` with ``devices``
+(rank, hostname ...) and ``results``: rows with ``size``, ``count``, ``type``, ``redop``,
+``root`` and ``out_of_place`` / ``in_place`` objects holding ``time`` (us), ``alg_bw``,
+``bus_bw`` (GB/s) and ``nwrong``. The document is parsed by :func:`pybench.io.files.parse_json`
+before it gets here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pybench.errors import FileFormatError
+from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, infer
+
+
+@dataclass
+class _Rows:
+    sizes: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    in_place: list[float] = field(default_factory=list)
+    algbw: list[float] = field(default_factory=list)
+    busbw: list[float] = field(default_factory=list)
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    redops: set[str] = field(default_factory=set)
+    roots: set[str] = field(default_factory=set)
+
+
+def _program(data: dict[str, Any]) -> str | None:
+    args = data.get("args")
+    for a in args if isinstance(args, list) else []:
+        m = PROGRAM_RE.search(str(a))
+        if m:
+            return m.group(1)
+    return None
+
+
+def _hosts(data: dict[str, Any]) -> dict[int, str]:
+    config = data.get("config")
+    devices = (config.get("devices") if isinstance(config, dict) else None) or data.get("devices") or []
+    hosts = {}
+    for d in devices if isinstance(devices, list) else []:
+        if isinstance(d, dict) and isinstance(d.get("rank"), int):
+            hosts[int(d["rank"])] = str(d.get("hostname", ""))
+    return hosts
+
+
+def _time_of(block: dict[str, Any]) -> float:
+    value = block.get("time", block.get("cpu_time"))
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError("time missing")
+    return float(value)
+
+
+def _add_row(path, rows: _Rows, k: int, row: Any) -> None:
+    if not isinstance(row, dict):
+        raise FileFormatError(f"{path}: results[{k}] is not an object")
+    block = row.get("out_of_place") or row.get("in_place")
+    if not isinstance(block, dict):
+        raise FileFormatError(f"{path}: results[{k}] has neither out_of_place nor in_place timings")
+    try:
+        size = int(row["size"])
+        t, a, b = _time_of(block), float(block["alg_bw"]), float(block["bus_bw"])
+    except (KeyError, TypeError, ValueError):
+        raise FileFormatError(f"{path}: results[{k}]: size/time/alg_bw/bus_bw missing or not numbers") from None
+    if size == 0:
+        return  # fewer bytes than one element per rank: nothing was measured
+    other = row.get("in_place")
+    ip = math.nan
+    if block is not other and isinstance(other, dict):
+        try:
+            ip = _time_of(other)
+        except (TypeError, ValueError):
+            ip = math.nan
+    rows.sizes.append(size)
+    rows.times.append(t)
+    rows.in_place.append(ip)
+    rows.algbw.append(a)
+    rows.busbw.append(b)
+    redop = str(row.get("redop", "")).strip()
+    rows.keys.append((str(row.get("type", "")), redop))
+    rows.redops.add(redop)
+    rows.roots.add(str(row.get("root", "")).strip())
+
+
+def _check(path, rows: _Rows) -> None:
+    times = np.array(rows.times, dtype=float)
+    if not rows.sizes:
+        raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 in 'results'")
+    bad = ~np.isfinite(times) | (times <= 0) | (times > 1e15) | (np.array(rows.sizes, dtype=float) > 2.0 ** 60)
+    if np.any(bad):
+        k = int(np.argmax(bad))
+        raise FileFormatError(f"{path}: results row with size {rows.sizes[k]} has an impossible size or time")
+
+
+def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = None,
+                          world_size: int | None = None) -> list[MeasurementSet]:
+    """Measurement sets of an nccl-tests ``-J`` document (one per type and redop).
+
+    Returns
+    -------
+    list of MeasurementSet
+
+    Raises
+    ------
+    FileFormatError
+        No ``results`` list, a row without numbers, or a collective that cannot be told.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise FileFormatError(f"{path}: not an nccl-tests JSON file: no 'results' list")
+    rows = _Rows()
+    for k, row in enumerate(data["results"]):
+        _add_row(path, rows, k, row)
+    _check(path, rows)
+    alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
+    good = alg > 0.01
+    coll, world, notes = infer(collective or PROGRAMS.get(_program(data) or ""), rows.redops, rows.roots,
+                               list(bus[good] / alg[good]), [], False)
+    if coll is None:
+        raise FileFormatError(f"{path}: cannot tell which collective this nccl-tests JSON measured; "
+                              f"pass collective=...")
+    hosts, link = _hosts(data), None
+    if hosts:
+        world = max(world or 0, max(hosts) + 1)   # the devices listed exist; the ratio may say more
+        link = "inter-node" if len(set(hosts.values())) > 1 else "intra-node"
+        notes.append(f"{len(hosts)} ranks on {len(set(hosts.values()))} host(s) per config.devices")
+    if world_size is not None:
+        world = world_size
+    return _sets(path, rows, coll, world, link, notes)
+
+
+def _sets(path, rows: _Rows, coll: str, world: int | None, link: str | None,
+          notes: list[str]) -> list[MeasurementSet]:
+    size, time = np.array(rows.sizes, dtype=np.int64), np.array(rows.times) * 1e-6
+    in_place = np.array(rows.in_place, dtype=float) * 1e-6
+    in_place[~(in_place > 0)] = math.nan
+    groups = list(dict.fromkeys(rows.keys))
+    out = []
+    # `-d all` / `-o all` runs repeat every size once per type and op: one set each.
+    for key in groups:
+        sel = np.array([k == key for k in rows.keys])
+        extra = [f"rows with type {key[0]}, redop {key[1]}"] if len(groups) > 1 else []
+        out.append(MeasurementSet(source="nccl-tests", collective=coll, backend="nccl", world_size=world,
+                                  link_class=link, dtype=canonical_dtype(key[0]), size_bytes=size[sel],
+                                  time_s=time[sel],
+                                  time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
+                                  path=str(path), time_statistic="mean", notes=tuple(notes + extra)))
+    return out

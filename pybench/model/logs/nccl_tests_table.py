@@ -1,0 +1,223 @@
+"""One nccl-tests result table: its columns, its rows (with their line numbers), its time unit.
+
+A table starts at a ``size count type ...`` header and ends at the footer (``Out of bounds
+values``, ``Avg bus bandwidth``), at the next header, or at the end of the text. Lines that
+are not rows inside it (warnings, other ranks' output, blank lines) are skipped, never taken
+as its end, so a table is not silently cut short. A line that starts with a number but does
+not have the header's columns is an error naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pybench.errors import FileFormatError
+
+_FOOTERS = ("Avg bus bandwidth", "Out of bounds", "Collective test concluded")
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where each value sits in a row, from the header tokens."""
+
+    names: tuple[str, ...]
+    size: int
+    count: int
+    type: int
+    time: tuple[int, ...]
+    algbw: tuple[int, ...]
+    busbw: tuple[int, ...]
+    redop: int | None
+    root: int | None
+    p5: int | None
+    p95: int | None
+
+    @property
+    def old_layout(self) -> bool:
+        """Pre-2020 layout: an ``error`` column and no ``redop``."""
+        return "error" in self.names or "redop" not in self.names
+
+
+@dataclass
+class Table:
+    """Rows of one table as parsed (times in the table's own unit until :func:`read_table` scales them)."""
+
+    columns: Columns
+    header_line: int
+    lines: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    in_place: list[float] = field(default_factory=list)
+    algbw: list[float] = field(default_factory=list)
+    busbw: list[float] = field(default_factory=list)
+    p5: list[float] = field(default_factory=list)
+    p95: list[float] = field(default_factory=list)
+    keys: list[tuple[str, str]] = field(default_factory=list)
+    redops: set[str] = field(default_factory=set)
+    roots: set[str] = field(default_factory=set)
+    unit_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def header_tokens(line: str) -> list[str] | None:
+    """The header's column names when ``line`` is a table header, else None."""
+    toks = line.strip().lstrip("#").split()
+    if len(toks) >= 5 and toks[0] == "size" and toks[1] == "count":
+        return toks
+    return None
+
+
+def _columns(path, names: list[str], lineno: int) -> Columns:
+    def where(name: str) -> int | None:
+        return names.index(name) if name in names else None
+
+    tname = "cputime" if "cputime" in names else "time"
+    time = tuple(k for k, n in enumerate(names) if n == tname)
+    alg = tuple(k for k, n in enumerate(names) if n == "algbw")
+    bus = tuple(k for k, n in enumerate(names) if n == "busbw")
+    size, count, typ = where("size"), where("count"), where("type")
+    if size is None or count is None or typ is None or not time or not alg or not bus:
+        raise FileFormatError(f"{path}: line {lineno}: nccl-tests header lacks the size/count/type/time/algbw/"
+                              f"busbw columns: {' '.join(names)}")
+    return Columns(tuple(names), size, count, typ, time, alg, bus, where("redop"), where("root"),
+                   where("p5"), where("p95"))
+
+
+def _row_layout(path, cols: Columns, toks: list[str], lineno: int) -> tuple[int, int, int, int | None]:
+    """(time, algbw, busbw, in-place time) column indices for this row's length."""
+    ncols = len(cols.names)
+    if len(toks) >= ncols - (1 if cols.names[-1] == "timestamp" else 0):
+        return cols.time[0], cols.algbw[0], cols.busbw[0], (cols.time[1] if len(cols.time) > 1 else None)
+    if len(toks) == ncols - 4 and len(cols.time) > 1:
+        # Out-of-place left blank (trace replay): the in-place columns, shifted left by 4.
+        return cols.time[1] - 4, cols.algbw[1] - 4, cols.busbw[1] - 4, None
+    raise FileFormatError(f"{path}: line {lineno}: expected {ncols} columns as in the header, "
+                          f"got {len(toks)}: {' '.join(toks)[:80]}")
+
+
+def _number(toks: list[str], index: int | None) -> float:
+    if index is None or index >= len(toks):
+        return math.nan
+    try:
+        return float(toks[index])
+    except ValueError:
+        return math.nan  # e.g. "N/A": optional evidence only
+
+
+def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
+    cols = table.columns
+    tc, ac, bc, ic = _row_layout(path, cols, toks, lineno)
+    try:
+        size = int(toks[cols.size])
+        int(toks[cols.count])
+        t, a, b = float(toks[tc]), float(toks[ac]), float(toks[bc])
+    except ValueError:
+        raise FileFormatError(f"{path}: line {lineno}: size/count/time/algbw/busbw are not numbers: "
+                              f"{' '.join(toks)[:80]}") from None
+    if not (math.isfinite(t) and math.isfinite(a) and math.isfinite(b)):
+        raise FileFormatError(f"{path}: line {lineno}: a time or bandwidth that is not a finite number")
+    if size == 0:
+        # `-b 8` on many ranks: fewer bytes than one element per rank; nothing was measured.
+        table.notes.append(f"line {lineno}: size 0 skipped (below one element per rank)")
+        return
+    table.lines.append(lineno)
+    table.sizes.append(size)
+    table.times.append(t)
+    table.algbw.append(a)
+    table.busbw.append(b)
+    table.in_place.append(_number(toks, ic))
+    table.p5.append(_number(toks, cols.p5))
+    table.p95.append(_number(toks, cols.p95))
+    redop = toks[cols.redop] if cols.redop is not None else ""
+    table.keys.append((toks[cols.type], redop))
+    if cols.redop is not None:
+        table.redops.add(redop)
+    if cols.root is not None:
+        table.roots.add(toks[cols.root])
+
+
+def _unit_from_line(line: str) -> float | None:
+    if "(ms)" in line:
+        return 1e-3
+    if "(us)" in line:
+        return 1e-6
+    return None
+
+
+def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Table, int]:
+    """Rows of the table whose header is ``lines[start]``; returns the table and the index after its last row."""
+    table = Table(_columns(path, names, start + 1), header_line=start + 1)
+    j = start + 1
+    if j < len(lines) and "(B)" in lines[j]:
+        table.unit_s = _unit_from_line(lines[j])
+        j += 1
+    end = j
+    while j < len(lines):
+        ln = lines[j].strip()
+        if any(f in ln for f in _FOOTERS) or header_tokens(ln) is not None:
+            break
+        toks = ln.split()
+        if toks and toks[0].isdigit():
+            _add_row(path, table, toks, j + 1)
+            end = j + 1
+        j += 1
+    if not table.sizes:
+        skipped = f" ({len(table.notes)} row(s) of size 0)" if table.notes else ""
+        raise FileFormatError(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}")
+    # What follows the last row (Rank lines, a program name) belongs to the next table.
+    return table, end
+
+
+def check_values(path, table: Table) -> None:
+    """Refuse impossible numbers, naming the first offending line."""
+    for lineno, size, t in zip(table.lines, table.sizes, table.times):
+        if t <= 0:
+            raise FileFormatError(f"{path}: line {lineno}: zero or negative time {t}")
+        # A hostile or corrupted log can hold 1e300: refuse it rather than let it overflow later.
+        if t > 1e15 or t < 1e-6 or size > 2 ** 60:
+            raise FileFormatError(f"{path}: line {lineno}: impossible size or time (over 2^60 B, or a time "
+                                  f"outside 1e-6 .. 1e15 time units)")
+
+
+def resolve_unit(path, table: Table) -> float:
+    """Seconds per time unit, from the unit line or from algbw = size / time; checks they agree.
+
+    Also returns, through ``table.notes``, how the unit was found. The printed algbw divided by
+    size/time is kept in :func:`raw_algbw_ratio` for the pre-2020 layout's world size.
+    """
+    size, time, alg = (np.array(v, dtype=float) for v in (table.sizes, table.times, table.algbw))
+    good = alg >= 1.0   # bandwidths with 3+ significant digits
+    est = {scale: float(np.median(alg[good] / (size[good] / (time[good] * scale) / 1e9)))
+           for scale in (1e-6, 1e-3)} if np.any(good) else {}
+    unit = table.unit_s
+    if unit is None:
+        if est:
+            unit = min(est, key=lambda s_: abs(math.log(est[s_])) if est[s_] > 0 else math.inf)
+            table.notes.append(f"time unit {'ms' if unit == 1e-3 else 'us'} inferred from algbw = size/time")
+        else:
+            unit = 1e-6
+            table.notes.append("time unit assumed microseconds (no unit line, bandwidths too small to check)")
+    if unit in est and not 0.45 < est[unit] < 1.05:
+        raise FileFormatError(f"{path}: line {table.header_line}: algbw disagrees with size/time by a factor "
+                              f"{est[unit]:.3g}; the time unit or the columns are not what the header says")
+    table.unit_s = unit
+    return unit
+
+
+def raw_algbw_ratio(table: Table) -> list[float]:
+    """Printed algbw / (size / time): about 1, or (n-1)/n in the pre-2020 all-gather layout."""
+    size, time, alg = (np.array(v, dtype=float) for v in (table.sizes, table.times, table.algbw))
+    good = alg >= 1.0
+    if not np.any(good) or table.unit_s is None:
+        return []
+    return [float(np.median(alg[good] / (size[good] / (time[good] * table.unit_s) / 1e9)))]
+
+
+def bus_ratios(table: Table) -> list[float]:
+    """busbw / algbw of the rows where both have 3+ significant digits."""
+    alg, bus = np.array(table.algbw, dtype=float), np.array(table.busbw, dtype=float)
+    good = alg >= 1.0
+    return list(bus[good] / alg[good])

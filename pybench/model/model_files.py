@@ -1,0 +1,71 @@
+"""Model files: versioned JSON (never pickle) holding one or more fitted models.
+
+``{"schema": "pybench.model", "schema_version": 1, "models": [ {...}, ... ]}``: the schema
+name and version come from the registry :mod:`pybench.io.formats` (``MODEL``); reading goes
+through :func:`pybench.io.files.read_document`, writing through ``write_atomic``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pybench.errors import FileFormatError, UsageError
+from pybench.io.files import read_document
+from pybench.io.formats import MODEL, check_document
+from pybench.model.model_writer import models_to_document, save_models
+from pybench.model.piecewise_model import AlphaBetaModel
+
+__all__ = ["load_model", "load_models", "models_from_document", "models_to_document", "save_models"]
+
+
+def models_from_document(data: Any, path: str | Path = "<model>") -> list[AlphaBetaModel]:
+    """Models from a loaded model-file document; FileFormatError on anything unexpected."""
+    data = check_document(data, MODEL, str(path))
+    entries = data.get("models")
+    if not isinstance(entries, list) or not entries:
+        raise FileFormatError(f"{path}: 'models' missing or empty")
+    out = []
+    for k, entry in enumerate(entries):
+        try:
+            out.append(AlphaBetaModel.from_dict(entry))
+        except FileFormatError as e:
+            raise FileFormatError(f"{path}: models[{k}]: {e}") from None
+    return out
+
+
+def load_models(path: str | Path) -> list[AlphaBetaModel]:
+    """Read every model in a model file (JSON only; never pickle, never eval).
+
+    Raises
+    ------
+    FileFormatError
+        Unreadable, not JSON, wrong schema, newer schema version, malformed entry.
+    """
+    return models_from_document(read_document(path, MODEL), path)
+
+
+def load_model(path: str | Path, *, collective: str | None = None, link_class: str | None = None,
+               world_size: int | None = None, backend: str | None = None) -> AlphaBetaModel:
+    """Read the one model in ``path`` that matches the given filters.
+
+    Raises
+    ------
+    FileFormatError
+        As :func:`load_models`.
+    UsageError
+        No model matches, or several do (the message lists them).
+    """
+    models = load_models(path)
+    match = [m for m in models
+             if (collective is None or m.collective == collective)
+             and (link_class is None or m.link_class == link_class)
+             and (world_size is None or m.world_size == world_size)
+             and (backend is None or m.backend == backend)]
+    if len(match) == 1:
+        return match[0]
+    listing = "; ".join(f"{m.collective}/{m.backend}/{m.link_class}/x{m.world_size}" for m in models)
+    if not match:
+        raise UsageError(f"{path}: no model matches the filters; it holds: {listing}")
+    raise UsageError(f"{path}: {len(match)} models match; choose with collective=, link_class=, "
+                     f"world_size= or backend= (it holds: {listing})")

@@ -1,0 +1,281 @@
+"""The fitted alpha-beta model of one collective: prediction at any size and world, its report, its JSON entry.
+
+Every piece has alpha >= 0 and B > 0 (the fit is constrained, see :mod:`pybench.model.segment`)
+and the world-size factors are positive, so every predicted time is positive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pybench.errors import FileFormatError, UsageError
+from pybench.model.algorithms import get_algorithm
+from pybench.model.model_writer import save_models
+from pybench.model.piecewise import predict_segments
+from pybench.model.segment import SegmentFit
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    """Predicted time per operation with its confidence band.
+
+    Attributes are floats for a scalar size, arrays for an array of sizes.
+    ``time_low_s`` is clipped at zero.
+    """
+
+    size_bytes: float | np.ndarray
+    world: int | None
+    time_s: float | np.ndarray
+    time_low_s: float | np.ndarray
+    time_high_s: float | np.ndarray
+
+
+@dataclass(frozen=True)
+class AlphaBetaModel:
+    """A piecewise alpha-beta model of one collective on one set of ranks.
+
+    Attributes
+    ----------
+    collective, backend : str
+    link_class : str or None
+        ``intra-node``, ``inter-node`` or None (unknown).
+    world_size : int or None
+        Ranks the data was measured on; None prevents extrapolation in world size.
+    dtype : str
+    segments : tuple of SegmentFit
+        Ordered by size; fitted parameters at ``world_size``.
+    algorithm : str
+        Formula used to extrapolate to other world sizes.
+    algorithm_basis : str
+        Why that formula (``assumed ...`` with one world size).
+    criterion : str
+        Information criterion that chose the number of pieces.
+    n_points : int
+    r2, median_ape, max_ape : float
+        Goodness of the whole fit on its own points (APE in %).
+    single_line_median_ape, single_line_max_ape : float
+        The same for a one-line fit, for comparison.
+    sources : tuple of str
+        Files the data came from.
+    notes : tuple of str
+    """
+
+    collective: str
+    backend: str
+    link_class: str | None
+    world_size: int | None
+    dtype: str
+    segments: tuple[SegmentFit, ...]
+    algorithm: str
+    algorithm_basis: str = ""
+    criterion: str = "bic"
+    n_points: int = 0
+    r2: float = math.nan
+    median_ape: float = math.nan
+    max_ape: float = math.nan
+    single_line_median_ape: float = math.nan
+    single_line_max_ape: float = math.nan
+    sources: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    # -- geometry --------------------------------------------------------------------
+    @property
+    def size_min_bytes(self) -> int:
+        """Smallest measured size covered."""
+        return int(self.segments[0].size_min_bytes)
+
+    @property
+    def size_max_bytes(self) -> int:
+        """Largest measured size covered."""
+        return int(self.segments[-1].size_max_bytes)
+
+    def segments_at(self, world: int | None = None) -> tuple[SegmentFit, ...]:
+        """Pieces at ``world`` ranks (the fitted ones when world is None or the fitted world)."""
+        if world is None or world == self.world_size:
+            return self.segments
+        if self.world_size is None:
+            raise UsageError(f"model of {self.collective} has no recorded world size, so it "
+                             f"cannot be extrapolated to {world} ranks; refit with world_size set")
+        algo = get_algorithm(self.algorithm)
+        ka, kb = algo.scale(self.world_size, int(world))
+        out = []
+        for s in self.segments:
+            cov = (s.cov[0] * ka * ka, s.cov[1] * ka * kb, s.cov[2] * kb * kb)
+            # ka, kb > 0, so alpha >= 0 and 1/B >= 0 survive the mapping: predictions at
+            # any world size stay positive.
+            held_high = s.held_ci_high * (ka if s.held == "alpha" else kb) if s.held else s.held_ci_high
+            out.append(dataclasses.replace(s, alpha_s=s.alpha_s * ka,
+                                           inv_bw_s_per_byte=s.inv_bw_s_per_byte * kb, cov=cov,
+                                           held_ci_high=held_high))
+        return tuple(out)
+
+    # -- prediction ------------------------------------------------------------------
+    def predict(self, size_bytes, world: int | None = None,
+                band: str = "confidence") -> Prediction:
+        """Time per operation at ``size_bytes`` (scalar or array) on ``world`` ranks.
+
+        Parameters
+        ----------
+        size_bytes : int, float or array_like
+            Message size(s) in bytes (pybench convention).
+        world : int, optional
+            Ranks; default the fitted world size. Other values extrapolate through
+            ``self.algorithm``.
+        band : {'confidence', 'prediction'}
+            ``confidence`` (default): 95% band of the mean time, from the parameter
+            covariance. ``prediction``: where one new measurement should land (adds the
+            fit's relative residual scatter); wider, and what a single run is compared to.
+
+        Returns
+        -------
+        Prediction
+            ``time_s`` (always > 0) with the band ``[time_low_s, time_high_s]``, which
+            contains it; the low end is clipped at 0 where the band is wider than the
+            time itself. The band is nan only for a piece fitted without residual
+            degrees of freedom (2 points), where it is undefined.
+        """
+        s = np.asarray(size_bytes, dtype=float)
+        if np.any(~np.isfinite(s)) or np.any(s <= 0):
+            raise UsageError("sizes to predict must be positive numbers of bytes")
+        segs = self.segments_at(world)
+        t, half = predict_segments(segs, size_bytes if s.ndim else float(s), band)
+        t_arr, h_arr = np.asarray(t, dtype=float), np.asarray(half, dtype=float)
+        low = np.maximum(t_arr - h_arr, 0.0)
+        high = t_arr + h_arr
+        w = self.world_size if world is None else int(world)
+        if s.ndim == 0:
+            return Prediction(float(s), w, float(t_arr), float(low), float(high))
+        return Prediction(s, w, t_arr, low, high)
+
+    # -- text ------------------------------------------------------------------------
+    def report(self) -> str:
+        """Multi-line text report: what was fitted, each piece with intervals, goodness."""
+        world = self.world_size if self.world_size is not None else "?"
+        lines = [
+            f"alpha-beta model: {self.collective} / {self.backend} / {self.link_class or 'link class unknown'}"
+            f" / {world} ranks / {self.dtype}",
+            f"  sizes {self.size_min_bytes} .. {self.size_max_bytes} B, {self.n_points} points, "
+            f"{len(self.segments)} piece(s) chosen by {self.criterion.upper()}",
+            f"  algorithm for other world sizes: {self.algorithm} ({self.algorithm_basis})",
+            f"  {'sizes (B)':>25}  {'alpha (us)':>10} {'95% CI':>19}  {'B (GB/s)':>9} {'95% CI':>19}"
+            f"  {'R^2':>6} {'medAPE':>6} {'maxAPE':>6}",
+        ]
+        notes: list[str] = []
+        for k, s in enumerate(self.segments):
+            a_lo, a_hi = s.alpha_ci_s
+            b_lo, b_hi = s.bw_ci_Bps
+            mark = f" [{k + 1}]" if s.ci_notes() else ""
+            lines.append(
+                f"  {s.size_min_bytes:>12}..{s.size_max_bytes:<12} {s.alpha_s * 1e6:>10.3f} "
+                f"[{_us(a_lo):>8},{_us(a_hi):>8}]  {_gbps(s.bw_Bps):>9} "
+                f"[{_gbps(b_lo):>8},{_gbps(b_hi):>8}]  {s.r2:>6.3f} {s.median_ape:>5.1f}% "
+                f"{s.max_ape:>5.1f}%{mark}")
+            notes.extend(f"[{k + 1}] {n}" for n in s.ci_notes())
+        lines.append(f"  whole fit: R^2 {self.r2:.4f}, median APE {self.median_ape:.1f}%, "
+                     f"max APE {self.max_ape:.1f}%")
+        for n in notes:
+            lines.append(f"  {n}")
+        if math.isfinite(self.single_line_median_ape):
+            lines.append(f"  one line instead: median APE {self.single_line_median_ape:.1f}%, "
+                         f"max APE {self.single_line_max_ape:.1f}%")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"AlphaBetaModel({self.collective}, {self.backend}, {self.link_class}, "
+                f"world={self.world_size}, {len(self.segments)} pieces, "
+                f"{self.size_min_bytes}..{self.size_max_bytes} B, algorithm={self.algorithm})")
+
+    # -- persistence -----------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain dict (JSON types only)."""
+        return {
+            "collective": self.collective,
+            "backend": self.backend,
+            "link_class": self.link_class,
+            "world_size": self.world_size,
+            "dtype": self.dtype,
+            "algorithm": self.algorithm,
+            "algorithm_basis": self.algorithm_basis,
+            "criterion": self.criterion,
+            "n_points": int(self.n_points),
+            "r2": _jf(self.r2),
+            "median_ape": _jf(self.median_ape),
+            "max_ape": _jf(self.max_ape),
+            "single_line_median_ape": _jf(self.single_line_median_ape),
+            "single_line_max_ape": _jf(self.single_line_max_ape),
+            "sources": list(self.sources),
+            "notes": list(self.notes),
+            "segments": [s.to_dict() for s in self.segments],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AlphaBetaModel:
+        """Inverse of :meth:`to_dict`; raises FileFormatError naming what is wrong."""
+        if not isinstance(d, dict):
+            raise FileFormatError("a model entry must be a JSON object")
+        try:
+            segments = tuple(SegmentFit.from_dict(s) for s in d["segments"])
+            if not segments:
+                raise ValueError("no segments")
+            world = d.get("world_size")
+            model = cls(
+                collective=str(d["collective"]), backend=str(d["backend"]),
+                link_class=d.get("link_class"),
+                world_size=None if world is None else int(world), dtype=str(d.get("dtype", "")),
+                segments=segments, algorithm=str(d["algorithm"]),
+                algorithm_basis=str(d.get("algorithm_basis", "")),
+                criterion=str(d.get("criterion", "bic")), n_points=int(d.get("n_points", 0)),
+                r2=_fj(d.get("r2")), median_ape=_fj(d.get("median_ape")), max_ape=_fj(d.get("max_ape")),
+                single_line_median_ape=_fj(d.get("single_line_median_ape")),
+                single_line_max_ape=_fj(d.get("single_line_max_ape")),
+                sources=tuple(str(x) for x in d.get("sources", [])),
+                notes=tuple(str(x) for x in d.get("notes", [])))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            raise FileFormatError(f"model entry is malformed: {what}") from None
+        for s in segments:
+            # Files from before the fit was constrained may hold a negative latency, which
+            # predicts negative times at small sizes (or at other world sizes): refuse them.
+            if not (s.alpha_s >= 0 and s.inv_bw_s_per_byte >= 0) or (
+                    s.alpha_s == 0 and s.inv_bw_s_per_byte == 0):
+                raise FileFormatError(
+                    f"model entry is unphysical: piece {s.size_min_bytes}..{s.size_max_bytes} B has "
+                    f"alpha {s.alpha_s * 1e6:.4g} us and 1/B {s.inv_bw_s_per_byte:.4g} s/B (both must be "
+                    f">= 0, not both 0); it predicts negative times. Refit it with this pybench "
+                    f"('pybench fit'), whose fit keeps alpha >= 0 and B > 0")
+        get_algorithm(model.algorithm)  # unknown formula -> UsageError naming the known ones
+        return model
+
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write this model alone to ``path``; see :func:`pybench.model.model_writer.save_models`."""
+        return save_models([self], path, overwrite=overwrite)
+
+
+def _gbps(bw_Bps: float) -> str:
+    # inf: unbounded (said in words below the table); nan: undefined.
+    if math.isnan(bw_Bps):
+        return "undef"
+    # four significant digits: a 200 Mbit/s link (0.025 GB/s) must not print as 0.02
+    return "inf" if not math.isfinite(bw_Bps) else f"{bw_Bps / 1e9:.4g}"
+
+
+def _us(time_s: float) -> str:
+    if math.isnan(time_s):
+        return "undef"
+    return "inf" if not math.isfinite(time_s) else f"{time_s * 1e6:.2f}"
+
+
+def _jf(x: float):
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _fj(x) -> float:
+    return math.nan if x is None else float(x)

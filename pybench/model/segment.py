@@ -1,0 +1,362 @@
+"""One straight piece T = alpha + size / B, fitted by relative-error least squares under alpha >= 0, 1/B >= 0.
+
+Why relative errors: sizes span nine decades, and an absolute fit would ignore every small
+message. Why constrained: a line through a convex stretch of a CPU sweep has a negative
+intercept, which predicts negative times; the constrained optimum holds that parameter at 0
+(see :func:`_solve_physical`). Intervals come from the weighted least-squares covariance and
+Student's t, intersected with the physical range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from pybench.errors import UsageError
+from pybench.model.tdist import t_quantile
+
+# 4, not 3: a 3-point piece has one residual degree of freedom, so its 95% intervals use
+# t = 12.7 and say nothing; 4 points give t = 4.3. It also made leave-one-out on the real
+# A100 sweep better (max 14% against 20%), since 3-point pieces chase single noisy sizes.
+DEFAULT_MIN_POINTS = 4
+DEFAULT_NOISE_FLOOR = 0.01
+DEFAULT_CONFIDENCE = 0.95
+# Which parameter a constrained piece holds at its physical bound 0 ("" = none).
+HELD_CHOICES = ("", "alpha", "inv_bw")
+
+
+@dataclass(frozen=True)
+class SegmentFit:
+    """One regime: T = alpha_s + size_bytes / bw_Bps for sizes in [size_min_bytes, size_max_bytes].
+
+    Attributes
+    ----------
+    size_min_bytes, size_max_bytes : int
+        Smallest and largest measured size the piece was fitted to.
+    alpha_s : float
+        Latency term in seconds, never negative: the fit is constrained to alpha >= 0
+        (see ``held``).
+    inv_bw_s_per_byte : float
+        Slope c = 1/B in seconds per byte, never negative (0: a flat piece, B = inf).
+    cov : tuple of 3 floats
+        Covariance of (alpha_s, inv_bw_s_per_byte): (var_alpha, cov, var_inv_bw); the
+        held parameter, if any, has variance 0.
+    dof : int
+        Residual degrees of freedom (points - free parameters).
+    n_points : int
+        Sizes fitted.
+    confidence : float
+        Level of the intervals (0.95).
+    r2 : float
+        Weighted (relative-error) coefficient of determination.
+    median_ape, max_ape : float
+        Median / maximum absolute percentage error of the fit on its own points, in %.
+    rel_sigma : float
+        Residual standard deviation of the relative error, sqrt(RSS_w / dof): the scatter
+        of one new measurement around the line, as a fraction of the time (nan in files
+        written before it was recorded).
+    held : str
+        ``""`` when both parameters were fitted freely; ``"alpha"`` when the unconstrained
+        fit had a negative latency, so alpha is held at its bound 0 and only B is fitted
+        (T = size / B, typical of bandwidth-bound CPU pieces); ``"inv_bw"`` when it had a
+        negative slope (time falling with size), so the piece is flat (B = inf).
+    held_ci_high : float
+        Upper end of the held parameter's interval (seconds for alpha, s/byte for 1/B;
+        its lower end is 0); inf when unbounded; 0.0 (unused) when nothing is held, not
+        nan, so that equal fits compare equal.
+    """
+
+    size_min_bytes: int
+    size_max_bytes: int
+    alpha_s: float
+    inv_bw_s_per_byte: float
+    cov: tuple[float, float, float]
+    dof: int
+    n_points: int
+    confidence: float = DEFAULT_CONFIDENCE
+    r2: float = float("nan")
+    median_ape: float = float("nan")
+    max_ape: float = float("nan")
+    rel_sigma: float = float("nan")
+    held: str = ""
+    held_ci_high: float = 0.0
+
+    def __post_init__(self):
+        if self.held not in HELD_CHOICES:
+            raise ValueError(f"held {self.held!r} is not one of {HELD_CHOICES}")
+
+    @cached_property
+    def t(self) -> float:
+        """Student t quantile used for the intervals (inf without residual freedom)."""
+        if self.dof < 1:
+            return math.inf
+        return t_quantile(0.5 + self.confidence / 2.0, self.dof)
+
+    @property
+    def bw_Bps(self) -> float:
+        """Bandwidth B in bytes/s (inf for a flat piece)."""
+        return 1.0 / self.inv_bw_s_per_byte if self.inv_bw_s_per_byte > 0 else math.inf
+
+    @property
+    def alpha_ci_s(self) -> tuple:
+        """Confidence interval of alpha in seconds, within the physical range [0, inf).
+
+        Intersecting the t interval with alpha >= 0 keeps its coverage for every true
+        alpha >= 0. (nan, nan) when undefined (no residual degrees of freedom).
+        """
+        if self.held == "alpha":
+            return (0.0, self.held_ci_high)
+        half = self.t * math.sqrt(self.cov[0]) if self.cov[0] >= 0 else math.nan
+        if not math.isfinite(half):
+            return (math.nan, math.nan)
+        return (max(self.alpha_s - half, 0.0), self.alpha_s + half)
+
+    @property
+    def inv_bw_ci(self) -> tuple:
+        """Confidence interval of 1/B in s/byte within [0, inf); (nan, nan) if undefined."""
+        if self.held == "inv_bw":
+            return (0.0, self.held_ci_high)
+        half = self.t * math.sqrt(self.cov[2]) if self.cov[2] >= 0 else math.nan
+        if not math.isfinite(half):
+            return (math.nan, math.nan)
+        return (max(self.inv_bw_s_per_byte - half, 0.0), self.inv_bw_s_per_byte + half)
+
+    @property
+    def bw_ci_Bps(self) -> tuple:
+        """Confidence interval of B in bytes/s, mapped from the interval of 1/B.
+
+        The upper end is inf (unbounded) when the interval of 1/B reaches zero: the data
+        cannot rule out that this piece's time does not grow with size. (nan, nan) when
+        undefined.
+        """
+        c_lo, c_hi = self.inv_bw_ci
+        if not (math.isfinite(c_lo) and not math.isnan(c_hi)):
+            return (math.nan, math.nan)
+        bw_lo = 1.0 / c_hi if c_hi > 0 else math.inf
+        bw_hi = 1.0 / c_lo if c_lo > 0 else math.inf
+        return (bw_lo, bw_hi)
+
+    def ci_notes(self) -> tuple:
+        """Plain words for every interval that is not a finite pair (empty when all are)."""
+        notes = []
+        if self.held == "alpha":
+            notes.append("alpha held at its bound 0 (the unconstrained fit gave a negative "
+                         "latency); only B was fitted")
+        elif self.held == "inv_bw":
+            notes.append("1/B held at its bound 0 (time fell with size); the piece is flat, B = inf")
+        a_lo, a_hi = self.alpha_ci_s
+        b_lo, b_hi = self.bw_ci_Bps
+        if math.isnan(a_lo) or math.isnan(b_lo):
+            notes.append("intervals undefined: no residual degrees of freedom")
+        else:
+            if math.isinf(a_hi):
+                notes.append("alpha interval unbounded above")
+            if math.isinf(b_hi):
+                notes.append("B interval unbounded above (the interval of 1/B reaches 0)")
+        return tuple(notes)
+
+    def predict(self, size_bytes, band: str = "confidence"):
+        """Time in seconds and the half width of its band at ``size_bytes``.
+
+        ``band="confidence"``: where the fitted line (the mean time) lies, from the
+        parameter covariance. ``band="prediction"``: where one new measurement should
+        fall, adding the residual scatter ``rel_sigma x time``.
+        """
+        s = np.asarray(size_bytes, dtype=float)
+        time_s = self.alpha_s + s * self.inv_bw_s_per_byte
+        var = self.cov[0] + 2.0 * s * self.cov[1] + s * s * self.cov[2]
+        if band == "prediction":
+            if not math.isfinite(self.rel_sigma):
+                raise UsageError("this model has no residual scale (written by an older pybench); "
+                                 "refit it to get prediction bands, or use the confidence band")
+            var = var + (self.rel_sigma * time_s) ** 2
+        elif band != "confidence":
+            raise UsageError(f"unknown band {band!r}; use 'confidence' or 'prediction'")
+        half = self.t * np.sqrt(np.maximum(var, 0.0))
+        return time_s, half
+
+    def to_dict(self) -> dict:
+        """Plain dict for JSON (derived values included for readers, ignored on load)."""
+        bw_lo, bw_hi = self.bw_ci_Bps
+        a_lo, a_hi = self.alpha_ci_s
+        # JSON has no inf/nan: an unbounded end or an undefined interval is null, and
+        # ``ci_notes`` says which in words, so a reader never mistakes it for a number.
+        return {
+            "size_min_bytes": int(self.size_min_bytes),
+            "size_max_bytes": int(self.size_max_bytes),
+            "alpha_s": float(self.alpha_s),
+            "inv_bw_s_per_byte": float(self.inv_bw_s_per_byte),
+            "cov": [float(x) for x in self.cov],
+            "dof": int(self.dof),
+            "n_points": int(self.n_points),
+            "confidence": float(self.confidence),
+            "r2": _json_float(self.r2),
+            "median_ape": _json_float(self.median_ape),
+            "max_ape": _json_float(self.max_ape),
+            "rel_sigma": _json_float(self.rel_sigma),
+            "bw_Bps": _json_float(self.bw_Bps),
+            "alpha_ci_s": [_json_float(a_lo), _json_float(a_hi)],
+            "bw_ci_Bps": [_json_float(bw_lo), _json_float(bw_hi)],
+            "held": self.held,
+            "held_ci_high": _json_float(self.held_ci_high) if self.held else None,
+            "held_ci_high_unbounded": bool(self.held and math.isinf(self.held_ci_high)),
+            "ci_notes": list(self.ci_notes()),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> SegmentFit:
+        """Inverse of :meth:`to_dict` (raises KeyError/TypeError/ValueError on bad input)."""
+        values = [float(x) for x in d["cov"]]
+        if len(values) != 3:
+            raise ValueError("cov must hold 3 numbers (var_alpha, cov, var_inv_bw)")
+        cov = (values[0], values[1], values[2])
+        return cls(
+            size_min_bytes=int(d["size_min_bytes"]), size_max_bytes=int(d["size_max_bytes"]),
+            alpha_s=float(d["alpha_s"]), inv_bw_s_per_byte=float(d["inv_bw_s_per_byte"]),
+            cov=cov, dof=int(d["dof"]), n_points=int(d["n_points"]),
+            confidence=float(d.get("confidence", DEFAULT_CONFIDENCE)),
+            r2=_from_json_float(d.get("r2")), median_ape=_from_json_float(d.get("median_ape")),
+            max_ape=_from_json_float(d.get("max_ape")),
+            rel_sigma=_from_json_float(d.get("rel_sigma")), held=str(d.get("held", "")),
+            held_ci_high=(math.inf if d.get("held_ci_high_unbounded")
+                          else float(d.get("held_ci_high") or 0.0)))
+
+
+def _json_float(x: float):
+    # JSON has no inf/nan; None stands for "unbounded / not defined".
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _from_json_float(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _solve_weighted(size: np.ndarray, time: np.ndarray):
+    """Weighted (1/T^2) least squares of T = a + c s; returns (a, c, cov(3), rss) or None.
+
+    Unconstrained: :func:`_solve_physical` applies alpha >= 0, c >= 0 on top of it.
+    The final fit of a piece uses an orthogonal (SVD) solve on norm-scaled columns rather
+    than the normal equations the breakpoint search uses: over nine decades of sizes the
+    normal matrix is ill-conditioned, and the reported parameters should not inherit that.
+    """
+    x = np.column_stack([1.0 / time, size / time])
+    norms = np.linalg.norm(x, axis=0)
+    if np.any(norms == 0) or not np.all(np.isfinite(norms)):
+        return None
+    xs = x / norms
+    if np.linalg.matrix_rank(xs) < 2:
+        return None
+    y = np.ones(size.size)
+    coef_s, *_ = np.linalg.lstsq(xs, y, rcond=None)
+    rss = float(np.sum((y - xs @ coef_s) ** 2))
+    dof = size.size - 2
+    sigma2 = rss / dof if dof > 0 else math.nan
+    cov_s = sigma2 * np.linalg.inv(xs.T @ xs)
+    cov = cov_s / np.outer(norms, norms)
+    a, c = coef_s / norms
+    return float(a), float(c), (float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1])), rss
+
+
+def _solve_one(x: np.ndarray):
+    """Least squares of 1 = p x (one column); returns (p, var_p, rss) with dof = n - 1."""
+    sxx = float(np.sum(x * x))
+    p = float(np.sum(x)) / sxx
+    rss = float(np.sum((1.0 - p * x) ** 2))
+    dof = x.size - 1
+    sigma2 = rss / dof if dof > 0 else math.nan
+    return p, sigma2 / sxx, rss
+
+
+def _solve_physical(size: np.ndarray, time: np.ndarray, confidence: float):
+    """Weighted least squares of T = a + c s under the physics a >= 0 and c >= 0.
+
+    Returns (a, c, cov(3), rss, held, held_ci_high, n_free) or None (one distinct size).
+
+    A convex quadratic with one violated bound has its constrained optimum on that bound,
+    so when the unconstrained fit has a < 0 (or c < 0) the optimum is the better of the
+    two one-parameter fits a = 0 (T = c s) and c = 0 (T = a); both are always feasible
+    (with positive times, the free parameter of each comes out positive). The held
+    parameter is not estimated: its variance is 0, the other's comes from the
+    one-parameter fit (n - 1 residual degrees of freedom), and the piece counts one
+    parameter, not two, in the information criterion. ``held_ci_high`` is the upper end
+    of the held parameter's interval: the unconstrained interval intersected with
+    [0, inf), which keeps its coverage for any true value >= 0 (0 when that interval lies
+    wholly below 0; inf when the unconstrained fit has no residual freedom).
+    """
+    solved = _solve_weighted(size, time)
+    if solved is None:
+        return None
+    a, c, cov, rss = solved
+    if a >= 0.0 and c >= 0.0:
+        return a, c, cov, rss, "", 0.0, 2
+    x1, x2 = 1.0 / time, size / time
+    c1, var_c1, rss_c = _solve_one(x2)      # alpha held at 0
+    a1, var_a1, rss_a = _solve_one(x1)      # 1/B held at 0 (a flat piece)
+    dof2 = size.size - 2
+    t2 = t_quantile(0.5 + confidence / 2.0, dof2) if dof2 >= 1 else math.inf
+    if rss_c <= rss_a:
+        high = a + t2 * math.sqrt(max(cov[0], 0.0)) if dof2 >= 1 else math.inf
+        return 0.0, c1, (0.0, 0.0, var_c1), rss_c, "alpha", max(high, 0.0), 1
+    high = c + t2 * math.sqrt(max(cov[2], 0.0)) if dof2 >= 1 else math.inf
+    return a1, 0.0, (var_a1, 0.0, 0.0), rss_a, "inv_bw", max(high, 0.0), 1
+
+
+def _ape(pred: np.ndarray, time: np.ndarray) -> np.ndarray:
+    return 100.0 * np.abs(pred - time) / time
+
+
+def fit_segment(size_bytes, time_s, confidence: float = DEFAULT_CONFIDENCE) -> SegmentFit:
+    """Fit one straight piece T = alpha + size/B by relative-error least squares.
+
+    The fit is constrained to the physical range alpha >= 0, 1/B >= 0 (see
+    :func:`_solve_physical`): where the unconstrained optimum breaks a bound, that
+    parameter is held at 0 (``SegmentFit.held``) and the other fitted alone.
+
+    Parameters
+    ----------
+    size_bytes, time_s : array_like
+        At least two points with two distinct sizes; times must be positive.
+    confidence : float
+        Level of the parameter intervals.
+
+    Returns
+    -------
+    SegmentFit
+    """
+    size = np.asarray(size_bytes, dtype=float)
+    time = np.asarray(time_s, dtype=float)
+    _check_xy(size, time)
+    solved = _solve_physical(size, time, confidence)
+    if solved is None:
+        raise UsageError("cannot fit a line: need at least two distinct sizes")
+    a, c, cov, rss, held, held_high, n_free = solved
+    pred = a + c * size
+    ape = _ape(pred, time)
+    # Weighted R^2 on relative residuals, against the best constant (weighted mean).
+    w = 1.0 / (time * time)
+    mean = np.sum(w * time) / np.sum(w)
+    tss = float(np.sum(w * (time - mean) ** 2))
+    r2 = 1.0 - rss / tss if tss > 0 else 1.0
+    dof = int(size.size - n_free)
+    return SegmentFit(
+        size_min_bytes=int(size.min()), size_max_bytes=int(size.max()), alpha_s=a,
+        inv_bw_s_per_byte=c, cov=(float(cov[0]), float(cov[1]), float(cov[2])), dof=dof,
+        n_points=int(size.size), confidence=confidence, r2=float(r2),
+        median_ape=float(np.median(ape)), max_ape=float(np.max(ape)),
+        rel_sigma=math.sqrt(rss / dof) if dof > 0 else math.nan, held=held,
+        held_ci_high=float(held_high))
+
+
+def _check_xy(size: np.ndarray, time: np.ndarray) -> None:
+    if size.shape != time.shape or size.ndim != 1:
+        raise UsageError("sizes and times must be 1-D arrays of the same length")
+    if size.size < 2:
+        raise UsageError(f"need at least 2 measured sizes to fit a model, got {size.size}")
+    if not (np.all(np.isfinite(time)) and np.all(time > 0)):
+        raise UsageError("every time must be a positive finite number of seconds")
+    if not (np.all(np.isfinite(size)) and np.all(size > 0)):
+        raise UsageError("every size must be a positive number of bytes")
