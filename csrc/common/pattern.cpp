@@ -1,34 +1,16 @@
 #include "common/pattern.hpp"
 
-#include <algorithm>
 #include <cstring>
 
 namespace pybench {
 
 Pattern::Pattern(DType dtype, RedOp op, int world, bool reduces)
-    : dtype_(dtype), op_(op), world_(world), elem_(dtype_size(dtype)) {
-  // 13 is prime, so consecutive ranks' patterns never line up.
-  int m = 13;
-  if (reduces && op == RedOp::sum) {
-    const double limit = dtype_exact_int_limit(dtype) / std::max(world, 1);
-    m = static_cast<int>(std::min<double>(m, limit));
-  }
-  period_ = std::max(m, 1);
-}
-
-double Pattern::value(int rank, std::size_t j) const {
-  return 1.0 + static_cast<double>((3ull * static_cast<unsigned>(rank) + j) % static_cast<unsigned>(period_));
-}
-
-double Pattern::expected(int source, std::size_t j) const {
-  if (source != ExpectedBlock::kAllRanks) return value(source, j);
-  double acc = value(0, j);
-  for (int r = 1; r < world_; ++r) {
-    const double v = value(r, j);
-    acc = op_ == RedOp::sum ? acc + v : op_ == RedOp::max ? std::max(acc, v) : std::min(acc, v);
-  }
-  return acc;
-}
+    : dtype_(dtype),
+      op_(op),
+      world_(world),
+      reduces_(reduces),
+      period_(pattern_period(dtype_exact_int_limit(dtype), pattern_op(op), world, reduces)),
+      elem_(dtype_size(dtype)) {}
 
 // One period of encoded values starting at input element `first`; every block is
 // periodic with this period, so fill and check work from this small table.
@@ -36,6 +18,16 @@ std::vector<std::uint8_t> Pattern::encode_period(int source, std::size_t first) 
   std::vector<std::uint8_t> table(period_ * elem_);
   for (int k = 0; k < period_; ++k) store_value(dtype_, table.data() + k * elem_, expected(source, first + k));
   return table;
+}
+
+std::vector<double> Pattern::stored_expected(int source, std::size_t first, std::size_t n) const {
+  std::vector<double> out(n);
+  std::vector<std::uint8_t> elem(elem_);
+  for (std::size_t k = 0; k < n; ++k) {
+    store_value(dtype_, elem.data(), expected(source, first + k));
+    out[k] = load_value(dtype_, elem.data());
+  }
+  return out;
 }
 
 void Pattern::fill(void* buf, std::size_t n, int rank, std::size_t first) const {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -31,8 +32,6 @@ std::int64_t now_ns() {
       .count();
 }
 
-std::mutex g_what_mutex;
-
 // 'T' (stopped), 't' (traced), 'Z' (zombie) or '?' when the process is gone.
 char process_state(int pid) {
   if (pid <= 0 || kill(pid, 0) != 0) return '?';
@@ -46,19 +45,35 @@ char process_state(int pid) {
 }  // namespace
 
 Watchdog& Watchdog::instance() {
-  static Watchdog w;
-  return w;
+  // Leaked on purpose: the watchdog thread may still run while static objects are
+  // destroyed at exit, so the object it reads must outlive them.
+  static Watchdog* w = new Watchdog();
+  return *w;
+}
+
+std::int64_t Watchdog::deadline_after(std::int64_t now_ns, double timeout_s) {
+  if (!(timeout_s > 0)) return 0;  // NaN and non-positive: disabled
+  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  constexpr double kLongestS = 1e9;  // ~31 years: anything longer is "never", and 1e18 ns fits int64
+  if (timeout_s >= kLongestS) return kNever;
+  const auto span = std::max<std::int64_t>(static_cast<std::int64_t>(timeout_s * 1e9), 1);
+  return now_ns > kNever - span ? kNever : now_ns + span;
 }
 
 void Watchdog::configure(double timeout_s, std::function<void(const std::string&)> on_timeout) {
-  timeout_s_ = timeout_s;
-  on_timeout_ = std::move(on_timeout);
-  if (timeout_s_ > 0 && !thread_started_.exchange(true)) std::thread([this] { loop(); }).detach();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    on_timeout_ = std::move(on_timeout);
+    timeout_s_.store(timeout_s > 0 ? timeout_s : 0, std::memory_order_relaxed);
+  }
+  wake_.notify_all();  // a running thread picks up the new poll interval
+  if (timeout_s > 0 && !thread_started_.exchange(true)) std::thread([this] { loop(); }).detach();
 }
 
 void Watchdog::open_heartbeat(const std::string& shm_name, int local_rank, int local_size, int rank,
                               const std::vector<std::string>& hosts_by_rank) {
-  close_heartbeat();
+  std::lock_guard<std::mutex> lock(mutex_);
+  close_heartbeat_locked();
   const std::size_t bytes = sizeof(Slot) * static_cast<std::size_t>(local_size);
   const int fd = shm_open(shm_name.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) return;  // no shared memory: the watchdog still fires, it just names no culprit
@@ -81,6 +96,11 @@ void Watchdog::open_heartbeat(const std::string& shm_name, int local_rank, int l
 }
 
 void Watchdog::close_heartbeat() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  close_heartbeat_locked();
+}
+
+void Watchdog::close_heartbeat_locked() {
   if (!slots_) return;
   munmap(slots_, sizeof(Slot) * static_cast<std::size_t>(local_size_));
   slots_ = nullptr;
@@ -88,18 +108,24 @@ void Watchdog::close_heartbeat() {
 }
 
 void Watchdog::arm(const std::string& what) {
-  if (slots_) slots_[local_rank_].ops_started.fetch_add(1, std::memory_order_relaxed);
-  if (timeout_s_ <= 0) return;
+  const double timeout = timeout_s();
   {
-    std::lock_guard<std::mutex> lock(g_what_mutex);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (slots_) slots_[local_rank_].ops_started.fetch_add(1, std::memory_order_relaxed);
+    if (timeout <= 0) return;
     what_ = what;
   }
-  deadline_ns_.store(now_ns() + static_cast<std::int64_t>(timeout_s_ * 1e9), std::memory_order_release);
+  deadline_ns_.store(deadline_after(now_ns(), timeout), std::memory_order_release);
 }
 
 void Watchdog::disarm() { deadline_ns_.store(0, std::memory_order_release); }
 
 std::string Watchdog::diagnose() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return diagnose_locked();
+}
+
+std::string Watchdog::diagnose_locked() const {
   auto host_of = [this](int r) {
     return r >= 0 && r < static_cast<int>(hosts_.size()) ? hosts_[r] : std::string("?");
   };
@@ -127,31 +153,40 @@ std::string Watchdog::diagnose() const {
 }
 
 void Watchdog::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Poll at a tenth of the timeout, between 10 ms and 100 ms; configure() wakes it early.
+    const double t = timeout_s();
+    const int poll_ms = t > 0 && t < 1.0 ? std::max(10, static_cast<int>(t * 100)) : 100;
+    wake_.wait_for(lock, std::chrono::milliseconds(poll_ms));
     const std::int64_t d = deadline_ns_.load(std::memory_order_acquire);
-    if (d != 0 && now_ns() > d) fire();
+    // Still the same arming after the clock read: the operation overran, it did not just end.
+    if (d != 0 && now_ns() > d && deadline_ns_.load(std::memory_order_acquire) == d) {
+      lock.unlock();
+      fire();
+    }
   }
 }
 
 [[noreturn]] void Watchdog::fire() {
-  std::string what;
+  std::string line;
+  std::function<void(const std::string&)> on_timeout;
   {
-    std::lock_guard<std::mutex> lock(g_what_mutex);
-    what = what_;
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::ostringstream msg;
+    msg << "rank " << rank_ << " (" << (rank_ < static_cast<int>(hosts_.size()) ? hosts_[rank_] : "?")
+        << "): " << what_ << " made no progress for " << timeout_s() << " s; " << diagnose_locked();
+    line = msg.str();
+    on_timeout = on_timeout_;
   }
-  std::ostringstream msg;
-  msg << "rank " << rank_ << " (" << (rank_ < static_cast<int>(hosts_.size()) ? hosts_[rank_] : "?") << "): " << what
-      << " made no progress for " << timeout_s_ << " s; " << diagnose();
-  const std::string line = msg.str();
   std::fprintf(stderr, "pybench: error: %s\n", line.c_str());
   std::fflush(stderr);
-  if (on_timeout_) {
+  if (on_timeout) {
     // Let Python save the results; never wait on it for long.
     auto saved = std::make_shared<std::promise<void>>();
     auto done = saved->get_future();
-    std::thread([this, line, saved] {
-      on_timeout_(line);
+    std::thread([on_timeout, line, saved] {
+      on_timeout(line);
       saved->set_value();
     }).detach();
     done.wait_for(std::chrono::seconds(5));

@@ -7,11 +7,21 @@
 // per local rank: pid, global rank, operations started): a local rank whose
 // process is gone or stopped, or that is behind the others, is the one. When all
 // local ranks wait alike, the culprit is on another host.
+//
+// Threads: the main thread arms, disarms, configures and opens the table; the
+// watchdog thread reads. The deadline and timeout are atomics (the per-operation
+// path), everything else is guarded by one mutex. The instance is never
+// destroyed, so the thread never sees a destructed object during exit.
+//
+// One behaviour: a timeout <= 0 (or NaN) disables it; a huge one (1e12 s, inf)
+// saturates the deadline at "never" instead of overflowing into the past.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,20 +41,30 @@ class Watchdog {
 
   void arm(const std::string& what);  // an operation starts now
   void disarm();
-  double timeout_s() const { return timeout_s_; }
+  double timeout_s() const { return timeout_s_.load(std::memory_order_relaxed); }
   // Which rank stopped answering, as the watchdog prints it.
   std::string diagnose() const;
 
+  // The steady-clock deadline (ns) of an operation started at now_ns: saturates
+  // at INT64_MAX ("never") for timeouts too large to represent; 0 when disabled.
+  static std::int64_t deadline_after(std::int64_t now_ns, double timeout_s);
+
  private:
   Watchdog() = default;
+  ~Watchdog() = default;
   void loop();
   [[noreturn]] void fire();
+  void close_heartbeat_locked();
+  std::string diagnose_locked() const;
 
-  double timeout_s_ = 0;
-  std::function<void(const std::string&)> on_timeout_;
+  std::atomic<double> timeout_s_{0};
   std::atomic<std::int64_t> deadline_ns_{0};  // 0: not armed
-  std::string what_;
   std::atomic<bool> thread_started_{false};
+
+  mutable std::mutex mutex_;  // guards every field below
+  std::condition_variable wake_;
+  std::function<void(const std::string&)> on_timeout_;
+  std::string what_;
   struct Slot;
   Slot* slots_ = nullptr;
   int local_rank_ = 0, local_size_ = 0, rank_ = 0;
@@ -52,6 +72,8 @@ class Watchdog {
   std::vector<std::string> hosts_;
 };
 
+// Arms the watchdog for one operation and disarms it however the scope ends,
+// exceptions included: a caller that catches the error must not be killed later.
 class WatchGuard {
  public:
   explicit WatchGuard(const std::string& what) { Watchdog::instance().arm(what); }

@@ -1,5 +1,5 @@
 // A collective is a small description plugged into the shared harness
-// (harness.cpp), in the manner of nccl-tests: each csrc/collectives/<name>.cpp
+// (harness.cpp), in the manner of nccl-tests: each csrc/mpi/collectives/<name>.cpp
 // says how large its buffers are, what every output element must equal, and
 // how to launch it on MPI. The harness never names a collective.
 #pragma once
@@ -10,19 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "common/pattern.hpp"
+
 namespace pybench {
 
-// Part of a rank's output that must equal the input pattern of rank `source`
-// (or the reduction over all ranks when source == kAllRanks) starting at input
-// element `in_offset`.
-struct ExpectedBlock {
-  static constexpr int kAllRanks = -1;
-  std::size_t out_offset;
-  std::size_t length;
-  int source;
-  std::size_t in_offset;
-};
-
+// ExpectedBlock (which output must equal which input) is defined with the check
+// pattern rule in common/pattern.hpp.
 struct MpiLaunch {
   const void* send;
   void* recv;

@@ -10,7 +10,7 @@
 namespace pybench {
 namespace {
 
-std::size_t checked_count(std::size_t size_bytes, DType dtype, int world, const CollectiveDesc& desc) {
+std::size_t checked_count(std::size_t size_bytes, DType dtype, const CollectiveDesc& desc) {
   const std::size_t elem = dtype_size(dtype);
   PYBENCH_REQUIRE(size_bytes > 0, "size must be at least one element");
   PYBENCH_REQUIRE(size_bytes % elem == 0, desc.name + ": size " + std::to_string(size_bytes) +
@@ -21,6 +21,15 @@ std::size_t checked_count(std::size_t size_bytes, DType dtype, int world, const 
                   desc.name + ": " + std::to_string(count) + " elements exceed MPI's 32-bit count limit; use a "
                   "larger dtype or a smaller size");
   return count;
+}
+
+// Test hook for tests/measure/test_native_errors.py: PYBENCH_INJECT_MPI_ERROR=<rank>
+// (or "all") gives that rank's timed operation an invalid datatype, so the real
+// MPI library rejects it inside the timed loop.
+bool inject_mpi_error(int rank) {
+  const char* v = std::getenv("PYBENCH_INJECT_MPI_ERROR");
+  if (v == nullptr || *v == '\0') return false;
+  return std::strcmp(v, "all") == 0 || std::atoi(v) == rank;
 }
 
 }  // namespace
@@ -37,7 +46,7 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
       pattern_(dtype_, op_, world_, desc_.reduces) {
   PYBENCH_REQUIRE(root >= 0 && root < world_, "root " + std::to_string(root) + " is not a rank of this world of " +
                                                   std::to_string(world_));
-  count_ = checked_count(size_bytes, dtype_, world_, desc_);
+  count_ = checked_count(size_bytes, dtype_, desc_);
   const std::size_t elem = dtype_size(dtype_);
   PYBENCH_REQUIRE(!desc_.split_by_world || count_ % world_ == 0,
                   desc_.name + ": size " + std::to_string(size_bytes) + " B must be a multiple of ranks x element size (" +
@@ -53,11 +62,12 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
 int CollectiveBench::run_once() { return desc_.run_mpi(launch_); }
 
 void CollectiveBench::warmup(int n) {
-  WatchGuard guard("warm-up of " + label_);
+  const std::string what = "warm-up of " + label_;
   for (int i = 0; i < n; ++i) {
-    Watchdog::instance().arm("warm-up of " + label_);
+    WatchGuard guard(what);
     MPI_CHECK(run_once());
   }
+  WatchGuard guard(what);
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
@@ -82,6 +92,11 @@ long long CollectiveBench::check(int iters) {
 }
 
 Samples CollectiveBench::measure(int n_samples, int ops_per_sample) {
+  if (inject_mpi_error(rank_)) {
+    MpiLaunch broken = launch_;
+    broken.datatype = MPI_DATATYPE_NULL;
+    return time_samples(n_samples, ops_per_sample, [this, broken] { return desc_.run_mpi(broken); }, label_);
+  }
   return time_samples(n_samples, ops_per_sample, [this] { return run_once(); }, label_);
 }
 

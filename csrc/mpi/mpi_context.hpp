@@ -22,7 +22,11 @@ struct RankInfo {
   std::vector<std::string> hosts;  // host of every rank, by rank
 };
 
+// Initialises MPI at MPI_THREAD_FUNNELED (a watchdog thread runs beside the main
+// thread); throws NativeError when the library provides less.
 void mpi_init();
+// The thread level MPI_Init_thread provided, by name ("MPI_THREAD_FUNNELED", ...).
+std::string mpi_thread_level();
 void mpi_finalize();
 bool mpi_initialized();
 void mpi_abort(int code);
@@ -35,6 +39,8 @@ int world_size();
 void start_watchdog(double timeout_s, std::function<void(const std::string&)> on_timeout);
 void mpi_barrier();
 
+// "<MPI_Error_string> (MPI error code N)".
+std::string mpi_error_string(int rc);
 // Throws NativeError naming the failed call, file and line when rc != MPI_SUCCESS.
 void mpi_check(int rc, const char* call, const char* file, int line);
 #define MPI_CHECK(call) ::pybench::mpi_check((call), #call, __FILE__, __LINE__)

@@ -31,50 +31,52 @@ P2PBench::P2PBench(const std::string& test, std::size_t size_bytes, int window, 
   PYBENCH_REQUIRE(window_ >= 1, "window must be at least 1");
   PYBENCH_REQUIRE(size_bytes > 0 && size_bytes <= static_cast<std::size_t>(INT_MAX),
                   "point-to-point size must be between 1 byte and 2 GiB - 1");
+  reqs_.resize(2 * static_cast<std::size_t>(window_));
   send_ = HostBuffer(size_bytes, huge_pages);
   recv_ = HostBuffer(size_bytes, huge_pages);
   label_ = "p2p " + test + " of " + std::to_string(size_bytes) + " B";
 }
 
 int P2PBench::pingpong() {
+  // Each call returns its MPI code; the first failure ends the operation.
   const int n = static_cast<int>(size_);
   if (rank_ == 0) {
-    int rc = MPI_Send(send_.data(), n, MPI_BYTE, 1, kDataTag, MPI_COMM_WORLD);
-    return rc | MPI_Recv(recv_.data(), n, MPI_BYTE, 1, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const int rc = MPI_Send(send_.data(), n, MPI_BYTE, 1, kDataTag, MPI_COMM_WORLD);
+    return rc != MPI_SUCCESS ? rc : MPI_Recv(recv_.data(), n, MPI_BYTE, 1, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   }
   if (rank_ == 1) {
-    int rc = MPI_Recv(recv_.data(), n, MPI_BYTE, 0, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    return rc | MPI_Send(send_.data(), n, MPI_BYTE, 0, kDataTag, MPI_COMM_WORLD);
+    const int rc = MPI_Recv(recv_.data(), n, MPI_BYTE, 0, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    return rc != MPI_SUCCESS ? rc : MPI_Send(send_.data(), n, MPI_BYTE, 0, kDataTag, MPI_COMM_WORLD);
   }
   return MPI_SUCCESS;
 }
 
 int P2PBench::window_one_way() {
   const int n = static_cast<int>(size_);
-  std::vector<MPI_Request> reqs(window_);
   char ack = 0;
-  int rc = MPI_SUCCESS;
   if (rank_ == 0) {
-    for (int w = 0; w < window_; ++w) rc |= MPI_Isend(send_.data(), n, MPI_BYTE, 1, kDataTag, MPI_COMM_WORLD, &reqs[w]);
-    rc |= MPI_Waitall(window_, reqs.data(), MPI_STATUSES_IGNORE);
-    rc |= MPI_Recv(&ack, 1, MPI_BYTE, 1, kAckTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-  } else if (rank_ == 1) {
-    for (int w = 0; w < window_; ++w) rc |= MPI_Irecv(recv_.data(), n, MPI_BYTE, 0, kDataTag, MPI_COMM_WORLD, &reqs[w]);
-    rc |= MPI_Waitall(window_, reqs.data(), MPI_STATUSES_IGNORE);
-    rc |= MPI_Send(&ack, 1, MPI_BYTE, 0, kAckTag, MPI_COMM_WORLD);
+    const int rc = post_and_wait(window_, [&](int, MPI_Request* req) {
+      return MPI_Isend(send_.data(), n, MPI_BYTE, 1, kDataTag, MPI_COMM_WORLD, req);
+    });
+    return rc != MPI_SUCCESS ? rc : MPI_Recv(&ack, 1, MPI_BYTE, 1, kAckTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   }
-  return rc;
+  if (rank_ == 1) {
+    const int rc = post_and_wait(window_, [&](int, MPI_Request* req) {
+      return MPI_Irecv(recv_.data(), n, MPI_BYTE, 0, kDataTag, MPI_COMM_WORLD, req);
+    });
+    return rc != MPI_SUCCESS ? rc : MPI_Send(&ack, 1, MPI_BYTE, 0, kAckTag, MPI_COMM_WORLD);
+  }
+  return MPI_SUCCESS;
 }
 
 int P2PBench::window_both_ways() {
   if (rank_ > 1) return MPI_SUCCESS;
   const int n = static_cast<int>(size_), peer = 1 - rank_;
-  std::vector<MPI_Request> reqs(2 * window_);
-  int rc = MPI_SUCCESS;
-  for (int w = 0; w < window_; ++w) rc |= MPI_Irecv(recv_.data(), n, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, &reqs[w]);
-  for (int w = 0; w < window_; ++w)
-    rc |= MPI_Isend(send_.data(), n, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, &reqs[window_ + w]);
-  return rc | MPI_Waitall(2 * window_, reqs.data(), MPI_STATUSES_IGNORE);
+  // Receives first, then sends, as the OSU test posts them.
+  return post_and_wait(2 * window_, [&](int w, MPI_Request* req) {
+    return w < window_ ? MPI_Irecv(recv_.data(), n, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, req)
+                       : MPI_Isend(send_.data(), n, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, req);
+  });
 }
 
 int P2PBench::run_once() {
@@ -87,11 +89,12 @@ int P2PBench::run_once() {
 }
 
 void P2PBench::warmup(int n) {
-  WatchGuard guard("warm-up of " + label_);
+  const std::string what = "warm-up of " + label_;
   for (int i = 0; i < n; ++i) {
-    Watchdog::instance().arm("warm-up of " + label_);
+    WatchGuard guard(what);
     MPI_CHECK(run_once());
   }
+  WatchGuard guard(what);
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 

@@ -4,8 +4,12 @@
 // a window both ways at once. Other ranks idle but join the timing reductions.
 #pragma once
 
+#include <mpi.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "common/buffers.hpp"
 #include "common/pattern.hpp"
@@ -38,6 +42,17 @@ class P2PBench {
   int pingpong();
   int window_one_way();
   int window_both_ways();
+  // Posts n requests with post(i, &request), stopping at the first failure, then
+  // waits for those posted (so MPI is done with the buffers). Returns the first
+  // failing MPI code, or MPI_SUCCESS.
+  template <class Post>
+  int post_and_wait(int n, Post post) {
+    std::fill(reqs_.begin(), reqs_.begin() + n, MPI_REQUEST_NULL);
+    int rc = MPI_SUCCESS;
+    for (int i = 0; i < n && rc == MPI_SUCCESS; ++i) rc = post(i, &reqs_[i]);
+    const int wait_rc = MPI_Waitall(n, reqs_.data(), MPI_STATUSES_IGNORE);  // null requests are skipped
+    return rc != MPI_SUCCESS ? rc : wait_rc;
+  }
 
   P2PTest test_;
   std::size_t size_;
@@ -45,6 +60,7 @@ class P2PBench {
   int rank_, world_;
   Pattern pattern_;
   HostBuffer send_, recv_;
+  std::vector<MPI_Request> reqs_;  // sized once: no allocation inside the timed loop
   std::string label_;
 };
 

@@ -16,7 +16,8 @@ struct Samples {
   double wall_s = 0;             // wall time of the whole call, max over ranks
 };
 
-// `op` returns an MPI error code; any failure is raised after the loop.
+// `op` returns an MPI error code; the first failure stops the loop and is raised
+// as NativeError with its MPI error string (the watchdog is disarmed first).
 // `label` names the operation for the watchdog ("allreduce of 1048576 B").
 Samples time_samples(int n_samples, int ops_per_sample, const std::function<int()>& op, const std::string& label);
 

@@ -45,6 +45,12 @@ def test_rank_info_names_hosts(sweep):
     assert {s["info"]["rank"] for s in sweep} == {0, 1}
 
 
+def test_mpi_runs_at_least_thread_funneled(sweep):
+    # The watchdog thread runs beside the main thread; mpi_init asks for FUNNELED and checks it.
+    levels = {s["thread_level"] for s in sweep}
+    assert levels and levels <= {"MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"}
+
+
 def test_invalid_native_requests_raise_native_error(tmp_path, native):
     proc = run_under_mpiexec(SCRIPTS / "native_errors.py", [str(tmp_path)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

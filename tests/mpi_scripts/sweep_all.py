@@ -36,5 +36,6 @@ for test in ("latency", "bw", "bibw"):
         samples, wall = bench.measure(3, 2)
         results.append({"collective": "p2p_" + test, "dtype": "int8", "op": "none", "size": size, "root": 0,
                         "wrong": wrong, "samples": samples, "wall": wall})
-(out_dir / f"rank{info['rank']}.json").write_text(json.dumps({"info": info, "results": results}))
+doc = {"info": info, "thread_level": c.mpi_thread_level(), "results": results}
+(out_dir / f"rank{info['rank']}.json").write_text(json.dumps(doc))
 c.mpi_finalize()
