@@ -13,7 +13,6 @@ the first namespace's address.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -61,7 +60,10 @@ def add_parsers(sub) -> None:
 
 
 def _validate(args) -> tuple[int, list[int]]:
+    """(parameters, batch sizes); every flag checked here so that errors name flags, before ranks start."""
+    from pybench.io.files import refuse_existing
     from pybench.plan.transformer import parse_param_count
+    from pybench.profile.mlp import mlp_shape
     params = parse_param_count(args.params)
     batches = _batches(args.batch)
     if args.strategy.strip().lower() != "ddp":
@@ -71,14 +73,19 @@ def _validate(args) -> tuple[int, list[int]]:
         raise UsageError(f"profiling synchronisation needs at least 2 ranks, got -n {args.nprocs}")
     if args.steps < 1 or args.warmup < 0:
         raise UsageError("--steps must be at least 1 and --warmup 0 or more")
-    if args.bucket_mb <= 0:
+    if not args.bucket_mb > 0:
         raise UsageError(f"--bucket-mb must be positive, got {args.bucket_mb}")
-    if args.json is not None and args.json.exists() and not args.force:
-        raise UsageError(f"{args.json} exists; pass --force to overwrite it")
+    if args.json is not None:
+        refuse_existing(args.json, args.force)
+        if args.json.is_symlink():  # found now, not after the run, when the file is written
+            raise UsageError(f"{args.json} is a symbolic link; pybench does not write through links: "
+                             "give the real path")
     if args.model is not None and not Path(args.model).is_file():
         raise UsageError(f"--model {args.model}: no such file")
-    from pybench.profile.step import mlp_shape
-    mlp_shape(params)
+    try:
+        mlp_shape(params)
+    except UsageError as exc:  # the library names its parameter; the user typed the flag
+        raise UsageError(str(exc).replace("params", "--params", 1)) from None
     return params, batches
 
 
@@ -107,8 +114,9 @@ RANK_PROGRAM = ["-m", "pybench.cli.profile"]
 
 
 def _as_rank(args, params: int, batches: list[int]) -> int:
+    from pybench.io.files import write_json
     from pybench.measure.backends.torch import TorchBackend
-    from pybench.profile.step import run_profile_rank
+    from pybench.profile.rank import run_profile_rank
     backend = TorchBackend()
     info = backend.start()
     is_root = info["rank"] == 0
@@ -119,9 +127,7 @@ def _as_rank(args, params: int, batches: list[int]) -> int:
         res.notes.append("command: pybench " + " ".join(getattr(args, "argv", None) or sys.argv[1:]))
         print(res.table(), flush=True)
         if args.json is not None:
-            tmp = args.json.with_name(args.json.name + ".tmp")
-            tmp.write_text(json.dumps(res.to_dict(), indent=1))
-            tmp.replace(args.json)
+            write_json(args.json, res.to_dict())
     backend.finish()
     from pybench.measure.launch import report_status
     return report_status(0, is_root)

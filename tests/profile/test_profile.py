@@ -1,4 +1,4 @@
-"""pybench.profile.step: the measured CCR of a real DDP step (torch, gloo, 2 ranks) and its decomposition.
+"""pybench.profile: the measured CCR of a real DDP step (torch, gloo, 2 ranks) and its decomposition.
 
 Behaviour only: fractions in [0, 1], compute + exposed communication adds up to
 the step, the prediction sits beside the measurement; never a wall-clock bound.
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pybench.profile import step as ps
+from pybench.profile import mlp
+from pybench.profile import trace as ps
 
 FIXTURES = (Path(__file__).resolve().parents[1] / "fixtures")
 # The trace's compute + exposed communication must account for the synchronised step
@@ -37,7 +38,7 @@ def test_decompose_adds_up():
 
 
 def test_mlp_shape_hits_the_parameter_count():
-    w, layers = ps.mlp_shape(20_000_000)
+    w, layers = mlp.mlp_shape(20_000_000)
     assert abs(layers * (w * w + w) - 20e6) / 20e6 < 0.15
 
 
@@ -136,7 +137,7 @@ def test_stored_prediction_is_reproduced_from_the_stored_model(name):
     d = _stored(name)
     models = load_model_set(str(FIXTURES / "profile_torch_gloo_netns_1gbit_model.json"), backend="torch")
     for r in d["rows"]:
-        def predict(profile):
+        def predict(profile, r=r):
             return ccr(d["params"], seq=1, batch=r["batch"], world=2, strategy="ddp", models=models,
                        flops_per_s=r["flops_per_s"], gpus_per_node=1, overlap=True, bucket_mb=25,
                        comm_bytes_per_value=4, device_memory_gb=1e6, bucket_sizes_bytes=r["bucket_bytes"],
