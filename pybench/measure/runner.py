@@ -11,14 +11,27 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from pybench.errors import PyBenchError
+from pybench.errors import EnvironmentFault, PyBenchError
 from pybench.measure.backends import Backend, get_backend
 from pybench.measure.benchmark import BenchConfig, check_memory, env_flag, run_sizes
 from pybench.measure.envinfo import environment
-from pybench.measure.launch import PROGRESS, PROGRESS_MARK, report_status
+from pybench.measure.launch import PROGRESS, PROGRESS_MARK, register_rank, report_status
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
 from pybench.measure.table import footer_lines, header_lines, row_line
 from pybench.sizes import format_size
+
+# Longer than any run: a timeout from here up (inf included) means "never" (the native
+# deadline is int64 nanoseconds, which overflows near 9.2e9 s).
+NEVER_S = 1e9
+
+
+def watchdog_seconds(timeout_s: float) -> float:
+    """The watchdog's timeout for ``timeout_s``: 0 (off) for 0, NaN, huge or infinite values."""
+    return timeout_s if 0 < timeout_s < NEVER_S else 0.0
+
+
+class _OutputFailed(Exception):
+    """Rank 0 could not write a result file; every rank stops after agreeing on it."""
 
 
 @dataclass(frozen=True)
@@ -64,28 +77,32 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     """Entry point of every rank; returns this process's exit code."""
     backend = get_backend(backend_name)
     info = backend.start()
+    register_rank()  # under pybench's own launcher: die with it, leave nothing behind
     rank, world = info["rank"], info["world_size"]
     is_root = rank == 0
     current = _CurrentRun()
-    backend.watch(timeout_s, current.cut_short if is_root else None)
+    backend.watch(watchdog_seconds(timeout_s), current.cut_short if is_root else None)
 
     # Validation runs on every rank; ranks agree before anyone allocates or opens a file.
     error: PyBenchError | None = None
+    claimed: list = []
     try:
         for plan in plans:
             plan.config.validate(world, single_rank_ok=backend.name == "nccl")
             if backend.name != "nccl":  # device memory is the NCCL backend's own check
                 check_memory(plan.config, world, info["local_size"])
             if is_root:
-                plan.outputs.check_writable(force)
+                claimed += plan.outputs.claim(force)
     except PyBenchError as exc:
         error = exc
     any_error, root_error = backend.agree_max([int(error is not None), int(is_root and error is not None)])
     if any_error:
+        OutputFiles.release(claimed)
         if error is not None and (is_root or not root_error):
             prefix = "" if is_root else f"rank {rank} ({info['host']}): "
             print(f"pybench: error: {prefix}{error}", file=sys.stderr, flush=True)
-        return report_status(2, is_root)
+        code = error.exit_code if error is not None else 2
+        return report_status(code, is_root)
 
     env = environment(include_gpu=backend.name == "nccl") if is_root else {}
     if is_root and hasattr(backend, "run_metadata"):
@@ -95,6 +112,8 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     for plan in plans:
         code = _run_one(backend, plan, info, hosts, env, argv, current)
         worst = max(worst, code)
+        if code >= EnvironmentFault.exit_code:
+            break  # the files cannot be written: the next test would fail the same way
     return report_status(worst, is_root)
 
 
@@ -109,8 +128,35 @@ class _CurrentRun:
         if self.result is None or self.outputs is None:
             return
         self.result.cut_short = reason
-        self.outputs.write(self.result)
+        _Saver(None, self.outputs, True).best_effort(self.result)
         _say(f"# Run cut short: {reason}; {len(self.result.records)} size(s) kept")
+
+
+class _Saver:
+    """Rank 0 rewrites the result files; after each write every rank learns whether it worked,
+    so a full disk stops the whole job in step instead of leaving ranks waiting in a collective."""
+
+    def __init__(self, backend: Backend | None, outputs: OutputFiles, is_root: bool) -> None:
+        self.backend, self.outputs, self.is_root = backend, outputs, is_root
+        self.error: PyBenchError | None = None
+
+    def save(self, result: RunResult) -> None:
+        if self.is_root:
+            try:
+                self.outputs.write(result)
+            except PyBenchError as exc:
+                self.error = exc
+        assert self.backend is not None
+        if self.backend.agree_max([int(self.error is not None)])[0]:
+            raise _OutputFailed(str(self.error or "rank 0 could not write the result files"))
+
+    def best_effort(self, result: RunResult) -> None:
+        """Write without raising: the files already hold every size before this one."""
+        if self.is_root:
+            try:
+                self.outputs.write(result)
+            except (PyBenchError, OSError):
+                pass
 
 
 def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
@@ -118,53 +164,67 @@ def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
     return "intra-node" if len(set(involved)) == 1 else "inter-node"
 
 
-def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
-             current: _CurrentRun) -> int:
+def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict,
+                argv: list[str]) -> RunResult:
     cfg = plan.config
-    is_root = info["rank"] == 0
     stop = cfg.stop
-    result = RunResult(
+    return RunResult(
         benchmark=cfg.benchmark, backend=backend.name, dtype="int8" if cfg.is_p2p else cfg.dtype, redop=cfg.redop,
         timing=cfg.timing, world_size=info["world_size"], hosts=hosts, link_class=_link_class(cfg, info["hosts"]),
         environment=env,
         options={"precision": stop.precision, "iters": stop.fixed_iters, "min_iters": stop.min_iters,
                  "max_iters": stop.max_iters, "time_budget_s": stop.budget_s, "warmup": cfg.warmup,
                  "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
-                 "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages, "min_busbw_gbps": plan.min_busbw_gbps,
+                 "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
+                 "min_busbw_gbps": plan.min_busbw_gbps,
                  "buffer_allocation": backend.describe_buffers(cfg)},
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
+             current: _CurrentRun) -> int:
+    cfg = plan.config
+    is_root = info["rank"] == 0
+    result = _new_result(backend, plan, info, hosts, env, argv)
     mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
     progress = _Progress(mode, len(cfg.sizes), cfg.benchmark)
-    if is_root:
-        for line in header_lines(result):
-            _say(line)
-        plan.outputs.write(result)
-        current.result, current.outputs = result, plan.outputs
+    saver = _Saver(backend, plan.outputs, is_root)
 
     def on_record(record: SizeRecord) -> None:
         progress.step()
         result.records.append(record)
         if is_root:
             _say(row_line(record))
-            plan.outputs.write(result)
+        saver.save(result)
         if len(result.records) < len(cfg.sizes):
             progress.start(cfg.sizes[len(result.records)])
 
-    progress.start(cfg.sizes[0])
     try:
+        if is_root:
+            for line in header_lines(result):
+                _say(line)
+            current.result, current.outputs = result, plan.outputs
+        saver.save(result)
+        progress.start(cfg.sizes[0])
         run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench)
+    except _OutputFailed as exc:
+        # A full disk or any write error: one line, exit 3, and the cause in the file if it still fits.
+        result.cut_short = f"stopped: {exc}"
+        saver.best_effort(result)
+        if is_root:
+            print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
+        return EnvironmentFault.exit_code
     except KeyboardInterrupt:
         result.cut_short = "interrupted (SIGINT)"
+        saver.best_effort(result)
         if is_root:
-            plan.outputs.write(result)
             _say(f"# Run cut short: {result.cut_short}; {len(result.records)} size(s) kept")
         os._exit(130)
     except PyBenchError as exc:
         # A failure on one rank mid-sweep leaves the others inside a collective:
         # keep what was measured, say who failed, and abort the job rather than hang.
         result.cut_short = f"rank {info['rank']} ({info['host']}) failed: {exc}"
-        if is_root:
-            plan.outputs.write(result)
+        saver.best_effort(result)
         print(f"pybench: error: rank {info['rank']} ({info['host']}): {exc}", file=sys.stderr, flush=True)
         sys.stderr.flush()
         backend.abort(1)
@@ -178,8 +238,13 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         if is_root:
             print(f"pybench: error: peak busbw {peak.busbw_gbps:.2f} GB/s (at {format_size(peak.size_bytes)}) is below "
                   f"--min-busbw {plan.min_busbw_gbps:g} GB/s", file=sys.stderr, flush=True)
+    try:
+        saver.save(result)
+    except _OutputFailed as exc:
+        if is_root:
+            print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
+        return EnvironmentFault.exit_code
     if is_root:
-        plan.outputs.write(result)
         for line in footer_lines(result):
             _say(line)
     return code

@@ -65,18 +65,20 @@ class StopRule:
             while self.fixed_iters % k:
                 k -= 1
             return k
-        return max(1, min(wanted, self.max_iters))
+        # Small enough that the first samples fit in max_iters: never more operations than that.
+        return max(1, min(wanted, self.max_iters // MIN_SAMPLES_FOR_CI))
 
     def first_chunk(self, ops_per_sample: int) -> int:
         """Samples to take in the first native call."""
         if self.fixed_iters is not None:
             return math.ceil(self.fixed_iters / ops_per_sample)
-        return max(MIN_SAMPLES_FOR_CI, math.ceil(self.min_iters / ops_per_sample))
+        wanted = max(MIN_SAMPLES_FOR_CI, math.ceil(self.min_iters / ops_per_sample))
+        return max(1, min(wanted, self.max_iters // ops_per_sample))
 
     def next_chunk(self, n_samples: int, ops_per_sample: int, elapsed_s: float) -> int:
         """Samples to take next: grow by half of what we have, within the iteration and time budgets."""
         left_iters = self.max_iters - n_samples * ops_per_sample
-        by_iters = max(1, left_iters // ops_per_sample)
+        by_iters = max(1, left_iters // ops_per_sample)  # decide() stops before this could overshoot
         per_sample_s = elapsed_s / n_samples if n_samples else 0.0
         by_time = max(1, int((self.budget_s - elapsed_s) / per_sample_s)) if per_sample_s > 0 else by_iters
         return max(1, min(max(MIN_SAMPLES_FOR_CI, n_samples // 2), by_iters, by_time))
@@ -91,7 +93,7 @@ class StopRule:
                SampleStats.from_samples(samples).ci_rel_halfwidth <= self.precision)
         if n_iters >= self.min_iters and met:
             return Decision(True, "precision", True)
-        if n_iters >= self.max_iters:
+        if n_iters + ops_per_sample > self.max_iters:  # another sample would time more than max_iters
             return Decision(True, "max-iters", met)
         if elapsed_s >= self.budget_s and n_iters >= self.min_iters:
             return Decision(True, "budget", met)

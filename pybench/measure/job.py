@@ -1,0 +1,260 @@
+"""One job of local ranks: its private folder, its processes and its guard.
+
+Everything a job leaves on disk (the status file, the ranks' pids, Open MPI's session
+folder and shared-memory segments) lives in one private folder removed on every exit path;
+the launcher and ranks run in their own session, so the whole job can be ended at once;
+and a guard process ends the job when the pybench parent dies without cleaning up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from pybench.errors import PyBenchError
+from pybench.io.files import read_json, write_json
+
+JOB_DIR = "PYBENCH_JOB_DIR"
+# The native watchdog's heartbeat tables (/dev/shm/pybench-hb-<pid of local rank 0>-<rank>).
+_HEARTBEATS = Path("/dev/shm")
+_TERM_GRACE_S = 2.0  # SIGTERM to SIGKILL when a job is killed
+
+
+class JobFolder:
+    """A private folder (mkdtemp: 0700, unpredictable name) holding the status file, the pids
+    of the ranks and Open MPI's session folder and segments; removed on every exit path."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.path = Path(path) if path else Path(tempfile.mkdtemp(prefix="pybench-job-"))
+        if path is None:
+            (self.path / "ranks").mkdir(mode=0o700)
+
+    @property
+    def status(self) -> Path:
+        return self.path / "status"
+
+    def read_status(self) -> int | None:
+        try:
+            return int(self.status.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def rank_pids(self) -> list[int]:
+        try:
+            return [int(n) for n in os.listdir(self.path / "ranks") if n.isdigit()]
+        except OSError:
+            return []
+
+    def remove(self) -> None:
+        """Delete the folder and the heartbeat tables a killed rank could not remove."""
+        for pid in self.rank_pids():
+            for table in _HEARTBEATS.glob(f"pybench-hb-{pid}-*"):
+                _unlink(table)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _unlink(path: str | os.PathLike) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def create_exclusive(path: str | os.PathLike, data: bytes) -> None:
+    """Create ``path`` (never an existing file, never through a link) holding ``data``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def set_parent_death_signal(sig: int) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent dies (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return  # not Linux: the job guard still ends the job
+
+
+def loopback_only_network() -> bool:
+    """Move this process into a new network namespace whose only interface is loopback, up.
+
+    Open MPI's launcher listens on every address (no setting of PRRTE 3 binds it to loopback);
+    in such a namespace nothing it opens can be reached from another machine. Needs root
+    (CAP_SYS_ADMIN); returns False, changing nothing, where it is not allowed.
+    """
+    import ctypes
+    import fcntl
+    import socket
+    import struct
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
+            return False
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            req = struct.pack("16sH14x", b"lo", 0)
+            flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, req))[1]  # SIOCGIFFLAGS
+            fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1))  # SIOCSIFFLAGS, IFF_UP
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def isolate_local() -> bool:
+    """Whether a single-host job gets its own loopback-only network (root; PYBENCH_LOCAL_NETNS=0 opts out)."""
+    return (sys.platform == "linux" and hasattr(os, "geteuid") and os.geteuid() == 0
+            and os.environ.get("PYBENCH_LOCAL_NETNS", "1") != "0")
+
+
+def die_with(parent: int, isolate: bool = False):
+    """preexec_fn of the launcher: the parent-death signal, and the loopback-only network."""
+    def preexec() -> None:  # runs in the child between fork and exec
+        set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+        if isolate:
+            loopback_only_network()
+    return preexec
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of the processes in session ``sid`` (the launcher's session holds every rank)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if len(fields) > 3 and int(fields[3]) == sid:
+                pids.append(int(d.name))
+    return pids
+
+
+def kill_session(sid: int, grace_s: float = _TERM_GRACE_S) -> None:
+    """SIGTERM (with SIGCONT, so stopped processes act on it), then SIGKILL, every process of ``sid``."""
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        for pid in session_members(sid):
+            _signal(pid, sig)
+    deadline = time.monotonic() + grace_s
+    while session_members(sid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in session_members(sid):
+        _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def process_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
+
+
+class Terminated(BaseException):
+    """The pybench parent received SIGTERM or SIGHUP."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class EndOnSignals:
+    """While a job runs, SIGTERM and SIGHUP of the parent end the job too (raise Terminated)."""
+
+    def __enter__(self):
+        self.saved = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self.saved[sig] = signal.signal(sig, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise Terminated(signum)
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+
+class Guard:
+    """A small process in its own session that ends the job and removes its files when the
+    pybench parent dies without saying goodbye (SIGKILL): its stdin pipe closes."""
+
+    def __init__(self, job: JobFolder, result_files: Sequence[Path]) -> None:
+        code = "import sys; from pybench.measure.job import guard_job; guard_job(sys.argv[1:])"
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), str(job.path),
+                                      *map(str, result_files)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def watch(self, leader: int) -> None:
+        self._send(f"leader {leader}\n")
+
+    def stop(self) -> None:
+        self._send("done\n")
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+
+    def _send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line.encode())  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except OSError:
+            pass
+
+
+def guard_job(argv: list[str]) -> None:
+    """Body of the guard process: wait for the parent's goodbye; without one, end the job."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    parent, job_dir, files = argv[0], argv[1], argv[2:]
+    leader = None
+    for line in sys.stdin:
+        if line.startswith("done"):
+            return
+        if line.startswith("leader "):
+            leader = int(line.split()[1])
+    if leader is not None:
+        kill_session(leader)
+    mark_cut_short([Path(f) for f in files], f"the pybench parent process (pid {parent}) died; the job was killed")
+    JobFolder(job_dir).remove()
+
+
+def mark_cut_short(paths: Sequence[Path], reason: str) -> list[str]:
+    """Record in each unfinished result file why the run stopped; return the files that hold results."""
+    kept = []
+    for path in paths:
+        try:
+            doc = read_json(path)
+        except PyBenchError:
+            continue
+        kept.append(str(path))
+        if not isinstance(doc, dict) or doc.get("finished") or doc.get("cut_short"):
+            continue
+        doc["cut_short"] = reason
+        try:
+            write_json(path, doc)
+        except (OSError, PyBenchError):
+            pass  # the file still holds every size; the reason went to stderr
+    return kept
+
+
