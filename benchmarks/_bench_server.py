@@ -91,6 +91,12 @@ def _finite(x):
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
+def _send(conn: socket.socket | None, answer: dict) -> None:
+    """Rank 0 answers pytest with one strict-JSON line (non-finite numbers as null); others have no socket."""
+    if conn is not None:
+        conn.sendall((json.dumps(answer, default=_finite, allow_nan=False) + "\n").encode())
+
+
 def serve(port: int, token: str) -> int:
     from pybench._native import core as get_core
     from pybench.errors import PyBenchError
@@ -109,7 +115,7 @@ def serve(port: int, token: str) -> int:
         while True:
             req_ints = [0] * n_fields
             bad = ""
-            if rank == 0:
+            if reader is not None:  # rank 0
                 line = reader.readline()
                 try:
                     req_ints = encode(json.loads(line) if line else {"cmd": "quit"})
@@ -118,7 +124,7 @@ def serve(port: int, token: str) -> int:
                     req_ints = [0] * n_fields
             req_ints = list(core.allreduce_max_ints(req_ints))
             if bad:  # every rank sees an all-zero request and just waits for the next one
-                conn.sendall((json.dumps({"ok": False, "error": bad}) + "\n").encode())
+                _send(conn, {"ok": False, "error": bad})
                 continue
             if req_ints[0] == 0:
                 continue
@@ -130,8 +136,7 @@ def serve(port: int, token: str) -> int:
             except PyBenchError as exc:
                 # validate() is deterministic, so every rank raised the same error before allocating.
                 answer = {"ok": False, "error": str(exc)}
-            if rank == 0:
-                conn.sendall((json.dumps(answer, default=_finite, allow_nan=False) + "\n").encode())
+            _send(conn, answer)
     finally:
         if conn is not None:
             conn.close()

@@ -31,9 +31,10 @@ Everything the harness creates carries a unique name prefix (``pbn<pid><rand>``)
 and is removed on exit from the ``with`` block, on an exception, Ctrl-C or
 SIGTERM, and at interpreter exit (atexit): processes it started are killed,
 then the namespaces are deleted (which deletes their interfaces and qdiscs).
-Only SIGKILL can leave a ``pbn*`` namespace behind (``ip netns list``, then
-``ip netns delete NAME``). Only addresses inside namespaces this harness made
-are ever used.
+SIGKILL of the owner cannot run any of that, so a guard process (its own
+session, reading a pipe from the owner) removes the namespaces and kills what
+runs in them when the pipe closes without a goodbye. Only addresses inside
+namespaces this harness made are ever used.
 """
 
 from __future__ import annotations
@@ -96,6 +97,49 @@ def leftovers(prefix: str = NAME_PREFIX) -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.split() and line.split()[0].startswith(prefix)]
 
 
+def remove_namespaces(prefix: str) -> None:
+    """Kill every process inside, then delete, each namespace named ``prefix``* (and so its links and qdiscs)."""
+    for ns in leftovers(prefix + "-"):  # names are PREFIX-h<i> and PREFIX-sw
+        for pid in _run([_ip(), "netns", "pids", ns], check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        for _ in range(3):
+            if _run([_ip(), "netns", "delete", ns], check=False).returncode == 0:
+                break
+            time.sleep(0.2)
+
+
+def _start_guard(prefix: str) -> subprocess.Popen | None:
+    code = "import sys; from pybench.measure.netns import guard_namespaces; guard_namespaces(sys.argv[1])"
+    try:
+        return subprocess.Popen([sys.executable, "-c", code, prefix], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        return None  # the with-block, atexit and SIGTERM still clean up
+
+
+def _stop_guard(guard: subprocess.Popen | None) -> None:
+    if guard is None:
+        return
+    try:
+        guard.stdin.write(b"done\n")  # type: ignore[union-attr]
+        guard.stdin.close()  # type: ignore[union-attr]
+        guard.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        guard.kill()
+
+
+def guard_namespaces(prefix: str) -> None:
+    """Body of the guard process: on the owner's goodbye do nothing; when its pipe closes
+    without one (the owner was SIGKILLed), remove its namespaces."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    if "done" not in sys.stdin.read():
+        remove_namespaces(prefix)
+
+
 class NetnsLab:
     """N namespaces ("hosts") joined by tbf-shaped veth links; a context manager.
 
@@ -124,20 +168,21 @@ class NetnsLab:
         self._made: list[str] = []
         self._procs: list[subprocess.Popen] = []
         self._open = False
+        self._guard: subprocess.Popen | None = None
 
     # -- life cycle ------------------------------------------------------------------
     def __enter__(self) -> NetnsLab:
         self.create()
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         self.close()
-        return False
 
     def create(self) -> None:
         _LIVE[id(self)] = self
         _install_exit_hooks()
         self._open = True
+        self._guard = _start_guard(self.prefix)
         try:
             for ns in self.hosts + ([self.switch] if self.switch else []):
                 _run([_ip(), "netns", "add", ns])
@@ -183,21 +228,13 @@ class NetnsLab:
                     except OSError:
                         pass
         self._procs.clear()
-        for ns in reversed(self._made):
-            # Anything still inside was started through this harness: end it by pid.
-            pids = _run([_ip(), "netns", "pids", ns], check=False).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
-            for _ in range(3):
-                if _run([_ip(), "netns", "delete", ns], check=False).returncode == 0:
-                    break
-                time.sleep(0.2)
+        if self._made:  # anything still inside was started through this harness: end it by pid
+            remove_namespaces(self.prefix)
         self._made.clear()
         self._open = False
         _LIVE.pop(id(self), None)
+        _stop_guard(self._guard)
+        self._guard = None
 
     # -- facts -----------------------------------------------------------------------
     def address(self, i: int) -> str:
@@ -320,6 +357,7 @@ def tcp_rate(lab: NetnsLab, src: int = 0, dst: int = 1, nbytes: int = 32 << 20, 
     sink = lab.popen(dst, [sys.executable, "-c", _TCP_SINK, lab.address(dst), str(port)],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        assert sink.stdout is not None and sink.stderr is not None  # both are pipes
         if sink.stdout.readline().strip() != "ready":
             raise BackendUnavailable(f"tcp sink in {lab.hosts[dst]} did not start: {sink.stderr.read().strip()}")
         out = lab.exec(src, [sys.executable, "-c", _TCP_SOURCE, lab.address(dst), str(port), str(nbytes)],

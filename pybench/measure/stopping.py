@@ -89,8 +89,9 @@ class StopRule:
         if self.fixed_iters is not None:
             done = n_iters >= self.fixed_iters
             return Decision(done, "fixed" if done else "", False)
+        precision = self.precision or 0.0  # set whenever fixed_iters is not (see __post_init__)
         met = (len(samples) >= MIN_SAMPLES_FOR_CI and
-               SampleStats.from_samples(samples).ci_rel_halfwidth <= self.precision)
+               SampleStats.from_samples(samples).ci_rel_halfwidth <= precision)
         if n_iters >= self.min_iters and met:
             return Decision(True, "precision", True)
         if n_iters + ops_per_sample > self.max_iters:  # another sample would time more than max_iters

@@ -6,8 +6,10 @@ Skips cleanly without root or without `ip netns` (checked by trying).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -74,6 +76,33 @@ def test_sigterm_removes_everything(can_netns, tmp_path):
             p.wait()
         p.stdout.close()
     assert netns.leftovers(prefix) == []
+
+
+def test_sigkill_of_the_owner_removes_namespaces_links_and_children(can_netns, tmp_path):
+    """SIGKILL runs no handler: the guard process removes what the owner made."""
+    code = ("import sys, time\nfrom pybench.measure.netns import NetnsLab\n"
+            "lab = NetnsLab(3, rate='200mbit')\nlab.create()\n"
+            "child = lab.popen(1, [sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+            "print(lab.prefix, child.pid, flush=True)\ntime.sleep(600)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+    try:
+        prefix, child = p.stdout.readline().split()
+        assert len(netns.leftovers(prefix)) == 4  # 3 hosts + the switch
+        p.kill()
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+    deadline = time.monotonic() + 30  # the guard needs a moment; this bounds a hang, it is not a timed assert
+    while netns.leftovers(prefix) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert netns.leftovers(prefix) == []
+    assert prefix not in _links()
+    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{child}"), "a process started in a namespace outlived its owner"
 
 
 def test_shaped_rate_orders_links(can_netns):
