@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# Verbatim copies of the real logs of the shared measurement folder, in its layout
+# (nccl-tests/, osu/, vtrain/), kept in the repository so no test depends on a folder beside
+# it; tests/fixtures/SHARED_SOURCES.md lists where each came from.
+SHARED_DATA = REPO / "tests" / "fixtures" / "shared_data"
 
 
 def _core_available() -> str | None:
@@ -49,8 +52,10 @@ def run_pybench(args: list[str], cwd: Path, timeout: float = 120, env: dict | No
 
 @pytest.fixture
 def pybench_cli(tmp_path):
+    """``pybench_cli(*args)`` runs ``python -m pybench ARGS`` in ``pybench_cli.cwd`` (the test's tmp_path)."""
     def run(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
         return run_pybench(list(args), tmp_path, timeout=timeout, env=env)
+    run.cwd = tmp_path  # type: ignore[attr-defined]  # where relative output names land
     return run
 
 

@@ -52,3 +52,32 @@ positive_int = number(int, 1, strict=False)
 nonneg_int = number(int, 0, strict=False)
 positive_float = number(float, 0, strict=True)
 nonneg_float = number(float, 0, strict=False)
+
+
+# A sweep longer than this is a typo (`-i 1` over gigabytes), not a plan: refuse it in one line.
+MAX_SWEEP_SIZES = 4096
+
+
+def nccl_tests_sizes(minbytes: str | None, maxbytes: str | None, stepfactor: int | None,
+                     stepbytes: str | None) -> list[int]:
+    """The sizes nccl-tests' ``-b/-e/-f/-i`` name, as nccl-tests reads them.
+
+    Unset values take nccl-tests' defaults (-b 32M, -e 32M, -f 1, -i 1M): with a factor
+    above 1 each size is the last times the factor, else the last plus ``stepbytes``.
+    """
+    from pybench.errors import SizeError, UsageError
+    from pybench.sizes import format_size, parse_size
+    lo = parse_size(minbytes if minbytes is not None else "32M")
+    hi = parse_size(maxbytes if maxbytes is not None else "32M")
+    factor = 1 if stepfactor is None else stepfactor
+    step = parse_size(stepbytes if stepbytes is not None else "1M")
+    if hi < lo:
+        raise SizeError(f"-e {format_size(hi)} is below -b {format_size(lo)}: the sweep goes down")
+    sizes, size = [], lo
+    while size <= hi:
+        sizes.append(size)
+        if len(sizes) > MAX_SWEEP_SIZES:
+            raise UsageError(f"-b/-e/-f/-i give more than {MAX_SWEEP_SIZES} sizes; use a factor (-f 2) or a "
+                             "larger step (-i)")
+        size = size * factor if factor > 1 else size + step
+    return sizes

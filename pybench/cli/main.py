@@ -34,32 +34,60 @@ _positive_int, _nonneg_int = argtypes.positive_int, argtypes.nonneg_int
 _positive_float, _nonneg_float = argtypes.positive_float, argtypes.nonneg_float
 
 
-def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
-    g = p.add_argument_group("what to run")
-    g.add_argument("--sizes", "-s", default=default_sizes,
-                   help=f"sizes in bytes: LO:HI (powers of two), LO:HI:FACTOR, or a list 8,1K,1M; K/M/G = 2^10/2^20/2^30 "
-                        f"(default {default_sizes})")
-    g.add_argument("-n", "--nprocs", type=_positive_int, default=2,
-                   help="ranks to start when run stand-alone (default 2); ignored under mpirun/srun")
-    g.add_argument("--backend", default=None,
-                   help="nccl (GPU buffers), mpi (host buffers over MPI) or torch (torch.distributed); default: nccl "
-                        "where a GPU and NCCL are usable, else mpi with one line on stderr saying so")
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+_COLLECTIVE_EXAMPLES = {
+    "allreduce": ("pybench allreduce --sizes 1M:1G", "pybench allreduce -b 8 -e 1M -f 2 -n 20 -w 5 -c 1   "
+                  "# nccl-tests' options", "pybench allreduce --np 4 -o max --json ar.json"),
+    "broadcast": ("pybench broadcast --sizes 1K:64M:4 --root 1", "pybench broadcast -b 1M -e 1G -f 4 -r 1"),
+}
+
+
+def _collective_epilog(name: str) -> str:
+    lines = _COLLECTIVE_EXAMPLES.get(name, (f"pybench {name} --sizes 1K:64M:4", f"pybench {name} -b 8 -e 128M -f 2 "
+                                            f"-n 20 -w 5 -c 1   # nccl-tests' options", f"pybench {name} --np 4 "
+                                            f"-d bf16 --json {name}.json"))
+    return _examples(*lines)
+
+
+def _add_size_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
+    g = p.add_argument_group("sizes (bytes; K/M/G = 2^10/2^20/2^30)")
+    g.add_argument("--sizes", "-s", default=None,
+                   help=f"LO:HI (powers of two), LO:HI:FACTOR, or a list 8,1K,1M (default {default_sizes})")
+    g.add_argument("-b", "--minbytes", default=None, metavar="SIZE",
+                   help="nccl-tests: smallest size (default 32M when -e/-f/-i are given; not with --sizes)")
+    g.add_argument("-e", "--maxbytes", default=None, metavar="SIZE",
+                   help="nccl-tests: largest size (default 32M when -b/-f/-i are given)")
+    g.add_argument("-f", "--stepfactor", type=_positive_int, default=None, metavar="FACTOR",
+                   help="nccl-tests: multiply the size by FACTOR each step (default 1: add -i instead)")
+    g.add_argument("-i", "--stepbytes", default=None, metavar="SIZE",
+                   help="nccl-tests: add SIZE each step when -f is 1 (default 1M)")
+    p.set_defaults(default_sizes=default_sizes)
+
+
+def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...]) -> None:
     m = p.add_argument_group("how to measure")
-    m.add_argument("--timing", choices=("batched", "per-op", "graph"), default="batched",
-                   help="batched: ops back to back, time / n (nccl-tests default); per-op: each op timed alone after "
-                        "a barrier, giving a distribution; graph (nccl only): K ops captured in a CUDA graph and "
-                        "replayed, free of launch overhead")
-    m.add_argument("--iters", type=_positive_int, default=None, help="fixed number of timed iterations per size "
-                   "(turns the adaptive rule off)")
+    m.add_argument("--timing", choices=timings, default=None,
+                   help="batched: ops back to back, time / n (nccl-tests' way); per-op: each op timed alone after "
+                        "a barrier, giving a distribution"
+                        + ("; graph (nccl only): K ops captured in a CUDA graph and replayed" if "graph" in timings
+                           else "") + " (default batched)")
+    m.add_argument("-n", "--iters", type=_positive_int, default=None, metavar="N",
+                   help="fixed number of timed iterations per size, as nccl-tests' -n (default: adaptive, see "
+                        "--precision)")
     m.add_argument("--precision", type=_precision, default=None,
                    help="adaptive: stop when the 95%% CI of the median is within this fraction of it (default 2%%)")
     m.add_argument("--min-iters", type=_positive_int, default=5, help="fewest timed iterations per size (default 5)")
-    m.add_argument("--max-iters", type=_positive_int, default=20000, help="most timed iterations per size (default 20000)")
+    m.add_argument("--max-iters", type=_positive_int, default=20000,
+                   help="most timed iterations per size (default 20000)")
     m.add_argument("--time-budget", type=_positive_float, default=1.0, metavar="SECONDS",
                    help="measuring time per size after which the adaptive rule stops (default 1.0)")
     m.add_argument("-w", "--warmup", type=_nonneg_int, default=5, help="untimed operations per size first (default 5)")
     m.add_argument("-c", "--check", type=_nonneg_int, default=2,
-                   help="iterations whose output every rank verifies exactly (default 2; 0 disables)")
+                   help="iterations whose output every rank verifies exactly (default 2; 0 disables; nccl-tests' "
+                        "-c 1 checks one)")
     m.add_argument("--timeout", type=_nonneg_float, default=30.0, metavar="SECONDS",
                    help="abort the run when one operation makes no progress for this long, naming the rank that "
                         "stopped answering (default 30; 0 disables). Raise it for huge messages on slow links: "
@@ -67,19 +95,50 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
     m.add_argument("--huge-pages", choices=("on", "off"), default="on",
                    help="transparent huge pages for buffers >= 2 MiB (default on, as numpy); moves large-message "
                         "results by 20-30%%, so match it when comparing with another tool")
+
+
+def _add_run_options(p: argparse.ArgumentParser, default_sizes: str, timings: tuple[str, ...]) -> None:
+    _add_size_options(p, default_sizes)
+    g = p.add_argument_group("where to run")
+    g.add_argument("--np", "--nprocs", dest="nprocs", type=_positive_int, default=2, metavar="N",
+                   help="ranks to start when run stand-alone (default 2); ignored under mpirun/srun/torchrun")
+    g.add_argument("--backend", default=None,
+                   help="nccl (GPU buffers), mpi (host buffers over MPI) or torch (torch.distributed) (default: nccl "
+                        "where a GPU and NCCL are usable, else mpi with one line on stderr saying so)")
+    _add_measure_options(p, timings)
     o = p.add_argument_group("output")
-    o.add_argument("--json", type=Path, default=None, metavar="FILE", help="versioned JSON with raw samples, "
-                   "rewritten after every size")
-    o.add_argument("--csv", type=Path, default=None, metavar="FILE", help="one row per size, rewritten after every size")
-    o.add_argument("--force", action="store_true", help="overwrite existing output files")
+    o.add_argument("-J", "--json", type=Path, default=None, metavar="FILE",
+                   help="versioned JSON with raw samples, rewritten after every size (default: none)")
+    o.add_argument("--csv", type=Path, default=None, metavar="FILE",
+                   help="one row per size, rewritten after every size (default: none)")
+    o.add_argument("--force", action="store_true", help="overwrite existing output files (default off)")
     o.add_argument("--min-busbw", type=_positive_float, default=None, metavar="GBPS",
-                   help="exit 1 with a one-line reason when the peak busbw is below this (for scripts and health "
-                        "checks that do not use pytest)")
+                   help="exit 1 with a one-line reason when the peak busbw is below this, for scripts and health "
+                        "checks that do not use pytest (default: no gate)")
+
+
+def _sizes(args) -> tuple[int, ...]:
+    """--sizes, or nccl-tests' -b/-e/-f/-i; never both."""
+    aliases = {"-b": args.minbytes, "-e": args.maxbytes, "-f": args.stepfactor, "-i": args.stepbytes}
+    given = [flag for flag, value in aliases.items() if value is not None]
+    if given and args.sizes is not None:
+        raise UsageError(f"--sizes and {'/'.join(given)} both give the sizes; use --sizes {args.sizes} or "
+                         f"{' '.join(given)}, not both")
+    if given:
+        return tuple(argtypes.nccl_tests_sizes(args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes))
+    return tuple(parse_sizes(args.sizes if args.sizes is not None else args.default_sizes))
+
+
+def _timing(args) -> str:
+    graphs = getattr(args, "graph_launches", 0) or 0
+    if graphs and args.timing not in (None, "graph"):
+        raise UsageError(f"-G {graphs} asks for CUDA graph timing but --timing is {args.timing}; give one of them")
+    return "graph" if graphs else (args.timing or "batched")
 
 
 def _stop_rule(args) -> StopRule:
     if args.iters is not None and args.precision is not None:
-        raise UsageError("--iters and --precision are exclusive: give a fixed count or a precision, not both")
+        raise UsageError("-n/--iters and --precision are exclusive: give a fixed count or a precision, not both")
     return StopRule(precision=None if args.iters else (args.precision or 0.02), fixed_iters=args.iters,
                     min_iters=args.min_iters, max_iters=args.max_iters, budget_s=args.time_budget)
 
@@ -93,14 +152,15 @@ def _check_backend(args) -> None:
         raise BackendUnavailable(NOT_YET[args.backend])
     if args.backend not in BACKENDS:
         raise UsageError(f"unknown backend {args.backend!r}; known: {', '.join(BACKENDS)}")
-    if args.timing == "graph" and args.backend != "nccl":
-        raise UsageError("--timing graph captures CUDA graphs: it needs --backend nccl")
+    if _timing(args) == "graph" and args.backend != "nccl":
+        raise UsageError("--timing graph (-G) captures CUDA graphs: it needs --backend nccl")
 
 
 def _collective_plans(args) -> list:
     from pybench.measure.runner import RunPlan
-    cfg = BenchConfig(benchmark=args.command, sizes=tuple(parse_sizes(args.sizes)), dtype=canonical_dtype(args.dtype),
-                      op=canonical_op(args.op), root=args.root, timing=args.timing, stop=_stop_rule(args),
+    cfg = BenchConfig(benchmark=args.command, sizes=_sizes(args), dtype=canonical_dtype(args.dtype),
+                      op=canonical_op(getattr(args, "op", "sum")), root=getattr(args, "root", 0),
+                      timing=_timing(args), stop=_stop_rule(args),
                       warmup=args.warmup, check_iters=args.check, huge_pages=args.huge_pages == "on")
     return [RunPlan(cfg, OutputFiles(args.json, args.csv), args.min_busbw)]
 
@@ -110,7 +170,7 @@ def _p2p_plans(args) -> list:
     tests = parse_p2p_tests(args.test)
     plans = []
     for t in tests:
-        cfg = BenchConfig(benchmark=t.benchmark, sizes=tuple(parse_sizes(args.sizes)), timing=args.timing,
+        cfg = BenchConfig(benchmark=t.benchmark, sizes=_sizes(args), timing=_timing(args),
                           stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check, window=args.window,
                           huge_pages=args.huge_pages == "on")
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, t.name, len(tests)),
@@ -147,10 +207,10 @@ def _run_measurement(args) -> int:
         backend = requested or cli_gpu.select_backend(None, nccl_lib)[0]
         return run_as_rank(plans, argv, args.force, backend, args.timeout)
     backend, fallback_note = cli_gpu.select_backend(requested, nccl_lib)
-    if args.timing == "graph" and backend != "nccl":
-        raise UsageError("--timing graph captures CUDA graphs: it needs a GPU and the nccl backend")
+    if _timing(args) == "graph" and backend != "nccl":
+        raise UsageError("--timing graph (-G) captures CUDA graphs: it needs a GPU and the nccl backend")
     # Stand-alone: catch bad input here, before any rank starts. With NCCL one
-    # process drives every local GPU; otherwise pybench starts -n MPI ranks.
+    # process drives every local GPU; otherwise pybench starts --np MPI ranks.
     world = len(cli_gpu.local_gpus(args)) if backend == "nccl" else args.nprocs
     for plan in plans:
         plan.config.validate(world, single_rank_ok=backend == "nccl")
@@ -159,6 +219,8 @@ def _run_measurement(args) -> int:
         plan.outputs.check_writable(args.force)
     if fallback_note:
         print(fallback_note, file=sys.stderr)
+    if backend != "nccl":
+        _warn_oversubscribed(args.nprocs)
     if args.command.startswith("p2p") and len(plans) > 1 and args.json:
         names = ", ".join(str(p.outputs.json_path) for p in plans)
         print(f"pybench: writing one JSON file per test: {names}", file=sys.stderr)
@@ -166,6 +228,15 @@ def _run_measurement(args) -> int:
         return run_as_rank(plans, argv, args.force, "nccl", args.timeout)
     files = [p for plan in plans for p in (plan.outputs.json_path,) if p is not None]
     return spawn_local_ranks(args.nprocs, argv, result_files=files)
+
+
+def _warn_oversubscribed(nprocs: int) -> None:
+    from pybench.measure.envinfo import usable_cores
+    cores = usable_cores()
+    if nprocs > cores:
+        print(f"pybench: warning: {nprocs} ranks on {cores} core(s): ranks wait for a core, so the times include "
+              f"that wait; use --np {cores} or fewer (nccl-tests' -n is the iteration count here too)",
+              file=sys.stderr)
 
 
 def _cmd_env(args) -> int:
@@ -183,15 +254,22 @@ def _cmd_env(args) -> int:
                        "torch": optional_version("torch") is not None}
     if nccl_reason:
         env["nccl_unavailable"] = nccl_reason
-    if args.json:
+    if args.json == "-":
         print(json.dumps(env, indent=1))
+        return 0
+    if args.json:
+        from pybench.io.files import refuse_existing, write_json
+        refuse_existing(args.json, args.force)
+        write_json(args.json, env)
+        print(f"# wrote {args.json}", file=sys.stderr)
         return 0
     gpu = env["gpu"]
     lines = [
         f"pybench {env['pybench_version']} (Python {env['python']}, {env['platform']})",
         f"cpu:      {env['cpu_model']}",
         f"mpi:      {env['mpi'].get('library') or env['mpi'].get('error')}",
-        f"launcher: {env['launcher'].get('path', env['launcher'].get('error'))} ({env['launcher'].get('flavour', '-')})",
+        f"launcher: {env['launcher'].get('path', env['launcher'].get('error'))} "
+        f"({env['launcher'].get('flavour', '-')})",
         f"build:    MPI {env['build'].get('mpi', '?')}, CUDA module {env['build'].get('cuda_module', '?')} "
         f"(architectures {env['build'].get('cuda_architectures') or '-'})",
     ]
@@ -206,26 +284,48 @@ def _cmd_env(args) -> int:
     return 0
 
 
+def _add_collective_parser(sub, name: str, coll) -> None:
+    p = sub.add_parser(name, help=coll.description, description=f"{name}: {coll.description}.",
+                       epilog=_collective_epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+    w = p.add_argument_group("what to run")
+    w.add_argument("-d", "--dtype", default="float32", help=f"{', '.join(DTYPES)} (default float32)")
+    if coll.reduces:
+        w.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
+    if name == "broadcast":
+        w.add_argument("-r", "--root", type=_nonneg_int, default=0, help="root rank (default 0)")
+    _add_run_options(p, "1K:64M:4", ("batched", "per-op", "graph"))
+    p.add_argument("-G", "--graph", dest="graph_launches", type=_nonneg_int, default=0, metavar="N",
+                   help="nccl-tests: N > 0 times CUDA graphs of the operations (--timing graph, nccl only) "
+                        "(default 0: no graphs)")
+    cli_gpu.add_gpu_run_options(p)
+    p.set_defaults(func=_run_measurement)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pybench", description="Communication microbenchmarks and models for distributed training.")
     parser.add_argument("--version", action="version", version=f"pybench {__version__}")
     sub = subcommands(parser)
     for name, coll in COLLECTIVES.items():
-        p = sub.add_parser(name, help=coll.description, description=f"{name}: {coll.description}.")
-        _add_run_options(p, "1K:64M:4")
-        p.add_argument("-d", "--dtype", default="float32", help=f"{', '.join(DTYPES)} (default float32)")
-        p.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
-        p.add_argument("--root", type=_nonneg_int, default=0, help="root rank of broadcast (default 0)")
-        cli_gpu.add_gpu_run_options(p)
-        p.set_defaults(func=_run_measurement)
-    p = sub.add_parser("p2p", help="point-to-point latency, bandwidth and bidirectional bandwidth between ranks 0 and 1")
-    _add_run_options(p, "1:4M")
+        _add_collective_parser(sub, name, coll)
+    p = sub.add_parser("p2p", help="point-to-point latency, bandwidth and bidirectional bandwidth between ranks 0, 1",
+                       description="OSU's point-to-point tests between ranks 0 and 1 over MPI: latency (half a "
+                                   "ping-pong), bandwidth and bidirectional bandwidth (a window of messages); the "
+                                   "table is OSU's: size and latency (us) or bandwidth (MB/s = 1e6 B/s).",
+                       epilog=_examples("pybench p2p --sizes 1:4M", "pybench p2p --test latency -b 1 -e 64K -f 2",
+                                        "pybench p2p --matrix   # every GPU pair over NCCL"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_run_options(p, "1:4M", ("batched", "per-op"))
     p.add_argument("--test", default="all", help="latency, bw, bibw, a comma list, or all (default all)")
-    p.add_argument("--window", type=_positive_int, default=64, help="messages in flight for bw/bibw (default 64, as OSU)")
+    p.add_argument("--window", type=_positive_int, default=64,
+                   help="messages in flight for bw/bibw (default 64, as OSU)")
     cli_gpu.add_p2p_matrix_options(p)
     p.set_defaults(func=_run_measurement)
-    p = sub.add_parser("env", help="what backends, devices, MPI and versions pybench sees")
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = sub.add_parser("env", help="what backends, devices, MPI and versions pybench sees",
+                       epilog=_examples("pybench env", "pybench env --json env.json", "pybench env --json -"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="write JSON to FILE instead of text to stdout; - for stdout (default: text)")
+    p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists (default off)")
     p.set_defaults(func=_cmd_env)
     cli_gpu.add_parsers(sub)
     cli_models.add_parsers(sub)

@@ -5,20 +5,21 @@
     interval and significance from the raw samples, and a summary line. Exit 0,
     or 1 with --fail-on-regression when a significant slowdown exceeds PCT %.
 
-``python -m pybench plot RESULTS.json... [--model MODEL.json] -o FILE.png|svg [--force]``
-    busbw and time against size (log axes), several runs on one figure, the
-    fitted model's line and 95% band over the measurements.
+``python -m pybench plot INPUT... [--model MODEL.json] -o FILE.png|svg [--force]``
+    Results and logs: busbw and time against size, several runs on one figure,
+    the fitted model's line and 95% band over the measurements. One CCR,
+    pair-matrix or comparison file: its own figure (see pybench.report.figures).
 
-``python -m pybench report RESULTS.json... [--model M.json] [--ccr C.json] -o report.html [--force]``
-    One self-contained HTML file: environment, tables, plots with models, fit
-    reports, and CCR against batch size / scaling efficiency against workers.
+``python -m pybench report RESULTS.json... [--model M] [--ccr C] [--matrix X] [--baseline B] -o report.html``
+    One self-contained HTML file: a summary paragraph, environment, tables,
+    plots with models, fit reports, the comparison with a baseline, CCR per
+    strategy, scaling efficiency and the link heatmap.
 
 Bad input raises a PyBenchError subclass (one line, exit 2).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -30,59 +31,88 @@ _fraction = argtypes.fraction()
 _noise = argtypes.fraction(allow_zero=True)
 
 
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def add_parsers(subparsers) -> None:
     """Register ``compare``, ``plot`` and ``report`` on an argparse subparsers object.
 
     Each subparser sets ``func`` (callable(args) -> int exit status) via set_defaults.
     """
+    import argparse
+
     from pybench.report.compare import DEFAULT_ALPHA, DEFAULT_NOISE
+    raw = argparse.RawDescriptionHelpFormatter
 
     p = subparsers.add_parser(
-        "compare", help="compare two result files size by size, with significance",
-        description="Compare run B against reference run A size by size: change in time and busbw, the 95%% "
+        "compare", help="compare two result files size by size, with significance", formatter_class=raw,
+        description="Compare run B against reference run A size by size: change in time and busbw, the 95% "
                     "bootstrap interval of the median ratio and a Mann-Whitney U test on the raw samples. Only "
-                    "sizes must match; runs of other backends, dtypes or versions can be compared.")
+                    "sizes must match; runs of other backends, dtypes or versions can be compared.",
+        epilog=_examples("pybench compare base.json new.json", "pybench compare base.json new.json "
+                         "--fail-on-regression 10 --json cmp.json", "pybench plot cmp.json -o cmp.png"))
     p.add_argument("a", metavar="A.json", help="reference (baseline) result")
     p.add_argument("b", metavar="B.json", help="candidate result")
     p.add_argument("--fail-on-regression", type=_percent, default=None, metavar="PCT",
-                   help="exit 1 when a significant slowdown exceeds PCT %% (time ratio above 1 + PCT/100)")
+                   help="exit 1 when a significant slowdown exceeds PCT %% (time ratio above 1 + PCT/100) "
+                        "(default: never exit 1)")
     p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,
                    help=f"significance level over all sizes, Holm-corrected (default {DEFAULT_ALPHA:g})")
     p.add_argument("--noise", type=_noise, default=DEFAULT_NOISE,
                    help=f"changes whose 95%% interval reaches into 1 +- NOISE are not significant "
                         f"(default {DEFAULT_NOISE:g} = {100 * DEFAULT_NOISE:g}%%, run-to-run spread measured "
                         f"here; raise it on noisier machines)")
-    p.add_argument("--json", default=None, metavar="FILE", help="also write the comparison as JSON")
-    p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the comparison as JSON (default: none)")
+    p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists (default off)")
     p.set_defaults(func=run_compare)
 
     q = subparsers.add_parser(
-        "plot", help="plot busbw and time against size, with fitted models",
-        description="busbw and time against size on log axes; several runs on one figure; with --model the "
-                    "fitted alpha-beta model's line and 95%% band over the measurements. Needs matplotlib.")
-    q.add_argument("results", nargs="+", metavar="RESULTS.json", help="pybench result files (--json output)")
-    q.add_argument("--model", default=None, metavar="MODEL.json", help="model file from `pybench fit`")
+        "plot", help="plot results and logs (busbw, time), a CCR file, a pair matrix or a comparison",
+        formatter_class=raw,
+        description="The figure follows from the inputs: pybench results and any log `pybench fit` reads "
+                    "(nccl-tests, OSU, vTrain) give busbw (linear) and time against size (log2, labelled), "
+                    "with --model's fitted lines and 95% bands in the colour of their data; a CCR file gives "
+                    "CCR against batch, one panel per strategy; a pair-matrix file the link heatmap; a "
+                    "comparison file the time ratio per size. Needs matplotlib.",
+        epilog=_examples("pybench plot ar.json --model model.json -o ar.png", "pybench plot nccl_log.txt "
+                         "osu_bw.txt -o logs.svg", "pybench plot ccr.json -o ccr.png",
+                         "pybench plot matrix.json -o links.png", "pybench plot cmp.json -o cmp.png"))
+    q.add_argument("results", nargs="+", metavar="INPUT",
+                   help="result files, logs, or one CCR, pair-matrix or comparison file")
+    q.add_argument("--model", default=None, metavar="MODEL.json",
+                   help="model file from `pybench fit` (default: no model lines)")
     q.add_argument("-o", "--output", required=True, metavar="FILE.png|svg", help="image to write (.png or .svg)")
-    q.add_argument("--force", action="store_true", help="overwrite the output if it exists")
+    q.add_argument("--force", action="store_true", help="overwrite the output if it exists (default off)")
     q.set_defaults(func=run_plot)
 
     r = subparsers.add_parser(
-        "report", help="one self-contained HTML report: tables, plots, models, CCR",
-        description="Write one HTML file that needs no network: environment, result tables, bandwidth and "
-                    "latency plots with fitted models, the fit reports and, with --ccr, CCR against batch size "
-                    "and scaling efficiency against workers. Needs matplotlib.")
+        "report", help="one self-contained HTML report: summary, tables, plots, models, CCR, links, comparison",
+        formatter_class=raw,
+        description="Write one HTML file that needs no network. It opens with a summary (peak busbw, fitted "
+                    "alpha and B, the worst size, a verdict), then the environment (load, threads), result "
+                    "tables, bandwidth and latency plots with fitted models, the fit reports and, when given, "
+                    "the comparison with a baseline, CCR per strategy, scaling efficiency and the link heatmap. "
+                    "Needs matplotlib.",
+        epilog=_examples("pybench report ar.json -o report.html", "pybench report new.json --baseline base.json "
+                         "--model model.json --ccr ccr.json --matrix matrix.json -o report.html"))
     r.add_argument("results", nargs="+", metavar="RESULTS.json", help="pybench result files (--json output)")
-    r.add_argument("--model", default=None, metavar="MODEL.json", help="model file from `pybench fit`")
-    r.add_argument("--ccr", default=None, metavar="CCR.json", help="CCR file from `pybench ccr ... --json`")
-    r.add_argument("--title", default="pybench report", help="title of the report")
+    r.add_argument("--model", default=None, metavar="MODEL.json", help="model file from `pybench fit` (default: none)")
+    r.add_argument("--ccr", default=None, metavar="CCR.json", help="CCR file from `pybench ccr ... --json` "
+                   "(default: none)")
+    r.add_argument("--matrix", default=None, metavar="MATRIX.json",
+                   help="pair matrix from `pybench p2p --matrix --json` (default: none)")
+    r.add_argument("--baseline", default=None, metavar="BASE.json",
+                   help="compare the first result with this one, as `pybench compare` (default: none)")
+    r.add_argument("--title", default="pybench report", help="title of the report (default 'pybench report')")
     r.add_argument("-o", "--output", required=True, metavar="REPORT.html", help="HTML file to write")
-    r.add_argument("--force", action="store_true", help="overwrite the output if it exists")
+    r.add_argument("--force", action="store_true", help="overwrite the output if it exists (default off)")
     r.set_defaults(func=run_report)
 
 
 def run_compare(args) -> int:
     """Body of ``pybench compare``; returns the exit status."""
-    from pybench.io.files import refuse_existing, write_atomic
+    from pybench.io.files import refuse_existing, write_json
     from pybench.report.compare import compare_results, run_label
     from pybench.report.plot import load_checked_result
     out = Path(args.json) if args.json else None
@@ -93,7 +123,7 @@ def run_compare(args) -> int:
                            label_b=run_label(b, args.b))
     print(comp.table())
     if out is not None:
-        write_atomic(out, json.dumps(_finite(comp.to_dict()), indent=1, allow_nan=False) + "\n")
+        write_json(out, _finite(comp.to_dict()))
         print(f"# wrote {out}", file=sys.stderr)
     if args.fail_on_regression is not None:
         bad = comp.regressions_over(args.fail_on_regression / 100.0)
@@ -119,7 +149,7 @@ def _finite(x):
 
 def run_plot(args) -> int:
     """Body of ``pybench plot``; returns the exit status."""
-    from pybench.report.plot import plot_files
+    from pybench.report.figures import plot_files
     out = plot_files(args.results, args.output, model_path=args.model, force=args.force)
     print(f"# wrote {out}", file=sys.stderr)
     return 0
@@ -129,6 +159,6 @@ def run_report(args) -> int:
     """Body of ``pybench report``; returns the exit status."""
     from pybench.report.html import report_files
     out = report_files(args.results, args.output, model_path=args.model, ccr_path=args.ccr, force=args.force,
-                       title=args.title)
+                       title=args.title, matrix_path=args.matrix, baseline_path=args.baseline)
     print(f"# wrote {out}", file=sys.stderr)
     return 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
-Z_95 = 1.959963984540054  # two-sided 95% normal quantile
+Z_95 = NormalDist().inv_cdf(0.975)  # two-sided 95% normal quantile, 1.95996...
 
 
 def median_ci_indices(n: int, z: float = Z_95) -> tuple[int, int]:
@@ -66,7 +67,8 @@ class SampleStats:
         return (self.p95_s - self.p5_s) / self.median_s if self.median_s > 0 else math.inf
 
     def __repr__(self) -> str:
-        warn = "  WARNING: wide spread, rerun with more --warmup or on a quieter machine" if self.spread_rel > 0.5 else ""
+        wide = self.spread_rel > 0.5
+        warn = "  WARNING: wide spread, rerun with more --warmup or on a quieter machine" if wide else ""
         return (f"SampleStats(n={self.n}, median={self.median_s * 1e6:.3f} us, "
                 f"p5..p95={self.p5_s * 1e6:.3f}..{self.p95_s * 1e6:.3f} us, "
                 f"ci=±{100 * self.ci_rel_halfwidth:.2f}%){warn}")

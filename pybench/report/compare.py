@@ -36,9 +36,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
+from pybench.io.formats import COMPARISON, stamp
 from pybench.measure.results import RunResult
 from pybench.sizes import format_size
 
@@ -46,6 +48,7 @@ DEFAULT_ALPHA = 0.05
 DEFAULT_NOISE = 0.10
 DEFAULT_BOOTSTRAP = 2000
 _SEED = 20261130
+_STANDARD_NORMAL = NormalDist()
 
 
 # ---------------------------------------------------------------------------
@@ -88,7 +91,7 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> tuple[float, float
         return u_x, 1.0
     diff = u_x - n1 * n2 / 2.0
     z = max(abs(diff) - 0.5, 0.0) / math.sqrt(var)
-    return u_x, float(math.erfc(z / math.sqrt(2.0)))
+    return u_x, 2.0 * _STANDARD_NORMAL.cdf(-z)  # exact in the far tail (NormalDist uses erfc)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -243,11 +246,11 @@ class Comparison:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"schema": "pybench.comparison", "schema_version": 1, "a": self.label_a, "b": self.label_b,
+        return stamp(COMPARISON, {"a": self.label_a, "b": self.label_b,
                 "alpha": self.alpha, "noise": self.noise, "sizes": [s.to_dict() for s in self.sizes],
                 "only_in_a": list(self.only_in_a), "only_in_b": list(self.only_in_b), "notes": list(self.notes),
                 "slower": len(self.slower), "faster": len(self.faster),
-                "geomean_time_ratio": self.geomean_time_ratio, "summary": self.summary()}
+                "geomean_time_ratio": self.geomean_time_ratio, "summary": self.summary()})
 
     def __repr__(self) -> str:
         return f"Comparison({self.summary()})"

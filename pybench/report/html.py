@@ -15,31 +15,34 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
-import io
-import json
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pybench import __version__
-from pybench.errors import FileFormatError, UsageError
+from pybench.errors import UsageError
 from pybench.io.files import refuse_existing, write_atomic
 from pybench.measure.results import RunResult
+from pybench.measure.table import threads_text
+from pybench.report.ccr_plot import ccr_interval, load_ccr, overlapped, render_ccr_figure, render_efficiency_figure
+from pybench.report.compare import Comparison, compare_results, run_label
+from pybench.report.compare_plot import render_comparison
+from pybench.report.heatmap import load_link_matrix, render_link_heatmap
 from pybench.report.plot import (
     load_checked_result,
     matching_models,
-    mpl_text,
     render_measurements,
     require_matplotlib,
     run_series,
     series_label,
 )
+from pybench.report.summary import summarise
 from pybench.sizes import format_size
 
 # A constant (never from a file), written into a double-quoted attribute as is.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-CCR_SCHEMA = "pybench.ccr"
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1300px;
@@ -53,6 +56,8 @@ img { max-width: 100%; height: auto; border: 1px solid #eee; }
 .plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1em; }
 .plots img { width: 100%; }
 .warn { color: #9a4a00; } .bad { color: #b00020; font-weight: bold; } .muted { color: #666; }
+.summary { font-size: 1.05em; background: #f4f8fc; border-left: 4px solid #1565c0; padding: .7em 1em; }
+.summary .ok { color: #1b5e20; font-weight: bold; }
 """
 
 
@@ -90,8 +95,9 @@ def _num(x: Any, fmt: str = ".2f") -> str:
 
 def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
     env = result.environment if isinstance(result.environment, dict) else {}
-    build = env.get("build") if isinstance(env.get("build"), dict) else {}
-    mpi = env.get("mpi") if isinstance(env.get("mpi"), dict) else {}
+    build = _dict(env.get("build"))
+    mpi = _dict(env.get("mpi"))
+    machine = _dict(env.get("machine"))
     rows = [("benchmark", result.benchmark), ("backend", result.backend),
             ("dtype / redop", f"{result.dtype} / {result.redop}"), ("timing", result.timing),
             ("world size", result.world_size),
@@ -100,6 +106,11 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
             ("finished", "yes" if result.finished else f"no ({result.cut_short or 'incomplete'})"),
             ("pybench", env.get("pybench_version", "?")), ("python", env.get("python", "?")),
             ("platform", env.get("platform", "?")), ("cpu", env.get("cpu_model", "?")),
+            ("load (1/5/15 min) start / end", f"{_load(machine.get('load_average_start'))} / "
+                                               f"{_load(machine.get('load_average_end'))} on "
+                                               f"{machine.get('cores', '?')} core(s)"),
+            ("BLAS/OpenMP threads", threads_text(machine.get("threads")) if machine else "?"),
+            ("CPU governor", machine.get("cpu_governor") or ("not readable" if machine else "?")),
             ("MPI library", mpi.get("library") or mpi.get("error") or "?"),
             ("build", ", ".join(f"{k} {v}" for k, v in build.items()) or "?"),
             ("buffers", result.options.get("buffer_allocation", "?")),
@@ -108,6 +119,14 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
                                   if k not in ("buffer_allocation", "huge_pages"))),
             ("command", " ".join(str(c) for c in result.command))]
     return [(k, str(v)) for k, v in rows]
+
+
+def _dict(x: Any) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+def _load(x: Any) -> str:
+    return " ".join(_num(v) for v in x) if isinstance(x, list) and x else "?"
 
 
 def _results_table(result: RunResult) -> str:
@@ -131,117 +150,59 @@ def _results_table(result: RunResult) -> str:
     return table + "<p>" + " ".join(notes) + "</p>"
 
 
-def load_ccr(path: str | Path) -> dict:
-    """Read a ``pybench ccr --json`` file and check the fields the report uses."""
-    try:
-        doc = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise FileFormatError(f"cannot read {path}: {exc.strerror}") from None
-    except ValueError as exc:
-        raise FileFormatError(f"{path} is not JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != CCR_SCHEMA:
-        got = doc.get("schema") if isinstance(doc, dict) else None
-        raise FileFormatError(f"{path}: not a pybench CCR file (schema {got!r}, expected {CCR_SCHEMA!r}); "
-                              "write one with `python -m pybench ccr ... --json FILE`")
-    if doc.get("schema_version") != 1:
-        raise FileFormatError(f"{path}: CCR schema version {doc.get('schema_version')!r} is not supported (reads 1)")
-    rows = doc.get("rows")
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise FileFormatError(f"{path}: 'rows' must be a list of objects")
-    try:
-        for r in rows:
-            r["world"], r["batch"] = int(r["world"]), int(r["batch"])
-            for k in ("ccr", "efficiency_vs_device", "comm_s", "compute_s", "step_s", "samples_per_s"):
-                r[k] = float(r[k])
-            r["strategy"] = str(r["strategy"])
-            if r["world"] < 1 or r["batch"] < 1:
-                raise ValueError(f"world {r['world']} and batch {r['batch']} must be at least 1")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FileFormatError(f"{path}: a CCR row is missing or has a malformed field: {exc}") from None
-    return doc
-
-
-def render_ccr_plots(doc: dict, dpi: int = 110) -> tuple[bytes, bytes]:
-    """(CCR against batch size, scaling efficiency against workers) as PNG bytes."""
-    Figure, FigureCanvasAgg = require_matplotlib()
-    rows = doc["rows"]
-
-    def lines(key_fields, x_field):
-        groups: dict = {}
-        for r in rows:
-            groups.setdefault(tuple(r[k] for k in key_fields), []).append(r)
-        return {k: sorted(v, key=lambda r: r[x_field]) for k, v in sorted(groups.items(), key=lambda kv: str(kv[0]))}
-
-    out = []
-    for kind in ("ccr", "efficiency"):
-        fig = Figure(figsize=(7.0, 4.4), layout="constrained")
-        FigureCanvasAgg(fig)
-        ax = fig.subplots()
-        if kind == "ccr":
-            for k, ((strategy, world), rs) in enumerate(lines(("strategy", "world"), "batch").items()):
-                ax.plot([r["batch"] for r in rs], [r["ccr"] for r in rs], "o-", ms=4, color=f"C{k % 10}",
-                        label=mpl_text(f"{strategy}, {world} workers"))
-            ax.axhline(0.15, color="green", ls=":", lw=1, label="0.15: fits the hardware")
-            ax.axhline(0.30, color="red", ls=":", lw=1, label="0.30: communication-bound")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("batch size per replica")
-            ax.set_ylabel("CCR = t_comm / (t_comm + t_compute)")
-            ax.set_ylim(0, 1)
-            ax.set_title("CCR against batch size", fontsize=10)
-        else:
-            for k, ((strategy, batch), rs) in enumerate(lines(("strategy", "batch"), "world").items()):
-                ax.plot([r["world"] for r in rs], [r["efficiency_vs_device"] for r in rs], "o-", ms=4,
-                        color=f"C{k % 10}", label=mpl_text(f"{strategy}, batch {batch}"))
-            ax.axhline(1.0, color="gray", ls=":", lw=1)
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("workers (world size)")
-            ax.set_ylabel("scaling efficiency = throughput(N) / (N x throughput(1))")
-            ax.set_ylim(0, 1.05)
-            ax.set_title("scaling efficiency against workers", fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        xs = sorted({r["batch" if kind == "ccr" else "world"] for r in rows})
-        if xs:
-            from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
-            ax.xaxis.set_major_locator(FixedLocator(xs))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
-        if rows:
-            ax.legend(fontsize=7, loc="best")
-        out.append(_png(fig, dpi))
-    return out[0], out[1]
-
-
-def _png(fig, dpi: int) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
-    return buf.getvalue()
-
-
 def _ccr_section(doc: dict, source: str) -> str:
-    ccr_png, eff_png = render_ccr_plots(doc)
-    cfg = doc.get("config") if isinstance(doc.get("config"), dict) else {}
+    ccr_png, eff_png = render_ccr_figure(doc), render_efficiency_figure(doc)
+    cfg = _dict(doc.get("config"))
     facts = [("file", source), ("parameters", cfg.get("params", "?")), ("sequence", cfg.get("seq", "?")),
              ("GPUs per node", cfg.get("gpus_per_node", "?")),
              ("compute", f"{_num(float(cfg['flops_per_s']) / 1e12 if _is_num(cfg.get('flops_per_s')) else None)} "
                          f"TFLOP/s ({cfg.get('flops_source', '?')})"),
              ("overlap", cfg.get("overlap", "?"))]
-    rows = [(r["strategy"], r["world"], r["batch"], r.get("layout", {}).get("tp", "") if isinstance(
-                r.get("layout"), dict) else "", _num(r["ccr"], ".3f"), r.get("band", ""),
-             _num(r["comm_s"] * 1e3, ".2f"), _num(r["compute_s"] * 1e3, ".2f"), _num(r["step_s"] * 1e3, ".2f"),
-             _num(r["samples_per_s"], ".4g"), _num(r["efficiency_vs_device"], ".3f"),
-             (r.get("memory") or {}).get("fits", "") if isinstance(r.get("memory"), dict) else "")
-            for r in doc["rows"]]
+    rows = []
+    for r in doc["rows"]:
+        lo, hi = ccr_interval(r)
+        rows.append((r["strategy"], r["world"], r["batch"], _dict(r.get("layout")).get("tp", ""),
+                     _num(r["ccr"], ".3f"), f"{_num(lo, '.3f')}..{_num(hi, '.3f')}",
+                     _num(r.get("exposed_fraction"), ".3f"), r.get("band", ""), _num(r["comm_s"] * 1e3, ".2f"),
+                     _num(r["compute_s"] * 1e3, ".2f"), _num(r["step_s"] * 1e3, ".2f"),
+                     _num(r["samples_per_s"], ".4g"), _num(r["efficiency_vs_device"], ".3f"),
+                     _dict(r.get("memory")).get("fits", "")))
+    what = "exposed fraction (overlap on)" if overlapped(doc) else "CCR"
     parts = ["<h2>Communication-to-computation ratio</h2>",
              _table(["input", "value"], facts, left=2),
-             '<div class="plots">' + _img(ccr_png, "CCR against batch size")
+             f"<p>One panel per strategy: {what} against batch size, one line per world size, the interval "
+             "of the communication time shaded; below 0.15 the strategy fits the hardware, above 0.30 "
+             "communication eats the reason to scale.</p>",
+             '<div class="plots">' + _img(ccr_png, "CCR against batch size, one panel per strategy")
              + _img(eff_png, "scaling efficiency against workers") + "</div>",
-             _table(["strategy", "workers", "batch", "tp", "CCR", "band", "comm (ms)", "compute (ms)", "step (ms)",
-                     "samples/s", "efficiency", "memory"], rows, left=1)]
+             _table(["strategy", "workers", "batch", "tp", "CCR", "CCR interval", "exposed", "band", "comm (ms)",
+                     "compute (ms)", "step (ms)", "samples/s", "efficiency", "memory"], rows, left=1)]
     for key in ("notes", "warnings"):
         items = doc.get(key) if isinstance(doc.get(key), list) else []
         if items:
             parts.append(f"<p><b>{key}</b></p><ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>")
     return "\n".join(parts)
+
+
+def _matrix_section(doc: dict, source: str) -> str:
+    rows = [(p["src"], p["dst"], _num(p["bandwidth_gbps"]), _num(p["latency_s"] * 1e6), p.get("link", ""),
+             "slow" if p.get("slow_bandwidth") or p.get("slow_latency") else "") for p in doc["pairs"]]
+    return "\n".join(["<h2>Links between GPU pairs</h2>", f'<p class="muted">{esc(source)}</p>',
+                      '<div class="plots">' + _img(render_link_heatmap(doc), "link-matrix heatmap") + "</div>",
+                      _table(["from", "to", "bandwidth (GB/s)", "latency (us)", "link", "flag"], rows)])
+
+
+def _comparison_section(comp: Comparison) -> str:
+    rows = [(format_size(s.size_bytes), _num(s.time_a_s * 1e6), _num(s.time_b_s * 1e6), _num(s.time_ratio, ".3f"),
+             f"{_num(s.ratio_ci_low, '.3f')}..{_num(s.ratio_ci_high, '.3f')}", _num(100 * s.busbw_change, "+.1f"),
+             f"{s.p_holm:.1e}", s.verdict) for s in comp.sizes]
+    return "\n".join(["<h2>Comparison with the baseline</h2>",
+                      f"<p>A (baseline): {esc(comp.label_a)}<br>B: {esc(comp.label_b)}</p>",
+                      '<div class="plots">' + _img(render_comparison(comp.to_dict()),
+                                                   "comparison: time ratio per size with its interval") + "</div>",
+                      _table(["size", "time A (us)", "time B (us)", "ratio B/A", "95% interval", "busbw change %",
+                              "p (Holm)", "verdict"], rows),
+                      f"<p>{esc(comp.summary())}</p>"])
 
 
 def _is_num(x: Any) -> bool:
@@ -254,60 +215,88 @@ def _is_num(x: Any) -> bool:
 # ---------------------------------------------------------------------------
 # the document
 
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything a report is built from; only ``results`` is required."""
+
+    results: Sequence[tuple[RunResult, str]]
+    models: Sequence = ()
+    model_source: str | None = None
+    ccr: dict | None = None
+    ccr_source: str | None = None
+    matrix: dict | None = None
+    matrix_source: str | None = None
+    comparison: Comparison | None = None
+
+
+def _summary_html(inputs: ReportInputs) -> str:
+    s = summarise(inputs.results, inputs.models, inputs.comparison)
+    return (f'<p id="summary" class="summary">{esc(s.text())} <span class="{esc(s.verdict_kind)}">'
+            f"{esc(s.verdict)}</span></p>")
+
+
+def _measurement_sections(inputs: ReportInputs) -> list[str]:
+    results, models = inputs.results, inputs.models
+    many = len(results) > 1
+    series = [run_series(r, series_label(r, src if many else None)) for r, src in results]
+    drawn = matching_models(models, series)
+    body = ["<h2>Environment</h2>"]
+    columns = [_environment_rows(r, src) for r, src in results]
+    keys = [k for k, _ in columns[0]]
+    body.append(_table(["", *(src for _, src in results)],
+                       [(k, *(dict(col)[k] for col in columns)) for k in keys], left=1 + len(results)))
+    body.append("<h2>Bandwidth and latency</h2>")
+    if drawn:
+        body.append(f"<p>Dashed lines: fitted alpha-beta models in the colour of their data, with their 95% "
+                    f"confidence band{' (' + esc(inputs.model_source) + ')' if inputs.model_source else ''}.</p>")
+    body.append('<div class="plots">' + _img(render_measurements(series, drawn, panels=("busbw",)),
+                                             "bus bandwidth against size")
+                + _img(render_measurements(series, drawn, panels=("time",)), "time per operation against size")
+                + "</div>")
+    body.append("<h2>Measurements</h2>")
+    for r, src in results:
+        body.append(f"<h3>{esc(r.benchmark)} / {esc(r.backend)} / {esc(r.dtype)} / {esc(r.world_size)} ranks "
+                    f'<span class="muted">({esc(src)})</span></h3>')
+        body.append(_results_table(r))
+    return body
+
+
 def build_report(results: Sequence[tuple[RunResult, str]], models: Sequence = (), model_source: str | None = None,
-                 ccr: dict | None = None, ccr_source: str | None = None, title: str = "pybench report") -> str:
+                 ccr: dict | None = None, ccr_source: str | None = None, title: str = "pybench report",
+                 matrix: dict | None = None, matrix_source: str | None = None,
+                 comparison: Comparison | None = None) -> str:
     """The report as one HTML string.
 
     Parameters
     ----------
     results : sequence of (RunResult, source name)
     models : AlphaBetaModel objects to draw over the measurements and whose fit reports to show
-    ccr : a ``pybench.ccr`` document (see :func:`load_ccr`), optional
+    ccr : a ``pybench.ccr`` document (see :func:`pybench.report.ccr_plot.load_ccr`), optional
+    matrix : a pair-matrix document (see :func:`pybench.report.heatmap.load_link_matrix`), optional
+    comparison : the first result compared with a baseline, optional
     """
     if not results:
         raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
-    many = len(results) > 1
-    series = [run_series(r, series_label(r, src if many else None)) for r, src in results]
-    drawn = matching_models(models, series)
-    bw_png = render_measurements(series, drawn, fmt="png", panels=("busbw",))
-    lat_png = render_measurements(series, drawn, fmt="png", panels=("time",))
+    inputs = ReportInputs(results, models, model_source, ccr, ccr_source, matrix, matrix_source, comparison)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-    body = [f"<h1>{esc(title)}</h1>",
-            f'<p class="muted">Generated {esc(now)} by pybench {esc(__version__)} from '
-            f"{len(results)} result file(s){', a model file' if models else ''}"
-            f"{', a CCR file' if ccr else ''}. Sizes in bytes (K/M/G = 2^10/2^20/2^30); GB/s = 1e9 B/s; "
+    extras = "".join(what for what, given in ((", a model file", models), (", a CCR file", ccr),
+                                              (", a pair matrix", matrix), (", a baseline", comparison)) if given)
+    body = [f"<h1>{esc(title)}</h1>", _summary_html(inputs),
+            f'<p class="muted">Generated {esc(now)} by pybench {esc(__version__)} from {len(results)} result '
+            f"file(s){extras}. Sizes in bytes (K/M/G = 2^10/2^20/2^30); GB/s = 1e9 B/s; "
             "time = median over samples of the slowest rank's time per operation.</p>"]
-
-    body.append("<h2>Environment</h2>")
-    columns = [_environment_rows(r, src) for r, src in results]
-    keys = [k for k, _ in columns[0]]
-    body.append(_table(["", *(src for _, src in results)],
-                       [(k, *(dict(col)[k] for col in columns)) for k in keys], left=1 + len(results)))
-
-    body.append("<h2>Bandwidth and latency</h2>")
-    if drawn:
-        body.append(f"<p>Dashed lines: fitted alpha-beta models with their 95% confidence band"
-                    f"{' (' + esc(model_source) + ')' if model_source else ''}.</p>")
-    body.append('<div class="plots">' + _img(bw_png, "bus bandwidth against size")
-                + _img(lat_png, "time per operation against size") + "</div>")
-
-    body.append("<h2>Measurements</h2>")
-    for r, src in results:
-        body.append(f"<h3>{esc(r.benchmark)} / {esc(r.backend)} / {esc(r.dtype)} / {esc(r.world_size)} ranks "
-                    f'<span class="muted">({esc(src)})</span></h3>')
-        body.append(_results_table(r))
-
+    body += _measurement_sections(inputs)
+    if comparison is not None:
+        body.append(_comparison_section(comparison))
     if models:
         body.append("<h2>Fitted models</h2>")
         if model_source:
             body.append(f'<p class="muted">{esc(model_source)}</p>')
-        for m in models:
-            body.append(f"<pre>{esc(m.report())}</pre>")
-
+        body += [f"<pre>{esc(m.report())}</pre>" for m in models]
     if ccr is not None:
         body.append(_ccr_section(ccr, ccr_source or "ccr"))
-
+    if matrix is not None:
+        body.append(_matrix_section(matrix, matrix_source or "pair matrix"))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -316,7 +305,8 @@ def build_report(results: Sequence[tuple[RunResult, str]], models: Sequence = ()
 
 
 def report_files(result_paths: Sequence[str | Path], output: str | Path, model_path: str | Path | None = None,
-                 ccr_path: str | Path | None = None, force: bool = False, title: str = "pybench report") -> Path:
+                 ccr_path: str | Path | None = None, force: bool = False, title: str = "pybench report",
+                 matrix_path: str | Path | None = None, baseline_path: str | Path | None = None) -> Path:
     """Read the inputs, build the report, write it atomically; returns the path."""
     from pybench.model.alpha_beta import load_models
     out = Path(output)
@@ -327,9 +317,16 @@ def report_files(result_paths: Sequence[str | Path], output: str | Path, model_p
     if not result_paths:
         raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
     results = [(load_checked_result(p), Path(p).name) for p in result_paths]
-    models = load_models(model_path) if model_path is not None else []
-    ccr = load_ccr(ccr_path) if ccr_path is not None else None
-    text = build_report(results, models, model_source=Path(model_path).name if model_path else None,
-                        ccr=ccr, ccr_source=Path(ccr_path).name if ccr_path else None, title=title)
+    comparison = None
+    if baseline_path is not None:
+        base = load_checked_result(baseline_path)
+        comparison = compare_results(base, results[0][0], label_a=run_label(base, Path(baseline_path).name),
+                                     label_b=run_label(results[0][0], results[0][1]))
+    text = build_report(results, load_models(model_path) if model_path is not None else [],
+                        model_source=Path(model_path).name if model_path else None,
+                        ccr=load_ccr(ccr_path) if ccr_path is not None else None,
+                        ccr_source=Path(ccr_path).name if ccr_path else None, title=title,
+                        matrix=load_link_matrix(matrix_path) if matrix_path is not None else None,
+                        matrix_source=Path(matrix_path).name if matrix_path else None, comparison=comparison)
     write_atomic(out, text)
     return out

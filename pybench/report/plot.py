@@ -1,10 +1,12 @@
 """Plots: bus bandwidth and time per operation against size, with fitted models.
 
-``python -m pybench plot RESULTS.json... [--model MODEL.json] -o FILE.png|svg``
+``python -m pybench plot RESULTS.json|LOG... [--model MODEL.json] -o FILE.png|svg``
 
-Both axes are logarithmic; several runs (backends, dtypes, machines) share one
-figure; a fitted alpha-beta model is drawn as a line with its 95% confidence band
-over the measurements it explains. matplotlib is imported only here, lazily, and
+Size is on a log2 axis labelled in sizes (8, 1K, 64M); bus bandwidth on a linear axis
+from 0, so its values can be read off; time on a log axis (it spans decades). Several
+runs (backends, dtypes, machines, other tools' logs) share one figure; a fitted
+alpha-beta model is drawn dashed in the colour of the data it was fitted to, with its
+95% confidence band shaded in that colour. matplotlib is imported only here, lazily, and
 drives its Agg canvas directly (no pyplot, no global backend switch), so
 ``import pybench`` never needs it and a user's own matplotlib state is left alone.
 """
@@ -21,7 +23,6 @@ import numpy as np
 
 from pybench.collectives import COLLECTIVES
 from pybench.errors import BackendUnavailable, UsageError
-from pybench.io.files import refuse_existing, write_atomic
 from pybench.measure.results import RunResult
 from pybench.sizes import format_size
 
@@ -137,75 +138,104 @@ def matching_models(models: Iterable, series: Sequence[Series]) -> list:
     return [m for m in models if not wanted or m.collective in wanted]
 
 
-def _size_ticks(ax, sizes: np.ndarray) -> None:
+def size_axis(ax, sizes: np.ndarray) -> None:
+    """Log2 size axis with every label written as a size (8, 1K, 64M), at most about 12 of them."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes; K/M/G = 2^10/2^20/2^30)")
     if sizes.size == 0:
         return
     lo, hi = float(np.min(sizes)), float(np.max(sizes))
     k0, k1 = int(math.floor(math.log2(lo))), int(math.ceil(math.log2(hi)))
-    step = max(1, math.ceil((k1 - k0 + 1) / 10))
+    step = max(1, math.ceil((k1 - k0 + 1) / 12))
     ticks = [2.0 ** k for k in range(k0, k1 + 1, step)]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: format_size(int(round(x))) if x >= 1 else ""))
+    for label in ax.get_xticklabels():
+        label.set_rotation(0)
 
 
-def _draw_panel(ax, kind: str, series: Sequence[Series], curves: Sequence[tuple[str, dict]]) -> None:
-    all_sizes = [s.size_bytes for s in series] + [c["size_bytes"] for _, c in curves]
-    shown: list[np.ndarray] = []  # y values of measurements and model lines: they set the y range
-    for k, s in enumerate(series):
-        color = f"C{k % 10}"
-        if kind == "time":
-            yerr = np.vstack([np.clip(s.time_s - s.time_p5_s, 0, None), np.clip(s.time_p95_s - s.time_s, 0, None)])
-            ax.errorbar(s.size_bytes, s.time_s * 1e6, yerr=yerr * 1e6, fmt="o-", ms=4, lw=1.2, capsize=2,
-                        color=color, label=s.label)
-            shown += [s.time_s * 1e6, s.time_p95_s * 1e6]
+def colours(series: Sequence[Series], models: Sequence) -> tuple[list[str], list[str]]:
+    """Colour of each series, and of each model: the colour of the data it was fitted to (same
+    collective, and the same world size where both say), else one of its own."""
+    data = [f"C{k % 10}" for k in range(len(series))]
+    spare = len(series)
+    of_models = []
+    for m in models:
+        match = next((k for k, s in enumerate(series) if s.collective == m.collective and (
+            not m.world_size or not s.world_size or s.world_size == m.world_size)), None)
+        if match is None:
+            of_models.append(f"C{spare % 10}")
+            spare += 1
         else:
-            ok = s.busbw_gbps > 0
-            ax.plot(s.size_bytes[ok], s.busbw_gbps[ok], "o-", ms=4, lw=1.2, color=color, label=s.label)
-            shown.append(s.busbw_gbps[ok])
-    bands = []
-    for k, (label, c) in enumerate(curves):
-        color = f"C{(len(series) + k) % 10}"
-        if kind == "time":
-            y, lo, hi = c["time_s"] * 1e6, c["time_low_s"] * 1e6, c["time_high_s"] * 1e6
-        else:
-            y, lo, hi = c["busbw_gbps"], c["busbw_low_gbps"], c["busbw_high_gbps"]
+            of_models.append(data[match])
+    return data, of_models
+
+
+def _draw_busbw(ax, series: Sequence[Series], curves: Sequence[tuple[str, dict]], data_c, model_c) -> None:
+    top = 0.0
+    for s, c in zip(series, data_c):
+        ok = s.busbw_gbps > 0
+        ax.plot(s.size_bytes[ok], s.busbw_gbps[ok], "o-", ms=4, lw=1.4, color=c, label=s.label)
+        top = max(top, float(np.max(s.busbw_gbps[ok], initial=0.0)))
+    for (label, cv), c in zip(curves, model_c):
+        y, lo, hi = cv["busbw_gbps"], cv["busbw_low_gbps"], cv["busbw_high_gbps"]
         ok = np.isfinite(y) & (y > 0)
         if not np.any(ok):
             continue
-        ax.plot(c["size_bytes"][ok], y[ok], "--", lw=1.5, color=color, label=label)
-        shown.append(y[ok])
-        bands.append((c["size_bytes"][ok], lo[ok], hi[ok], color))
+        ax.plot(cv["size_bytes"][ok], y[ok], "--", lw=1.5, color=c, label=label)
+        top = max(top, float(np.max(y[ok])))
+        cap = 10 * max(top, float(np.max(y[ok])))  # an open band bound (infinite bandwidth) runs off the axes
+        lo = np.where(np.isfinite(lo) & (lo > 0), lo, 0.0)
+        hi = np.where(np.isfinite(hi) & (hi > 0), np.minimum(hi, cap), cap)
+        ax.fill_between(cv["size_bytes"][ok], lo[ok], hi[ok], color=c, alpha=0.18, lw=0, label="95% band")
+    ax.set_ylim(0, top * 1.12 if top > 0 else 1.0)
+    ax.set_ylabel("bus bandwidth (GB/s = 1e9 B/s)")
+
+
+def _draw_time(ax, series: Sequence[Series], curves: Sequence[tuple[str, dict]], data_c, model_c) -> None:
+    shown: list[np.ndarray] = []  # y values of measurements and model lines: they set the y range
+    for s, c in zip(series, data_c):
+        yerr = np.vstack([np.clip(s.time_s - s.time_p5_s, 0, None), np.clip(s.time_p95_s - s.time_s, 0, None)])
+        ax.errorbar(s.size_bytes, s.time_s * 1e6, yerr=yerr * 1e6, fmt="o-", ms=4, lw=1.2, capsize=2, color=c,
+                    label=s.label)
+        shown += [s.time_s * 1e6, s.time_p95_s * 1e6]
+    bands = []
+    for (label, cv), c in zip(curves, model_c):
+        y, lo, hi = cv["time_s"] * 1e6, cv["time_low_s"] * 1e6, cv["time_high_s"] * 1e6
+        ok = np.isfinite(y) & (y > 0)
+        if np.any(ok):
+            ax.plot(cv["size_bytes"][ok], y[ok], "--", lw=1.5, color=c, label=label)
+            shown.append(y[ok])
+            bands.append((cv["size_bytes"][ok], lo[ok], hi[ok], c))
     finite = np.concatenate([a[np.isfinite(a) & (a > 0)] for a in shown]) if shown else np.array([])
     if finite.size:
         y_lo, y_hi = float(finite.min()) / 2, float(finite.max()) * 2
         ax.set_ylim(y_lo, y_hi)
-        for x, lo, hi, color in bands:
-            # A band bound of 0 time (or infinite bandwidth) means "unbounded" on that side: let it run
-            # off the axes rather than leave a gap; the y range is set by the data, not by the band.
+        for x, lo, hi, c in bands:
+            # A band bound of 0 time means "unbounded" on that side: let it run off the axes.
             lo = np.where(np.isfinite(lo) & (lo > 0), lo, y_lo / 10)
             hi = np.where(np.isfinite(hi) & (hi > 0), hi, y_hi * 10)
-            ax.fill_between(x, np.maximum(lo, y_lo / 10), np.minimum(hi, y_hi * 10), color=color, alpha=0.2, lw=0,
+            ax.fill_between(x, np.maximum(lo, y_lo / 10), np.minimum(hi, y_hi * 10), color=c, alpha=0.18, lw=0,
                             label="95% band")
-    ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("size (bytes; K/M/G = 2^10/2^20/2^30)")
-    ax.set_ylabel("time per operation (us, median; bars p5..p95)" if kind == "time"
-                  else "bus bandwidth (GB/s = 1e9 B/s)")
-    ax.grid(True, which="both", alpha=0.3)
-    if all_sizes:
-        _size_ticks(ax, np.concatenate([np.asarray(a, dtype=float) for a in all_sizes]))
+    ax.set_ylabel("time per operation (us, median; bars p5..p95)")
+
+
+def _draw_panel(ax, kind: str, series: Sequence[Series], models: Sequence, curves: Sequence[tuple[str, dict]]) -> None:
+    data_c, model_c = colours(series, models)
+    (_draw_time if kind == "time" else _draw_busbw)(ax, series, curves, data_c, model_c)
+    all_sizes = [s.size_bytes for s in series] + [c["size_bytes"] for _, c in curves]
+    size_axis(ax, np.concatenate([np.asarray(a, dtype=float) for a in all_sizes]) if all_sizes else np.array([]))
+    ax.grid(True, which="major", alpha=0.3)
     if series or curves:
         ax.legend(fontsize=7, loc="best")
 
 
-def render_measurements(series: Sequence[Series], models: Sequence = (), fmt: str = "png",
-                        panels: Sequence[str] = ("busbw", "time"), title: str | None = None,
-                        dpi: int = 110) -> bytes:
-    """Figure bytes (PNG or SVG) with one panel per entry of ``panels`` ("busbw", "time")."""
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown plot format {fmt!r}; use one of {', '.join(FORMATS)}")
+def measurement_figure(series: Sequence[Series], models: Sequence = (), panels: Sequence[str] = ("busbw", "time"),
+                       title: str | None = None):
+    """The matplotlib Figure with one panel per entry of ``panels`` ("busbw", "time")."""
     if not any(s.size_bytes.size for s in series) and not models:
         raise UsageError("nothing to plot: the result file(s) hold no measured size (a run cut short before its "
                          "first size?)")
@@ -215,10 +245,20 @@ def render_measurements(series: Sequence[Series], models: Sequence = (), fmt: st
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, kind in zip(axes, panels):
-        _draw_panel(ax, kind, series, curves)
+        _draw_panel(ax, kind, series, models, curves)
         ax.set_title("bus bandwidth against size" if kind == "busbw" else "time against size", fontsize=10)
     if title:
         fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def render_measurements(series: Sequence[Series], models: Sequence = (), fmt: str = "png",
+                        panels: Sequence[str] = ("busbw", "time"), title: str | None = None,
+                        dpi: int = 110) -> bytes:
+    """Figure bytes (PNG or SVG) of :func:`measurement_figure`."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown plot format {fmt!r}; use one of {', '.join(FORMATS)}")
+    fig = measurement_figure(series, models, panels, title)
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=dpi, metadata=_metadata(fmt))
     return buf.getvalue()
@@ -236,18 +276,50 @@ def format_from_path(path: Path) -> str:
     return fmt
 
 
-def plot_files(result_paths: Sequence[str | Path], output: str | Path, model_path: str | Path | None = None,
-               force: bool = False) -> Path:
-    """Read results (and optionally a model file), draw the figure, write it atomically; returns the path."""
+def log_series(m, label: str) -> Series:
+    """A MeasurementSet (nccl-tests, OSU, vTrain log) as plotted: busbw from the time with the
+    collective's bus factor at the log's world size (1 where the log does not say)."""
+    order = np.argsort(m.size_bytes)
+    size = np.asarray(m.size_bytes, dtype=float)[order]
+    t = np.asarray(m.time_s, dtype=float)[order]
+    lo = np.asarray(m.time_low_s, dtype=float)[order] if m.time_low_s is not None else t
+    hi = np.asarray(m.time_high_s, dtype=float)[order] if m.time_high_s is not None else t
+    ok = np.isfinite(t) & (t > 0)
+    factor = _busbw_factor(m.collective, m.world_size)
+    return Series(label=label, collective=m.collective, world_size=m.world_size or 0, size_bytes=size[ok],
+                  time_s=t[ok], time_p5_s=np.where(np.isfinite(lo[ok]), lo[ok], t[ok]),
+                  time_p95_s=np.where(np.isfinite(hi[ok]), hi[ok], t[ok]), busbw_gbps=size[ok] / t[ok] / 1e9 * factor)
+
+
+def load_series(paths: Sequence[str | Path]) -> list[Series]:
+    """Series of pybench results (with their p5/p95) and of any log ``pybench fit`` reads."""
+    from pybench.errors import FileFormatError
+    from pybench.io.files import read_json
+    from pybench.io.formats import RESULT, schema_of
+    from pybench.model.logs import load_measurements
+    many = len(paths) > 1
+    series = []
+    for p in paths:
+        try:
+            is_result = schema_of(read_json(p)) == RESULT.schema
+        except FileFormatError:
+            is_result = False  # a text log
+        if is_result:
+            r = load_checked_result(p)
+            series.append(run_series(r, series_label(r, Path(p).stem if many else None)))
+            continue
+        for m in load_measurements(p):
+            world = f"{m.world_size}r" if m.world_size else "?r"
+            series.append(log_series(m, mpl_text(f"{m.collective} {m.source} {world} ({Path(p).stem})")))
+    return series
+
+
+def render_series_files(paths: Sequence[str | Path], fmt: str, model_path: str | Path | None = None) -> bytes:
+    """The busbw and time figure of result files and logs, with the matching models of ``model_path``."""
     from pybench.model.alpha_beta import load_models
-    out = Path(output)
-    fmt = format_from_path(out)
-    refuse_existing(out, force)
-    require_matplotlib()  # before reading anything, so a missing matplotlib is the first thing said
-    if not result_paths:
-        raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
-    results = [(load_checked_result(p), Path(p).stem) for p in result_paths]
-    series = [run_series(r, series_label(r, stem if len(results) > 1 else None)) for r, stem in results]
+    if not paths:
+        raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`) or log")
+    series = load_series(paths)
     models = []
     if model_path is not None:
         all_models = load_models(model_path)
@@ -256,5 +328,4 @@ def plot_files(result_paths: Sequence[str | Path], output: str | Path, model_pat
             have = ", ".join(sorted({m.collective for m in all_models}))
             raise UsageError(f"{model_path}: no model of a plotted collective "
                              f"({', '.join(sorted({s.collective for s in series}))}); the file has: {have}")
-    write_atomic(out, render_measurements(series, models, fmt=fmt))
-    return out
+    return render_measurements(series, models, fmt=fmt)

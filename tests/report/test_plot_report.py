@@ -92,7 +92,7 @@ def test_plot_refuses_to_overwrite_without_force(tmp_path, capsys):
     (["plot", str(RUN_A), "--model", str(RUN_A), "-o", "{tmp}/p.png"], "model"),
     (["plot", str(RUN_A), "--model", str(CCR), "-o", "{tmp}/p.png"], "model"),
     (["report", str(RUN_A), "-o", "{tmp}/r.txt"], "name the output .html"),
-    (["report", str(RUN_A), "--ccr", str(MODEL), "-o", "{tmp}/r.html"], "not a pybench CCR file"),
+    (["report", str(RUN_A), "--ccr", str(MODEL), "-o", "{tmp}/r.html"], "is not 'pybench.ccr' (a pybench CCR table)"),
     (["report", str(RUN_A), "--ccr", "{tmp}/missing.json", "-o", "{tmp}/r.html"], "cannot read"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
@@ -129,10 +129,11 @@ def test_missing_matplotlib_is_one_line_naming_the_fix(tmp_path, monkeypatch, ca
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     out = tmp_path / "p.png"
-    assert main_for_tests(["plot", str(RUN_A), "-o", str(out)]) == 2
+    # a missing package is the environment's fault (BackendUnavailable): exit 3, not bad input
+    assert main_for_tests(["plot", str(RUN_A), "-o", str(out)]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install matplotlib" in err
-    assert main_for_tests(["report", str(RUN_A), "-o", str(tmp_path / "r.html")]) == 2
+    assert main_for_tests(["report", str(RUN_A), "-o", str(tmp_path / "r.html")]) == 3
     assert "pip install matplotlib" in capsys.readouterr().err
     assert not out.exists()
 

@@ -1,0 +1,104 @@
+"""The report's opening paragraph: peak busbw, the fitted alpha and B, the worst size, a verdict.
+
+The figures come from the inputs only; the paragraph says which input each one is from,
+so a reader can check it against the tables below it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pybench.measure.results import RunResult
+from pybench.measure.table import busy_warning
+from pybench.sizes import format_size
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the first paragraph says, as plain text pieces (escaped by the HTML writer)."""
+
+    peak: str
+    model: str
+    worst: str
+    verdict: str
+    verdict_kind: str  # "ok", "warn" or "bad": how the verdict is shown
+
+    def text(self) -> str:
+        return " ".join(part for part in (self.peak, self.model, self.worst) if part)
+
+
+def _peak(results: Sequence[tuple[RunResult, str]]) -> str:
+    best = [(rec, r, src) for r, src in results for rec in (r.peak_busbw(),) if rec is not None]
+    if not best:
+        return "No size was measured."
+    rec, r, src = max(best, key=lambda b: b[0].busbw_gbps)
+    return (f"Peak bus bandwidth {rec.busbw_gbps:.2f} GB/s at {format_size(rec.size_bytes)} "
+            f"({r.benchmark}, {r.backend}, {r.world_size} ranks, {src}).")
+
+
+def _model_text(models: Sequence) -> str:
+    if not models:
+        return "No model was given (fit one with `pybench fit RESULT.json -o MODEL.json`)."
+    m = models[0]
+    first, last = m.segments[0], m.segments[-1]
+    bw = 1.0 / last.inv_bw_s_per_byte / 1e9 if last.inv_bw_s_per_byte > 0 else math.inf
+    return (f"Fitted model ({m.collective}, {m.backend}, {m.world_size or '?'} ranks, {len(m.segments)} "
+            f"piece(s)): alpha {first.alpha_s * 1e6:.3g} us on the smallest sizes, B {bw:.3g} GB/s on the "
+            f"largest.")
+
+
+def _worst_against_model(result: RunResult, models: Sequence) -> str | None:
+    m = next((m for m in models if m.collective == result.benchmark), None)
+    recs = [r for r in result.records if r.time_s > 0 and m is not None
+            and m.size_min_bytes <= r.size_bytes <= m.size_max_bytes]
+    if m is None or not recs:
+        return None
+    pred = np.asarray(m.predict(np.array([r.size_bytes for r in recs], dtype=float)).time_s, dtype=float)
+    miss = np.array([r.time_s for r in recs]) / pred - 1.0
+    k = int(np.nanargmax(np.abs(miss)))
+    return (f"Worst size {format_size(recs[k].size_bytes)}: measured {100 * miss[k]:+.0f}% against the model.")
+
+
+def _worst(results, models, comparison) -> str:
+    if comparison is not None and comparison.sizes:
+        s = max(comparison.sizes, key=lambda c: c.time_ratio if math.isfinite(c.time_ratio) else -math.inf)
+        return (f"Worst size {format_size(s.size_bytes)}: time x{s.time_ratio:.2f} against the baseline "
+                f"(95% interval {s.ratio_ci_low:.2f}..{s.ratio_ci_high:.2f}, {s.verdict}).")
+    first = results[0][0]
+    text = _worst_against_model(first, models)
+    if text:
+        return text
+    recs = [r for r in first.records if r.time_s > 0]
+    if not recs:
+        return ""
+    r = max(recs, key=lambda r: r.ci_rel)
+    return f"Least precise size {format_size(r.size_bytes)}: median known to ±{100 * r.ci_rel:.1f}%."
+
+
+def _verdict(results, comparison) -> tuple[str, str]:
+    wrong = sum(r.total_wrong() for r, _ in results)
+    if wrong:
+        return f"Verdict: FAILED, {wrong} wrong value(s) in the correctness check.", "bad"
+    if comparison is not None:
+        slower = comparison.slower
+        if slower:
+            worst = comparison.worst_slowdown()
+            return (f"Verdict: regression, {len(slower)} of {len(comparison.sizes)} size(s) significantly slower "
+                    f"than the baseline (worst {format_size(worst.size_bytes)} x{worst.time_ratio:.2f}).", "bad")
+        return (f"Verdict: no significant slowdown against the baseline at {len(comparison.sizes)} size(s) "
+                f"(noise band ±{100 * comparison.noise:g}%).", "ok")
+    warnings = [w for w in (busy_warning(r) for r, _ in results) if w]
+    if warnings:
+        return "Verdict: noisy, " + warnings[0].split(": ", 2)[-1], "warn"
+    return "Verdict: clean, every value exact and every size within its precision on a quiet machine.", "ok"
+
+
+def summarise(results: Sequence[tuple[RunResult, str]], models: Sequence = (), comparison=None) -> Summary:
+    """The opening paragraph of a report on ``results`` (with their fitted ``models`` and a comparison)."""
+    verdict, kind = _verdict(results, comparison)
+    return Summary(peak=_peak(results), model=_model_text(models), worst=_worst(results, models, comparison),
+                   verdict=verdict, verdict_kind=kind)
