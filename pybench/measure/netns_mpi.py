@@ -81,11 +81,10 @@ class NetnsMpi:
         agent.chmod(0o700)
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> None:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
-        return False
 
     def command(self, hosts: int, ranks_per_host: int, argv: Sequence[str]) -> list[str]:
         """The command line that runs ``argv`` as ``hosts x ranks_per_host`` ranks, rank r on host r // rph."""
