@@ -55,7 +55,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--netns", default=None, metavar="RATE",
                    help="run one rank per network namespace over a tbf link of RATE (e.g. 1gbit); needs root")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    p.add_argument("--trace-dir", type=Path, default=None, metavar="DIR",
+                   help="save the torch.profiler traces the decomposition read, one Chrome trace JSON per batch "
+                        "size and rank (profile_batchB_rankR.json; open in https://ui.perfetto.dev); DIR is made "
+                        "if missing")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json file or traces")
     p.set_defaults(func=cmd_profile)
 
 
@@ -80,6 +84,8 @@ def _validate(args) -> tuple[int, list[int]]:
         if args.json.is_symlink():  # found now, not after the run, when the file is written
             raise UsageError(f"{args.json} is a symbolic link; pybench does not write through links: "
                              "give the real path")
+    if args.trace_dir is not None:
+        _trace_dir(args.trace_dir, batches, args.nprocs, args.force)
     if args.model is not None and not Path(args.model).is_file():
         raise UsageError(f"--model {args.model}: no such file")
     try:
@@ -87,6 +93,23 @@ def _validate(args) -> tuple[int, list[int]]:
     except UsageError as exc:  # the library names its parameter; the user typed the flag
         raise UsageError(str(exc).replace("params", "--params", 1)) from None
     return params, batches
+
+
+def _trace_dir(folder: Path, batches: list[int], nprocs: int, force: bool) -> None:
+    """Make --trace-dir if missing; refuse traces of an earlier run without --force."""
+    from pybench.io.files import refuse_existing
+    from pybench.profile.trace_files import trace_file_names
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--trace-dir {folder} is not a folder")
+    if not folder.exists():
+        if not folder.parent.is_dir():
+            raise UsageError(f"--trace-dir {folder}: folder {folder.parent} does not exist")
+        try:
+            folder.mkdir(exist_ok=True)  # exist_ok: every rank checks too
+        except OSError as exc:
+            raise UsageError(f"--trace-dir {folder}: cannot make it ({exc.strerror or exc})") from None
+    for name in trace_file_names(folder, batches, nprocs):
+        refuse_existing(name, force)
 
 
 def cmd_profile(args) -> int:
@@ -122,7 +145,7 @@ def _as_rank(args, params: int, batches: list[int]) -> int:
     is_root = info["rank"] == 0
     res = run_profile_rank(params, batches, steps=args.steps, warmup=args.warmup, bucket_mb=args.bucket_mb,
                            models=args.model, calibrate=args.calibrate, strategy=args.strategy.strip().lower(),
-                           save_model=args.save_model)
+                           save_model=args.save_model, trace_dir=args.trace_dir)
     if is_root:
         res.notes.append("command: pybench " + " ".join(getattr(args, "argv", None) or sys.argv[1:]))
         print(res.table(), flush=True)

@@ -17,7 +17,8 @@ CALIBRATIONS = ("gemm", "nosync")
 
 def run_profile_rank(params: int, batches: Sequence[int], steps: int = 5, warmup: int = 2, bucket_mb: float = 25,
                      models: str | None = None, calibrate: str = "gemm", strategy: str = "ddp",
-                     save_model: str | os.PathLike | None = None) -> ProfileResult:
+                     save_model: str | os.PathLike | None = None,
+                     trace_dir: str | os.PathLike | None = None) -> ProfileResult:
     """Profile an MLP of about ``params`` parameters on every rank (process group already initialised).
 
     Parameters
@@ -34,6 +35,8 @@ def run_profile_rank(params: int, batches: Sequence[int], steps: int = 5, warmup
         ``"ddp"``, the only strategy measured.
     save_model : path, optional
         Where rank 0 saves the model fitted on the spot (when no ``models`` were given).
+    trace_dir : path, optional
+        An existing folder for the torch.profiler traces, as :func:`pybench.profile.step.profile_step`.
     """
     import torch
     import torch.distributed as dist
@@ -58,7 +61,8 @@ def run_profile_rank(params: int, batches: Sequence[int], steps: int = 5, warmup
         return cache[b]
     res = profile_step(model, mlp_step_fn(), batches, make_batch, steps=steps, warmup=warmup, bucket_mb=bucket_mb,
                        models=models, flops_per_s=gemm_fps if calibrate == "gemm" else None,
-                       label=f"MLP {layers} x Linear({width}, {width}) = {n_params / 1e6:.1f}M params, fp32, SGD")
+                       label=f"MLP {layers} x Linear({width}, {width}) = {n_params / 1e6:.1f}M params, fp32, SGD",
+                       trace_dir=trace_dir)
     if save_model and res.fitted is not None and dist.get_rank() == 0:
         from pybench.model.alpha_beta import save_models
         save_models([res.fitted], str(save_model), overwrite=True)

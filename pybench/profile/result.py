@@ -128,6 +128,7 @@ class ProfileResult:
     comm_model: str = ""
     rows: list[ProfileRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    trace_files: list[str] = field(default_factory=list)  # saved torch.profiler traces, every rank's
     # The alpha-beta model fitted on the spot (None when models were given); not part of the document.
     fitted: Any = field(default=None, repr=False, compare=False)
 

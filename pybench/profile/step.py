@@ -43,12 +43,14 @@ table shows what each one changes.
 :func:`profile_step` does the same for a user's model and step function. The parts live
 beside it: ``runner`` (one batch size measured), ``trace`` (the trace decomposition),
 ``overlap_profile`` (the probes agreed over ranks), ``predict`` (the prediction beside a
-row), ``comm`` (the communication model), ``result`` (rows, document, table), ``mlp`` (the
-synthetic model) and ``rank`` (what each rank of ``pybench profile`` runs).
+row), ``comm`` (the communication model), ``result`` (rows, document, table), ``trace_files``
+(the traces saved for Perfetto), ``mlp`` (the synthetic model) and ``rank`` (what each rank of
+``pybench profile`` runs).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +60,7 @@ from pybench.profile.predict import FlopsSpec, StepPredictor
 from pybench.profile.probes import GradReadiness, machine_id
 from pybench.profile.result import ProfileResult
 from pybench.profile.runner import StepRunner
+from pybench.profile.trace_files import ChromeTraceSink, silence_kineto, trace_dir_path, trace_file_names
 
 __all__ = ["profile_step"]
 
@@ -81,7 +84,8 @@ _HID_LESS = ("overlap hid less than predicted: when communication needs the same
 def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batch: Callable[[int], Any], *,
                  steps: int = 5, warmup: int = 2, bucket_mb: float = 25, models=None,
                  flops_per_sample: float | None = None, flops_per_s: FlopsSpec = None,
-                 link_class: str | None = None, label: str = "") -> ProfileResult:
+                 link_class: str | None = None, label: str = "",
+                 trace_dir: str | os.PathLike | None = None) -> ProfileResult:
     """Measure compute, communication and exposed communication of a DDP step; predict beside it.
 
     Call on every rank of an initialised torch.distributed process group (the
@@ -112,6 +116,11 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
         intra-node or inter-node (default: from the hosts of the ranks).
     label : str, optional
         The model's name in the result (default: its class name).
+    trace_dir : path, optional
+        An existing folder: each rank saves there the torch.profiler trace of each batch
+        size (Chrome trace JSON, ``profile_batch{B}_rank{R}.json``; open in Perfetto).
+
+    kineto's own log lines are silenced unless ``KINETO_LOG_LEVEL`` is set.
 
     Returns
     -------
@@ -127,6 +136,8 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
     from torch.nn.parallel import DistributedDataParallel as DDP
     dist = _process_group()
     batches = _checked(steps, warmup, bucket_mb, batch_sizes)
+    sink = ChromeTraceSink(trace_dir, dist.get_rank()) if trace_dir is not None else None
+    silence_kineto()
     result = _new_result(model, link_class, label)
     predictor = _predictor(model, result, models, bucket_mb, flops_per_sample, flops_per_s)
     ddp = DDP(model, bucket_cap_mb=bucket_mb)
@@ -135,7 +146,7 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
     dist.all_gather_object(machines, machine_id())
     runner = StepRunner(ddp, model, step_fn, readiness, predictor.grad_bytes, steps, warmup,
                         on_cpu=all(p.device.type == "cpu" for p in model.parameters()),
-                        threads_on_host=torch.get_num_threads() * machines.count(machine_id()))
+                        threads_on_host=torch.get_num_threads() * machines.count(machine_id()), trace_sink=sink)
     source = ""
     try:
         for b in batches:
@@ -149,6 +160,10 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
     finally:
         readiness.close()
     result.notes += _closing_notes(result, source)
+    if trace_dir is not None:
+        result.trace_files = trace_file_names(trace_dir_path(trace_dir), batches, result.world_size)
+        result.notes.append(f"torch.profiler traces (Chrome trace JSON; open in https://ui.perfetto.dev): "
+                            f"{trace_dir}/profile_batch<B>_rank<R>.json, {len(result.trace_files)} files")
     del ddp
     return result
 

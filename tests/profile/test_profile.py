@@ -49,14 +49,15 @@ def tiny_profile(tmp_path_factory, native):
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("profile")
     proc = subprocess.run([sys.executable, "-m", "pybench.cli.profile", "profile", "--params", "300K",
-                           "--batch", "8,32", "--steps", "3", "--warmup", "2", "--json", str(out / "p.json")],
+                           "--batch", "8,32", "--steps", "3", "--warmup", "2", "--json", str(out / "p.json"),
+                           "--trace-dir", "traces"],
                           cwd=out, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads((out / "p.json").read_text()), proc.stdout
+    return json.loads((out / "p.json").read_text()), proc.stdout, proc.stderr, out
 
 
 def test_profile_measures_a_consistent_step(tiny_profile):
-    d, stdout = tiny_profile
+    d, stdout, _, _ = tiny_profile
     assert d["schema"] == "pybench.profile" and d["world_size"] == 2 and d["process_group"] == "gloo"
     assert [r["batch"] for r in d["rows"]] == [8, 32]
     for r in d["rows"]:
@@ -73,6 +74,34 @@ def test_profile_measures_a_consistent_step(tiny_profile):
         assert 0.0 < r["backward_share"] <= 1.0 and 0.0 <= r["compute_slowdown"] <= 1.0
         assert r["copy_in_s"] > 0 and r["copy_out_s"] > 0  # DDP's default copies gradients into its buckets
     assert "pred_ccr" in stdout and "comm model: fitted here" in stdout and "overlap: buckets ready at" in stdout
+
+
+def test_profile_saves_the_traces_it_read_and_kineto_stays_quiet(tiny_profile):
+    """--trace-dir: one Chrome trace per batch size and rank, holding the steps the decomposition read."""
+    d, stdout, stderr, out = tiny_profile
+    names = sorted(p.name for p in (out / "traces").iterdir())
+    assert names == [f"profile_batch{b}_rank{r}.json" for b in (32, 8) for r in (0, 1)]
+    assert d["trace_files"] == [str(Path("traces") / f"profile_batch{b}_rank{r}.json") for b in (8, 32) for r in (0, 1)]
+    for name in names:
+        events = json.loads((out / "traces" / name).read_text())["traceEvents"]
+        ops = {e.get("name", "") for e in events}
+        assert {f"pybench.step{i}" for i in range(3)} <= ops and {f"pybench.nosync{i}" for i in range(3)} <= ops
+        assert any(op.startswith("gloo:") for op in ops)  # the communication the trace decomposition counted
+    assert "perfetto" in stdout
+    # kineto's own STAGE / USDT lines are silenced
+    assert not [line for line in stderr.splitlines() if line.startswith(("STAGE:", "USDT:"))], stderr[-2000:]
+
+
+def test_profile_refuses_a_trace_dir_it_cannot_use(tmp_path):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "profile_batch4_rank1.json").write_text("{}")
+    for args, said in ((["--trace-dir", "file"], "not a folder"), (["--trace-dir", "no/such"], "does not exist"),
+                       (["--trace-dir", "old"], "--force")):
+        proc = subprocess.run([sys.executable, "-m", "pybench.cli.profile", "profile", "--batch", "4", *args],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and said in proc.stderr, proc.stderr
 
 
 def test_profile_bad_input_is_one_line_exit_2(tmp_path):
