@@ -86,7 +86,7 @@ def run_fit(args) -> int:
                   f"at least 2 sizes; sweep more, e.g. -b 8 -e 8G)", file=sys.stderr)
     if not usable:
         raise UsageError("no input has enough sizes to fit a model (need at least 2 distinct sizes)")
-    kwargs = {"criterion": args.criterion}
+    kwargs: dict[str, str | int] = {"criterion": args.criterion}
     if args.min_points is not None:
         if args.min_points < 2:
             raise UsageError(f"--min-points {args.min_points} must be at least 2")
@@ -96,6 +96,11 @@ def run_fit(args) -> int:
         if k:
             print()
         print(model.report())
+        for anomaly in model.anomalies:
+            # One line each on stderr: what people look for in a sweep, never silently absorbed.
+            where = ", ".join(model.sources) or model.collective
+            print(f"pybench: fit: {where}: {model.collective} x{model.world_size}: {anomaly.describe()}; "
+                  f"left out of the fit", file=sys.stderr)
     save_models(models, out, overwrite=args.force)
     print(f"\nsaved {len(models)} model(s) to {out}")
     return 0

@@ -10,6 +10,7 @@ import numpy as np
 from pybench.errors import UsageError
 from pybench.model.algorithm_choice import select_algorithm
 from pybench.model.algorithms import default_algorithm, get_algorithm
+from pybench.model.anomalies import ANOMALY_RATIO, find_anomalies, without
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.piecewise import fit_alpha_beta, fit_single_line
 from pybench.model.piecewise_model import AlphaBetaModel
@@ -19,7 +20,8 @@ from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAUL
 def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algorithm: str | None = None,
               algorithm_basis: str | None = None, min_points: int = DEFAULT_MIN_POINTS,
               criterion: str = "bic", noise_floor: float = DEFAULT_NOISE_FLOOR,
-              confidence: float = DEFAULT_CONFIDENCE) -> AlphaBetaModel:
+              confidence: float = DEFAULT_CONFIDENCE,
+              anomaly_ratio: float | None = ANOMALY_RATIO) -> AlphaBetaModel:
     """Fit one :class:`AlphaBetaModel` to sweeps of the same collective and world size.
 
     Parameters
@@ -33,6 +35,9 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
         Text saying why (stored in the model).
     min_points, criterion, noise_floor, confidence
         See :func:`pybench.model.fit.fit_alpha_beta`.
+    anomaly_ratio : float or None
+        Sizes this many times off their neighbours' trend are named in the model's
+        ``anomalies`` and left out of the fit (:mod:`pybench.model.anomalies`); None keeps all.
 
     Returns
     -------
@@ -53,6 +58,8 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
     if np.unique(size).size < 2:
         raise UsageError(f"{first.path or first.label}: {np.unique(size).size} distinct size(s); "
                          f"a model needs at least 2 (sweep more sizes, e.g. --sizes 1M:1G)")
+    anomalies = find_anomalies(size, time, anomaly_ratio) if anomaly_ratio else ()
+    size, time = without(size, time, anomalies)
     fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,
                          noise_floor=noise_floor, confidence=confidence)
     line = fit_single_line(size, time, confidence=confidence)
@@ -72,7 +79,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
         n_points=fit.n_points, r2=fit.r2, median_ape=fit.median_ape, max_ape=fit.max_ape,
         single_line_median_ape=line.median_ape, single_line_max_ape=line.max_ape,
         sources=tuple(sorted({m.path for m in sets if m.path})),
-        notes=tuple(dict.fromkeys(notes)))
+        notes=tuple(dict.fromkeys(notes)), anomalies=anomalies)
 
 
 def fit_models(measurements: Sequence[MeasurementSet], **kwargs: Any) -> list[AlphaBetaModel]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybench.errors import UsageError
+from pybench.model.anomalies import find_anomalies, without
 from pybench.model.piecewise import fit_alpha_beta
 from pybench.model.segment import _ape, _check_xy
 
@@ -53,7 +54,7 @@ class CrossValidation:
 
 
 def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool = False,
-                   **fit_kwargs) -> CrossValidation:
+                   exclude_anomalies: bool = False, **fit_kwargs) -> CrossValidation:
     """Leave-one-size-out cross-validation of the piecewise (or single-line) fit.
 
     Each distinct size at or above ``min_size`` is removed in turn (all its repeats), the
@@ -70,6 +71,9 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         Smallest size held out (64 KiB by default: the acceptance criterion's range).
     single_line : bool
         Cross-validate the one-line fit instead, for comparison.
+    exclude_anomalies : bool
+        Leave out the sizes :func:`pybench.model.anomalies.find_anomalies` names, from the fits
+        and from the held-out sizes, as :func:`pybench.model.build.fit_model` does.
     **fit_kwargs
         Passed to :func:`fit_alpha_beta`.
 
@@ -90,6 +94,8 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         size, time = measurements
     size = np.asarray(size, dtype=float)
     time = np.asarray(time, dtype=float)
+    if exclude_anomalies and size.shape == time.shape and np.all(time > 0) and np.all(size > 0):
+        size, time = without(size, time, find_anomalies(size, time))
     distinct = np.unique(size)
     if distinct.size < 3:
         raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")

@@ -24,6 +24,14 @@ from pybench.model.segment import (
     fit_segment,
 )
 
+# Issue 13: a piece over 2 distinct sizes is a line through two points whatever its "bandwidth"
+# (real sweeps gave 1-2 TB/s); 3 sizes at least let the data contradict the line.
+MIN_DISTINCT_SIZES = 3
+# Real sweeps show at most a handful of regimes (LL, LL128, Simple x ring, tree, NVLS); the cap
+# keeps the search (pieces x parameters x points^2) small on dense sweeps such as vTrain's
+# 1024 sizes, where it would otherwise need gigabytes. Sweeps of up to 31 sizes never chose more than 6.
+MAX_PIECES = 10
+
 
 @dataclass(frozen=True)
 class PiecewiseFit:
@@ -137,8 +145,8 @@ def _piece_costs(size: np.ndarray, time: np.ndarray, min_points: int):
     """RSS and free-parameter count of the constrained fit of every piece i..j-1.
 
     Returns (rss, n_free) arrays of shape (n + 1, n + 1); rss is inf for pieces that are
-    not allowed (fewer than ``min_points - 2`` residual degrees of freedom, one distinct
-    size, or starting or ending inside a run of repeated sizes).
+    not allowed (fewer than ``min_points - 2`` residual degrees of freedom, fewer than
+    :data:`MIN_DISTINCT_SIZES` distinct sizes, or starting or ending inside a run of repeated sizes).
     """
     n = size.size
     x1 = 1.0 / time
@@ -158,7 +166,7 @@ def _piece_costs(size: np.ndarray, time: np.ndarray, min_points: int):
     can_cut[1:n] = size[1:] > size[:-1]
     # The same residual freedom for every piece: min_points - 2 degrees of freedom, so a
     # piece whose latency is held at 0 (one parameter) needs one point fewer.
-    allowed = (valid_ij & (j - i - n_free >= min_points - 2) & (distinct >= 2)
+    allowed = (valid_ij & (j - i - n_free >= min_points - 2) & (distinct >= MIN_DISTINCT_SIZES)
                & can_cut[i] & can_cut[j])
     return np.where(allowed, rss, np.inf), n_free
 
@@ -198,7 +206,8 @@ def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
         ``min_points - 2`` residual degrees of freedom. Every piece also spans at least
         :data:`MIN_DISTINCT_SIZES` distinct sizes when the data has that many.
     max_segments : int, optional
-        Cap on the number of pieces (default: as many as ``min_points`` allows).
+        Cap on the number of pieces (default: as many as ``min_points`` allows, at most
+        :data:`MAX_PIECES`).
         ``max_segments=1`` gives the single-line fit.
     criterion : {'bic', 'aicc'}
         Information criterion choosing the number of pieces.
@@ -221,7 +230,7 @@ def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
         raise UsageError(f"unknown information criterion {criterion!r}; use 'bic' or 'aicc'")
     n = size.size
     min_points = max(2, int(min_points))
-    k_cap = max(1, n // max(min_points - 1, 2))
+    k_cap = max(1, min(n // max(min_points - 1, 2), MAX_PIECES))
     if max_segments is not None:
         k_cap = max(1, min(k_cap, int(max_segments)))
     cost, n_free = _piece_costs(size, time, min_points)

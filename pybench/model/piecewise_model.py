@@ -15,6 +15,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.algorithms import get_algorithm
+from pybench.model.anomalies import Anomaly
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
@@ -63,6 +64,8 @@ class AlphaBetaModel:
     sources : tuple of str
         Files the data came from.
     notes : tuple of str
+    anomalies : tuple of Anomaly
+        Sizes far off their neighbours' trend, named and left out of the fit.
     """
 
     collective: str
@@ -82,6 +85,7 @@ class AlphaBetaModel:
     single_line_max_ape: float = math.nan
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    anomalies: tuple[Anomaly, ...] = ()
 
     # -- geometry --------------------------------------------------------------------
     @property
@@ -185,6 +189,8 @@ class AlphaBetaModel:
                          f"max APE {self.single_line_max_ape:.1f}%")
         for note in self.notes:
             lines.append(f"  note: {note}")
+        for a in self.anomalies:
+            lines.append(f"  anomaly, left out of the fit: {a.describe()}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -213,6 +219,7 @@ class AlphaBetaModel:
             "sources": list(self.sources),
             "notes": list(self.notes),
             "segments": [s.to_dict() for s in self.segments],
+            "anomalies": [a.to_dict() for a in self.anomalies],
         }
 
     @classmethod
@@ -236,7 +243,8 @@ class AlphaBetaModel:
                 single_line_median_ape=_fj(d.get("single_line_median_ape")),
                 single_line_max_ape=_fj(d.get("single_line_max_ape")),
                 sources=tuple(str(x) for x in d.get("sources", [])),
-                notes=tuple(str(x) for x in d.get("notes", [])))
+                notes=tuple(str(x) for x in d.get("notes", [])),
+                anomalies=tuple(Anomaly.from_dict(x) for x in d.get("anomalies", [])))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
             raise FileFormatError(f"model entry is malformed: {what}") from None

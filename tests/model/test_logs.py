@@ -100,9 +100,9 @@ def test_osu_bw_cuda():
 
 @needs_shared
 def test_every_shared_log_parses():
-    # vtrain/ (CSV tables) has its own importer test; these are the tools' own text logs.
-    files = sorted(p for d in ("nccl-tests", "osu") for p in (SHARED_DATA / d).rglob("*") if p.is_file())
-    assert len(files) >= 5
+    # Every real log as it is, the vTrain CSV tables included (issue 13: they failed to import).
+    files = sorted(p for d in ("nccl-tests", "osu", "vtrain") for p in (SHARED_DATA / d).rglob("*") if p.is_file())
+    assert len(files) >= 12
     for path in files:
         sets = load_measurements(path)
         assert sets and all(len(m) >= 1 and np.all(m.time_s > 0) for m in sets), path
@@ -268,3 +268,108 @@ def test_all_types_and_ops_split_into_sets(tmp_path):
     assert [(m.dtype, len(m)) for m in sets] == [("float32", 2), ("float32", 2), ("float16", 2)]
     assert sets[1].time_s[0] == pytest.approx(52e-6) and "redop max" in sets[1].notes[-1]
     assert all(m.collective == "allreduce" and m.world_size == 8 for m in sets)
+
+
+# -- real log variants (issue 13), each a fixture written in that shape ----------------------
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_vtrain_csv_tables_import_as_they_are(gpus):
+    m = _one(FIXTURES / f"log_vtrain_a100_nvswitch_allreduce_{gpus}gpu.csv")
+    assert (m.source, m.collective, m.backend, m.world_size, m.link_class, m.dtype) == \
+        ("vtrain", "allreduce", "nccl", gpus, "intra-node", "float32")
+    assert len(m) == 1024 and m.size_bytes[0] == 1 << 20 and m.size_bytes[-1] == 1 << 30
+    assert np.all(np.diff(m.size_bytes) == 1 << 20)
+    if gpus == 2:   # first row: 1048576,262144,float,44210,23.72,45100,23.25 (ns)
+        assert m.time_s[0] == pytest.approx(44210e-9) and m.time_in_place_s[0] == pytest.approx(45100e-9)
+    assert any("file name" in n for n in m.notes)
+
+
+def test_vtrain_errors_name_file_and_line(tmp_path):
+    text = (FIXTURES / "log_vtrain_a100_nvswitch_allreduce_2gpu.csv").read_text().splitlines()
+    bad = tmp_path / "a100_allreduce_2gpu.csv"
+    bad.write_text("\n".join(text[:3] + ["3145728,786432,float,abc,55.90,54160,58.08"] + text[4:6]) + "\n")
+    with pytest.raises(FileFormatError, match=rf"{bad}: line 4: expected size,count"):
+        load_measurements(bad)
+    nameless = tmp_path / "table.csv"
+    nameless.write_text("\n".join(text[:5]) + "\n")
+    with pytest.raises(FileFormatError, match="does not say which collective"):
+        load_measurements(nameless)
+    assert _one(nameless, collective="allreduce", world_size=2).world_size == 2
+    # The name says 8 GPUs, busbw says 2: refused rather than mislabelled.
+    liar = tmp_path / "a100_allreduce_8gpu.csv"
+    liar.write_text("\n".join(text[:5]) + "\n")
+    with pytest.raises(FileFormatError, match="contradicts 8 ranks"):
+        load_measurements(liar)
+
+
+def test_open_mpi_tag_output_prefixes():
+    m = _one(FIXTURES / "log_nccl_tests_ompi_tag_output_allreduce.txt")
+    assert (m.collective, m.world_size, m.link_class) == ("allreduce", 8, "inter-node")
+    # Every row kept, although other ranks' NCCL lines sit inside the table.
+    assert len(m) == 25 and m.size_bytes[0] == 8 and m.size_bytes[-1] == 1 << 27
+
+
+def test_all_gather_rows_of_size_zero_are_skipped_with_a_note(tmp_path):
+    src = FIXTURES / "log_nccl_tests_allgather_b8_size0.txt"
+    m = _one(src)
+    assert (m.collective, m.world_size, m.link_class) == ("allgather", 16, "inter-node")
+    assert m.size_bytes[0] == 64 and len(m) == 21 and np.all(m.size_bytes > 0)
+    assert sum("size 0 skipped" in n for n in m.notes) == 3
+    assert [n.split(":")[0] for n in m.notes if "size 0" in n] == ["line 25", "line 26", "line 27"]
+    # A table of nothing but size-0 rows: the error names the file and the header's line.
+    lines = src.read_text().splitlines()
+    only_zero = tmp_path / "all_gather_perf.txt"
+    only_zero.write_text("\n".join(lines[:27]) + "\n")
+    with pytest.raises(FileFormatError, match=rf"{only_zero}: line 23: .*no data rows \(3 row\(s\) of size 0\)"):
+        load_measurements(only_zero)
+
+
+def test_two_tests_in_one_log_are_two_sets_not_pooled(tmp_path):
+    from pybench.model.alpha_beta import fit_models
+
+    sets = load_measurements(FIXTURES / "log_nccl_tests_two_tests_allreduce_alltoall.txt")
+    assert [(m.collective, m.world_size, m.link_class, len(m)) for m in sets] == \
+        [("allreduce", 8, "intra-node", 18), ("alltoall", 8, "intra-node", 18)]
+    assert sorted(m.collective for m in fit_models(sets)) == ["allreduce", "alltoall"]
+
+
+def test_only_some_rank_lines_world_from_busbw():
+    m = _one(FIXTURES / "log_nccl_tests_partial_rank_lines_allreduce.txt")
+    # 8 Rank lines on one host, busbw/algbw = 1.875: 16 ranks, and the link class is not guessed.
+    assert (m.collective, m.world_size, m.link_class) == ("allreduce", 16, None)
+    assert any("Rank lines list 8 of 16" in n for n in m.notes)
+
+
+def test_osu_with_mvapich_warnings_keeps_all_19_sizes():
+    m = _one(FIXTURES / "log_osu_allreduce_mvapich_warnings.txt")
+    assert (m.collective, m.backend, m.world_size) == ("allreduce", "mpi", 4)
+    assert len(m) == 19 and m.size_bytes[0] == 4 and m.size_bytes[-1] == 1 << 20
+
+
+def test_osu_bad_row_names_file_and_line(tmp_path):
+    path = tmp_path / "osu.txt"
+    path.write_text("# OSU MPI Allreduce Latency Test v5.9\n# Size  Avg Latency(us)\n4  3.2\nWARNING: x\n8  abc\n")
+    with pytest.raises(FileFormatError, match=rf"{path}: line 5: expected size and latency"):
+        load_measurements(path)
+
+
+def test_pybench_own_stdout_table():
+    # Rendered by pybench.measure.table from the real run in cpu_mpi2_allreduce.json.
+    m = _one(FIXTURES / "log_pybench_stdout_mpi2_allreduce.txt")
+    ref = _one(FIXTURES / "cpu_mpi2_allreduce.json")
+    assert (m.source, m.backend, m.collective, m.world_size, m.link_class, m.time_statistic) == \
+        ("pybench", "mpi", "allreduce", 2, "intra-node", "median")
+    np.testing.assert_array_equal(m.size_bytes, ref.size_bytes)
+    np.testing.assert_allclose(m.time_s, ref.time_s, rtol=1e-3)     # printed to 0.01 us
+    np.testing.assert_allclose(m.time_high_s, ref.time_high_s, rtol=1e-3)
+
+
+def test_nccl_tests_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(NCCL_HEADER + NCCL_UNITS + "  1048576  262144  float  sum  -1  40.0  26.21  45.87  0  40  26.21\n")
+    with pytest.raises(FileFormatError, match=rf"{path}: line 3: expected 13 columns"):
+        load_measurements(path)
+    row = "  1048576  262144  float  sum  -1  0  26.21  45.87  0  40.0  26.21  45.87  0\n"
+    path.write_text(NCCL_HEADER + NCCL_UNITS + row)
+    with pytest.raises(FileFormatError, match=rf"{path}: line 3: zero or negative time"):
+        load_measurements(path)

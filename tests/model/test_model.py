@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -345,3 +346,52 @@ def test_prediction_band_is_wider_and_needs_residual_scale():
     old = load_model(FIXTURES / "model_v1_allreduce.json")
     with pytest.raises(UsageError, match="refit"):
         old.predict(1 << 20, band="prediction")
+
+
+# -- anomalies and real log variants through `pybench fit` (issue 13) -----------------------------
+
+def test_fit_names_a_size_far_off_its_neighbours_in_one_line(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    src = FIXTURES / "log_nccl_tests_allreduce_spike_4m.txt"   # 4 MiB alone runs 1.7x slow
+    assert main_for_tests(["fit", str(src), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.err.splitlines() if "neighbours' trend" in ln]
+    assert len(lines) == 1, captured.err
+    assert re.search(r"size 4M is 1\.[5-8]\dx slower", lines[0]) and "protocol or algorithm switch" in lines[0]
+    assert str(src) in lines[0] and "left out of the fit" in lines[0]
+    assert "anomaly, left out of the fit: size 4M" in captured.out
+    model = load_model(out)
+    assert [a.size_bytes for a in model.anomalies] == [4 << 20]
+    assert 1.5 < model.anomalies[0].ratio < 1.9   # 1.7 x the 1%-noisy times, against the neighbours' trend
+    # Not absorbed: the fit follows the other sizes (1% noise), so the trend at 4 MiB is kept.
+    assert model.max_ape < 5
+    assert model.predict(4 << 20).time_s == pytest.approx(18e-6 + (4 << 20) / 100e9, rel=0.05)
+    # Anomalies survive the model file.
+    assert load_models(out)[0].anomalies == model.anomalies
+
+
+def test_clean_sweeps_name_no_anomalies():
+    sizes = 2 ** np.arange(10, 31)
+    rng = np.random.default_rng(5)
+    noisy = _set(sizes=sizes)
+    m = fit_model(MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32", sizes,
+                                 noisy.time_s * (1 + 0.03 * rng.standard_normal(sizes.size))))
+    assert m.anomalies == ()
+
+
+def test_fit_of_pybench_own_stdout_is_labelled_with_its_backend_and_link(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(FIXTURES / "log_pybench_stdout_mpi2_allreduce.txt"), "-o", str(out)]) == 0
+    assert "allreduce / mpi / intra-node / 2 ranks" in capsys.readouterr().out
+    (model,) = load_models(out)
+    assert (model.backend, model.link_class, model.world_size) == ("mpi", "intra-node", 2)
+
+
+def test_fit_vtrain_table_names_at_most_two_anomalies(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(FIXTURES / "log_vtrain_a100_nvswitch_allreduce_8gpu.csv"), "-o", str(out)]) == 0
+    (model,) = load_models(out)
+    assert (model.collective, model.world_size, model.link_class) == ("allreduce", 8, "intra-node")
+    assert len(model.anomalies) <= 2 and len(model.segments) <= 10
+    assert model.median_ape < 2.0
+    assert capsys.readouterr().err.count("neighbours' trend") == len(model.anomalies)

@@ -21,7 +21,7 @@ from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
 
 _TITLE_RE = re.compile(r"#\s*OSU\s+(?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*\s+(.*?)\s+Test\b", re.IGNORECASE)
-_NP_RE = re.compile(r"(?:mpirun|mpiexec|srun|orterun)\b.*?\s-(?:np|n)\s+(\d+)")
+_NP_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun)\b.*?\s-(?:np|n)\s+(\d+)")
 
 # Words of the OSU test title -> pybench collective name.
 _TITLES = [
