@@ -1,6 +1,6 @@
 """``python -m pybench profile``: measured CCR of a real DDP training step beside the prediction.
 
-    python -m pybench profile --params 20M --batch 1,4,16 [-n 2] [--model MODEL.json] [--json FILE]
+    python -m pybench profile --params 20M --batch 1,4,16 [-n 2] [--model MODEL.json] [--json FILE] [--trace-dir DIR]
     python -m pybench profile --params 12M --batch 128,4096 --netns 1gbit   # one rank per namespace
 
 Stand-alone, the ranks start through the MPI launcher (as the collective
@@ -13,11 +13,19 @@ the first namespace's address.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from pybench.cli.parser import Parser, run, subcommands
 from pybench.errors import UsageError
+
+EXAMPLES = "\n".join([
+    "examples:",
+    "  pybench profile --params 20M --batch 1,4,16",
+    "  pybench profile --params 12M --batch 128,4096 --netns 1gbit --model gloo_model.json   # root",
+    "  pybench profile --params 1M --batch 8 --trace-dir traces   # then open traces/*.json in https://ui.perfetto.dev",
+])
 
 
 def _batches(text: str) -> list[int]:
@@ -37,10 +45,11 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("profile", help="measure compute, communication and exposed communication of a real DDP "
                                        "training step (torch) and compare with the predicted CCR",
                        description="Measure a real training step under torch DistributedDataParallel and put the "
-                                   "measured CCR beside pybench's prediction for the same configuration.")
+                                   "measured CCR beside pybench's prediction for the same configuration.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--params", default="20M", help="parameters of the synthetic MLP (default 20M; K/M/B suffixes)")
     p.add_argument("--batch", default="1,4,16", help="per-rank batch sizes, a comma list (default 1,4,16)")
-    p.add_argument("--strategy", default="ddp", help="ddp (the only strategy measured for now)")
+    p.add_argument("--strategy", default="ddp", help="ddp, the only strategy measured for now (default ddp)")
     p.add_argument("-n", "--nprocs", type=int, default=2, help="ranks to start when run stand-alone (default 2)")
     p.add_argument("--steps", type=int, default=5, help="measured steps per mode and batch size (default 5)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
@@ -48,18 +57,20 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", default=None, metavar="MODEL.json",
                    help="fitted alpha-beta models (fit them from --backend torch runs); default: fit a quick gloo "
                         "all-reduce sweep on the spot")
-    p.add_argument("--save-model", default=None, metavar="FILE", help="save the quick on-the-spot model here")
+    p.add_argument("--save-model", default=None, metavar="FILE",
+                   help="save the quick on-the-spot model here (default: not saved)")
     p.add_argument("--calibrate", choices=("gemm", "nosync"), default="gemm",
                    help="FLOP/s of the prediction: the step's GEMMs timed on every rank at once (default), or the "
                         "no_sync steps themselves")
     p.add_argument("--netns", default=None, metavar="RATE",
-                   help="run one rank per network namespace over a tbf link of RATE (e.g. 1gbit); needs root")
-    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON")
+                   help="run one rank per network namespace over a tbf link of RATE (e.g. 1gbit); needs root "
+                        "(default: every rank on this host, over loopback)")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON (default: none)")
     p.add_argument("--trace-dir", type=Path, default=None, metavar="DIR",
                    help="save the torch.profiler traces the decomposition read, one Chrome trace JSON per batch "
                         "size and rank (profile_batchB_rankR.json; open in https://ui.perfetto.dev); DIR is made "
-                        "if missing")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --json file or traces")
+                        "if missing (default: traces not saved)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --json file or traces (default: refuse)")
     p.set_defaults(func=cmd_profile)
 
 
