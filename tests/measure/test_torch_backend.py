@@ -18,7 +18,6 @@ from conftest import assert_every_case_exact, run_under_mpiexec
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
 
-
 RANK_SCRIPT = textwrap.dedent('''
     import json, sys
     from pybench.measure.backends import get_backend
@@ -40,7 +39,8 @@ RANK_SCRIPT = textwrap.dedent('''
                     samples, wall = bench.measure(3, 2)
                     results.append(dict(collective=name, dtype=dtype, op=op, size=size, wrong=wrong,
                                         samples=samples, wall=wall))
-    json.dump(dict(info=info, version=b.library_version(), results=results), open(f"{out}/rank{info['rank']}.json", "w"))
+    with open(f"{out}/rank{info['rank']}.json", "w") as f:
+        json.dump(dict(info=info, version=b.library_version(), results=results), f)
     b.finish()
 ''')
 
@@ -139,3 +139,24 @@ def test_pattern_period_matches_the_native_rule():
     assert pattern_period("bfloat16", "sum", 64, True) == 4  # 256 / 64
     assert pattern_period("bfloat16", "max", 64, True) == 13
     assert pattern_period("float16", "sum", 4096, True) == 1
+
+
+def test_options_are_typed_and_beat_the_environment(monkeypatch):
+    """TorchOptions carries what the backend used to read from PYBENCH_* variables; given options win."""
+    from pybench.errors import UsageError
+    from pybench.measure.backends.torch import TorchBackend, TorchOptions
+    opts = TorchOptions.from_environ({"PYBENCH_TORCH_BACKEND": " GLOO ", "PYBENCH_GLOO_IFNAME": "veth0",
+                                      "PYBENCH_HOSTNAME": "ns1", "PYBENCH_INJECT_WRONG": "1",
+                                      "PYBENCH_MASTER_ADDR": ""})
+    assert opts == TorchOptions(process_group="gloo", gloo_ifname="veth0", hostname="ns1", inject_wrong_rank=1)
+    assert opts.host() == "ns1" and TorchOptions.from_environ({}) == TorchOptions()
+    assert TorchOptions.from_environ({"PYBENCH_INJECT_WRONG": "no"}).inject_wrong_rank is None  # as the C++ hook
+    with pytest.raises(UsageError, match="process_group 'mpi' is not one of gloo, nccl"):
+        TorchOptions(process_group="mpi")
+    with pytest.raises(UsageError, match="PYBENCH_TORCH_BACKEND"):
+        TorchOptions.from_environ({"PYBENCH_TORCH_BACKEND": "mpi"})
+    monkeypatch.setenv("PYBENCH_TORCH_BACKEND", "nccl")
+    monkeypatch.setenv("PYBENCH_HOSTNAME", "from-env")
+    assert TorchBackend().options.hostname == "from-env"  # no options: the launcher's variables
+    b = TorchBackend(TorchOptions(process_group="gloo"))
+    assert b.pg_backend == "gloo" and b.options.hostname is None

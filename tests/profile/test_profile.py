@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pybench.errors import UsageError
 from pybench.profile import mlp
 from pybench.profile import trace as ps
 
@@ -37,9 +38,33 @@ def test_decompose_adds_up():
     assert t.compute_s + t.exposed_s + t.idle_s == t.step_s
 
 
+def test_median_step_is_a_whole_step():
+    steps = [ps.StepTrace(s, s / 2, 1, 0.5, 0.5, s / 2 - 0.5) for s in (3.0, 1.0, 2.0, 4.0)]
+    assert ps.median_step(steps).step_s == 2.0 and ps.median_step([]) is None
+
+
+def test_result_document_is_stamped_and_strict_json():
+    """The document is a pybench.profile file from the registry; a figure that could not be measured is null."""
+    from pybench.io.files import json_text, parse_json
+    from pybench.io.formats import PROFILE, check_document
+    from pybench.profile.result import ProfileResult, ProfileRow
+    row = ProfileRow(batch=8, steps=3, buckets=1, bucket_bytes=[400], grad_bytes=400, compute_s=1.0, step_s=2.0,
+                     exposed_s=1.0, comm_s=1.0, trace_step_s=2.0, trace_compute_s=1.0, trace_comm_s=1.0,
+                     trace_exposed_s=1.0, trace_overlap_s=0.0, trace_idle_s=0.0, ccr=0.5, exposed_fraction=0.5,
+                     backward_share=float("nan"), ready_fractions=[float("inf")])
+    res = ProfileResult(params=100, world_size=2, hosts=["a", "a"], link_class="intra-node", process_group="gloo",
+                        torch_version="x", rows=[row], fitted=object())
+    doc = check_document(parse_json(json_text(res.to_dict()), "p.json"), PROFILE, "p.json")
+    assert doc["rows"][0]["backward_share"] is None and doc["rows"][0]["ready_fractions"] == [None]
+    assert "fitted" not in doc and doc["trace_files"] == [] and "ccr_diff" not in doc["rows"][0]
+    assert "       8        1" in res.table()
+
+
 def test_mlp_shape_hits_the_parameter_count():
     w, layers = mlp.mlp_shape(20_000_000)
     assert abs(layers * (w * w + w) - 20e6) / 20e6 < 0.15
+    with pytest.raises(UsageError, match="^params 500 is too small"):  # the parameter, not the flag
+        mlp.mlp_shape(500)
 
 
 # -- a real run -----------------------------------------------------------------------
