@@ -86,30 +86,39 @@ class NetnsMpi:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def command(self, hosts: int, ranks_per_host: int, argv: Sequence[str]) -> list[str]:
-        """The command line that runs ``argv`` as ``hosts x ranks_per_host`` ranks, rank r on host r // rph."""
+    def command(self, hosts: int, ranks_per_host: int, argv: Sequence[str], first_host: int = 0,
+                mca: dict[str, str] | None = None) -> list[str]:
+        """The command line that runs ``argv`` as ``hosts x ranks_per_host`` ranks, rank r on host r // rph.
+
+        The hosts are ``first_host .. first_host + hosts - 1`` of the lab; ``mca`` adds Open MPI
+        parameters (e.g. ``{"coll_tuned_allreduce_algorithm": "4"}`` for its ring all-reduce).
+        """
         if self._dir is None:
             raise UsageError("NetnsMpi is not open: use it in a `with` block")
-        if not 1 <= hosts <= self.lab.n:
-            raise UsageError(f"hosts must be 1..{self.lab.n} (the lab's size), got {hosts}")
+        if not 1 <= hosts or first_host < 0 or first_host + hosts > self.lab.n:
+            raise UsageError(f"hosts must be 1..{self.lab.n - first_host} from host {first_host} (the lab has "
+                             f"{self.lab.n}), got {hosts}")
         if ranks_per_host < 1:
             raise UsageError(f"ranks_per_host must be at least 1, got {ranks_per_host}")
-        hostfile = self._dir / f"hosts{hosts}x{ranks_per_host}"
-        hostfile.write_text("".join(f"{self.lab.address(i)} slots={ranks_per_host}\n" for i in range(hosts)))
-        first = self.lab.hosts[0]
+        chosen = range(first_host, first_host + hosts)
+        hostfile = self._dir / f"hosts{first_host}-{hosts}x{ranks_per_host}"
+        hostfile.write_text("".join(f"{self.lab.address(i)} slots={ranks_per_host}\n" for i in chosen))
+        first = self.lab.hosts[first_host]
         mpiexec = [mpiexec_path(), "--hostfile", str(hostfile), "-n", str(hosts * ranks_per_host),
                    "--map-by", f"ppr:{ranks_per_host}:node", "--oversubscribe", "--bind-to", "none",
                    "--prtemca", "plm_ssh_agent", str(self._dir / "agent"),
                    "--prtemca", "oob_tcp_if_include", IFNAME,
                    "--mca", "btl", "self,sm,tcp", "--mca", "btl_tcp_if_include", IFNAME,
-                   "--mca", "mpi_yield_when_idle", "1", *argv]
+                   "--mca", "mpi_yield_when_idle", "1",
+                   *[a for k, v in (mca or {}).items() for a in ("--mca", k, v)], *argv]
         inner = f"hostname {shlex.quote(first)}; exec {shlex.join(mpiexec)}"
         return [_tool("ip"), "netns", "exec", first, _tool("unshare"), "--uts", "sh", "-c", inner]
 
     def run(self, hosts: int, ranks_per_host: int, argv: Sequence[str], timeout: float = 600,
-            cwd: str | None = None) -> subprocess.CompletedProcess:
+            cwd: str | None = None, first_host: int = 0,
+            mca: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         """Run ``argv`` across ``hosts x ranks_per_host`` ranks and wait (stdout/stderr captured)."""
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         env.pop("OMPI_MCA_btl", None)  # a local-only transport choice from the caller must not leak in
-        return subprocess.run(self.command(hosts, ranks_per_host, argv), env=env, capture_output=True, text=True,
-                              timeout=timeout, cwd=cwd, start_new_session=True)
+        return subprocess.run(self.command(hosts, ranks_per_host, argv, first_host, mca), env=env,
+                              capture_output=True, text=True, timeout=timeout, cwd=cwd, start_new_session=True)

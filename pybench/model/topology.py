@@ -201,10 +201,17 @@ class TopologyModel:
         size_distance = max(0.0, math.log(lo / size) if size < lo else math.log(size / hi) if size > hi else 0.0)
         return kind, distance + size_distance
 
-    def predict(self, size_bytes: int, world: int, nodes: int = 1) -> TopologyPrediction:
-        """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes."""
+    def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1) -> TopologyPrediction:
+        """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes.
+
+        ``sharing`` groups run the same operation at once through the same node NICs (the
+        data-parallel groups of a tp x dp layout, say): across nodes each gets 1/sharing of
+        the inter-node bandwidth.
+        """
         _check_layout(world, nodes)
-        time_s, schedule = self._time(size_bytes, world, nodes)
+        if sharing < 1:
+            raise UsageError(f"sharing must be at least 1 group, got {sharing}")
+        time_s, schedule = self._time(size_bytes, world, nodes, sharing)
         kind, distance = self._provenance(size_bytes, world, nodes)
         worlds = {w for w, _ in self.fitted}
         widening = EXTRAPOLATION_WIDENING if len(worlds) > 1 else ONE_WORLD_WIDENING
@@ -218,7 +225,7 @@ class TopologyModel:
             labels.append(f"inter-node {self.inter.label}" if self.inter else "inter-node unknown")
         return "; ".join(labels)
 
-    def _time(self, size: float, world: int, nodes: int) -> tuple[float, str]:
+    def _time(self, size: float, world: int, nodes: int, sharing: int = 1) -> tuple[float, str]:
         if nodes == 1:
             if self.intra is None:
                 raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
@@ -227,7 +234,7 @@ class TopologyModel:
         if self.inter is None:
             raise UsageError(f"the {self.collective} model holds no inter-node parameters; fit a multi-node log, "
                              f"or give an inter-node preset (--link ib-ndr, eth-100g, ...)")
-        return _ring_across_nodes(self, size, world), "ring"
+        return _ring_across_nodes(self, size, world, sharing), "ring"
 
     def to_dict(self) -> dict:
         return {"collective": self.collective, "algorithm": self.algorithm,
@@ -245,11 +252,12 @@ def _check_layout(world: int, nodes: int) -> None:
         raise UsageError(f"world {world} is not divisible by {nodes} nodes; give ranks per node x nodes")
 
 
-def _ring_across_nodes(model: TopologyModel, size: float, world: int) -> float:
-    """One ring over every rank: each step waits for the slowest link (the NIC)."""
+def _ring_across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 1) -> float:
+    """One ring over every rank: each step waits for the slowest link (the NIC, shared by ``sharing`` groups)."""
     assert model.inter is not None
     inter = model.inter
-    bw = min(inter.busbw_Bps, model.intra.busbw_Bps) if model.intra else inter.busbw_Bps
+    nic = inter.busbw_Bps / sharing
+    bw = min(nic, model.intra.busbw_Bps) if model.intra else nic
     hops, steps = algorithm_steps(model.collective, "ring", world)
     return inter.base_s + hops * inter.step_s + (steps + inter.extra_steps) / world * size / bw
 

@@ -54,7 +54,7 @@ def test_point_to_point_bandwidth_between_hosts_is_the_link_rate(lab):
 
 def test_layout_errors_are_one_line(lab):
     with NetnsMpi(lab) as mpi:
-        with pytest.raises(UsageError, match="hosts must be 1..2"):
+        with pytest.raises(UsageError, match="hosts must be 1..2 from host 0"):
             mpi.command(3, 1, ["true"])
         with pytest.raises(UsageError, match="ranks_per_host"):
             mpi.command(2, 0, ["true"])
