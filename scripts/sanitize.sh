@@ -7,13 +7,14 @@
 #   scripts/sanitize.sh [extra pytest arguments]
 #
 # Environment: PYTHON (default: the active python), SANITIZE_BUILD (default:
-# build/sanitize), SANITIZE_TESTS (default: the 2-rank MPI tests).
+# build/sanitize), SANITIZE_TESTS (default: the 2-rank MPI tests and the core's
+# single-process tests).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python}
 build=${SANITIZE_BUILD:-$repo/build/sanitize}
-tests=${SANITIZE_TESTS:-"tests/measure/test_mpi_ranks.py tests/measure/test_native_errors.py"}
+tests=${SANITIZE_TESTS:-"tests/measure/test_mpi_ranks.py tests/measure/test_native_errors.py tests/test_native_module.py"}
 flags="-fsanitize=address,undefined -fno-omit-frame-pointer -g -O1"
 
 # 1. Build: plain CMake, no CUDA, sanitizer flags on compile and link.
@@ -59,8 +60,23 @@ export PYTHONPATH="$pythonpath${PYTHONPATH:+:$PYTHONPATH}"
 export PYBENCH_SANITIZED_CORE="$core"
 
 cd "$repo"
-loaded=$("$python" -c "import pybench._core as c; print(c.__file__)")
-[ "$loaded" = "$core" ] || { echo "sanitize: the sanitizer build was not loaded (got $loaded)"; exit 1; }
+# Checks that a clean verdict means something: a deliberate overflow is reported,
+# and every rank (not only pytest) loads the sanitizer build.
+"$python" -c "import ctypes; a = ctypes.create_string_buffer(4096); b = ctypes.create_string_buffer(8192)
+ctypes.memmove(b, a, 6000)" >/dev/null 2>&1 || true
+ls "$logs"/asan.* >/dev/null 2>&1 || { echo "sanitize: a deliberate overflow was not reported; ASan is not active"; exit 1; }
+rm -f "$logs"/*
+loaded=$("$python" - <<'PY'
+import subprocess
+import sys
+from pybench.measure.launch import find_launcher
+launcher = find_launcher()
+cmd = launcher.command(2, [sys.executable, "-c", "import pybench._core as c; print(c.__file__)"])
+print(subprocess.run(cmd, env=launcher.environment(), capture_output=True, text=True, timeout=120).stdout)
+PY
+)
+[ "$(printf '%s\n' "$loaded" | grep -c "^$core\$")" -eq 2 ] ||
+  { echo "sanitize: the ranks did not load the sanitizer build: $loaded"; exit 1; }
 set +e
 # shellcheck disable=SC2086
 "$python" -m pytest -q -p no:cacheprovider $tests "$@"

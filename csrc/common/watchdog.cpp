@@ -10,12 +10,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "common/deadline.hpp"
 
 namespace pybench {
 
@@ -52,12 +53,7 @@ Watchdog& Watchdog::instance() {
 }
 
 std::int64_t Watchdog::deadline_after(std::int64_t now_ns, double timeout_s) {
-  if (!(timeout_s > 0)) return 0;  // NaN and non-positive: disabled
-  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-  constexpr double kLongestS = 1e9;  // ~31 years: anything longer is "never", and 1e18 ns fits int64
-  if (timeout_s >= kLongestS) return kNever;
-  const auto span = std::max<std::int64_t>(static_cast<std::int64_t>(timeout_s * 1e9), 1);
-  return now_ns > kNever - span ? kNever : now_ns + span;
+  return pybench::deadline_after(now_ns, timeout_s);
 }
 
 void Watchdog::configure(double timeout_s, std::function<void(const std::string&)> on_timeout) {

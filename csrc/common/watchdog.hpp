@@ -45,8 +45,8 @@ class Watchdog {
   // Which rank stopped answering, as the watchdog prints it.
   std::string diagnose() const;
 
-  // The steady-clock deadline (ns) of an operation started at now_ns: saturates
-  // at INT64_MAX ("never") for timeouts too large to represent; 0 when disabled.
+  // The steady-clock deadline (ns) of an operation started at now_ns, by the rule
+  // of common/deadline.hpp: saturates at INT64_MAX ("never"); 0 when disabled.
   static std::int64_t deadline_after(std::int64_t now_ns, double timeout_s);
 
  private:
