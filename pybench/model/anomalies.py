@@ -6,10 +6,11 @@ MPI's eager/rendezvous switch, or a disturbed run. A piecewise fit that takes su
 bends a whole piece towards it (or spends a piece on it); people read these sweeps to find
 exactly these points. So they are found first, reported in one line each, and fitted around.
 
-The trend at a size is the straight line in log(size)-log(time) through its two neighbours
-(the two nearest on one side at either end), which follows both the flat latency regime and
-the linear bandwidth regime. A size whose time is :data:`ANOMALY_RATIO` times off that trend
-is an anomaly; the worst is taken out and the others are measured again without it (a spike
+The trend at a size is drawn through its two neighbours (the two nearest on one side at either
+end) twice: as a straight line in log(size)-log(time), which follows convex stretches, and as
+the alpha-beta line T = a + size / B, exact at the latency-bandwidth knee however sparse the
+sweep; the one nearer the measured time counts. A size whose time is :data:`ANOMALY_RATIO`
+times off it is an anomaly; the worst is taken out and the others are measured again without it (a spike
 also distorts its neighbours' trends), at most ``1 + sizes // 10`` times: a sweep that is rough
 everywhere has no anomalies, it has noise.
 
@@ -96,17 +97,25 @@ class Anomaly:
 
 
 def _trend_ratios(size: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Ratio of each time to the log-log line through its neighbours, and those neighbours' indices."""
+    """Ratio of each time to its neighbours' trend, and the indices of those neighbours.
+
+    Two trends through the same two neighbours: the straight line in log-log (follows convex
+    stretches, e.g. CPU sweeps leaving the caches) and the alpha-beta line T = a + s / B (exact
+    at the latency-bandwidth knee however far apart the sizes are). The ratio kept is the one
+    nearer 1: a size is an anomaly only when neither trend explains it.
+    """
     n = size.size
     k = np.arange(n)
-    a = np.clip(k - 1, 0, n - 3)
-    a[0] = 1
+    a = np.where(k == 0, 1, np.where(k == n - 1, n - 3, k - 1))
     b = np.where(k == 0, 2, np.where(k == n - 1, n - 2, k + 1))
-    a[n - 1] = n - 3
     ls, lt = np.log(size), np.log(time)
-    w = (ls - ls[a]) / (ls[b] - ls[a])
-    expected = np.exp(lt[a] + w * (lt[b] - lt[a]))
-    return time / expected, a, b
+    w_log = (ls - ls[a]) / (ls[b] - ls[a])
+    loglog = time / np.exp(lt[a] + w_log * (lt[b] - lt[a]))
+    line = time[a] + (size - size[a]) / (size[b] - size[a]) * (time[b] - time[a])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        linear = np.where(line > 0, time / line, loglog)
+    ratio = np.where(np.abs(np.log(linear)) < np.abs(np.log(loglog)), linear, loglog)
+    return ratio, a, b
 
 
 def find_anomalies(size_bytes, time_s, threshold: float = ANOMALY_RATIO,

@@ -463,3 +463,30 @@ def test_exact_data_recovered_exactly(alpha_us, bw_gbps, lo, n):
 @given(dof=st.integers(1, 400), p=st.floats(0.55, 0.999))
 def test_t_quantile_decreases_with_dof(dof, p):
     assert t_quantile(p, dof) >= t_quantile(p, dof + 1) - 1e-9
+
+
+# -- anomalies ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("factor", [2, 8, 32, 1024])
+def test_no_anomaly_on_exact_alpha_beta_data_however_sparse(factor):
+    # The latency-bandwidth knee bends the curve in log-log; sparse sweeps must not turn it into anomalies.
+    sizes = 1024.0 * float(factor) ** np.arange(0, 7)
+    assert find_anomalies(sizes, 20e-6 + sizes / 10e9) == ()
+
+
+def test_anomaly_slower_and_faster_sizes_are_named_with_their_cause():
+    sizes = 2.0 ** np.arange(10, 28)
+    time = 20e-6 + sizes / 50e9
+    time[5] *= 1.7          # 32 KiB slow, and slower than 64 KiB: the mark of a switch
+    time[12] /= 1.6         # 4 MiB fast
+    found = find_anomalies(np.repeat(sizes, 2), np.repeat(time, 2))
+    assert [a.size_bytes for a in found] == [32768, 4194304]
+    slow, fast = found
+    assert slow.ratio == pytest.approx(1.7, rel=0.02) and fast.ratio == pytest.approx(1 / 1.6, rel=0.02)
+    assert slow.faster_larger_bytes == 65536 and "protocol or algorithm switch" in slow.cause
+    assert "size 32K is 1.6" in slow.describe() and "slower than the larger 64K" in slow.describe()
+    assert "size 4M is 1.6" in fast.describe() and "x faster" in fast.describe()
+    assert "different algorithm or protocol" in fast.cause
+    assert type(slow).from_dict(slow.to_dict()) == slow
+    # Too few sizes to draw a trend without the point: nothing is named.
+    assert find_anomalies(sizes[:3], time[:3]) == ()
