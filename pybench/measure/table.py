@@ -108,8 +108,10 @@ def header_lines(result: RunResult) -> list[str]:
     # Open MPI: "Open MPI v5.0.11, package: ..."; MPICH: "MPICH Version:\t4.0.2\nMPICH Release date: ..."
     mpi = " ".join(env.get("mpi", {}).get("library", "").splitlines()[:1]).split(",")[0]
     mpi = " ".join(mpi.replace("Version:", "").split())
+    # Only the mpi backend runs over that MPI; torch/gloo and NCCL use it at most to start ranks.
+    library = f" ({mpi})" if result.backend == "mpi" and mpi else ""
     return [
-        f"# pybench {env.get('pybench_version', '?')}: {result.benchmark}, backend {result.backend} ({mpi})",
+        f"# pybench {env.get('pybench_version', '?')}: {result.benchmark}, backend {result.backend}{library}",
         f"# world {result.world_size} ranks on {len(result.hosts)} host(s) [{hosts}], link {result.link_class}",
         f"# dtype {result.dtype}, redop {result.redop}, timing {result.timing}, warmup {opts['warmup']}, "
         f"check {opts['check']} iteration(s), {how}",
@@ -123,13 +125,13 @@ def header_lines(result: RunResult) -> list[str]:
 def _osu_header(result: RunResult) -> list[str]:
     title = _OSU_TITLES.get(result.benchmark, result.benchmark)
     column = "Latency (us)" if result.benchmark == "p2p_latency" else "Bandwidth (MB/s)"
-    return [f"# OSU MPI {title} Test layout, measured by pybench", f"{'# Size':<10}{column:>20}"]
+    return [f"# OSU MPI {title} Test layout, measured by pybench", f"{'# Size':<10}{column:>18}"]
 
 
 def osu_row_line(r: SizeRecord, benchmark: str) -> str:
     """One OSU row: size, then latency in us or bandwidth in MB/s (1e6 B/s), as OSU prints them."""
     value = r.time_s * 1e6 if benchmark == "p2p_latency" else r.algbw_gbps * 1e3
-    return f"{r.size_bytes:<10d}{value:>20.2f}"
+    return f"{r.size_bytes:<10d}{value:>18.2f}"
 
 
 class _Layout:

@@ -258,7 +258,7 @@ def test_progress_only_on_a_terminal(pybench_cli, tmp_path, native):
     assert "allreduce: [2/2] measuring 64K ..." in tty.stdout
     assert PROGRESS_MARK not in tty.stdout  # the parent drew it; the marker itself never shows
     # text mode turned every "\r" into a line break; the erase-line codes remain
-    rows = [l for l in tty.stdout.replace("\x1b[K", "").splitlines() if l.strip().startswith("65536")]
+    rows = [ln for ln in tty.stdout.replace("\x1b[K", "").splitlines() if ln.strip().startswith("65536")]
     assert len(rows) == 1
 
 

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import run_pybench
+
 from pybench.cli.main import build_parser
 from pybench.collectives import COLLECTIVES
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import SHARED_DATA
+
 from pybench.cli.main import main as main_for_tests
 
 matplotlib = pytest.importorskip("matplotlib", reason="plots need matplotlib (pip install matplotlib)")
@@ -49,8 +49,8 @@ def test_busbw_is_linear_against_a_labelled_log2_size_axis_with_the_model_in_the
     assert bw.get_xscale() == "log" and time.get_yscale() == "log"
     labels = [t.get_text() for t in bw.get_xticklabels()]
     assert "64K" in labels and "1M" in labels and all(labels)
-    data_line = next(l for l in bw.get_lines() if l.get_linestyle() == "-")
-    model_line = next(l for l in bw.get_lines() if l.get_linestyle() == "--")
+    data_line = next(ln for ln in bw.get_lines() if ln.get_linestyle() == "-")
+    model_line = next(ln for ln in bw.get_lines() if ln.get_linestyle() == "--")
     assert model_line.get_color() == data_line.get_color()
     band = bw.collections[0]  # the 95% band, shaded in the same colour
     assert np.allclose(band.get_facecolor()[0][:3], matplotlib.colors.to_rgb(data_line.get_color()))
@@ -124,7 +124,7 @@ def test_ccr_figure_has_one_panel_per_strategy_bands_thresholds_and_a_numeric_le
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert sorted(ax.get_title() for ax in panels) == ["ddp", "zero3"]
     for ax in panels:
-        levels = sorted({round(l.get_ydata()[0], 2) for l in ax.get_lines() if l.get_linestyle() == ":"})
+        levels = sorted({round(ln.get_ydata()[0], 2) for ln in ax.get_lines() if ln.get_linestyle() == ":"})
         assert levels == [0.15, 0.30]
         assert len(ax.collections) >= 4  # the CCR interval of each world size is shaded
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
