@@ -141,34 +141,34 @@ def _physical_from_sums(s11, s12, s22, b1, b2, n):
     return rss, n_free
 
 
-def _piece_costs(size: np.ndarray, time: np.ndarray, min_points: int):
-    """RSS and free-parameter count of the constrained fit of every piece i..j-1.
+def _piece_costs(size: np.ndarray, time: np.ndarray,
+                 min_points: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """RSS and free-parameter count of the constrained fit of every piece that may be chosen.
 
-    Returns (rss, n_free) arrays of shape (n + 1, n + 1); rss is inf for pieces that are
-    not allowed (fewer than ``min_points - 2`` residual degrees of freedom, fewer than
-    :data:`MIN_DISTINCT_SIZES` distinct sizes, or starting or ending inside a run of repeated sizes).
+    A piece never starts or ends inside a run of repeated sizes, so pieces are indexed by the
+    positions where the size changes, ``cuts`` (0 and n included): piece (a, b) holds the points
+    cuts[a]..cuts[b]-1. On nccl-tests logs (two times per size) that halves each dimension.
+    Returns (rss, n_free, cuts); rss is inf for pieces that are not allowed (fewer than
+    ``min_points - 2`` residual degrees of freedom or fewer than :data:`MIN_DISTINCT_SIZES`
+    distinct sizes).
     """
     n = size.size
+    cuts = np.concatenate([[0], np.flatnonzero(size[1:] > size[:-1]) + 1, [n]])
     x1 = 1.0 / time
     x2 = size / time
     z = np.zeros(1)
     sums = [np.concatenate([z, np.cumsum(v)]) for v in (x1 * x1, x1 * x2, x2 * x2, x1, x2)]
-    i = np.arange(n + 1)[:, None]
-    j = np.arange(n + 1)[None, :]
+    i = cuts[:, None]
+    j = cuts[None, :]
     s11, s12, s22, b1, b2 = (v[j] - v[i] for v in sums)
     count = (j - i).astype(float)
     rss, n_free = _physical_from_sums(s11, s12, s22, b1, b2, count)
-    # Distinct sizes in piece i..j-1: run index of its last point minus that of its first, + 1.
-    run = np.concatenate([[0], np.cumsum(size[1:] > size[:-1])])
-    valid_ij = j > i
-    distinct = np.where(valid_ij, run[np.clip(j - 1, 0, n - 1)] - run[np.clip(i, 0, n - 1)] + 1, 0)
-    can_cut = np.ones(n + 1, dtype=bool)
-    can_cut[1:n] = size[1:] > size[:-1]
+    runs = np.arange(cuts.size)
+    distinct = runs[None, :] - runs[:, None]
     # The same residual freedom for every piece: min_points - 2 degrees of freedom, so a
     # piece whose latency is held at 0 (one parameter) needs one point fewer.
-    allowed = (valid_ij & (j - i - n_free >= min_points - 2) & (distinct >= MIN_DISTINCT_SIZES)
-               & can_cut[i] & can_cut[j])
-    return np.where(allowed, rss, np.inf), n_free
+    allowed = (j > i) & (count - n_free >= min_points - 2) & (distinct >= MIN_DISTINCT_SIZES)
+    return np.where(allowed, rss, np.inf), n_free, cuts
 
 
 def _criterion(name: str, rss: float, n: int, k_segments: int, n_free: int,
@@ -233,8 +233,8 @@ def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
     k_cap = max(1, min(n // max(min_points - 1, 2), MAX_PIECES))
     if max_segments is not None:
         k_cap = max(1, min(k_cap, int(max_segments)))
-    cost, n_free = _piece_costs(size, time, min_points)
-    best, back = _best_splits(cost, n_free, k_cap, n)
+    cost, n_free, cuts = _piece_costs(size, time, min_points)
+    best, back = _best_splits(cost, n_free, k_cap)
     chosen = _choose_split(best, k_cap, n, criterion, noise_floor)
     if chosen is None:
         # Too few points for min_points: one line through everything.
@@ -244,7 +244,7 @@ def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
         value = _criterion(criterion, wrss, n, 1, seg.n_points - seg.dof, noise_floor)
     else:
         (k, q), value = chosen
-        bounds = _trace_back(back, n_free, k, q, n)
+        bounds = [(int(cuts[a]), int(cuts[b])) for a, b in _trace_back(back, n_free, k, q)]
     segments = tuple(fit_segment(size[i:j], time[i:j], confidence) for i, j in bounds)
     return _summarise(segments, size, time, criterion, value)
 
@@ -260,8 +260,8 @@ def _sorted_points(size_bytes, time_s) -> tuple[np.ndarray, np.ndarray]:
     return size, time
 
 
-def _best_splits(cost: np.ndarray, n_free: np.ndarray, k_cap: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Dynamic programme: best[k, q, j] is the least RSS of the first j points in k pieces with q
+def _best_splits(cost: np.ndarray, n_free: np.ndarray, k_cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dynamic programme: best[k, q, j] is the least RSS of the points before cut j in k pieces with q
     free line parameters in all (k <= q <= 2k); back[k, q, j] where the last piece starts.
 
     The criterion charges a constrained piece one parameter, so the least RSS is needed for each
@@ -269,11 +269,12 @@ def _best_splits(cost: np.ndarray, n_free: np.ndarray, k_cap: int, n: int) -> tu
     """
     inf = math.inf
     q_cap = 2 * k_cap
-    best = np.full((k_cap + 1, q_cap + 1, n + 1), inf)
-    back = np.full((k_cap + 1, q_cap + 1, n + 1), -1, dtype=np.int64)
+    m = cost.shape[0] - 1
+    best = np.full((k_cap + 1, q_cap + 1, m + 1), inf)
+    back = np.full((k_cap + 1, q_cap + 1, m + 1), -1, dtype=np.int64)
     best[0, 0, 0] = 0.0
     for k in range(1, k_cap + 1):
-        for j in range(k * 2, n + 1):
+        for j in range(k, m + 1):
             col = cost[:j, j]
             if not np.any(np.isfinite(col)):
                 continue
@@ -291,22 +292,23 @@ def _best_splits(cost: np.ndarray, n_free: np.ndarray, k_cap: int, n: int) -> tu
 
 def _choose_split(best: np.ndarray, k_cap: int, n: int, criterion: str,
                   noise_floor: float) -> tuple[tuple[int, int], float] | None:
-    """(pieces, parameters) with the best criterion value, or None when no split is allowed."""
+    """(pieces, parameters) with the best criterion value over all ``n`` points, or None when no split is allowed."""
     choice, choice_value = None, math.inf
     for k in range(1, k_cap + 1):
         for q in range(k, 2 * k + 1):
-            if not math.isfinite(best[k, q, n]):
+            if not math.isfinite(best[k, q, -1]):
                 continue
-            value = _criterion(criterion, float(best[k, q, n]), n, k, q, noise_floor)
+            value = _criterion(criterion, float(best[k, q, -1]), n, k, q, noise_floor)
             # Strictly better only: ties keep the simpler model (fewer pieces, then fewer parameters).
             if value < choice_value - 1e-9:
                 choice, choice_value = (k, q), value
     return None if choice is None else (choice, float(choice_value))
 
 
-def _trace_back(back: np.ndarray, n_free: np.ndarray, k: int, q: int, n: int) -> list[tuple[int, int]]:
+def _trace_back(back: np.ndarray, n_free: np.ndarray, k: int, q: int) -> list[tuple[int, int]]:
+    """(first, last) cut of each piece of the best split into k pieces with q parameters."""
     bounds = []
-    j = n
+    j = back.shape[2] - 1
     while k > 0:
         i = int(back[k, q, j])
         bounds.append((i, j))
