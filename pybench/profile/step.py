@@ -132,21 +132,14 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
     UsageError
         Without an initialised process group of at least 2 ranks, or for a bad parameter.
     """
-    import torch
-    from torch.nn.parallel import DistributedDataParallel as DDP
     dist = _process_group()
     batches = _checked(steps, warmup, bucket_mb, batch_sizes)
     sink = ChromeTraceSink(trace_dir, dist.get_rank()) if trace_dir is not None else None
     silence_kineto()
     result = _new_result(model, link_class, label)
     predictor = _predictor(model, result, models, bucket_mb, flops_per_sample, flops_per_s)
-    ddp = DDP(model, bucket_cap_mb=bucket_mb)
-    readiness = GradReadiness(model)
-    machines: list = [None] * result.world_size  # ranks in network namespaces are separate hosts but share CPUs
-    dist.all_gather_object(machines, machine_id())
-    runner = StepRunner(ddp, model, step_fn, readiness, predictor.grad_bytes, steps, warmup,
-                        on_cpu=all(p.device.type == "cpu" for p in model.parameters()),
-                        threads_on_host=torch.get_num_threads() * machines.count(machine_id()), trace_sink=sink)
+    runner = _step_runner(model, step_fn, predictor.grad_bytes, steps, warmup, bucket_mb)
+    runner.trace_sink = sink
     source = ""
     try:
         for b in batches:
@@ -158,14 +151,28 @@ def profile_step(model, step_fn: Callable, batch_sizes: Sequence[int], make_batc
                 result.notes.append(f"batch {b}: no prediction ({exc})")
             result.rows.append(m.row)
     finally:
-        readiness.close()
+        runner.readiness.close()
     result.notes += _closing_notes(result, source)
     if trace_dir is not None:
         result.trace_files = trace_file_names(trace_dir_path(trace_dir), batches, result.world_size)
         result.notes.append(f"torch.profiler traces (Chrome trace JSON; open in https://ui.perfetto.dev): "
                             f"{trace_dir}/profile_batch<B>_rank<R>.json, {len(result.trace_files)} files")
-    del ddp
+    del runner  # and DDP with it
     return result
+
+
+def _step_runner(model, step_fn: Callable, grad_bytes: int, steps: int, warmup: int, bucket_mb: float) -> StepRunner:
+    """The model wrapped in DDP, with gradient hooks, and what the host's CPUs are shared with."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    ddp = DDP(model, bucket_cap_mb=bucket_mb)
+    readiness = GradReadiness(model)
+    machines: list = [None] * dist.get_world_size()  # ranks in network namespaces are separate hosts, one CPU
+    dist.all_gather_object(machines, machine_id())
+    return StepRunner(ddp, model, step_fn, readiness, grad_bytes, steps, warmup,
+                      on_cpu=all(p.device.type == "cpu" for p in model.parameters()),
+                      threads_on_host=torch.get_num_threads() * machines.count(machine_id()))
 
 
 def _process_group():
