@@ -241,6 +241,9 @@ def test_sniff_format():
     assert sniff_format('{"version": 2, "results": []}') == "nccl-tests-json"
     assert sniff_format("# OSU MPI Latency Test v7.3\n# Size  Latency (us)\n1 1.0\n") == "osu"
     assert sniff_format("random") == "unknown"
+    assert sniff_format("size(B),count,type,time(ns),busbw(GB/s),time(ns),busbw(GB/s)\n1048576,1,float,1,1,1,1\n") \
+        == "vtrain-csv"
+    assert sniff_format('{"schema": ' + "[" * 100 + "]" * 100 + "}") == "unknown"   # too deep: not ours
 
 
 def test_measurement_set_is_frozen():

@@ -8,7 +8,8 @@
 * OSU Micro-Benchmarks latency / bandwidth / collective output;
 * vTrain's CSV tables of nccl-tests sweeps (``size(B),count,type,time(ns),busbw(GB/s),...``).
 
-Every failure is a one-line :class:`~pybench.errors.FileFormatError` naming the file.
+Every failure is a one-line :class:`~pybench.errors.FileFormatError` naming the file (and, in a
+text log, the line); JSON is parsed only by :func:`pybench.io.files.parse_json`.
 """
 
 from __future__ import annotations
