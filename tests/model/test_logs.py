@@ -376,3 +376,16 @@ def test_nccl_tests_errors_name_file_and_line(tmp_path):
     path.write_text(NCCL_HEADER + NCCL_UNITS + row)
     with pytest.raises(FileFormatError, match=rf"{path}: line 3: zero or negative time"):
         load_measurements(path)
+
+
+def test_complete_rank_lines_win_over_an_imprecise_ratio_at_many_ranks(tmp_path):
+    # 1440 ranks: busbw/algbw = 2 * 1439/1440 = 1.998611; algbw 399.994 and busbw 799.432 GB/s
+    # printed to 0.01 read 1.998625, which alone gives 1455 ranks. Rank lines 0..1439 are the whole list.
+    ranks = "".join(f"#  Rank {r:4d} Group  0 Pid {r:5d} on tray{r // 4:03d} device  {r % 4} [0x10] NVIDIA GB200\n"
+                    for r in range(1440))
+    row = "   1073741824   268435456  float  sum  -1  2684.37  399.99  799.43  0  2684.37  399.99  799.43  0\n"
+    path = tmp_path / "all_reduce_perf.txt"
+    path.write_text(ranks + NCCL_HEADER + NCCL_UNITS + row)
+    m = _one(path)
+    assert (m.world_size, m.link_class) == (1440, "inter-node")
+    assert any("busbw/algbw said 1455" in n for n in m.notes)
