@@ -120,6 +120,7 @@ def prediction_records(models, sizes, world=None, band: str = "confidence") -> l
         w = m.world_size if world is None else world
         pred = m.predict([float(s) for s in sizes], world=world, band=band)
         factor = _busbw_factor(m.collective, w) if w else math.nan
+        anomalies = {a.size_bytes: a for a in m.anomalies}
         for s, t, lo, hi in zip(sizes, pred.time_s, pred.time_low_s, pred.time_high_s):
             # Fitted pieces are physical (alpha >= 0, B > 0), so t > 0; the guard only
             # keeps a nonsense bandwidth out of the output should that ever break.
@@ -136,6 +137,9 @@ def prediction_records(models, sizes, world=None, band: str = "confidence") -> l
                 # The band is wider than the time itself, so its low end is clipped at 0:
                 # the data do not pin the latency down at this size / world size.
                 "band_reaches_zero": bool(lo <= 0.0),
+                # A size the fit left out as an anomaly: the prediction is the trend, the
+                # measurement (at the fitted world) was this many times it.
+                "measured_anomaly_ratio": float(anomalies[int(s)].ratio) if int(s) in anomalies else None,
             })
     return records
 
@@ -157,9 +161,12 @@ def format_prediction_table(records) -> str:
             last = key
         bus = "n/a" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.2f}"
         alg = "n/a" if r["algbw_gbps"] is None else f"{r['algbw_gbps']:.2f}"
+        ratio = r.get("measured_anomaly_ratio")
+        anomaly = f"anomaly, left out of the fit: measured {ratio:.2f}x the trend at the fitted world" if ratio else ""
         note = "; ".join(n for n, on in (("outside measured sizes", r["extrapolated_size"]),
                                          ("band reaches 0: latency not resolved",
-                                          r.get("band_reaches_zero", False))) if on)
+                                          r.get("band_reaches_zero", False)),
+                                         (anomaly, bool(ratio))) if on)
         lines.append(f"  {format_size(r['size_bytes']):>10} {r['time_s'] * 1e6:>11.2f} "
                      f"{r['time_low_s'] * 1e6:>11.2f} {r['time_high_s'] * 1e6:>11.2f} "
                      f"{alg:>8} {bus:>8}  {note}")

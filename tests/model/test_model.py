@@ -366,8 +366,14 @@ def test_fit_names_a_size_far_off_its_neighbours_in_one_line(tmp_path, capsys):
     # Not absorbed: the fit follows the other sizes (1% noise), so the trend at 4 MiB is kept.
     assert model.max_ape < 5
     assert model.predict(4 << 20).time_s == pytest.approx(18e-6 + (4 << 20) / 100e9, rel=0.05)
-    # Anomalies survive the model file.
+    # Anomalies survive the model file, and predict says where the measurement was off the trend.
     assert load_models(out)[0].anomalies == model.anomalies
+    pj = tmp_path / "p.json"
+    assert main_for_tests(["predict", str(out), "--sizes", "2M,4M,8M", "--json", str(pj)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [("anomaly" in ln) for ln in table if ln.lstrip().startswith(("2M", "4M", "8M"))] == [False, True, False]
+    ratios = [r["measured_anomaly_ratio"] for r in json.loads(pj.read_text())["records"]]
+    assert ratios[0] is None and ratios[2] is None and ratios[1] == pytest.approx(model.anomalies[0].ratio)
 
 
 def test_clean_sweeps_name_no_anomalies():
