@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pybench.errors import BackendUnavailable, UsageError
+from pybench.errors import BackendUnavailable, EnvironmentFault, UsageError
 from pybench.measure.job import (
     JOB_DIR,
     EndOnSignals,
@@ -248,9 +248,16 @@ class _StdoutRelay(threading.Thread):
             sys.stderr.flush()
 
 
-# After rank 0 has handed back the exit code, how long the launcher may take to end: a
-# stopped launcher (SIGSTOP) is given a moment, a running one a minute (finalize under load).
-_STOPPED_GRACE_S, _FINALIZE_GRACE_S = 2.0, 60.0
+# How long a stopped launcher (SIGSTOP) is given before the job is ended.
+_STOPPED_GRACE_S = 2.0
+
+
+class LauncherStopped(Exception):
+    """The launcher was stopped and has been killed; ``code`` is the run's exit code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 # Without an explicit choice, at most this many ranks per core; each rank needs this much memory.
 RANKS_PER_CORE_LIMIT = 8
 RANK_MEMORY_BYTES = 128 << 20
@@ -304,6 +311,9 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
         where = f"; results so far kept in {', '.join(kept)}" if kept else ""
         print(f"pybench: error: terminated by {name}{where}", file=sys.stderr, flush=True)
         return 128 + t.signum
+    except LauncherStopped as stop:
+        mark_cut_short(result_files, f"{Path(launcher.path).name} was stopped (SIGSTOP); the job was killed")
+        return stop.code
     finally:
         job.remove()
         if guard is not None:
@@ -377,28 +387,30 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
 
 
 def _wait(proc: subprocess.Popen, job: JobFolder, name: str) -> int:
-    """The launcher's exit code; once rank 0 has handed back the run's code, a launcher that
-    does not end (stopped, or stuck in finalize) is killed after a bounded wait."""
-    done_at = stopped_at = None
+    """The launcher's exit code; a stopped launcher (SIGSTOP) is killed with its ranks after a
+    bounded wait, once rank 0 has handed back the run's code or no rank is left running."""
+    stopped_at = None
     while True:
         try:
             return proc.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
-        if done_at is None and job.status.exists():
-            done_at = now
         stopped = process_state(proc.pid) in ("T", "t")
         stopped_at = (stopped_at or now) if stopped else None
-        if done_at is not None and ((stopped_at is not None and now - stopped_at > _STOPPED_GRACE_S)
-                                    or now - done_at > _FINALIZE_GRACE_S):
-            why = "is stopped" if stopped else f"did not end {_FINALIZE_GRACE_S:g} s after the run finished"
-            kill_session(proc.pid)
-            proc.wait()
-            print(f"pybench: error: {name} (pid {proc.pid}) {why}; killed it and its ranks (the results are "
-                  "complete)", file=sys.stderr, flush=True)
-            status = job.read_status()
-            return status if status else 3
+        if stopped_at is None or now - stopped_at < _STOPPED_GRACE_S:
+            continue
+        finished = job.status.exists()
+        # Ranks past MPI_Init (registered) need no launcher until MPI_Finalize; ranks not yet
+        # registered wait for it in MPI_Init and never will get further.
+        if not finished and any(process_state(pid) not in ("T", "t", "Z", "?") for pid in job.rank_pids()):
+            continue
+        kill_session(proc.pid)
+        proc.wait()
+        outcome = "the results are complete" if finished else "the run did not finish"
+        print(f"pybench: error: {name} (pid {proc.pid}) is stopped; killed it and its ranks ({outcome})",
+              file=sys.stderr, flush=True)
+        raise LauncherStopped(job.read_status() or EnvironmentFault.exit_code)
 
 
 def register_rank() -> None:

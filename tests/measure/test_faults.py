@@ -76,6 +76,39 @@ def sweep(tmp_path, native):
         os.kill(pid, signal.SIGKILL)
 
 
+def _job_dir(marker: str) -> str | None:
+    """The private job folder the ranks were given (PYBENCH_JOB_DIR in their environment)."""
+    for pid in _processes_with(marker):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(b"PYBENCH_JOB_DIR="):
+                return item.split(b"=", 1)[1].decode()
+    return None
+
+
+def _shm_files_of(marker: str) -> set[str]:
+    """Files under /dev/shm that the job's processes have mapped."""
+    found = set()
+    for pid in _processes_with(marker):
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        found |= {line.split(None, 5)[5].replace(" (deleted)", "") for line in maps.splitlines()
+                  if len(line.split(None, 5)) == 6 and "/dev/shm/" in line}
+    return found
+
+
+def _gone_within(marker: str, limit_s: float) -> list[int]:
+    deadline = time.monotonic() + limit_s
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _processes_with(marker)
+
+
 def _finish(proc, out: Path, limit_s: float):
     t0 = time.monotonic()
     stdout, stderr = proc.communicate(timeout=limit_s + 30)
@@ -95,7 +128,7 @@ def test_a_killed_rank_ends_the_run_and_keeps_results(sweep):
     os.kill(victim, signal.SIGKILL)
     _, stderr, elapsed, doc = _finish(proc, out, limit_s=30)
     assert proc.returncode != 0
-    lines = [l for l in stderr.splitlines() if l.strip()]
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, stderr
     assert lines[0].startswith("pybench: error: rank 1 (") and "killed by signal 9" in lines[0]
     assert "rank 1" in doc["cut_short"]
@@ -115,11 +148,77 @@ def test_a_stalled_rank_is_named_after_the_timeout(sweep):
         except ProcessLookupError:
             pass
     assert proc.returncode != 0
-    lines = [l for l in stderr.splitlines() if l.strip()]
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, stderr
     assert "rank 1 (" in lines[0] and f"pid {victim}) is stopped" in lines[0] and "no progress for 3" in lines[0]
     assert "is stopped" in doc["cut_short"]
     assert "# Run cut short:" in stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_the_job_dies_with_its_parent_and_leaves_nothing(sweep, sig):
+    proc, out = sweep()
+    marker = str(out)
+    job = _job_dir(marker)
+    shm = _shm_files_of(marker)
+    assert job and Path(job).is_dir() and _rank_pid(marker, 1) is not None
+    # Open MPI's segments live in the job folder; only the native heartbeat table is in /dev/shm.
+    assert shm and all(Path(f).name.startswith("pybench-hb-") for f in shm), shm
+    os.kill(proc.pid, sig)  # the parent alone, as `kill PID` or the OOM killer would
+    assert _gone_within(marker, 5) == [], "a pybench, mpiexec or rank process outlived its parent by 5 s"
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 128 + sig)
+    doc = json.loads(out.read_text())
+    assert doc["finished"] is False and [r["size_bytes"] for r in doc["records"]] == [1024]
+    name = signal.Signals(sig).name
+    if sig == signal.SIGKILL:
+        assert f"pybench parent process (pid {proc.pid}) died" in doc["cut_short"]
+    else:
+        assert name in doc["cut_short"]
+        lines = [ln for ln in stderr.splitlines() if ln.strip()]
+        assert lines == [f"pybench: error: terminated by {name}; results so far kept in {out}"], stderr
+    assert not Path(job).exists(), "the job folder was left behind"
+    assert [f for f in shm if Path(f).exists()] == [], "a shared-memory file was left behind"
+
+
+@pytest.mark.parametrize("when", ["after the first size", "at once"])
+def test_a_stopped_launcher_does_not_hang_the_job(tmp_path, native, when):
+    """SIGSTOP of mpiexec: MPI_Finalize can no longer complete, or the ranks never start."""
+    out = tmp_path / "stop.json"
+    p = subprocess.Popen([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K,16M", "--iters", "100",
+                          "--backend", "mpi", "--json", str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        launcher = None
+        while p.poll() is None and (launcher is None or (when != "at once" and not _has_records(out))):
+            launcher = launcher or next((pid for pid in _processes_with(str(out)) if b"prterun" in _argv0(pid)), None)
+            time.sleep(0.02)
+        assert launcher is not None, p.communicate()
+        os.kill(launcher, signal.SIGSTOP)
+        _, stderr = p.communicate(timeout=120)  # bounded: this hung forever before
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("pybench: error:")]
+    assert p.returncode == 3 and len(errors) == 1 and "is stopped; killed it and its ranks" in errors[0], stderr
+    assert "Traceback" not in stderr and _gone_within(str(out), 5) == []
+    if when == "after the first size":
+        assert json.loads(out.read_text())["finished"] is True and "(the results are complete)" in errors[0]
+
+
+def _argv0(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return b""
+
+
+def _has_records(out: Path) -> bool:
+    try:
+        return bool(json.loads(out.read_text())["records"])
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 def test_ctrl_c_stops_every_rank_within_seconds(sweep):
