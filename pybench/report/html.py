@@ -55,6 +55,8 @@ pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: .8em; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; }
 .plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1em; }
 .plots img { width: 100%; }
+.plots.single { grid-template-columns: minmax(420px, 820px); }
+.plots.single.wide { grid-template-columns: minmax(420px, 1300px); }
 .warn { color: #9a4a00; } .bad { color: #b00020; font-weight: bold; } .muted { color: #666; }
 .summary { font-size: 1.05em; background: #f4f8fc; border-left: 4px solid #1565c0; padding: .7em 1em; }
 .summary .ok { color: #1b5e20; font-weight: bold; }
@@ -108,9 +110,9 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
             ("platform", env.get("platform", "?")), ("cpu", env.get("cpu_model", "?")),
             ("load (1/5/15 min) start / end", f"{_load(machine.get('load_average_start'))} / "
                                                f"{_load(machine.get('load_average_end'))} on "
-                                               f"{machine.get('cores', '?')} core(s)"),
-            ("BLAS/OpenMP threads", threads_text(machine.get("threads")) if machine else "?"),
-            ("CPU governor", machine.get("cpu_governor") or ("not readable" if machine else "?")),
+                                               f"{machine.get('cores', '?')} core(s)" if machine else _UNRECORDED),
+            ("BLAS/OpenMP threads", threads_text(machine.get("threads")) if machine else _UNRECORDED),
+            ("CPU governor", machine.get("cpu_governor") or "not readable" if machine else _UNRECORDED),
             ("MPI library", mpi.get("library") or mpi.get("error") or "?"),
             ("build", ", ".join(f"{k} {v}" for k, v in build.items()) or "?"),
             ("buffers", result.options.get("buffer_allocation", "?")),
@@ -119,6 +121,9 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
                                   if k not in ("buffer_allocation", "huge_pages"))),
             ("command", " ".join(str(c) for c in result.command))]
     return [(k, str(v)) for k, v in rows]
+
+
+_UNRECORDED = "not recorded (a result of an older pybench)"
 
 
 def _dict(x: Any) -> dict:
@@ -173,8 +178,9 @@ def _ccr_section(doc: dict, source: str) -> str:
              f"<p>One panel per strategy: {what} against batch size, one line per world size, the interval "
              "of the communication time shaded; below 0.15 the strategy fits the hardware, above 0.30 "
              "communication eats the reason to scale.</p>",
-             '<div class="plots">' + _img(ccr_png, "CCR against batch size, one panel per strategy")
-             + _img(eff_png, "scaling efficiency against workers") + "</div>",
+             '<div class="plots single wide">' + _img(ccr_png, "CCR against batch size, one panel per strategy")
+             + "</div>",
+             '<div class="plots single">' + _img(eff_png, "scaling efficiency against workers") + "</div>",
              _table(["strategy", "workers", "batch", "tp", "CCR", "CCR interval", "exposed", "band", "comm (ms)",
                      "compute (ms)", "step (ms)", "samples/s", "efficiency", "memory"], rows, left=1)]
     for key in ("notes", "warnings"):
@@ -188,7 +194,7 @@ def _matrix_section(doc: dict, source: str) -> str:
     rows = [(p["src"], p["dst"], _num(p["bandwidth_gbps"]), _num(p["latency_s"] * 1e6), p.get("link", ""),
              "slow" if p.get("slow_bandwidth") or p.get("slow_latency") else "") for p in doc["pairs"]]
     return "\n".join(["<h2>Links between GPU pairs</h2>", f'<p class="muted">{esc(source)}</p>',
-                      '<div class="plots">' + _img(render_link_heatmap(doc), "link-matrix heatmap") + "</div>",
+                      '<div class="plots single">' + _img(render_link_heatmap(doc), "link-matrix heatmap") + "</div>",
                       _table(["from", "to", "bandwidth (GB/s)", "latency (us)", "link", "flag"], rows)])
 
 
@@ -198,7 +204,7 @@ def _comparison_section(comp: Comparison) -> str:
              f"{s.p_holm:.1e}", s.verdict) for s in comp.sizes]
     return "\n".join(["<h2>Comparison with the baseline</h2>",
                       f"<p>A (baseline): {esc(comp.label_a)}<br>B: {esc(comp.label_b)}</p>",
-                      '<div class="plots">' + _img(render_comparison(comp.to_dict()),
+                      '<div class="plots single">' + _img(render_comparison(comp.to_dict()),
                                                    "comparison: time ratio per size with its interval") + "</div>",
                       _table(["size", "time A (us)", "time B (us)", "ratio B/A", "95% interval", "busbw change %",
                               "p (Holm)", "verdict"], rows),

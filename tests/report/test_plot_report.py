@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pybench.cli.main import main as main_for_tests
+from report.test_figures import link_matrix
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RUN_A = FIXTURES / "compare_allreduce_a.json"
@@ -211,6 +212,10 @@ window.addEventListener("load", () => {
   d.dataset.widths = imgs.map(i => i.naturalWidth).join(",");
   d.dataset.title = document.title;
   d.dataset.tables = document.querySelectorAll("table").length;
+  d.dataset.alts = imgs.map(i => i.alt).join("|");
+  const summary = document.getElementById("summary");
+  d.dataset.summary = summary ? summary.textContent : "";
+  d.dataset.first = document.querySelector("h1").nextElementSibling.id;
   document.body.appendChild(d);
 });
 </script>"""
@@ -230,7 +235,11 @@ def _console_lines(stderr: str) -> list[str]:
 @needs_chromium
 def test_report_renders_in_headless_chromium_with_images_and_no_console_errors(tmp_path):
     hostile = _hostile_copy(tmp_path)
-    report = _report(tmp_path, str(RUN_A), str(hostile))
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text(json.dumps(link_matrix()))
+    report = tmp_path / "report.html"
+    assert main_for_tests(["report", str(RUN_A), str(hostile), "--baseline", str(RUN_B), "--model", str(MODEL),
+                           "--ccr", str(CCR), "--matrix", str(matrix), "-o", str(report)]) == 0
     # The report allows no script at all; the probe is let in by a nonce in a test copy only.
     text = report.read_text()
     assert "default-src 'none';" in text
@@ -242,7 +251,13 @@ def test_report_renders_in_headless_chromium_with_images_and_no_console_errors(t
     m = re.search(r'<div id="pybench-probe"([^>]*)>', done.stdout)
     assert m, f"the probe did not run; DOM tail: {done.stdout[-500:]!r}"
     attrs = dict(re.findall(r'data-(\w+)="([^"]*)"', m.group(1)))
-    assert attrs["images"] == "4" and attrs["loaded"] == "4", attrs
+    # bandwidth, latency, comparison, CCR per strategy, scaling efficiency, link heatmap
+    assert attrs["images"] == "6" and attrs["loaded"] == "6", attrs
+    alts = attrs["alts"].split("|")
+    assert "link-matrix heatmap" in alts and "comparison: time ratio per size with its interval" in alts
+    assert attrs["first"] == "summary"  # the report opens with its summary
+    for fact in ("Peak bus bandwidth", "alpha", "Worst size", "Verdict:"):
+        assert fact in attrs["summary"], attrs["summary"]
     assert all(int(w) > 300 for w in attrs["widths"].split(","))
     assert attrs["title"] == "pybench report"  # the hostile payload never ran
     assert int(attrs["tables"]) >= 4
