@@ -1,6 +1,23 @@
+import json
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from pybench.measure.launch import RANK_MARKER, Launcher, find_launcher, under_launcher
+import pytest
+
+from pybench.errors import UsageError
+from pybench.measure import job as jobmod
+from pybench.measure.launch import (
+    RANK_MARKER,
+    STATUS_FILE,
+    Launcher,
+    check_rank_count,
+    find_launcher,
+    report_status,
+    under_launcher,
+)
 
 
 def test_launcher_environment_detection():
@@ -14,10 +31,10 @@ def test_launcher_environment_detection():
 
 
 def test_open_mpi_command_oversubscribes_only_past_the_cores():
-    l = Launcher("/x/mpiexec", "openmpi")
-    assert l.command(2, ["prog"], cpus=2) == ["/x/mpiexec", "-n", "2", "prog"]
-    assert l.command(4, ["prog", "a b"], cpus=2) == ["/x/mpiexec", "-n", "4", "--oversubscribe", "--bind-to", "none",
-                                                      "prog", "a b"]
+    launcher = Launcher("/x/mpiexec", "openmpi")
+    assert launcher.command(2, ["prog"], cpus=2) == ["/x/mpiexec", "-n", "2", "prog"]
+    assert launcher.command(4, ["prog", "a b"], cpus=2) == ["/x/mpiexec", "-n", "4", "--oversubscribe",
+                                                             "--bind-to", "none", "prog", "a b"]
     assert Launcher("/x/mpiexec", "mpich").command(4, ["prog"], cpus=2) == ["/x/mpiexec", "-n", "4", "prog"]
 
 
@@ -41,9 +58,7 @@ def test_torchrun_workers_count_as_launched():
 
 
 def test_backends_are_looked_up_by_name():
-    import pytest
-
-    from pybench.errors import BackendUnavailable, UsageError
+    from pybench.errors import BackendUnavailable
     from pybench.measure.backends import get_backend
     with pytest.raises(UsageError, match="unknown backend 'gloo'; known: mpi"):
         get_backend("gloo")
@@ -51,3 +66,120 @@ def test_backends_are_looked_up_by_name():
     if cuda().probe()["device_count"] == 0:
         with pytest.raises(BackendUnavailable, match="nccl backend needs a GPU"):
             get_backend("nccl").start()
+
+
+# ---- hardening (issue 16) -------------------------------------------------------------------
+
+
+
+def test_the_job_folder_is_private_and_removed(tmp_path):
+    job = jobmod.JobFolder()
+    try:
+        assert job.path.stat().st_mode & 0o777 == 0o700 and job.path.name.startswith("pybench-job-")
+        (job.path / "ranks" / "123").write_text("")
+        assert job.rank_pids() == [123] and job.read_status() is None
+    finally:
+        job.remove()
+    assert not job.path.exists()
+
+
+def test_the_status_file_is_never_written_through_a_link(tmp_path, monkeypatch):
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    planted = tmp_path / "status"
+    planted.symlink_to(victim)
+    monkeypatch.setenv(STATUS_FILE, str(planted))
+    assert report_status(2, is_root=True) == 2  # could not hand it over: the rank exits with it itself
+    assert victim.read_text() == "precious"
+    monkeypatch.setenv(STATUS_FILE, str(tmp_path / "fresh"))
+    assert report_status(2, is_root=True) == 0 and (tmp_path / "fresh").read_text() == "2"
+    assert report_status(5, is_root=True) == 5  # never overwrites an existing status either
+
+
+def test_rank_counts_above_the_cores_need_oversubscription():
+    check_rank_count(2, oversubscribe=False, cpus=2, available=1 << 40)
+    with pytest.raises(UsageError, match="3 ranks exceed the 2 cores of this host; allow oversubscription"):
+        check_rank_count(3, oversubscribe=False, cpus=2, available=1 << 40)
+    check_rank_count(3, oversubscribe=True, cpus=2, available=1 << 40)
+    check_rank_count(16, oversubscribe=None, cpus=2, available=1 << 40)  # what -n 4 on 2 cores always did
+    with pytest.raises(UsageError, match="1000 ranks on 2 cores is more than 8 per core"):
+        check_rank_count(1000, oversubscribe=None, cpus=2, available=1 << 40)
+    with pytest.raises(UsageError, match="1000 ranks need about 125.0 GiB"):
+        check_rank_count(1000, oversubscribe=True, cpus=2, available=64 << 30)
+
+
+def test_1000_ranks_are_one_error_line_before_any_process_starts(pybench_cli, native):
+    proc = pybench_cli("allreduce", "--sizes", "1K", "--np", "1000", "--backend", "mpi", timeout=60)
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("pybench: error:")]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(errors) == 1 and errors[0].startswith("pybench: error: 1000 ranks on")
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def _listeners(pid: int) -> list[tuple[str, bool]]:
+    """(local address in /proc/net hex, reachable from another machine) of pid's listening TCP sockets."""
+    try:
+        inodes = _socket_inodes(pid)
+        ifaces = [ln.split(":")[0].strip() for ln in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]]
+        tables = [Path(f"/proc/{pid}/net/{t}").read_text() for t in ("tcp", "tcp6")]
+    except OSError:
+        return []
+    found = []
+    for table in tables:
+        for line in table.splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:  # LISTEN, and this process's socket
+                ip = f[1].split(":")[0]
+                loopback = ip in ("0100007F", "00000000000000000000000001000000")
+                found.append((f[1], not loopback and ifaces != ["lo"]))
+    return found
+
+
+def test_no_listener_of_a_local_run_is_reachable_from_outside(tmp_path, native):
+    out = tmp_path / "listen.json"
+    p = subprocess.Popen([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K,16M", "--iters", "100",
+                          "--backend", "mpi", "--json", str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    seen: dict[int, list] = {}
+    try:
+        while p.poll() is None and not _first_record(out):
+            time.sleep(0.05)
+        for pid in _processes_with(str(out)):
+            seen[pid] = _listeners(pid)
+        p.communicate(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0
+    assert any(seen.values()), "the launcher's listeners were not found: this test would see nothing"
+    assert [(pid, a) for pid, ls in seen.items() for a, outside in ls if outside] == []
+
+
+def _processes_with(marker: str) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _first_record(out: Path) -> bool:
+    try:
+        return bool(json.loads(out.read_text())["records"])
+    except (OSError, ValueError, KeyError):
+        return False
