@@ -1,9 +1,11 @@
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from pybench.errors import FileFormatError, UsageError
+from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.measure.results import (
     SCHEMA,
     OutputFiles,
@@ -81,3 +83,108 @@ def test_output_files_refuse_to_clobber(tmp_path):
     files.write(_result())
     assert json.loads(p.read_text())["records"][1]["wrong"] == 1
     assert (tmp_path / "r.csv").read_text().count("\n") == 3
+
+
+# ---- hardening (issue 16): exclusive creation, full disks ------------------------------------
+
+def test_claim_is_exclusive_even_when_the_file_appears_after_the_check(tmp_path, monkeypatch):
+    import pybench.measure.results as results
+    (tmp_path / "a.json").write_text("the other run's")
+    monkeypatch.setattr(results, "refuse_existing", lambda path, force: None)  # the race window
+    with pytest.raises(UsageError, match=r"a\.json already exists \(another run writing it\?\)"):
+        OutputFiles(json_path=tmp_path / "a.json", csv_path=tmp_path / "a.csv").claim(force=False)
+    assert (tmp_path / "a.json").read_text() == "the other run's" and not (tmp_path / "a.csv").exists()
+
+
+def test_claim_creates_exclusively_and_release_removes_empty_files(tmp_path):
+    files = OutputFiles(json_path=tmp_path / "a.json", csv_path=tmp_path / "a.csv")
+    claimed = files.claim(force=False)
+    assert claimed == [tmp_path / "a.json", tmp_path / "a.csv"]
+    with pytest.raises(UsageError, match="already exists"):
+        files.claim(force=False)  # a second run on the same files
+    assert files.claim(force=True) == []
+    OutputFiles.release(claimed)
+    assert os.listdir(tmp_path) == []
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(UsageError):
+        OutputFiles(json_path=link).claim(force=False)
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB tmpfs (root only), unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    d = tmp_path / "tiny"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def test_a_full_disk_is_an_environment_fault_naming_the_file(tiny_disk):
+    (tiny_disk / "filler").write_bytes(b"x" * (60 << 10))
+    result = _result()
+    result.records = [_record()] * 40
+    with pytest.raises(EnvironmentFault, match=r"cannot write .*r\.json: No space left on device"):
+        OutputFiles(json_path=tiny_disk / "r.json").write(result)
+    assert sorted(os.listdir(tiny_disk)) == ["filler"]  # no temporary file left
+
+
+def test_a_disk_filling_up_mid_run_stops_the_job_in_one_line(tiny_disk, native):
+    out = tiny_disk / "r.json"
+    # about 30 KB of raw samples per size: the second or third rewrite does not fit in 64 KiB
+    proc = subprocess.run([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K:64K", "--timing", "per-op",
+                           "--iters", "1500", "-w", "1", "--backend", "mpi", "--json", str(out)],
+                          cwd=tiny_disk.parent, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("pybench: warning:")]
+    assert proc.returncode == 3, proc.stderr
+    assert len(lines) == 1 and lines[0] == f"pybench: error: cannot write {out}: No space left on device", lines
+    assert "fell behind" not in proc.stderr and "Traceback" not in proc.stderr
+    doc = json.loads(out.read_text())  # the last complete rewrite is intact
+    assert doc["finished"] is False and 1 <= len(doc["records"]) < 7
+
+
+def test_two_runs_on_one_json_file_the_second_fails_in_one_line(tmp_path, native):
+    argv = [sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K:4K", "--iters", "20", "--backend", "mpi",
+            "--json", "same.json"]
+    procs = [subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    loser = outs[[p.returncode for p in procs].index(2)][1]
+    errors = [ln for ln in loser.splitlines() if ln.strip()]
+    assert len(errors) == 1 and "same.json already exists" in errors[0], loser
+    assert len(json.loads((tmp_path / "same.json").read_text())["records"]) == 3
+
+
+def test_a_run_whose_file_appeared_after_the_check_fails_in_one_line(tmp_path, native):
+    """Under a user's mpiexec no parent checks the file first: rank 0's exclusive creation does."""
+    from pybench.measure.launch import find_launcher
+    first = subprocess.Popen([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K,16M", "--iters", "100",
+                              "--backend", "mpi", "--json", "same.json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        while first.poll() is None and not (tmp_path / "same.json").exists():
+            pass
+        launcher = find_launcher()
+        second = subprocess.run(launcher.command(2, [sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K",
+                                                     "--backend", "mpi", "--json", "same.json"]),
+                                cwd=tmp_path, env=launcher.environment(), capture_output=True, text=True, timeout=120)
+        first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    assert first.returncode == 0
+    errors = [ln for ln in second.stderr.splitlines() if ln.startswith("pybench: error:")]
+    assert second.returncode != 0 and len(errors) == 1, second.stderr
+    assert "same.json already exists" in errors[0]
+    assert json.loads((tmp_path / "same.json").read_text())["finished"] is True
