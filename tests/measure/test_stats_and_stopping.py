@@ -1,5 +1,6 @@
 """Statistics and the adaptive stop rule, exactly, with seeded fake samples and a fake clock."""
 
+import json
 import math
 
 import numpy as np
@@ -145,3 +146,22 @@ def test_fixed_counts_are_exact_whatever_the_batch(fixed):
     n = rule.first_chunk(k)
     assert n * k == fixed
     assert n >= min(fixed, MIN_SAMPLES_FOR_CI)
+
+
+@pytest.mark.parametrize("max_iters", [1, 5, 7, 50, 1001])
+def test_max_iters_is_never_exceeded_whatever_the_batch(max_iters):
+    # Fast operations want big batches (1000 ops per 1 ms sample); the cap still holds.
+    bench = FakeBench(base_s=1e-6, sigma=0.5)
+    rule = StopRule(precision=0.0001, min_iters=1, max_iters=max_iters, budget_s=100)
+    rec = measure_size(_cfg(timing="batched", stop=rule), bench, 4096, 2)
+    timed = sum(n * k for n, k in bench.calls[1:])  # calls[0] is the one-operation probe
+    assert rec.iterations == timed <= max_iters and rec.stop_reason in ("max-iters", "precision")
+
+
+def test_max_iters_holds_on_the_native_path(pybench_cli, native, tmp_path):
+    proc = pybench_cli("allreduce", "--sizes", "8,64K", "--max-iters", "40", "--min-iters", "1", "--precision",
+                       "0.0001", "--backend", "mpi", "--json", "r.json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads((tmp_path / "r.json").read_text())["records"]
+    assert [r["iterations"] <= 40 for r in records] == [True, True], [r["iterations"] for r in records]
+    assert all(len(r["samples_s"]) * r["ops_per_sample"] == r["iterations"] for r in records)
