@@ -55,6 +55,12 @@ def add_parsers(subparsers) -> None:
     q.add_argument("--world", type=int, default=None, metavar="N",
                    help="rank count to predict for (default: the fitted one; others extrapolate "
                         "through the model's algorithm formula)")
+    q.add_argument("--nodes", type=int, default=None, metavar="N",
+                   help="nodes the --world ranks are spread over (default 1); predicted with the file's "
+                        "topology model")
+    q.add_argument("--link", action="append", default=[], metavar="PRESET",
+                   help="a published link rate for a link class the file does not hold: nvlink3/4/5, nvswitch, "
+                        "pcie4/5, ib-hdr/ndr/xdr, eth-25g/100g/200g/400g (repeatable; labelled preset)")
     q.add_argument("--collective", default=None, help="only models of this collective")
     q.add_argument("--link-class", default=None, choices=("intra-node", "inter-node"),
                    help="only models of this link class")
@@ -70,6 +76,7 @@ def run_fit(args) -> int:
     """Body of ``pybench fit``; returns the exit status."""
     from pybench.model.alpha_beta import fit_models, save_models
     from pybench.model.logs import load_measurements
+    from pybench.model.topology import fit_topology_models
 
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.
@@ -101,9 +108,26 @@ def run_fit(args) -> int:
             where = ", ".join(model.sources) or model.collective
             print(f"pybench: fit: {where}: {model.collective} x{model.world_size}: {anomaly.describe()}; "
                   f"left out of the fit", file=sys.stderr)
-    save_models(models, out, overwrite=args.force)
-    print(f"\nsaved {len(models)} model(s) to {out}")
+    topology, skipped = fit_topology_models(usable)
+    for line in skipped:
+        print(f"pybench: fit: {line}", file=sys.stderr)
+    for tm in topology:
+        print(f"\n{describe_topology(tm)}")
+    save_models(models, out, overwrite=args.force, topology=topology)
+    print(f"\nsaved {len(models)} model(s) and {len(topology)} topology model(s) to {out}")
     return 0
+
+
+def describe_topology(tm) -> str:
+    """Two lines about a fitted topology model, for ``fit``'s report."""
+    fitted = ", ".join(f"{w}" + (f" on {n} nodes" if n > 1 else "") for w, n in tm.fitted)
+    lines = [f"topology model: {tm.collective} / {tm.backend} / {tm.algorithm}, fitted at {fitted} ranks"]
+    for name, link in (("intra-node", tm.intra), ("inter-node", tm.inter)):
+        if link is not None:
+            lines.append(f"  {name}: base {link.base_s * 1e6:.2f} us, per step {link.step_s * 1e6:.3f} us, "
+                         f"bus bandwidth {link.busbw_Bps / 1e9:.2f} GB/s, pipeline steps c {link.extra_steps:.3f}")
+    lines += [f"  note: {n}" for n in tm.notes]
+    return "\n".join(lines)
 
 
 def _busbw_factor(collective: str, world: int) -> float:
@@ -153,8 +177,9 @@ def format_prediction_table(records) -> str:
         if key != last:
             if last is not None:
                 lines.append("")
+            nodes = f" on {r['nodes']} node(s)" if "nodes" in r else ""
             lines.append(f"# {r['collective']} / {r['backend']} / {r['link_class'] or 'link class unknown'}"
-                         f" / {r['world']} ranks / algorithm {r['algorithm']}"
+                         f" / {r['world']} ranks{nodes} / algorithm {r['algorithm']}"
                          + (" (world extrapolated)" if r["extrapolated_world"] else ""))
             lines.append(f"# {'size':>10} {'time(us)':>11} {'low(us)':>11} {'high(us)':>11} "
                          f"{'algbw':>8} {'busbw':>8}  note")
@@ -163,7 +188,8 @@ def format_prediction_table(records) -> str:
         alg = "n/a" if r["algbw_gbps"] is None else f"{r['algbw_gbps']:.2f}"
         ratio = r.get("measured_anomaly_ratio")
         anomaly = f"anomaly, left out of the fit: measured {ratio:.2f}x the trend at the fitted world" if ratio else ""
-        note = "; ".join(n for n, on in (("outside measured sizes", r["extrapolated_size"]),
+        note = "; ".join(n for n, on in ((r.get("provenance", ""), "provenance" in r),
+                                         ("outside measured sizes", r["extrapolated_size"]),
                                          ("band reaches 0: latency not resolved",
                                           r.get("band_reaches_zero", False)),
                                          (anomaly, bool(ratio))) if on)
@@ -171,6 +197,52 @@ def format_prediction_table(records) -> str:
                      f"{r['time_low_s'] * 1e6:>11.2f} {r['time_high_s'] * 1e6:>11.2f} "
                      f"{alg:>8} {bus:>8}  {note}")
     return "\n".join(lines)
+
+
+def _topology_for(args) -> list:
+    """The topology models to predict with, or [] when the piecewise models answer (a measured world)."""
+    from pybench.model.alpha_beta import load_models
+    from pybench.model.link_presets import get_preset
+    from pybench.model.model_files import load_topology
+
+    presets = [get_preset(name) for name in args.link]
+    if args.nodes is not None and args.nodes < 1:
+        raise UsageError(f"--nodes {args.nodes} must be a positive number of nodes")
+    if args.world is None:
+        if args.nodes is not None or presets:
+            raise UsageError("--nodes and --link need --world (the rank count to predict for)")
+        return []
+    topology = [m for m in load_topology(args.model) if args.collective in (None, m.collective)]
+    measured = any(m.world_size == args.world for m in load_models(args.model)
+                   if args.collective in (None, m.collective))
+    if not topology or (measured and args.nodes is None and not presets):
+        if args.nodes is not None or presets:
+            which = f" for {args.collective}" if args.collective else ""
+            raise UsageError(f"{args.model} holds no topology model{which}; refit it with this pybench "
+                             f"(`pybench fit ... -o FILE`) to use --nodes / --link")
+        return []
+    if args.world % (args.nodes or 1):
+        raise UsageError(f"--world {args.world} is not divisible by --nodes {args.nodes}; give ranks per node x nodes")
+    for preset in presets:
+        topology = [m.with_preset(preset) for m in topology]
+    return topology
+
+
+def topology_records(models, sizes, world: int, nodes: int) -> list:
+    """Prediction records (as :func:`prediction_records`) from topology models: one table per collective."""
+    records = []
+    for m in models:
+        factor = _busbw_factor(m.collective, world)
+        for s in sizes:
+            p = m.predict(int(s), world, nodes)
+            records.append({
+                "collective": m.collective, "backend": m.backend or "?", "link_class": p.links, "size_bytes": int(s),
+                "world": world, "nodes": nodes, "time_s": p.time_s, "time_low_s": p.low_s, "time_high_s": p.high_s,
+                "band": "prediction", "algbw_gbps": s / p.time_s / 1e9, "busbw_gbps": s / p.time_s / 1e9 * factor,
+                "algorithm": f"{m.algorithm} (topology model)", "provenance": p.provenance,
+                "extrapolated_world": p.provenance == "extrapolated", "extrapolated_size": False,
+                "band_reaches_zero": False, "measured_anomaly_ratio": None})
+    return records
 
 
 def run_predict(args) -> int:
@@ -188,7 +260,13 @@ def run_predict(args) -> int:
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
     sizes = parse_sizes(args.sizes)
-    records = prediction_records(models, sizes, world=args.world, band=args.band)
+    topology = _topology_for(args)
+    if not topology and args.world is not None and any(m.world_size == args.world for m in models):
+        models = [m for m in models if m.world_size == args.world]  # measured there: no extrapolated twins
+    if topology:
+        records = topology_records(topology, sizes, args.world, args.nodes or 1)
+    else:
+        records = prediction_records(models, sizes, world=args.world, band=args.band)
     print(format_prediction_table(records))
     if args.json:
         write_json(Path(args.json), stamp(PREDICTION, {"model_file": str(args.model), "records": records}))

@@ -15,8 +15,10 @@ from pybench.io.files import read_document
 from pybench.io.formats import MODEL, check_document
 from pybench.model.model_writer import models_to_document, save_models
 from pybench.model.piecewise_model import AlphaBetaModel
+from pybench.model.topology import TopologyModel
 
-__all__ = ["load_model", "load_models", "models_from_document", "models_to_document", "save_models"]
+__all__ = ["load_model", "load_models", "load_topology", "models_from_document", "models_to_document",
+           "save_models"]
 
 
 def models_from_document(data: Any, path: str | Path = "<model>") -> list[AlphaBetaModel]:
@@ -43,6 +45,21 @@ def load_models(path: str | Path) -> list[AlphaBetaModel]:
         Unreadable, not JSON, wrong schema, newer schema version, malformed entry.
     """
     return models_from_document(read_document(path, MODEL), path)
+
+
+def load_topology(path: str | Path) -> list[TopologyModel]:
+    """The topology-aware models a model file holds (none in files written before them)."""
+    data = read_document(path, MODEL)
+    entries = data.get("topology", [])
+    if not isinstance(entries, list):
+        raise FileFormatError(f"{path}: 'topology' is {type(entries).__name__}, not a list")
+    out = []
+    for k, entry in enumerate(entries):
+        try:
+            out.append(TopologyModel.from_dict(entry))
+        except FileFormatError as e:
+            raise FileFormatError(f"{path}: topology[{k}]: {e}") from None
+    return out
 
 
 def load_model(path: str | Path, *, collective: str | None = None, link_class: str | None = None,

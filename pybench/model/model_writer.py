@@ -23,12 +23,20 @@ class ModelEntry(Protocol):
         ...
 
 
-def models_to_document(models: Sequence[ModelEntry]) -> dict[str, Any]:
-    """The JSON document for a model file (stamped with the registry's MODEL schema)."""
-    return stamp(MODEL, {"models": [m.to_dict() for m in models]})
+def models_to_document(models: Sequence[ModelEntry], topology: Sequence[ModelEntry] = ()) -> dict[str, Any]:
+    """The JSON document for a model file (stamped with the registry's MODEL schema).
+
+    ``topology`` holds the topology-aware models (:mod:`pybench.model.topology`), one per
+    collective and backend, fitted over every world size; readers that predate them ignore the key.
+    """
+    body: dict[str, Any] = {"models": [m.to_dict() for m in models]}
+    if topology:
+        body["topology"] = [m.to_dict() for m in topology]
+    return stamp(MODEL, body)
 
 
-def save_models(models: Sequence[ModelEntry], path: str | Path, overwrite: bool = False) -> Path:
+def save_models(models: Sequence[ModelEntry], path: str | Path, overwrite: bool = False,
+                topology: Sequence[ModelEntry] = ()) -> Path:
     """Write models to a versioned JSON file, atomically.
 
     The document goes to a temporary file in the same directory, is flushed to disk and
@@ -50,5 +58,5 @@ def save_models(models: Sequence[ModelEntry], path: str | Path, overwrite: bool 
     if not models:
         raise UsageError("no models to save")
     refuse_existing(p, overwrite)
-    write_atomic(p, json_text(models_to_document(models)))
+    write_atomic(p, json_text(models_to_document(models, topology)))
     return p

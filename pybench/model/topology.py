@@ -28,13 +28,15 @@ fitted world; every prediction says whether it is measured, interpolated or extr
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pybench.errors import UsageError
+from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import LinkPreset
 
 Z95 = 1.959963984540054
@@ -88,6 +90,15 @@ class LinkCost:
     def to_dict(self) -> dict:
         return {"base_s": self.base_s, "step_s": self.step_s, "busbw_Bps": self.busbw_Bps,
                 "extra_steps": self.extra_steps, "label": self.label}
+
+    @classmethod
+    def from_dict(cls, d: object) -> LinkCost:
+        if not isinstance(d, dict):
+            raise FileFormatError(f"a link cost is {type(d).__name__}, not an object")
+        base, step, busbw, extra = (_number(d, k) for k in ("base_s", "step_s", "busbw_Bps", "extra_steps"))
+        if min(base, step, extra) < 0 or busbw <= 0:
+            raise FileFormatError("a link cost needs base_s, step_s, extra_steps >= 0 and busbw_Bps > 0")
+        return cls(base, step, busbw, extra, str(d.get("label", "")))
 
     @classmethod
     def from_preset(cls, preset: LinkPreset) -> LinkCost:
@@ -177,6 +188,7 @@ class TopologyModel:
     residual_sizes: tuple[float, ...] = field(repr=False, default=())
     residuals: tuple[float, ...] = field(repr=False, default=())
     notes: tuple[str, ...] = ()
+    backend: str = ""
 
     def _local_sigma(self, size: float) -> float:
         if not self.residuals:
@@ -242,7 +254,59 @@ class TopologyModel:
                 "inter": self.inter.to_dict() if self.inter else None,
                 "fitted": [list(f) for f in self.fitted], "size_range": list(self.size_range),
                 "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "backend": self.backend}
+
+
+    @classmethod
+    def from_dict(cls, d: object) -> TopologyModel:
+        """A model from its JSON form (a model file's ``topology`` entry); FileFormatError if malformed."""
+        if not isinstance(d, dict):
+            raise FileFormatError(f"a topology model is {type(d).__name__}, not an object")
+        try:
+            fitted = tuple((int(w), int(n)) for w, n in d["fitted"])
+            lo, hi = (int(x) for x in d["size_range"])
+            sizes = tuple(float(x) for x in d.get("residual_sizes", ()))
+            residuals = tuple(float(x) for x in d.get("residuals", ()))
+            collective, algorithm = str(d["collective"]), str(d["algorithm"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FileFormatError(f"a topology model is malformed ({exc!r})") from None
+        if algorithm not in ALGORITHMS or len(sizes) != len(residuals) or not fitted:
+            raise FileFormatError(f"a topology model is malformed (algorithm {algorithm!r}, "
+                                  f"{len(sizes)} sizes vs {len(residuals)} residuals)")
+        intra = LinkCost.from_dict(d["intra"]) if d.get("intra") is not None else None
+        inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
+        return cls(collective, algorithm, intra, inter, fitted, (lo, hi), sizes, residuals,
+                   tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")))
+
+    def with_preset(self, preset: LinkPreset) -> TopologyModel:
+        """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""
+        link = LinkCost.from_preset(preset)
+        if preset.link_class == "intra-node":
+            return dataclasses.replace(self, intra=self.intra or link)
+        return dataclasses.replace(self, inter=self.inter or link)
+
+
+def _number(d: dict, key: str) -> float:
+    value = d.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FileFormatError(f"a link cost's {key} is {value!r}, not a finite number")
+    return float(value)
+
+
+_HOSTS_NOTE = re.compile(r"(\d+) ranks on (\d+) host\(s\)")
+
+
+def nodes_of(ms: object) -> int | None:
+    """Node count of an imported sweep: its ``nodes``, the hosts its log listed for every rank, or 1 intra-node."""
+    nodes = getattr(ms, "nodes", None)
+    if nodes:
+        return int(nodes)
+    world = getattr(ms, "world_size", None)
+    for note in getattr(ms, "notes", ()):
+        m = _HOSTS_NOTE.search(note)
+        if m and world and int(m.group(1)) >= world:
+            return int(m.group(2))
+    return 1 if getattr(ms, "link_class", None) == "intra-node" else None
 
 
 def _check_layout(world: int, nodes: int) -> None:
@@ -340,21 +404,51 @@ def _residuals(collective: str, algorithm: str, intra: LinkCost | None, inter: L
     return [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in obs]
 
 
-def observations_from(sets: Sequence, nodes_of: Callable[[object], int] | None = None) -> list[Observation]:
+def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] | None = None) -> list[Observation]:
     """Observations from imported measurement sets (``pybench.model.logs``): sizes, medians, world, nodes.
 
-    ``nodes_of(set)`` gives a set's node count; by default a set's ``nodes`` attribute, else 1 for
-    intra-node sets. An inter-node set whose node count is unknown is refused in one line.
+    ``nodes_fn(set)`` gives a set's node count; by default :func:`nodes_of`. A set whose node
+    count is unknown is refused in one line (say how many nodes it ran on).
     """
     out = []
     for ms in sets:
         if not ms.world_size:
             raise UsageError(f"{ms.path or ms.collective}: no recorded world size; the topology model needs it")
-        nodes = nodes_of(ms) if nodes_of else getattr(ms, "nodes", None)
+        nodes = nodes_fn(ms) if nodes_fn else nodes_of(ms)
         if nodes is None:
-            if ms.link_class == "inter-node":
-                raise UsageError(f"{ms.path or ms.collective}: crosses nodes but the node count is unknown; give it")
-            nodes = 1
+            raise UsageError(f"{ms.path or ms.collective}: the node count is unknown (the log lists the hosts of "
+                             f"only some ranks); the topology model needs it")
         out += [Observation(float(s), int(ms.world_size), int(nodes), float(t))
                 for s, t in zip(ms.size_bytes, ms.time_s) if t > 0]
     return out
+
+
+def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]:
+    """One topology model per (collective, backend) over every usable sweep; and why sweeps were left out.
+
+    A sweep is used when it has 2 or more ranks, 3 or more distinct sizes, a collective the
+    model knows and a known node count (:func:`nodes_of`).
+    """
+    groups: dict[tuple[str, str], list[Observation]] = {}
+    skipped: list[str] = []
+    for ms in sets:
+        where = f"{ms.path or 'input'}: {ms.collective}"
+        try:
+            algorithm_steps(ms.collective, "ring", 2)
+        except UsageError:
+            skipped.append(f"{where}: no topology model for this collective")
+            continue
+        if not ms.world_size or ms.world_size < 2 or len(set(ms.size_bytes.tolist())) < 3:
+            skipped.append(f"{where}: needs 2 or more ranks and 3 or more sizes for the topology model")
+            continue
+        if nodes_of(ms) is None:
+            skipped.append(f"{where}: node count unknown (hosts of only some ranks listed); not in the topology model")
+            continue
+        groups.setdefault((ms.collective, ms.backend), []).extend(observations_from([ms]))
+    models = []
+    for (collective, backend), obs in sorted(groups.items()):
+        try:
+            models.append(dataclasses.replace(fit_topology(collective, obs), backend=backend))
+        except UsageError as exc:
+            skipped.append(f"{collective}: {exc}")
+    return models, skipped

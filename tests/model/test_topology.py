@@ -139,3 +139,76 @@ def test_presets_carry_published_per_direction_rates():
     assert PRESETS["ib-ndr"].bandwidth_Bps == 50e9 and PRESETS["eth-25g"].bandwidth_Bps == 3.125e9
     assert all(p.link_class in ("intra-node", "inter-node") for p in PRESETS.values())
     assert all(math.isfinite(p.bandwidth_Bps) and p.bandwidth_Bps > 0 for p in PRESETS.values())
+
+
+# -- through the command line: fit saves the topology model, predict answers one table -------------
+
+def _fit_vtrain(tmp_path, capsys, *worlds: int):
+    from pybench.cli.main import main
+    out = tmp_path / "vt.json"
+    paths = [str(VTRAIN / f"a100_nvswitch_allreduce_{w}gpu.csv") for w in worlds]
+    assert main(["fit", *paths, "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "topology model: allreduce / nccl / ring, fitted at " + ", ".join(map(str, worlds)) in text
+    return out
+
+
+def test_predict_at_an_unmeasured_world_is_one_table_from_the_topology_model(tmp_path, capsys):
+    import json
+
+    from pybench.cli.main import main
+    model_file = _fit_vtrain(tmp_path, capsys, 2, 4)
+    pj = tmp_path / "p.json"
+    assert main(["predict", str(model_file), "--sizes", "1M,1G", "--world", "8", "--json", str(pj)]) == 0
+    table = capsys.readouterr().out
+    assert table.count("# allreduce") == 1 and "topology model" in table and "extrapolated" in table
+    records = json.loads(pj.read_text())["records"]
+    assert [r["provenance"] for r in records] == ["extrapolated", "extrapolated"]
+    measured_8gpu_1g = 8193.0e-6  # the vTrain 8-GPU table at 1 GiB
+    assert records[1]["time_low_s"] <= measured_8gpu_1g <= records[1]["time_high_s"]
+    # a measured world answers from its own piecewise model only
+    assert main(["predict", str(model_file), "--sizes", "1G", "--world", "4"]) == 0
+    assert capsys.readouterr().out.count("# allreduce") == 1
+
+
+def test_predict_across_nodes_needs_an_inter_node_link_and_labels_presets(tmp_path, capsys):
+    from pybench.cli.main import main
+    model_file = _fit_vtrain(tmp_path, capsys, 2, 4)
+    assert main(["predict", str(model_file), "--sizes", "1G", "--world", "16", "--nodes", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no inter-node parameters" in err[0] and "--link" in err[0]
+    assert main(["predict", str(model_file), "--sizes", "1G", "--world", "16", "--nodes", "2",
+                 "--link", "ib-ndr"]) == 0
+    out = capsys.readouterr().out
+    assert "inter-node preset ib-ndr" in out and "16 ranks on 2 node(s)" in out
+    for argv, message in ((["--world", "16", "--nodes", "3"], "not divisible"),
+                          (["--world", "16", "--nodes", "2", "--link", "nvlink9"], "unknown link preset"),
+                          (["--nodes", "2"], "need --world"),
+                          (["--world", "8", "--nodes", "0"], "positive number of nodes")):
+        assert main(["predict", str(model_file), "--sizes", "1G", *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
+def test_topology_models_round_trip_through_the_model_file(tmp_path, capsys):
+    from pybench.model.model_files import load_topology
+    model_file = _fit_vtrain(tmp_path, capsys, 2, 4)
+    (loaded,) = load_topology(model_file)
+    fresh = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
+    assert loaded.predict(1 << 30, 8).time_s == pytest.approx(fresh.predict(1 << 30, 8).time_s, rel=1e-12)
+    assert loaded.backend == "nccl"
+
+
+def test_a_multi_node_log_fits_the_inter_node_link(tmp_path):
+    """The shared 2-node A100 RoCE log: its Rank lines put 16 ranks on 2 hosts."""
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology import fit_topology_models
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    sets = load_measurements(log)
+    models, skipped = fit_topology_models(sets)
+    (model,) = models
+    assert model.fitted == ((16, 2),) and model.intra is None and model.inter is not None
+    assert 150e9 < model.inter.busbw_Bps < 300e9  # its busbw tops out at 238 GB/s
+    joint = model.with_preset(get_preset("nvlink3"))
+    assert joint.predict(1 << 30, 16, 2).provenance == "measured"
+    assert joint.predict(1 << 30, 32, 4).time_s > joint.predict(1 << 30, 16, 2).time_s
