@@ -22,6 +22,12 @@ from pybench.measure.stats import SampleStats
 from pybench.measure.stopping import StopRule
 from pybench.sizes import format_size
 
+# Documented ranges (README, "Options"): untimed and checked iterations per size, and
+# messages in flight in the p2p bandwidth tests (OSU uses 64).
+MAX_WARMUP = 1_000_000
+MAX_CHECK = 10_000
+MAX_WINDOW = 65_536
+
 
 class NativeBench(Protocol):
     """What the C++ CollectiveBench and P2PBench have in common."""
@@ -70,15 +76,16 @@ class BenchConfig:
         """
         if self.timing not in ("batched", "per-op", "graph"):
             raise UsageError(f"unknown timing mode {self.timing!r}; use batched, per-op or graph")
-        if self.warmup < 0 or self.check_iters < 0:
-            raise UsageError("--warmup and --check must be 0 or more")
+        if not 0 <= self.warmup <= MAX_WARMUP or not 0 <= self.check_iters <= MAX_CHECK:
+            raise UsageError(f"--warmup must be 0 to {MAX_WARMUP:,} and --check 0 to {MAX_CHECK:,}, "
+                             f"got {self.warmup} and {self.check_iters}")
         if not self.sizes:
             raise SizeError("no sizes to run")
         if self.is_p2p:
             if world < 2:
                 raise UsageError(f"point-to-point tests need 2 ranks, got {world}; run with -n 2")
-            if self.window < 1:
-                raise UsageError(f"--window must be at least 1, got {self.window}")
+            if not 1 <= self.window <= MAX_WINDOW:  # each message in flight holds MPI requests
+                raise UsageError(f"--window must be 1 to {MAX_WINDOW}, got {self.window}")
             for s in self.sizes:
                 if s > 2**31 - 1:
                     raise SizeError(f"p2p size {format_size(s)} exceeds MPI's 32-bit count (2 GiB - 1 bytes); "

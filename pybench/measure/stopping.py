@@ -17,6 +17,9 @@ from pybench.measure.stats import SampleStats
 
 # Fewest samples for which the order-statistic CI of the median is narrower than [min, max].
 MIN_SAMPLES_FOR_CI = 6
+# Most timed iterations per size any setting may ask for (the fastest operation, ~0.3 us,
+# takes half a minute for this many): a larger count is a typo, not a measurement.
+MAX_ITERATIONS = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,10 @@ class StopRule:
     budget_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.fixed_iters is not None and self.fixed_iters < 1:
-            raise UsageError(f"--iters must be at least 1, got {self.fixed_iters}")
+        if self.fixed_iters is not None and not 1 <= self.fixed_iters <= MAX_ITERATIONS:
+            raise UsageError(f"--iters must be 1 to {MAX_ITERATIONS:,}, got {self.fixed_iters}")
+        if self.max_iters > MAX_ITERATIONS:
+            raise UsageError(f"--max-iters must be at most {MAX_ITERATIONS:,}, got {self.max_iters}")
         if self.fixed_iters is None and (self.precision is None or not 0 < self.precision < 1):
             raise UsageError(f"--precision must be between 0 and 1 (e.g. 0.02 or 2%), got {self.precision}")
         if self.min_iters < 1 or self.max_iters < self.min_iters:
