@@ -93,6 +93,7 @@ def test_check_pattern_is_the_documented_rule(native):
     (("float32", "sum", 2, -2, 4), "rank must be -1"),
     (("float8", "sum", 2, 0, 4), "unknown dtype 'float8'"),
     (("float32", "prod", 2, 0, 4), "unknown reduction op 'prod'"),
+    (("float32", "sum", 2, 0, 2**40), "count must be at most"),
 ])
 def test_check_pattern_rejects_bad_arguments(native, args, message):
     with pytest.raises(NativeError, match=message):

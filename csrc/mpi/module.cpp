@@ -146,6 +146,7 @@ void register_dtypes(py::module_& m) {
     PYBENCH_REQUIRE(world >= 1, "world must be at least 1");
     PYBENCH_REQUIRE(rank >= ExpectedBlock::kAllRanks && rank < world,
                     "rank must be -1 (the reduction over all ranks) or a rank of the world");
+    PYBENCH_REQUIRE(count <= (std::size_t(1) << 24), "count must be at most 16777216 (the values repeat every 13)");
     return Pattern(parse_dtype(dtype), parse_op(op), world, reduces).stored_expected(rank, first, count);
   }, py::arg("dtype"), py::arg("op"), py::arg("world"), py::arg("rank"), py::arg("count"), py::arg("first") = 0,
      py::arg("reduces") = true,
