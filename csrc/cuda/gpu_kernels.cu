@@ -53,6 +53,52 @@ __global__ void count_wrong_kernel(const T* out, std::size_t length, PeriodTable
   if (mine) atomicAdd(wrong, mine);
 }
 
+// One thread holds its stream until the host has enqueued a whole sample (*flag
+// reaches target), as nvbandwidth's spin kernel does, so the events around the
+// sample time GPU work, not the host's launch gap. Gives up after timeout_ns
+// (then *expired = 1 and the caller discards the samples), so a host that dies
+// never leaves the GPU spinning.
+__global__ void latch_kernel(const volatile unsigned long long* flag, unsigned long long target,
+                             unsigned long long timeout_ns, volatile unsigned* expired) {
+  unsigned long long t0, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (*flag < target) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - t0 > timeout_ns) {
+      *expired = 1u;
+      return;
+    }
+  }
+}
+
+// An SM copy (the copy-engine path's alternative, as nvbandwidth's SM tests): 16-byte
+// vector loads and stores where both ends are aligned, bytes for the tail.
+__global__ void sm_copy_kernel(char* dst, const char* src, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const bool aligned = (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0) &&
+                       (reinterpret_cast<std::uintptr_t>(src) % 16 == 0);
+  std::size_t done = 0;
+  if (aligned) {
+    const std::size_t nv = n / 16;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (std::size_t k = first; k < nv; k += stride) d[k] = s[k];
+    done = nv * 16;
+  }
+  for (std::size_t k = done + first; k < n; k += stride) dst[k] = src[k];
+}
+
+// Counts bytes of `buf` that differ from `value`: the copies' data check.
+__global__ void count_bytes_not_kernel(const unsigned char* buf, std::size_t n, unsigned char value,
+                                       unsigned long long* wrong) {
+  unsigned long long mine = 0;
+  for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    if (buf[k] != value) ++mine;
+  if (mine) atomicAdd(wrong, mine);
+}
+
 constexpr int kThreads = 256;
 
 unsigned blocks_for(std::size_t n) {
@@ -100,6 +146,27 @@ void launch_count_wrong(nccl::DataType dtype, const void* out, std::size_t out_o
                                                                       length, table, wrong);
   });
   check_launch("check kernel");
+}
+
+void launch_latch(const unsigned long long* flag, unsigned long long target, double timeout_s, unsigned* expired,
+                  cudaStream_t stream) {
+  const auto ns = static_cast<unsigned long long>(timeout_s * 1e9);
+  latch_kernel<<<1, 1, 0, stream>>>(flag, target, ns, expired);
+  check_launch("latch kernel");
+}
+
+void launch_sm_copy(void* dst, const void* src, std::size_t bytes, int blocks, cudaStream_t stream) {
+  if (bytes == 0) return;
+  sm_copy_kernel<<<blocks, 512, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+  check_launch("SM copy kernel");
+}
+
+void launch_count_bytes_not(const void* buf, std::size_t n, unsigned char value, unsigned long long* wrong,
+                            cudaStream_t stream) {
+  if (n == 0) return;
+  count_bytes_not_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const unsigned char*>(buf), n, value,
+                                                                 wrong);
+  check_launch("copy check kernel");
 }
 
 void check_launch(const char* what) {

@@ -158,7 +158,8 @@ void register_nccl(py::module_& m) {
       .def("abort", &gpu::NcclWorld::abort, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("aborted", &gpu::NcclWorld::aborted)
       .def("pair_times", &gpu::NcclWorld::pair_times, py::arg("src"), py::arg("dst"), py::arg("size_bytes"),
-           py::arg("n_samples"), py::arg("ops_per_sample"), py::call_guard<py::gil_scoped_release>());
+           py::arg("n_samples"), py::arg("ops_per_sample"), py::arg("pingpong") = false,
+           py::call_guard<py::gil_scoped_release>());
 
   py::class_<gpu::NcclBench>(m, "NcclBench")
       .def(py::init([](std::shared_ptr<gpu::NcclWorld> world, const std::string& collective, const std::string& dtype,
@@ -182,17 +183,38 @@ void register_nccl(py::module_& m) {
       .def_property_readonly("count", &gpu::NcclBench::count)
       .def_property_readonly("send_bytes", &gpu::NcclBench::send_bytes)
       .def_property_readonly("recv_bytes", &gpu::NcclBench::recv_bytes)
-      .def_property_readonly("device_bytes", &gpu::NcclBench::device_bytes);
+      .def_property_readonly("device_bytes", &gpu::NcclBench::device_bytes)
+      .def_property_readonly("rotation_slots", &gpu::NcclBench::rotation_slots)
+      .def_property_readonly("slot_stride", &gpu::NcclBench::slot_stride)
+      .def("latched", &gpu::NcclBench::latched, py::arg("ops_per_sample"),
+           "Whether a sample of this many operations is held by the spin-kernel latch until enqueued.");
 
-  m.def("copy_times", [](const std::string& kind, int src, int dst, std::size_t size_bytes, int n_samples, int ops) {
+  m.def("copy_times", [](const std::string& kind, int src, int dst, std::size_t size_bytes, int n_samples, int ops,
+                         const std::string& engine, bool bidirectional) {
     gpu::CopyResult r;
     {
       py::gil_scoped_release nogil;
-      r = gpu::copy_times(kind, src, dst, size_bytes, n_samples, ops);
+      r = gpu::copy_times(kind, src, dst, size_bytes, n_samples, ops, engine, bidirectional);
     }
-    return py::make_tuple(r.per_copy_s, r.peer_access);
+    return py::make_tuple(r.per_copy_s, r.peer_access, r.wrong_bytes);
   }, py::arg("kind"), py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("n_samples"),
-     py::arg("ops_per_sample"), "Seconds per copy (one per sample) and whether peer access was on.");
+     py::arg("ops_per_sample"), py::arg("engine") = "ce", py::arg("bidirectional") = false,
+     "Seconds per copy (one per sample), whether peer access was on, and destination bytes that differ.");
+  m.def("teardown_order_selftest", [](int n_graphs, int released_first) {
+    // The world's abort path on stand-ins (no GPU): graphs registered, one released
+    // by its bench, then abort_after_graphs. Returns what happened, in order.
+    std::vector<std::string> log;
+    gpu::GraphRegistry graphs;
+    std::vector<int> ids;
+    for (int i = 0; i < n_graphs; ++i)
+      ids.push_back(graphs.add([&log, i] { log.push_back("destroy graph " + std::to_string(i)); }));
+    if (released_first >= 0 && released_first < n_graphs) graphs.release(ids[released_first]);
+    gpu::abort_after_graphs(graphs, [&log, &graphs] {
+      log.push_back("abort communicators (" + std::to_string(graphs.live()) + " graphs live)");
+    });
+    for (int id : ids) graphs.release(id);  // a bench freeing its graphs after the abort: nothing happens
+    return log;
+  }, py::arg("n_graphs"), py::arg("released_first") = -1, "For tests: the graph/communicator tear-down order.");
 }
 
 }  // namespace

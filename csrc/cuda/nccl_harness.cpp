@@ -40,6 +40,14 @@ nccl::RedOp find_op(const std::string& name) {
   PYBENCH_FAIL("unknown reduction op '" + name + "' for NCCL; known: sum, prod, max, min, avg");
 }
 
+double elapsed_s(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  return static_cast<double>(ms) * 1e-3;
+}
+
+}  // namespace
+
 // Events created on the device of each member, freed on scope exit.
 class EventSet {
  public:
@@ -62,14 +70,6 @@ class EventSet {
   std::size_t n_;
   std::vector<cudaEvent_t> events_;
 };
-
-double elapsed_s(cudaEvent_t a, cudaEvent_t b) {
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  return static_cast<double>(ms) * 1e-3;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- NcclWorld
 
@@ -104,9 +104,17 @@ void NcclWorld::init_scratch() {
     CUDA_CHECK(cudaMalloc(&m.scratch, 256));
     CUDA_CHECK(cudaMemset(m.scratch, 0, 256));
   }
+  pinned(64 << 10);  // allocated now, so the first reduction never allocates
 }
 
 NcclWorld::~NcclWorld() {
+  latch_.release();
+  graphs_.destroy_all();  // ncclCommDestroy, like abort, waits for graphs that captured NCCL work
+  if (reduce_buf_ && !members_.empty()) {
+    cudaSetDevice(members_.front().device);
+    if (!aborted_) cudaStreamSynchronize(members_.front().stream);
+    cudaFree(reduce_buf_);
+  }
   for (auto& m : members_) {
     cudaSetDevice(m.device);
     if (!aborted_) {
@@ -116,15 +124,48 @@ NcclWorld::~NcclWorld() {
     if (m.scratch) cudaFree(m.scratch);
     cudaStreamDestroy(m.stream);
   }
+  if (pinned_) cudaFreeHost(pinned_);
 }
 
 void NcclWorld::abort() {
   if (aborted_) return;
   aborted_ = true;
-  for (auto& m : members_) {
-    cudaSetDevice(m.device);
-    api().CommAbort(m.comm);
+  latch_.release();
+  abort_after_graphs(graphs_, [this] {
+    for (auto& m : members_) {
+      cudaSetDevice(m.device);
+      api().CommAbort(m.comm);
+    }
+  });
+}
+
+void* NcclWorld::pinned(std::size_t bytes) {
+  if (bytes > pinned_bytes_) {
+    if (pinned_) cudaFreeHost(pinned_);
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    const std::size_t n = std::max<std::size_t>(bytes, 64 << 10);
+    CUDA_CHECK(cudaHostAlloc(&pinned_, n, cudaHostAllocPortable));
+    pinned_bytes_ = n;
   }
+  return pinned_;
+}
+
+void* NcclWorld::device_scratch(std::size_t bytes) {
+  if (bytes > reduce_bytes_) {
+    auto& m = members_.front();
+    CUDA_CHECK(cudaSetDevice(m.device));
+    if (reduce_buf_) {
+      CUDA_CHECK(cudaStreamSynchronize(m.stream));
+      cudaFree(reduce_buf_);
+    }
+    reduce_buf_ = nullptr;
+    reduce_bytes_ = 0;
+    const std::size_t n = std::max<std::size_t>(bytes, 64 << 10);
+    CUDA_CHECK(cudaMalloc(&reduce_buf_, n));
+    reduce_bytes_ = n;
+  }
+  return reduce_buf_;
 }
 
 void NcclWorld::wait(const std::string& what, const std::vector<std::vector<void*>>* milestones) {
@@ -177,31 +218,32 @@ void NcclWorld::wait(const std::string& what, const std::vector<std::vector<void
 }
 
 void NcclWorld::enqueue_barrier() {
-  NCCL_CHECK(api().GroupStart());
-  for (auto& m : members_)
-    NCCL_CHECK(api().AllReduce(m.scratch, m.scratch, 1, nccl::kInt32, nccl::kMax, m.comm, m.stream));
-  NCCL_CHECK(api().GroupEnd());
+  in_group([&] {
+    for (auto& m : members_) {
+      const nccl::Result r = api().AllReduce(m.scratch, m.scratch, 1, nccl::kInt32, nccl::kMax, m.comm, m.stream);
+      if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
+    }
+    return nccl::kSuccess;
+  });
 }
 
 template <typename T>
 static std::vector<T> reduce_over_ranks(NcclWorld& w, const std::vector<T>& local, nccl::DataType dt, nccl::RedOp op) {
   if (!w.multi_process() || local.empty()) return local;
+  // Pinned host memory and a kept device buffer: the copies are truly asynchronous,
+  // so wait() polls NCCL's errors and the timeout while the reduction runs, and
+  // nothing here allocates or frees (cudaFree would synchronise the device).
   auto& m = w.members().front();
+  const std::size_t bytes = local.size() * sizeof(T);
+  void* buf = w.device_scratch(bytes);
+  T* host = static_cast<T*>(w.pinned(bytes));
+  std::copy(local.begin(), local.end(), host);
   CUDA_CHECK(cudaSetDevice(m.device));
-  void* buf = nullptr;
-  CUDA_CHECK(cudaMalloc(&buf, local.size() * sizeof(T)));
-  std::vector<T> out(local.size());
-  try {
-    CUDA_CHECK(cudaMemcpyAsync(buf, local.data(), local.size() * sizeof(T), cudaMemcpyHostToDevice, m.stream));
-    NCCL_CHECK(api().AllReduce(buf, buf, local.size(), dt, op, m.comm, m.stream));
-    CUDA_CHECK(cudaMemcpyAsync(out.data(), buf, local.size() * sizeof(T), cudaMemcpyDeviceToHost, m.stream));
-    w.wait("agreeing on results across ranks");
-  } catch (...) {
-    cudaFree(buf);
-    throw;
-  }
-  cudaFree(buf);
-  return out;
+  CUDA_CHECK(cudaMemcpyAsync(buf, host, bytes, cudaMemcpyHostToDevice, m.stream));
+  NCCL_CHECK(api().AllReduce(buf, buf, local.size(), dt, op, m.comm, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(host, buf, bytes, cudaMemcpyDeviceToHost, m.stream));
+  w.wait("agreeing on results across ranks");
+  return std::vector<T>(host, host + local.size());
 }
 
 std::vector<double> NcclWorld::max_over_ranks(const std::vector<double>& local) {
@@ -216,7 +258,8 @@ long long NcclWorld::sum_over_ranks(long long local) {
   return reduce_over_ranks(*this, std::vector<long long>{local}, nccl::kInt64, nccl::kSum).front();
 }
 
-std::vector<double> NcclWorld::pair_times(int src, int dst, std::size_t bytes, int n_samples, int ops) {
+std::vector<double> NcclWorld::pair_times(int src, int dst, std::size_t bytes, int n_samples, int ops,
+                                          bool pingpong) {
   PYBENCH_REQUIRE(!multi_process_, "the pair matrix runs in single-process mode (one process driving every GPU)");
   PYBENCH_REQUIRE(src >= 0 && src < world_ && dst >= 0 && dst < world_ && src != dst,
                   "pair " + std::to_string(src) + " -> " + std::to_string(dst) + " is not two distinct devices of " +
@@ -234,10 +277,19 @@ std::vector<double> NcclWorld::pair_times(int src, int dst, std::size_t bytes, i
   std::vector<double> out;
   try {
     auto one = [&] {
-      NCCL_CHECK(api().GroupStart());
-      NCCL_CHECK(api().Send(sbuf, bytes, nccl::kUint8, b.rank, a.comm, a.stream));
-      NCCL_CHECK(api().Recv(rbuf, bytes, nccl::kUint8, a.rank, b.comm, b.stream));
-      NCCL_CHECK(api().GroupEnd());
+      in_group([&] {
+        const nccl::Result r = api().Send(sbuf, bytes, nccl::kUint8, b.rank, a.comm, a.stream);
+        if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
+        return api().Recv(rbuf, bytes, nccl::kUint8, a.rank, b.comm, b.stream);
+      });
+      if (!pingpong) return;
+      // The reply: b's send follows its receive on b's stream, and a's receive waits for it,
+      // so each iteration is one round trip, not a launch-rate-bound stream of sends.
+      in_group([&] {
+        const nccl::Result r = api().Send(rbuf, bytes, nccl::kUint8, a.rank, b.comm, b.stream);
+        if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
+        return api().Recv(sbuf, bytes, nccl::kUint8, b.rank, a.comm, a.stream);
+      });
     };
     for (int i = 0; i < 3; ++i) one();  // the first send on a pair sets up its connection: never timed
     wait("warm-up of send " + std::to_string(src) + " -> " + std::to_string(dst));
@@ -259,7 +311,7 @@ std::vector<double> NcclWorld::pair_times(int src, int dst, std::size_t bytes, i
     for (int s = 0; s < n_samples; ++s) {
       const double t = std::max(elapsed_s(ev.at(0, 2 * s), ev.at(0, 2 * s + 1)),
                                 elapsed_s(ev.at(1, 2 * s), ev.at(1, 2 * s + 1)));
-      out.push_back(t / ops);
+      out.push_back(t / ops / (pingpong ? 2 : 1));  // ping-pong: half a round trip
     }
   } catch (...) {
     cudaFree(sbuf);
@@ -304,36 +356,15 @@ NcclBench::NcclBench(std::shared_ptr<NcclWorld> world, const std::string& collec
   send_count_ = desc_.send_count(count_, n);
   recv_count_ = desc_.recv_count(count_, n);
   label_ = desc_.name + " of " + std::to_string(size_bytes) + " B";
+  // One stride for both buffers, 256-byte aligned as cudaMalloc's own; enough slots
+  // that a pool is at least kRotationBytes (one slot for sizes as large as that).
+  const std::size_t unit = std::max(send_count_, recv_count_) * elem_;
+  stride_ = (unit + 255) / 256 * 256;
+  slots_ = stride_ >= kRotationBytes ? 1 : kRotationBytes / stride_;
 
   per_.resize(world_->members().size());
   try {
-    for (std::size_t i = 0; i < per_.size(); ++i) {
-      auto& m = world_->members()[i];
-      auto& p = per_[i];
-      CUDA_CHECK(cudaSetDevice(m.device));
-      char* send = nullptr;
-      char* recv = nullptr;
-      if (in_place) {
-        std::size_t soff = 0, roff = 0;
-        desc_.in_place_offsets(count_, m.rank, n, &soff, &roff);
-        const std::size_t bytes = std::max(send_count_, recv_count_) * elem_;
-        CUDA_CHECK(cudaMalloc(&p.send_alloc, bytes));
-        alloc_bytes_ = bytes;
-        send = static_cast<char*>(p.send_alloc) + soff * elem_;
-        recv = static_cast<char*>(p.send_alloc) + roff * elem_;
-      } else {
-        CUDA_CHECK(cudaMalloc(&p.send_alloc, send_count_ * elem_));
-        CUDA_CHECK(cudaMalloc(&p.recv_alloc, recv_count_ * elem_));
-        alloc_bytes_ = (send_count_ + recv_count_) * elem_;
-        send = static_cast<char*>(p.send_alloc);
-        recv = static_cast<char*>(p.recv_alloc);
-      }
-      CUDA_CHECK(cudaMalloc(&p.wrong, sizeof(unsigned long long)));
-      p.launch = NcclLaunch{send, recv, count_, dtype_.nccl, elem_, op_, m.comm, m.stream, m.rank, n, root_};
-      // Touch the buffers before any timing: every byte is written once here.
-      CUDA_CHECK(cudaMemsetAsync(recv, 0xff, recv_count_ * elem_, m.stream));
-      launch_fill(dtype_.nccl, send, send_count_, m.rank, 0, pattern_.period(), m.stream);
-    }
+    for (std::size_t i = 0; i < per_.size(); ++i) allocate(i);
     world_->wait("buffer set-up of " + label_);
   } catch (...) {
     free_graphs();
@@ -347,6 +378,35 @@ NcclBench::NcclBench(std::shared_ptr<NcclWorld> world, const std::string& collec
   }
 }
 
+void NcclBench::allocate(std::size_t i) {
+  auto& m = world_->members()[i];
+  auto& p = per_[i];
+  const int n = world_->world();
+  const std::size_t pool = slots_ * stride_;
+  CUDA_CHECK(cudaSetDevice(m.device));
+  // Every byte of every slot is written once here, before any timing.
+  CUDA_CHECK(cudaMalloc(&p.send_alloc, pool));
+  CUDA_CHECK(cudaMemsetAsync(p.send_alloc, 0, pool, m.stream));
+  char* send = static_cast<char*>(p.send_alloc);
+  char* recv = nullptr;
+  if (in_place_) {
+    std::size_t soff = 0, roff = 0;
+    desc_.in_place_offsets(count_, m.rank, n, &soff, &roff);
+    recv = send + roff * elem_;
+    send += soff * elem_;
+    alloc_bytes_ = pool;
+  } else {
+    CUDA_CHECK(cudaMalloc(&p.recv_alloc, pool));
+    CUDA_CHECK(cudaMemsetAsync(p.recv_alloc, 0, pool, m.stream));
+    recv = static_cast<char*>(p.recv_alloc);
+    alloc_bytes_ = 2 * pool;
+  }
+  CUDA_CHECK(cudaMalloc(&p.wrong, sizeof(unsigned long long)));
+  p.launch = NcclLaunch{send, recv, count_, dtype_.nccl, elem_, op_, m.comm, m.stream, m.rank, n, root_};
+  CUDA_CHECK(cudaMemsetAsync(recv, 0xff, recv_count_ * elem_, m.stream));
+  launch_fill(dtype_.nccl, send, send_count_, m.rank, 0, pattern_.period(), m.stream);
+}
+
 NcclBench::~NcclBench() {
   free_graphs();
   for (std::size_t i = 0; i < per_.size(); ++i) {
@@ -358,20 +418,41 @@ NcclBench::~NcclBench() {
   }
 }
 
+bool NcclBench::latched(int ops_per_sample) const {
+  return timing_ == "graph" || ops_per_sample <= kMaxLatchedOps;
+}
+
+NcclLaunch NcclBench::launch_at(std::size_t member, std::size_t slot) const {
+  NcclLaunch l = per_[member].launch;
+  const std::size_t off = slot * stride_;
+  l.send = static_cast<const char*>(l.send) + off;
+  l.recv = static_cast<char*>(l.recv) + off;
+  return l;
+}
+
+void NcclBench::enqueue_slot(std::size_t slot) {
+  in_group([&] {
+    for (std::size_t i = 0; i < per_.size(); ++i) {
+      const nccl::Result r = desc_.run(launch_at(i, slot));
+      if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
+    }
+    return nccl::kSuccess;
+  });
+}
+
 void NcclBench::enqueue_ops(int k) {
   for (int i = 0; i < k; ++i) {
-    NCCL_CHECK(api().GroupStart());
-    for (auto& p : per_) NCCL_CHECK(desc_.run(p.launch));
-    NCCL_CHECK(api().GroupEnd());
+    const std::size_t slot = next_slot_;
+    next_slot_ = (next_slot_ + 1) % slots_;
+    enqueue_slot(slot);
   }
 }
 
 void NcclBench::free_graphs() {
-  for (std::size_t i = 0; i < per_.size(); ++i) {
-    cudaSetDevice(world_->members()[i].device);
-    if (per_[i].graph_exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(per_[i].graph_exec));
-    if (per_[i].graph) cudaGraphDestroy(static_cast<cudaGraph_t>(per_[i].graph));
-    per_[i].graph_exec = per_[i].graph = nullptr;
+  for (auto& p : per_) {
+    if (p.graph_id >= 0) world_->graphs().release(p.graph_id);
+    p.graph_id = -1;
+    p.graph_exec = nullptr;
   }
   graph_ops_ = 0;
 }
@@ -382,8 +463,8 @@ void NcclBench::prepare_graphs(int k) {
   auto& members = world_->members();
   for (auto& m : members) {
     CUDA_CHECK(cudaSetDevice(m.device));
-    // Global mode, as nccl-tests with one thread: nothing else may make unsafe calls during capture.
-    CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeGlobal));
+    // ThreadLocal, as nccl-tests and PyTorch: NCCL's own threads may allocate while we capture.
+    CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
   }
   try {
     enqueue_ops(k);
@@ -397,12 +478,20 @@ void NcclBench::prepare_graphs(int k) {
     throw;
   }
   for (std::size_t i = 0; i < members.size(); ++i) {
-    CUDA_CHECK(cudaSetDevice(members[i].device));
+    const int dev = members[i].device;
+    CUDA_CHECK(cudaSetDevice(dev));
     cudaGraph_t g = nullptr;
     CUDA_CHECK(cudaStreamEndCapture(members[i].stream, &g));
-    per_[i].graph = g;
     cudaGraphExec_t exec = nullptr;
-    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    const cudaError_t e = cudaGraphInstantiate(&exec, g, 0);
+    if (e != cudaSuccess) cudaGraphDestroy(g);
+    CUDA_CHECK(e);
+    // The world owns it from here: it destroys every graph before aborting the communicators.
+    per_[i].graph_id = world_->graphs().add([dev, g, exec] {
+      cudaSetDevice(dev);
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(g);
+    });
     per_[i].graph_exec = exec;
     CUDA_CHECK(cudaGraphUpload(exec, members[i].stream));
   }
@@ -437,7 +526,7 @@ long long NcclBench::check(int iters) {
       CUDA_CHECK(cudaMemsetAsync(l.recv, 0xff, recv_count_ * elem_, m.stream));  // NaN / -1: never a pattern value
       launch_fill(dtype_.nccl, const_cast<void*>(l.send), send_count_, m.rank, 0, pattern_.period(), m.stream);
     }
-    enqueue_ops(1);
+    enqueue_slot(0);  // the checked data lives in slot 0
     for (std::size_t i = 0; i < per_.size(); ++i) {
       auto& m = members[i];
       auto& l = per_[i].launch;
@@ -449,7 +538,8 @@ long long NcclBench::check(int iters) {
                            m.stream);
     }
   }
-  std::vector<unsigned long long> host(per_.size(), 0);
+  // Into pinned memory: the copies stay asynchronous and wait() keeps polling.
+  auto* host = static_cast<unsigned long long*>(world_->pinned(per_.size() * sizeof(unsigned long long)));
   for (std::size_t i = 0; i < per_.size(); ++i) {
     CUDA_CHECK(cudaSetDevice(members[i].device));
     CUDA_CHECK(cudaMemcpyAsync(&host[i], per_[i].wrong, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
@@ -457,40 +547,55 @@ long long NcclBench::check(int iters) {
   }
   world_->wait("check of " + label_);
   long long local = 0;
-  for (auto h : host) local += static_cast<long long>(h);
+  for (std::size_t i = 0; i < per_.size(); ++i) local += static_cast<long long>(host[i]);
   return world_->sum_over_ranks(local);
+}
+
+void NcclBench::enqueue_sample(const EventSet& ev, int s, int ops_per_sample, bool latch) {
+  auto& members = world_->members();
+  HostLatch& gate = world_->latch();
+  LatchRelease release(latch ? &gate : nullptr);
+  if (latch) {
+    std::vector<std::pair<int, cudaStream_t>> streams;
+    for (auto& m : members) streams.emplace_back(m.device, m.stream);
+    gate.hold(streams);  // the GPU waits here until the whole sample is enqueued
+  }
+  world_->enqueue_barrier();
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    CUDA_CHECK(cudaSetDevice(members[i].device));
+    CUDA_CHECK(cudaEventRecord(ev.at(i, 2 * s), members[i].stream));
+  }
+  if (timing_ == "graph") {
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      CUDA_CHECK(cudaSetDevice(members[i].device));
+      CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(per_[i].graph_exec), members[i].stream));
+    }
+  } else {
+    enqueue_ops(ops_per_sample);
+  }
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    CUDA_CHECK(cudaSetDevice(members[i].device));
+    CUDA_CHECK(cudaEventRecord(ev.at(i, 2 * s + 1), members[i].stream));
+  }
 }
 
 Samples NcclBench::measure(int n_samples, int ops_per_sample) {
   PYBENCH_REQUIRE(n_samples >= 1 && ops_per_sample >= 1, "need at least one sample of one operation");
+  PYBENCH_REQUIRE(!world_->aborted(), "the NCCL communicators were aborted earlier in this run; cannot time " + label_);
   const auto t0 = Clock::now();
-  const bool graph = timing_ == "graph";
-  if (graph) prepare_graphs(ops_per_sample);
+  if (timing_ == "graph") prepare_graphs(ops_per_sample);
   auto& members = world_->members();
+  const bool latch = latched(ops_per_sample);
+  world_->latch().clear_expired();
   EventSet ev(members, 2 * static_cast<std::size_t>(n_samples));
-  for (int s = 0; s < n_samples; ++s) {
-    world_->enqueue_barrier();
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      CUDA_CHECK(cudaSetDevice(members[i].device));
-      CUDA_CHECK(cudaEventRecord(ev.at(i, 2 * s), members[i].stream));
-    }
-    if (graph) {
-      for (std::size_t i = 0; i < members.size(); ++i) {
-        CUDA_CHECK(cudaSetDevice(members[i].device));
-        CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(per_[i].graph_exec), members[i].stream));
-      }
-    } else {
-      enqueue_ops(ops_per_sample);
-    }
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      CUDA_CHECK(cudaSetDevice(members[i].device));
-      CUDA_CHECK(cudaEventRecord(ev.at(i, 2 * s + 1), members[i].stream));
-    }
-  }
+  for (int s = 0; s < n_samples; ++s) enqueue_sample(ev, s, ops_per_sample, latch);
   std::vector<std::vector<void*>> ends(members.size());
   for (std::size_t i = 0; i < members.size(); ++i)
     for (int s = 0; s < n_samples; ++s) ends[i].push_back(ev.at(i, 2 * s + 1));
   world_->wait(label_, &ends);
+  PYBENCH_REQUIRE(!(latch && world_->latch().expired()),
+                  "timing of " + label_ + ": the GPU waited over " + std::to_string(HostLatch::kTimeoutS) +
+                      " s for the host to enqueue one sample; the samples are not GPU times (host overloaded?)");
   std::vector<double> values(static_cast<std::size_t>(n_samples) + 1, 0.0);
   for (int s = 0; s < n_samples; ++s)
     for (std::size_t i = 0; i < members.size(); ++i)
@@ -506,69 +611,151 @@ Samples NcclBench::measure(int n_samples, int ops_per_sample) {
 
 // ---------------------------------------------------------------- copy bandwidth
 
-CopyResult copy_times(const std::string& kind, int src, int dst, std::size_t bytes, int n_samples, int ops) {
-  PYBENCH_REQUIRE(kind == "d2d" || kind == "h2d" || kind == "d2h" || kind == "p2p",
-                  "unknown copy kind '" + kind + "'; use d2d, h2d, d2h or p2p");
-  PYBENCH_REQUIRE(bytes > 0 && n_samples >= 1 && ops >= 1, "need a positive size, samples and operations");
-  CopyResult out{{}, false};
-  const int stream_dev = kind == "h2d" ? dst : src;
-  void *from = nullptr, *to = nullptr;
+namespace {
+
+// One direction of a copy benchmark: its buffers (device or pinned host), the
+// stream it runs on, and how it copies.
+struct CopyLeg {
+  void* from = nullptr;
+  void* to = nullptr;
   bool from_host = false, to_host = false;
+  int from_dev = 0, to_dev = 0, stream_dev = 0;
   cudaStream_t stream = nullptr;
-  auto cleanup = [&] {
-    if (stream) cudaStreamDestroy(stream);
-    if (from) from_host ? cudaFreeHost(from) : cudaFree(from);
-    if (to) to_host ? cudaFreeHost(to) : cudaFree(to);
-  };
-  try {
-    if (kind == "p2p") {
-      PYBENCH_REQUIRE(src != dst, "p2p copy needs two distinct devices");
-      int can = 0;
-      CUDA_CHECK(cudaDeviceCanAccessPeer(&can, src, dst));
-      if (can) {
-        CUDA_CHECK(cudaSetDevice(src));
-        const cudaError_t e = cudaDeviceEnablePeerAccess(dst, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-        else CUDA_CHECK(e);
-        out.peer_access = true;
-      }
-    }
-    if (kind == "h2d") {
-      CUDA_CHECK(cudaMallocHost(&from, bytes));
-      from_host = true;
-      std::fill_n(static_cast<char*>(from), bytes, 1);
+
+  void open(bool src_host, int src, bool dst_host, int dst, std::size_t bytes) {
+    from_host = src_host, to_host = dst_host, from_dev = src, to_dev = dst;
+    stream_dev = src_host ? dst : src;
+    if (src_host) {
+      CUDA_CHECK(cudaHostAlloc(&from, bytes, cudaHostAllocPortable));
+      std::fill_n(static_cast<unsigned char*>(from), bytes, kCopyByte);
     } else {
       CUDA_CHECK(cudaSetDevice(src));
       CUDA_CHECK(cudaMalloc(&from, bytes));
-      CUDA_CHECK(cudaMemset(from, 1, bytes));
+      CUDA_CHECK(cudaMemset(from, kCopyByte, bytes));
     }
-    if (kind == "d2h") {
-      CUDA_CHECK(cudaMallocHost(&to, bytes));
-      to_host = true;
-      std::fill_n(static_cast<char*>(to), bytes, 0);
+    if (dst_host) {
+      CUDA_CHECK(cudaHostAlloc(&to, bytes, cudaHostAllocPortable));
+      std::fill_n(static_cast<unsigned char*>(to), bytes, 0);
     } else {
-      CUDA_CHECK(cudaSetDevice(kind == "d2d" ? src : dst));
+      CUDA_CHECK(cudaSetDevice(dst));
       CUDA_CHECK(cudaMalloc(&to, bytes));
       CUDA_CHECK(cudaMemset(to, 0, bytes));
     }
     CUDA_CHECK(cudaSetDevice(stream_dev));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    auto one = [&] {
-      if (kind == "p2p") CUDA_CHECK(cudaMemcpyPeerAsync(to, dst, from, src, bytes, stream));
-      else CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream));
-    };
-    for (int i = 0; i < 2; ++i) one();
+  }
+  void close() {
+    if (stream) cudaStreamDestroy(stream);
+    if (from) from_host ? cudaFreeHost(from) : cudaFree(from);
+    if (to) to_host ? cudaFreeHost(to) : cudaFree(to);
+    stream = nullptr, from = to = nullptr;
+  }
+  void copy(std::size_t bytes, bool sm, int sm_blocks) const {
+    CUDA_CHECK(cudaSetDevice(stream_dev));
+    if (sm) launch_sm_copy(to, from, bytes, sm_blocks, stream);  // pinned host memory is device-visible (UVA)
+    else if (!from_host && !to_host && from_dev != to_dev) CUDA_CHECK(cudaMemcpyPeerAsync(to, to_dev, from, from_dev, bytes, stream));
+    else CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream));
+  }
+  // Destination bytes that differ from the source's fill byte (data verification).
+  long long wrong_bytes(std::size_t bytes) const {
+    CUDA_CHECK(cudaSetDevice(stream_dev));
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<cudaEvent_t> ev(2 * static_cast<std::size_t>(n_samples));
-    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
-    for (int s = 0; s < n_samples; ++s) {
-      CUDA_CHECK(cudaEventRecord(ev[2 * s], stream));
-      for (int i = 0; i < ops; ++i) one();
-      CUDA_CHECK(cudaEventRecord(ev[2 * s + 1], stream));
+    if (to_host) {
+      const auto* b = static_cast<const unsigned char*>(to);
+      return static_cast<long long>(bytes - std::count(b, b + bytes, kCopyByte));
     }
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CUDA_CHECK(cudaSetDevice(to_dev));
+    unsigned long long* counter = nullptr;
+    unsigned long long host = 0;
+    CUDA_CHECK(cudaMalloc(&counter, sizeof(host)));
+    CUDA_CHECK(cudaMemset(counter, 0, sizeof(host)));
+    launch_count_bytes_not(to, bytes, kCopyByte, counter, nullptr);
+    const cudaError_t e = cudaMemcpy(&host, counter, sizeof(host), cudaMemcpyDeviceToHost);
+    cudaFree(counter);
+    CUDA_CHECK(e);
+    return static_cast<long long>(host);
+  }
+  static constexpr unsigned char kCopyByte = 0x5a;
+};
+
+bool enable_peer(int a, int b) {
+  int can = 0;
+  CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
+  if (!can) return false;
+  CUDA_CHECK(cudaSetDevice(a));
+  const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+  else CUDA_CHECK(e);
+  return true;
+}
+
+}  // namespace
+
+CopyResult copy_times(const std::string& kind, int src, int dst, std::size_t bytes, int n_samples, int ops,
+                      const std::string& engine, bool bidirectional) {
+  PYBENCH_REQUIRE(kind == "d2d" || kind == "h2d" || kind == "d2h" || kind == "p2p",
+                  "unknown copy kind '" + kind + "'; use d2d, h2d, d2h or p2p");
+  PYBENCH_REQUIRE(engine == "ce" || engine == "sm", "unknown copy engine '" + engine + "'; use ce or sm");
+  PYBENCH_REQUIRE(bytes > 0 && n_samples >= 1 && ops >= 1, "need a positive size, samples and operations");
+  PYBENCH_REQUIRE(!bidirectional || kind != "d2d", "a d2d copy has no reverse direction; bidirectional is for "
+                                                   "h2d, d2h and p2p");
+  CopyResult out{{}, false, 0};
+  if (kind == "p2p") {
+    PYBENCH_REQUIRE(src != dst, "p2p copy needs two distinct devices");
+    out.peer_access = enable_peer(src, dst) && enable_peer(dst, src);  // both ways, as nvbandwidth
+  }
+  PYBENCH_REQUIRE(!(kind == "p2p" && engine == "sm" && !out.peer_access),
+                  "an SM copy between GPUs " + std::to_string(src) + " and " + std::to_string(dst) +
+                      " needs peer access, which CUDA does not offer for this pair; use the copy engine (ce)");
+  const bool h_src = kind == "h2d", h_dst = kind == "d2h";
+  const int dev_src = kind == "d2d" || kind == "d2h" || kind == "p2p" ? src : dst;
+  const int dev_dst = kind == "d2d" ? src : kind == "d2h" ? src : dst;
+  CopyLeg fwd, back;
+  HostLatch latch;
+  int sm_blocks = 0;
+  auto cleanup = [&] {
+    latch.release();
+    fwd.close();
+    back.close();
+  };
+  try {
+    fwd.open(h_src, dev_src, h_dst, dev_dst, bytes);
+    if (bidirectional) back.open(h_dst, dev_dst, h_src, dev_src, bytes);
+    CUDA_CHECK(cudaDeviceGetAttribute(&sm_blocks, cudaDevAttrMultiProcessorCount, fwd.stream_dev));
+    sm_blocks *= 4;
+    const bool sm = engine == "sm";
+    auto enqueue = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        fwd.copy(bytes, sm, sm_blocks);
+        if (bidirectional) back.copy(bytes, sm, sm_blocks);
+      }
+    };
+    enqueue(2);
+    CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+    CUDA_CHECK(cudaStreamSynchronize(fwd.stream));
+    if (bidirectional) CUDA_CHECK(cudaStreamSynchronize(back.stream));
+    std::vector<cudaEvent_t> ev(2 * static_cast<std::size_t>(n_samples));
+    CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    std::vector<std::pair<int, cudaStream_t>> streams{{fwd.stream_dev, fwd.stream}};
+    if (bidirectional) streams.emplace_back(back.stream_dev, back.stream);
+    for (int s = 0; s < n_samples; ++s) {
+      LatchRelease release(&latch);
+      latch.hold(streams);  // both directions start together, after the host enqueued the sample
+      CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+      CUDA_CHECK(cudaEventRecord(ev[2 * s], fwd.stream));
+      enqueue(ops);
+      CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+      CUDA_CHECK(cudaEventRecord(ev[2 * s + 1], fwd.stream));
+    }
+    latch.release();
+    CUDA_CHECK(cudaStreamSynchronize(fwd.stream));
+    if (bidirectional) CUDA_CHECK(cudaStreamSynchronize(back.stream));
+    PYBENCH_REQUIRE(!latch.expired(), "copy timing: the host took over " + std::to_string(HostLatch::kTimeoutS) +
+                                          " s to enqueue one sample");
     for (int s = 0; s < n_samples; ++s) out.per_copy_s.push_back(elapsed_s(ev[2 * s], ev[2 * s + 1]) / ops);
     for (auto e : ev) cudaEventDestroy(e);
+    out.wrong_bytes = fwd.wrong_bytes(bytes) + (bidirectional ? back.wrong_bytes(bytes) : 0);
   } catch (...) {
     cleanup();
     throw;

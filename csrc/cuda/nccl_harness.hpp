@@ -16,10 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "cuda/graph_registry.hpp"
+#include "cuda/host_latch.hpp"
 #include "cuda/nccl_api.hpp"
 #include "cuda/nccl_collective.hpp"
 
 namespace pybench::gpu {
+
+class EventSet;  // CUDA events per world member (nccl_harness.cpp)
 
 struct Samples {
   std::vector<double> per_op_s;  // one value per sample, max over devices and ranks
@@ -64,27 +68,56 @@ class NcclWorld {
   std::vector<long long> max_over_ranks_ll(const std::vector<long long>& local);
   long long sum_over_ranks(long long local);
   // Abort every communicator now (idempotent); the world is unusable afterwards.
+  // Every live CUDA graph on the world is destroyed first (NCCL waits for them).
   void abort();
+  GraphRegistry& graphs() { return graphs_; }
+  HostLatch& latch() { return latch_; }
+  // A pinned host buffer of at least `bytes` (grown on demand, kept for the world's
+  // life): device-to-host reads land there so they never block the polling wait.
+  void* pinned(std::size_t bytes);
+  // Member 0's device buffer for cross-rank reductions, grown on demand.
+  void* device_scratch(std::size_t bytes);
   bool aborted() const { return aborted_; }
   // Time per operation of ncclSend from member `src` to member `dst` (single-process
   // worlds only): one sample per entry, each the batch time of `ops` messages / ops.
-  std::vector<double> pair_times(int src, int dst, std::size_t bytes, int n_samples, int ops);
+  // `pingpong`: each operation is a message there and its reply back; the time is
+  // half the round trip (latency as OSU's, not the rate of back-to-back sends).
+  std::vector<double> pair_times(int src, int dst, std::size_t bytes, int n_samples, int ops, bool pingpong = false);
 
  private:
   void init_scratch();
-  void run_group(const std::vector<nccl::Result>& results, const char* what);
 
   std::vector<Member> members_;
   int world_ = 0;
   bool multi_process_ = false;
   bool aborted_ = false;
   double timeout_s_;
+  GraphRegistry graphs_;
+  HostLatch latch_;
+  void* pinned_ = nullptr;
+  std::size_t pinned_bytes_ = 0;
+  void* reduce_buf_ = nullptr;
+  std::size_t reduce_bytes_ = 0;
 };
+
+// Runs `body` (which enqueues NCCL calls and returns the first failure) between
+// ncclGroupStart and ncclGroupEnd; the group is always ended, even after an error.
+template <typename Body>
+void in_group(Body&& body) {
+  NCCL_CHECK(nccl::api().GroupStart());
+  const nccl::Result r = body();
+  const nccl::Result e = nccl::api().GroupEnd();
+  NCCL_CHECK(r);
+  NCCL_CHECK(e);
+}
 
 class NcclBench {
  public:
   // timing: "batched" / "per-op" (events around k ops enqueued back to back; per-op is k == 1)
   // or "graph" (k ops captured once into a CUDA graph, replayed per sample).
+  // Buffers rotate as nccl-tests': each operation uses the next of `rotation_slots`
+  // slots of a pool of at least kRotationBytes per buffer, so sizes under the L2
+  // cache (60 MB on an H200) do not replay from it. Slot 0 holds the checked data.
   NcclBench(std::shared_ptr<NcclWorld> world, const std::string& collective, const std::string& dtype,
             const std::string& op, std::size_t size_bytes, int root, bool in_place, const std::string& timing);
   ~NcclBench();
@@ -101,9 +134,19 @@ class NcclBench {
   std::size_t send_bytes() const { return send_count_ * elem_; }
   std::size_t recv_bytes() const { return recv_count_ * elem_; }
   std::size_t device_bytes() const { return alloc_bytes_; }
+  std::size_t rotation_slots() const { return slots_; }
+  std::size_t slot_stride() const { return stride_; }
+  bool latched(int ops_per_sample) const;
+
+  static constexpr std::size_t kRotationBytes = 256u << 20;  // > 4x the largest L2 (H200: 60 MB)
+  static constexpr int kMaxLatchedOps = 128;  // a sample held by the latch stays well inside the launch queue
 
  private:
-  void enqueue_ops(int k);
+  void allocate(std::size_t i);
+  NcclLaunch launch_at(std::size_t member, std::size_t slot) const;
+  void enqueue_slot(std::size_t slot);
+  void enqueue_ops(int k);  // k operations, each on the next rotation slot
+  void enqueue_sample(const EventSet& ev, int s, int ops_per_sample, bool latch);
   void prepare_graphs(int k);
   void free_graphs();
 
@@ -119,24 +162,31 @@ class NcclBench {
   struct PerMember {
     void* send_alloc = nullptr;
     void* recv_alloc = nullptr;  // null in place
-    NcclLaunch launch{};
+    NcclLaunch launch{};         // slot 0
     unsigned long long* wrong = nullptr;
-    void* graph = nullptr;       // cudaGraph_t
-    void* graph_exec = nullptr;  // cudaGraphExec_t
+    void* graph_exec = nullptr;  // cudaGraphExec_t, owned by the world's GraphRegistry
+    int graph_id = -1;
   };
   std::vector<PerMember> per_;
   int graph_ops_ = 0;
+  std::size_t slots_ = 1, stride_ = 0, next_slot_ = 0;
   std::string label_;
 };
 
-// Copy bandwidth, as nvbandwidth's copy-engine tests: kind is d2d (within `src`),
-// h2d (pinned host -> `dst`), d2h (`src` -> pinned host) or p2p (`src` -> `dst`).
+// Copy bandwidth, as nvbandwidth's copy tests: kind is d2d (within `src`), h2d
+// (pinned host -> `dst`), d2h (`src` -> pinned host) or p2p (`src` -> `dst`).
+// `engine` "ce" uses the copy engine (cudaMemcpyAsync), "sm" a copy kernel.
+// `bidirectional` runs the reverse copy at the same time on a second stream (h2d
+// with d2h, p2p with dst -> src); the time is that of the forward direction.
 // Returns seconds per copy, one per sample (each sample times `ops` copies with
-// CUDA events), and whether peer access was enabled (p2p only).
+// CUDA events behind a latch), whether peer access was enabled both ways (p2p),
+// and how many destination bytes differed from the source after the copies.
 struct CopyResult {
   std::vector<double> per_copy_s;
   bool peer_access;
+  long long wrong_bytes;
 };
-CopyResult copy_times(const std::string& kind, int src, int dst, std::size_t bytes, int n_samples, int ops);
+CopyResult copy_times(const std::string& kind, int src, int dst, std::size_t bytes, int n_samples, int ops,
+                      const std::string& engine = "ce", bool bidirectional = false);
 
 }  // namespace pybench::gpu

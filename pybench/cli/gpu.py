@@ -5,7 +5,7 @@
   pair, pairs below a fraction of the median flagged (``run_p2p_matrix``).
 - Backend choice: ``select_backend`` picks nccl on a GPU node and falls back to
   the CPU (mpi) backend with one line on stderr where there is no usable GPU;
-  ``--backend nccl`` without one is a one-line error (exit 2) saying why and
+  ``--backend nccl`` without one is a one-line error (exit 3) saying why and
   what to install.
 
 Options that the NCCL backend reads in every rank travel in the environment
@@ -17,16 +17,12 @@ Runs stand-alone too: ``python -m pybench.cli.gpu copy ...``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
 from pybench.errors import BackendUnavailable, UsageError
-
-SCHEMA_COPY = "pybench.copy"
-SCHEMA_P2P_MATRIX = "pybench.measure.gpu.p2p_matrix"
-SCHEMA_VERSION = 1
+from pybench.io.formats import COPY, P2P_MATRIX, FileFormat, stamp
 
 
 # ---------------------------------------------------------------- backend choice
@@ -45,7 +41,7 @@ def nccl_unavailable_reason(nccl_lib: str | None = None) -> str | None:
 
 
 def require_nccl(nccl_lib: str | None = None) -> None:
-    """Raise BackendUnavailable (one line, exit 2) when ``--backend nccl`` cannot run here."""
+    """Raise BackendUnavailable (one line, exit 3) when ``--backend nccl`` cannot run here."""
     reason = nccl_unavailable_reason(nccl_lib)
     if reason is not None:
         if reason.startswith("no GPU"):
@@ -116,19 +112,20 @@ def _gpu_environment() -> dict:
     return env
 
 
-def _write_json(path: Path | None, force: bool, payload: dict) -> None:
+def _write_json(path: Path | None, force: bool, fmt: FileFormat, body: dict) -> None:
     if path is None:
         return
-    from pybench.io.files import refuse_existing, write_atomic
+    from pybench.io.files import refuse_existing, write_json
     refuse_existing(path, force)
-    write_atomic(path, json.dumps(payload, indent=1))
+    write_json(path, stamp(fmt, body))
 
 
 # ---------------------------------------------------------------- copy
 def cmd_copy(args) -> int:
-    from pybench.measure.gpu.copy_bench import parse_kinds, run_copies, table_lines
+    from pybench.measure.gpu.copy_bench import parse_engines, parse_kinds, run_copies, table_lines
     from pybench.sizes import parse_sizes
     kinds = parse_kinds(args.kinds)
+    engines = parse_engines(args.engine)
     sizes = parse_sizes(args.sizes)
     if args.json is not None:
         from pybench.io.files import refuse_existing
@@ -137,12 +134,15 @@ def cmd_copy(args) -> int:
     if "p2p" in kinds and len(devices) < 2:
         kinds = tuple(k for k in kinds if k != "p2p")
         print("pybench: one GPU: p2p copies skipped", file=sys.stderr)
-    records = run_copies(kinds, devices, sizes, n_samples=args.samples, ops_per_sample=args.ops)
+    records = run_copies(kinds, devices, sizes, n_samples=args.samples, ops_per_sample=args.ops, engines=engines,
+                         bidirectional=args.bidirectional)
     for line in table_lines(records):
         print(line, flush=True)
-    _write_json(args.json, True, {"schema": SCHEMA_COPY, "version": SCHEMA_VERSION, "environment": _gpu_environment(),
-                                  "records": [r.to_dict() for r in records]})
-    return 0
+    _write_json(args.json, True, COPY, {"environment": _gpu_environment(), "records": [r.to_dict() for r in records]})
+    wrong = sum(r.wrong_bytes for r in records)
+    if wrong:
+        print(f"pybench: error: {wrong} copied byte(s) differ from their source", file=sys.stderr, flush=True)
+    return 1 if wrong else 0
 
 
 def add_parsers(sub) -> None:
@@ -155,6 +155,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--gpus", type=int, default=None, metavar="N", help="use the first N visible GPUs (default all)")
     p.add_argument("--samples", type=int, default=20, help="timed samples per copy (default 20)")
     p.add_argument("--ops", type=int, default=5, help="copies per sample (default 5)")
+    p.add_argument("--engine", default="ce", help="ce (copy engine, cudaMemcpy), sm (copy kernel), or all (default ce)")
+    p.add_argument("--bidirectional", action="store_true",
+                   help="run the reverse copy at the same time (h2d with d2h, p2p both ways), as nvbandwidth")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="versioned JSON with raw samples")
     p.add_argument("--force", action="store_true", help="overwrite an existing --json file")
     p.set_defaults(func=cmd_copy)
@@ -185,7 +188,8 @@ def run_p2p_matrix(args) -> int:
     from pybench.measure.gpu.p2p_matrix import flag_pairs, matrix_lines, measure_pairs
     from pybench.sizes import parse_sizes
     if launch_mode() != "single":
-        raise UsageError("p2p --matrix runs as one process driving every local GPU; run it without mpirun/srun/torchrun")
+        raise UsageError("p2p --matrix runs as one process driving every local GPU; "
+                         "run it without mpirun/srun/torchrun")
     bw_bytes = parse_sizes(args.matrix_size)[-1]
     lat_bytes = parse_sizes(args.latency_size)[0]
     if not 0 < args.threshold <= 1:
@@ -209,8 +213,7 @@ def run_p2p_matrix(args) -> int:
                        args.threshold)
     for line in matrix_lines(pairs, len(devices)):
         print(line, flush=True)
-    _write_json(json_path, True, {"schema": SCHEMA_P2P_MATRIX, "version": SCHEMA_VERSION,
-                                  "environment": _gpu_environment(), "nccl": lib.to_dict(),
+    _write_json(json_path, True, P2P_MATRIX, {"environment": _gpu_environment(), "nccl": lib.to_dict(),
                                   "threshold": args.threshold, "bandwidth_size_bytes": bw_bytes,
                                   "latency_size_bytes": lat_bytes, "pairs": [p.to_dict() for p in pairs]})
     return 1 if any(p.slow_bandwidth or p.slow_latency for p in pairs) else 0

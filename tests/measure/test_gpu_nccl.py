@@ -76,7 +76,9 @@ def test_in_place_is_exact(gpu, world, collective):
     c = gpu[0]
     b = c.NcclBench(world, collective, "float32", "sum", 1 << 20, 0, True, "batched")
     assert b.check(2) == 0
-    assert b.device_bytes == max(b.send_bytes, b.recv_bytes)
+    # one buffer (in place), of rotation slots each as large as the larger of send and recv
+    assert b.slot_stride == (max(b.send_bytes, b.recv_bytes) + 255) // 256 * 256
+    assert b.device_bytes == b.rotation_slots * b.slot_stride
 
 
 def test_alltoall_refuses_in_place(gpu, world):
@@ -107,9 +109,53 @@ def test_timing_modes_return_one_positive_sample_each(gpu, world, timing):
 def test_copy_bandwidths_are_positive(gpu):
     c = gpu[0]
     for kind in ("d2d", "h2d", "d2h"):
-        samples, peer = c.copy_times(kind, 0, 0, 64 << 20, 3, 2)
+        samples, peer, wrong = c.copy_times(kind, 0, 0, 64 << 20, 3, 2)
         assert len(samples) == 3 and all(s > 0 for s in samples)
-        assert peer is False
+        assert peer is False and wrong == 0
+
+
+@pytest.mark.parametrize("engine", ["ce", "sm"])
+@pytest.mark.parametrize("kind,both", [("d2d", False), ("h2d", False), ("d2h", False), ("h2d", True)])
+def test_copies_by_both_engines_and_directions_move_every_byte(gpu, engine, kind, both):
+    samples, _, wrong = gpu[0].copy_times(kind, 0, 0, (16 << 20) + 3, 3, 2, engine, both)  # odd size: the tail too
+    assert wrong == 0 and len(samples) == 3 and all(s > 0 for s in samples)
+
+
+def test_buffers_rotate_below_the_pool_size_and_not_above(gpu, world):
+    c = gpu[0]
+    small = c.NcclBench(world, "allreduce", "float32", "sum", 1 << 20, 0, False, "batched")
+    assert small.slot_stride == 1 << 20 and small.rotation_slots == 256  # 256 MiB pool of 1 MiB slots
+    small.warmup(300)  # wraps around the pool
+    assert small.check(1) == 0
+    big = c.NcclBench(world, "allreduce", "float32", "sum", 256 << 20, 0, False, "batched")
+    assert big.rotation_slots == 1
+    assert big.latched(1) and big.latched(128) and not big.latched(129)
+
+
+def test_abort_with_live_graphs_returns_and_later_use_is_refused(gpu):
+    # NCCL's abort waits for every graph that captured NCCL work: the world must destroy
+    # them first. In a child process, so a regression is a timeout here, not a hung suite.
+    script = textwrap.dedent("""
+        from pybench.measure.gpu.nccl_lib import load_nccl
+        from pybench._native import cuda
+        from pybench.errors import NativeError
+        load_nccl()
+        c = cuda()
+        w = c.NcclWorld([0], 30.0)
+        b = c.NcclBench(w, "allreduce", "float32", "sum", 1 << 16, 0, False, "graph")
+        b.measure(2, 10)  # the bench now owns a live graph exec
+        w.abort()
+        assert w.aborted
+        try:
+            b.measure(1, 10)
+        except NativeError as e:
+            print("refused:", e)
+        del b
+        print("done")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "refused:" in proc.stdout and "aborted" in proc.stdout and proc.stdout.rstrip().endswith("done")
 
 
 def test_pair_matrix_with_two_gpus(gpu, world):
@@ -117,6 +163,8 @@ def test_pair_matrix_with_two_gpus(gpu, world):
         pytest.skip("the pair matrix needs two GPUs; this node has one")
     times = world.pair_times(0, 1, 1 << 20, 3, 4)
     assert len(times) == 3 and all(t > 0 for t in times)
+    pingpong = world.pair_times(0, 1, 8, 3, 10, True)
+    assert len(pingpong) == 3 and all(t > 0 for t in pingpong)
 
 
 def test_backend_runs_the_python_measuring_loop(gpu, monkeypatch):

@@ -72,12 +72,13 @@ def test_fallback_and_refusal_when_nccl_is_missing_but_a_gpu_is_there(monkeypatc
 
 @no_gpu_only
 @pytest.mark.parametrize("command", [["copy"], ["copy", "--kinds", "d2d"], ["p2p", "--matrix"]])
-def test_gpu_commands_without_gpu_exit_2_in_one_line(tmp_path, command):
+def test_gpu_commands_without_gpu_exit_3_in_one_line(tmp_path, command):
+    # "needs a GPU" is the environment's failure (BackendUnavailable): exit 3, not bad input's 2.
     import subprocess
     import sys
     proc = subprocess.run([sys.executable, "-m", "pybench", *command], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pybench: error: ") and "needs a GPU" in lines[0], proc.stderr
     assert proc.stdout == ""
@@ -208,9 +209,9 @@ def test_copy_plan_and_records():
     assert r.time_s == 0.04 and r.bandwidth_gbps == pytest.approx((1 << 30) / 0.04 / 1e9)
     calls = []
 
-    def fake(kind, src, dst, size, n, ops):
-        calls.append((kind, src, dst, size, n, ops))
-        return [size / 50e9] * n, True
+    def fake(kind, src, dst, size, n, ops, engine, bidirectional):
+        calls.append((kind, src, dst, size, n, ops, engine, bidirectional))
+        return [size / 50e9] * n, True, 0
 
     recs = run_copies(["p2p", "d2h"], [0, 1], [1 << 20], n_samples=3, ops_per_sample=2, copy_times=fake)
     assert [(c[0], c[1], c[2]) for c in calls] == [("p2p", 0, 1), ("p2p", 1, 0), ("d2h", 0, 0), ("d2h", 1, 0)]
@@ -218,12 +219,37 @@ def test_copy_plan_and_records():
     assert recs[0].peer_access is True and recs[2].peer_access is None
     lines = table_lines(recs)
     assert "gpu0" in lines[1] and "50.00" in lines[1] and "peer access" in lines[1] and "host" in lines[3]
+    # both engines, both directions: d2d has no reverse, so it runs one way and says so
+    calls.clear()
+    recs = run_copies(["d2d", "h2d"], [0], [1 << 20], n_samples=2, copy_times=fake, engines=("ce", "sm"),
+                      bidirectional=True)
+    assert [(c[0], c[6], c[7]) for c in calls] == [("d2d", "ce", False), ("d2d", "sm", False), ("h2d", "ce", True),
+                                                   ("h2d", "sm", True)]
+    assert [(r.engine, r.bidirectional) for r in recs] == [("ce", False), ("sm", False), ("ce", True), ("sm", True)]
+    assert " sm " in table_lines(recs)[2] and " bi " in table_lines(recs)[3]
+
+
+def test_copy_data_errors_are_counted_and_fail_the_command(fake_gpu, monkeypatch, capsys):
+    from pybench.cli.main import main
+    from pybench.measure.gpu.copy_bench import parse_engines
+
+    def corrupt(kind, src, dst, size_bytes, n_samples, ops_per_sample, engine="ce", bidirectional=False):
+        return [size_bytes / 4e11] * n_samples, False, 7 if kind == "d2h" else 0
+
+    monkeypatch.setattr(_FakeCuda, "copy_times", staticmethod(corrupt))
+    assert main(["copy", "--kinds", "d2h,d2d", "--gpus", "1", "--samples", "2"]) == 1
+    captured = capsys.readouterr()
+    assert "7 copied byte(s) differ" in captured.err  # one GPU: one d2h run, 7 bad bytes
+    assert parse_engines("all") == ("ce", "sm") and parse_engines("sm") == ("sm",)
+    with pytest.raises(UsageError, match="unknown copy engine 'zz'"):
+        parse_engines("zz")
 
 
 def test_p2p_matrix_flags_the_slow_pair():
     from pybench.measure.gpu.p2p_matrix import flag_pairs, matrix_lines, measure_pairs
 
-    def fake(src, dst, size, n, ops):
+    def fake(src, dst, size, n, ops, pingpong):
+        assert pingpong == (size == 8)  # latency is a ping-pong, bandwidth a stream of sends
         slow = (src, dst) == (2, 3)
         bw = 20e9 if slow else 100e9
         return [2e-6 + size / bw] * n
@@ -249,7 +275,7 @@ class _FakeWorld:
     def max_over_ranks(self, values):
         raise AssertionError("a single-process world never reduces over ranks")
 
-    def pair_times(self, src, dst, size_bytes, n_samples, ops_per_sample):
+    def pair_times(self, src, dst, size_bytes, n_samples, ops_per_sample, pingpong=False):
         return [1e-6 + size_bytes / 1e11] * n_samples
 
     def abort(self):
@@ -289,8 +315,8 @@ class _FakeCuda:
                 "pairs": [(0, 1, "NVLink")][: max(devices - 1, 0)]}
 
     @staticmethod
-    def copy_times(kind, src, dst, size_bytes, n_samples, ops_per_sample):
-        return [size_bytes / 4e11] * n_samples, kind == "p2p"
+    def copy_times(kind, src, dst, size_bytes, n_samples, ops_per_sample, engine="ce", bidirectional=False):
+        return [size_bytes / 4e11] * n_samples, kind == "p2p", 0
 
 
 def _param_names(doc_line: str) -> list[str]:
@@ -349,7 +375,8 @@ def test_backend_glue_single_process(fake_gpu, monkeypatch):
     assert _FakeBench.made == [("allgather", "bfloat16", "sum", 1 << 20, 0, False, "batched")]
     assert rec.time_s == pytest.approx((1 << 20) / 1e11) and rec.wrong == 0
     text = b.describe_buffers(cfg)
-    assert "out of place" in text and "NCCL 2.32.3 (/fake/libnccl.so.2, from wheel)" in text and "NCCL_ALGO=Ring" in text
+    assert "out of place" in text and "NCCL 2.32.3 (/fake/libnccl.so.2, from wheel)" in text
+    assert "NCCL_ALGO=Ring" in text and "256 MiB pool" in text and "world 1" not in text
     meta = b.run_metadata()
     assert meta["nccl"]["path"] == "/fake/libnccl.so.2" and meta["links"] == [{"a": 0, "b": 1, "link": "NVLink"}]
     assert meta["driver_version"] == "580.1" and meta["cuda_runtime_version"] == "13.0"

@@ -241,9 +241,11 @@ def test_declared_abi_matches_the_wheels_nccl_h(tmp_path):
              "template <> struct M<n::UniqueId*> { using type = ncclUniqueId*; };",
              "template <> struct M<n::Result*> { using type = ncclResult_t*; };",
              "template <class F> struct Map;",
-             "template <class R, class... A> struct Map<R (*)(A...)> { using type = typename M<R>::type (*)(typename M<A>::type...); };",
+             "template <class R, class... A> struct Map<R (*)(A...)> "
+             "{ using type = typename M<R>::type (*)(typename M<A>::type...); };",
              "static_assert(sizeof(n::UniqueId) == sizeof(ncclUniqueId));",
-             "static_assert(sizeof(n::Result) == sizeof(ncclResult_t) && sizeof(n::DataType) == sizeof(ncclDataType_t));"]
+             "static_assert(sizeof(n::Result) == sizeof(ncclResult_t) "
+             "&& sizeof(n::DataType) == sizeof(ncclDataType_t));"]
     for ours, theirs in pairs.items():
         lines.append(f"static_assert(std::is_same_v<Map<n::{ours}Fn>::type, decltype(&::{theirs})>, \"{theirs}\");")
     for ours, theirs in {"kSuccess": "ncclSuccess", "kInProgress": "ncclInProgress", "kInt8": "ncclInt8",

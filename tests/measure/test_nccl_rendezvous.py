@@ -70,7 +70,7 @@ def test_unique_id_travels_over_a_torch_tcpstore(tmp_path):
         procs.append(subprocess.Popen([sys.executable, "-c", STORE_SCRIPT], cwd=tmp_path, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
     got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
     assert got[0]["uid"] == got[1]["uid"] == list(range(128))

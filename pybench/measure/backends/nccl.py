@@ -9,7 +9,8 @@ How ranks start, with no home-made rendezvous:
 - stand-alone (no launcher): one process drives every visible GPU through
   ncclCommInitAll (``PYBENCH_GPUS=N`` / ``--gpus N`` uses the first N);
 - under mpirun / srun (or pybench's own MPI launch): one GPU per process, chosen
-  by local rank; rank 0's ncclUniqueId travels in pybench._core's
+  by local rank, or the only visible one when the launcher binds a GPU per rank
+  (``srun --gpus-per-task=1``; pybench.measure.backends.selection); rank 0's ncclUniqueId travels in pybench._core's
   ``allreduce_max_ints`` over its 128 byte values (the other ranks contribute
   zeros, so the max is rank 0's id);
 - under torchrun: the id travels through torch's TCPStore at MASTER_ADDR:MASTER_PORT
@@ -31,6 +32,7 @@ import sys
 from typing import Any
 
 from pybench.errors import BackendUnavailable, UsageError
+from pybench.measure.backends.selection import device_for_rank, world_one_note
 from pybench.measure.gpu.nccl_lib import INSTALL_HINT, NcclLibrary, load_nccl
 
 GPUS_ENV = "PYBENCH_GPUS"
@@ -39,6 +41,9 @@ TIMING_ENV = "PYBENCH_NCCL_TIMING"  # "graph" turns CUDA-graph replay on for bat
 _MPI_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE",
              "SLURM_STEP_NUM_TASKS", "PYBENCH_RANK_PROCESS")
 _UNIQUE_ID_KEY = "pybench/nccl_unique_id"
+#: What the harness does with buffers (csrc/cuda/nccl_harness.hpp: kRotationBytes), for the header and the file.
+ROTATION_TEXT = ("each operation uses the next slot of a >= 256 MiB pool per buffer (rotated as nccl-tests), "
+                 "so sizes under the GPU's L2 cache are not timed from it")
 
 
 def launch_mode(environ: dict[str, str] | None = None) -> str:
@@ -125,8 +130,8 @@ class NcclBackend:
         from pybench._native import cuda
         self._cuda = cuda()
         self._mode = launch_mode()
-        self._world = None
-        self._core = None
+        self._world: Any = None  # pybench._cuda.NcclWorld once started
+        self._core: Any = None  # pybench._core under an MPI launcher
         self._timeout_s = 30.0
         self._info: dict[str, Any] = {}
         self._in_place = os.environ.get(IN_PLACE_ENV, "") not in ("", "0")
@@ -148,10 +153,7 @@ class NcclBackend:
         return dict(self._info)
 
     def _device_for(self, local_rank: int, local_size: int, ndev: int) -> int:
-        if local_size > ndev:
-            raise UsageError(f"{local_size} ranks on this host but only {ndev} GPU(s): run one rank per GPU "
-                             f"(-n {ndev}), or run stand-alone (no launcher) to drive every GPU from one process")
-        return local_rank
+        return device_for_rank(local_rank, local_size, ndev)
 
     def _start_mpi(self, ndev: int) -> dict[str, Any]:
         from pybench._native import core
@@ -175,7 +177,8 @@ class NcclBackend:
         # torchrun's agent hosts the store at MASTER_PORT when it says so; else rank 0 does.
         agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
         store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
-                              is_master=rank == 0 and not agent_store, timeout=timedelta(seconds=max(self._timeout_s, 60)))
+                              is_master=rank == 0 and not agent_store,
+                              timeout=timedelta(seconds=max(self._timeout_s, 60)))
         run = os.environ.get("TORCHELASTIC_RUN_ID", "standalone")
         uid, hosts = share_id_over_store(store, rank, world, run, self._cuda.nccl_unique_id, host)
         self._world = self._cuda.NcclWorld(rank, world, device, uid, self._timeout_s)
@@ -211,15 +214,23 @@ class NcclBackend:
         in_place = bool(getattr(cfg, "in_place", self._in_place))
         algo = os.environ.get("NCCL_ALGO", "default")
         proto = os.environ.get("NCCL_PROTO", "default")
-        return (f"device memory (cudaMalloc, 256-byte aligned), {'in place' if in_place else 'out of place'}; "
-                f"{self.library}; NCCL_ALGO={algo} NCCL_PROTO={proto}")
+        text = (f"device memory (cudaMalloc, 256-byte aligned), {'in place' if in_place else 'out of place'}, "
+                f"{ROTATION_TEXT}; {self.library}; NCCL_ALGO={algo} NCCL_PROTO={proto}")
+        note = world_one_note(cfg.benchmark, in_place) if self._info.get("world_size") == 1 else None
+        return f"{text}; {note}" if note else text
+
+    def measured_what(self, cfg) -> str | None:
+        """At world 1, what the run really measured (a copy, not a collective); None otherwise."""
+        if self._info.get("world_size") != 1:
+            return None
+        return world_one_note(cfg.benchmark, bool(getattr(cfg, "in_place", self._in_place)))
 
     def library_version(self) -> str:
         return f"NCCL {self.library.version}"
 
     def run_metadata(self) -> dict[str, Any]:
         """What every NCCL result should record: NCCL, devices, driver, runtime, links, NCCL settings."""
-        devices = list(self._world.devices) if self._world is not None else []
+        devices: list[int] = list(self._world.devices) if self._world is not None else []
         by_index = {d["index"]: d for d in self._probe["devices"]}
         links = self._cuda.link_report(len(devices) if self._mode == "single" else 0)
         return {
@@ -234,6 +245,8 @@ class NcclBackend:
             "links_note": links["reason"],
             "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
             "in_place": self._in_place,
+            "buffer_rotation": ROTATION_TEXT,
+            "world_size": self._info.get("world_size"),
         }
 
     def abort(self, code: int) -> None:

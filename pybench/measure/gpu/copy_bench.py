@@ -1,11 +1,15 @@
-"""Copy bandwidth references, as nvbandwidth's copy-engine tests: what one GPU
-moves within its own memory (d2d), over PCIe/C2C to and from pinned host memory
-(h2d, d2h), and to another GPU (p2p, over NVLink or PCIe). They give the ceiling
-a collective's busbw is read against.
+"""Copy bandwidth references, as nvbandwidth's copy tests: what one GPU moves
+within its own memory (d2d), over PCIe/C2C to and from pinned host memory (h2d,
+d2h), and to another GPU (p2p, over NVLink or PCIe). They give the ceiling a
+collective's busbw is read against.
 
-C++ times the copies with CUDA events (csrc/cuda/nccl_harness.cpp: copy_times);
-this module chooses what to run, derives statistics and prints the table.
-Rates are GB/s = 1e9 bytes per second; time is per copy, median over samples.
+C++ times the copies with CUDA events behind a spin-kernel latch
+(csrc/cuda/nccl_harness.cpp: copy_times), by the copy engine ("ce",
+cudaMemcpyAsync) or by a copy kernel ("sm"), one direction or both at once
+(bidirectional: h2d with d2h, p2p both ways; the forward direction is timed), and
+checks every destination byte afterwards; this module chooses what to run,
+derives statistics and prints the table. Rates are GB/s = 1e9 bytes per second;
+time is per copy, median over samples.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pybench.measure.stats import SampleStats
 from pybench.sizes import format_size
 
 KINDS = ("d2d", "h2d", "d2h", "p2p")
+ENGINES = ("ce", "sm")
 KIND_TEXT = {"d2d": "device -> same device", "h2d": "pinned host -> device", "d2h": "device -> pinned host",
              "p2p": "device -> other device"}
 
@@ -34,6 +39,9 @@ class CopyRecord:
     bandwidth_gbps: float  # size / median time, GB/s
     peer_access: bool | None  # p2p only: whether CUDA peer access was enabled
     samples_s: tuple[float, ...]
+    engine: str = "ce"  # "ce" copy engine, "sm" copy kernel
+    bidirectional: bool = False  # the reverse copy ran at the same time
+    wrong_bytes: int = 0  # destination bytes that differed from the source after the copies
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -68,24 +76,45 @@ def copy_plan(kinds: Sequence[str], devices: Sequence[int]) -> list[tuple[str, i
 
 
 def make_record(kind: str, src: int, dst: int, size_bytes: int, samples: Sequence[float],
-                peer_access: bool | None) -> CopyRecord:
+                peer_access: bool | None, engine: str = "ce", bidirectional: bool = False,
+                wrong_bytes: int = 0) -> CopyRecord:
     st = SampleStats.from_samples(list(samples))
     bw = size_bytes / st.median_s / 1e9 if st.median_s > 0 else float("inf")
     return CopyRecord(kind, src, dst, size_bytes, st.median_s, st.p5_s, st.p95_s, bw,
-                      peer_access if kind == "p2p" else None, tuple(float(s) for s in samples))
+                      peer_access if kind == "p2p" else None, tuple(float(s) for s in samples), engine,
+                      bidirectional, int(wrong_bytes))
+
+
+def parse_engines(text: str) -> tuple[str, ...]:
+    """``ce``, ``sm``, ``all`` or a comma list of them."""
+    items = [k.strip().lower() for k in text.split(",") if k.strip()]
+    if not items or items == ["all"]:
+        return ENGINES
+    bad = [k for k in items if k not in ENGINES]
+    if bad:
+        raise UsageError(f"unknown copy engine {bad[0]!r}; use ce (copy engine), sm (copy kernel) or all")
+    return tuple(dict.fromkeys(items))
 
 
 def run_copies(kinds: Sequence[str], devices: Sequence[int], sizes: Sequence[int], n_samples: int = 20,
-               ops_per_sample: int = 5, copy_times: Callable | None = None) -> list[CopyRecord]:
-    """Measure every (kind, pair, size); ``copy_times`` defaults to the CUDA module's."""
+               ops_per_sample: int = 5, copy_times: Callable | None = None, engines: Sequence[str] = ("ce",),
+               bidirectional: bool = False) -> list[CopyRecord]:
+    """Measure every (kind, pair, size, engine); ``copy_times`` defaults to the CUDA module's.
+
+    ``bidirectional`` runs h2d, d2h and p2p with their reverse copy at the same time
+    (d2d has no reverse and runs one way).
+    """
     if copy_times is None:
         from pybench._native import cuda
         copy_times = cuda().copy_times
     records = []
     for kind, src, dst in copy_plan(kinds, devices):
-        for size in sizes:
-            samples, peer = copy_times(kind, max(src, 0), max(dst, 0), size, n_samples, ops_per_sample)
-            records.append(make_record(kind, src, dst, size, samples, peer))
+        both = bidirectional and kind != "d2d"
+        for engine in engines:
+            for size in sizes:
+                samples, peer, wrong = copy_times(kind, max(src, 0), max(dst, 0), size, n_samples, ops_per_sample,
+                                                  engine, both)
+                records.append(make_record(kind, src, dst, size, samples, peer, engine, both, wrong))
     return records
 
 
@@ -94,11 +123,12 @@ def _where(dev: int) -> str:
 
 
 def table_lines(records: Sequence[CopyRecord]) -> list[str]:
-    lines = [f"# {'kind':>4} {'from':>5} {'to':>5} {'size':>9} {'time(us)':>10} {'p5(us)':>9} {'p95(us)':>9} "
-             f"{'GB/s':>8}  note"]
+    lines = [f"# {'kind':>4} {'from':>5} {'to':>5} {'eng':>3} {'dir':>3} {'size':>9} {'time(us)':>10} "
+             f"{'p5(us)':>9} {'p95(us)':>9} {'GB/s':>8} {'#wrong':>6}  note"]
     for r in records:
         note = "" if r.peer_access is None else ("peer access" if r.peer_access else "no peer access: staged via host")
-        lines.append(f"  {r.kind:>4} {_where(r.src):>5} {_where(r.dst):>5} {format_size(r.size_bytes):>9} "
+        lines.append(f"  {r.kind:>4} {_where(r.src):>5} {_where(r.dst):>5} {r.engine:>3} "
+                     f"{'bi' if r.bidirectional else 'uni':>3} {format_size(r.size_bytes):>9} "
                      f"{r.time_s * 1e6:>10.2f} {r.time_p5_s * 1e6:>9.2f} {r.time_p95_s * 1e6:>9.2f} "
-                     f"{r.bandwidth_gbps:>8.2f}  {note}".rstrip())
+                     f"{r.bandwidth_gbps:>8.2f} {r.wrong_bytes:>6}  {note}".rstrip())
     return lines

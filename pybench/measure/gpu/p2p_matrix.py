@@ -5,7 +5,9 @@ pair of local GPUs, with pairs that fall below a fraction of the median flagged
 One process drives every GPU (single-process NCCL communicator); C++ times each
 pair with CUDA events (NcclWorld.pair_times: a GPU-side barrier, then ``ops``
 messages back to back, time / ops, the slower of the two GPUs). Bandwidth is
-size / median time in GB/s (1e9 B/s); latency is the median time of a small message.
+size / median time in GB/s (1e9 B/s); latency is half the median round trip of a
+small message and its reply (a ping-pong, as OSU's latency; back-to-back sends would
+time the launch rate).
 The NVLink/PCIe class of each pair comes from NVML where it is available.
 """
 
@@ -46,9 +48,9 @@ def flag_pairs(pairs: Sequence[PairResult], threshold: float) -> list[PairResult
                        slow_latency=p.latency_s > med_lat / threshold) for p in pairs]
 
 
-def measure_pairs(pair_times: Callable[[int, int, int, int, int], list[float]], n_devices: int, bw_bytes: int,
+def measure_pairs(pair_times: Callable[[int, int, int, int, int, bool], list[float]], n_devices: int, bw_bytes: int,
                   lat_bytes: int, n_samples: int, links: dict[tuple[int, int], str] | None = None) -> list[PairResult]:
-    """Time every ordered pair with ``pair_times(src, dst, bytes, n_samples, ops) -> seconds per op``."""
+    """Time every ordered pair with ``pair_times(src, dst, bytes, n_samples, ops, pingpong) -> seconds per op``."""
     if n_devices < 2:
         raise UsageError(f"the p2p matrix needs at least 2 GPUs; this process sees {n_devices}")
     links = links or {}
@@ -57,8 +59,8 @@ def measure_pairs(pair_times: Callable[[int, int, int, int, int], list[float]], 
         for b in range(n_devices):
             if a == b:
                 continue
-            lat = statistics.median(pair_times(a, b, lat_bytes, n_samples, 20))
-            t_bw = statistics.median(pair_times(a, b, bw_bytes, n_samples, 4))
+            lat = statistics.median(pair_times(a, b, lat_bytes, n_samples, 20, True))  # ping-pong: half a round trip
+            t_bw = statistics.median(pair_times(a, b, bw_bytes, n_samples, 4, False))
             bw = bw_bytes / t_bw / 1e9 if t_bw > 0 else float("inf")
             out.append(PairResult(a, b, bw, lat, links.get((min(a, b), max(a, b)), "unknown")))
     return out
@@ -68,16 +70,18 @@ def matrix_lines(pairs: Sequence[PairResult], n_devices: int) -> list[str]:
     """Bandwidth and latency grids (rows: sender, columns: receiver), then the flagged pairs."""
     by = {(p.src, p.dst): p for p in pairs}
     head = " " * 6 + "".join(f"{'gpu' + str(d):>10}" for d in range(n_devices))
+    def grid(value, slow, fmt: str) -> list[str]:
+        rows = []
+        for a in range(n_devices):
+            cells = [f"{'-':>10}" if a == b else f"{value(by[(a, b)]):>9{fmt}}{'!' if slow(by[(a, b)]) else ' '}"
+                     for b in range(n_devices)]
+            rows.append(f"{'gpu' + str(a):<6}" + "".join(cells))
+        return rows
+
     lines = ["# send/recv bandwidth (GB/s), row sends to column", head]
-    for a in range(n_devices):
-        cells = "".join(f"{'-':>10}" if a == b else f"{by[(a, b)].bandwidth_gbps:>9.1f}{'!' if by[(a, b)].slow_bandwidth else ' '}"
-                        for b in range(n_devices))
-        lines.append(f"{'gpu' + str(a):<6}" + cells)
+    lines += grid(lambda p: p.bandwidth_gbps, lambda p: p.slow_bandwidth, ".1f")
     lines += ["# send/recv latency (us)", head]
-    for a in range(n_devices):
-        cells = "".join(f"{'-':>10}" if a == b else f"{by[(a, b)].latency_s * 1e6:>9.2f}{'!' if by[(a, b)].slow_latency else ' '}"
-                        for b in range(n_devices))
-        lines.append(f"{'gpu' + str(a):<6}" + cells)
+    lines += grid(lambda p: p.latency_s * 1e6, lambda p: p.slow_latency, ".2f")
     flagged = [p for p in pairs if p.slow_bandwidth or p.slow_latency]
     if flagged:
         lines.append(f"# {len(flagged)} pair(s) flagged (!):")

@@ -1,0 +1,120 @@
+"""What an NCCL run measures and on which GPU, checked on CPUs: device choice per
+rank, nccl-tests' size rounding, no MPI count limit, the world-1 label in the
+header and the file, and the order in which a world tears down its graphs and
+communicators (the C++ registry, driven with stand-ins)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pybench._native import build_info
+from pybench.errors import SizeError, UsageError
+from pybench.measure.backends import nccl as nccl_backend
+from pybench.measure.backends.selection import device_for_rank, nccl_count_limit, round_sizes_for_world, world_one_note
+from pybench.sizes import parse_sizes
+
+
+# ---------------------------------------------------------------- device per rank
+def test_ranks_take_gpus_by_local_rank():
+    assert [device_for_rank(r, 8, 8) for r in range(8)] == list(range(8))
+    assert device_for_rank(1, 2, 8) == 1
+
+
+def test_one_visible_gpu_per_rank_is_device_0():
+    # srun --gpus-per-task=1 / CUDA_VISIBLE_DEVICES per rank: each rank sees only its own GPU
+    assert [device_for_rank(r, 4, 1) for r in range(4)] == [0, 0, 0, 0]
+
+
+def test_more_ranks_than_gpus_is_refused_in_one_line():
+    with pytest.raises(UsageError, match="4 ranks on this host but only 2 GPU"):
+        device_for_rank(3, 4, 2)
+    with pytest.raises(UsageError, match="no GPU is visible"):
+        device_for_rank(0, 1, 0)
+    with pytest.raises(UsageError, match="local rank 5 is outside"):
+        device_for_rank(5, 2, 2)
+
+
+def test_backend_uses_the_same_device_rule():
+    b = object.__new__(nccl_backend.NcclBackend)
+    assert b._device_for(3, 4, 1) == 0 and b._device_for(3, 4, 4) == 3
+
+
+# ---------------------------------------------------------------- sizes
+@pytest.mark.parametrize("world", [3, 6, 12])
+def test_power_of_two_sizes_round_down_as_nccl_tests_on_3_6_12_gpus(world):
+    sizes = parse_sizes("8:1G")
+    r = round_sizes_for_world("allgather", sizes, 4, world)
+    assert all(s % (4 * world) == 0 for s in r.sizes)
+    # nccl-tests: count / nranks * nranks elements
+    expected = [s // (4 * world) * 4 * world for s in sizes if s // (4 * world)]
+    assert list(r.sizes) == list(dict.fromkeys(expected))
+    assert any("rounded down as nccl-tests does" in n for n in r.notes)
+    assert any("dropped" in n for n in r.notes)  # 8 B and 16 B hold no element per rank at 3+ ranks x 4 B
+
+
+def test_collectives_that_do_not_split_keep_their_sizes():
+    sizes = parse_sizes("8:1G")
+    for coll in ("allreduce", "broadcast", "sendrecv"):
+        assert round_sizes_for_world(coll, sizes, 4, 3).sizes == tuple(sizes)
+        assert round_sizes_for_world(coll, sizes, 4, 3).notes == ()
+
+
+def test_exact_multiples_are_untouched_and_tiny_sweeps_refused():
+    r = round_sizes_for_world("reducescatter", [96, 192], 4, 3)
+    assert r.sizes == (96, 192) and r.notes == ()
+    with pytest.raises(SizeError, match="every size is below one element per rank"):
+        round_sizes_for_world("alltoall", [4, 8], 4, 3)
+    with pytest.raises(UsageError, match="must be positive"):
+        round_sizes_for_world("alltoall", [4], 4, 0)
+
+
+def test_nccl_counts_have_no_mpi_int_limit():
+    eight_gib_of_bytes = 8 << 30
+    assert eight_gib_of_bytes > 2**31 - 1
+    assert nccl_count_limit() >= eight_gib_of_bytes
+
+
+# ---------------------------------------------------------------- world 1
+def test_world_one_says_what_was_measured():
+    for coll in ("allreduce", "allgather", "reducescatter", "broadcast"):
+        out_of_place = world_one_note(coll, False)
+        assert out_of_place and "device-to-device copy" in out_of_place and "busbw is 0" in out_of_place
+        assert "no data movement" in (world_one_note(coll, True) or "")
+    for coll in ("sendrecv", "alltoall"):
+        assert "real NCCL send/recv kernel" in (world_one_note(coll, False) or "")
+
+
+def test_world_one_label_reaches_the_header_and_the_file(monkeypatch):
+    from pybench.measure.benchmark import BenchConfig
+    from pybench.measure.gpu.nccl_lib import NcclLibrary
+    b = object.__new__(nccl_backend.NcclBackend)
+    b.library = NcclLibrary(path="/x/libnccl.so.2", source="wheel", version="2.32.3", version_code=23203)
+    b._in_place = False
+    b._info = {"world_size": 1}
+    cfg = BenchConfig(benchmark="allreduce", sizes=(8,))
+    text = b.describe_buffers(cfg)  # the runner stores it in the JSON and prints it in the header
+    assert "world 1: NCCL runs allreduce as a device-to-device copy" in text and "256 MiB pool" in text
+    assert b.measured_what(cfg) == world_one_note("allreduce", False)
+    b._info = {"world_size": 2}
+    assert "world 1" not in b.describe_buffers(cfg) and b.measured_what(cfg) is None
+
+
+# ---------------------------------------------------------------- graphs before communicators
+def _cuda():
+    if build_info().get("cuda_module") != "ON":
+        pytest.skip("pybench was built without the CUDA module (no nvcc at build time)")
+    from pybench._native import cuda
+    return cuda()
+
+
+def test_abort_destroys_every_graph_before_the_communicators():
+    log = _cuda().teardown_order_selftest(3)
+    assert log == ["destroy graph 0", "destroy graph 1", "destroy graph 2", "abort communicators (0 graphs live)"]
+
+
+def test_a_graph_its_bench_freed_is_not_destroyed_twice():
+    log = _cuda().teardown_order_selftest(3, 1)
+    assert log[0] == "destroy graph 1"  # freed by its bench before the abort
+    assert sorted(log[1:3]) == ["destroy graph 0", "destroy graph 2"]
+    assert log[3:] == ["abort communicators (0 graphs live)"]  # and nothing after: releases are no-ops
+    assert _cuda().teardown_order_selftest(0) == ["abort communicators (0 graphs live)"]
