@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ def acceptance_table(files=None) -> list:
         for m in load_measurements(path):
             if m.collective not in ("allreduce", "allgather"):
                 continue
-            row = {"name": Path(path).name, "collective": m.collective}
+            row: dict[str, Any] = {"name": Path(path).name, "collective": m.collective}
             distinct = np.unique(m.size_bytes)
             if distinct.size < 3 or not np.any(distinct >= MIN_SIZE):
                 row.update(verdict=f"n/a: {distinct.size} size(s), nothing to hold out", sizes=0)

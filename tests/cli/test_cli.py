@@ -52,8 +52,8 @@ def test_allreduce_prints_a_nccl_tests_table_and_writes_complete_files(pybench_c
     assert [r.size_bytes for r in result.records] == [8, 65536, 1048576]
 
     with csv_path.open() as f:
-        rows = list(csv.DictReader(f))
-    assert [int(r["size_bytes"]) for r in rows] == [8, 65536, 1048576]
+        csv_rows = list(csv.DictReader(f))
+    assert [int(r["size_bytes"]) for r in csv_rows] == [8, 65536, 1048576]
 
 
 @pytest.mark.parametrize("collective", ["allgather", "reducescatter", "broadcast", "alltoall", "sendrecv"])

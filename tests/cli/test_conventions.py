@@ -17,6 +17,7 @@ MY_COMMANDS = [*COLLECTIVES, "p2p", "env", "compare", "plot", "report"]
 def _subparsers() -> dict:
     parser = build_parser()
     action = next(a for a in parser._actions if a.dest == "command")
+    assert isinstance(action.choices, dict)
     return dict(action.choices)
 
 

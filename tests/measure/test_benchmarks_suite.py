@@ -24,11 +24,17 @@ if not PYTEST.exists():
     PYTEST = Path(shutil.which("pytest") or PYTEST)
 
 
-def _bench_conftest():
-    spec = importlib.util.spec_from_file_location("pybench_benchmarks_conftest", BENCH_CONFTEST)
+def _load_script(name: str, path: Path):
+    """A module of the repository that is not on sys.path (benchmarks/), loaded from its file."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _bench_conftest():
+    return _load_script("pybench_benchmarks_conftest", BENCH_CONFTEST)
 
 
 def _pytest(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -208,11 +214,7 @@ def test_pybench_compare_flags_an_injected_2x_slowdown_and_not_the_same_samples(
 
 
 def _cross_validation():
-    spec = importlib.util.spec_from_file_location("model_cross_validation",
-                                                  REPO / "benchmarks" / "model_cross_validation.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _load_script("model_cross_validation", REPO / "benchmarks" / "model_cross_validation.py")
 
 
 def test_model_cross_validation_has_every_input_in_the_repository_and_names_missing_ones(tmp_path, capsys):

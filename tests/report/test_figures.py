@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SHARED_DATA
+from matrix_docs import link_matrix
 
 from pybench.cli.main import main as main_for_tests
 
@@ -23,19 +24,6 @@ NCCL_LOG = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt
 OSU_LOG = SHARED_DATA / "osu" / "osu_bw_cuda_a100_nvlink_eessi716.txt"
 VTRAIN = SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_4gpu.csv"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def link_matrix(n: int = 4, slow: tuple[int, int] = (1, 2)) -> dict:
-    """A pair-matrix document as `pybench p2p --matrix --json` writes it, one pair slow."""
-    pairs = []
-    for i in range(n):
-        for j in range(n):
-            if i != j:
-                bw = 40.0 if (i, j) == slow else 180.0 + i + j
-                pairs.append({"src": i, "dst": j, "bandwidth_gbps": bw, "latency_s": 8e-6, "link": "NV12",
-                              "slow_bandwidth": (i, j) == slow, "slow_latency": False})
-    return {"schema": "pybench.p2p_matrix", "schema_version": 1, "threshold": 0.8,
-            "bandwidth_size_bytes": 64 << 20, "latency_size_bytes": 8, "pairs": pairs}
 
 
 def test_busbw_is_linear_against_a_labelled_log2_size_axis_with_the_model_in_the_datas_colour():

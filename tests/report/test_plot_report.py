@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from matrix_docs import link_matrix
 
 from pybench.cli.main import main as main_for_tests
-from report.test_figures import link_matrix
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RUN_A = FIXTURES / "compare_allreduce_a.json"
@@ -222,6 +222,7 @@ window.addEventListener("load", () => {
 
 
 def _browser(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    assert CHROMIUM is not None
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
            f"--user-data-dir={tmp_path / 'chromium-profile'}", "--enable-logging=stderr", "--v=0", *args]
