@@ -2,26 +2,86 @@
 
 ``add_parsers(subparsers)`` registers them; each sets ``func(args) -> int``.
 Errors are raised as PyBenchError subclasses (the main CLI prints them in one
-line and exits 2); tables go to stdout, warnings to stderr.
+line and exits 2); tables go to stdout, warnings to stderr. The library names its
+own parameters in messages (``bucket_mb must be positive``); :func:`flag_names`
+says them as the flags a user typed (``--bucket-mb must be positive``).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
 
-from pybench.errors import UsageError
+from pybench.errors import PyBenchError, UsageError
+from pybench.io.files import refuse_existing, write_json
 
-__all__ = ["add_parsers", "run_compute", "run_ccr", "run_plan"]
+__all__ = ["add_parsers", "run_compute", "run_ccr", "run_plan", "flag_names"]
 
 _COMM_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
+# Library parameter -> the flag that sets it. Names with an underscore are unambiguous anywhere
+# in a message; plain words are mapped only as ``name=`` or when a message starts with them.
+_FLAGS = {
+    "bucket_mb": "--bucket-mb", "bucket_bytes": "--bucket-mb", "gpus_per_node": "--gpus-per-node",
+    "device_memory_gb": "--device-memory-gb", "micro_batches": "--micro-batches", "tp_degree": "--tp-degree",
+    "pp_degree": "--pp-degree", "price_per_node_hour": "--price-per-node-hour", "big_node_gpus": "--big-node-gpus",
+    "big_node_price_per_hour": "--big-node-price-per-hour", "straggler_cv": "--straggler-cv",
+    "max_world": "--max-world", "max_batch": "--max-batch", "target_samples_per_s": "--target-samples-per-s",
+    "timed_tokens": "--timed-tokens", "micro_batch": "--micro-batch", "flops_per_s": "--tflops",
+    "peak_flops_per_s": "--peak-tflops",
+}
+_WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
+          "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
+          "backend": "--backend", "strategy": "--strategy"}
+
+
+def flag_names(text: str) -> str:
+    """``text`` with the library's parameter names said as this command line's flags."""
+    for name, flag in {**_FLAGS, **_WORDS}.items():
+        text = re.sub(rf"(?<![\w-]){name}=", f"{flag} ", text)
+    for name, flag in _FLAGS.items():
+        text = re.sub(rf"(?<![\w-]){name}\b", flag, text)
+    text = text.replace("hidden/ffn", "--hidden/--ffn").replace("hidden and layers", "--hidden and --layers")
+    first = re.match(r"(\w+)(?= must| is )", text)
+    if first and first.group(1) in _WORDS:
+        text = _WORDS[first.group(1)] + text[first.end():]
+    return text
+
+
+@contextmanager
+def _flags_in_errors() -> Iterator[None]:
+    """Re-raise a library error with its parameter names said as flags (same class, same exit code)."""
+    try:
+        yield
+    except PyBenchError as exc:
+        mapped = flag_names(str(exc))
+        if mapped == str(exc):
+            raise
+        raise type(exc)(mapped) from None
+
 
 def _warn(msg: str) -> None:
-    print(f"warning: {msg}", file=sys.stderr)
+    print(f"warning: {flag_names(msg)}", file=sys.stderr)  # idempotent: flags stay flags
 
 
-def _shape_from_args(args: argparse.Namespace):
+def _save(path: str | None, force: bool, document: Callable[[], dict[str, Any]]) -> None:
+    if path:
+        refuse_existing(path, force)
+        write_json(path, document())
+        print(f"# wrote {path}", file=sys.stderr)
+
+
+def _said_as_flags(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``doc`` with the sentences under ``keys`` saying flags, as the printed text does."""
+    return {k: [flag_names(x) for x in v] if k in keys else v for k, v in doc.items()}
+
+
+def _shape_from_args(args: argparse.Namespace) -> tuple[int, Any]:
     """(params, shape) from --params and/or --hidden/--layers."""
     from pybench.plan.transformer import parse_param_count, shape_for_params, shape_from_dims
     if (args.hidden is None) != (args.layers is None):
@@ -36,6 +96,79 @@ def _shape_from_args(args: argparse.Namespace):
     return params, shape_for_params(params)
 
 
+def _check_flops_flags(args: argparse.Namespace) -> None:
+    if args.compute is None and args.tflops is None:
+        raise UsageError("give --compute COMPUTE.json (from `python -m pybench compute --json ...`) "
+                         "or --tflops with a FLOP/s figure you measured")
+    for flag, value in (("--tflops", args.tflops), ("--peak-tflops", getattr(args, "peak_tflops", None))):
+        if value is not None and not value > 0:
+            raise UsageError(f"{flag} must be positive, got {value}")
+
+
+def _tflops(value: float | None) -> float | None:
+    return None if value is None else value * 1e12
+
+
+def run_compute(args: argparse.Namespace) -> int:
+    """``python -m pybench compute``: time the step's GEMMs and print achieved FLOP/s."""
+    from pybench.plan.compute import profile_compute
+    if args.max_gemm_gflop is not None and args.max_gemm_gflop < 0:
+        raise UsageError(f"--max-gemm-gflop must be 0 (no cap) or positive, got {args.max_gemm_gflop}")
+    max_flops = "auto" if args.max_gemm_gflop is None else (
+        None if args.max_gemm_gflop == 0 else args.max_gemm_gflop * 1e9)
+    with _flags_in_errors():
+        params, shape = _shape_from_args(args)
+        prof = profile_compute(shape, params=params, seq=args.seq, micro_batch=args.micro_batch, dtype=args.dtype,
+                               engine=args.engine, repeats=args.repeats, warmup=args.warmup,
+                               timed_tokens=args.timed_tokens, max_gemm_flops=max_flops)
+    for w in prof.warnings:
+        _warn(w)
+    print(prof.table())
+    _save(args.json, args.force, prof.to_dict)
+    return 0
+
+
+def run_ccr(args: argparse.Namespace) -> int:
+    """``python -m pybench ccr``: the CCR table for every strategy x world x batch."""
+    from pybench.plan.grid import ccr
+    with _flags_in_errors():
+        params, shape = _shape_from_args(args)
+        _check_flops_flags(args)
+        result = ccr(params, args.seq, args.batch, args.world, args.strategy, models=args.model,
+                     compute=args.compute, flops_per_s=_tflops(args.tflops), gpus_per_node=args.gpus_per_node,
+                     shape=shape, micro_batches=args.micro_batches, tp_degree=args.tp_degree,
+                     pp_degree=args.pp_degree, overlap=args.overlap, bucket_mb=args.bucket_mb,
+                     recompute=args.recompute, comm_bytes_per_value=_COMM_DTYPE_BYTES[args.comm_dtype],
+                     device_memory_gb=args.device_memory_gb, flash_attention=not args.no_flash_attention,
+                     price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
+                     big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
+                     backend=args.backend)
+    result = replace(result, notes=tuple(flag_names(n) for n in result.notes),
+                     warnings=tuple(flag_names(w) for w in result.warnings))
+    for w in result.warnings:
+        _warn(w)
+    print(result.table())
+    _save(args.json, args.force, result.to_dict)
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """``python -m pybench plan``: the field's advice with the figures behind it."""
+    from pybench.plan.advice import plan
+    with _flags_in_errors():
+        params, shape = _shape_from_args(args)
+        _check_flops_flags(args)
+        result = plan(params, args.seq, args.batch, models=args.model, compute=args.compute,
+                      flops_per_s=_tflops(args.tflops), gpus_per_node=args.gpus_per_node, shape=shape,
+                      max_world=args.max_world, device_memory_gb=args.device_memory_gb,
+                      overlap=not args.no_overlap, bucket_mb=args.bucket_mb,
+                      target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
+                      backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch)
+    print(flag_names(result.text()))
+    _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
+    return 0
+
+
 def _add_shape_args(p: argparse.ArgumentParser, params_default: str | None) -> None:
     p.add_argument("--params", default=params_default,
                    help="parameter count, decimal suffixes: 125M, 1.3B, 7B, 70B (maps to a standard shape)")
@@ -45,78 +178,23 @@ def _add_shape_args(p: argparse.ArgumentParser, params_default: str | None) -> N
     p.add_argument("--ffn", type=int, help="MLP inner width with --hidden (default 4 x hidden)")
 
 
-def run_compute(args: argparse.Namespace) -> int:
-    """``python -m pybench compute``: time the step's GEMMs and print achieved FLOP/s."""
-    from pybench.plan.compute import profile_compute
-    params, shape = _shape_from_args(args)
-    max_flops = "auto" if args.max_gemm_gflop is None else (
-        None if args.max_gemm_gflop == 0 else args.max_gemm_gflop * 1e9)
-    if args.max_gemm_gflop is not None and args.max_gemm_gflop < 0:
-        raise UsageError(f"--max-gemm-gflop must be 0 (no cap) or positive, got {args.max_gemm_gflop}")
-    prof = profile_compute(shape, params=params, seq=args.seq, micro_batch=args.micro_batch, dtype=args.dtype,
-                           engine=args.engine, repeats=args.repeats, warmup=args.warmup,
-                           timed_tokens=args.timed_tokens, max_gemm_flops=max_flops)
-    for w in prof.warnings:
-        _warn(w)
-    print(prof.table())
-    if args.json:
-        prof.save(args.json, force=args.force)
-        print(f"# wrote {args.json}", file=sys.stderr)
-    return 0
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    """The inputs ccr and plan share: fitted models, measured compute, memory, output."""
+    p.add_argument("--model", required=True, metavar="MODEL.json", help="fitted alpha-beta models (pybench fit)")
+    p.add_argument("--backend", help="use only models of this backend (default: nccl if the file mixes backends)")
+    p.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
+    p.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
+    p.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")
+    p.add_argument("--no-flash-attention", action="store_true",
+                   help="count attention-score activations (5 a s / h term)")
 
 
-def run_ccr(args: argparse.Namespace) -> int:
-    """``python -m pybench ccr``: the CCR table for every strategy x world x batch."""
-    from pybench.plan.ccr import ccr
-    from pybench.plan.compute import write_json_atomic
-    params, shape = _shape_from_args(args)
-    if args.compute is None and args.tflops is None:
-        raise UsageError("give --compute COMPUTE.json (from `python -m pybench compute --json ...`) "
-                         "or --tflops with a FLOP/s figure you measured")
-    result = ccr(params, args.seq, args.batch, args.world, args.strategy, models=args.model,
-                 compute=args.compute, flops_per_s=None if args.tflops is None else args.tflops * 1e12,
-                 gpus_per_node=args.gpus_per_node, shape=shape, micro_batches=args.micro_batches,
-                 tp_degree=args.tp_degree, pp_degree=args.pp_degree, overlap=args.overlap, bucket_mb=args.bucket_mb,
-                 recompute=args.recompute, comm_bytes_per_value=_COMM_DTYPE_BYTES[args.comm_dtype],
-                 device_memory_gb=args.device_memory_gb, flash_attention=not args.no_flash_attention,
-                 price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
-                 big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
-                 backend=args.backend)
-    for w in result.warnings:
-        _warn(w)
-    print(result.table())
-    if args.json:
-        write_json_atomic(args.json, result.to_dict(), force=args.force)
-        print(f"# wrote {args.json}", file=sys.stderr)
-    return 0
+def _add_output_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", metavar="FILE", help=f"save {what} as versioned JSON")
+    p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
 
 
-def run_plan(args: argparse.Namespace) -> int:
-    """``python -m pybench plan``: the field's advice with the figures behind it."""
-    from pybench.plan.ccr import plan
-    from pybench.plan.compute import write_json_atomic
-    params, shape = _shape_from_args(args)
-    if args.compute is None and args.tflops is None:
-        raise UsageError("give --compute COMPUTE.json (from `python -m pybench compute --json ...`) "
-                         "or --tflops with a FLOP/s figure you measured")
-    if args.batch < 1:
-        raise UsageError(f"--batch must be at least 1, got {args.batch}")
-    result = plan(params, args.seq, args.batch, models=args.model, compute=args.compute,
-                  flops_per_s=None if args.tflops is None else args.tflops * 1e12,
-                  gpus_per_node=args.gpus_per_node, shape=shape, max_world=args.max_world,
-                  device_memory_gb=args.device_memory_gb, overlap=not args.no_overlap, bucket_mb=args.bucket_mb,
-                  target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
-                  backend=args.backend, peak_flops_per_s=None if args.peak_tflops is None else args.peak_tflops * 1e12,
-                  max_batch=args.max_batch)
-    print(result.text())
-    if args.json:
-        write_json_atomic(args.json, result.to_dict(), force=args.force)
-        print(f"# wrote {args.json}", file=sys.stderr)
-    return 0
-
-
-def add_parsers(subparsers) -> None:
-    """Register ``compute``, ``ccr`` and ``plan`` on an argparse subparsers object."""
+def _add_compute_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "compute", help="time the GEMMs of a transformer training step (achieved FLOP/s)",
         description="Time the GEMMs of one transformer layer's training step (QKV, attention output, MLP up "
@@ -135,10 +213,11 @@ def add_parsers(subparsers) -> None:
                    help="time GEMMs with this M (tokens) instead of seq x micro-batch")
     p.add_argument("--max-gemm-gflop", type=float,
                    help="scale M down so no GEMM exceeds this many GFLOP (default 16 on CPU, no cap on GPU; 0 = none)")
-    p.add_argument("--json", metavar="FILE", help="save the profile as versioned JSON (for ccr --compute)")
-    p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
+    _add_output_args(p, "the profile (for ccr --compute)")
     p.set_defaults(func=run_compute)
 
+
+def _add_ccr_parser(subparsers: Any) -> None:
     q = subparsers.add_parser(
         "ccr", help="communication-to-computation ratio of a training step by strategy",
         description="For every strategy x world x batch: bytes per rank and link class, communication time "
@@ -152,10 +231,7 @@ def add_parsers(subparsers) -> None:
     q.add_argument("--gpus-per-node", type=int, default=8, help="devices per node (default 8)")
     q.add_argument("--strategy", default="ddp",
                    help="comma list of ddp, zero1, zero2, zero3 (fsdp), tp, pp, tp+dp, tp+pp+dp (default ddp)")
-    q.add_argument("--model", required=True, metavar="MODEL.json", help="fitted alpha-beta models (pybench fit)")
-    q.add_argument("--backend", help="use only models of this backend (default: nccl if the file mixes backends)")
-    q.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
-    q.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
+    _add_model_args(q)
     q.add_argument("--micro-batches", type=int, help="micro-batches per step (default 1; pp: 4 x stages)")
     q.add_argument("--tp-degree", type=int,
                    help="tensor-parallel degree for tp+dp and tp+pp+dp (default: GPUs per node)")
@@ -165,18 +241,16 @@ def add_parsers(subparsers) -> None:
     q.add_argument("--recompute", action="store_true", help="full activation recomputation (8 x P x tokens)")
     q.add_argument("--comm-dtype", choices=tuple(_COMM_DTYPE_BYTES), default="bf16",
                    help="dtype of communicated values (default bf16)")
-    q.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")
-    q.add_argument("--no-flash-attention", action="store_true",
-                   help="count attention-score activations (5 a s / h term)")
     q.add_argument("--price-per-node-hour", type=float, help="price of one node per hour (enables samples/$)")
     q.add_argument("--big-node-gpus", type=int, help="GPUs of one bigger machine to compare scale-out against")
     q.add_argument("--big-node-price-per-hour", type=float, help="price per hour of that bigger machine")
     q.add_argument("--straggler-cv", type=float, default=0.0,
                    help="per-rank compute-time coefficient of variation (expected slowest of N)")
-    q.add_argument("--json", metavar="FILE", help="save the result as versioned JSON")
-    q.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
+    _add_output_args(q, "the result")
     q.set_defaults(func=run_ccr)
 
+
+def _add_plan_parser(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "plan", help="advice: scale up or out, and how (DDP, ZeRO, TP/PP), with the figures",
         description="Checks memory on one device, then advises: fits -> fill a node with DDP, then DP across "
@@ -194,16 +268,16 @@ def add_parsers(subparsers) -> None:
     r.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's datasheet peak, as a reference only: below 40%% of it the plan says to fix "
                         "utilisation before adding nodes")
-    r.add_argument("--model", required=True, metavar="MODEL.json", help="fitted alpha-beta models (pybench fit)")
-    r.add_argument("--backend", help="use only models of this backend (default: nccl if the file mixes backends)")
-    r.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
-    r.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
-    r.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")
+    _add_model_args(r)
     r.add_argument("--no-overlap", action="store_true", help="do not overlap the gradient exchange with backward")
     r.add_argument("--bucket-mb", type=float, default=25, help="gradient bucket size in MiB (default 25)")
     r.add_argument("--target-samples-per-s", type=float, help="throughput to reach (picks the smallest such world)")
-    r.add_argument("--no-flash-attention", action="store_true",
-                   help="count attention-score activations (5 a s / h term)")
-    r.add_argument("--json", metavar="FILE", help="save the plan as versioned JSON")
-    r.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
+    _add_output_args(r, "the plan")
     r.set_defaults(func=run_plan)
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register ``compute``, ``ccr`` and ``plan`` on an argparse subparsers object."""
+    _add_compute_parser(subparsers)
+    _add_ccr_parser(subparsers)
+    _add_plan_parser(subparsers)

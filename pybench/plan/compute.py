@@ -13,34 +13,31 @@ GEMM records both the real and the timed shape, and the profile says so.
 
 The clock is injectable (``clock=``, a zero-argument callable returning
 seconds, as ``torch.utils.benchmark.Timer(timer=...)``) so tests can check the
-FLOP/s arithmetic exactly with a fake clock and a fake engine.
+FLOP/s arithmetic exactly with a fake clock and a fake engine. The engines live
+in :mod:`pybench.plan.engines`; the file format is :data:`pybench.io.formats.COMPUTE`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import os
-import platform
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from pybench.errors import BackendUnavailable, FileFormatError, UsageError
-from pybench.io.files import read_json, refuse_existing, write_atomic
+from pybench.errors import FileFormatError, UsageError
+from pybench.io.files import read_document, refuse_existing, write_json
+from pybench.io.formats import COMPUTE, check_document, stamp
+from pybench.plan.engines import Clock, CupyEngine, Engine, NumpyEngine, TorchEngine, get_engine, time_gemm
 from pybench.plan.transformer import Gemm, TransformerShape, step_gemms
 
 __all__ = [
     "GemmTiming", "ComputeProfile", "Engine", "NumpyEngine", "TorchEngine", "CupyEngine",
-    "get_engine", "time_gemm", "write_json_atomic", "profile_compute", "load_compute", "timed_tokens_for",
-    "SCHEMA", "SCHEMA_VERSION", "DTYPES",
+    "get_engine", "time_gemm", "profile_compute", "load_compute", "timed_tokens_for", "DTYPES",
 ]
 
-SCHEMA = "pybench.compute"
-SCHEMA_VERSION = 1
 DTYPES = ("bf16", "fp16", "fp32")
 _DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32",
                   "float": "fp32", "f32": "fp32"}
@@ -50,8 +47,6 @@ DEFAULT_CPU_MAX_GEMM_FLOPS = 16e9
 # M is never scaled below this: tiny GEMMs measure call overhead, not the device.
 MIN_TIMED_TOKENS = 64
 
-Clock = Callable[[], float]
-
 
 def canonical_compute_dtype(name: str) -> str:
     """Map bf16/fp16/fp32 and their long names to the short form."""
@@ -59,201 +54,6 @@ def canonical_compute_dtype(name: str) -> str:
     if key not in DTYPES:
         raise UsageError(f"unknown compute dtype {name!r}; use one of {', '.join(DTYPES)}")
     return key
-
-
-class Engine(Protocol):
-    """What the timing loop needs from an array library."""
-
-    name: str
-    device_name: str
-
-    def supports(self, dtype: str) -> bool: ...
-
-    def operands(self, m: int, k: int, n: int, dtype: str) -> Any: ...
-
-    def matmul(self, ops: Any) -> None: ...
-
-    def synchronize(self) -> None: ...
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip() + f" ({os.cpu_count()} threads)"
-    except OSError:
-        pass
-    return (platform.processor() or platform.machine() or "CPU") + f" ({os.cpu_count()} threads)"
-
-
-class NumpyEngine:
-    """CPU GEMMs through numpy's BLAS. fp32 only: numpy has no bfloat16, and its
-    float16 matmul does not use BLAS, so timing it would not measure the CPU."""
-
-    name = "numpy"
-
-    def __init__(self) -> None:
-        import numpy as np
-        self._np = np
-        self.device_name = _cpu_name()
-
-    def supports(self, dtype: str) -> bool:
-        return dtype == "fp32"
-
-    def operands(self, m: int, k: int, n: int, dtype: str) -> Any:
-        np = self._np
-        rng = np.random.default_rng(0)
-        # Random data: all-zero or constant inputs can take fast paths on some BLAS.
-        a = rng.standard_normal((m, k), dtype=np.float32)
-        b = rng.standard_normal((k, n), dtype=np.float32)
-        return a, b, np.empty((m, n), dtype=np.float32)
-
-    def matmul(self, ops: Any) -> None:
-        a, b, c = ops
-        self._np.matmul(a, b, out=c)
-
-    def synchronize(self) -> None:
-        pass
-
-
-class TorchEngine:
-    """torch GEMMs on CUDA when available (``device='auto'``), else on the CPU."""
-
-    name = "torch"
-
-    def __init__(self, device: str = "auto") -> None:
-        try:
-            import torch
-        except ImportError:
-            raise BackendUnavailable(
-                "engine 'torch' needs PyTorch, which is not installed; pip install torch "
-                "(CUDA builds: https://pytorch.org/get-started/locally/), or use --engine numpy") from None
-        self._torch = torch
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device == "cuda" and not torch.cuda.is_available():
-            raise BackendUnavailable("engine 'torch' on cuda: torch.cuda.is_available() is False "
-                                     "(a CPU-only torch build or no visible GPU)")
-        self.device = device
-        self.device_name = torch.cuda.get_device_name(0) if device == "cuda" else _cpu_name()
-
-    def supports(self, dtype: str) -> bool:
-        # fp16 GEMMs on CPU are emulated in many torch builds; bf16 is native on recent CPUs.
-        return self.device == "cuda" or dtype in ("fp32", "bf16")
-
-    def operands(self, m: int, k: int, n: int, dtype: str) -> Any:
-        torch = self._torch
-        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
-        g = torch.Generator(device=self.device).manual_seed(0)
-        a = torch.randn((m, k), generator=g, device=self.device, dtype=tdt)
-        b = torch.randn((k, n), generator=g, device=self.device, dtype=tdt)
-        return a, b, torch.empty((m, n), device=self.device, dtype=tdt)
-
-    def matmul(self, ops: Any) -> None:
-        a, b, c = ops
-        self._torch.matmul(a, b, out=c)
-
-    def synchronize(self) -> None:
-        if self.device == "cuda":
-            self._torch.cuda.synchronize()
-
-
-class CupyEngine:
-    """cupy GEMMs (cuBLAS) on the current CUDA device."""
-
-    name = "cupy"
-
-    def __init__(self) -> None:
-        try:
-            import cupy
-        except ImportError:
-            raise BackendUnavailable(
-                "engine 'cupy' needs CuPy, which is not installed; pip install cupy-cuda13x "
-                "(cupy-cuda12x for CUDA 12), or use --engine torch / numpy") from None
-        try:
-            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-        except Exception as exc:  # cupy raises its own CUDARuntimeError without a GPU
-            raise BackendUnavailable(f"engine 'cupy': no usable CUDA device ({exc})") from None
-        self._cp = cupy
-        name = props.get("name", b"CUDA device")
-        self.device_name = name.decode() if isinstance(name, bytes) else str(name)
-
-    def supports(self, dtype: str) -> bool:
-        return dtype in ("fp16", "fp32")  # cupy has no bfloat16 dtype
-
-    def operands(self, m: int, k: int, n: int, dtype: str) -> Any:
-        cp = self._cp
-        dt = {"fp16": cp.float16, "fp32": cp.float32}[dtype]
-        rs = cp.random.RandomState(0)
-        a = rs.standard_normal((m, k), dtype=cp.float32).astype(dt)
-        b = rs.standard_normal((k, n), dtype=cp.float32).astype(dt)
-        return a, b, cp.empty((m, n), dtype=dt)
-
-    def matmul(self, ops: Any) -> None:
-        a, b, c = ops
-        self._cp.matmul(a, b, out=c)
-
-    def synchronize(self) -> None:
-        self._cp.cuda.Device().synchronize()
-
-
-ENGINES = ("auto", "torch", "cupy", "numpy")
-
-
-def get_engine(name: str = "auto") -> Engine:
-    """Build an engine by name; ``auto`` prefers a GPU (torch, then cupy), else numpy.
-
-    Raises
-    ------
-    BackendUnavailable
-        When the named engine's library is missing, with the pip command to fix it.
-    UsageError
-        For an unknown name.
-    """
-    key = name.strip().lower()
-    if key == "numpy":
-        return NumpyEngine()
-    if key == "torch":
-        return TorchEngine()
-    if key == "cupy":
-        return CupyEngine()
-    if key == "auto":
-        try:
-            eng = TorchEngine()
-            if eng.device == "cuda":
-                return eng
-        except BackendUnavailable:
-            pass
-        try:
-            return CupyEngine()
-        except BackendUnavailable:
-            pass
-        return NumpyEngine()
-    raise UsageError(f"unknown compute engine {name!r}; use one of {', '.join(ENGINES)}")
-
-
-def time_gemm(engine: Engine, m: int, k: int, n: int, dtype: str, repeats: int = 5,
-              warmup: int = 1, clock: Clock = time.perf_counter) -> tuple[float, ...]:
-    """Time ``repeats`` GEMMs of shape (m, k, n); return seconds per GEMM, one per repeat.
-
-    Each sample brackets one matmul and a device synchronize with two clock
-    reads, so a fake clock that advances by ``d`` per read gives samples of ``d``.
-    Warm-up calls (library initialisation, first-touch of output) are not timed.
-    """
-    if repeats < 1:
-        raise UsageError(f"repeats must be at least 1, got {repeats}")
-    ops = engine.operands(m, k, n, dtype)
-    for _ in range(warmup):
-        engine.matmul(ops)
-    engine.synchronize()
-    samples = []
-    for _ in range(repeats):
-        t0 = clock()
-        engine.matmul(ops)
-        engine.synchronize()
-        samples.append(clock() - t0)
-    return tuple(samples)
 
 
 @dataclass(frozen=True)
@@ -377,23 +177,20 @@ class ComputeProfile:
         FLOP-weighted harmonic mean, so slow shapes weigh as they would in a step)."""
         return self.layer_flops / self.layer_time_s
 
-    def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "created_utc": self.created_utc,
-                "engine": self.engine, "device": self.device, "dtype": self.dtype,
-                "dtype_requested": self.dtype_requested, "shape": self.shape.to_dict(),
-                "params": self.params, "seq": self.seq, "micro_batch": self.micro_batch,
-                "tokens": self.tokens, "timed_tokens": self.timed_tokens, "scaled": self.scaled,
-                "repeats": self.repeats, "warnings": list(self.warnings),
-                "flops_per_s": self.flops_per_s, "gemms": [g.to_dict() for g in self.gemms]}
+    def to_dict(self) -> dict[str, Any]:
+        """The ``pybench.compute`` document (:data:`pybench.io.formats.COMPUTE`)."""
+        return stamp(COMPUTE, {
+            "created_utc": self.created_utc, "engine": self.engine, "device": self.device, "dtype": self.dtype,
+            "dtype_requested": self.dtype_requested, "shape": self.shape.to_dict(), "params": self.params,
+            "seq": self.seq, "micro_batch": self.micro_batch, "tokens": self.tokens,
+            "timed_tokens": self.timed_tokens, "scaled": self.scaled, "repeats": self.repeats,
+            "warnings": list(self.warnings), "flops_per_s": self.flops_per_s,
+            "gemms": [g.to_dict() for g in self.gemms]})
 
     @classmethod
-    def from_dict(cls, d: dict) -> ComputeProfile:
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-            raise FileFormatError(f"not a compute profile: expected \"schema\": \"{SCHEMA}\"")
-        version = d.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
-            raise FileFormatError(f"compute profile schema_version {version!r} is not supported "
-                                  f"(this pybench reads 1..{SCHEMA_VERSION}); upgrade pybench")
+    def from_dict(cls, d: Any, source: str = "compute profile") -> ComputeProfile:
+        """A profile from its document; one-line FileFormatError naming ``source`` otherwise."""
+        d = check_document(d, COMPUTE, source)
         try:
             return cls(engine=str(d["engine"]), device=str(d["device"]), dtype=str(d["dtype"]),
                        dtype_requested=str(d.get("dtype_requested", d["dtype"])),
@@ -403,12 +200,13 @@ class ComputeProfile:
                        gemms=tuple(GemmTiming.from_dict(g) for g in d["gemms"]),
                        repeats=int(d["repeats"]), warnings=tuple(str(w) for w in d.get("warnings", ())),
                        created_utc=str(d.get("created_utc", "")))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FileFormatError(f"compute profile is missing or has a bad field: {exc!r}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, UsageError) as exc:
+            raise FileFormatError(f"{source}: compute profile is missing or has a bad field: {exc!r}") from None
 
     def save(self, path: str | os.PathLike, force: bool = False) -> None:
         """Write versioned JSON atomically (temp file + os.replace); refuse to overwrite unless ``force``."""
-        write_json_atomic(path, self.to_dict(), force=force)
+        refuse_existing(path, force)
+        write_json(path, self.to_dict())
 
     def table(self) -> str:
         """Per-GEMM table for stdout."""
@@ -432,12 +230,6 @@ class ComputeProfile:
                 f"{self.flops_per_s / 1e12:.3f} TFLOP/s over {len(self.gemms)} GEMMs)")
 
 
-def write_json_atomic(path: str | os.PathLike, data: dict, force: bool = False) -> None:
-    """Write ``data`` as JSON atomically; refuse to overwrite an existing file unless ``force``."""
-    refuse_existing(path, force)
-    write_atomic(path, json.dumps(data, indent=2) + "\n")
-
-
 def load_compute(path: str | os.PathLike) -> ComputeProfile:
     """Read a compute profile written by :meth:`ComputeProfile.save`.
 
@@ -447,10 +239,9 @@ def load_compute(path: str | os.PathLike) -> ComputeProfile:
         When the file is missing, not JSON or not a compute profile.
     """
     if not os.path.exists(path):
-        raise FileFormatError(f"compute profile {os.fspath(path)} does not exist; "
-                              f"make one with: python -m pybench compute --json {os.fspath(path)}")
-    data = read_json(path)
-    return ComputeProfile.from_dict(data)
+        raise FileFormatError(f"compute profile {os.fspath(path)} does not exist; make one with "
+                              f"`{COMPUTE.made_by}`")
+    return ComputeProfile.from_dict(read_document(path, COMPUTE), os.fspath(path))
 
 
 def timed_tokens_for(gemms: list[Gemm], tokens: int, max_gemm_flops: float | None) -> int:
@@ -536,12 +327,15 @@ def profile_compute(shape: TransformerShape, params: int | None = None, seq: int
         if timed_tokens < 1:
             raise UsageError(f"timed_tokens must be at least 1, got {timed_tokens}")
         timed = min(int(timed_tokens), tokens)
+    elif isinstance(max_gemm_flops, str):
+        if max_gemm_flops != "auto":
+            raise UsageError(f"max_gemm_flops must be a number, None or 'auto', got {max_gemm_flops!r}")
+        timed = timed_tokens_for(gemms, tokens, None if on_gpu else DEFAULT_CPU_MAX_GEMM_FLOPS)
     else:
-        cap = (None if on_gpu else DEFAULT_CPU_MAX_GEMM_FLOPS) if max_gemm_flops == "auto" else max_gemm_flops
-        timed = timed_tokens_for(gemms, tokens, cap)
+        timed = timed_tokens_for(gemms, tokens, max_gemm_flops)
     if timed < tokens:
         warnings.append(f"timed with M = {timed} tokens instead of {tokens} (seq x micro-batch) to keep the "
-                        f"run short; FLOP/s are at the real K and N (set --timed-tokens {tokens} for the full shape)")
+                        f"run short; FLOP/s are at the real K and N (set timed_tokens={tokens} for the full shape)")
     timings = []
     for g in gemms:
         tm, tk, tn = _with_tokens(g, tokens, timed)

@@ -102,7 +102,7 @@ def bucket_sizes(grad_bytes: float, bucket_bytes: float, explicit: Sequence[floa
             raise UsageError(f"bucket sizes must be positive, got {list(explicit)}")
         return [b * grad_bytes / total for b in explicit]
     if bucket_bytes <= 0:
-        raise UsageError(f"--bucket-mb must be positive, got {bucket_bytes / 2**20:g}")
+        raise UsageError(f"bucket_bytes must be positive, got {bucket_bytes:g}")
     n = max(1, math.ceil(grad_bytes / bucket_bytes))
     full = min(bucket_bytes, grad_bytes)
     return [full] * (n - 1) + [grad_bytes - full * (n - 1)]

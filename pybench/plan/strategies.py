@@ -38,12 +38,13 @@ from dataclasses import asdict, dataclass
 
 from pybench.collectives import COLLECTIVES
 from pybench.errors import UsageError
+from pybench.plan.text_enum import TextEnum
 from pybench.plan.transformer import TransformerShape
 
 __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
     "make_layout", "comm_ops", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
-    "BYTES_PER_PARAM",
+    "BYTES_PER_PARAM", "MemoryFit",
 ]
 
 INTRA = "intra-node"
@@ -112,7 +113,7 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     if world < 1:
         raise UsageError(f"world size must be at least 1, got {world}")
     if gpus_per_node < 1:
-        raise UsageError(f"--gpus-per-node must be at least 1, got {gpus_per_node}")
+        raise UsageError(f"gpus_per_node must be at least 1, got {gpus_per_node}")
     g = gpus_per_node
     if strategy in ("ddp", "zero1", "zero2", "zero3"):
         return Layout(strategy, world, g, dp=world)
@@ -130,7 +131,7 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
         raise UsageError(f"{strategy}: tensor-parallel degree {t} must divide the {g} GPUs per node "
                          f"(tp stays inside a node)")
     if world % g:
-        raise UsageError(f"{strategy} on {world} ranks: world must be a multiple of --gpus-per-node {g} "
+        raise UsageError(f"{strategy} on {world} ranks: world must be a multiple of gpus_per_node {g} "
                          f"(tp inside each node, dp across nodes)")
     if strategy == "tp+dp":
         return Layout(strategy, world, g, dp=world // t, tp=t)
@@ -280,6 +281,14 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
     return tuple(ops)
 
 
+class MemoryFit(TextEnum):
+    """Whether a step fits a device's memory; the values read as they always printed."""
+
+    FITS = "fits"
+    WITH_CHECKPOINTING = "fits with checkpointing"
+    DOES_NOT_FIT = "does not fit"
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Memory one device needs for a step, in bytes.
@@ -316,13 +325,23 @@ class MemoryEstimate:
         return self.states_bytes + self.activations_checkpointed_bytes
 
     @property
-    def fits(self) -> str:
+    def fits(self) -> MemoryFit:
         """``fits``, ``fits with checkpointing`` or ``does not fit``."""
         if self.total_bytes <= self.device_bytes:
-            return "fits"
+            return MemoryFit.FITS
         if self.total_checkpointed_bytes <= self.device_bytes:
-            return "fits with checkpointing"
-        return "does not fit"
+            return MemoryFit.WITH_CHECKPOINTING
+        return MemoryFit.DOES_NOT_FIT
+
+    @property
+    def fits_at_all(self) -> bool:
+        """True when the step fits, with or without activation checkpointing."""
+        return self.fits is not MemoryFit.DOES_NOT_FIT
+
+    @property
+    def needed_bytes(self) -> float:
+        """What the step needs per device: checkpointed when only that fits, else the full figure."""
+        return self.total_checkpointed_bytes if self.fits is MemoryFit.WITH_CHECKPOINTING else self.total_bytes
 
     def to_dict(self) -> dict:
         return {**asdict(self), "states_bytes": self.states_bytes, "total_bytes": self.total_bytes,
@@ -340,7 +359,7 @@ def memory_per_device(layout: Layout, work: Workload, device_bytes: float,
                       flash_attention: bool = True) -> MemoryEstimate:
     """Memory per device for ``layout`` running ``work`` (see :class:`MemoryEstimate`)."""
     P, n = work.params, layout.dp
-    wb, gb, ob = (BYTES_PER_PARAM[k] * P for k in ("weights", "grads", "optimizer"))
+    wb, gb, ob = (float(BYTES_PER_PARAM[k] * P) for k in ("weights", "grads", "optimizer"))
     s = layout.strategy
     if s == "zero1":
         ob /= n

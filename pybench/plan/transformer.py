@@ -189,9 +189,9 @@ def shape_for_params(params: int) -> TransformerShape:
 
 def shape_from_dims(hidden: int, layers: int, heads: int | None = None, ffn: int | None = None,
                     vocab: int = 50257) -> TransformerShape:
-    """A custom shape from explicit ``--hidden``/``--layers`` (heads of 128, ffn = 4 h by default)."""
+    """A custom shape from explicit ``hidden`` and ``layers`` (heads of 128, ffn = 4 h by default)."""
     if hidden <= 0 or layers <= 0:
-        raise UsageError(f"--hidden and --layers must be positive, got {hidden} and {layers}")
+        raise UsageError(f"hidden and layers must be positive, got {hidden} and {layers}")
     if heads is None:
         heads = max(1, hidden // 128) if hidden % 128 == 0 else 1
     return TransformerShape("custom", hidden, layers, heads, ffn or 4 * hidden, vocab)

@@ -235,15 +235,15 @@ def test_missing_model_is_one_line_usage_error():
     ({"batch": 0}, "at least 1"),
     ({"batch": "1,x"}, "whole number"),
     ({"world": ""}, "empty|whole number"),
-    ({"strategy": "tp+dp", "world": 3}, "multiple of --gpus-per-node"),
+    ({"strategy": "tp+dp", "world": 3}, "multiple of gpus_per_node"),
     ({"strategy": "tp", "world": 4}, "inside one node"),
-    ({"gpus_per_node": 0}, "gpus-per-node"),
-    ({"bucket_mb": 0}, "bucket-mb"),
-    ({"device_memory_gb": 0}, "device-memory-gb"),
+    ({"gpus_per_node": 0}, "gpus_per_node"),
+    ({"bucket_mb": 0}, "bucket_mb must be positive"),
+    ({"device_memory_gb": 0}, "device_memory_gb must be positive"),
     ({"price_per_node_hour": -1}, "price"),
     ({"big_node_gpus": 8}, "both"),
     ({"flops_per_s": None}, "compute"),
-    ({"micro_batches": 0}, "micro-batches"),
+    ({"micro_batches": 0}, "micro_batches must be at least 1"),
     ({"straggler_cv": -0.5}, "straggler"),
 ])
 def test_bad_input(kwargs, match):
@@ -260,7 +260,8 @@ def test_grid_skips_impossible_combinations():
 
 def test_compute_profile_supplies_flops(tmp_path):
     import os
-    prof = load_compute(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "compute_profile_v1.json"))
+    fixtures = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
+    prof = load_compute(os.path.join(fixtures, "compute_profile_v1.json"))
     res = ccr(1000, 4, 2, 4, "ddp", models=all_links("allreduce"), shape=SHAPE, compute=prof, gpus_per_node=2)
     assert res.config.flops_per_s == prof.flops_per_s
     assert res.rows[0].compute_s == pytest.approx(48000 / prof.flops_per_s)
@@ -325,7 +326,7 @@ def test_missing_fitter_module(monkeypatch):
 # --- properties -----------------------------------------------------------------------------------------
 
 from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None, database=None)

@@ -209,10 +209,10 @@ def test_load_bad_files(tmp_path):
     with pytest.raises(FileFormatError):
         load_compute(bad)
     bad.write_text(json.dumps({"schema": "pybench.measure.results"}))
-    with pytest.raises(FileFormatError, match="not a compute profile"):
+    with pytest.raises(FileFormatError, match="is not 'pybench.compute' \\(a pybench compute profile\\)"):
         load_compute(bad)
     bad.write_text(json.dumps({"schema": "pybench.compute", "schema_version": 99}))
-    with pytest.raises(FileFormatError, match="schema_version"):
+    with pytest.raises(FileFormatError, match="pybench.compute version 99 is newer"):
         load_compute(bad)
     bad.write_text(json.dumps({"schema": "pybench.compute", "schema_version": 1}))
     with pytest.raises(FileFormatError, match="missing"):

@@ -84,12 +84,12 @@ def test_layouts():
 
 @pytest.mark.parametrize("args, match", [
     (("tp", 16, 8), "inside one node"),
-    (("tp+dp", 12, 8), "multiple of --gpus-per-node"),
+    (("tp+dp", 12, 8), "multiple of gpus_per_node"),
     (("tp+dp", 16, 8, 3), "must divide"),
     (("tp+dp", 16, 8, 16), "must divide"),
     (("pp", 4, 8, None, 2), "layers"),
     (("ddp", 0, 8), "at least 1"),
-    (("ddp", 8, 0), "gpus-per-node"),
+    (("ddp", 8, 0), "gpus_per_node"),
     (("mystery", 8, 8), "unknown strategy"),
 ])
 def test_bad_layouts(args, match):

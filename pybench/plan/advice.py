@@ -1,0 +1,279 @@
+"""The advisor: :func:`plan` applies the field's rules to the step model and returns
+:class:`~pybench.plan.records.Plan`, a list of advice records with the figures behind them.
+
+Scale up, then out; ZeRO when it fits only just; TP inside the node, PP across,
+DP on top when it does not fit. The decisions live here; the sentences live in
+:mod:`pybench.plan.plan_result`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pybench.errors import UsageError
+from pybench.plan.bands import Band
+from pybench.plan.compute import ComputeProfile, load_compute
+from pybench.plan.grid import ccr, layout_ok
+from pybench.plan.model_set import CollectiveModel, ModelSet, as_model_set
+from pybench.plan.plan_result import Plan
+from pybench.plan.records import (
+    AccumulationAdvice,
+    Advice,
+    BatchAdvice,
+    BatchVerdict,
+    CheckpointAdvice,
+    MemoryAdvice,
+    NoLayoutAdvice,
+    OneDevice,
+    PipelineAdvice,
+    ScaleOutAdvice,
+    ScaleOutVerdict,
+    ScaleUpAdvice,
+    TensorParallelAdvice,
+    UtilisationAdvice,
+    Zero3Advice,
+    ZeroAdvice,
+)
+from pybench.plan.step import StepEstimate
+from pybench.plan.strategies import MemoryEstimate, Workload, make_layout, memory_per_device
+from pybench.plan.transformer import TransformerShape, parse_param_count, shape_for_params
+
+__all__ = ["plan", "Plan", "PLAN_HEADROOM", "LOW_UTILISATION"]
+
+# A model "fits comfortably" when it leaves this fraction of device memory for the
+# CUDA context, allocator fragmentation and the buffers the estimate does not count.
+PLAN_HEADROOM = 0.8
+# Measured FLOP/s below this share of the datasheet peak is a utilisation problem, not a scaling one.
+LOW_UTILISATION = 0.40
+
+
+@dataclass
+class _Evaluator:
+    """Runs the CCR grid for the advisor with the plan's inputs and collects what it noted."""
+
+    params: int
+    seq: int
+    batch: int
+    gpus_per_node: int
+    shape: TransformerShape
+    models: ModelSet
+    compute: ComputeProfile | None
+    flops_per_s: float | None
+    overlap: bool
+    bucket_mb: float
+    device_memory_gb: float
+    flash_attention: bool
+    notes: list[str] = field(default_factory=list)
+
+    def rows(self, strategy: str, worlds: list[int], batch: int | None = None, tp_degree: int | None = None,
+             pp_degree: int | None = None) -> list[StepEstimate]:
+        ok = [w for w in worlds if layout_ok(strategy, w, self.gpus_per_node, tp_degree, self.shape.layers,
+                                             pp_degree)]
+        if not ok:
+            return []
+        try:
+            res = ccr(self.params, self.seq, self.batch if batch is None else batch, ok, strategy,
+                      models=self.models, compute=self.compute, flops_per_s=self.flops_per_s,
+                      gpus_per_node=self.gpus_per_node, shape=self.shape, tp_degree=tp_degree, pp_degree=pp_degree,
+                      overlap=self.overlap, bucket_mb=self.bucket_mb, device_memory_gb=self.device_memory_gb,
+                      flash_attention=self.flash_attention)
+        except UsageError as exc:
+            self.notes.append(f"could not evaluate {strategy}: {exc}")
+            return []
+        self.notes += [n for n in res.notes if n not in self.notes]
+        return list(res.rows)
+
+
+def good(r: StepEstimate) -> bool:
+    """Not comm-bound (by the exposed fraction with overlap) and fits in memory somehow."""
+    return r.decisive_band != Band.COMM_BOUND and r.memory.fits_at_all
+
+
+def _worlds_up_to(gpus_per_node: int, max_world: int) -> list[int]:
+    worlds = [w for w in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if w < gpus_per_node and w <= max_world]
+    w = gpus_per_node
+    while w <= max_world:
+        worlds.append(w)
+        w *= 2
+    return worlds
+
+
+@dataclass
+class _Advising:
+    """What one branch of the advice found: records, rows evaluated, and the candidates to recommend."""
+
+    records: list[Advice] = field(default_factory=list)
+    evaluated: list[StepEstimate] = field(default_factory=list)
+    candidates: list[StepEstimate] = field(default_factory=list)
+
+
+def _fits_one_device(ev: _Evaluator, worlds: list[int], out: _Advising) -> None:
+    g = ev.gpus_per_node
+    ddp = ev.rows("ddp", worlds)
+    out.evaluated += ddp
+    node = next((r for r in ddp if r.world == g), None)
+    if node is not None:
+        out.records.append(ScaleUpAdvice("fill one node", g, node))
+    multi = [r for r in ddp if r.world > g]
+    fine = [r for r in multi if good(r)]
+    if multi:
+        last = fine[-1].world if fine else None
+        verdict = (ScaleOutVerdict.COMM_BOUND if last is None else ScaleOutVerdict.NOT_COMM_BOUND
+                   if last == multi[-1].world else ScaleOutVerdict.COMM_BOUND_BEYOND)
+        out.records.append(ScaleOutAdvice(verdict, tuple(multi), last))
+    out.candidates = [r for r in ddp if good(r)] or ddp
+
+
+def _fits_only_just(ev: _Evaluator, worlds: list[int], max_world: int, one_batch: MemoryEstimate | None,
+                    one: MemoryEstimate, out: _Advising) -> None:
+    wl = [w for w in worlds if w >= min(ev.gpus_per_node, max_world)] or worlds
+    zs = ev.rows("ddp", wl) + ev.rows("zero1", wl) + ev.rows("zero2", wl)
+    out.evaluated += zs
+    at = min(wl)
+    by = {r.strategy: r for r in zs if r.world == at}
+    if by:
+        out.records.append(ZeroAdvice("shard the optimizer state", at, tuple(by.values())))
+    if one_batch is not None:
+        out.records.append(AccumulationAdvice("micro-batch 1 with accumulation", ev.batch, one_batch))
+    out.records.append(CheckpointAdvice("checkpoint activations", one))
+    out.candidates = [r for r in zs if good(r)] or zs
+
+
+def _tp_pp(ev: _Evaluator, worlds: list[int], max_world: int) -> list[StepEstimate]:
+    """The smallest pipeline depth whose tp x pp layout fits (no rows when none does)."""
+    g, pp = ev.gpus_per_node, 2
+    while pp <= ev.shape.layers and g * pp <= max_world:
+        rows = ev.rows("tp+pp+dp", [w for w in worlds if w % (g * pp) == 0], pp_degree=pp)
+        if rows and rows[0].memory.fits_at_all:
+            return rows
+        pp *= 2
+    return []
+
+
+def _does_not_fit(ev: _Evaluator, worlds: list[int], max_world: int, out: _Advising) -> None:
+    g = ev.gpus_per_node
+    z3 = ev.rows("zero3", [w for w in worlds if w >= 2])
+    out.evaluated += z3
+    z3_fit = [r for r in z3 if r.memory.fits_at_all]
+    if z3_fit:
+        out.records.append(Zero3Advice("shard everything", z3_fit[0]))
+    tpdp = ev.rows("tp+dp", [w for w in worlds if w >= g])
+    out.evaluated += tpdp
+    tp_node = next((r for r in tpdp if r.world == g), None)
+    threed: list[StepEstimate] = []
+    if tp_node is not None and tp_node.memory.fits_at_all:
+        out.records.append(TensorParallelAdvice("fits", g, tp_node))
+    else:
+        threed = _tp_pp(ev, worlds, max_world)
+        if threed:
+            out.records.append(PipelineAdvice("add pipeline stages", g, tp_node, threed[0]))
+        else:
+            out.records.append(NoLayoutAdvice("nothing fits", max_world))
+    out.evaluated += threed
+    every = z3 + tpdp + threed
+    out.candidates = [r for r in every if good(r)] or [r for r in every if r.memory.fits_at_all]
+
+
+def _recommend(candidates: list[StepEstimate], target: float | None) -> tuple[StepEstimate | None, bool]:
+    """The configuration to recommend, and whether it meets the target (True without one)."""
+    if not candidates:
+        return None, True
+    if target is not None:
+        meeting = [r for r in candidates if r.samples_per_s >= target]
+        if meeting:
+            return min(meeting, key=lambda r: (r.world, -r.samples_per_s)), True
+        return max(candidates, key=lambda r: r.samples_per_s), False
+    # Without a target: the largest configuration that is not comm-bound, else the most efficient.
+    return max(candidates, key=lambda r: (good(r), r.world if good(r) else r.efficiency_vs_device)), True
+
+
+def _batch_amortisation(ev: _Evaluator, r: StepEstimate, max_batch: int) -> BatchAdvice:
+    """Where a larger batch per device changes the recommended configuration's band."""
+    start = r.decisive_band
+    tp = r.layout.tp if r.layout.tp > 1 else None
+    pp = r.layout.pp if r.layout.pp > 1 else None
+    b = ev.batch * 2
+    while b <= max_batch:
+        rows = ev.rows(r.strategy, [r.world], b, tp_degree=tp, pp_degree=pp)
+        if rows and rows[0].memory.fits_at_all and rows[0].decisive_band != start:
+            return BatchAdvice(BatchVerdict.CHANGES_BAND, r, ev.batch, b, max_batch, rows[0])
+        if rows and not rows[0].memory.fits_at_all:
+            return BatchAdvice(BatchVerdict.STOPS_FITTING, r, ev.batch, b, max_batch)
+        b *= 2
+    return BatchAdvice(BatchVerdict.UNCHANGED, r, ev.batch, b, max_batch)
+
+
+def _utilisation(measured: float | None, peak: float | None) -> UtilisationAdvice | None:
+    if peak and measured and measured / peak < LOW_UTILISATION:
+        return UtilisationAdvice("low", measured, peak)
+    return None
+
+
+def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iterable[CollectiveModel] | str,
+         compute: ComputeProfile | str | None = None, flops_per_s: float | None = None, gpus_per_node: int = 8,
+         shape: TransformerShape | None = None, max_world: int = 64, device_memory_gb: float = 80,
+         overlap: bool = True, bucket_mb: float = 25, target_samples_per_s: float | None = None,
+         flash_attention: bool = True, backend: str | None = None, peak_flops_per_s: float | None = None,
+         max_batch: int = 64) -> Plan:
+    """The field's advice for training ``params`` on devices like the profiled one.
+
+    - Fits one device with headroom: scale up first (DDP over the node's
+      NVLink), then data parallel across nodes while the exposed
+      communication stays out of the comm-bound band (or until
+      ``target_samples_per_s`` is reached).
+    - Fits only just (over 80% of memory, or only with checkpointing): ZeRO-1/2
+      to shard optimizer state, or gradient accumulation with a smaller micro-batch.
+    - Does not fit: ZeRO-3 if sharding alone makes it fit; tensor parallel inside
+      the node, pipeline across nodes (smallest pp that fits), data parallel on top.
+    - Low utilisation (measured FLOP/s under 40% of ``peak_flops_per_s``, a
+      datasheet figure the user gives as a reference): fix the input pipeline and
+      the kernels first; more nodes multiply the waste.
+    - Where the recommended configuration is not in the ``fits`` band, the batch
+      (up to ``max_batch``) at which larger batches amortise communication enough
+      to change the band.
+
+    Parameters are those of :func:`pybench.plan.grid.ccr`; ``max_world`` bounds the world sizes tried.
+
+    Returns
+    -------
+    Plan
+        Advice records (rule, verdict, figures), rendered by :mod:`pybench.plan.plan_result`.
+    """
+    P = parse_param_count(params)
+    shape = shape or shape_for_params(P)
+    if int(batch) < 1:
+        raise UsageError(f"batch must be at least 1, got {batch}")
+    if max_world < 1:
+        raise UsageError(f"max_world must be at least 1, got {max_world}")
+    profile = load_compute(compute) if isinstance(compute, str) else compute
+    ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend), profile,
+                    flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention)
+    device_bytes = device_memory_gb * 1e9
+    worlds = _worlds_up_to(gpus_per_node, max_world)
+    one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), int(batch)),
+                            device_bytes, flash_attention)
+    out = _Advising()
+    if one.total_bytes <= PLAN_HEADROOM * device_bytes:
+        verdict = OneDevice.FITS
+        out.records.append(MemoryAdvice(verdict, one, PLAN_HEADROOM))
+        _fits_one_device(ev, worlds, out)
+    elif one.total_checkpointed_bytes <= device_bytes:
+        verdict = OneDevice.FITS_ONLY_JUST
+        out.records.append(MemoryAdvice(verdict, one, PLAN_HEADROOM))
+        micro = (memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), 1),
+                                   device_bytes, flash_attention) if int(batch) > 1 else None)
+        _fits_only_just(ev, worlds, max_world, micro, one, out)
+    else:
+        verdict = OneDevice.DOES_NOT_FIT
+        out.records.append(MemoryAdvice(verdict, one, PLAN_HEADROOM))
+        _does_not_fit(ev, worlds, max_world, out)
+    recommended, met = _recommend(out.candidates, target_samples_per_s)
+    low = _utilisation(flops_per_s if flops_per_s is not None else getattr(profile, "flops_per_s", None),
+                       peak_flops_per_s)
+    if low is not None:
+        out.records.insert(0, low)
+    if recommended is not None and recommended.decisive_band != Band.FITS:
+        out.records.append(_batch_amortisation(ev, recommended, max_batch))
+    return Plan(verdict, tuple(out.records), one, tuple(out.evaluated), recommended, tuple(ev.notes),
+                target_samples_per_s, met, max_world, PLAN_HEADROOM)

@@ -1,0 +1,201 @@
+"""The typed inputs of the CCR grid: :class:`CcrConfig`, and building one from plain arguments.
+
+``ccr(cfg, models=...)`` takes a CcrConfig; the keyword form
+``ccr(params, seq, batch, world, strategy, models=..., flops_per_s=...)`` builds
+one with :func:`make_ccr_config`, which accepts the user's units (GB, MiB, comma
+lists) and names the parameter that was wrong in every error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pybench.errors import UsageError
+from pybench.plan.compute import ComputeProfile, load_compute
+from pybench.plan.overlap import OverlapProfile
+from pybench.plan.strategies import canonical_strategy
+from pybench.plan.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
+
+__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list"]
+
+
+@dataclass(frozen=True)
+class CcrConfig:
+    """Inputs of :func:`pybench.plan.grid.ccr` (also recorded in its result).
+
+    Attributes
+    ----------
+    params : int
+        Parameter count P.
+    shape : TransformerShape
+    seq : int
+        Sequence length.
+    batches, worlds : tuple of int
+        Micro-batch sizes per data-parallel replica and world sizes of the grid.
+    strategies : tuple of str
+        Canonical strategy names (``pybench.plan.strategies.STRATEGIES``).
+    gpus_per_node : int
+    flops_per_s : float
+        Achieved FLOP/s of one device; ``flops_source`` says where it came from.
+    micro_batches, tp_degree, pp_degree : int, optional
+        Micro-batches per step (default 1; 4 x stages with pp), TP and PP degrees.
+    overlap : bool
+        Overlap the gradient exchange with backward in buckets of ``bucket_bytes``.
+    explicit_buckets : tuple of float, optional
+        Real bucket sizes in reduction order (DDP reports them).
+    recompute : bool
+        Full activation recomputation (8 x P x tokens FLOPs).
+    comm_bytes_per_value : int
+    device_memory_bytes : float
+    flash_attention : bool
+    price_per_node_hour, big_node_gpus, big_node_price_per_hour : optional
+        Prices for samples per dollar and breakeven.
+    straggler_cv : float
+        Coefficient of variation of per-rank compute time.
+    overlap_profile : OverlapProfile, optional
+        Measured bucket readiness and contention (``pybench.profile.step``).
+    """
+
+    params: int
+    shape: TransformerShape
+    seq: int
+    batches: tuple[int, ...]
+    worlds: tuple[int, ...]
+    strategies: tuple[str, ...]
+    gpus_per_node: int
+    flops_per_s: float
+    flops_source: str
+    micro_batches: int | None = None
+    tp_degree: int | None = None
+    pp_degree: int | None = None
+    overlap: bool = False
+    bucket_bytes: int = 25 * 2**20
+    explicit_buckets: tuple[float, ...] | None = None
+    recompute: bool = False
+    comm_bytes_per_value: int = 2
+    device_memory_bytes: float = 80e9
+    flash_attention: bool = True
+    price_per_node_hour: float | None = None
+    big_node_gpus: int | None = None
+    big_node_price_per_hour: float | None = None
+    straggler_cv: float = 0.0
+    overlap_profile: OverlapProfile | None = None
+
+    def __post_init__(self) -> None:
+        _check_config(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["shape"] = self.shape.to_dict()
+        d["overlap_profile"] = self.overlap_profile.to_dict() if self.overlap_profile else None
+        d["batches"], d["worlds"], d["strategies"] = list(self.batches), list(self.worlds), list(self.strategies)
+        return d
+
+
+def _check_config(c: CcrConfig) -> None:
+    """One-line UsageError naming the field that cannot be used."""
+    for name in ("params", "seq", "gpus_per_node", "comm_bytes_per_value"):
+        if getattr(c, name) < 1:
+            raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")
+    for name in ("batches", "worlds", "strategies"):
+        if not getattr(c, name):
+            raise UsageError(f"{name} is empty")
+    for name in ("micro_batches", "tp_degree", "pp_degree", "big_node_gpus"):
+        if getattr(c, name) is not None and getattr(c, name) < 1:
+            raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")
+    for name in ("flops_per_s", "bucket_bytes", "device_memory_bytes"):
+        if not getattr(c, name) > 0:
+            raise UsageError(f"{name} must be positive, got {getattr(c, name)}")
+    for name in ("price_per_node_hour", "big_node_price_per_hour"):
+        if getattr(c, name) is not None and not getattr(c, name) > 0:
+            raise UsageError(f"{name} must be positive, got {getattr(c, name)}")
+    if (c.big_node_gpus is None) != (c.big_node_price_per_hour is None):
+        raise UsageError("give both big_node_gpus and big_node_price_per_hour, or neither")
+    if c.big_node_gpus is not None and c.price_per_node_hour is None:
+        raise UsageError("big_node_gpus needs price_per_node_hour to compare costs")
+    if c.straggler_cv < 0:
+        raise UsageError(f"straggler_cv must be 0 or more, got {c.straggler_cv}")
+
+
+def parse_list(value: int | float | str | Sequence[Any], label: str,
+               conv: Callable[[Any], int] = int) -> tuple[int, ...]:
+    """``1,2,4`` (or a number, or a sequence) as a tuple of whole numbers of at least 1."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        items: list[Any] = [value]
+    elif isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, Sequence):
+        items = list(value)
+    else:
+        raise UsageError(f"{label}: {value!r} is not a list of whole numbers; use a comma list such as 1,2,4")
+    out = []
+    for item in items:
+        try:
+            v = conv(item.strip()) if isinstance(item, str) else conv(item)
+        except (TypeError, ValueError):
+            raise UsageError(f"{label}: {item!r} is not a whole number; use a comma list such as 1,2,4") from None
+        if v < 1:
+            raise UsageError(f"{label} must be at least 1, got {item!r}")
+        out.append(v)
+    if not out:
+        raise UsageError(f"{label} is empty; give a comma list such as 1,2,4")
+    return tuple(out)
+
+
+def _flops(compute: ComputeProfile | None, flops_per_s: float | None) -> tuple[float, str]:
+    """FLOP/s and where they come from: the figure given, else the profile's."""
+    if flops_per_s is not None:
+        if not flops_per_s > 0:
+            raise UsageError(f"flops_per_s must be positive, got {flops_per_s}")
+        return float(flops_per_s), "given"
+    if compute is not None:
+        return compute.flops_per_s, f"measured: {compute.engine} {compute.dtype} on {compute.device}"
+    raise UsageError("no compute figure: give compute (a compute profile from `pybench compute --json FILE`) "
+                     "or flops_per_s")
+
+
+def compute_warnings(compute: ComputeProfile | None, shape: TransformerShape, params: int) -> list[str]:
+    """What the user should know about using ``compute``'s FLOP/s for this shape."""
+    if compute is None:
+        return []
+    warnings = []
+    if compute.shape.hidden != shape.hidden:
+        warnings.append(f"compute profile was measured at hidden {compute.shape.hidden}, this model has hidden "
+                        f"{shape.hidden}; FLOP/s may differ at these shapes "
+                        f"(rerun compute with params={format_param_count(params)})")
+    return warnings + [f"compute profile: {w}" for w in compute.warnings]
+
+
+def make_ccr_config(params: int | str, seq: int, batch: int | str | Sequence[int], world: int | str | Sequence[int],
+                    strategy: str | Sequence[str] = "ddp", *, compute: ComputeProfile | str | None = None,
+                    flops_per_s: float | None = None, shape: TransformerShape | None = None,
+                    gpus_per_node: int = 8, bucket_mb: float = 25, device_memory_gb: float = 80,
+                    bucket_sizes_bytes: Sequence[float] | None = None, **fields: Any) -> CcrConfig:
+    """A CcrConfig from :func:`pybench.plan.grid.ccr`'s plain arguments (see its parameters).
+
+    ``fields`` are CcrConfig fields given as they are (gpus_per_node, micro_batches, overlap, ...).
+
+    Raises
+    ------
+    UsageError
+        For bad input, naming the parameter.
+    """
+    P = parse_param_count(params)
+    if int(seq) < 1:
+        raise UsageError(f"seq must be at least 1, got {seq}")
+    if not bucket_mb > 0:
+        raise UsageError(f"bucket_mb must be positive, got {bucket_mb}")
+    if not device_memory_gb > 0:
+        raise UsageError(f"device_memory_gb must be positive, got {device_memory_gb}")
+    strategies = tuple(dict.fromkeys(canonical_strategy(s) for s in
+                                     (strategy.split(",") if isinstance(strategy, str) else strategy)))
+    profile = load_compute(compute) if isinstance(compute, str) else compute
+    flops, source = _flops(profile, flops_per_s)
+    return CcrConfig(params=P, shape=shape or shape_for_params(P), seq=int(seq), batches=parse_list(batch, "batch"),
+                     worlds=parse_list(world, "world"), strategies=strategies, gpus_per_node=gpus_per_node,
+                     flops_per_s=flops,
+                     flops_source=source, bucket_bytes=int(bucket_mb * 2**20),
+                     device_memory_bytes=device_memory_gb * 1e9,
+                     explicit_buckets=tuple(bucket_sizes_bytes) if bucket_sizes_bytes else None, **fields)

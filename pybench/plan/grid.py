@@ -1,0 +1,196 @@
+"""The CCR grid: the step model over every strategy x micro-batch x world size, with
+scaling efficiency against one node, breakeven against a reference machine, and notes.
+
+- Cost: samples per dollar = samples/s x 3600 / (nodes x price per node-hour).
+  Breakeven compares scale-out rows with one reference machine (one node of
+  the cluster, or a bigger node with its own GPU count and price): the
+  smallest world that is faster, and the largest that is as cheap per sample.
+- Bands (of ccr, and of exposed_fraction with overlap): ``pybench.plan.bands``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from pybench.errors import UsageError
+from pybench.plan.compute import ComputeProfile, load_compute
+from pybench.plan.config import CcrConfig, compute_warnings, make_ccr_config
+from pybench.plan.model_set import CollectiveModel, ModelSet, as_model_set
+from pybench.plan.overlap import OverlapProfile
+from pybench.plan.result import Breakeven, CcrResult
+from pybench.plan.step import StepEstimate, estimate_step
+from pybench.plan.strategies import make_layout
+from pybench.plan.transformer import TransformerShape, parse_param_count
+
+__all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok"]
+
+
+def layout_ok(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None, layers: int,
+              pp_degree: int | None = None) -> bool:
+    """True when ``make_layout`` accepts the combination."""
+    try:
+        make_layout(strategy, world, gpus_per_node, tp_degree, layers, pp_degree)
+    except UsageError:
+        return False
+    return True
+
+
+def _with_node_efficiency(cfg: CcrConfig, models: ModelSet, est: StepEstimate) -> StepEstimate:
+    g, w = cfg.gpus_per_node, est.world
+    if w == g:
+        return replace(est, efficiency_vs_node=1.0)
+    if w > g and w % g == 0:
+        try:
+            node = estimate_step(cfg, models, est.strategy, g, est.batch)
+        except UsageError:
+            return est
+        return replace(est, efficiency_vs_node=est.samples_per_s / (w / g * node.samples_per_s))
+    return est
+
+
+def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str]) -> list[StepEstimate]:
+    rows: list[StepEstimate] = []
+    g, layers = cfg.gpus_per_node, cfg.shape.layers
+    for s in cfg.strategies:
+        for b in cfg.batches:
+            for w in cfg.worlds:
+                try:
+                    make_layout(s, w, g, cfg.tp_degree, layers, cfg.pp_degree)
+                except UsageError as exc:
+                    # In a grid some combinations are impossible (tp across nodes); skip and say so,
+                    # but a strategy with no possible combination at all is an error.
+                    if len(cfg.worlds) == 1 or not any(layout_ok(s, w2, g, cfg.tp_degree, layers, cfg.pp_degree)
+                                                       for w2 in cfg.worlds):
+                        raise
+                    if str(exc) not in skipped:
+                        skipped.append(str(exc))
+                    continue
+                rows.append(_with_node_efficiency(cfg, models, estimate_step(cfg, models, s, w, b)))
+    return rows
+
+
+def _breakevens(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate],
+                warnings: list[str]) -> list[Breakeven]:
+    if cfg.price_per_node_hour is None:
+        return []
+    big = cfg.big_node_gpus is not None and cfg.big_node_price_per_hour is not None
+    ref_g = cfg.big_node_gpus if big and cfg.big_node_gpus else cfg.gpus_per_node
+    ref_price = cfg.big_node_price_per_hour if big and cfg.big_node_price_per_hour else cfg.price_per_node_hour
+    ref_name = f"one {ref_g}-GPU big node at {ref_price:g}/h" if big else f"one {cfg.gpus_per_node}-GPU node"
+    out = []
+    for s in cfg.strategies:
+        for b in cfg.batches:
+            try:
+                ref = estimate_step(cfg, models, s, ref_g, b, gpus_per_node=ref_g)
+            except UsageError as exc:
+                warnings.append(f"breakeven {s} batch {b}: no reference node configuration ({exc})")
+                continue
+            ref_sps = ref.samples_per_s
+            ref_spd = ref_sps * 3600.0 / ref_price
+            multi = sorted((r for r in rows if r.strategy == s and r.batch == b and r.world > cfg.gpus_per_node),
+                           key=lambda r: r.world)
+            faster = next((r.world for r in multi if r.samples_per_s > ref_sps), None)
+            cheaper = [r.world for r in multi if (r.samples_per_dollar or 0.0) >= ref_spd]
+            out.append(Breakeven(s, b, ref_name, ref_sps, ref_spd, faster, max(cheaper) if cheaper else None))
+    return out
+
+
+def _notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[str]:
+    notes = list(models.notes)
+    notes.append("memory: 16 B/param (bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m 4 + v 4), sharded by "
+                 "strategy; activations per Korthikanti et al. 2022"
+                 + (" with flash attention" if cfg.flash_attention else "") + "; GB = 1e9 B")
+    notes.append("eff_1dev: against one device with the same micro-batch and no communication "
+                 "(whether or not the model fits on it)")
+    if any(r.layout.pp > 1 for r in rows):
+        notes.append(("pp: 4 x stages micro-batches per step (set micro_batches)" if cfg.micro_batches is None
+                      else f"pp: {cfg.micro_batches} micro-batches per step")
+                     + "; bubble (p-1)/(m+p-1) counted in step time, not in CCR")
+    if any(r.layout.tp > 1 for r in rows):
+        notes.append("tp: compute uses the profile's FLOP/s at unsplit GEMM shapes; tensor-parallel GEMMs are "
+                     "1/tp as wide and usually reach less (profile with hidden/ffn divided by tp to check)")
+    if cfg.straggler_cv:
+        notes.append(f"stragglers: compute x (1 + {cfg.straggler_cv:g} x E[max of N standard normals]), N = world")
+    return notes
+
+
+def evaluate(cfg: CcrConfig, models: ModelSet, warnings: Sequence[str] = ()) -> CcrResult:
+    """The CCR grid of ``cfg`` with these models (``warnings`` are carried into the result)."""
+    skipped: list[str] = []
+    rows = _rows(cfg, models, skipped)
+    found = list(warnings)
+    breakevens = _breakevens(cfg, models, rows, found)
+    found += [f"skipped: {why}" for why in skipped]
+    return CcrResult(cfg, tuple(rows), tuple(breakevens), tuple(_notes(cfg, models, rows)), tuple(found))
+
+
+def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str | Sequence[int] = 1,
+        world: int | str | Sequence[int] = 8, strategy: str | Sequence[str] = "ddp", *,
+        models: ModelSet | Iterable[CollectiveModel] | str,
+        compute: ComputeProfile | str | None = None, flops_per_s: float | None = None,
+        gpus_per_node: int = 8, shape: TransformerShape | None = None, micro_batches: int | None = None,
+        tp_degree: int | None = None, pp_degree: int | None = None, overlap: bool = False, bucket_mb: float = 25,
+        recompute: bool = False, comm_bytes_per_value: int = 2, device_memory_gb: float = 80,
+        flash_attention: bool = True, price_per_node_hour: float | None = None,
+        big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
+        straggler_cv: float = 0.0, backend: str | None = None,
+        bucket_sizes_bytes: Sequence[float] | None = None,
+        overlap_profile: OverlapProfile | None = None) -> CcrResult:
+    """CCR, step time, scaling efficiency, cost and memory for every combination.
+
+    Call it as ``ccr(cfg, models=...)`` with a :class:`~pybench.plan.config.CcrConfig`
+    (whose attributes document every input), or with plain arguments from which one is
+    built: the same names, in the units a person types.
+
+    Parameters
+    ----------
+    params : CcrConfig, int or str
+        A typed config (then only ``models`` and ``backend`` are read), or the
+        parameter count (``7B``), which sets the shape unless ``shape`` is given.
+    seq : int
+        Sequence length.
+    batch, world : int, str or sequence of int
+        Micro-batch sizes per data-parallel replica and world sizes (``1,2,4``).
+    strategy : str or sequence of str
+        ddp, zero1, zero2, zero3 (fsdp), tp, pp, tp+dp, tp+pp+dp.
+    models : ModelSet, iterable of CollectiveModel, or str
+        Fitted alpha-beta models or a model file path.
+    compute, flops_per_s : ComputeProfile or path, float
+        Measured GEMM timings that supply the FLOP/s, or a FLOP/s figure measured elsewhere.
+    bucket_mb, bucket_sizes_bytes : float, sequence of float
+        Gradient bucket size in MiB, or the buckets a framework really used, in
+        reduction order (DDP's reducer reports them).
+    device_memory_gb : float
+        Device memory in GB (1e9 bytes; conservative against GiB-sized cards).
+    backend : str, optional
+        Use only models of this backend (default: nccl when the file mixes backends).
+    gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute, comm_bytes_per_value, \
+flash_attention, price_per_node_hour, big_node_gpus, big_node_price_per_hour, straggler_cv, overlap_profile
+        As the CcrConfig attributes of the same names.
+
+    Returns
+    -------
+    CcrResult
+
+    Raises
+    ------
+    UsageError
+        For bad input (unknown strategy, zero batch, invalid layouts, missing
+        models), naming the parameter.
+    """
+    if isinstance(params, CcrConfig):
+        return evaluate(params, as_model_set(models, backend))
+    if seq is None:
+        raise UsageError("seq is required unless the first argument is a CcrConfig")
+    profile = load_compute(compute) if isinstance(compute, str) else compute
+    cfg = make_ccr_config(params, seq, batch, world, strategy, compute=profile, flops_per_s=flops_per_s,
+                          shape=shape, bucket_mb=bucket_mb, device_memory_gb=device_memory_gb,
+                          bucket_sizes_bytes=bucket_sizes_bytes, gpus_per_node=gpus_per_node,
+                          micro_batches=micro_batches, tp_degree=tp_degree, pp_degree=pp_degree, overlap=overlap,
+                          recompute=recompute, comm_bytes_per_value=comm_bytes_per_value,
+                          flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
+                          big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
+                          straggler_cv=straggler_cv, overlap_profile=overlap_profile)
+    warnings = [] if flops_per_s is not None else compute_warnings(profile, cfg.shape, parse_param_count(params))
+    return evaluate(cfg, as_model_set(models, backend), warnings)

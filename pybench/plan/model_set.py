@@ -1,0 +1,204 @@
+"""Choosing a fitted communication model for each collective the step makes.
+
+Models: any object with ``collective``, ``link_class``, ``world_size`` and
+``predict(size_bytes, world=None)`` returning a :class:`Prediction` satisfies
+:class:`CollectiveModel`; files are read through
+``pybench.model.alpha_beta.load_models`` (or ``load_model``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from pybench.errors import BackendUnavailable, FileFormatError, UsageError
+
+__all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set"]
+
+
+class Prediction(Protocol):
+    """What a model's ``predict`` returns; ``time_low_s`` / ``time_high_s`` are read when present."""
+
+    time_s: float
+
+
+@runtime_checkable
+class CollectiveModel(Protocol):
+    """What the step model needs from a fitted alpha-beta model (pybench.model)."""
+
+    collective: str
+    link_class: str | None
+    world_size: int | None
+
+    def predict(self, size_bytes: float, world: int | None = None) -> Prediction: ...
+
+
+def _norm_collective(name: str) -> str:
+    return str(name).lower().replace("_", "").replace("-", "").replace(" ", "")
+
+
+@dataclass(frozen=True)
+class CommTime:
+    """Predicted time of one call, with the model's interval and where it came from."""
+
+    time_s: float
+    time_low_s: float
+    time_high_s: float
+    source: str
+
+    def scaled(self, factor: float) -> CommTime:
+        return CommTime(self.time_s * factor, self.time_low_s * factor, self.time_high_s * factor, self.source)
+
+
+# Missing collective -> ways to derive it: ([(collective, factor, world override)], why).
+# Ring identities: all-reduce = reduce-scatter + all-gather of the same size, each
+# moving (n-1)/n of it; all-to-all moves as much as all-gather; a pair's send/recv
+# is about a two-rank all-reduce (alpha counted twice: a slight overestimate).
+_DERIVATIONS: dict[str, list[tuple[list[tuple[str, float, int | None]], str]]] = {
+    "allgather": [([("reducescatter", 1.0, None)], "allgather = reducescatter (ring identity)"),
+                  ([("allreduce", 0.5, None)], "allgather = 0.5 x allreduce (ring identity)")],
+    "reducescatter": [([("allgather", 1.0, None)], "reducescatter = allgather (ring identity)"),
+                      ([("allreduce", 0.5, None)], "reducescatter = 0.5 x allreduce (ring identity)")],
+    "allreduce": [([("reducescatter", 1.0, None), ("allgather", 1.0, None)],
+                   "allreduce = reducescatter + allgather"),
+                  ([("reducescatter", 2.0, None)], "allreduce = 2 x reducescatter"),
+                  ([("allgather", 2.0, None)], "allreduce = 2 x allgather")],
+    "sendrecv": [([("allreduce", 1.0, 2)], "sendrecv = allreduce at 2 ranks (alpha overestimated)"),
+                 ([("broadcast", 1.0, 2)], "sendrecv = broadcast at 2 ranks")],
+    "alltoall": [([("allgather", 1.0, None)], "alltoall = allgather (same bytes per rank)")],
+    "broadcast": [([("allreduce", 0.5, None)], "broadcast = 0.5 x allreduce")],
+}
+
+
+class ModelSet:
+    """Chooses a fitted model for (collective, link class, world) and predicts with it.
+
+    Choice: same collective and link class (a model whose ``link_class`` is None
+    matches any), preferring one fitted at the requested world size, else the
+    nearest world size (log ratio), extrapolated by the model's own formula.
+    A missing collective is derived (``_DERIVATIONS``) and the derivation is
+    recorded in ``notes``; when nothing fits, UsageError names what is missing.
+    """
+
+    def __init__(self, models: Iterable[CollectiveModel], backend: str | None = None):
+        self.models: list[CollectiveModel] = list(models)
+        if not self.models:
+            raise UsageError("no communication models given; fit some with `pybench fit LOG... -o FILE`")
+        self.notes: list[str] = []
+        backends = sorted({str(getattr(m, "backend", "")) for m in self.models} - {""})
+        if backend is not None:
+            self.models = [m for m in self.models if getattr(m, "backend", None) == backend]
+            if not self.models:
+                raise UsageError(f"no models for backend {backend!r}; the file has "
+                                 f"{', '.join(backends) or 'none named'}")
+        elif len(backends) > 1:
+            # A step runs on one backend; mixing fits from nccl and mpi would be meaningless.
+            chosen = "nccl" if "nccl" in backends else backends[0]
+            self.models = [m for m in self.models if getattr(m, "backend", chosen) == chosen]
+            self.notes.append(f"models for backends {', '.join(backends)}: using {chosen} (choose with backend=NAME)")
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def _pick(self, collective: str, link_class: str, world: int) -> CollectiveModel | None:
+        cands = [m for m in self.models if _norm_collective(m.collective) == collective
+                 and (m.link_class is None or m.link_class == link_class)]
+        if not cands:
+            return None
+
+        def distance(m: CollectiveModel) -> float:
+            # Fitted at the world size needed beats near (log ratio) beats unknown world size.
+            if m.world_size is None:
+                return math.inf
+            return abs(math.log(max(int(m.world_size), 1) / world))
+
+        return min(cands, key=lambda m: (m.link_class is None, distance(m)))
+
+    def _direct(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime | None:
+        model = self._pick(collective, link_class, world)
+        if model is None:
+            return None
+        if model.link_class is None:
+            # e.g. an nccl-tests log without "#  Rank" lines: nobody said which links it crossed
+            self._note(f"{collective} model of unknown link class used for {link_class} links "
+                       f"(fit one per link class for a better answer)")
+        if model.world_size is None:
+            pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
+            where = f"{collective} {model.link_class or 'any-link'} model of unknown world size, used at {world}"
+        else:
+            pred = model.predict(size_bytes, world=world)
+            where = f"{collective} {model.link_class or 'any-link'} model fitted at {model.world_size} ranks"
+            if int(model.world_size) != world:
+                where += f", extrapolated to {world}"
+        t = float(pred.time_s)
+        return CommTime(t, float(getattr(pred, "time_low_s", t)), float(getattr(pred, "time_high_s", t)), where)
+
+    def _derived(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime | None:
+        for parts, why in _DERIVATIONS.get(collective, []):
+            pieces = [self._direct(pc, size_bytes, w or world, link_class) for pc, _, w in parts]
+            found = [p.scaled(factor) for p, (_, factor, _) in zip(pieces, parts) if p is not None]
+            if len(found) == len(parts):
+                self._note(f"derived {why} over {link_class} links (no {collective} model)")
+                return CommTime(sum(p.time_s for p in found), sum(p.time_low_s for p in found),
+                                sum(p.time_high_s for p in found), f"derived: {why}")
+        return None
+
+    def time(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime:
+        """Predicted time of one call.
+
+        Raises
+        ------
+        UsageError
+            When no model, direct or derived, covers the collective on this link class.
+        """
+        c = _norm_collective(collective)
+        found = self._direct(c, size_bytes, world, link_class) or self._derived(c, size_bytes, world, link_class)
+        if found is not None:
+            return found
+        have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
+        raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
+                         f"{', '.join(have)}; measure {c} over {link_class} links and fit it")
+
+
+def load_model_set(path: str, backend: str | None = None) -> ModelSet:
+    """Load fitted models through ``pybench.model.alpha_beta.load_models`` (or ``load_model``).
+
+    Raises
+    ------
+    BackendUnavailable
+        When ``pybench.model`` is not part of this install.
+    FileFormatError
+        When the file holds something that is not a collective model.
+    """
+    try:
+        model_mod = importlib.import_module("pybench.model.alpha_beta")
+    except ImportError as exc:
+        raise BackendUnavailable(f"pybench.model cannot be imported ({exc}); it reads model files") from None
+    if hasattr(model_mod, "load_models"):
+        loaded = model_mod.load_models(path)
+    elif hasattr(model_mod, "load_model"):
+        loaded = model_mod.load_model(path)
+    else:
+        raise BackendUnavailable("pybench.model has neither load_models nor load_model")
+    if hasattr(loaded, "models"):
+        loaded = loaded.models
+    if isinstance(loaded, dict):
+        loaded = list(loaded.values())
+    models = list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
+    for m in models:
+        if not isinstance(m, CollectiveModel):
+            raise FileFormatError(f"{path}: {type(m).__name__} lacks collective/link_class/world_size/predict")
+    return ModelSet(models, backend)
+
+
+def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: str | None = None) -> ModelSet:
+    """A ModelSet from a ModelSet, an iterable of models, or a model file path."""
+    if isinstance(models, str):
+        return load_model_set(models, backend)
+    if isinstance(models, ModelSet):
+        return models
+    return ModelSet(models, backend)

@@ -1,0 +1,236 @@
+"""What the advisor returns (:class:`Plan`) and its renderings: the advice records as the
+sentences ``pybench plan`` prints, and the ``pybench.plan`` JSON document.
+
+Rendering only: every figure and verdict comes from the records :mod:`pybench.plan.advice` made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pybench.io.formats import PLAN, stamp
+from pybench.plan.records import (
+    AccumulationAdvice,
+    Advice,
+    BatchAdvice,
+    BatchVerdict,
+    CheckpointAdvice,
+    MemoryAdvice,
+    NoLayoutAdvice,
+    OneDevice,
+    PipelineAdvice,
+    ScaleOutAdvice,
+    ScaleUpAdvice,
+    TensorParallelAdvice,
+    UtilisationAdvice,
+    Zero3Advice,
+    ZeroAdvice,
+)
+from pybench.plan.result import fmt_gb
+from pybench.plan.step import StepEstimate
+from pybench.plan.strategies import MemoryEstimate
+
+__all__ = ["Plan", "advice_sentence", "row_figures", "plan_text", "plan_notes", "plan_document"]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Advice for one model on one kind of device, with the figures behind it.
+
+    Attributes
+    ----------
+    verdict : OneDevice
+        ``fits one device``, ``fits only just`` or ``does not fit one device``.
+    records : tuple of Advice
+        The rules applied, in order, each with its verdict and figures.
+    memory_one_device : MemoryEstimate
+        Unsharded memory (DDP layout) on one device.
+    rows : tuple of StepEstimate
+        Configurations evaluated for the advice.
+    recommended : StepEstimate or None
+        The configuration the advice ends on.
+    notes : tuple of str
+        What the evaluation noted (derived models, layouts it could not evaluate).
+    target_samples_per_s : float, optional
+        The throughput asked for; ``target_met`` says whether a row reached it.
+    max_world : int
+    headroom : float
+        Share of device memory a configuration may use to "fit comfortably".
+    """
+
+    verdict: OneDevice
+    records: tuple[Advice, ...]
+    memory_one_device: MemoryEstimate
+    rows: tuple[StepEstimate, ...]
+    recommended: StepEstimate | None
+    evaluation_notes: tuple[str, ...] = ()
+    target_samples_per_s: float | None = None
+    target_met: bool = True
+    max_world: int = 64
+    headroom: float = 0.8
+
+    @property
+    def advice(self) -> tuple[str, ...]:
+        """The records as sentences, in order (:func:`advice_sentence`)."""
+        return tuple(advice_sentence(a) for a in self.records)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Evaluation notes, then what the plan itself assumed (:func:`plan_notes`)."""
+        return plan_notes(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``pybench.plan`` document (:func:`plan_document`)."""
+        return plan_document(self)
+
+    def text(self) -> str:
+        """The plan for stdout (:func:`plan_text`)."""
+        return plan_text(self)
+
+    def __repr__(self) -> str:
+        rec = "none" if self.recommended is None else f"{self.recommended.strategy} x{self.recommended.world}"
+        return f"Plan({self.verdict}; recommended {rec}; {len(self.rows)} configurations evaluated)"
+
+
+def row_figures(r: StepEstimate) -> str:
+    """The figures of one configuration in a sentence: CCR, band, samples/s, efficiency, memory."""
+    exposed = f", exposed {r.exposed_fraction:.2f} ({r.band_exposed})" if r.overlap else ""
+    eff_node = "" if r.efficiency_vs_node is None else f", eff vs node {r.efficiency_vs_node:.2f}"
+    return (f"CCR {r.ccr:.2f} ({r.band}){exposed}, {r.samples_per_s:.2f} samples/s, "
+            f"eff vs 1 device {r.efficiency_vs_device:.2f}{eff_node}, {fmt_gb(r.memory.needed_bytes)}/device "
+            f"({r.memory.fits})")
+
+
+def _memory_text(one: MemoryEstimate) -> str:
+    return (f"one device needs {fmt_gb(one.total_bytes)} ({fmt_gb(one.states_bytes)} weights+grads+Adam at "
+            f"16 B/param, {fmt_gb(one.activations_bytes)} activations; {fmt_gb(one.total_checkpointed_bytes)} "
+            f"with activation checkpointing) of {fmt_gb(one.device_bytes)}")
+
+
+def _memory(a: MemoryAdvice) -> str:
+    if a.verdict == OneDevice.FITS:
+        return f"it fits: {_memory_text(a.one)}. Data parallelism (DDP) is enough; no model sharding needed."
+    if a.verdict == OneDevice.FITS_ONLY_JUST:
+        return f"it fits only just: {_memory_text(a.one)}."
+    return f"it does not fit: {_memory_text(a.one)}."
+
+
+def _utilisation(a: UtilisationAdvice) -> str:
+    return (f"low accelerator utilisation: the step's GEMMs reach {a.measured_flops_per_s / 1e12:.3g} TFLOP/s, "
+            f"{a.fraction:.0%} of the {a.peak_flops_per_s / 1e12:.3g} TFLOP/s peak you gave: fix the "
+            f"input pipeline and the kernels first, not the node count (more nodes multiply the waste)")
+
+
+def _scale_up(a: ScaleUpAdvice) -> str:
+    return (f"scale up first: fill one node ({a.gpus_per_node} devices over intra-node links) with DDP: "
+            f"{row_figures(a.node)}.")
+
+
+def _scale_out(a: ScaleOutAdvice) -> str:
+    rows = "; ".join(f"{r.world} devices: CCR {r.ccr:.2f}, exposed {r.exposed_fraction:.2f}, eff vs node "
+                     f"{r.efficiency_vs_node if r.efficiency_vs_node is not None else float('nan'):.2f}"
+                     for r in a.rows)
+    if a.last_good_world is None:
+        tail = (". Across nodes the gradient all-reduce is comm-bound: prefer a bigger node, a larger batch per "
+                "device, or fewer, faster nodes")
+    elif a.last_good_world != a.rows[-1].world:
+        tail = f". Beyond {a.last_good_world} devices communication is comm-bound"
+    else:
+        tail = ""
+    return f"then scale out with DDP across nodes: {rows}{tail}"
+
+
+def _zero(a: ZeroAdvice) -> str:
+    return (f"shard the optimizer state with ZeRO at {a.world} devices: "
+            + "; ".join(f"{r.strategy} {fmt_gb(r.memory.total_bytes)}/device, CCR {r.ccr:.2f}" for r in a.rows) + ".")
+
+
+def _accumulation(a: AccumulationAdvice) -> str:
+    return (f"or keep DDP with gradient accumulation: micro-batch 1 x {a.batch} accumulation steps "
+            f"needs {fmt_gb(a.memory.total_bytes)}/device and communicates once per step.")
+
+
+def _checkpoint(a: CheckpointAdvice) -> str:
+    return f"or checkpoint activations: {fmt_gb(a.memory.total_checkpointed_bytes)}/device at 8/6 the compute."
+
+
+def _zero3(a: Zero3Advice) -> str:
+    return f"ZeRO-3/FSDP fits from {a.row.world} devices: {row_figures(a.row)}."
+
+
+def _tensor_parallel(a: TensorParallelAdvice) -> str:
+    return (f"tensor parallel inside the node (tp={a.tp}) fits: {row_figures(a.row)}; "
+            f"then data parallel across nodes.")
+
+
+def _pipeline(a: PipelineAdvice) -> str:
+    node = f" ({fmt_gb(a.tp_node.memory.total_bytes)}/device)" if a.tp_node is not None else ""
+    return (f"tensor parallel inside the node (tp={a.tp}) is not enough{node}; add pipeline stages across nodes: "
+            f"tp={a.tp} x pp={a.row.layout.pp} fits: {row_figures(a.row)}; then data parallel on top.")
+
+
+def _no_layout(a: NoLayoutAdvice) -> str:
+    return (f"no tp x pp layout within {a.max_world} devices fits; raise max_world or use devices with more "
+            f"memory")
+
+
+def _batch(a: BatchAdvice) -> str:
+    r, start = a.row, a.row.decisive_band
+    where = f"{r.strategy} on {r.world} devices"
+    if a.verdict == BatchVerdict.CHANGES_BAND and a.at is not None:
+        x = a.at
+        return (f"larger batches amortise communication: {where} goes from {r.comm_fraction:.2f} ({start}) at "
+                f"batch {a.batch} to {x.comm_fraction:.2f} ({x.decisive_band}) from batch {a.tried_batch} per "
+                f"device, {x.samples_per_s:.2f} samples/s, {fmt_gb(x.memory.needed_bytes)}/device")
+    if a.verdict == BatchVerdict.STOPS_FITTING:
+        return (f"a larger batch does not help here: at batch {a.tried_batch} {where} no longer fits in memory, "
+                f"and up to batch {a.tried_batch // 2} the band stays {start}")
+    return (f"larger batches do not change the band of {where} up to batch {a.max_batch} per device: it stays "
+            f"{start}; communication, not the batch, sets the step")
+
+
+_SENTENCES: dict[type, Callable[[Any], str]] = {
+    MemoryAdvice: _memory, UtilisationAdvice: _utilisation, ScaleUpAdvice: _scale_up, ScaleOutAdvice: _scale_out,
+    ZeroAdvice: _zero, AccumulationAdvice: _accumulation, CheckpointAdvice: _checkpoint, Zero3Advice: _zero3,
+    TensorParallelAdvice: _tensor_parallel, PipelineAdvice: _pipeline, NoLayoutAdvice: _no_layout,
+    BatchAdvice: _batch,
+}
+
+
+def advice_sentence(a: Advice) -> str:
+    """One advice record as the sentence ``pybench plan`` prints."""
+    return _SENTENCES[type(a)](a)
+
+
+def plan_notes(p: Plan) -> tuple[str, ...]:
+    """The evaluation's notes, a missed target, and the headroom the plan assumed."""
+    notes = list(p.evaluation_notes)
+    if p.target_samples_per_s is not None and not p.target_met:
+        notes.append(f"no configuration within {p.max_world} devices reaches {p.target_samples_per_s:g} "
+                     f"samples/s; recommended is the fastest")
+    notes.append(f"fits comfortably means within {p.headroom:.0%} of device memory (context, fragmentation "
+                 f"and buffers are not in the estimate)")
+    return tuple(notes)
+
+
+def plan_text(p: Plan) -> str:
+    """The plan for stdout: verdict, numbered advice, the recommendation and notes."""
+    lines = [f"verdict: {p.verdict}"]
+    lines += [f"{i}. {a}" for i, a in enumerate(p.advice, 1)]
+    if p.recommended is not None:
+        r = p.recommended
+        lines.append(f"recommended: {r.strategy} on {r.world} devices [{r.layout}], batch {r.batch}: "
+                     f"{row_figures(r)}")
+    lines += [f"note: {n}" for n in p.notes]
+    return "\n".join(lines)
+
+
+def plan_document(p: Plan) -> dict[str, Any]:
+    """The ``pybench.plan`` document: the sentences and the records they come from."""
+    return stamp(PLAN, {"verdict": p.verdict, "advice": list(p.advice),
+                        "memory_one_device": p.memory_one_device.to_dict(),
+                        "rows": [r.to_dict() for r in p.rows],
+                        "recommended": None if p.recommended is None else p.recommended.to_dict(),
+                        "notes": list(p.notes), "records": [a.to_dict() for a in p.records]})

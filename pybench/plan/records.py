@@ -1,0 +1,203 @@
+"""The advice records :func:`pybench.plan.advice.plan` returns: each rule it applied, its
+verdict and the figures behind it, as data. :mod:`pybench.plan.plan_result` turns them into
+prose and JSON; nothing here writes sentences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from pybench.plan.step import StepEstimate
+from pybench.plan.strategies import MemoryEstimate
+from pybench.plan.text_enum import TextEnum
+
+__all__ = [
+    "Rule", "OneDevice", "ScaleOutVerdict", "BatchVerdict", "Advice", "MemoryAdvice", "UtilisationAdvice",
+    "ScaleUpAdvice", "ScaleOutAdvice", "ZeroAdvice", "AccumulationAdvice", "CheckpointAdvice", "Zero3Advice",
+    "TensorParallelAdvice", "PipelineAdvice", "NoLayoutAdvice", "BatchAdvice", "row_summary",
+]
+
+
+class Rule(TextEnum):
+    """Which decision rule a record comes from."""
+
+    MEMORY = "memory"
+    UTILISATION = "utilisation"
+    SCALE_UP = "scale up"
+    SCALE_OUT = "scale out"
+    ZERO = "zero"
+    ACCUMULATION = "gradient accumulation"
+    CHECKPOINTING = "activation checkpointing"
+    ZERO3 = "zero3"
+    TENSOR_PARALLEL = "tensor parallel"
+    PIPELINE = "pipeline parallel"
+    NO_LAYOUT = "no layout"
+    BATCH = "batch"
+
+
+class OneDevice(TextEnum):
+    """The memory verdict for one device."""
+
+    FITS = "fits one device"
+    FITS_ONLY_JUST = "fits only just"
+    DOES_NOT_FIT = "does not fit one device"
+
+
+class ScaleOutVerdict(TextEnum):
+    """How data parallelism across nodes fares."""
+
+    NOT_COMM_BOUND = "not comm-bound"
+    COMM_BOUND_BEYOND = "comm-bound beyond a size"
+    COMM_BOUND = "comm-bound across nodes"
+
+
+class BatchVerdict(TextEnum):
+    """What a larger micro-batch does to the recommended configuration's band."""
+
+    CHANGES_BAND = "changes the band"
+    STOPS_FITTING = "stops fitting first"
+    UNCHANGED = "band unchanged"
+
+
+def row_summary(r: StepEstimate) -> dict[str, Any]:
+    """The figures of a row that advice quotes (the full row is in the plan's ``rows``)."""
+    return {"strategy": r.strategy, "world": r.world, "batch": r.batch, "layout": str(r.layout), "ccr": r.ccr,
+            "band": r.band, "overlap": r.overlap, "exposed_fraction": r.exposed_fraction,
+            "samples_per_s": r.samples_per_s, "efficiency_vs_device": r.efficiency_vs_device,
+            "efficiency_vs_node": r.efficiency_vs_node, "memory_bytes": r.memory.needed_bytes,
+            "memory_fit": r.memory.fits}
+
+
+def _figure(value: Any) -> Any:
+    if isinstance(value, StepEstimate):
+        return row_summary(value)
+    if isinstance(value, MemoryEstimate):
+        return value.to_dict()
+    if isinstance(value, tuple):
+        return [_figure(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One applied rule: its verdict and the figures behind it (subclasses add the figures)."""
+
+    rule: ClassVar[Rule]
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, **{f.name: _figure(getattr(self, f.name)) for f in fields(self)}}
+
+
+@dataclass(frozen=True)
+class MemoryAdvice(Advice):
+    """Does the model fit one device (``one``: the unsharded DDP memory)?"""
+
+    rule = Rule.MEMORY
+    one: MemoryEstimate
+    headroom: float
+
+
+@dataclass(frozen=True)
+class UtilisationAdvice(Advice):
+    """Measured FLOP/s far under the datasheet peak: fix the device before adding devices."""
+
+    rule = Rule.UTILISATION
+    measured_flops_per_s: float
+    peak_flops_per_s: float
+
+    @property
+    def fraction(self) -> float:
+        return self.measured_flops_per_s / self.peak_flops_per_s
+
+
+@dataclass(frozen=True)
+class ScaleUpAdvice(Advice):
+    """Fill one node first."""
+
+    rule = Rule.SCALE_UP
+    gpus_per_node: int
+    node: StepEstimate
+
+
+@dataclass(frozen=True)
+class ScaleOutAdvice(Advice):
+    """Data parallel across nodes, row by row; ``last_good_world``: the largest not comm-bound."""
+
+    rule = Rule.SCALE_OUT
+    rows: tuple[StepEstimate, ...]
+    last_good_world: int | None
+
+
+@dataclass(frozen=True)
+class ZeroAdvice(Advice):
+    """Shard the optimizer state (ZeRO-1/2) at ``world`` devices; ``rows`` per strategy."""
+
+    rule = Rule.ZERO
+    world: int
+    rows: tuple[StepEstimate, ...]
+
+
+@dataclass(frozen=True)
+class AccumulationAdvice(Advice):
+    """Keep DDP with micro-batch 1 and ``batch`` accumulation steps."""
+
+    rule = Rule.ACCUMULATION
+    batch: int
+    memory: MemoryEstimate
+
+
+@dataclass(frozen=True)
+class CheckpointAdvice(Advice):
+    """Checkpoint activations on one device."""
+
+    rule = Rule.CHECKPOINTING
+    memory: MemoryEstimate
+
+
+@dataclass(frozen=True)
+class Zero3Advice(Advice):
+    """ZeRO-3 / FSDP: the smallest world where sharding everything fits."""
+
+    rule = Rule.ZERO3
+    row: StepEstimate
+
+
+@dataclass(frozen=True)
+class TensorParallelAdvice(Advice):
+    """Tensor parallel inside the node fits."""
+
+    rule = Rule.TENSOR_PARALLEL
+    tp: int
+    row: StepEstimate
+
+
+@dataclass(frozen=True)
+class PipelineAdvice(Advice):
+    """TP inside the node is not enough; ``row`` adds pipeline stages across nodes."""
+
+    rule = Rule.PIPELINE
+    tp: int
+    tp_node: StepEstimate | None
+    row: StepEstimate
+
+
+@dataclass(frozen=True)
+class NoLayoutAdvice(Advice):
+    """No tensor x pipeline layout within ``max_world`` devices fits."""
+
+    rule = Rule.NO_LAYOUT
+    max_world: int
+
+
+@dataclass(frozen=True)
+class BatchAdvice(Advice):
+    """Where a larger micro-batch changes the band of ``row`` (``at``: the first row that does)."""
+
+    rule = Rule.BATCH
+    row: StepEstimate
+    batch: int
+    tried_batch: int
+    max_batch: int
+    at: StepEstimate | None = None

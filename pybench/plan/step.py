@@ -1,0 +1,271 @@
+"""The step model: one (strategy, world, micro-batch) priced as compute, bubble and communication.
+
+- ``compute_s`` = FLOPs per device / measured FLOP/s, FLOPs = 6 x P x tokens
+  (8 with full activation recomputation) divided over the tp x pp devices of a
+  replica; multiplied by the straggler factor when ``straggler_cv`` is given.
+- ``bubble_s`` = compute_s x (p - 1) / m for a pipeline of p stages and m
+  micro-batches, so the bubble is (p - 1) / (m + p - 1) of the pipelined time.
+- ``comm_s`` = sum over the step's collectives (``pybench.plan.strategies.comm_ops``)
+  of calls x predicted time from fitted alpha-beta models, full-size messages.
+- ``ccr`` = comm_s / (comm_s + compute_s): no overlap; the bubble is idle time,
+  neither communication nor compute, and is reported separately.
+- With overlap, the gradient exchange runs in buckets of ``bucket_bytes`` under
+  the backward pass of the last micro-batch (2/3 of its compute; 3/4 with
+  recomputation). Buckets become ready uniformly through backward and go out
+  one after another on one stream (as DDP does), so the last bucket, ready when
+  backward ends, can never overlap. Everything else is exposed. A measured
+  :class:`pybench.plan.overlap.OverlapProfile` replaces the uniform readiness and
+  the 2/3, and slows compute while buckets are in flight (CPU transports).
+  ``exposed_fraction`` = exposed_s / (exposed_s + compute_s).
+- ``step_s`` = compute_s + bubble_s + exposed_s (exposed_s = comm_s without overlap).
+- Scaling efficiency at N = throughput(N) / (N x throughput(1)); throughput(1)
+  is one device with the same micro-batch and no communication (whether or not
+  the model would fit on it). Against one node: throughput(N) / (N/g x throughput(g)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pybench.plan.bands import Band, band
+from pybench.plan.config import CcrConfig
+from pybench.plan.model_set import CommTime, ModelSet
+from pybench.plan.overlap import OverlapProfile, bucketed_serial_s, overlap_exposed_s
+from pybench.plan.stragglers import straggler_factor
+from pybench.plan.strategies import (
+    INTER,
+    INTRA,
+    CommOp,
+    Layout,
+    MemoryEstimate,
+    Workload,
+    bubble_fraction,
+    comm_ops,
+    make_layout,
+    memory_per_device,
+)
+from pybench.plan.transformer import training_flops
+
+__all__ = ["OpTime", "StepEstimate", "estimate_step", "default_micro_batches"]
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One kind of communication in the step with its predicted time per step."""
+
+    op: CommOp
+    call: CommTime
+
+    @property
+    def time_s(self) -> float:
+        return self.op.calls * self.call.time_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.op.to_dict(), "time_per_call_s": self.call.time_s, "time_s": self.time_s,
+                "time_low_s": self.op.calls * self.call.time_low_s,
+                "time_high_s": self.op.calls * self.call.time_high_s, "model": self.call.source}
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """Everything the step model says about one (strategy, world, batch)."""
+
+    strategy: str
+    world: int
+    batch: int
+    layout: Layout
+    micro_batches: int
+    global_batch: int
+    ops: tuple[OpTime, ...]
+    compute_s: float
+    bubble_s: float
+    comm_s: float
+    comm_low_s: float
+    comm_high_s: float
+    exposed_s: float
+    overlap: bool
+    straggler_factor: float
+    samples_per_s_one_device: float
+    memory: MemoryEstimate
+    efficiency_vs_node: float | None = None
+    cost_per_hour: float | None = None
+
+    @property
+    def bytes_per_rank(self) -> int:
+        """Collective size arguments summed over the step."""
+        return sum(o.op.bytes_per_step for o in self.ops)
+
+    @property
+    def wire_bytes_per_rank(self) -> float:
+        return sum(o.op.wire_bytes_per_step for o in self.ops)
+
+    def bytes_on(self, link_class: str) -> int:
+        return sum(o.op.bytes_per_step for o in self.ops if o.op.link_class == link_class)
+
+    @property
+    def links(self) -> str:
+        classes = [c for c in (INTRA, INTER) if self.bytes_on(c)]
+        return "+".join(classes) if classes else "-"
+
+    @property
+    def ccr(self) -> float:
+        total = self.comm_s + self.compute_s
+        return self.comm_s / total if total else 0.0
+
+    @property
+    def exposed_fraction(self) -> float:
+        total = self.exposed_s + self.compute_s
+        return self.exposed_s / total if total else 0.0
+
+    @property
+    def comm_fraction(self) -> float:
+        """The fraction that decides the band: exposed with overlap, else CCR."""
+        return self.exposed_fraction if self.overlap else self.ccr
+
+    @property
+    def band(self) -> Band:
+        return band(self.ccr)
+
+    @property
+    def band_exposed(self) -> Band:
+        return band(self.exposed_fraction)
+
+    @property
+    def decisive_band(self) -> Band:
+        """Band of :attr:`comm_fraction`."""
+        return band(self.comm_fraction)
+
+    @property
+    def bubble_fraction(self) -> float:
+        return bubble_fraction(self.layout.pp, self.micro_batches)
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.bubble_s + self.exposed_s
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.global_batch / self.step_s
+
+    @property
+    def efficiency_vs_device(self) -> float:
+        return self.samples_per_s / (self.world * self.samples_per_s_one_device)
+
+    @property
+    def samples_per_dollar(self) -> float | None:
+        """Samples per second over dollars per second."""
+        if self.cost_per_hour is None:
+            return None
+        return self.samples_per_s * 3600.0 / self.cost_per_hour
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "world": self.world, "batch": self.batch,
+                "layout": self.layout.to_dict(), "micro_batches": self.micro_batches,
+                "global_batch": self.global_batch, "bytes_per_rank": self.bytes_per_rank,
+                "wire_bytes_per_rank": self.wire_bytes_per_rank, "bytes_intra_node": self.bytes_on(INTRA),
+                "bytes_inter_node": self.bytes_on(INTER), "links": self.links,
+                "ops": [o.to_dict() for o in self.ops], "compute_s": self.compute_s,
+                "bubble_s": self.bubble_s, "bubble_fraction": self.bubble_fraction, "comm_s": self.comm_s,
+                "comm_low_s": self.comm_low_s, "comm_high_s": self.comm_high_s, "ccr": self.ccr,
+                "band": self.band, "overlap": self.overlap, "exposed_s": self.exposed_s,
+                "exposed_fraction": self.exposed_fraction, "band_exposed": self.band_exposed,
+                "straggler_factor": self.straggler_factor, "step_s": self.step_s,
+                "samples_per_s": self.samples_per_s, "efficiency_vs_device": self.efficiency_vs_device,
+                "efficiency_vs_node": self.efficiency_vs_node, "cost_per_hour": self.cost_per_hour,
+                "samples_per_dollar": self.samples_per_dollar, "memory": self.memory.to_dict()}
+
+    def __repr__(self) -> str:
+        return (f"StepEstimate({self.strategy} world={self.world} batch={self.batch} [{self.layout}]: "
+                f"compute {self.compute_s * 1e3:.1f} ms, comm {self.comm_s * 1e3:.1f} ms, "
+                f"CCR {self.ccr:.3f} ({self.band}), step {self.step_s * 1e3:.1f} ms, "
+                f"{self.samples_per_s:.2f} samples/s, memory {self.memory.fits})")
+
+
+def default_micro_batches(cfg: CcrConfig, layout: Layout) -> int:
+    """Micro-batches per step: the configured number, else Megatron's m = 4p with a pipeline, else 1."""
+    if cfg.micro_batches is not None:
+        return cfg.micro_batches
+    # m >= 4p keeps the bubble under ~20%; no accumulation otherwise.
+    return 4 * layout.pp if layout.pp > 1 else 1
+
+
+@dataclass(frozen=True)
+class _Comm:
+    """Communication of one step: serial time with its interval, and the part left exposed."""
+
+    serial_s: float
+    low_s: float
+    high_s: float
+    exposed_s: float
+
+
+def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], compute_s: float, m: int) -> _Comm:
+    """Communication when the gradient exchange runs in buckets under backward."""
+    comm_s = sum(o.time_s for o in timed)
+    comm_low = sum(o.op.calls * o.call.time_low_s for o in timed)
+    comm_high = sum(o.op.calls * o.call.time_high_s for o in timed)
+    prof = cfg.overlap_profile or OverlapProfile()
+    # Backward of the last micro-batch: 4 of 6 FLOP units (6 of 8 with recomputation), unless measured.
+    share = prof.backward_share if prof.backward_share is not None else (0.75 if cfg.recompute else 2 / 3)
+    backward_s = compute_s / m * share
+    exposed = 0.0
+    for o in timed:
+        if not o.op.overlaps_backward:
+            exposed += o.time_s
+            continue
+
+        def one_bucket(size: float, o: OpTime = o) -> float:
+            return models.time(o.op.collective, size, o.op.group_size, o.op.link_class).time_s
+        serial = bucketed_serial_s(o.op.size_bytes, cfg.bucket_bytes, one_bucket, cfg.explicit_buckets)
+        # The exchange really runs in buckets: the serial time (and so CCR) is theirs too.
+        scale = serial / o.call.time_s if o.call.time_s > 0 else 1.0
+        comm_s += o.op.calls * (serial - o.call.time_s)
+        comm_low += o.op.calls * o.call.time_low_s * (scale - 1)
+        comm_high += o.op.calls * o.call.time_high_s * (scale - 1)
+        per_call = overlap_exposed_s(o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket,
+                                     cfg.explicit_buckets, prof.ready_fractions, prof.compute_slowdown,
+                                     prof.copy_in_s, prof.copy_out_s)
+        # Only the last micro-batch's exchange can hide; earlier calls (zero3) stay exposed.
+        exposed += per_call + (o.op.calls - 1) * serial
+    return _Comm(comm_s, comm_low, comm_high, exposed)
+
+
+def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch: int,
+                  gpus_per_node: int | None = None) -> StepEstimate:
+    """The step model for one (strategy, world, batch) of ``cfg``.
+
+    ``gpus_per_node`` overrides the config's (a bigger reference node).
+
+    Raises
+    ------
+    UsageError
+        When the layout is impossible or a collective has no model.
+    """
+    g = cfg.gpus_per_node if gpus_per_node is None else gpus_per_node
+    layout = make_layout(strategy, world, g, cfg.tp_degree, cfg.shape.layers, cfg.pp_degree)
+    m = default_micro_batches(cfg, layout)
+    work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.comm_bytes_per_value)
+    timed = tuple(OpTime(op, models.time(op.collective, op.size_bytes, op.group_size, op.link_class))
+                  for op in comm_ops(layout, work))
+    tokens = batch * cfg.seq * m
+    flops = training_flops(cfg.params, tokens, cfg.recompute) / (layout.tp * layout.pp)
+    sf = straggler_factor(cfg.straggler_cv, world)
+    compute_s = flops / cfg.flops_per_s * sf
+    one_device_s = training_flops(cfg.params, tokens, cfg.recompute) / cfg.flops_per_s
+    if cfg.overlap:
+        comm = _overlapped(cfg, models, timed, compute_s, m)
+    else:
+        serial = sum(o.time_s for o in timed)
+        comm = _Comm(serial, sum(o.op.calls * o.call.time_low_s for o in timed),
+                     sum(o.op.calls * o.call.time_high_s for o in timed), serial)
+    nodes = math.ceil(world / g)
+    cost = None if cfg.price_per_node_hour is None else nodes * cfg.price_per_node_hour
+    return StepEstimate(strategy=layout.strategy, world=world, batch=batch, layout=layout, micro_batches=m,
+                        global_batch=batch * m * layout.dp, ops=timed, compute_s=compute_s,
+                        bubble_s=compute_s * (layout.pp - 1) / m, comm_s=comm.serial_s, comm_low_s=comm.low_s,
+                        comm_high_s=comm.high_s, exposed_s=comm.exposed_s, overlap=cfg.overlap,
+                        straggler_factor=sf, samples_per_s_one_device=batch * m / one_device_s,
+                        memory=memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention),
+                        cost_per_hour=cost)
