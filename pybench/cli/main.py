@@ -84,7 +84,8 @@ def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...]) -
                    help="most timed iterations per size (default 20000)")
     m.add_argument("--time-budget", type=_positive_float, default=1.0, metavar="SECONDS",
                    help="measuring time per size after which the adaptive rule stops (default 1.0)")
-    m.add_argument("-w", "--warmup", type=_nonneg_int, default=5, help="untimed operations per size first (default 5)")
+    m.add_argument("-w", "--warmup", "--warmup_iters", dest="warmup", type=_nonneg_int, default=5,
+                   help="untimed operations per size first (default 5)")
     m.add_argument("-c", "--check", type=_nonneg_int, default=2,
                    help="iterations whose output every rank verifies exactly (default 2; 0 disables; nccl-tests' "
                         "-c 1 checks one)")
@@ -107,7 +108,7 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str, timings: tu
                         "where a GPU and NCCL are usable, else mpi with one line on stderr saying so)")
     _add_measure_options(p, timings)
     o = p.add_argument_group("output")
-    o.add_argument("-J", "--json", type=Path, default=None, metavar="FILE",
+    o.add_argument("-J", "--json", "--output_file", dest="json", type=Path, default=None, metavar="FILE",
                    help="versioned JSON with raw samples, rewritten after every size (default: none)")
     o.add_argument("--csv", type=Path, default=None, metavar="FILE",
                    help="one row per size, rewritten after every size (default: none)")
@@ -288,13 +289,14 @@ def _add_collective_parser(sub, name: str, coll) -> None:
     p = sub.add_parser(name, help=coll.description, description=f"{name}: {coll.description}.",
                        epilog=_collective_epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("what to run")
-    w.add_argument("-d", "--dtype", default="float32", help=f"{', '.join(DTYPES)} (default float32)")
+    w.add_argument("-d", "--dtype", "--datatype", dest="dtype", default="float32",
+                   help=f"{', '.join(DTYPES)} (default float32)")
     if coll.reduces:
         w.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
     if name == "broadcast":
         w.add_argument("-r", "--root", type=_nonneg_int, default=0, help="root rank (default 0)")
     _add_run_options(p, "1K:64M:4", ("batched", "per-op", "graph"))
-    p.add_argument("-G", "--graph", dest="graph_launches", type=_nonneg_int, default=0, metavar="N",
+    p.add_argument("-G", "--cudagraph", dest="graph_launches", type=_nonneg_int, default=0, metavar="N",
                    help="nccl-tests: N > 0 times CUDA graphs of the operations (--timing graph, nccl only) "
                         "(default 0: no graphs)")
     cli_gpu.add_gpu_run_options(p)

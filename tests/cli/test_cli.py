@@ -121,6 +121,8 @@ BAD_INPUTS = [
     (["allreduce", "--dtype", "float8"], "unknown dtype 'float8'"),
     (["allreduce", "--op", "prod"], "unknown reduction op"),
     (["allreduce", "--np", "1"], "needs at least 2 ranks"),
+    (["allreduce", "--np", "0"], "must be at least 1"),
+    (["allgather", "-r", "1"], "unrecognized arguments: -r"),
     (["p2p", "--np", "1"], "need 2 ranks"),
     (["allreduce", "--sizes", "1K", "-b", "8", "-e", "1M"], "--sizes and -b/-e both give the sizes"),
     (["allreduce", "-b", "1M", "-e", "8"], "is below -b 1M"),

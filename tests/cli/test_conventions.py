@@ -103,6 +103,9 @@ def test_op_only_for_reductions_and_root_only_for_broadcast():
         assert ("--op" in opts) == coll.reduces, name
         assert ("--root" in opts) == (name == "broadcast"), name
         assert {"-b", "-e", "-f", "-i", "-n", "-w", "-c", "-G", "-J", "--np"} <= opts
+        # nccl-tests' long names too
+        assert {"--minbytes", "--maxbytes", "--stepbytes", "--stepfactor", "--iters", "--warmup_iters", "--check",
+                "--cudagraph", "--output_file", "--datatype"} <= opts
 
 
 def test_no_help_of_these_commands_shows_a_doubled_percent_sign():
