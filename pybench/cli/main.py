@@ -27,6 +27,7 @@ from pybench.measure.benchmark import BenchConfig, check_memory
 from pybench.measure.p2p_tests import parse_p2p_tests
 from pybench.measure.results import OutputFiles
 from pybench.measure.stopping import StopRule
+from pybench.measure.table import machine_line
 from pybench.sizes import parse_sizes
 
 _precision = argtypes.fraction()
@@ -281,6 +282,7 @@ def _cmd_env(args) -> int:
     else:
         lines.append(f"gpu:      none ({gpu.get('no_gpu_reason')})")
     lines.append("backends: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in env["backends"].items()))
+    lines.append(machine_line(env).lstrip("# ").replace("machine: ", "machine:  ", 1).replace(" at start", ""))
     print("\n".join(lines))
     return 0
 

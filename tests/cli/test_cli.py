@@ -205,6 +205,7 @@ def test_version_and_env(pybench_cli, native):
         assert env["gpu"]["no_gpu_reason"]
     text = pybench_cli("env").stdout
     assert "mpi:" in text and "gpu" in text
+    assert "machine:  load" in text and "core(s)" in text and "BLAS/OpenMP threads" in text
 
 
 def test_under_a_users_mpiexec_each_process_is_one_rank(tmp_path, native):
