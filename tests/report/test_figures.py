@@ -170,3 +170,16 @@ def test_report_opens_with_a_summary_and_holds_heatmap_and_comparison(tmp_path):
     assert 'alt="link-matrix heatmap"' in text and 'alt="comparison: time ratio per size' in text
     assert "Comparison with the baseline" in text and "Links between GPU pairs" in text
     assert "load (1/5/15 min) start / end" in text
+
+
+def test_text_from_a_matrix_file_is_escaped_in_the_report_and_its_figure(tmp_path):
+    hostile = '<script>alert(1)</script>$x^{2$'
+    doc = link_matrix()
+    for p in doc["pairs"]:
+        p["link"] = hostile
+    matrix = tmp_path / "m.json"
+    matrix.write_text(json.dumps(doc))
+    out = tmp_path / "r.html"
+    assert main_for_tests(["report", str(RUN_A), "--matrix", str(matrix), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
