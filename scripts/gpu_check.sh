@@ -22,7 +22,8 @@
 # (the figures), nccl_tests.log, nccl_tests_build.log.
 #
 # Environment: PYBENCH_CUDA_ARCHS (default 90-real: H100/H200 only, a short build);
-# GPU_CHECK_STAGES=a,b (run only these stages; the tests use it); PYTHON (default python3).
+# GPU_CHECK_STAGES=a,b (run only these stages; the tests use it); PYTHON (default python3);
+# GPU_CHECK_BUDGET_S (default 290): no stage starts, or runs, past this many seconds of the check.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -39,8 +40,9 @@ export PYBENCH_CUDA_ARCHS="${PYBENCH_CUDA_ARCHS:-90-real}"
 export NCCL_DEBUG=WARN  # INFO only for the first communicator (stage nccl-init)
 export NT_SRC="$REPO/.gpu_carry/nccl-tests"
 export NT_BUILD="$REPO/build/nccl-tests"
-export NCCL_LINK_HOME="$REPO/build/nccl-home"
+export PB_NCCL_HOME="$REPO/build/nccl-home"
 START=$(date +%s)
+BUDGET_S="${GPU_CHECK_BUDGET_S:-290}"
 stamp() { echo "== [$(( $(date +%s) - START )) s] $*"; }
 
 HAVE_GPU=0
@@ -95,7 +97,8 @@ st_install_deps() {
 
 st_build() {
   # Own build folder: never the one a developer's checkout uses.
-  "$PY" -m pip install -q --no-index --no-build-isolation --no-deps -C build-dir=build/gpu-check -e "$REPO" \
+  "$PY" -m pip install -q --no-index --no-build-isolation --no-deps --config-settings=build-dir=build/gpu-check \
+    -e "$REPO" \
     || return 1
   (cd /tmp && "$PY" -c "from pybench._native import build_info; import pybench._cuda as c; print(build_info()); \
 print('compiled architectures:', c.compiled_architectures())")
@@ -119,13 +122,13 @@ build_nccl_tests() {
   local wheel
   wheel=$(nccl_wheel_dir) || { echo "no nvidia-nccl wheel in $PY's environment"; return 1; }
   # The wheel has include/nccl.h and lib/libnccl.so.2; the link step needs libnccl.so too.
-  rm -rf "$NCCL_LINK_HOME" && mkdir -p "$NCCL_LINK_HOME/lib"
-  ln -s "$wheel/include" "$NCCL_LINK_HOME/include"
-  ln -s "$wheel/lib/libnccl.so.2" "$NCCL_LINK_HOME/lib/libnccl.so.2"
-  ln -s "$wheel/lib/libnccl.so.2" "$NCCL_LINK_HOME/lib/libnccl.so"
+  rm -rf "$PB_NCCL_HOME" && mkdir -p "$PB_NCCL_HOME/lib"
+  ln -s "$wheel/include" "$PB_NCCL_HOME/include"
+  ln -s "$wheel/lib/libnccl.so.2" "$PB_NCCL_HOME/lib/libnccl.so.2"
+  ln -s "$wheel/lib/libnccl.so.2" "$PB_NCCL_HOME/lib/libnccl.so"
   local cuda_home
   cuda_home=$(cuda_home)
-  make -C "$NT_SRC/src" -j "$(nproc)" MPI=0 NCCL_HOME="$NCCL_LINK_HOME" CUDA_HOME="$cuda_home" \
+  make -C "$NT_SRC/src" -j "$(nproc)" MPI=0 NCCL_HOME="$PB_NCCL_HOME" CUDA_HOME="$cuda_home" \
     NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$NT_BUILD" \
     "$NT_BUILD/all_reduce_perf" "$NT_BUILD/sendrecv_perf"
 }
@@ -170,7 +173,7 @@ st_compare() {
   needs_gpu
   local cuda_home
   cuda_home=$(cuda_home)
-  LD_LIBRARY_PATH="$NCCL_LINK_HOME/lib:$cuda_home/lib64:$cuda_home/lib:${LD_LIBRARY_PATH:-}" \
+  LD_LIBRARY_PATH="$PB_NCCL_HOME/lib:$cuda_home/lib64:$cuda_home/lib:${LD_LIBRARY_PATH:-}" \
     "$PY" "$REPO/scripts/gpu_compare.py" \
     --nccl-tests "$NT_BUILD" --json "$OUTDIR/gpu_compare.json" --log "$OUTDIR/nccl_tests.log"
 }
@@ -204,6 +207,13 @@ selected() { [ -z "${GPU_CHECK_STAGES:-}" ] || [[ ",$GPU_CHECK_STAGES," == *",$1
 stage() {
   local name=$1 limit=$2 fn="st_${1//-/_}" t0 rc result
   selected "$name" || return 0
+  local left=$(( BUDGET_S - ($(date +%s) - START) ))
+  if [ "$left" -lt 10 ]; then
+    RESULTS+=("$name|SKIPPED (time budget of ${BUDGET_S} s spent)|0")
+    stamp "stage $name: SKIPPED (time budget spent)"
+    return 0
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
   stamp "stage $name"
   t0=$(date +%s)
   timeout --kill-after=5 "$limit" bash -c "set -o pipefail; $fn"

@@ -108,7 +108,10 @@ def test_communicator_without_gpu_is_a_native_error_not_a_crash(tmp_path):
               "from pybench._native import cuda\n"
               "from pybench.errors import NativeError\n"
               "try:\n    cuda().NcclWorld([0], 5.0)\nexcept NativeError as e:\n    print('NativeError', e)\n")
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "NCCL_DEBUG"}  # NCCL's own WARN lines go to stdout
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("NativeError api().CommInitAll") and "failed" in proc.stdout
 
@@ -350,9 +353,10 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(_native, "cuda", lambda: _FakeCuda)
     monkeypatch.setattr(nccl_backend, "load_nccl", lambda *a, **k: lib)
     monkeypatch.setattr(nccl_lib, "load_nccl", lambda *a, **k: lib)
+    nccl_vars = [k for k in __import__("os").environ if k.startswith("NCCL_")]  # e.g. the GPU check's NCCL_DEBUG
     for var in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_STEP_NUM_TASKS",
                 "PYBENCH_RANK_PROCESS", "TORCHELASTIC_RUN_ID", "RANK", "PYBENCH_GPUS", "PYBENCH_NCCL_IN_PLACE",
-                "PYBENCH_NCCL_TIMING", "NCCL_ALGO"):
+                "PYBENCH_NCCL_TIMING", *nccl_vars):
         monkeypatch.delenv(var, raising=False)
     _FakeBench.made.clear()
     return lib
