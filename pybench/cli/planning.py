@@ -33,7 +33,7 @@ _FLAGS = {
     "big_node_price_per_hour": "--big-node-price-per-hour", "straggler_cv": "--straggler-cv",
     "max_world": "--max-world", "max_batch": "--max-batch", "target_samples_per_s": "--target-samples-per-s",
     "timed_tokens": "--timed-tokens", "micro_batch": "--micro-batch", "flops_per_s": "--tflops",
-    "peak_flops_per_s": "--peak-tflops",
+    "peak_flops_per_s": "--peak-tflops", "loader_samples_per_s": "--loader-samples-per-s",
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
@@ -163,7 +163,8 @@ def run_plan(args: argparse.Namespace) -> int:
                       max_world=args.max_world, device_memory_gb=args.device_memory_gb,
                       overlap=not args.no_overlap, bucket_mb=args.bucket_mb,
                       target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
-                      backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch)
+                      backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
+                      loader_samples_per_s=args.loader_samples_per_s)
     print(flag_names(result.text()))
     _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
@@ -271,7 +272,12 @@ def _add_plan_parser(subparsers: Any) -> None:
     _add_model_args(r)
     r.add_argument("--no-overlap", action="store_true", help="do not overlap the gradient exchange with backward")
     r.add_argument("--bucket-mb", type=float, default=25, help="gradient bucket size in MiB (default 25)")
-    r.add_argument("--target-samples-per-s", type=float, help="throughput to reach (picks the smallest such world)")
+    r.add_argument("--target-samples-per-s", type=float,
+                   help="throughput to reach, a named need: the smallest configuration reaching it, preferring one "
+                        "not comm-bound (without a need, the plan stays on one node)")
+    r.add_argument("--loader-samples-per-s", type=float,
+                   help="samples/s one replica's data loader delivers (measured, e.g. by `pybench profile -n 1`); "
+                        "caps throughput, and below the device's rate the advice is to fix the input pipeline")
     _add_output_args(r, "the plan")
     r.set_defaults(func=run_plan)
 

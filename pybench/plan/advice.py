@@ -18,18 +18,23 @@ from pybench.plan.grid import ccr, layout_ok
 from pybench.plan.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.plan.plan_result import Plan
 from pybench.plan.records import (
+    RULE_ORDER,
     AccumulationAdvice,
     Advice,
     BatchAdvice,
     BatchVerdict,
     CheckpointAdvice,
+    InputPipelineAdvice,
     MemoryAdvice,
+    NeedAdvice,
+    NeedVerdict,
     NoLayoutAdvice,
     OneDevice,
     PipelineAdvice,
     ScaleOutAdvice,
     ScaleOutVerdict,
     ScaleUpAdvice,
+    ScalingAdvice,
     TensorParallelAdvice,
     UtilisationAdvice,
     Zero3Advice,
@@ -46,6 +51,8 @@ __all__ = ["plan", "Plan", "PLAN_HEADROOM", "LOW_UTILISATION"]
 PLAN_HEADROOM = 0.8
 # Measured FLOP/s below this share of the datasheet peak is a utilisation problem, not a scaling one.
 LOW_UTILISATION = 0.40
+# Scaling efficiency is shown at these worker counts before larger ones are considered.
+SCALING_CHECK_WORLDS = (2, 4, 8)
 
 
 @dataclass
@@ -115,6 +122,9 @@ def _fits_one_device(ev: _Evaluator, worlds: list[int], out: _Advising) -> None:
     node = next((r for r in ddp if r.world == g), None)
     if node is not None:
         out.records.append(ScaleUpAdvice("fill one node", g, node))
+    small = tuple(r for r in ddp if r.world in SCALING_CHECK_WORLDS)
+    if small:
+        out.records.append(ScalingAdvice("check before larger counts", small))
     multi = [r for r in ddp if r.world > g]
     fine = [r for r in multi if good(r)]
     if multi:
@@ -175,17 +185,62 @@ def _does_not_fit(ev: _Evaluator, worlds: list[int], max_world: int, out: _Advis
     out.candidates = [r for r in every if good(r)] or [r for r in every if r.memory.fits_at_all]
 
 
-def _recommend(candidates: list[StepEstimate], target: float | None) -> tuple[StepEstimate | None, bool]:
-    """The configuration to recommend, and whether it meets the target (True without one)."""
+def _throughput(r: StepEstimate, loader_samples_per_s: float | None) -> float:
+    """Samples/s of a configuration, capped by the data loader of each data-parallel replica."""
+    if loader_samples_per_s is None:
+        return r.samples_per_s
+    return min(r.samples_per_s, loader_samples_per_s * r.layout.dp)
+
+
+@dataclass(frozen=True)
+class _Need:
+    """What the recommendation must meet: a throughput target, memory, or neither."""
+
+    target: float | None
+    memory: bool
+    device_well_used: bool
+    gpus_per_node: int
+    loader_samples_per_s: float | None = None
+
+
+def _recommend(out: _Advising, need: _Need) -> tuple[StepEstimate | None, bool]:
+    """The configuration to recommend, and whether it meets the target (True without one).
+
+    Without a named need (a target, or memory that does not fit one device), or while one device
+    is not well used, the recommendation stays inside one node. A target is met by the smallest
+    configuration that reaches it, preferring one its own bands do not call comm-bound; memory by
+    the smallest configuration that fits.
+    """
+    in_node = not need.device_well_used or (need.target is None and not need.memory)
+    fitting = [r for r in out.evaluated if r.memory.fits_at_all]
+    pool = [r for r in fitting if r.world <= need.gpus_per_node] if in_node else fitting
+    candidates = [r for r in out.candidates if not in_node or r.world <= need.gpus_per_node] or out.candidates
     if not candidates:
         return None, True
-    if target is not None:
-        meeting = [r for r in candidates if r.samples_per_s >= target]
+    if need.target is not None and need.device_well_used:
+        meeting = [r for r in pool if _throughput(r, need.loader_samples_per_s) >= need.target]
+        meeting = [r for r in meeting if good(r)] or meeting
         if meeting:
-            return min(meeting, key=lambda r: (r.world, -r.samples_per_s)), True
-        return max(candidates, key=lambda r: r.samples_per_s), False
-    # Without a target: the largest configuration that is not comm-bound, else the most efficient.
+            return min(meeting, key=lambda r: (r.world, -_throughput(r, need.loader_samples_per_s))), True
+        return max(candidates, key=lambda r: _throughput(r, need.loader_samples_per_s)), False
+    if need.memory and not in_node:
+        # The need is to fit: the smallest configuration that fits and is not comm-bound meets it.
+        return min(candidates, key=lambda r: (not good(r), r.world, -r.samples_per_s)), True
+    # The largest configuration that is not comm-bound, else the most efficient.
     return max(candidates, key=lambda r: (good(r), r.world if good(r) else r.efficiency_vs_device)), True
+
+
+def _need_record(out: _Advising, need: _Need, recommended: StepEstimate | None, met: bool) -> NeedAdvice | None:
+    in_node = [r for r in out.evaluated if r.world <= need.gpus_per_node and good(r)]
+    node = max(in_node, key=lambda r: r.samples_per_s) if in_node else None
+    if not need.device_well_used:
+        return NeedAdvice(NeedVerdict.DEVICE_NOT_WELL_USED, recommended, node, need.target)
+    if need.target is not None:
+        verdict = NeedVerdict.TARGET_MET if met else NeedVerdict.TARGET_NOT_REACHABLE
+        return NeedAdvice(verdict, recommended, node, need.target)
+    if not need.memory:
+        return NeedAdvice(NeedVerdict.NO_NAMED_NEED, recommended, node)
+    return None
 
 
 def _batch_amortisation(ev: _Evaluator, r: StepEstimate, max_batch: int) -> BatchAdvice:
@@ -204,10 +259,17 @@ def _batch_amortisation(ev: _Evaluator, r: StepEstimate, max_batch: int) -> Batc
     return BatchAdvice(BatchVerdict.UNCHANGED, r, ev.batch, b, max_batch)
 
 
-def _utilisation(measured: float | None, peak: float | None) -> UtilisationAdvice | None:
+def _device_use(measured: float | None, peak: float | None, loader: float | None,
+                rows: list[StepEstimate]) -> list[Advice]:
+    """Is one device well used? Its GEMMs against the datasheet peak, its data loader against its compute."""
+    found: list[Advice] = []
     if peak and measured and measured / peak < LOW_UTILISATION:
-        return UtilisationAdvice("low", measured, peak)
-    return None
+        found.append(UtilisationAdvice("low", measured, peak))
+    if loader is not None and rows:
+        replica = rows[0].samples_per_s_one_device
+        if loader < replica:
+            found.append(InputPipelineAdvice("loader-bound", loader, replica))
+    return found
 
 
 def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iterable[CollectiveModel] | str,
@@ -215,7 +277,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          shape: TransformerShape | None = None, max_world: int = 64, device_memory_gb: float = 80,
          overlap: bool = True, bucket_mb: float = 25, target_samples_per_s: float | None = None,
          flash_attention: bool = True, backend: str | None = None, peak_flops_per_s: float | None = None,
-         max_batch: int = 64) -> Plan:
+         max_batch: int = 64, loader_samples_per_s: float | None = None) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     - Fits one device with headroom: scale up first (DDP over the node's
@@ -229,6 +291,10 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     - Low utilisation (measured FLOP/s under 40% of ``peak_flops_per_s``, a
       datasheet figure the user gives as a reference): fix the input pipeline and
       the kernels first; more nodes multiply the waste.
+    - Input pipeline: ``loader_samples_per_s`` (one replica's data loader) below
+      the rate one device trains at: fix the input pipeline (throughput capped).
+    - Without a named need (a target, or memory), or while one device is not well
+      used, the recommendation stays inside one node (see :func:`_recommend`).
     - Where the recommended configuration is not in the ``fits`` band, the batch
       (up to ``max_batch``) at which larger batches amortise communication enough
       to change the band.
@@ -246,6 +312,10 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         raise UsageError(f"batch must be at least 1, got {batch}")
     if max_world < 1:
         raise UsageError(f"max_world must be at least 1, got {max_world}")
+    if loader_samples_per_s is not None and not loader_samples_per_s > 0:
+        raise UsageError(f"loader_samples_per_s must be positive, got {loader_samples_per_s}")
+    if target_samples_per_s is not None and not target_samples_per_s > 0:
+        raise UsageError(f"target_samples_per_s must be positive, got {target_samples_per_s}")
     profile = load_compute(compute) if isinstance(compute, str) else compute
     ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend), profile,
                     flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention)
@@ -268,12 +338,16 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         verdict = OneDevice.DOES_NOT_FIT
         out.records.append(MemoryAdvice(verdict, one, PLAN_HEADROOM))
         _does_not_fit(ev, worlds, max_world, out)
-    recommended, met = _recommend(out.candidates, target_samples_per_s)
-    low = _utilisation(flops_per_s if flops_per_s is not None else getattr(profile, "flops_per_s", None),
-                       peak_flops_per_s)
-    if low is not None:
-        out.records.insert(0, low)
+    use = _device_use(flops_per_s if flops_per_s is not None else getattr(profile, "flops_per_s", None),
+                      peak_flops_per_s, loader_samples_per_s, out.evaluated)
+    out.records += use
+    need = _Need(target_samples_per_s, verdict is not OneDevice.FITS, not use, gpus_per_node, loader_samples_per_s)
+    recommended, met = _recommend(out, need)
+    said = _need_record(out, need, recommended, met)
+    if said is not None:
+        out.records.append(said)
     if recommended is not None and recommended.decisive_band != Band.FITS:
         out.records.append(_batch_amortisation(ev, recommended, max_batch))
-    return Plan(verdict, tuple(out.records), one, tuple(out.evaluated), recommended, tuple(ev.notes),
+    records = sorted(out.records, key=lambda a: RULE_ORDER.index(a.rule))
+    return Plan(verdict, tuple(records), one, tuple(out.evaluated), recommended, tuple(ev.notes),
                 target_samples_per_s, met, max_world, PLAN_HEADROOM)

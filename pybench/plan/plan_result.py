@@ -17,12 +17,16 @@ from pybench.plan.records import (
     BatchAdvice,
     BatchVerdict,
     CheckpointAdvice,
+    InputPipelineAdvice,
     MemoryAdvice,
+    NeedAdvice,
+    NeedVerdict,
     NoLayoutAdvice,
     OneDevice,
     PipelineAdvice,
     ScaleOutAdvice,
     ScaleUpAdvice,
+    ScalingAdvice,
     TensorParallelAdvice,
     UtilisationAdvice,
     Zero3Advice,
@@ -191,11 +195,37 @@ def _batch(a: BatchAdvice) -> str:
             f"{start}; communication, not the batch, sets the step")
 
 
+def _input_pipeline(a: InputPipelineAdvice) -> str:
+    return (f"fix the input pipeline: the data loader delivers {a.loader_samples_per_s:.4g} samples/s per replica, "
+            f"the device could train on {a.compute_samples_per_s:.4g}; more devices multiply the waste, so no "
+            f"multi-node layout is recommended until the loader keeps up")
+
+
+def _scaling(a: ScalingAdvice) -> str:
+    return ("check scaling efficiency at small counts before larger ones: " + "; ".join(
+        f"{r.world} devices {r.efficiency_vs_device:.2f} ({r.samples_per_s:.2f} samples/s)" for r in a.rows))
+
+
+def _need(a: NeedAdvice) -> str:
+    node = "" if a.node is None else (f"one node's best is {a.node.world} devices at "
+                                      f"{a.node.samples_per_s:.2f} samples/s")
+    if a.verdict == NeedVerdict.NO_NAMED_NEED:
+        return (f"no named need for more than one node, so stay on one node ({node}); more nodes are justified by "
+                f"a throughput or time-to-train target beyond that (target_samples_per_s) or by a model that does "
+                f"not fit one node")
+    if a.verdict == NeedVerdict.DEVICE_NOT_WELL_USED:
+        return f"stay on one node ({node}) until one device is well used"
+    if a.verdict == NeedVerdict.TARGET_MET and a.row is not None:
+        return (f"the target of {a.target_samples_per_s:g} samples/s needs {a.row.strategy} on {a.row.world} "
+                f"devices: {a.row.samples_per_s:.2f} samples/s, {a.row.decisive_band} by its own bands")
+    return f"nothing evaluated reaches the target of {a.target_samples_per_s:g} samples/s; the nearest is recommended"
+
+
 _SENTENCES: dict[type, Callable[[Any], str]] = {
     MemoryAdvice: _memory, UtilisationAdvice: _utilisation, ScaleUpAdvice: _scale_up, ScaleOutAdvice: _scale_out,
     ZeroAdvice: _zero, AccumulationAdvice: _accumulation, CheckpointAdvice: _checkpoint, Zero3Advice: _zero3,
     TensorParallelAdvice: _tensor_parallel, PipelineAdvice: _pipeline, NoLayoutAdvice: _no_layout,
-    BatchAdvice: _batch,
+    BatchAdvice: _batch, InputPipelineAdvice: _input_pipeline, ScalingAdvice: _scaling, NeedAdvice: _need,
 }
 
 

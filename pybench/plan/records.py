@@ -13,9 +13,10 @@ from pybench.plan.strategies import MemoryEstimate
 from pybench.plan.text_enum import TextEnum
 
 __all__ = [
-    "Rule", "OneDevice", "ScaleOutVerdict", "BatchVerdict", "Advice", "MemoryAdvice", "UtilisationAdvice",
-    "ScaleUpAdvice", "ScaleOutAdvice", "ZeroAdvice", "AccumulationAdvice", "CheckpointAdvice", "Zero3Advice",
-    "TensorParallelAdvice", "PipelineAdvice", "NoLayoutAdvice", "BatchAdvice", "row_summary",
+    "Rule", "RULE_ORDER", "OneDevice", "ScaleOutVerdict", "BatchVerdict", "NeedVerdict", "Advice", "MemoryAdvice",
+    "UtilisationAdvice", "ScaleUpAdvice", "ScaleOutAdvice", "ZeroAdvice", "AccumulationAdvice", "CheckpointAdvice",
+    "Zero3Advice", "TensorParallelAdvice", "PipelineAdvice", "NoLayoutAdvice", "BatchAdvice", "InputPipelineAdvice",
+    "ScalingAdvice", "NeedAdvice", "row_summary",
 ]
 
 
@@ -33,7 +34,20 @@ class Rule(TextEnum):
     TENSOR_PARALLEL = "tensor parallel"
     PIPELINE = "pipeline parallel"
     NO_LAYOUT = "no layout"
+    INPUT_PIPELINE = "input pipeline"
+    SCALING = "scaling efficiency"
+    NEED = "named need"
     BATCH = "batch"
+
+
+# The order the decision rules are applied and reported in (issue 14): does it fit one device,
+# is one device well used, scale up inside one node, shard the optimizer, tensor / pipeline
+# parallel, and only then multi-node; what the recommendation rests on, then the batch.
+RULE_ORDER: tuple[Rule, ...] = (
+    Rule.MEMORY, Rule.UTILISATION, Rule.INPUT_PIPELINE, Rule.SCALE_UP, Rule.SCALING, Rule.ZERO,
+    Rule.ACCUMULATION, Rule.CHECKPOINTING, Rule.ZERO3, Rule.TENSOR_PARALLEL, Rule.PIPELINE, Rule.NO_LAYOUT,
+    Rule.SCALE_OUT, Rule.NEED, Rule.BATCH,
+)
 
 
 class OneDevice(TextEnum):
@@ -50,6 +64,15 @@ class ScaleOutVerdict(TextEnum):
     NOT_COMM_BOUND = "not comm-bound"
     COMM_BOUND_BEYOND = "comm-bound beyond a size"
     COMM_BOUND = "comm-bound across nodes"
+
+
+class NeedVerdict(TextEnum):
+    """What the recommendation rests on."""
+
+    NO_NAMED_NEED = "no named need beyond one node"
+    DEVICE_NOT_WELL_USED = "one device is not well used"
+    TARGET_MET = "target met"
+    TARGET_NOT_REACHABLE = "target not reachable"
 
 
 class BatchVerdict(TextEnum):
@@ -189,6 +212,36 @@ class NoLayoutAdvice(Advice):
 
     rule = Rule.NO_LAYOUT
     max_world: int
+
+
+@dataclass(frozen=True)
+class InputPipelineAdvice(Advice):
+    """The data loader delivers fewer samples per second than one replica's compute takes."""
+
+    rule = Rule.INPUT_PIPELINE
+    loader_samples_per_s: float
+    compute_samples_per_s: float
+
+
+@dataclass(frozen=True)
+class ScalingAdvice(Advice):
+    """Scaling efficiency at 2, 4 and 8 workers, to check before larger counts."""
+
+    rule = Rule.SCALING
+    rows: tuple[StepEstimate, ...]
+
+
+@dataclass(frozen=True)
+class NeedAdvice(Advice):
+    """What the recommendation rests on: the named need (a target) or its absence.
+
+    ``node``: the best configuration inside one node; ``target_samples_per_s``: the need, if named.
+    """
+
+    rule = Rule.NEED
+    row: StepEstimate | None
+    node: StepEstimate | None
+    target_samples_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -496,8 +496,12 @@ def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
         pytest.skip(f"shared logs not found at {SHARED_DATA}")
     models = fit_models(load_measurements(log))  # a real 2 x 8 H100 all-reduce sweep
     low = plan("1.3B", 2048, 1, models=models, flops_per_s=100e12, peak_flops_per_s=989e12, gpus_per_node=8)
-    assert low.advice[0].startswith("low accelerator utilisation") and "10%" in low.advice[0]
-    ok = plan("1.3B", 2048, 1, models=models, flops_per_s=400e12, peak_flops_per_s=989e12, gpus_per_node=8)
+    # the rules in order: memory first, then whether one device is well used (issue 14)
+    assert low.advice[1].startswith("low accelerator utilisation") and "10%" in low.advice[1]
+    assert low.advice[0].startswith("it fits") and low.recommended.world <= 8
+    # a named need beyond one node's 195.9 samples/s, so scaling out is on the table
+    ok = plan("1.3B", 2048, 1, models=models, flops_per_s=400e12, peak_flops_per_s=989e12, gpus_per_node=8,
+              target_samples_per_s=250)
     assert not any("utilisation" in a for a in ok.advice)
     r = ok.recommended
     assert band(r.exposed_fraction) != "fits"  # DDP across nodes at batch 1 is not free here ...

@@ -1,0 +1,113 @@
+"""Issue 14: the plan's decision rules, scenario by scenario, on a real two-node H100 all-reduce log.
+
+Without a named need the plan stays on one node and shows efficiency at 2, 4 and 8 workers; a
+device that is not well used (loader-bound, or GEMMs far under peak) gets "fix it first" and no
+multi-node layout; a target is met by the smallest configuration reaching it, preferring one its
+own bands do not call comm-bound.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SHARED_DATA
+
+from pybench.cli.main import main
+from pybench.errors import UsageError
+from pybench.plan.advice import plan
+from pybench.plan.bands import Band
+from pybench.plan.records import RULE_ORDER, InputPipelineAdvice, NeedAdvice, NeedVerdict, ScalingAdvice
+
+LOG = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+PEAK = 989e12  # H100 SXM dense bf16 datasheet figure, a reference only
+
+
+@pytest.fixture(scope="module")
+def h100():
+    if not LOG.exists():
+        pytest.skip(f"shared logs not found at {SHARED_DATA}")
+    from pybench.model.alpha_beta import fit_models
+    from pybench.model.logs import load_measurements
+    return fit_models(load_measurements(LOG))
+
+
+def _need(p) -> NeedAdvice:
+    (need,) = [a for a in p.records if isinstance(a, NeedAdvice)]
+    return need
+
+
+def test_records_follow_the_rule_order(h100):
+    p = plan("125M", 2048, 1, models=h100, flops_per_s=400e12, peak_flops_per_s=PEAK,
+             loader_samples_per_s=5.0)
+    ranks = [RULE_ORDER.index(a.rule) for a in p.records]
+    assert ranks == sorted(ranks) and p.records[0].rule == "memory"
+    assert [a.rule for a in p.records][:2] == ["memory", "input pipeline"]
+
+
+def test_125m_without_a_need_stays_on_one_node_and_shows_small_counts(h100):
+    p = plan("125M", 2048, 1, models=h100, flops_per_s=400e12, peak_flops_per_s=PEAK, device_memory_gb=80)
+    assert p.recommended is not None and p.recommended.world <= 8
+    (scaling,) = [a for a in p.records if isinstance(a, ScalingAdvice)]
+    assert [r.world for r in scaling.rows] == [2, 4, 8]
+    assert all(0 < r.efficiency_vs_device <= 1 for r in scaling.rows)
+    said = [a for a in p.advice if a.startswith("check scaling efficiency")]
+    assert said and "2 devices" in said[0] and "4 devices" in said[0]
+    assert _need(p).verdict is NeedVerdict.NO_NAMED_NEED
+    assert any("target_samples_per_s" in a and "stay on one node" in a for a in p.advice)
+    assert any(r.world > 8 for r in p.rows)  # the multi-node rows are still shown, just not recommended
+
+
+@pytest.mark.parametrize("kind", ["loader", "gemms"])
+def test_a_device_not_well_used_gets_fixed_first_and_no_multi_node_layout(h100, kind):
+    kw = dict(flops_per_s=400e12, peak_flops_per_s=PEAK, target_samples_per_s=1e6)  # even with a target
+    if kind == "loader":
+        kw["loader_samples_per_s"] = 5.0
+    else:
+        kw["flops_per_s"] = 0.15 * PEAK
+    p = plan("125M", 2048, 1, models=h100, **kw)
+    assert p.recommended is not None and p.recommended.world <= 8
+    assert _need(p).verdict is NeedVerdict.DEVICE_NOT_WELL_USED
+    if kind == "loader":
+        (loader,) = [a for a in p.records if isinstance(a, InputPipelineAdvice)]
+        assert loader.loader_samples_per_s == 5.0 and loader.compute_samples_per_s > 5.0
+        assert any(a.startswith("fix the input pipeline") for a in p.advice)
+    else:
+        assert any(a.startswith("low accelerator utilisation") and "15%" in a for a in p.advice)
+
+
+def test_a_loader_faster_than_the_device_changes_nothing(h100):
+    base = plan("125M", 2048, 1, models=h100, flops_per_s=400e12)
+    fast = plan("125M", 2048, 1, models=h100, flops_per_s=400e12, loader_samples_per_s=1e9)
+    assert fast.advice == base.advice and fast.recommended == base.recommended
+
+
+@pytest.mark.parametrize("params", ["1.3B", "7B"])
+def test_a_target_is_met_by_the_smallest_row_its_bands_allow(h100, params):
+    one = plan(params, 2048, 1, models=h100, flops_per_s=400e12)
+    fitting = [r for r in one.rows if r.memory.fits_at_all]
+    rates = sorted({r.samples_per_s for r in fitting})
+    for target in rates[:: max(1, len(rates) // 3)]:
+        p = plan(params, 2048, 1, models=h100, flops_per_s=400e12, target_samples_per_s=target * 0.999)
+        meeting = [r for r in p.rows if r.memory.fits_at_all and r.samples_per_s >= target * 0.999]
+        assert meeting and p.target_met and not any("reaches" in n for n in p.notes)
+        assert p.recommended.samples_per_s >= target * 0.999
+        if any(r.decisive_band is not Band.COMM_BOUND for r in meeting):
+            assert p.recommended.decisive_band is not Band.COMM_BOUND
+        assert _need(p).verdict is NeedVerdict.TARGET_MET
+
+
+@pytest.mark.parametrize("kw, match", [({"loader_samples_per_s": 0}, "loader_samples_per_s must be positive"),
+                                       ({"target_samples_per_s": -1}, "target_samples_per_s must be positive")])
+def test_bad_rates_are_one_line_errors(kw, match):
+    from test_ccr import FLOPS, SHAPE, all_links
+    with pytest.raises(UsageError, match=match):
+        plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, shape=SHAPE, **kw)
+
+
+def test_cli_loader_flag(capsys):
+    from pathlib import Path
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
+    common = ["plan", "--params", "125M", "--model", model, "--tflops", "400", "--max-world", "8"]
+    assert main([*common, "--loader-samples-per-s", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "pybench: error: --loader-samples-per-s must be positive, got 0.0"
+    assert main([*common, "--loader-samples-per-s", "3"]) == 0
+    assert "fix the input pipeline" in capsys.readouterr().out
