@@ -183,3 +183,16 @@ def test_text_from_a_matrix_file_is_escaped_in_the_report_and_its_figure(tmp_pat
     assert main_for_tests(["report", str(RUN_A), "--matrix", str(matrix), "-o", str(out)]) == 0
     text = out.read_text()
     assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+def test_with_overlap_the_ccr_figure_shows_the_exposed_fraction_beside_ccr(tmp_path):
+    doc = json.loads(CCR.read_text())
+    doc["config"]["overlap"] = True
+    for r in doc["rows"]:
+        r["exposed_fraction"] = r["ccr"] / 2
+    path = tmp_path / "ccr_overlap.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "ccr.svg"
+    assert main_for_tests(["plot", str(path), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "exposed fraction of the step" in text and "workers: exposed" in text and "CCR, no overlap" in text
