@@ -34,6 +34,7 @@ _FLAGS = {
     "max_world": "--max-world", "max_batch": "--max-batch", "target_samples_per_s": "--target-samples-per-s",
     "timed_tokens": "--timed-tokens", "micro_batch": "--micro-batch", "flops_per_s": "--tflops",
     "peak_flops_per_s": "--peak-tflops", "loader_samples_per_s": "--loader-samples-per-s",
+    "slow_node": "--slow-node",
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
@@ -142,7 +143,7 @@ def run_ccr(args: argparse.Namespace) -> int:
                      device_memory_gb=args.device_memory_gb, flash_attention=not args.no_flash_attention,
                      price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
                      big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
-                     backend=args.backend)
+                     slow_node=args.slow_node, backend=args.backend)
     result = replace(result, notes=tuple(flag_names(n) for n in result.notes),
                      warnings=tuple(flag_names(w) for w in result.warnings))
     for w in result.warnings:
@@ -246,7 +247,10 @@ def _add_ccr_parser(subparsers: Any) -> None:
     q.add_argument("--big-node-gpus", type=int, help="GPUs of one bigger machine to compare scale-out against")
     q.add_argument("--big-node-price-per-hour", type=float, help="price per hour of that bigger machine")
     q.add_argument("--straggler-cv", type=float, default=0.0,
-                   help="per-rank compute-time coefficient of variation (expected slowest of N)")
+                   help="per-rank compute-time coefficient of variation (expected slowest of N); the wait "
+                        "for the slowest counts as communication (sync column)")
+    q.add_argument("--slow-node", type=float, default=1.0, metavar="F",
+                   help="one node runs at F of the others' speed (0.9: 10%% slower), in (0, 1]; default 1")
     _add_output_args(q, "the result")
     q.set_defaults(func=run_ccr)
 

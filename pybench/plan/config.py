@@ -54,6 +54,8 @@ class CcrConfig:
         Prices for samples per dollar and breakeven.
     straggler_cv : float
         Coefficient of variation of per-rank compute time.
+    slow_node : float
+        Speed of one node relative to the others (0.9: 10% slower), in (0, 1].
     overlap_profile : OverlapProfile, optional
         Measured bucket readiness and contention (``pybench.profile.step``).
     """
@@ -82,6 +84,7 @@ class CcrConfig:
     big_node_price_per_hour: float | None = None
     straggler_cv: float = 0.0
     overlap_profile: OverlapProfile | None = None
+    slow_node: float = 1.0
 
     def __post_init__(self) -> None:
         _check_config(self)
@@ -115,8 +118,10 @@ def _check_config(c: CcrConfig) -> None:
         raise UsageError("give both big_node_gpus and big_node_price_per_hour, or neither")
     if c.big_node_gpus is not None and c.price_per_node_hour is None:
         raise UsageError("big_node_gpus needs price_per_node_hour to compare costs")
-    if c.straggler_cv < 0:
+    if not c.straggler_cv >= 0:
         raise UsageError(f"straggler_cv must be 0 or more, got {c.straggler_cv}")
+    if not 0 < c.slow_node <= 1:
+        raise UsageError(f"slow_node must lie in (0, 1] (the slow node's speed over the others'), got {c.slow_node}")
 
 
 def parse_list(value: int | float | str | Sequence[Any], label: str,

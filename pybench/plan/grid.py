@@ -110,8 +110,11 @@ def _notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[s
     if any(r.layout.tp > 1 for r in rows):
         notes.append("tp: compute uses the profile's FLOP/s at unsplit GEMM shapes; tensor-parallel GEMMs are "
                      "1/tp as wide and usually reach less (profile with hidden/ffn divided by tp to check)")
-    if cfg.straggler_cv:
-        notes.append(f"stragglers: compute x (1 + {cfg.straggler_cv:g} x E[max of N standard normals]), N = world")
+    if cfg.straggler_cv or cfg.slow_node < 1:
+        notes.append(f"sync: the wait for the slowest rank, compute x ((1 + {cfg.straggler_cv:g} x E[max of N "
+                     f"standard normals]) / {cfg.slow_node:g} - 1) with N = world and one node at {cfg.slow_node:g} "
+                     f"speed when the step spans nodes; it counts as communication in CCR and the exposed fraction")
+    notes.append("latency: calls (buckets) x the model's time of a 1-byte message; bandwidth: the rest of comm")
     return notes
 
 
@@ -134,7 +137,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         recompute: bool = False, comm_bytes_per_value: int = 2, device_memory_gb: float = 80,
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
-        straggler_cv: float = 0.0, backend: str | None = None,
+        straggler_cv: float = 0.0, slow_node: float = 1.0, backend: str | None = None,
         bucket_sizes_bytes: Sequence[float] | None = None,
         overlap_profile: OverlapProfile | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
@@ -166,7 +169,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
     backend : str, optional
         Use only models of this backend (default: nccl when the file mixes backends).
     gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute, comm_bytes_per_value, \
-flash_attention, price_per_node_hour, big_node_gpus, big_node_price_per_hour, straggler_cv, overlap_profile
+flash_attention, price_per_node_hour, big_node_gpus, big_node_price_per_hour, straggler_cv, slow_node, overlap_profile
         As the CcrConfig attributes of the same names.
 
     Returns
@@ -191,6 +194,6 @@ flash_attention, price_per_node_hour, big_node_gpus, big_node_price_per_hour, st
                           recompute=recompute, comm_bytes_per_value=comm_bytes_per_value,
                           flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                           big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
-                          straggler_cv=straggler_cv, overlap_profile=overlap_profile)
+                          straggler_cv=straggler_cv, slow_node=slow_node, overlap_profile=overlap_profile)
     warnings = [] if flops_per_s is not None else compute_warnings(profile, cfg.shape, parse_param_count(params))
     return evaluate(cfg, as_model_set(models, backend), warnings)

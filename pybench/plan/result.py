@@ -96,7 +96,7 @@ def ccr_document(result: CcrResult) -> dict[str, Any]:
 
 def _columns(overlap: bool, priced: bool) -> str:
     cols = (f"{'strategy':<8}{'world':>6}{'batch':>6}{'layout':>14}{'comm/rank':>11}{'links':>12}"
-            f"{'compute':>11}{'comm':>11}{'CCR':>7}{'band':>11}")
+            f"{'compute':>11}{'comm':>11}{'latency':>11}{'bandwidth':>11}{'sync':>11}{'CCR':>7}{'band':>11}")
     if overlap:
         cols += f"{'exposed':>8}{'band':>11}"
     cols += f"{'step':>11}{'samples/s':>11}{'eff_1dev':>9}{'eff_node':>9}{'mem_GB':>8}  {'memory':<24}"
@@ -108,6 +108,7 @@ def _columns(overlap: bool, priced: bool) -> str:
 def _row_line(r: StepEstimate, overlap: bool, priced: bool) -> str:
     line = (f"{r.strategy:<8}{r.world:>6}{r.batch:>6}{str(r.layout):>14}{fmt_bytes(r.bytes_per_rank):>11}"
             f"{_short_links(r.links):>12}{fmt_seconds(r.compute_s):>11}{fmt_seconds(r.comm_s):>11}"
+            f"{fmt_seconds(r.latency_s):>11}{fmt_seconds(r.bandwidth_s):>11}{fmt_seconds(r.sync_s):>11}"
             f"{r.ccr:>7.3f}{r.band:>11}")
     if overlap:
         line += f"{r.exposed_fraction:>8.3f}{r.band_exposed:>11}"

@@ -2,13 +2,19 @@
 
 - ``compute_s`` = FLOPs per device / measured FLOP/s, FLOPs = 6 x P x tokens
   (8 with full activation recomputation) divided over the tp x pp devices of a
-  replica; multiplied by the straggler factor when ``straggler_cv`` is given.
+  replica.
+- Three overheads (issue 14): ``latency_s`` = calls (buckets) x the model's time
+  of a 1-byte message (its alpha), ``bandwidth_s`` = comm_s - latency_s, and
+  ``sync_s``, the wait for the slowest rank: compute_s x (straggler factor /
+  slow_node - 1), where ``straggler_cv`` gives the straggler factor and one node
+  runs at ``slow_node`` of the others' speed (only when the step spans nodes).
+  The wait counts as communication: in CCR, in the exposed fraction and in the step.
 - ``bubble_s`` = compute_s x (p - 1) / m for a pipeline of p stages and m
   micro-batches, so the bubble is (p - 1) / (m + p - 1) of the pipelined time.
 - ``comm_s`` = sum over the step's collectives (``pybench.plan.strategies.comm_ops``)
   of calls x predicted time from fitted alpha-beta models, full-size messages.
-- ``ccr`` = comm_s / (comm_s + compute_s): no overlap; the bubble is idle time,
-  neither communication nor compute, and is reported separately.
+- ``ccr`` = (comm_s + sync_s) / (comm_s + sync_s + compute_s): no overlap; the
+  bubble is idle time, neither communication nor compute, and is reported separately.
 - With overlap, the gradient exchange runs in buckets of ``bucket_bytes`` under
   the backward pass of the last micro-batch (2/3 of its compute; 3/4 with
   recomputation). Buckets become ready uniformly through backward and go out
@@ -16,8 +22,8 @@
   backward ends, can never overlap. Everything else is exposed. A measured
   :class:`pybench.plan.overlap.OverlapProfile` replaces the uniform readiness and
   the 2/3, and slows compute while buckets are in flight (CPU transports).
-  ``exposed_fraction`` = exposed_s / (exposed_s + compute_s).
-- ``step_s`` = compute_s + bubble_s + exposed_s (exposed_s = comm_s without overlap).
+  ``exposed_fraction`` = (exposed_s + sync_s) / (exposed_s + sync_s + compute_s).
+- ``step_s`` = compute_s + bubble_s + exposed_s + sync_s (exposed_s = comm_s without overlap).
 - Scaling efficiency at N = throughput(N) / (N x throughput(1)); throughput(1)
   is one device with the same micro-batch and no communication (whether or not
   the model would fit on it). Against one node: throughput(N) / (N/g x throughput(g)).
@@ -32,7 +38,7 @@ from typing import Any
 from pybench.plan.bands import Band, band
 from pybench.plan.config import CcrConfig
 from pybench.plan.model_set import CommTime, ModelSet
-from pybench.plan.overlap import OverlapProfile, bucketed_serial_s, overlap_exposed_s
+from pybench.plan.overlap import OverlapProfile, bucket_sizes, bucketed_serial_s, overlap_exposed_s
 from pybench.plan.stragglers import straggler_factor
 from pybench.plan.strategies import (
     INTER,
@@ -91,6 +97,13 @@ class StepEstimate:
     memory: MemoryEstimate
     efficiency_vs_node: float | None = None
     cost_per_hour: float | None = None
+    latency_s: float = 0.0
+    sync_s: float = 0.0
+
+    @property
+    def bandwidth_s(self) -> float:
+        """Serial communication time beyond the per-call latency: bytes over the link."""
+        return max(0.0, self.comm_s - self.latency_s)
 
     @property
     def bytes_per_rank(self) -> int:
@@ -111,13 +124,16 @@ class StepEstimate:
 
     @property
     def ccr(self) -> float:
-        total = self.comm_s + self.compute_s
-        return self.comm_s / total if total else 0.0
+        """Communication (network and the wait for the slowest rank) over communication plus compute."""
+        comm = self.comm_s + self.sync_s
+        total = comm + self.compute_s
+        return comm / total if total else 0.0
 
     @property
     def exposed_fraction(self) -> float:
-        total = self.exposed_s + self.compute_s
-        return self.exposed_s / total if total else 0.0
+        exposed = self.exposed_s + self.sync_s
+        total = exposed + self.compute_s
+        return exposed / total if total else 0.0
 
     @property
     def comm_fraction(self) -> float:
@@ -143,7 +159,7 @@ class StepEstimate:
 
     @property
     def step_s(self) -> float:
-        return self.compute_s + self.bubble_s + self.exposed_s
+        return self.compute_s + self.bubble_s + self.exposed_s + self.sync_s
 
     @property
     def samples_per_s(self) -> float:
@@ -168,7 +184,8 @@ class StepEstimate:
                 "bytes_inter_node": self.bytes_on(INTER), "links": self.links,
                 "ops": [o.to_dict() for o in self.ops], "compute_s": self.compute_s,
                 "bubble_s": self.bubble_s, "bubble_fraction": self.bubble_fraction, "comm_s": self.comm_s,
-                "comm_low_s": self.comm_low_s, "comm_high_s": self.comm_high_s, "ccr": self.ccr,
+                "comm_low_s": self.comm_low_s, "comm_high_s": self.comm_high_s, "latency_s": self.latency_s,
+                "bandwidth_s": self.bandwidth_s, "sync_s": self.sync_s, "ccr": self.ccr,
                 "band": self.band, "overlap": self.overlap, "exposed_s": self.exposed_s,
                 "exposed_fraction": self.exposed_fraction, "band_exposed": self.band_exposed,
                 "straggler_factor": self.straggler_factor, "step_s": self.step_s,
@@ -232,6 +249,25 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
     return _Comm(comm_s, comm_low, comm_high, exposed)
 
 
+def _latency_s(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...]) -> float:
+    """Calls (buckets, for an exchange sent in buckets) x the predicted time of a 1-byte message."""
+    total = 0.0
+    for o in timed:
+        op = o.op
+        pieces = (len(bucket_sizes(op.size_bytes, cfg.bucket_bytes, cfg.explicit_buckets))
+                  if cfg.overlap and op.overlaps_backward else 1)
+        alpha = min(o.call.time_s, models.time(op.collective, 1, op.group_size, op.link_class).time_s)
+        total += op.calls * pieces * alpha
+    return total
+
+
+def _sync_s(cfg: CcrConfig, compute_s: float, world: int, nodes: int) -> tuple[float, float]:
+    """The straggler factor and the wait for the slowest rank (see the module docstring)."""
+    sf = straggler_factor(cfg.straggler_cv, world)
+    slow = cfg.slow_node if nodes > 1 else 1.0
+    return sf, compute_s * (sf / slow - 1.0)
+
+
 def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch: int,
                   gpus_per_node: int | None = None) -> StepEstimate:
     """The step model for one (strategy, world, batch) of ``cfg``.
@@ -251,8 +287,9 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
                   for op in comm_ops(layout, work))
     tokens = batch * cfg.seq * m
     flops = training_flops(cfg.params, tokens, cfg.recompute) / (layout.tp * layout.pp)
-    sf = straggler_factor(cfg.straggler_cv, world)
-    compute_s = flops / cfg.flops_per_s * sf
+    compute_s = flops / cfg.flops_per_s
+    nodes = math.ceil(world / g)
+    sf, sync_s = _sync_s(cfg, compute_s, world, nodes)
     one_device_s = training_flops(cfg.params, tokens, cfg.recompute) / cfg.flops_per_s
     if cfg.overlap:
         comm = _overlapped(cfg, models, timed, compute_s, m)
@@ -260,7 +297,6 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
         serial = sum(o.time_s for o in timed)
         comm = _Comm(serial, sum(o.op.calls * o.call.time_low_s for o in timed),
                      sum(o.op.calls * o.call.time_high_s for o in timed), serial)
-    nodes = math.ceil(world / g)
     cost = None if cfg.price_per_node_hour is None else nodes * cfg.price_per_node_hour
     return StepEstimate(strategy=layout.strategy, world=world, batch=batch, layout=layout, micro_batches=m,
                         global_batch=batch * m * layout.dp, ops=timed, compute_s=compute_s,
@@ -268,4 +304,5 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
                         comm_high_s=comm.high_s, exposed_s=comm.exposed_s, overlap=cfg.overlap,
                         straggler_factor=sf, samples_per_s_one_device=batch * m / one_device_s,
                         memory=memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention),
-                        cost_per_hour=cost)
+                        cost_per_hour=cost, latency_s=min(comm.serial_s, _latency_s(cfg, models, timed)),
+                        sync_s=sync_s)

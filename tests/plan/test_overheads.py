@@ -1,0 +1,70 @@
+"""Issue 14, point 3: the three overheads per row (latency, bandwidth, synchronisation), with the
+wait for stragglers and a slow node counted as communication."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_ccr import all_links, run
+
+from pybench.cli.main import main
+from pybench.errors import UsageError
+
+
+def test_latency_and_bandwidth_split_the_serial_time():
+    (r,) = run(models=all_links("allreduce", alpha_s=0.25)).rows
+    # one all-reduce of 2000 B: 0.25 s latency + 2000 B / 2000 B/s; "latency" is the 1-byte time
+    assert r.comm_s == pytest.approx(1.25)
+    assert r.latency_s == pytest.approx(0.25 + 1 / 2000)
+    assert r.bandwidth_s == pytest.approx(1.0 - 1 / 2000)
+    (b,) = run(models=all_links("allreduce", alpha_s=0.25), overlap=True, bucket_mb=500 / 2**20).rows
+    # four buckets of 500 B: four latencies, the same bytes
+    assert b.comm_s == pytest.approx(4 * 0.25 + 1.0)
+    assert b.latency_s == pytest.approx(4 * (0.25 + 1 / 2000))
+    assert b.latency_s + b.bandwidth_s == pytest.approx(b.comm_s)
+
+
+def test_worse_stragglers_make_the_ratio_worse():
+    rows = [run(world=4, straggler_cv=cv).rows[0] for cv in (0.0, 0.1, 0.3)]
+    assert [r.compute_s for r in rows] == [1.0, 1.0, 1.0]
+    assert rows[0].sync_s == 0.0 < rows[1].sync_s < rows[2].sync_s
+    assert rows[0].ccr < rows[1].ccr < rows[2].ccr
+    assert rows[0].exposed_fraction < rows[1].exposed_fraction < rows[2].exposed_fraction
+    for r in rows:
+        assert r.step_s == pytest.approx(r.compute_s + r.bubble_s + r.exposed_s + r.sync_s)
+
+
+def test_one_slow_node_is_waited_for_only_across_nodes():
+    (inside,) = run(world=2, slow_node=0.9).rows  # one 2-GPU node: nobody to wait for
+    assert inside.sync_s == 0.0
+    (across,) = run(world=4, slow_node=0.9).rows
+    assert across.sync_s == pytest.approx(1 / 0.9 - 1)
+    assert across.ccr == pytest.approx((1.0 + across.sync_s) / (2.0 + across.sync_s))
+    (both,) = run(world=4, slow_node=0.9, straggler_cv=0.1).rows
+    from pybench.plan.stragglers import expected_max_normal
+    assert both.sync_s == pytest.approx((1 + 0.1 * expected_max_normal(4)) / 0.9 - 1)
+    assert math.isclose(both.straggler_factor, 1 + 0.1 * expected_max_normal(4))
+
+
+@pytest.mark.parametrize("factor", [0.0, -0.5, 1.5, float("nan")])
+def test_a_slow_node_factor_outside_0_1_is_refused(factor):
+    with pytest.raises(UsageError, match=r"^slow_node must lie in \(0, 1\]"):
+        run(world=4, slow_node=factor)
+
+
+def test_overheads_in_the_table_and_the_document(tmp_path, capsys):
+    res = run(world="2,4", straggler_cv=0.1, models=all_links("allreduce", alpha_s=0.25))
+    head = res.table().splitlines()[1]
+    assert "latency" in head and "bandwidth" in head and "sync" in head
+    row = json.loads(json.dumps(res.to_dict()))["rows"][1]
+    assert row["latency_s"] + row["bandwidth_s"] == pytest.approx(row["comm_s"])
+    assert row["sync_s"] > 0
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
+    common = ["ccr", "--params", "125M", "--model", model, "--tflops", "100", "--world", "8"]
+    assert main([*common, "--slow-node", "0"]) == 2
+    assert "--slow-node must lie in (0, 1]" in capsys.readouterr().err
+    assert main([*common, "--slow-node", "0.9"]) == 0
+    assert "sync" in capsys.readouterr().out
