@@ -23,7 +23,7 @@ from pybench.plan.step import StepEstimate, estimate_step
 from pybench.plan.strategies import make_layout
 from pybench.plan.transformer import TransformerShape, parse_param_count
 
-__all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok"]
+__all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "BREAKEVEN_TOLERANCE"]
 
 
 def layout_ok(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None, layers: int,
@@ -70,6 +70,11 @@ def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str]) -> list[StepEsti
     return rows
 
 
+# Samples per dollar within this share of the reference's count as "as cheap": the models'
+# own error is larger than that, and 682.5 against 682.8 is no difference anyone can act on.
+BREAKEVEN_TOLERANCE = 0.01
+
+
 def _breakevens(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate],
                 warnings: list[str]) -> list[Breakeven]:
     if cfg.price_per_node_hour is None:
@@ -86,13 +91,19 @@ def _breakevens(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate],
             except UsageError as exc:
                 warnings.append(f"breakeven {s} batch {b}: no reference node configuration ({exc})")
                 continue
+            if not ref.memory.fits_at_all:
+                warnings.append(f"breakeven {s} batch {b}: {ref_name} {ref.memory.fits} in memory, so there is "
+                                f"nothing to break even with")
+                continue
             ref_sps = ref.samples_per_s
             ref_spd = ref_sps * 3600.0 / ref_price
-            multi = sorted((r for r in rows if r.strategy == s and r.batch == b and r.world > cfg.gpus_per_node),
-                           key=lambda r: r.world)
+            multi = sorted((r for r in rows if r.strategy == s and r.batch == b and r.world > cfg.gpus_per_node
+                            and r.memory.fits_at_all), key=lambda r: r.world)
             faster = next((r.world for r in multi if r.samples_per_s > ref_sps), None)
-            cheaper = [r.world for r in multi if (r.samples_per_dollar or 0.0) >= ref_spd]
-            out.append(Breakeven(s, b, ref_name, ref_sps, ref_spd, faster, max(cheaper) if cheaper else None))
+            cheaper = [r.world for r in multi
+                       if (r.samples_per_dollar or 0.0) >= ref_spd * (1.0 - BREAKEVEN_TOLERANCE)]
+            out.append(Breakeven(s, b, ref_name, ref_sps, ref_spd, faster, max(cheaper) if cheaper else None,
+                                 BREAKEVEN_TOLERANCE))
     return out
 
 

@@ -21,10 +21,11 @@ __all__ = ["Breakeven", "CcrResult", "ccr_table", "ccr_document", "fmt_bytes", "
 class Breakeven:
     """Scale-out (several nodes) against one reference node, per strategy and batch.
 
-    ``faster_from_world``: smallest world size whose samples/s beats the
-    reference; ``cheaper_up_to_world``: largest world size whose samples per
-    dollar is at least the reference's (None when none is). The reference is one
-    node of this cluster unless a big node (its GPUs and price) is given.
+    Only layouts that fit the device's memory take part. ``faster_from_world``:
+    smallest world size whose samples/s beats the reference; ``cheaper_up_to_world``:
+    largest world size whose samples per dollar is within ``tolerance`` (a share)
+    of the reference's or better (None when none is). The reference is one node
+    of this cluster unless a big node (its GPUs and price) is given.
     """
 
     strategy: str
@@ -34,6 +35,7 @@ class Breakeven:
     reference_samples_per_dollar: float
     faster_from_world: int | None
     cheaper_up_to_world: int | None
+    tolerance: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -124,7 +126,8 @@ def _breakeven_line(b: Breakeven) -> str:
     faster = "never in this grid" if b.faster_from_world is None else f"from world {b.faster_from_world}"
     cheaper = "at no multi-node size" if b.cheaper_up_to_world is None else f"up to world {b.cheaper_up_to_world}"
     return (f"breakeven {b.strategy} batch {b.batch} vs {b.reference} ({b.reference_samples_per_s:.2f} samples/s, "
-            f"{b.reference_samples_per_dollar:.0f} samples/$): faster {faster}; as cheap per sample {cheaper}")
+            f"{b.reference_samples_per_dollar:.0f} samples/$): faster {faster}; as cheap per sample "
+            f"(within {b.tolerance:.0%}) {cheaper}; layouts that fit only")
 
 
 def ccr_table(result: CcrResult) -> str:

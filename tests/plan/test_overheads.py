@@ -68,3 +68,30 @@ def test_overheads_in_the_table_and_the_document(tmp_path, capsys):
     assert "--slow-node must lie in (0, 1]" in capsys.readouterr().err
     assert main([*common, "--slow-node", "0.9"]) == 0
     assert "sync" in capsys.readouterr().out
+
+
+# --- issue 14, point 5: breakeven among layouts that fit, with a tolerance -------------------------------
+
+def _links(inter_alpha_s):
+    from test_ccr import AlphaBeta
+    return [AlphaBeta("allreduce", "intra-node", 8, 0.0, 1e30), AlphaBeta("allreduce", "inter-node", 8, inter_alpha_s,
+                                                                           1e30)]
+
+
+def test_breakeven_counts_a_hair_below_the_reference_as_cheap():
+    from pybench.plan.grid import BREAKEVEN_TOLERANCE
+    # across nodes each step pays 0.4 ms on 1 s of compute: 0.04% fewer samples per dollar
+    (be,) = run(world="2,4,8", models=_links(4e-4), price_per_node_hour=3.6).breakevens
+    assert be.tolerance == BREAKEVEN_TOLERANCE == 0.01
+    assert be.cheaper_up_to_world == 8 and be.faster_from_world == 4
+    # 5% fewer is a real difference
+    (far,) = run(world="2,4,8", models=_links(0.05), price_per_node_hour=3.6).breakevens
+    assert far.cheaper_up_to_world is None
+    text = run(world="2,4,8", models=_links(0.05), price_per_node_hour=3.6).table()
+    assert "as cheap per sample (within 1%) at no multi-node size" in text
+
+
+def test_no_breakeven_against_a_reference_that_does_not_fit():
+    res = run(world="2,4,8", price_per_node_hour=3.6, device_memory_gb=1e-6)
+    assert res.breakevens == ()
+    assert any("breakeven ddp batch 2" in w and "does not fit" in w for w in res.warnings)
