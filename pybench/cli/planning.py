@@ -34,7 +34,8 @@ _FLAGS = {
     "max_world": "--max-world", "max_batch": "--max-batch", "target_samples_per_s": "--target-samples-per-s",
     "timed_tokens": "--timed-tokens", "micro_batch": "--micro-batch", "flops_per_s": "--tflops",
     "peak_flops_per_s": "--peak-tflops", "loader_samples_per_s": "--loader-samples-per-s",
-    "slow_node": "--slow-node",
+    "slow_node": "--slow-node", "price_per_device_hour": "--price-per-device-hour",
+    "global_batch_limit": "--global-batch-limit",
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
@@ -165,7 +166,8 @@ def run_plan(args: argparse.Namespace) -> int:
                       overlap=not args.no_overlap, bucket_mb=args.bucket_mb,
                       target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
-                      loader_samples_per_s=args.loader_samples_per_s)
+                      loader_samples_per_s=args.loader_samples_per_s, price_per_node_hour=args.price_per_node_hour,
+                      price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit)
     print(flag_names(result.text()))
     _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
@@ -282,6 +284,12 @@ def _add_plan_parser(subparsers: Any) -> None:
     r.add_argument("--loader-samples-per-s", type=float,
                    help="samples/s one replica's data loader delivers (measured, e.g. by `pybench profile -n 1`); "
                         "caps throughput, and below the device's rate the advice is to fix the input pipeline")
+    r.add_argument("--price-per-node-hour", type=float, help="price of one node per hour (samples per dollar)")
+    r.add_argument("--price-per-device-hour", type=float,
+                   help="price of one device per hour (instead of --price-per-node-hour)")
+    r.add_argument("--global-batch-limit", type=int, default=1024, metavar="SEQUENCES",
+                   help="above this global batch (dp x micro-batch x micro-batches) the plan says what it asks of "
+                        "the learning rate and warm-up (default 1024)")
     _add_output_args(r, "the plan")
     r.set_defaults(func=run_plan)
 

@@ -24,6 +24,8 @@ from pybench.plan.records import (
     BatchAdvice,
     BatchVerdict,
     CheckpointAdvice,
+    CostAdvice,
+    GlobalBatchAdvice,
     InputPipelineAdvice,
     MemoryAdvice,
     NeedAdvice,
@@ -51,6 +53,8 @@ __all__ = ["plan", "Plan", "PLAN_HEADROOM", "LOW_UTILISATION"]
 PLAN_HEADROOM = 0.8
 # Measured FLOP/s below this share of the datasheet peak is a utilisation problem, not a scaling one.
 LOW_UTILISATION = 0.40
+# Above this many sequences per optimizer step, the plan says what a growing global batch asks for.
+GLOBAL_BATCH_LIMIT = 1024
 # Scaling efficiency is shown at these worker counts before larger ones are considered.
 SCALING_CHECK_WORLDS = (2, 4, 8)
 
@@ -71,6 +75,7 @@ class _Evaluator:
     bucket_mb: float
     device_memory_gb: float
     flash_attention: bool
+    price_per_node_hour: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def rows(self, strategy: str, worlds: list[int], batch: int | None = None, tp_degree: int | None = None,
@@ -84,7 +89,7 @@ class _Evaluator:
                       models=self.models, compute=self.compute, flops_per_s=self.flops_per_s,
                       gpus_per_node=self.gpus_per_node, shape=self.shape, tp_degree=tp_degree, pp_degree=pp_degree,
                       overlap=self.overlap, bucket_mb=self.bucket_mb, device_memory_gb=self.device_memory_gb,
-                      flash_attention=self.flash_attention)
+                      flash_attention=self.flash_attention, price_per_node_hour=self.price_per_node_hour)
         except UsageError as exc:
             self.notes.append(f"could not evaluate {strategy}: {exc}")
             return []
@@ -272,12 +277,48 @@ def _device_use(measured: float | None, peak: float | None, loader: float | None
     return found
 
 
+def _check_plan_inputs(batch: int, max_world: int, loader: float | None, target: float | None,
+                       node_price: float | None, device_price: float | None, global_batch_limit: int,
+                       gpus_per_node: int) -> float | None:
+    """One-line UsageError naming the bad parameter; the price per node-hour (or None)."""
+    if batch < 1:
+        raise UsageError(f"batch must be at least 1, got {batch}")
+    if max_world < 1:
+        raise UsageError(f"max_world must be at least 1, got {max_world}")
+    if global_batch_limit < 1:
+        raise UsageError(f"global_batch_limit must be at least 1, got {global_batch_limit}")
+    for name, value in (("loader_samples_per_s", loader), ("target_samples_per_s", target),
+                        ("price_per_node_hour", node_price), ("price_per_device_hour", device_price)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{name} must be positive, got {value}")
+    if node_price is not None and device_price is not None:
+        raise UsageError("give price_per_node_hour or price_per_device_hour, not both")
+    return node_price if device_price is None else device_price * gpus_per_node
+
+
+def _cost_and_batch(out: _Advising, need: _Need, recommended: StepEstimate | None, node_price: float | None,
+                    seq: int, limit: int) -> list[Advice]:
+    """What the recommendation costs, and whether its global batch asks for learning-rate care."""
+    if recommended is None:
+        return []
+    found: list[Advice] = []
+    if node_price is not None:
+        in_node = [r for r in out.evaluated if r.world <= need.gpus_per_node and good(r)]
+        node = max(in_node, key=lambda r: r.samples_per_s) if in_node else None
+        found.append(CostAdvice("priced", node_price, recommended, node))
+    if recommended.global_batch > limit:
+        found.append(GlobalBatchAdvice("above the limit", recommended, seq, limit))
+    return found
+
+
 def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iterable[CollectiveModel] | str,
          compute: ComputeProfile | str | None = None, flops_per_s: float | None = None, gpus_per_node: int = 8,
          shape: TransformerShape | None = None, max_world: int = 64, device_memory_gb: float = 80,
          overlap: bool = True, bucket_mb: float = 25, target_samples_per_s: float | None = None,
          flash_attention: bool = True, backend: str | None = None, peak_flops_per_s: float | None = None,
-         max_batch: int = 64, loader_samples_per_s: float | None = None) -> Plan:
+         max_batch: int = 64, loader_samples_per_s: float | None = None,
+         price_per_node_hour: float | None = None, price_per_device_hour: float | None = None,
+         global_batch_limit: int = GLOBAL_BATCH_LIMIT) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     - Fits one device with headroom: scale up first (DDP over the node's
@@ -295,6 +336,9 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
       the rate one device trains at: fix the input pipeline (throughput capped).
     - Without a named need (a target, or memory), or while one device is not well
       used, the recommendation stays inside one node (see :func:`_recommend`).
+    - With a price (per node-hour, or per device-hour x GPUs per node): samples per
+      dollar of every row and of the recommendation; a global batch over
+      ``global_batch_limit`` sequences gets the learning-rate / warm-up line.
     - Where the recommended configuration is not in the ``fits`` band, the batch
       (up to ``max_batch``) at which larger batches amortise communication enough
       to change the band.
@@ -308,17 +352,11 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     """
     P = parse_param_count(params)
     shape = shape or shape_for_params(P)
-    if int(batch) < 1:
-        raise UsageError(f"batch must be at least 1, got {batch}")
-    if max_world < 1:
-        raise UsageError(f"max_world must be at least 1, got {max_world}")
-    if loader_samples_per_s is not None and not loader_samples_per_s > 0:
-        raise UsageError(f"loader_samples_per_s must be positive, got {loader_samples_per_s}")
-    if target_samples_per_s is not None and not target_samples_per_s > 0:
-        raise UsageError(f"target_samples_per_s must be positive, got {target_samples_per_s}")
+    node_price = _check_plan_inputs(int(batch), max_world, loader_samples_per_s, target_samples_per_s,
+                                    price_per_node_hour, price_per_device_hour, global_batch_limit, gpus_per_node)
     profile = load_compute(compute) if isinstance(compute, str) else compute
     ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend), profile,
-                    flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention)
+                    flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention, node_price)
     device_bytes = device_memory_gb * 1e9
     worlds = _worlds_up_to(gpus_per_node, max_world)
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), int(batch)),
@@ -346,6 +384,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     said = _need_record(out, need, recommended, met)
     if said is not None:
         out.records.append(said)
+    out.records += _cost_and_batch(out, need, recommended, node_price, int(seq), global_batch_limit)
     if recommended is not None and recommended.decisive_band != Band.FITS:
         out.records.append(_batch_amortisation(ev, recommended, max_batch))
     records = sorted(out.records, key=lambda a: RULE_ORDER.index(a.rule))

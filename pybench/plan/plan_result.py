@@ -17,6 +17,8 @@ from pybench.plan.records import (
     BatchAdvice,
     BatchVerdict,
     CheckpointAdvice,
+    CostAdvice,
+    GlobalBatchAdvice,
     InputPipelineAdvice,
     MemoryAdvice,
     NeedAdvice,
@@ -102,7 +104,8 @@ def row_figures(r: StepEstimate) -> str:
     """The figures of one configuration in a sentence: CCR, band, samples/s, efficiency, memory."""
     exposed = f", exposed {r.exposed_fraction:.2f} ({r.band_exposed})" if r.overlap else ""
     eff_node = "" if r.efficiency_vs_node is None else f", eff vs node {r.efficiency_vs_node:.2f}"
-    return (f"CCR {r.ccr:.2f} ({r.band}){exposed}, {r.samples_per_s:.2f} samples/s, "
+    cost = "" if r.samples_per_dollar is None else f", {r.samples_per_dollar:.4g} samples/$"
+    return (f"CCR {r.ccr:.2f} ({r.band}){exposed}, {r.samples_per_s:.2f} samples/s{cost}, "
             f"eff vs 1 device {r.efficiency_vs_device:.2f}{eff_node}, {fmt_gb(r.memory.needed_bytes)}/device "
             f"({r.memory.fits})")
 
@@ -221,11 +224,28 @@ def _need(a: NeedAdvice) -> str:
     return f"nothing evaluated reaches the target of {a.target_samples_per_s:g} samples/s; the nearest is recommended"
 
 
+def _cost(a: CostAdvice) -> str:
+    r = a.row
+    node = ("" if a.node is None or a.node.samples_per_dollar is None else
+            f"; one node's best ({a.node.world} devices) gives {a.node.samples_per_dollar:.4g}")
+    return (f"at {a.price_per_node_hour:g} per node-hour, {r.strategy} on {r.world} devices costs "
+            f"{r.cost_per_hour or 0.0:g} per hour and gives {r.samples_per_dollar or 0.0:.4g} samples per dollar{node}")
+
+
+def _global_batch(a: GlobalBatchAdvice) -> str:
+    r = a.row
+    return (f"the global batch is {r.global_batch} sequences ({r.global_batch * a.seq} tokens: data parallel "
+            f"{r.layout.dp} x micro-batch {r.batch} x {r.micro_batches} micro-batches), above {a.limit}: scale the "
+            f"learning rate with it (linear or square-root rule), lengthen the warm-up, and check sample efficiency "
+            f"against a smaller-batch run (global_batch_limit sets this threshold)")
+
+
 _SENTENCES: dict[type, Callable[[Any], str]] = {
     MemoryAdvice: _memory, UtilisationAdvice: _utilisation, ScaleUpAdvice: _scale_up, ScaleOutAdvice: _scale_out,
     ZeroAdvice: _zero, AccumulationAdvice: _accumulation, CheckpointAdvice: _checkpoint, Zero3Advice: _zero3,
     TensorParallelAdvice: _tensor_parallel, PipelineAdvice: _pipeline, NoLayoutAdvice: _no_layout,
     BatchAdvice: _batch, InputPipelineAdvice: _input_pipeline, ScalingAdvice: _scaling, NeedAdvice: _need,
+    CostAdvice: _cost, GlobalBatchAdvice: _global_batch,
 }
 
 

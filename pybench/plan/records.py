@@ -16,7 +16,7 @@ __all__ = [
     "Rule", "RULE_ORDER", "OneDevice", "ScaleOutVerdict", "BatchVerdict", "NeedVerdict", "Advice", "MemoryAdvice",
     "UtilisationAdvice", "ScaleUpAdvice", "ScaleOutAdvice", "ZeroAdvice", "AccumulationAdvice", "CheckpointAdvice",
     "Zero3Advice", "TensorParallelAdvice", "PipelineAdvice", "NoLayoutAdvice", "BatchAdvice", "InputPipelineAdvice",
-    "ScalingAdvice", "NeedAdvice", "row_summary",
+    "ScalingAdvice", "NeedAdvice", "CostAdvice", "GlobalBatchAdvice", "row_summary",
 ]
 
 
@@ -37,6 +37,8 @@ class Rule(TextEnum):
     INPUT_PIPELINE = "input pipeline"
     SCALING = "scaling efficiency"
     NEED = "named need"
+    COST = "cost"
+    GLOBAL_BATCH = "global batch"
     BATCH = "batch"
 
 
@@ -46,7 +48,7 @@ class Rule(TextEnum):
 RULE_ORDER: tuple[Rule, ...] = (
     Rule.MEMORY, Rule.UTILISATION, Rule.INPUT_PIPELINE, Rule.SCALE_UP, Rule.SCALING, Rule.ZERO,
     Rule.ACCUMULATION, Rule.CHECKPOINTING, Rule.ZERO3, Rule.TENSOR_PARALLEL, Rule.PIPELINE, Rule.NO_LAYOUT,
-    Rule.SCALE_OUT, Rule.NEED, Rule.BATCH,
+    Rule.SCALE_OUT, Rule.NEED, Rule.COST, Rule.GLOBAL_BATCH, Rule.BATCH,
 )
 
 
@@ -242,6 +244,26 @@ class NeedAdvice(Advice):
     row: StepEstimate | None
     node: StepEstimate | None
     target_samples_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class CostAdvice(Advice):
+    """What the recommendation costs per sample, beside one node's best."""
+
+    rule = Rule.COST
+    price_per_node_hour: float
+    row: StepEstimate
+    node: StepEstimate | None
+
+
+@dataclass(frozen=True)
+class GlobalBatchAdvice(Advice):
+    """The recommendation's global batch (dp x micro-batch x micro-batches) passes ``limit`` sequences."""
+
+    rule = Rule.GLOBAL_BATCH
+    row: StepEstimate
+    seq: int
+    limit: int
 
 
 @dataclass(frozen=True)

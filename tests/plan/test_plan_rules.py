@@ -111,3 +111,56 @@ def test_cli_loader_flag(capsys):
     assert capsys.readouterr().err.strip() == "pybench: error: --loader-samples-per-s must be positive, got 0.0"
     assert main([*common, "--loader-samples-per-s", "3"]) == 0
     assert "fix the input pipeline" in capsys.readouterr().out
+
+
+# --- issue 14, point 5: prices and the global batch in the plan ---------------------------------------------
+
+def _small_plan(**kw):
+    from test_ccr import FLOPS, SHAPE, all_links
+    kw.setdefault("max_world", 8)
+    return plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
+                device_memory_gb=1e-4, **kw)
+
+
+def test_plan_prices_per_node_or_per_device():
+    from pybench.plan.records import CostAdvice
+    by_node = _small_plan(price_per_node_hour=3.6)
+    by_device = _small_plan(price_per_device_hour=1.8)  # 2 devices per node
+    (cost,) = [a for a in by_node.records if isinstance(a, CostAdvice)]
+    assert cost.price_per_node_hour == 3.6 and by_device.records == by_node.records
+    r = by_node.recommended
+    assert r.samples_per_dollar == pytest.approx(r.samples_per_s * 3600 / (r.layout.nodes * 3.6))
+    assert all(row.samples_per_dollar is not None for row in by_node.rows)
+    assert f"{r.samples_per_dollar:.4g} samples/$" in by_node.text()
+    assert _small_plan().records == tuple(a for a in _small_plan().records if not isinstance(a, CostAdvice))
+
+
+@pytest.mark.parametrize("kw, match", [({"price_per_node_hour": 0}, "price_per_node_hour must be positive"),
+                                       ({"price_per_device_hour": -2}, "price_per_device_hour must be positive"),
+                                       ({"price_per_node_hour": 1, "price_per_device_hour": 1}, "not both"),
+                                       ({"global_batch_limit": 0}, "global_batch_limit must be at least 1")])
+def test_bad_prices_and_limits(kw, match):
+    with pytest.raises(UsageError, match=match):
+        _small_plan(**kw)
+
+
+def test_global_batch_line_past_the_limit():
+    from pybench.plan.records import GlobalBatchAdvice
+    quiet = _small_plan()
+    # across two devices the step is comm-bound here, so one device (dp 1 x micro-batch 2) is recommended
+    assert quiet.recommended.global_batch == 2
+    assert not any(isinstance(a, GlobalBatchAdvice) for a in quiet.records)
+    loud = _small_plan(global_batch_limit=1)
+    (line,) = [a for a in loud.advice if a.startswith("the global batch is 2 sequences")]
+    assert "8 tokens" in line and "learning rate" in line and "warm-up" in line and "above 1" in line
+
+
+def test_cli_plan_price_flags(capsys):
+    from pathlib import Path
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
+    common = ["plan", "--params", "125M", "--model", model, "--tflops", "400", "--max-world", "8"]
+    assert main([*common, "--price-per-node-hour", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "pybench: error: --price-per-node-hour must be positive, got 0.0"
+    assert main([*common, "--price-per-device-hour", "2.5", "--global-batch-limit", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "at 20 per node-hour" in out and "samples per dollar" in out and "the global batch is 8 sequences" in out
