@@ -94,6 +94,31 @@ def run_pybench(backend, world: int) -> dict[str, dict]:
     return out
 
 
+def graph_latch_diagnostic(backend, theirs: dict) -> list[str]:
+    """8 B with CUDA graphs of nccl-tests' shape (50 ops per graph), with and without pybench's latch.
+
+    With the latch the events time GPU work only; without it the host's graph launch
+    falls inside the timed region, as it does in nccl-tests' host-timed figure.
+    """
+    from pybench.measure.benchmark import BenchConfig
+    lines = []
+    for coll, binary in COLLECTIVES:
+        cfg = BenchConfig(benchmark=coll, sizes=(8,), timing="graph")
+        bench = backend.make_bench(cfg, 8)
+        bench.warmup(5)
+        got = {}
+        for latch in ("1", "0"):
+            os.environ["PYBENCH_LATCH"] = latch
+            samples, _ = bench.measure(30, 50)
+            got[latch] = sorted(samples)[len(samples) // 2] * 1e6
+        os.environ.pop("PYBENCH_LATCH", None)
+        del bench
+        n = theirs.get(f"{binary}/graph", {}).get(8)
+        lines.append(f"# graph 8 B, 50 ops per graph, {coll}: pybench latched {got['1']:.2f} us, unlatched "
+                     f"{got['0']:.2f} us; nccl-tests {(n['time_us'] if n else float('nan')):.2f} us")
+    return lines
+
+
 def ratio(a: float, b: float) -> float | None:
     return a / b if b else None
 
@@ -186,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
     for name, met in targets.items():
         print(f"# target {name}: {'met' if met else 'NOT met'}", flush=True)
+    for line in graph_latch_diagnostic(backend, theirs):
+        print(line, flush=True)
     copy_records = copies()
     wrong = sum(r["wrong"] for v in ours.values() for r in v.values())
     wrong += sum(r["wrong"] for v in theirs.values() for r in v.values())

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/native_error.hpp"
+#include "cuda/deadline.hpp"
 #include "cuda/gpu_kernels.hpp"
 
 namespace pybench::gpu {
@@ -90,8 +91,13 @@ NcclWorld::NcclWorld(const std::vector<int>& devices, double timeout_s) : timeou
 NcclWorld::NcclWorld(int rank, int world, int device, const nccl::UniqueId& id, double timeout_s)
     : world_(world), multi_process_(true), timeout_s_(timeout_s) {
   CUDA_CHECK(cudaSetDevice(device));
-  nccl::Comm comm = nullptr;
-  NCCL_CHECK(api().CommInitRank(&comm, world, id, rank));
+  // On its own thread (the current device is per thread), with the --timeout as deadline.
+  nccl::Comm comm = call_with_deadline<nccl::Comm>([device, world, id, rank] {
+    CUDA_CHECK(cudaSetDevice(device));
+    nccl::Comm c = nullptr;
+    NCCL_CHECK(api().CommInitRank(&c, world, id, rank));
+    return c;
+  }, timeout_s, "NCCL communicator set-up (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")");
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   members_.push_back({device, rank, comm, s, nullptr});
@@ -419,6 +425,9 @@ NcclBench::~NcclBench() {
 }
 
 bool NcclBench::latched(int ops_per_sample) const {
+  // PYBENCH_LATCH=0 turns the latch off: a diagnostic, to show how much of a figure is the host's launch gap.
+  const char* env = std::getenv("PYBENCH_LATCH");
+  if (env != nullptr && std::string(env) == "0") return false;
   return timing_ == "graph" || ops_per_sample <= kMaxLatchedOps;
 }
 
@@ -431,6 +440,12 @@ NcclLaunch NcclBench::launch_at(std::size_t member, std::size_t slot) const {
 }
 
 void NcclBench::enqueue_slot(std::size_t slot) {
+  // One device: no outer group, as nccl-tests with one GPU (a group per op costs host time
+  // that shows in launch-bound figures); several devices need one group to launch together.
+  if (per_.size() == 1) {
+    NCCL_CHECK(desc_.run(launch_at(0, slot)));
+    return;
+  }
   in_group([&] {
     for (std::size_t i = 0; i < per_.size(); ++i) {
       const nccl::Result r = desc_.run(launch_at(i, slot));
