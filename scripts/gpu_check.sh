@@ -181,7 +181,11 @@ st_compare() {
 st_cli() {
   needs_gpu
   (cd /tmp && "$PY" -m pybench allreduce --backend nccl --gpus 1 --sizes 8:1G:128 --timing graph \
-     && "$PY" -m pybench sendrecv --backend nccl --gpus 1 --sizes 8:1G:128 --timing per-op --max-iters 200)
+     && "$PY" -m pybench sendrecv --backend nccl --gpus 1 --sizes 8:1G:128 --timing per-op --max-iters 200 \
+     && "$PY" -m pybench copy --kinds d2d,h2d,d2h --engine all --bidirectional --sizes 64M --samples 5 \
+          --json /tmp/pybench_copy.json --force \
+     && "$PY" -c "import json; d = json.load(open('/tmp/pybench_copy.json')); \
+print('copy JSON:', d['schema'], d['schema_version'], len(d['records']), 'records')")
 }
 
 st_benchmarks() {
