@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
-from pybench.io.files import read_json, refuse_existing, write_atomic
+from pybench.io.files import _refuse_non_regular, read_json, refuse_existing, write_atomic
 
 SCHEMA = "pybench.result"
 SCHEMA_VERSION = 1
@@ -211,6 +211,7 @@ class OutputFiles:
         """Refuse to clobber existing files without --force, and fail early on unwritable folders."""
         for p in self.paths():
             refuse_existing(p, force)
+            _refuse_non_regular(p)  # a device, FIFO or link: refused before any rank starts, --force or not
 
     def claim(self, force: bool) -> list[Path]:
         """Create the files now, exclusively, unless ``force``: of two runs given the same file,
@@ -219,6 +220,7 @@ class OutputFiles:
         claimed: list[Path] = []
         for p in self.paths():
             refuse_existing(p, force)
+            _refuse_non_regular(p)
             if force:
                 continue
             try:

@@ -33,6 +33,10 @@ def watchdog_seconds(timeout_s: float) -> float:
 class _OutputFailed(Exception):
     """Rank 0 could not write a result file; every rank stops after agreeing on it."""
 
+    def __init__(self, error: PyBenchError | None) -> None:
+        super().__init__(str(error or "rank 0 could not write the result files"))
+        self.exit_code = error.exit_code if error is not None else EnvironmentFault.exit_code
+
 
 @dataclass(frozen=True)
 class RunPlan:
@@ -112,8 +116,8 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     for plan in plans:
         code = _run_one(backend, plan, info, hosts, env, argv, current)
         worst = max(worst, code)
-        if code >= EnvironmentFault.exit_code:
-            break  # the files cannot be written: the next test would fail the same way
+        if code >= 2:
+            break  # bad input or a write that failed: the next test would fail the same way
     return report_status(worst, is_root)
 
 
@@ -148,7 +152,7 @@ class _Saver:
                 self.error = exc
         assert self.backend is not None
         if self.backend.agree_max([int(self.error is not None)])[0]:
-            raise _OutputFailed(str(self.error or "rank 0 could not write the result files"))
+            raise _OutputFailed(self.error)
 
     def best_effort(self, result: RunResult) -> None:
         """Write without raising: the files already hold every size before this one."""
@@ -213,7 +217,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         saver.best_effort(result)
         if is_root:
             print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
-        return EnvironmentFault.exit_code
+        return exc.exit_code
     except KeyboardInterrupt:
         result.cut_short = "interrupted (SIGINT)"
         saver.best_effort(result)
@@ -243,7 +247,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
     except _OutputFailed as exc:
         if is_root:
             print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
-        return EnvironmentFault.exit_code
+        return exc.exit_code
     if is_root:
         for line in footer_lines(result):
             _say(line)

@@ -188,3 +188,16 @@ def test_a_run_whose_file_appeared_after_the_check_fails_in_one_line(tmp_path, n
     assert second.returncode != 0 and len(errors) == 1, second.stderr
     assert "same.json already exists" in errors[0]
     assert json.loads((tmp_path / "same.json").read_text())["finished"] is True
+
+
+def test_outputs_that_are_not_regular_files_are_refused_before_the_run(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "victim")  # a dangling link: "absent" to exists()
+    expected = {("fifo", False): "already exists", ("fifo", True): "not a regular file \\(a FIFO\\)",
+                ("link", False): "symbolic link", ("link", True): "symbolic link"}
+    for (name, force), why in expected.items():
+        with pytest.raises(UsageError, match=why):
+            OutputFiles(json_path=tmp_path / name).check_writable(force)
+        with pytest.raises(UsageError, match=why):
+            OutputFiles(csv_path=tmp_path / name).claim(force)
+    assert not (tmp_path / "victim").exists()
