@@ -33,6 +33,13 @@ class CrossValidation:
     predicted_s: np.ndarray
     ape_percent: np.ndarray
     n_segments: np.ndarray
+    covered: np.ndarray | None = None
+    """Per held-out size: inside the 95% prediction band of the fit that never saw it."""
+
+    @property
+    def coverage(self) -> float:
+        """Share of held-out sizes inside their 95% prediction band (nan when not computed)."""
+        return float(np.mean(self.covered)) if self.covered is not None and self.covered.size else math.nan
 
     @property
     def median_ape(self) -> float:
@@ -100,7 +107,7 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
     if distinct.size < 3:
         raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
     _check_xy(size, time)
-    held, measured, predicted, nseg = [], [], [], []
+    held, measured, predicted, nseg, covered = [], [], [], [], []
     for s in distinct[distinct >= min_size]:
         keep = size != s
         if single_line:
@@ -108,8 +115,10 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         else:
             fit = fit_alpha_beta(size[keep], time[keep], **fit_kwargs)
         p, _ = fit.predict(s)
+        _, half = fit.predict(s, band="prediction")
         held.append(s)
         measured.append(float(np.median(time[~keep])))
+        covered.append(abs(float(p) - measured[-1]) <= float(half))
         predicted.append(p)
         nseg.append(len(fit.segments))
     measured_arr = np.array(measured)
@@ -118,4 +127,4 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         method="single-line" if single_line else "piecewise",
         size_bytes=np.array(held, dtype=np.int64), time_s=measured_arr,
         predicted_s=predicted_arr, ape_percent=_ape(predicted_arr, measured_arr),
-        n_segments=np.array(nseg, dtype=int))
+        n_segments=np.array(nseg, dtype=int), covered=np.array(covered, dtype=bool))

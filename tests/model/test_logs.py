@@ -13,7 +13,7 @@ from pybench.model.logs import MeasurementSet, load_measurements, sniff_format
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # CI clones the repo into a folder beside shared/, so shared data is two levels up.
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+from conftest import SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
 
 # The two header lines of a current nccl-tests table (out-of-place and in-place columns).
 NCCL_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"

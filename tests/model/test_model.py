@@ -17,7 +17,8 @@ from pybench.model.alpha_beta import fit_model, fit_models, load_model, load_mod
 from pybench.model.logs import MeasurementSet
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+from conftest import SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
+
 SIZES = 2 ** np.arange(10, 31)
 
 
