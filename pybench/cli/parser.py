@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from pybench.errors import PyBenchError, UsageError
 from pybench.sizes import parse_sizes
@@ -18,7 +19,7 @@ from pybench.sizes import parse_sizes
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``error`` raises a UsageError that :func:`run` prints."""
 
-    def error(self, message: str):  # type: ignore[override]  # never returns: raises instead of exit
+    def error(self, message: str) -> NoReturn:  # raises instead of printing usage and exiting
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
