@@ -112,6 +112,9 @@ def _notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[s
     notes.append("memory: 16 B/param (bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m 4 + v 4), sharded by "
                  "strategy; activations per Korthikanti et al. 2022"
                  + (" with flash attention" if cfg.flash_attention else "") + "; GB = 1e9 B")
+    if any(r.recomputed and not cfg.recompute for r in rows):
+        notes.append("layouts that fit only with activation checkpointing are timed with recomputation "
+                     "(8 x P x tokens, not 6)")
     notes.append("eff_1dev: against one device with the same micro-batch and no communication "
                  "(whether or not the model fits on it)")
     if any(r.layout.pp > 1 for r in rows):

@@ -1,8 +1,8 @@
 """The step model: one (strategy, world, micro-batch) priced as compute, bubble and communication.
 
 - ``compute_s`` = FLOPs per device / measured FLOP/s, FLOPs = 6 x P x tokens
-  (8 with full activation recomputation) divided over the tp x pp devices of a
-  replica.
+  (8 with full activation recomputation, asked for or needed because the layout
+  fits only with checkpointing) divided over the tp x pp devices of a replica.
 - Three overheads (issue 14): ``latency_s`` = calls (buckets) x the model's time
   of a 1-byte message (its alpha), ``bandwidth_s`` = comm_s - latency_s, and
   ``sync_s``, the wait for the slowest rank: compute_s x (straggler factor /
@@ -46,6 +46,7 @@ from pybench.plan.strategies import (
     CommOp,
     Layout,
     MemoryEstimate,
+    MemoryFit,
     Workload,
     bubble_fraction,
     comm_ops,
@@ -99,6 +100,7 @@ class StepEstimate:
     cost_per_hour: float | None = None
     latency_s: float = 0.0
     sync_s: float = 0.0
+    recomputed: bool = False
 
     @property
     def bandwidth_s(self) -> float:
@@ -185,7 +187,8 @@ class StepEstimate:
                 "ops": [o.to_dict() for o in self.ops], "compute_s": self.compute_s,
                 "bubble_s": self.bubble_s, "bubble_fraction": self.bubble_fraction, "comm_s": self.comm_s,
                 "comm_low_s": self.comm_low_s, "comm_high_s": self.comm_high_s, "latency_s": self.latency_s,
-                "bandwidth_s": self.bandwidth_s, "sync_s": self.sync_s, "ccr": self.ccr,
+                "bandwidth_s": self.bandwidth_s, "sync_s": self.sync_s, "recomputed": self.recomputed,
+                "ccr": self.ccr,
                 "band": self.band, "overlap": self.overlap, "exposed_s": self.exposed_s,
                 "exposed_fraction": self.exposed_fraction, "band_exposed": self.band_exposed,
                 "straggler_factor": self.straggler_factor, "step_s": self.step_s,
@@ -218,14 +221,15 @@ class _Comm:
     exposed_s: float
 
 
-def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], compute_s: float, m: int) -> _Comm:
+def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], compute_s: float, m: int,
+                recompute: bool) -> _Comm:
     """Communication when the gradient exchange runs in buckets under backward."""
     comm_s = sum(o.time_s for o in timed)
     comm_low = sum(o.op.calls * o.call.time_low_s for o in timed)
     comm_high = sum(o.op.calls * o.call.time_high_s for o in timed)
     prof = cfg.overlap_profile or OverlapProfile()
     # Backward of the last micro-batch: 4 of 6 FLOP units (6 of 8 with recomputation), unless measured.
-    share = prof.backward_share if prof.backward_share is not None else (0.75 if cfg.recompute else 2 / 3)
+    share = prof.backward_share if prof.backward_share is not None else (0.75 if recompute else 2 / 3)
     backward_s = compute_s / m * share
     exposed = 0.0
     for o in timed:
@@ -286,13 +290,16 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     timed = tuple(OpTime(op, models.time(op.collective, op.size_bytes, op.group_size, op.link_class))
                   for op in comm_ops(layout, work))
     tokens = batch * cfg.seq * m
-    flops = training_flops(cfg.params, tokens, cfg.recompute) / (layout.tp * layout.pp)
+    memory = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention)
+    # A layout that fits only with activation checkpointing pays for it in time too (8 x P x tokens).
+    recompute = cfg.recompute or memory.fits is MemoryFit.WITH_CHECKPOINTING
+    flops = training_flops(cfg.params, tokens, recompute) / (layout.tp * layout.pp)
     compute_s = flops / cfg.flops_per_s
     nodes = math.ceil(world / g)
     sf, sync_s = _sync_s(cfg, compute_s, world, nodes)
     one_device_s = training_flops(cfg.params, tokens, cfg.recompute) / cfg.flops_per_s
     if cfg.overlap:
-        comm = _overlapped(cfg, models, timed, compute_s, m)
+        comm = _overlapped(cfg, models, timed, compute_s, m, recompute)
     else:
         serial = sum(o.time_s for o in timed)
         comm = _Comm(serial, sum(o.op.calls * o.call.time_low_s for o in timed),
@@ -303,6 +310,6 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
                         bubble_s=compute_s * (layout.pp - 1) / m, comm_s=comm.serial_s, comm_low_s=comm.low_s,
                         comm_high_s=comm.high_s, exposed_s=comm.exposed_s, overlap=cfg.overlap,
                         straggler_factor=sf, samples_per_s_one_device=batch * m / one_device_s,
-                        memory=memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention),
-                        cost_per_hour=cost, latency_s=min(comm.serial_s, _latency_s(cfg, models, timed)),
-                        sync_s=sync_s)
+                        memory=memory, cost_per_hour=cost,
+                        latency_s=min(comm.serial_s, _latency_s(cfg, models, timed)), sync_s=sync_s,
+                        recomputed=recompute)

@@ -95,3 +95,18 @@ def test_no_breakeven_against_a_reference_that_does_not_fit():
     res = run(world="2,4,8", price_per_node_hour=3.6, device_memory_gb=1e-6)
     assert res.breakevens == ()
     assert any("breakeven ddp batch 2" in w and "does not fit" in w for w in res.warnings)
+
+
+# --- issue 14, point 4: memory and time agree -----------------------------------------------------------------
+
+def test_a_layout_that_needs_checkpointing_is_timed_with_recomputation():
+    # one device: 20352 B plain, 18432 B checkpointed (test_ccr): 19000 B fits only with checkpointing
+    (plain,) = run(world=1, device_memory_gb=1e-4).rows
+    (ckpt,) = run(world=1, device_memory_gb=19000 / 1e9).rows
+    assert plain.memory.fits == "fits" and not plain.recomputed and plain.compute_s == 1.0
+    assert ckpt.memory.fits == "fits with checkpointing" and ckpt.recomputed
+    assert ckpt.compute_s == pytest.approx(8 / 6)
+    assert ckpt.samples_per_s == pytest.approx(plain.samples_per_s * 6 / 8)
+    res = run(world=1, device_memory_gb=19000 / 1e9)
+    assert any("timed with recomputation" in n for n in res.notes)
+    assert json.loads(json.dumps(res.to_dict()))["rows"][0]["recomputed"] is True

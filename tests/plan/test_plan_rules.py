@@ -164,3 +164,17 @@ def test_cli_plan_price_flags(capsys):
     assert main([*common, "--price-per-device-hour", "2.5", "--global-batch-limit", "4"]) == 0
     out = capsys.readouterr().out
     assert "at 20 per node-hour" in out and "samples per dollar" in out and "the global batch is 8 sequences" in out
+
+
+def test_70b_gets_the_smallest_layout_that_fits_with_recompute_time(h100):
+    from pybench.plan.records import OneDevice
+    p = plan("70B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64, overlap=False)  # 5600 buckets: slow
+    assert p.verdict is OneDevice.DOES_NOT_FIT
+    r = p.recommended
+    assert r is not None and r.memory.fits_at_all
+    fitting = [x for x in p.rows if x.memory.fits_at_all and x.decisive_band is not Band.COMM_BOUND]
+    assert r.world == min(x.world for x in fitting)
+    if r.memory.fits == "fits with checkpointing":
+        assert r.recomputed  # 8 x P x tokens: the time agrees with the memory it was given
+        assert r.compute_s * r.layout.tp * r.layout.pp * 400e12 == pytest.approx(
+            8 * 70e9 * 2048 * r.micro_batches * r.batch, rel=1e-9)
