@@ -10,7 +10,6 @@
 #include <memory>
 
 #include "common/native_error.hpp"
-#include "cuda/deadline.hpp"
 #include "cuda/gpu_probe.hpp"
 #include "cuda/nccl_api.hpp"
 #include "cuda/nccl_harness.hpp"
@@ -201,15 +200,6 @@ void register_nccl(py::module_& m) {
   }, py::arg("kind"), py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("n_samples"),
      py::arg("ops_per_sample"), py::arg("engine") = "ce", py::arg("bidirectional") = false,
      "Seconds per copy (one per sample), whether peer access was on, and destination bytes that differ.");
-  m.def("deadline_selftest", [](double sleep_s, double timeout_s) {
-    // For tests: a call that takes sleep_s under a deadline of timeout_s (the communicator set-up's path).
-    py::gil_scoped_release nogil;
-    return gpu::call_with_deadline<int>([sleep_s] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
-      if (sleep_s < 0) PYBENCH_FAIL("the call itself failed");
-      return 7;
-    }, timeout_s, "test call");
-  }, py::arg("sleep_s"), py::arg("timeout_s"), "For tests: call_with_deadline on a sleeping call.");
   m.def("teardown_order_selftest", [](int n_graphs, int released_first) {
     // The world's abort path on stand-ins (no GPU): graphs registered, one released
     // by its bench, then abort_after_graphs. Returns what happened, in order.

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "common/native_error.hpp"
-#include "cuda/deadline.hpp"
 #include "cuda/gpu_kernels.hpp"
 
 namespace pybench::gpu {
@@ -91,13 +90,8 @@ NcclWorld::NcclWorld(const std::vector<int>& devices, double timeout_s) : timeou
 NcclWorld::NcclWorld(int rank, int world, int device, const nccl::UniqueId& id, double timeout_s)
     : world_(world), multi_process_(true), timeout_s_(timeout_s) {
   CUDA_CHECK(cudaSetDevice(device));
-  // On its own thread (the current device is per thread), with the --timeout as deadline.
-  nccl::Comm comm = call_with_deadline<nccl::Comm>([device, world, id, rank] {
-    CUDA_CHECK(cudaSetDevice(device));
-    nccl::Comm c = nullptr;
-    NCCL_CHECK(api().CommInitRank(&c, world, id, rank));
-    return c;
-  }, timeout_s, "NCCL communicator set-up (rank " + std::to_string(rank) + " of " + std::to_string(world) + ")");
+  nccl::Comm comm = nullptr;
+  NCCL_CHECK(api().CommInitRank(&comm, world, id, rank));
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   members_.push_back({device, rank, comm, s, nullptr});

@@ -209,7 +209,7 @@ def test_runner_end_to_end_records_nccl_in_the_result(gpu, tmp_path):
 
 
 def test_one_rank_world_from_a_unique_id_checks_and_reduces_over_ranks(gpu):
-    # The launcher path (ncclCommInitRank under a deadline) with one rank: the cross-rank
+    # The launcher path (ncclCommInitRank from a unique id) with one rank: the cross-rank
     # reductions (pinned host buffers, polled) run for real, through NCCL.
     c = gpu[0]
     w = c.NcclWorld(0, 1, 0, c.nccl_unique_id(), 60.0)
@@ -220,22 +220,3 @@ def test_one_rank_world_from_a_unique_id_checks_and_reduces_over_ranks(gpu):
     samples, wall = b.measure(5, 1)
     assert len(samples) == 5 and all(0 < s < wall for s in samples)
 
-
-def test_a_rank_that_never_joins_fails_the_set_up_at_the_deadline(gpu):
-    script = textwrap.dedent("""
-        import os, time
-        from pybench.measure.gpu.nccl_lib import load_nccl
-        from pybench._native import cuda
-        from pybench.errors import NativeError
-        load_nccl()
-        c = cuda()
-        t0 = time.monotonic()
-        try:
-            c.NcclWorld(0, 2, 0, c.nccl_unique_id(), 3.0)  # rank 1 never starts
-        except NativeError as e:
-            print("refused after", round(time.monotonic() - t0, 1), "s:", e, flush=True)
-        os._exit(0)  # NCCL's set-up thread is still waiting for rank 1
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "refused after" in proc.stdout and "rank 0 of 2" in proc.stdout and "did not join" in proc.stdout

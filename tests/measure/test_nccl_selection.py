@@ -119,23 +119,3 @@ def test_a_graph_its_bench_freed_is_not_destroyed_twice():
     assert log[3:] == ["abort communicators (0 graphs live)"]  # and nothing after: releases are no-ops
     assert _cuda().teardown_order_selftest(0) == ["abort communicators (0 graphs live)"]
 
-
-# ---------------------------------------------------------------- communicator set-up under a deadline
-def test_a_call_past_its_deadline_fails_in_one_line_and_in_time():
-    from pybench.errors import NativeError
-    c = _cuda()
-    assert c.deadline_selftest(0.01, 5.0) == 7
-    assert c.deadline_selftest(0.05, 0.0) == 7  # 0: no deadline
-    # the deadline fires: an error, not the call's 7
-    with pytest.raises(NativeError, match=r"test call did not finish within its timeout of 0\.3 s: a rank did not"):
-        c.deadline_selftest(5.0, 0.3)
-    with pytest.raises(NativeError, match="the call itself failed"):
-        c.deadline_selftest(-1.0, 5.0)  # the call's own error comes through
-
-
-def test_backend_gives_communicator_set_up_at_least_two_minutes():
-    b = object.__new__(nccl_backend.NcclBackend)
-    b._timeout_s = 30.0
-    assert b._init_timeout_s() == nccl_backend.INIT_TIMEOUT_S == 120.0
-    b._timeout_s = 600.0
-    assert b._init_timeout_s() == 600.0
