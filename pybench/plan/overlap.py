@@ -132,22 +132,37 @@ def compute_slowdown(comm_cores: float, compute_threads: int, cores: int) -> flo
     return 1.0 - per_thread
 
 
-def _wall_at_progress(progress: float, busy: list[tuple[float, float]], rate_busy: float) -> float:
-    """Wall time at which compute reaches ``progress`` seconds of work, slowed to ``rate_busy`` inside ``busy``."""
-    t = p = 0.0
-    for start, end in busy:  # sorted, disjoint
-        if start > t:  # free stretch before this interval
-            if p + (start - t) >= progress:
-                return t + (progress - p)
-            p += start - t
-            t = start
-        if end > t:
-            gain = (end - t) * rate_busy
-            if rate_busy > 0 and p + gain >= progress:
-                return t + (progress - p) / rate_busy
-            p += gain
-            t = end
-    return t + (progress - p)
+class _SlowedClock:
+    """Wall time at which compute reaches a given amount of work, slowed to ``rate_busy`` inside busy intervals.
+
+    Queries come with non-decreasing work and intervals are appended in time order, each starting no
+    earlier than the last answer, so a cursor over the intervals makes all queries together linear in
+    the number of buckets (a scan from the start each time made 5,600 buckets take seconds).
+    """
+
+    def __init__(self, rate_busy: float) -> None:
+        self.rate_busy = rate_busy
+        self.busy: list[tuple[float, float]] = []
+        self._t = self._p = 0.0  # wall time and work done at the start of interval self._i
+        self._i = 0
+
+    def wall_at(self, progress: float) -> float:
+        t, p = self._t, self._p
+        for i in range(self._i, len(self.busy)):
+            start, end = self.busy[i]
+            if start > t:  # free stretch before this interval
+                if p + (start - t) >= progress:
+                    return t + (progress - p)
+                p += start - t
+                t = start
+            if end > t:
+                gain = (end - t) * self.rate_busy
+                if self.rate_busy > 0 and p + gain >= progress:
+                    return t + (progress - p) / self.rate_busy
+                p += gain
+                t = end
+            self._t, self._p, self._i = t, p, i + 1  # this interval is behind every later query
+        return t + (progress - p)
 
 
 def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float, bucket_time: Callable[[float], float],
@@ -184,18 +199,18 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
     rate_busy = 1.0 - slowdown
     work_s = backward_s + copy_in_s  # each gradient is copied into its bucket as it is produced
     times: dict[float, float] = {}  # equal buckets: ask the model once per distinct size
-    busy: list[tuple[float, float]] = []
+    clock = _SlowedClock(rate_busy)
     end_s = 0.0
     reached = 0.0
     for size, frac in zip(sizes, fractions):
         reached = max(reached, frac)  # a bucket cannot go before the one ahead of it
-        ready_s = _wall_at_progress(work_s * reached, busy, rate_busy)
+        ready_s = clock.wall_at(work_s * reached)
         if size not in times:
             times[size] = bucket_time(size)
         start = max(end_s, ready_s)
         end_s = start + times[size]
-        busy.append((start, end_s))
-    backward_end = _wall_at_progress(work_s, busy, rate_busy)
+        clock.busy.append((start, end_s))
+    backward_end = clock.wall_at(work_s)
     return max(0.0, max(end_s, backward_end) + copy_out_s - backward_s)
 
 
@@ -207,4 +222,10 @@ def bucketed_serial_s(grad_bytes: float, bucket_bytes: float, bucket_time: Calla
     ``grad_bytes``; CCR and the exposed fraction must both use it, or the exposed
     share could come out larger than the serial one.
     """
-    return sum(bucket_time(size) for size in bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets))
+    times: dict[float, float] = {}  # equal buckets: ask the model once per distinct size
+    total = 0.0
+    for size in bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets):
+        if size not in times:
+            times[size] = bucket_time(size)
+        total += times[size]
+    return total

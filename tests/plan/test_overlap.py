@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pybench.errors import UsageError
-from pybench.plan.overlap import OverlapProfile, compute_slowdown, overlap_exposed_s, uniform_ready_fractions
+from pybench.plan.overlap import (
+    OverlapProfile,
+    bucket_sizes,
+    compute_slowdown,
+    overlap_exposed_s,
+    uniform_ready_fractions,
+)
 from pybench.profile.probes import HostCpuMeter, bucket_ready_fractions, machine_id
 
 FIXTURES = (Path(__file__).resolve().parents[1] / "fixtures")
@@ -228,3 +234,44 @@ def test_bucket_copies_are_timed_and_scaled_past_the_sample(monkeypatch):
     monkeypatch.setattr(overlap_probe, "COPY_SAMPLE_BYTES", 1 << 20)
     scaled_in, scaled_out = overlap_probe.time_bucket_copies(64 << 20, 2, repeats=1)
     assert allocated == [(1 << 20) // 4] and scaled_in > 0 and scaled_out > 0
+
+
+# --- the cursor of the exposed-time simulation against a scan from the start ----------------------------------
+
+def _naive_wall(progress, busy, rate_busy):
+    t = p = 0.0
+    for start, end in busy:
+        if start > t:
+            if p + (start - t) >= progress:
+                return t + (progress - p)
+            p += start - t
+            t = start
+        if end > t:
+            gain = (end - t) * rate_busy
+            if rate_busy > 0 and p + gain >= progress:
+                return t + (progress - p) / rate_busy
+            p += gain
+            t = end
+    return t + (progress - p)
+
+
+def _naive_exposed(sizes, fractions, backward_s, t, slowdown, copy_in_s, copy_out_s):
+    busy, end_s, reached, work_s = [], 0.0, 0.0, backward_s + copy_in_s
+    for size, frac in zip(sizes, fractions):
+        reached = max(reached, frac)
+        start = max(end_s, _naive_wall(work_s * reached, busy, 1.0 - slowdown))
+        end_s = start + t(size)
+        busy.append((start, end_s))
+    return max(0.0, max(end_s, _naive_wall(work_s, busy, 1.0 - slowdown)) + copy_out_s - backward_s)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(n=st.integers(1, 40), backward=st.floats(0.0, 5.0), alpha=st.floats(0.0, 0.3), slowdown=st.floats(0.0, 1.0),
+       copy_in=st.floats(0.0, 1.0), copy_out=st.floats(0.0, 1.0), data=st.data())
+def test_exposed_time_matches_a_scan_from_the_start(n, backward, alpha, slowdown, copy_in, copy_out, data):
+    fractions = data.draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n))
+    sizes = bucket_sizes(1000.0 * n, 1000.0)
+    t = lambda size: alpha + size / 1e4
+    fast = overlap_exposed_s(1000.0 * n, 1000.0, backward, t, None, fractions, slowdown, copy_in, copy_out)
+    assert fast == pytest.approx(_naive_exposed(sizes, fractions, backward, t, slowdown, copy_in, copy_out),
+                                 rel=1e-12, abs=1e-12)

@@ -168,7 +168,7 @@ def test_cli_plan_price_flags(capsys):
 
 def test_70b_gets_the_smallest_layout_that_fits_with_recompute_time(h100):
     from pybench.plan.records import OneDevice
-    p = plan("70B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64, overlap=False)  # 5600 buckets: slow
+    p = plan("70B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64)
     assert p.verdict is OneDevice.DOES_NOT_FIT
     r = p.recommended
     assert r is not None and r.memory.fits_at_all
