@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/deadline.hpp"
 #include "common/native_error.hpp"
 #include "cuda/gpu_kernels.hpp"
 
@@ -150,7 +151,9 @@ void launch_count_wrong(nccl::DataType dtype, const void* out, std::size_t out_o
 
 void launch_latch(const unsigned long long* flag, unsigned long long target, double timeout_s, unsigned* expired,
                   cudaStream_t stream) {
-  const auto ns = static_cast<unsigned long long>(timeout_s * 1e9);
+  // The one saturating rule (common/deadline.hpp): disabled (0) or too long means "never expire".
+  const std::int64_t span = pybench::timeout_span_ns(timeout_s);
+  const auto ns = span == 0 || span == pybench::kNeverNs ? ~0ull : static_cast<unsigned long long>(span);
   latch_kernel<<<1, 1, 0, stream>>>(flag, target, ns, expired);
   check_launch("latch kernel");
 }

@@ -24,12 +24,15 @@ py::tuple samples_to_python(const gpu::Samples& s) { return py::make_tuple(s.per
 
 void register_errors(py::module_& m) {
   // This module has its own copy of NativeError; map it onto pybench.errors.NativeError too.
-  static py::object native_error = py::module_::import("pybench.errors").attr("NativeError");
+  // pybind11's safe static (as csrc/mpi/module.cpp): stored once under the GIL, never destroyed.
+  PYBIND11_CONSTINIT static py::gil_safe_call_once_and_store<py::object> native_error;
+  native_error.call_once_and_store_result(
+      [] { return py::module_::import("pybench.errors").attr("NativeError"); });
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const NativeError& e) {
-      PyErr_SetString(native_error.ptr(), e.what());
+      py::set_error(native_error.get_stored(), e.what());
     }
   });
   m.def("raise_native_error", [](const std::string& msg) { PYBENCH_FAIL(msg); },

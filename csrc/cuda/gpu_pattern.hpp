@@ -1,9 +1,9 @@
-// The check pattern on the GPU side: the same exact integers as csrc/pattern.cpp
+// The check pattern on the GPU side: the rule itself is csrc/common/pattern.hpp
 // (rank r's input element j is 1 + (3r + j) mod M, M = 13 or smaller so that a
-// reduction over every rank stays an exact integer in the dtype), extended to the
-// element types and ops NCCL offers beyond the core's (int8/uint8/uint32/int64/
-// uint64; prod, avg). Host-only: it computes the small per-block tables the
-// device check kernel compares against (gpu_kernels.cu). Free of CUDA headers.
+// reduction over every rank stays an exact integer in the dtype), shared with the
+// MPI harness; here it is bound to NCCL's element types and ops (int8/uint8/uint32/
+// int64/uint64; prod, avg) and turned into the small per-block tables the device
+// check kernel compares against (gpu_kernels.cu). Host-only; free of CUDA headers.
 #pragma once
 
 #include <algorithm>
@@ -12,22 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "common/pattern.hpp"
 #include "cuda/nccl_api.hpp"
 
 namespace pybench::gpu {
 
 // Part of a rank's output that must equal the input of rank `source` (or the
-// reduction over all ranks when source == kAllRanks) from input element
-// `in_offset` on: the ExpectedBlock of csrc/collective.hpp, without MPI.
-struct Block {
-  static constexpr int kAllRanks = -1;
-  std::size_t out_offset;
-  std::size_t length;
-  int source;
-  std::size_t in_offset;
-};
+// reduction over all ranks when source == kAllRanks): the one ExpectedBlock.
+using Block = ExpectedBlock;
 
-constexpr int kMaxPeriod = 13;  // prime, so consecutive ranks' patterns never line up
+constexpr int kMaxPeriod = kPatternMaxPeriod;
 
 // Expected values of one block, one period long: element k of the block must
 // equal values[k % period]. Passed to the check kernel by value.
@@ -77,37 +71,27 @@ inline const std::vector<OpInfo>& op_table() {
 class GpuPattern {
  public:
   GpuPattern(const DTypeInfo& dtype, nccl::RedOp op, int world, bool reduces)
-      : dtype_(dtype), op_(op), world_(std::max(world, 1)), reduces_(reduces) {
-    int m = kMaxPeriod;
-    if (reduces && (op == nccl::kSum || op == nccl::kAvg)) {
-      m = static_cast<int>(std::min<double>(m, dtype.exact_int_limit / world_));
-    } else if (reduces && op == nccl::kProd) {
-      // largest m with m^world exact: products of values in [1, m]
-      while (m > 1 && world_ * std::log2(static_cast<double>(m)) > std::log2(dtype.exact_int_limit)) --m;
-    }
-    period_ = std::max(m, 1);
-  }
+      : dtype_(dtype), op_(op), world_(std::max(world, 1)), reduces_(reduces),
+        period_(pattern_period(dtype.exact_int_limit, pattern_op_of(op), world_, reduces)) {}
 
   int period() const { return period_; }
 
-  double value(int rank, std::size_t j) const {
-    return 1.0 + static_cast<double>((3ull * static_cast<unsigned>(rank) + j) % static_cast<unsigned>(period_));
-  }
+  // The one rule of csrc/common/pattern.hpp, shared with the MPI harness and the torch backend.
+  double value(int rank, std::size_t j) const { return pattern_value(rank, j, period_); }
 
   double expected(int source, std::size_t j) const {
-    if (source != Block::kAllRanks || !reduces_) return value(source == Block::kAllRanks ? 0 : source, j);
-    double acc = value(0, j);
-    for (int r = 1; r < world_; ++r) {
-      const double v = value(r, j);
-      switch (op_) {
-        case nccl::kSum:
-        case nccl::kAvg: acc += v; break;
-        case nccl::kProd: acc *= v; break;
-        case nccl::kMax: acc = std::max(acc, v); break;
-        case nccl::kMin: acc = std::min(acc, v); break;
-      }
+    return pattern_expected(source, j, period_, pattern_op_of(op_), world_, reduces_);
+  }
+
+  static PatternOp pattern_op_of(nccl::RedOp op) {
+    switch (op) {
+      case nccl::kSum: return PatternOp::sum;
+      case nccl::kProd: return PatternOp::prod;
+      case nccl::kMax: return PatternOp::max;
+      case nccl::kMin: return PatternOp::min;
+      case nccl::kAvg: return PatternOp::avg;
     }
-    return op_ == nccl::kAvg ? acc / world_ : acc;
+    return PatternOp::sum;
   }
 
   PeriodTable table(const Block& b) const {
