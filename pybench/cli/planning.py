@@ -35,7 +35,7 @@ _FLAGS = {
     "timed_tokens": "--timed-tokens", "micro_batch": "--micro-batch", "flops_per_s": "--tflops",
     "peak_flops_per_s": "--peak-tflops", "loader_samples_per_s": "--loader-samples-per-s",
     "slow_node": "--slow-node", "price_per_device_hour": "--price-per-device-hour",
-    "global_batch_limit": "--global-batch-limit",
+    "global_batch_limit": "--global-batch-limit", "memory_headroom": "--memory-headroom",
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
@@ -144,7 +144,7 @@ def run_ccr(args: argparse.Namespace) -> int:
                      device_memory_gb=args.device_memory_gb, flash_attention=not args.no_flash_attention,
                      price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
                      big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
-                     slow_node=args.slow_node, backend=args.backend)
+                     slow_node=args.slow_node, memory_headroom=args.memory_headroom, backend=args.backend)
     result = replace(result, notes=tuple(flag_names(n) for n in result.notes),
                      warnings=tuple(flag_names(w) for w in result.warnings))
     for w in result.warnings:
@@ -167,7 +167,8 @@ def run_plan(args: argparse.Namespace) -> int:
                       target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
                       loader_samples_per_s=args.loader_samples_per_s, price_per_node_hour=args.price_per_node_hour,
-                      price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit)
+                      price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
+                      memory_headroom=args.memory_headroom)
     print(flag_names(result.text()))
     _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
@@ -189,6 +190,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
     p.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
     p.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")
+    p.add_argument("--memory-headroom", type=float, default=0.8, metavar="SHARE",
+                   help="share of device memory a step may use to fit, one rule for every verdict (default 0.8: "
+                        "the rest is the CUDA context, fragmentation and buffers the estimate does not count)")
     p.add_argument("--no-flash-attention", action="store_true",
                    help="count attention-score activations (5 a s / h term)")
 

@@ -43,14 +43,20 @@ from pybench.plan.records import (
     ZeroAdvice,
 )
 from pybench.plan.step import StepEstimate
-from pybench.plan.strategies import MemoryEstimate, Workload, make_layout, memory_per_device
+from pybench.plan.strategies import (
+    MEMORY_HEADROOM,
+    MemoryEstimate,
+    MemoryFit,
+    Workload,
+    make_layout,
+    memory_per_device,
+)
 from pybench.plan.transformer import TransformerShape, parse_param_count, shape_for_params
 
 __all__ = ["plan", "Plan", "PLAN_HEADROOM", "LOW_UTILISATION"]
 
-# A model "fits comfortably" when it leaves this fraction of device memory for the
-# CUDA context, allocator fragmentation and the buffers the estimate does not count.
-PLAN_HEADROOM = 0.8
+# The one headroom rule (pybench.plan.strategies.MEMORY_HEADROOM), under its older name.
+PLAN_HEADROOM = MEMORY_HEADROOM
 # Measured FLOP/s below this share of the datasheet peak is a utilisation problem, not a scaling one.
 LOW_UTILISATION = 0.40
 # Above this many sequences per optimizer step, the plan says what a growing global batch asks for.
@@ -76,6 +82,7 @@ class _Evaluator:
     device_memory_gb: float
     flash_attention: bool
     price_per_node_hour: float | None = None
+    memory_headroom: float = MEMORY_HEADROOM
     notes: list[str] = field(default_factory=list)
 
     def rows(self, strategy: str, worlds: list[int], batch: int | None = None, tp_degree: int | None = None,
@@ -89,7 +96,8 @@ class _Evaluator:
                       models=self.models, compute=self.compute, flops_per_s=self.flops_per_s,
                       gpus_per_node=self.gpus_per_node, shape=self.shape, tp_degree=tp_degree, pp_degree=pp_degree,
                       overlap=self.overlap, bucket_mb=self.bucket_mb, device_memory_gb=self.device_memory_gb,
-                      flash_attention=self.flash_attention, price_per_node_hour=self.price_per_node_hour)
+                      flash_attention=self.flash_attention, price_per_node_hour=self.price_per_node_hour,
+                      memory_headroom=self.memory_headroom)
         except UsageError as exc:
             self.notes.append(f"could not evaluate {strategy}: {exc}")
             return []
@@ -318,7 +326,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          flash_attention: bool = True, backend: str | None = None, peak_flops_per_s: float | None = None,
          max_batch: int = 64, loader_samples_per_s: float | None = None,
          price_per_node_hour: float | None = None, price_per_device_hour: float | None = None,
-         global_batch_limit: int = GLOBAL_BATCH_LIMIT) -> Plan:
+         global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     - Fits one device with headroom: scale up first (DDP over the node's
@@ -356,25 +364,25 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                                     price_per_node_hour, price_per_device_hour, global_batch_limit, gpus_per_node)
     profile = load_compute(compute) if isinstance(compute, str) else compute
     ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend), profile,
-                    flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention, node_price)
+                    flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention, node_price, memory_headroom)
     device_bytes = device_memory_gb * 1e9
     worlds = _worlds_up_to(gpus_per_node, max_world)
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), int(batch)),
-                            device_bytes, flash_attention)
+                            device_bytes, flash_attention, memory_headroom)
     out = _Advising()
-    if one.total_bytes <= PLAN_HEADROOM * device_bytes:
+    if one.fits is MemoryFit.FITS:
         verdict = OneDevice.FITS
-        out.records.append(MemoryAdvice(verdict, one, PLAN_HEADROOM))
+        out.records.append(MemoryAdvice(verdict, one, memory_headroom))
         _fits_one_device(ev, worlds, out)
-    elif one.total_checkpointed_bytes <= device_bytes:
+    elif one.fits is MemoryFit.WITH_CHECKPOINTING:
         verdict = OneDevice.FITS_ONLY_JUST
-        out.records.append(MemoryAdvice(verdict, one, PLAN_HEADROOM))
+        out.records.append(MemoryAdvice(verdict, one, memory_headroom))
         micro = (memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), 1),
-                                   device_bytes, flash_attention) if int(batch) > 1 else None)
+                                   device_bytes, flash_attention, memory_headroom) if int(batch) > 1 else None)
         _fits_only_just(ev, worlds, max_world, micro, one, out)
     else:
         verdict = OneDevice.DOES_NOT_FIT
-        out.records.append(MemoryAdvice(verdict, one, PLAN_HEADROOM))
+        out.records.append(MemoryAdvice(verdict, one, memory_headroom))
         _does_not_fit(ev, worlds, max_world, out)
     use = _device_use(flops_per_s if flops_per_s is not None else getattr(profile, "flops_per_s", None),
                       peak_flops_per_s, loader_samples_per_s, out.evaluated)
@@ -389,4 +397,4 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         out.records.append(_batch_amortisation(ev, recommended, max_batch))
     records = sorted(out.records, key=lambda a: RULE_ORDER.index(a.rule))
     return Plan(verdict, tuple(records), one, tuple(out.evaluated), recommended, tuple(ev.notes),
-                target_samples_per_s, met, max_world, PLAN_HEADROOM)
+                target_samples_per_s, met, max_world, memory_headroom)

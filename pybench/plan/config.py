@@ -15,7 +15,7 @@ from typing import Any
 from pybench.errors import UsageError
 from pybench.plan.compute import ComputeProfile, load_compute
 from pybench.plan.overlap import OverlapProfile
-from pybench.plan.strategies import canonical_strategy
+from pybench.plan.strategies import MEMORY_HEADROOM, canonical_strategy
 from pybench.plan.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
 __all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list"]
@@ -56,6 +56,8 @@ class CcrConfig:
         Coefficient of variation of per-rank compute time.
     slow_node : float
         Speed of one node relative to the others (0.9: 10% slower), in (0, 1].
+    memory_headroom : float
+        Share of device memory a step may use to "fit" (``MEMORY_HEADROOM``, 0.8).
     overlap_profile : OverlapProfile, optional
         Measured bucket readiness and contention (``pybench.profile.step``).
     """
@@ -85,6 +87,7 @@ class CcrConfig:
     straggler_cv: float = 0.0
     overlap_profile: OverlapProfile | None = None
     slow_node: float = 1.0
+    memory_headroom: float = MEMORY_HEADROOM
 
     def __post_init__(self) -> None:
         _check_config(self)
@@ -120,6 +123,8 @@ def _check_config(c: CcrConfig) -> None:
         raise UsageError("big_node_gpus needs price_per_node_hour to compare costs")
     if not c.straggler_cv >= 0:
         raise UsageError(f"straggler_cv must be 0 or more, got {c.straggler_cv}")
+    if not 0 < c.memory_headroom <= 1:
+        raise UsageError(f"memory_headroom must lie in (0, 1], got {c.memory_headroom}")
     if not 0 < c.slow_node <= 1:
         raise UsageError(f"slow_node must lie in (0, 1] (the slow node's speed over the others'), got {c.slow_node}")
 

@@ -20,7 +20,7 @@ from pybench.plan.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.plan.overlap import OverlapProfile
 from pybench.plan.result import Breakeven, CcrResult
 from pybench.plan.step import StepEstimate, estimate_step
-from pybench.plan.strategies import make_layout
+from pybench.plan.strategies import MEMORY_HEADROOM, make_layout
 from pybench.plan.transformer import TransformerShape, parse_param_count
 
 __all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "BREAKEVEN_TOLERANCE"]
@@ -111,7 +111,9 @@ def _notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[s
     notes = list(models.notes)
     notes.append("memory: 16 B/param (bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m 4 + v 4), sharded by "
                  "strategy; activations per Korthikanti et al. 2022"
-                 + (" with flash attention" if cfg.flash_attention else "") + "; GB = 1e9 B")
+                 + (" with flash attention" if cfg.flash_attention else "") + f"; GB = 1e9 B; fits = within "
+                 f"{cfg.memory_headroom:.0%} of device memory (context, fragmentation and buffers are not in the "
+                 f"estimate)")
     if any(r.recomputed and not cfg.recompute for r in rows):
         notes.append("layouts that fit only with activation checkpointing are timed with recomputation "
                      "(8 x P x tokens, not 6)")
@@ -151,7 +153,8 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         recompute: bool = False, comm_bytes_per_value: int = 2, device_memory_gb: float = 80,
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
-        straggler_cv: float = 0.0, slow_node: float = 1.0, backend: str | None = None,
+        straggler_cv: float = 0.0, slow_node: float = 1.0, memory_headroom: float = MEMORY_HEADROOM,
+        backend: str | None = None,
         bucket_sizes_bytes: Sequence[float] | None = None,
         overlap_profile: OverlapProfile | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
@@ -182,8 +185,10 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         Device memory in GB (1e9 bytes; conservative against GiB-sized cards).
     backend : str, optional
         Use only models of this backend (default: nccl when the file mixes backends).
-    gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute, comm_bytes_per_value, \
-flash_attention, price_per_node_hour, big_node_gpus, big_node_price_per_hour, straggler_cv, slow_node, overlap_profile
+    **others
+        gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute,
+        comm_bytes_per_value, flash_attention, price_per_node_hour, big_node_gpus,
+        big_node_price_per_hour, straggler_cv, slow_node, memory_headroom, overlap_profile:
         As the CcrConfig attributes of the same names.
 
     Returns
@@ -208,6 +213,7 @@ flash_attention, price_per_node_hour, big_node_gpus, big_node_price_per_hour, st
                           recompute=recompute, comm_bytes_per_value=comm_bytes_per_value,
                           flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                           big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
-                          straggler_cv=straggler_cv, slow_node=slow_node, overlap_profile=overlap_profile)
+                          straggler_cv=straggler_cv, slow_node=slow_node, memory_headroom=memory_headroom,
+                          overlap_profile=overlap_profile)
     warnings = [] if flops_per_s is not None else compute_warnings(profile, cfg.shape, parse_param_count(params))
     return evaluate(cfg, as_model_set(models, backend), warnings)

@@ -260,8 +260,9 @@ def plan_notes(p: Plan) -> tuple[str, ...]:
     if p.target_samples_per_s is not None and not p.target_met:
         notes.append(f"no configuration within {p.max_world} devices reaches {p.target_samples_per_s:g} "
                      f"samples/s; recommended is the fastest")
-    notes.append(f"fits comfortably means within {p.headroom:.0%} of device memory (context, fragmentation "
-                 f"and buffers are not in the estimate)")
+    if not any("of device memory" in n for n in notes):  # the grid's memory note says it already
+        notes.append(f"fits comfortably means within {p.headroom:.0%} of device memory (context, fragmentation "
+                     f"and buffers are not in the estimate)")
     return tuple(notes)
 
 

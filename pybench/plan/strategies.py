@@ -44,7 +44,7 @@ from pybench.plan.transformer import TransformerShape
 __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
     "make_layout", "comm_ops", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
-    "BYTES_PER_PARAM", "MemoryFit",
+    "BYTES_PER_PARAM", "MemoryFit", "MEMORY_HEADROOM",
 ]
 
 INTRA = "intra-node"
@@ -53,6 +53,11 @@ STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "tp", "pp", "tp+dp", "tp+pp+dp")
 _ALIASES = {"3d": "tp+pp+dp", "dp+tp+pp": "tp+pp+dp", "tp+dp+pp": "tp+pp+dp",
             "fsdp": "zero3", "dp": "ddp", "zero": "zero1", "zero-1": "zero1", "zero-2": "zero2",
             "zero-3": "zero3", "dp+tp": "tp+dp", "hybrid": "tp+dp"}
+
+# One headroom rule for every memory verdict (issue 14): a step "fits" when it leaves this share
+# of device memory for the CUDA context, allocator fragmentation and the buffers the estimate
+# does not count. The plan's one-device verdict and every row of the CCR table use it.
+MEMORY_HEADROOM = 0.8
 
 # Mixed-precision Adam, the classic accounting (ZeRO paper, Rajbhandari et al. 2020):
 # bf16 weights 2 + bf16 gradients 2 + fp32 master weights 4 + Adam m 4 + Adam v 4.
@@ -310,6 +315,12 @@ class MemoryEstimate:
     activations_bytes: float
     activations_checkpointed_bytes: float
     device_bytes: float
+    headroom: float = MEMORY_HEADROOM
+
+    @property
+    def usable_bytes(self) -> float:
+        """Device memory a step may use: ``headroom`` of it (see ``MEMORY_HEADROOM``)."""
+        return self.headroom * self.device_bytes
 
     @property
     def states_bytes(self) -> float:
@@ -326,10 +337,10 @@ class MemoryEstimate:
 
     @property
     def fits(self) -> MemoryFit:
-        """``fits``, ``fits with checkpointing`` or ``does not fit``."""
-        if self.total_bytes <= self.device_bytes:
+        """``fits``, ``fits with checkpointing`` or ``does not fit`` within :attr:`usable_bytes`."""
+        if self.total_bytes <= self.usable_bytes:
             return MemoryFit.FITS
-        if self.total_checkpointed_bytes <= self.device_bytes:
+        if self.total_checkpointed_bytes <= self.usable_bytes:
             return MemoryFit.WITH_CHECKPOINTING
         return MemoryFit.DOES_NOT_FIT
 
@@ -351,13 +362,19 @@ class MemoryEstimate:
         gb = 1e9
         return (f"MemoryEstimate(weights {self.weights_bytes / gb:.2f} GB + grads {self.grads_bytes / gb:.2f} GB"
                 f" + optimizer {self.optimizer_bytes / gb:.2f} GB + activations {self.activations_bytes / gb:.2f} GB"
-                f" ({self.activations_checkpointed_bytes / gb:.2f} GB checkpointed) of {self.device_bytes / gb:.0f} GB:"
+                f" ({self.activations_checkpointed_bytes / gb:.2f} GB checkpointed) of {self.device_bytes / gb:.0f} GB"
+                f" x {self.headroom:g}:"
                 f" {self.fits})")
 
 
-def memory_per_device(layout: Layout, work: Workload, device_bytes: float,
-                      flash_attention: bool = True) -> MemoryEstimate:
-    """Memory per device for ``layout`` running ``work`` (see :class:`MemoryEstimate`)."""
+def memory_per_device(layout: Layout, work: Workload, device_bytes: float, flash_attention: bool = True,
+                      headroom: float = MEMORY_HEADROOM) -> MemoryEstimate:
+    """Memory per device for ``layout`` running ``work`` (see :class:`MemoryEstimate`).
+
+    ``headroom``: the share of ``device_bytes`` a step may use to "fit".
+    """
+    if not 0 < headroom <= 1:
+        raise UsageError(f"memory_headroom must lie in (0, 1], got {headroom}")
     P, n = work.params, layout.dp
     wb, gb, ob = (float(BYTES_PER_PARAM[k] * P) for k in ("weights", "grads", "optimizer"))
     s = layout.strategy
@@ -379,4 +396,4 @@ def memory_per_device(layout: Layout, work: Workload, device_bytes: float,
     in_flight = min(work.micro_batches, layout.pp)
     act = per_layer * layers_per_stage * in_flight
     act_ckpt = 2.0 * sbh * layers_per_stage * in_flight + per_layer
-    return MemoryEstimate(float(wb), float(gb), float(ob), act, min(act, act_ckpt), float(device_bytes))
+    return MemoryEstimate(float(wb), float(gb), float(ob), act, min(act, act_ckpt), float(device_bytes), headroom)

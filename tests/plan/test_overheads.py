@@ -100,13 +100,38 @@ def test_no_breakeven_against_a_reference_that_does_not_fit():
 # --- issue 14, point 4: memory and time agree -----------------------------------------------------------------
 
 def test_a_layout_that_needs_checkpointing_is_timed_with_recomputation():
-    # one device: 20352 B plain, 18432 B checkpointed (test_ccr): 19000 B fits only with checkpointing
+    # one device: 20352 B plain, 18432 B checkpointed (test_ccr): 19000 B usable fits only with checkpointing
     (plain,) = run(world=1, device_memory_gb=1e-4).rows
-    (ckpt,) = run(world=1, device_memory_gb=19000 / 1e9).rows
+    (ckpt,) = run(world=1, device_memory_gb=23750 / 1e9).rows
     assert plain.memory.fits == "fits" and not plain.recomputed and plain.compute_s == 1.0
     assert ckpt.memory.fits == "fits with checkpointing" and ckpt.recomputed
     assert ckpt.compute_s == pytest.approx(8 / 6)
     assert ckpt.samples_per_s == pytest.approx(plain.samples_per_s * 6 / 8)
-    res = run(world=1, device_memory_gb=19000 / 1e9)
+    res = run(world=1, device_memory_gb=23750 / 1e9)
     assert any("timed with recomputation" in n for n in res.notes)
     assert json.loads(json.dumps(res.to_dict()))["rows"][0]["recomputed"] is True
+
+
+# --- issue 14, point 4: one headroom rule -------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", [20352 / 0.95, 20352 / 0.81, 20352 / 0.79, 20352 / 0.5])
+def test_the_table_and_the_plan_share_one_headroom(device):
+    from test_ccr import FLOPS, SHAPE
+
+    from pybench.plan.advice import plan
+    (row,) = run(world=1, device_memory_gb=device / 1e9).rows
+    p = plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
+             device_memory_gb=device / 1e9, max_world=2)
+    fits = 20352 <= 0.8 * device
+    assert (row.memory.fits == "fits") is fits  # 95% of the device no longer "fits"
+    assert (p.verdict == "fits one device") is fits
+    assert p.memory_one_device.fits == row.memory.fits
+
+
+def test_headroom_is_a_share():
+    with pytest.raises(UsageError, match=r"^memory_headroom must lie in \(0, 1\]"):
+        run(memory_headroom=1.5)
+    (all_of_it,) = run(world=1, device_memory_gb=20352 / 1e9, memory_headroom=1.0).rows
+    assert all_of_it.memory.fits == "fits"
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
+    assert main(["ccr", "--params", "125M", "--model", model, "--tflops", "100", "--memory-headroom", "0"]) == 2
