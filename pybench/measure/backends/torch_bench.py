@@ -9,6 +9,7 @@ value), every element is compared exactly and the count of wrong elements is sum
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pybench.errors import BackendUnavailable, UsageError
@@ -144,12 +145,13 @@ class TorchCollectiveBench:
         return pair
 
     def _op(self) -> None:
+        # On the CPU (gloo) the operation completes here, under the watchdog. On the GPU (nccl) it is
+        # only enqueued: the waits (_sync, a timed batch's end event) are what the watchdog guards, so
+        # a timed batch is not serialised by a synchronise after every operation.
         dog = self.b.watchdog
         dog.arm(self.what)
         try:
             self._run()
-            if self.b.pg_backend == "nccl" and dog.enabled:
-                self.torch.cuda.synchronize(self.b.device)  # progress means done, not queued
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             if "not supported" in first.lower() or "unsupported" in first.lower():
@@ -162,7 +164,16 @@ class TorchCollectiveBench:
 
     def _sync(self) -> None:
         if self.b.pg_backend == "nccl":
-            self.torch.cuda.synchronize(self.b.device)
+            self._guarded_wait(lambda: self.torch.cuda.synchronize(self.b.device))
+
+    def _guarded_wait(self, wait: Callable[[], object]) -> None:
+        """Wait for the device under the watchdog: progress means done, not queued."""
+        dog = self.b.watchdog
+        dog.arm(self.what)
+        try:
+            wait()
+        finally:
+            dog.disarm()
 
     # -- the NativeBench protocol ---------------------------------------------------------
     def warmup(self, n: int) -> None:
@@ -223,7 +234,7 @@ class TorchCollectiveBench:
             for _ in range(ops):
                 self._op()
             end.record()
-            end.synchronize()
+            self._guarded_wait(end.synchronize)
             return start.elapsed_time(end) / 1e3
         t0 = time.perf_counter()
         for _ in range(ops):
