@@ -39,7 +39,7 @@ _FLAGS = {
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
-          "backend": "--backend", "strategy": "--strategy"}
+          "backend": "--backend", "strategy": "--strategy", "links": "--link"}
 
 
 def flag_names(text: str) -> str:
@@ -144,7 +144,8 @@ def run_ccr(args: argparse.Namespace) -> int:
                      device_memory_gb=args.device_memory_gb, flash_attention=not args.no_flash_attention,
                      price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
                      big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
-                     slow_node=args.slow_node, memory_headroom=args.memory_headroom, backend=args.backend)
+                     slow_node=args.slow_node, memory_headroom=args.memory_headroom, backend=args.backend,
+                     links=args.link)
     result = replace(result, notes=tuple(flag_names(n) for n in result.notes),
                      warnings=tuple(flag_names(w) for w in result.warnings))
     for w in result.warnings:
@@ -168,7 +169,7 @@ def run_plan(args: argparse.Namespace) -> int:
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
                       loader_samples_per_s=args.loader_samples_per_s, price_per_node_hour=args.price_per_node_hour,
                       price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
-                      memory_headroom=args.memory_headroom)
+                      memory_headroom=args.memory_headroom, links=args.link)
     print(flag_names(result.text()))
     _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
@@ -187,6 +188,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     """The inputs ccr and plan share: fitted models, measured compute, memory, output."""
     p.add_argument("--model", required=True, metavar="MODEL.json", help="fitted alpha-beta models (pybench fit)")
     p.add_argument("--backend", help="use only models of this backend (default: nccl if the file mixes backends)")
+    p.add_argument("--link", action="append", default=[], metavar="PRESET",
+                   help="a published link rate for a link class the model file's topology models lack (repeat): "
+                        "nvlink3/4/5, nvswitch, pcie4/5, ib-hdr/ndr/xdr, eth-25g/100g/200g/400g")
     p.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
     p.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
     p.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")

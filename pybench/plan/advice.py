@@ -1,14 +1,30 @@
-"""The advisor: :func:`plan` applies the field's rules to the step model and returns
-:class:`~pybench.plan.records.Plan`, a list of advice records with the figures behind them.
+"""The advisor: :func:`plan` applies the field's rules to the step model and returns a
+:class:`~pybench.plan.plan_result.Plan`, advice records with the figures behind them.
 
-Scale up, then out; ZeRO when it fits only just; TP inside the node, PP across,
-DP on top when it does not fit. The decisions live here; the sentences live in
-:mod:`pybench.plan.plan_result`.
+The rules, in order (``RULE_ORDER``); each applies only when the previous cannot meet the need:
+
+- Does it fit one device, within the one headroom (``MEMORY_HEADROOM``)?
+- Is one device well used: GEMMs under 40% of a datasheet peak the user gives, or a data
+  loader slower than the device, say fix that first (more nodes multiply the waste).
+- Scale up inside one node (DDP over the node's links), with scaling efficiency at 2, 4
+  and 8 workers shown before larger counts.
+- Fits only just (only with checkpointing): ZeRO-1/2 to shard optimizer state, gradient
+  accumulation with a smaller micro-batch, or activation checkpointing.
+- Does not fit: ZeRO-3 if sharding alone makes it fit; tensor parallel inside the node,
+  pipeline across nodes (smallest pp that fits), data parallel on top.
+- Multi-node only for a named need: memory that does not fit one node, or a throughput
+  target; without one the recommendation stays on one node and says what would justify more.
+  A target is met by the smallest configuration reaching it, preferring one its own bands do
+  not call comm-bound; memory by the smallest configuration that fits.
+- Then what the recommendation costs, a global-batch line past the user's limit, and the
+  batch at which larger batches would change its band.
+
+The decisions live here; the sentences live in :mod:`pybench.plan.plan_result`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pybench.errors import UsageError
@@ -99,8 +115,12 @@ class _Evaluator:
                       flash_attention=self.flash_attention, price_per_node_hour=self.price_per_node_hour,
                       memory_headroom=self.memory_headroom)
         except UsageError as exc:
-            self.notes.append(f"could not evaluate {strategy}: {exc}")
-            return []
+            if "model for" not in str(exc):
+                raise
+            # Saying nothing fits, or recommending around a layout nobody priced, would be false.
+            raise UsageError(f"cannot price {strategy} on {', '.join(map(str, ok))} devices: {exc}; or give a "
+                             f"link preset for that link class (links=NAME, e.g. nvlink4, ib-ndr, eth-100g), or a "
+                             f"max_world the models cover") from None
         self.notes += [n for n in res.notes if n not in self.notes]
         return list(res.rows)
 
@@ -326,44 +346,35 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          flash_attention: bool = True, backend: str | None = None, peak_flops_per_s: float | None = None,
          max_batch: int = 64, loader_samples_per_s: float | None = None,
          price_per_node_hour: float | None = None, price_per_device_hour: float | None = None,
-         global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM) -> Plan:
+         global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM,
+         links: Sequence[str] = ()) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
-    - Fits one device with headroom: scale up first (DDP over the node's
-      NVLink), then data parallel across nodes while the exposed
-      communication stays out of the comm-bound band (or until
-      ``target_samples_per_s`` is reached).
-    - Fits only just (over 80% of memory, or only with checkpointing): ZeRO-1/2
-      to shard optimizer state, or gradient accumulation with a smaller micro-batch.
-    - Does not fit: ZeRO-3 if sharding alone makes it fit; tensor parallel inside
-      the node, pipeline across nodes (smallest pp that fits), data parallel on top.
-    - Low utilisation (measured FLOP/s under 40% of ``peak_flops_per_s``, a
-      datasheet figure the user gives as a reference): fix the input pipeline and
-      the kernels first; more nodes multiply the waste.
-    - Input pipeline: ``loader_samples_per_s`` (one replica's data loader) below
-      the rate one device trains at: fix the input pipeline (throughput capped).
-    - Without a named need (a target, or memory), or while one device is not well
-      used, the recommendation stays inside one node (see :func:`_recommend`).
-    - With a price (per node-hour, or per device-hour x GPUs per node): samples per
-      dollar of every row and of the recommendation; a global batch over
-      ``global_batch_limit`` sequences gets the learning-rate / warm-up line.
-    - Where the recommended configuration is not in the ``fits`` band, the batch
-      (up to ``max_batch``) at which larger batches amortise communication enough
-      to change the band.
-
-    Parameters are those of :func:`pybench.plan.grid.ccr`; ``max_world`` bounds the world sizes tried.
+    The rules, in the order they apply, are in this module's docstring. Parameters are
+    those of :func:`pybench.plan.grid.ccr`, and: ``max_world`` bounds the world sizes tried;
+    ``target_samples_per_s`` is a named need; ``peak_flops_per_s`` (a datasheet figure) and
+    ``loader_samples_per_s`` (one replica's data loader) say whether one device is well
+    used; ``max_batch`` bounds the batch search; ``price_per_node_hour`` or
+    ``price_per_device_hour`` price every row; ``global_batch_limit`` (sequences) sets the
+    global-batch line; ``links`` are presets for link classes the model file lacks.
 
     Returns
     -------
     Plan
         Advice records (rule, verdict, figures), rendered by :mod:`pybench.plan.plan_result`.
+
+    Raises
+    ------
+    UsageError
+        For bad input, naming the parameter, and when no model prices a layout the advice
+        needs (the message says which input to give).
     """
     P = parse_param_count(params)
     shape = shape or shape_for_params(P)
     node_price = _check_plan_inputs(int(batch), max_world, loader_samples_per_s, target_samples_per_s,
                                     price_per_node_hour, price_per_device_hour, global_batch_limit, gpus_per_node)
     profile = load_compute(compute) if isinstance(compute, str) else compute
-    ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend), profile,
+    ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend, links), profile,
                     flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention, node_price, memory_headroom)
     device_bytes = device_memory_gb * 1e9
     worlds = _worlds_up_to(gpus_per_node, max_world)

@@ -154,7 +154,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
         straggler_cv: float = 0.0, slow_node: float = 1.0, memory_headroom: float = MEMORY_HEADROOM,
-        backend: str | None = None,
+        backend: str | None = None, links: Sequence[str] = (),
         bucket_sizes_bytes: Sequence[float] | None = None,
         overlap_profile: OverlapProfile | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
@@ -185,6 +185,9 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         Device memory in GB (1e9 bytes; conservative against GiB-sized cards).
     backend : str, optional
         Use only models of this backend (default: nccl when the file mixes backends).
+    links : sequence of str
+        Link presets (``nvlink4``, ``eth-25g``, ...) for the link classes the model file's
+        topology models do not hold.
     **others
         gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute,
         comm_bytes_per_value, flash_attention, price_per_node_hour, big_node_gpus,
@@ -202,7 +205,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         models), naming the parameter.
     """
     if isinstance(params, CcrConfig):
-        return evaluate(params, as_model_set(models, backend))
+        return evaluate(params, as_model_set(models, backend, links))
     if seq is None:
         raise UsageError("seq is required unless the first argument is a CcrConfig")
     profile = load_compute(compute) if isinstance(compute, str) else compute
@@ -216,4 +219,4 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
                           straggler_cv=straggler_cv, slow_node=slow_node, memory_headroom=memory_headroom,
                           overlap_profile=overlap_profile)
     warnings = [] if flops_per_s is not None else compute_warnings(profile, cfg.shape, parse_param_count(params))
-    return evaluate(cfg, as_model_set(models, backend), warnings)
+    return evaluate(cfg, as_model_set(models, backend, links), warnings)

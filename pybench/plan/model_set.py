@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
+from pybench.plan.topology_models import topology_collectives
 
 __all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set"]
 
@@ -88,7 +89,7 @@ class ModelSet:
         if not self.models:
             raise UsageError("no communication models given; fit some with `pybench fit LOG... -o FILE`")
         self.notes: list[str] = []
-        backends = sorted({str(getattr(m, "backend", "")) for m in self.models} - {""})
+        backends = sorted({str(getattr(m, "backend", None) or "") for m in self.models} - {""})
         if backend is not None:
             self.models = [m for m in self.models if getattr(m, "backend", None) == backend]
             if not self.models:
@@ -111,7 +112,10 @@ class ModelSet:
             return None
 
         def distance(m: CollectiveModel) -> float:
-            # Fitted at the world size needed beats near (log ratio) beats unknown world size.
+            # Fitted at the world size needed beats near (log ratio) beats a topology model for any
+            # world beats unknown world size.
+            if getattr(m, "any_world", False):
+                return 1e9
             if m.world_size is None:
                 return math.inf
             return abs(math.log(max(int(m.world_size), 1) / world))
@@ -126,7 +130,11 @@ class ModelSet:
             # e.g. an nccl-tests log without "#  Rank" lines: nobody said which links it crossed
             self._note(f"{collective} model of unknown link class used for {link_class} links "
                        f"(fit one per link class for a better answer)")
-        if model.world_size is None:
+        if getattr(model, "any_world", False):
+            pred = model.predict(size_bytes, world=world)
+            where = f"{collective} {getattr(model, 'label', 'topology model')} at {world} ranks"
+            self._note(f"{collective} over {link_class} links from the {getattr(model, 'label', 'topology model')}")
+        elif model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
             where = f"{collective} {model.link_class or 'any-link'} model of unknown world size, used at {world}"
         else:
@@ -164,8 +172,11 @@ class ModelSet:
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it")
 
 
-def load_model_set(path: str, backend: str | None = None) -> ModelSet:
+def load_model_set(path: str, backend: str | None = None, links: Sequence[str] = ()) -> ModelSet:
     """Load fitted models through ``pybench.model.alpha_beta.load_models`` (or ``load_model``).
+
+    The file's topology models join them (:mod:`pybench.plan.topology_models`), with the
+    ``links`` presets (``nvlink4``, ``eth-25g``, ...) filling the link classes they do not hold.
 
     Raises
     ------
@@ -192,13 +203,24 @@ def load_model_set(path: str, backend: str | None = None) -> ModelSet:
     for m in models:
         if not isinstance(m, CollectiveModel):
             raise FileFormatError(f"{path}: {type(m).__name__} lacks collective/link_class/world_size/predict")
+    if _reads_pybench_model_files(model_mod):  # a pybench model file may hold topology models too
+        models += topology_collectives(path, links)
     return ModelSet(models, backend)
 
 
-def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: str | None = None) -> ModelSet:
-    """A ModelSet from a ModelSet, an iterable of models, or a model file path."""
+def _reads_pybench_model_files(model_mod: object) -> bool:
+    try:
+        files = importlib.import_module("pybench.model.model_files")
+    except ImportError:
+        return False
+    return getattr(model_mod, "load_models", None) is getattr(files, "load_models", False)
+
+
+def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: str | None = None,
+                 links: Sequence[str] = ()) -> ModelSet:
+    """A ModelSet from a ModelSet, an iterable of models, or a model file path (``links``: presets for it)."""
     if isinstance(models, str):
-        return load_model_set(models, backend)
+        return load_model_set(models, backend, links)
     if isinstance(models, ModelSet):
         return models
     return ModelSet(models, backend)

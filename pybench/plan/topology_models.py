@@ -1,0 +1,77 @@
+"""Fitted topology models (:mod:`pybench.model.topology`) as the step model's collective models.
+
+A topology model prices one collective for any world size and node count from per-link-class
+parameters; one multi-node log gives the inter-node class, and a published link preset
+(``nvlink4``, ``eth-25g``, ...) can fill the class the log does not hold. Each link class it
+holds becomes one :class:`TopologyCollective`, which :class:`~pybench.plan.model_set.ModelSet`
+uses wherever no piecewise model of that class was fitted (a piecewise model fitted at the
+world size asked for stays first). Every prediction says it came from a topology model, and
+from a preset when one was used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pybench.errors import BackendUnavailable
+
+__all__ = ["TopologyCollective", "topology_collectives"]
+
+INTRA, INTER = "intra-node", "inter-node"
+
+
+@dataclass(frozen=True)
+class _Prediction:
+    time_s: float
+    time_low_s: float
+    time_high_s: float
+
+
+class TopologyCollective:
+    """One link class of a fitted topology model, seen as a CollectiveModel for any world size."""
+
+    any_world = True  # ModelSet: predicts at the world asked for, never "as fitted"
+
+    def __init__(self, model: Any, link_class: str) -> None:
+        self.model = model
+        self.collective: str = model.collective
+        self.link_class: str | None = link_class
+        self.world_size: int | None = None
+        self.backend: str | None = model.backend or None
+        link = model.intra if link_class == INTRA else model.inter
+        self.label = f"topology model, {link_class} {link.label}" if link is not None else "topology model"
+
+    def predict(self, size_bytes: float, world: int | None = None) -> _Prediction:
+        w = max(2, int(world or 2))
+        # Across nodes the ring runs at the slower link whatever the node count; two nodes (or one
+        # rank per node for an odd group) is a layout the model accepts for every world.
+        nodes = 1 if self.link_class == INTRA else (2 if w % 2 == 0 else w)
+        p = self.model.predict(max(1, int(size_bytes)), w, nodes)
+        return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s))
+
+
+def topology_collectives(path: str, links: Sequence[str] = ()) -> list[TopologyCollective]:
+    """The topology models in the model file ``path``, with ``links`` presets filling missing link classes.
+
+    Raises
+    ------
+    UsageError
+        For an unknown preset name (the message lists the known ones).
+    BackendUnavailable
+        When ``pybench.model`` is not part of this install.
+    """
+    try:
+        files = importlib.import_module("pybench.model.model_files")
+        presets_mod = importlib.import_module("pybench.model.link_presets")
+    except ImportError as exc:
+        raise BackendUnavailable(f"pybench.model cannot be imported ({exc}); it reads model files") from None
+    presets = [presets_mod.get_preset(name) for name in links]
+    out = []
+    for tm in files.load_topology(path):
+        for preset in presets:
+            tm = tm.with_preset(preset)
+        out += [TopologyCollective(tm, cls) for cls, link in ((INTRA, tm.intra), (INTER, tm.inter)) if link]
+    return out

@@ -1,0 +1,77 @@
+"""Issue 14, point 6: the plan works from one log. A two-node log's topology model prices the
+inter-node link; a link preset fills the class no log holds; when nothing can price a layout the
+plan needs, it exits 2 saying which input to give, instead of "no layout fits"."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SHARED_DATA
+
+from pybench.cli.main import main
+from pybench.errors import UsageError
+from pybench.plan.advice import plan
+from pybench.plan.bands import Band
+from pybench.plan.grid import ccr
+from pybench.plan.records import NeedAdvice, NeedVerdict, NoLayoutAdvice
+
+FIXTURES = SHARED_DATA.parent
+A100_2NODE = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+A100_NODE = [FIXTURES / f"log_vtrain_a100_nvswitch_allreduce_{n}gpu.csv" for n in (2, 8)]
+
+
+@pytest.fixture(scope="module")
+def two_node_model(tmp_path_factory):
+    if not A100_2NODE.exists():
+        pytest.skip(f"shared logs not found at {SHARED_DATA}")
+    path = tmp_path_factory.mktemp("models") / "a100_2node.json"
+    assert main(["fit", str(A100_2NODE), "-o", str(path)]) == 0
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def one_node_model(tmp_path_factory):
+    if not all(p.exists() for p in A100_NODE):
+        pytest.skip("vTrain fixtures not found")
+    path = tmp_path_factory.mktemp("models") / "a100_node.json"
+    assert main(["fit", *map(str, A100_NODE), "-o", str(path)]) == 0
+    return str(path)
+
+
+def test_the_two_node_log_alone_says_which_input_to_give(two_node_model, capsys):
+    with pytest.raises(UsageError, match="cannot price zero3") as exc:
+        plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12)
+    assert "intra-node" in str(exc.value) and "links=NAME" in str(exc.value)
+    assert main(["plan", "--params", "7B", "--model", two_node_model, "--tflops", "250"]) == 2
+    err = capsys.readouterr().err
+    assert "--link NAME" in err and "\n" not in err.strip()
+
+
+def test_the_two_node_log_with_an_intra_node_preset_evaluates_every_layout(two_node_model):
+    p = plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12, links=["nvlink3"])
+    assert not any(isinstance(a, NoLayoutAdvice) for a in p.records)  # no false "does not fit"
+    worlds = {(r.strategy, r.world) for r in p.rows}
+    assert {("zero3", w) for w in (2, 4, 8, 16, 32, 64)} <= worlds
+    assert {("tp+dp", w) for w in (8, 16, 32, 64)} <= worlds
+    sources = {o.call.source for r in p.rows for o in r.ops}
+    assert any("preset nvlink3" in s for s in sources)  # said, never passed off as measured
+    assert any("preset nvlink3" in n for n in p.notes)
+    assert p.recommended is not None and p.recommended.memory.fits_at_all
+
+
+def test_one_node_log_and_25g_ethernet_stays_on_one_node(one_node_model):
+    p = plan("1.3B", 2048, 1, models=one_node_model, flops_per_s=250e12, links=["eth-25g"], max_world=32)
+    assert p.recommended is not None and p.recommended.world <= 8
+    (need,) = [a for a in p.records if isinstance(a, NeedAdvice)]
+    assert need.verdict is NeedVerdict.NO_NAMED_NEED
+    multi = [r for r in p.rows if r.world > 8]
+    assert multi and all(r.decisive_band is Band.COMM_BOUND for r in multi)
+    assert all("preset eth-25g" in o.call.source for r in multi for o in r.ops)
+
+
+def test_ccr_takes_link_presets_too(one_node_model):
+    res = ccr("1.3B", 2048, 1, "8,16", "ddp", models=one_node_model, flops_per_s=250e12, links=["eth-25g"])
+    assert [r.world for r in res.rows] == [8, 16]
+    with pytest.raises(UsageError, match="no allreduce model for inter-node links"):
+        ccr("1.3B", 2048, 1, "8,16", "ddp", models=one_node_model, flops_per_s=250e12)
+    with pytest.raises(UsageError, match="unknown link preset"):
+        ccr("1.3B", 2048, 1, 8, "ddp", models=one_node_model, flops_per_s=250e12, links=["carrier-pigeon"])
