@@ -36,6 +36,7 @@ _FLAGS = {
     "peak_flops_per_s": "--peak-tflops", "loader_samples_per_s": "--loader-samples-per-s",
     "slow_node": "--slow-node", "price_per_device_hour": "--price-per-device-hour",
     "global_batch_limit": "--global-batch-limit", "memory_headroom": "--memory-headroom",
+    "bytes_per_param": "--bytes-per-param",
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
@@ -145,7 +146,7 @@ def run_ccr(args: argparse.Namespace) -> int:
                      price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
                      big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
                      slow_node=args.slow_node, memory_headroom=args.memory_headroom, backend=args.backend,
-                     links=args.link)
+                     links=args.link, bytes_per_param=args.bytes_per_param)
     result = replace(result, notes=tuple(flag_names(n) for n in result.notes),
                      warnings=tuple(flag_names(w) for w in result.warnings))
     for w in result.warnings:
@@ -169,7 +170,7 @@ def run_plan(args: argparse.Namespace) -> int:
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
                       loader_samples_per_s=args.loader_samples_per_s, price_per_node_hour=args.price_per_node_hour,
                       price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
-                      memory_headroom=args.memory_headroom, links=args.link)
+                      memory_headroom=args.memory_headroom, links=args.link, bytes_per_param=args.bytes_per_param)
     print(flag_names(result.text()))
     _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
@@ -197,6 +198,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-headroom", type=float, default=0.8, metavar="SHARE",
                    help="share of device memory a step may use to fit, one rule for every verdict (default 0.8: "
                         "the rest is the CUDA context, fragmentation and buffers the estimate does not count)")
+    p.add_argument("--bytes-per-param", type=int, choices=(16, 18), default=16,
+                   help="optimizer-state accounting: 16 (bf16 gradients, default) or 18 (fp32 gradients, no "
+                        "distributed optimizer)")
     p.add_argument("--no-flash-attention", action="store_true",
                    help="count attention-score activations (5 a s / h term)")
 

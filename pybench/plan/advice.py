@@ -99,6 +99,7 @@ class _Evaluator:
     flash_attention: bool
     price_per_node_hour: float | None = None
     memory_headroom: float = MEMORY_HEADROOM
+    bytes_per_param: int = 16
     notes: list[str] = field(default_factory=list)
 
     def rows(self, strategy: str, worlds: list[int], batch: int | None = None, tp_degree: int | None = None,
@@ -113,7 +114,7 @@ class _Evaluator:
                       gpus_per_node=self.gpus_per_node, shape=self.shape, tp_degree=tp_degree, pp_degree=pp_degree,
                       overlap=self.overlap, bucket_mb=self.bucket_mb, device_memory_gb=self.device_memory_gb,
                       flash_attention=self.flash_attention, price_per_node_hour=self.price_per_node_hour,
-                      memory_headroom=self.memory_headroom)
+                      memory_headroom=self.memory_headroom, bytes_per_param=self.bytes_per_param)
         except UsageError as exc:
             if "model for" not in str(exc):
                 raise
@@ -347,7 +348,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          max_batch: int = 64, loader_samples_per_s: float | None = None,
          price_per_node_hour: float | None = None, price_per_device_hour: float | None = None,
          global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM,
-         links: Sequence[str] = ()) -> Plan:
+         links: Sequence[str] = (), bytes_per_param: int = 16) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     The rules, in the order they apply, are in this module's docstring. Parameters are
@@ -356,7 +357,8 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     ``loader_samples_per_s`` (one replica's data loader) say whether one device is well
     used; ``max_batch`` bounds the batch search; ``price_per_node_hour`` or
     ``price_per_device_hour`` price every row; ``global_batch_limit`` (sequences) sets the
-    global-batch line; ``links`` are presets for link classes the model file lacks.
+    global-batch line; ``links`` are presets for link classes the model file lacks;
+    ``bytes_per_param`` is 16 (bf16 gradients) or 18 (fp32 gradients, no distributed optimizer).
 
     Returns
     -------
@@ -375,25 +377,27 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                                     price_per_node_hour, price_per_device_hour, global_batch_limit, gpus_per_node)
     profile = load_compute(compute) if isinstance(compute, str) else compute
     ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend, links), profile,
-                    flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention, node_price, memory_headroom)
+                    flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention, node_price, memory_headroom,
+                    bytes_per_param)
     device_bytes = device_memory_gb * 1e9
     worlds = _worlds_up_to(gpus_per_node, max_world)
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), int(batch)),
-                            device_bytes, flash_attention, memory_headroom)
+                            device_bytes, flash_attention, memory_headroom, bytes_per_param)
     out = _Advising()
     if one.fits is MemoryFit.FITS:
         verdict = OneDevice.FITS
-        out.records.append(MemoryAdvice(verdict, one, memory_headroom))
+        out.records.append(MemoryAdvice(verdict, one, memory_headroom, bytes_per_param))
         _fits_one_device(ev, worlds, out)
     elif one.fits is MemoryFit.WITH_CHECKPOINTING:
         verdict = OneDevice.FITS_ONLY_JUST
-        out.records.append(MemoryAdvice(verdict, one, memory_headroom))
+        out.records.append(MemoryAdvice(verdict, one, memory_headroom, bytes_per_param))
         micro = (memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), 1),
-                                   device_bytes, flash_attention, memory_headroom) if int(batch) > 1 else None)
+                                   device_bytes, flash_attention, memory_headroom, bytes_per_param)
+                 if int(batch) > 1 else None)
         _fits_only_just(ev, worlds, max_world, micro, one, out)
     else:
         verdict = OneDevice.DOES_NOT_FIT
-        out.records.append(MemoryAdvice(verdict, one, memory_headroom))
+        out.records.append(MemoryAdvice(verdict, one, memory_headroom, bytes_per_param))
         _does_not_fit(ev, worlds, max_world, out)
     use = _device_use(flops_per_s if flops_per_s is not None else getattr(profile, "flops_per_s", None),
                       peak_flops_per_s, loader_samples_per_s, out.evaluated)

@@ -15,7 +15,7 @@ from typing import Any
 from pybench.errors import UsageError
 from pybench.plan.compute import ComputeProfile, load_compute
 from pybench.plan.overlap import OverlapProfile
-from pybench.plan.strategies import MEMORY_HEADROOM, canonical_strategy
+from pybench.plan.strategies import ACCOUNTINGS, MEMORY_HEADROOM, canonical_strategy
 from pybench.plan.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
 __all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list"]
@@ -58,6 +58,8 @@ class CcrConfig:
         Speed of one node relative to the others (0.9: 10% slower), in (0, 1].
     memory_headroom : float
         Share of device memory a step may use to "fit" (``MEMORY_HEADROOM``, 0.8).
+    bytes_per_param : int
+        16 (bf16 gradients) or 18 (fp32 gradients, no distributed optimizer).
     overlap_profile : OverlapProfile, optional
         Measured bucket readiness and contention (``pybench.profile.step``).
     """
@@ -88,6 +90,7 @@ class CcrConfig:
     overlap_profile: OverlapProfile | None = None
     slow_node: float = 1.0
     memory_headroom: float = MEMORY_HEADROOM
+    bytes_per_param: int = 16
 
     def __post_init__(self) -> None:
         _check_config(self)
@@ -123,6 +126,8 @@ def _check_config(c: CcrConfig) -> None:
         raise UsageError("big_node_gpus needs price_per_node_hour to compare costs")
     if not c.straggler_cv >= 0:
         raise UsageError(f"straggler_cv must be 0 or more, got {c.straggler_cv}")
+    if c.bytes_per_param not in ACCOUNTINGS:
+        raise UsageError(f"bytes_per_param must be one of {', '.join(map(str, ACCOUNTINGS))}, got {c.bytes_per_param}")
     if not 0 < c.memory_headroom <= 1:
         raise UsageError(f"memory_headroom must lie in (0, 1], got {c.memory_headroom}")
     if not 0 < c.slow_node <= 1:

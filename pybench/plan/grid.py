@@ -109,8 +109,10 @@ def _breakevens(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate],
 
 def _notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[str]:
     notes = list(models.notes)
-    notes.append("memory: 16 B/param (bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m 4 + v 4), sharded by "
-                 "strategy; activations per Korthikanti et al. 2022"
+    grads = "bf16 grads 2" if cfg.bytes_per_param == 16 else "fp32 grads 4"
+    why = "" if cfg.bytes_per_param == 16 else ": fp32 gradients, no distributed optimizer"
+    notes.append(f"memory: {cfg.bytes_per_param} B/param (bf16 weights 2 + {grads} + fp32 master 4 + Adam m 4 + v 4"
+                 f"{why}), sharded by strategy; activations per Korthikanti et al. 2022"
                  + (" with flash attention" if cfg.flash_attention else "") + f"; GB = 1e9 B; fits = within "
                  f"{cfg.memory_headroom:.0%} of device memory (context, fragmentation and buffers are not in the "
                  f"estimate)")
@@ -154,7 +156,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
         straggler_cv: float = 0.0, slow_node: float = 1.0, memory_headroom: float = MEMORY_HEADROOM,
-        backend: str | None = None, links: Sequence[str] = (),
+        bytes_per_param: int = 16, backend: str | None = None, links: Sequence[str] = (),
         bucket_sizes_bytes: Sequence[float] | None = None,
         overlap_profile: OverlapProfile | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
@@ -191,7 +193,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
     **others
         gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute,
         comm_bytes_per_value, flash_attention, price_per_node_hour, big_node_gpus,
-        big_node_price_per_hour, straggler_cv, slow_node, memory_headroom, overlap_profile:
+        big_node_price_per_hour, straggler_cv, slow_node, memory_headroom, bytes_per_param, overlap_profile:
         As the CcrConfig attributes of the same names.
 
     Returns
@@ -217,6 +219,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
                           flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                           big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
                           straggler_cv=straggler_cv, slow_node=slow_node, memory_headroom=memory_headroom,
+                          bytes_per_param=bytes_per_param,
                           overlap_profile=overlap_profile)
     warnings = [] if flops_per_s is not None else compute_warnings(profile, cfg.shape, parse_param_count(params))
     return evaluate(cfg, as_model_set(models, backend, links), warnings)

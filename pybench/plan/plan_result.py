@@ -110,18 +110,19 @@ def row_figures(r: StepEstimate) -> str:
             f"({r.memory.fits})")
 
 
-def _memory_text(one: MemoryEstimate) -> str:
+def _memory_text(one: MemoryEstimate, bytes_per_param: int) -> str:
     return (f"one device needs {fmt_gb(one.total_bytes)} ({fmt_gb(one.states_bytes)} weights+grads+Adam at "
-            f"16 B/param, {fmt_gb(one.activations_bytes)} activations; {fmt_gb(one.total_checkpointed_bytes)} "
-            f"with activation checkpointing) of {fmt_gb(one.device_bytes)}")
+            f"{bytes_per_param} B/param, {fmt_gb(one.activations_bytes)} activations; "
+            f"{fmt_gb(one.total_checkpointed_bytes)} with activation checkpointing) of {fmt_gb(one.device_bytes)}")
 
 
 def _memory(a: MemoryAdvice) -> str:
+    text = _memory_text(a.one, a.bytes_per_param)
     if a.verdict == OneDevice.FITS:
-        return f"it fits: {_memory_text(a.one)}. Data parallelism (DDP) is enough; no model sharding needed."
+        return f"it fits: {text}. Data parallelism (DDP) is enough; no model sharding needed."
     if a.verdict == OneDevice.FITS_ONLY_JUST:
-        return f"it fits only just: {_memory_text(a.one)}."
-    return f"it does not fit: {_memory_text(a.one)}."
+        return f"it fits only just: {text}."
+    return f"it does not fit: {text}."
 
 
 def _utilisation(a: UtilisationAdvice) -> str:

@@ -122,6 +122,7 @@ class MemoryAdvice(Advice):
     rule = Rule.MEMORY
     one: MemoryEstimate
     headroom: float
+    bytes_per_param: int = 16
 
 
 @dataclass(frozen=True)

@@ -290,7 +290,8 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     timed = tuple(OpTime(op, models.time(op.collective, op.size_bytes, op.group_size, op.link_class))
                   for op in comm_ops(layout, work))
     tokens = batch * cfg.seq * m
-    memory = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention, cfg.memory_headroom)
+    memory = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention, cfg.memory_headroom,
+                               cfg.bytes_per_param)
     # A layout that fits only with activation checkpointing pays for it in time too (8 x P x tokens).
     recompute = cfg.recompute or memory.fits is MemoryFit.WITH_CHECKPOINTING
     flops = training_flops(cfg.params, tokens, recompute) / (layout.tp * layout.pp)

@@ -44,7 +44,7 @@ from pybench.plan.transformer import TransformerShape
 __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
     "make_layout", "comm_ops", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
-    "BYTES_PER_PARAM", "MemoryFit", "MEMORY_HEADROOM",
+    "BYTES_PER_PARAM", "BYTES_PER_PARAM_FP32_GRADS", "ACCOUNTINGS", "MemoryFit", "MEMORY_HEADROOM",
 ]
 
 INTRA = "intra-node"
@@ -62,6 +62,10 @@ MEMORY_HEADROOM = 0.8
 # Mixed-precision Adam, the classic accounting (ZeRO paper, Rajbhandari et al. 2020):
 # bf16 weights 2 + bf16 gradients 2 + fp32 master weights 4 + Adam m 4 + Adam v 4.
 BYTES_PER_PARAM = {"weights": 2, "grads": 2, "optimizer": 12}
+# The 18 B/param accounting: the same with fp32 gradients (frameworks without a distributed
+# optimizer that keep gradients in fp32, e.g. Megatron's default without --use-distributed-optimizer).
+BYTES_PER_PARAM_FP32_GRADS = {"weights": 2, "grads": 4, "optimizer": 12}
+ACCOUNTINGS = {16: BYTES_PER_PARAM, 18: BYTES_PER_PARAM_FP32_GRADS}
 
 
 def canonical_strategy(name: str) -> str:
@@ -368,15 +372,19 @@ class MemoryEstimate:
 
 
 def memory_per_device(layout: Layout, work: Workload, device_bytes: float, flash_attention: bool = True,
-                      headroom: float = MEMORY_HEADROOM) -> MemoryEstimate:
+                      headroom: float = MEMORY_HEADROOM, bytes_per_param: int = 16) -> MemoryEstimate:
     """Memory per device for ``layout`` running ``work`` (see :class:`MemoryEstimate`).
 
-    ``headroom``: the share of ``device_bytes`` a step may use to "fit".
+    ``headroom``: the share of ``device_bytes`` a step may use to "fit". ``bytes_per_param``:
+    16 (bf16 gradients) or 18 (fp32 gradients, no distributed optimizer), see ``ACCOUNTINGS``.
     """
     if not 0 < headroom <= 1:
         raise UsageError(f"memory_headroom must lie in (0, 1], got {headroom}")
+    if bytes_per_param not in ACCOUNTINGS:
+        raise UsageError(f"bytes_per_param must be one of {', '.join(map(str, ACCOUNTINGS))}, got {bytes_per_param}")
+    accounting = ACCOUNTINGS[bytes_per_param]
     P, n = work.params, layout.dp
-    wb, gb, ob = (float(BYTES_PER_PARAM[k] * P) for k in ("weights", "grads", "optimizer"))
+    wb, gb, ob = (float(accounting[k] * P) for k in ("weights", "grads", "optimizer"))
     s = layout.strategy
     if s == "zero1":
         ob /= n

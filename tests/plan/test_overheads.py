@@ -135,3 +135,32 @@ def test_headroom_is_a_share():
     assert all_of_it.memory.fits == "fits"
     model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
     assert main(["ccr", "--params", "125M", "--model", model, "--tflops", "100", "--memory-headroom", "0"]) == 2
+
+
+# --- issue 14, point 4: the 18 B/param accounting beside 16 ------------------------------------------------
+
+def test_eighteen_bytes_per_param_counts_fp32_gradients():
+    from test_ccr import SHAPE
+
+    from pybench.plan.strategies import Workload, make_layout, memory_per_device
+    work = Workload(1000, SHAPE, 4, 2)
+    m16 = memory_per_device(make_layout("ddp", 4, 4), work, 1e6)
+    m18 = memory_per_device(make_layout("ddp", 4, 4), work, 1e6, bytes_per_param=18)
+    assert (m16.grads_bytes, m18.grads_bytes) == (2000, 4000)
+    assert m18.states_bytes - m16.states_bytes == 2 * 1000
+    z2 = memory_per_device(make_layout("zero2", 4, 4), work, 1e6, bytes_per_param=18)
+    assert z2.grads_bytes == 1000  # sharded like the bf16 ones
+    (row,) = run(bytes_per_param=18).rows
+    assert row.memory.states_bytes == 18000
+    assert any(n.startswith("memory: 18 B/param") and "fp32 grads 4" in n for n in run(bytes_per_param=18).notes)
+    with pytest.raises(UsageError, match="^bytes_per_param must be one of 16, 18"):
+        run(bytes_per_param=17)
+
+
+def test_plan_says_which_accounting():
+    from test_ccr import FLOPS, SHAPE
+
+    from pybench.plan.advice import plan
+    p = plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
+             device_memory_gb=1e-4, max_world=2, bytes_per_param=18)
+    assert p.memory_one_device.states_bytes == 18000 and "at 18 B/param" in p.advice[0]

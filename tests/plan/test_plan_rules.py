@@ -178,3 +178,21 @@ def test_70b_gets_the_smallest_layout_that_fits_with_recompute_time(h100):
         assert r.recomputed  # 8 x P x tokens: the time agrees with the memory it was given
         assert r.compute_s * r.layout.tp * r.layout.pp * 400e12 == pytest.approx(
             8 * 70e9 * 2048 * r.micro_batches * r.batch, rel=1e-9)
+
+
+def test_7b_with_a_target_of_four_nodes_worth(h100):
+    """Issue 14's scenario: 7B, the shared 2-node H100 log, 80 GB devices, a target of 4x one node's
+    samples/s: a layout its bands do not call comm-bound that meets it, or a clear "not reachable"."""
+    base = plan("7B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64)
+    node = max(r.samples_per_s for r in base.rows if r.world <= 8 and r.memory.fits_at_all)
+    p = plan("7B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64, target_samples_per_s=4 * node)
+    need = _need(p)
+    if p.target_met:
+        assert need.verdict is NeedVerdict.TARGET_MET and p.recommended.samples_per_s >= 4 * node
+        good = [r for r in p.rows if r.memory.fits_at_all and r.samples_per_s >= 4 * node
+                and r.decisive_band is not Band.COMM_BOUND]
+        assert not good or p.recommended.decisive_band is not Band.COMM_BOUND
+    else:
+        assert need.verdict is NeedVerdict.TARGET_NOT_REACHABLE
+        assert any("nothing evaluated reaches the target" in a for a in p.advice)
+        assert any("reaches" in n for n in p.notes)
