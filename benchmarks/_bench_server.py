@@ -88,13 +88,20 @@ def _measure(core, req: dict, world: int) -> dict:
 
 
 def _finite(x):
-    return None if isinstance(x, float) and not math.isfinite(x) else x
+    """``x`` with every non-finite float (an infinite busbw of a zero time) as None: strict JSON."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
 
 
 def _send(conn: socket.socket | None, answer: dict) -> None:
     """Rank 0 answers pytest with one strict-JSON line (non-finite numbers as null); others have no socket."""
     if conn is not None:
-        conn.sendall((json.dumps(answer, default=_finite, allow_nan=False) + "\n").encode())
+        conn.sendall((json.dumps(_finite(answer), allow_nan=False) + "\n").encode())
 
 
 def serve(port: int, token: str) -> int:

@@ -183,3 +183,11 @@ def _first_record(out: Path) -> bool:
         return bool(json.loads(out.read_text())["records"])
     except (OSError, ValueError, KeyError):
         return False
+
+
+def test_watchdog_timeouts_saturate_to_never():
+    from pybench.measure.runner import NEVER_S, watchdog_seconds
+    assert watchdog_seconds(30.0) == 30.0 and watchdog_seconds(NEVER_S / 2) == NEVER_S / 2
+    # 9.3e9 s overflowed the native int64-nanosecond deadline and fired at once, naming a false culprit
+    for never in (float("inf"), 1e10, NEVER_S, float("nan"), 0.0, -1.0):
+        assert watchdog_seconds(never) == 0.0
