@@ -270,6 +270,10 @@ def _need_record(out: _Advising, need: _Need, recommended: StepEstimate | None, 
     if not need.device_well_used:
         return NeedAdvice(NeedVerdict.DEVICE_NOT_WELL_USED, recommended, node, need.target)
     if need.target is not None:
+        if met and recommended is not None and not good(recommended):
+            allowed = [r for r in out.evaluated if good(r)]
+            best = max(allowed, key=lambda r: r.samples_per_s) if allowed else None
+            return NeedAdvice(NeedVerdict.TARGET_MET_ONLY_COMM_BOUND, recommended, node, need.target, best)
         verdict = NeedVerdict.TARGET_MET if met else NeedVerdict.TARGET_NOT_REACHABLE
         return NeedAdvice(verdict, recommended, node, need.target)
     if not need.memory:

@@ -222,6 +222,14 @@ def _need(a: NeedAdvice) -> str:
     if a.verdict == NeedVerdict.TARGET_MET and a.row is not None:
         return (f"the target of {a.target_samples_per_s:g} samples/s needs {a.row.strategy} on {a.row.world} "
                 f"devices: {a.row.samples_per_s:.2f} samples/s, {a.row.decisive_band} by its own bands")
+    if a.verdict == NeedVerdict.TARGET_MET_ONLY_COMM_BOUND and a.row is not None:
+        best = a.best_allowed
+        allowed = ("no layout its bands allow" if best is None else
+                   f"the fastest layout its bands allow is {best.strategy} on {best.world} devices at "
+                   f"{best.samples_per_s:.2f} samples/s")
+        return (f"only comm-bound layouts reach the target of {a.target_samples_per_s:g} samples/s: "
+                f"{a.row.strategy} on {a.row.world} devices, {a.row.samples_per_s:.2f} samples/s with exposed "
+                f"communication {a.row.comm_fraction:.2f}; {allowed}")
     return f"nothing evaluated reaches the target of {a.target_samples_per_s:g} samples/s; the nearest is recommended"
 
 

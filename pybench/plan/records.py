@@ -74,6 +74,7 @@ class NeedVerdict(TextEnum):
     NO_NAMED_NEED = "no named need beyond one node"
     DEVICE_NOT_WELL_USED = "one device is not well used"
     TARGET_MET = "target met"
+    TARGET_MET_ONLY_COMM_BOUND = "target met only by comm-bound layouts"
     TARGET_NOT_REACHABLE = "target not reachable"
 
 
@@ -238,13 +239,15 @@ class ScalingAdvice(Advice):
 class NeedAdvice(Advice):
     """What the recommendation rests on: the named need (a target) or its absence.
 
-    ``node``: the best configuration inside one node; ``target_samples_per_s``: the need, if named.
+    ``node``: the best configuration inside one node; ``target_samples_per_s``: the need, if named;
+    ``best_allowed``: the fastest layout its bands do not call comm-bound (when only comm-bound ones meet it).
     """
 
     rule = Rule.NEED
     row: StepEstimate | None
     node: StepEstimate | None
     target_samples_per_s: float | None = None
+    best_allowed: StepEstimate | None = None
 
 
 @dataclass(frozen=True)
