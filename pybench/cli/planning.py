@@ -170,7 +170,8 @@ def run_plan(args: argparse.Namespace) -> int:
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
                       loader_samples_per_s=args.loader_samples_per_s, price_per_node_hour=args.price_per_node_hour,
                       price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
-                      memory_headroom=args.memory_headroom, links=args.link, bytes_per_param=args.bytes_per_param)
+                      memory_headroom=args.memory_headroom, links=args.link, bytes_per_param=args.bytes_per_param,
+                      straggler_cv=args.straggler_cv, slow_node=args.slow_node)
     print(flag_names(result.text()))
     _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
@@ -198,6 +199,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-headroom", type=float, default=0.8, metavar="SHARE",
                    help="share of device memory a step may use to fit, one rule for every verdict (default 0.8: "
                         "the rest is the CUDA context, fragmentation and buffers the estimate does not count)")
+    p.add_argument("--straggler-cv", type=float, default=0.0,
+                   help="per-rank compute-time coefficient of variation (expected slowest of N); the wait "
+                        "for the slowest counts as communication (sync column)")
+    p.add_argument("--slow-node", type=float, default=1.0, metavar="F",
+                   help="one node runs at F of the others' speed (0.9: 10%% slower), in (0, 1]; default 1")
     p.add_argument("--bytes-per-param", type=int, choices=(16, 18), default=16,
                    help="optimizer-state accounting: 16 (bf16 gradients, default) or 18 (fp32 gradients, no "
                         "distributed optimizer)")
@@ -260,11 +266,6 @@ def _add_ccr_parser(subparsers: Any) -> None:
     q.add_argument("--price-per-node-hour", type=float, help="price of one node per hour (enables samples/$)")
     q.add_argument("--big-node-gpus", type=int, help="GPUs of one bigger machine to compare scale-out against")
     q.add_argument("--big-node-price-per-hour", type=float, help="price per hour of that bigger machine")
-    q.add_argument("--straggler-cv", type=float, default=0.0,
-                   help="per-rank compute-time coefficient of variation (expected slowest of N); the wait "
-                        "for the slowest counts as communication (sync column)")
-    q.add_argument("--slow-node", type=float, default=1.0, metavar="F",
-                   help="one node runs at F of the others' speed (0.9: 10%% slower), in (0, 1]; default 1")
     _add_output_args(q, "the result")
     q.set_defaults(func=run_ccr)
 

@@ -100,6 +100,8 @@ class _Evaluator:
     price_per_node_hour: float | None = None
     memory_headroom: float = MEMORY_HEADROOM
     bytes_per_param: int = 16
+    straggler_cv: float = 0.0
+    slow_node: float = 1.0
     notes: list[str] = field(default_factory=list)
 
     def rows(self, strategy: str, worlds: list[int], batch: int | None = None, tp_degree: int | None = None,
@@ -114,7 +116,8 @@ class _Evaluator:
                       gpus_per_node=self.gpus_per_node, shape=self.shape, tp_degree=tp_degree, pp_degree=pp_degree,
                       overlap=self.overlap, bucket_mb=self.bucket_mb, device_memory_gb=self.device_memory_gb,
                       flash_attention=self.flash_attention, price_per_node_hour=self.price_per_node_hour,
-                      memory_headroom=self.memory_headroom, bytes_per_param=self.bytes_per_param)
+                      memory_headroom=self.memory_headroom, bytes_per_param=self.bytes_per_param,
+                      straggler_cv=self.straggler_cv, slow_node=self.slow_node)
         except UsageError as exc:
             if "model for" not in str(exc):
                 raise
@@ -352,7 +355,8 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          max_batch: int = 64, loader_samples_per_s: float | None = None,
          price_per_node_hour: float | None = None, price_per_device_hour: float | None = None,
          global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM,
-         links: Sequence[str] = (), bytes_per_param: int = 16) -> Plan:
+         links: Sequence[str] = (), bytes_per_param: int = 16, straggler_cv: float = 0.0,
+         slow_node: float = 1.0) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     The rules, in the order they apply, are in this module's docstring. Parameters are
@@ -362,7 +366,8 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     used; ``max_batch`` bounds the batch search; ``price_per_node_hour`` or
     ``price_per_device_hour`` price every row; ``global_batch_limit`` (sequences) sets the
     global-batch line; ``links`` are presets for link classes the model file lacks;
-    ``bytes_per_param`` is 16 (bf16 gradients) or 18 (fp32 gradients, no distributed optimizer).
+    ``bytes_per_param`` is 16 (bf16 gradients) or 18 (fp32 gradients, no distributed optimizer);
+    ``straggler_cv`` and ``slow_node`` add the wait for the slowest rank to every row.
 
     Returns
     -------
@@ -382,7 +387,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     profile = load_compute(compute) if isinstance(compute, str) else compute
     ev = _Evaluator(P, int(seq), int(batch), gpus_per_node, shape, as_model_set(models, backend, links), profile,
                     flops_per_s, overlap, bucket_mb, device_memory_gb, flash_attention, node_price, memory_headroom,
-                    bytes_per_param)
+                    bytes_per_param, straggler_cv, slow_node)
     device_bytes = device_memory_gb * 1e9
     worlds = _worlds_up_to(gpus_per_node, max_world)
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, int(seq), int(batch)),

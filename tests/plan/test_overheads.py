@@ -164,3 +164,20 @@ def test_plan_says_which_accounting():
     p = plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
              device_memory_gb=1e-4, max_world=2, bytes_per_param=18)
     assert p.memory_one_device.states_bytes == 18000 and "at 18 B/param" in p.advice[0]
+
+
+def test_plan_takes_stragglers_and_a_slow_node(capsys):
+    from test_ccr import FLOPS, SHAPE
+
+    from pybench.plan.advice import plan
+    kw = dict(models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
+              device_memory_gb=1e-4, max_world=8)
+    calm = plan(1000, 4, 2, **kw)
+    rough = plan(1000, 4, 2, straggler_cv=0.2, slow_node=0.8, **kw)
+    by_world = {r.world: r for r in rough.rows}
+    assert by_world[4].sync_s > by_world[2].sync_s > 0  # the slow node only across nodes
+    assert all(r.ccr > c.ccr for r, c in zip(rough.rows, calm.rows) if r.world > 1)
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
+    assert main(["plan", "--params", "125M", "--model", model, "--tflops", "100", "--max-world", "8",
+                 "--slow-node", "1.2"]) == 2
+    assert "--slow-node must lie in (0, 1]" in capsys.readouterr().err
