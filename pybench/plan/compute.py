@@ -267,6 +267,17 @@ def _with_tokens(g: Gemm, tokens: int, timed: int) -> tuple[int, int, int]:
     return timed, g.k, g.n
 
 
+def _timed_dtype(eng: Engine, requested: str) -> tuple[str, list[str]]:
+    """The dtype an engine can time for ``requested``, and the warning when it falls back."""
+    if eng.supports(requested):
+        return requested, []
+    reason = {"numpy": "numpy has no bfloat16 and its float16 matmul bypasses BLAS",
+              "cupy": "cupy has no bfloat16"}.get(eng.name, f"{eng.name} does not support it here")
+    fallback = "fp16" if eng.name == "cupy" and requested == "bf16" else "fp32"
+    return fallback, [f"dtype {requested} not available on engine {eng.name} ({reason}); "
+                      f"timed {fallback} instead, so FLOP/s are {fallback} figures"]
+
+
 def profile_compute(shape: TransformerShape, params: int | None = None, seq: int = 2048,
                     micro_batch: int = 1, dtype: str | None = None, engine: str | Engine = "auto",
                     repeats: int = 5, warmup: int = 1, timed_tokens: int | None = None,
@@ -312,15 +323,7 @@ def profile_compute(shape: TransformerShape, params: int | None = None, seq: int
     eng = get_engine(engine) if isinstance(engine, str) else engine
     on_gpu = getattr(eng, "device", "cpu") == "cuda" or eng.name == "cupy"
     requested = canonical_compute_dtype(dtype) if dtype else ("bf16" if on_gpu else "fp32")
-    warnings: list[str] = []
-    used = requested
-    if not eng.supports(requested):
-        reason = {"numpy": "numpy has no bfloat16 and its float16 matmul bypasses BLAS",
-                  "cupy": "cupy has no bfloat16"}.get(eng.name, f"{eng.name} does not support it here")
-        fallback = "fp16" if eng.name == "cupy" and requested == "bf16" else "fp32"
-        warnings.append(f"dtype {requested} not available on engine {eng.name} ({reason}); "
-                        f"timed {fallback} instead, so FLOP/s are {fallback} figures")
-        used = fallback
+    used, warnings = _timed_dtype(eng, requested)
     tokens = seq * micro_batch
     gemms = step_gemms(shape, tokens)
     if timed_tokens is not None:
