@@ -55,7 +55,11 @@ def _cases() -> list:
 
 @pytest.fixture
 def special(tmp_path) -> dict[str, str]:
-    """The run-time special files (see cases.py) in a fresh folder."""
+    return make_special(tmp_path)
+
+
+def make_special(tmp_path: Path) -> dict[str, str]:
+    """The run-time special files and placeholders (see cases.py) in a fresh folder."""
     d = tmp_path / "special"
     d.mkdir()
     paths = {"tmp": str(tmp_path / "out"), "fix": str(FIXTURES), "corpus": str(HERE / "corpus")}
