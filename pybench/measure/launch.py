@@ -3,6 +3,11 @@ the CLI starts N local ranks itself through the MPI launcher and rank 0 prints.
 
 The user types the same command either way. Arguments go to the launcher as a
 list (never through a shell), so nothing in a size string or file name can run.
+
+A stand-alone job is one unit (pybench.measure.job): its files in one private folder,
+its processes in one session that ends with the pybench parent (SIGTERM, SIGHUP, SIGKILL,
+or a stopped launcher), and, as root, its own loopback-only network, so nothing Open MPI
+listens on can be reached from another machine.
 """
 
 from __future__ import annotations
@@ -258,6 +263,8 @@ class LauncherStopped(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
+
+
 # Without an explicit choice, at most this many ranks per core; each rank needs this much memory.
 RANKS_PER_CORE_LIMIT = 8
 RANK_MEMORY_BYTES = 128 << 20
