@@ -300,6 +300,27 @@ def _batch_amortisation(ev: _Evaluator, r: StepEstimate, max_batch: int) -> Batc
     return BatchAdvice(BatchVerdict.UNCHANGED, r, ev.batch, b, max_batch)
 
 
+def _adopt_larger_batch(ev: _Evaluator, out: _Advising, need: _Need, r: StepEstimate,
+                        advice: BatchAdvice) -> tuple[StepEstimate, BatchAdvice]:
+    """Pick by the plan's own bands across batches too: when the recommendation is comm-bound and a
+    larger micro-batch takes its layout out of that band, recommend the smallest world at that batch
+    that meets the same need (the target, else the comm-bound choice's samples/s) without being
+    comm-bound. The global batch grows with it; the global-batch line says what that asks for."""
+    if (advice.verdict != BatchVerdict.CHANGES_BAND or advice.at is None or r.decisive_band != Band.COMM_BOUND
+            or advice.at.decisive_band == Band.COMM_BOUND):
+        return r, advice
+    worlds = sorted({x.world for x in out.evaluated if x.strategy == r.strategy and x.world <= r.world})
+    rows = ev.rows(r.strategy, worlds, advice.tried_batch, tp_degree=r.layout.tp if r.layout.tp > 1 else None,
+                   pp_degree=r.layout.pp if r.layout.pp > 1 else None)
+    need_sps = need.target if need.target is not None else _throughput(r, need.loader_samples_per_s)
+    meeting = [x for x in rows if good(x) and _throughput(x, need.loader_samples_per_s) >= need_sps]
+    if not meeting:
+        return r, advice
+    choice = min(meeting, key=lambda x: (x.world, -x.samples_per_s))
+    out.evaluated += [x for x in rows if x not in out.evaluated]
+    return choice, BatchAdvice(BatchVerdict.ADOPTED, r, advice.batch, advice.tried_batch, advice.max_batch, choice)
+
+
 def _device_use(measured: float | None, peak: float | None, loader: float | None,
                 rows: list[StepEstimate]) -> list[Advice]:
     """Is one device well used? Its GEMMs against the datasheet peak, its data loader against its compute."""
@@ -413,12 +434,14 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     out.records += use
     need = _Need(target_samples_per_s, verdict is not OneDevice.FITS, not use, gpus_per_node, loader_samples_per_s)
     recommended, met = _recommend(out, need)
+    if recommended is not None and recommended.decisive_band != Band.FITS:
+        batch_advice = _batch_amortisation(ev, recommended, max_batch)
+        recommended, batch_advice = _adopt_larger_batch(ev, out, need, recommended, batch_advice)
+        out.records.append(batch_advice)
     said = _need_record(out, need, recommended, met)
     if said is not None:
         out.records.append(said)
     out.records += _cost_and_batch(out, need, recommended, node_price, int(seq), global_batch_limit)
-    if recommended is not None and recommended.decisive_band != Band.FITS:
-        out.records.append(_batch_amortisation(ev, recommended, max_batch))
     records = sorted(out.records, key=lambda a: RULE_ORDER.index(a.rule))
     return Plan(verdict, tuple(records), one, tuple(out.evaluated), recommended, tuple(ev.notes),
                 target_samples_per_s, met, max_world, memory_headroom)

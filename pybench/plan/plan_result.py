@@ -192,6 +192,12 @@ def _batch(a: BatchAdvice) -> str:
         return (f"larger batches amortise communication: {where} goes from {r.comm_fraction:.2f} ({start}) at "
                 f"batch {a.batch} to {x.comm_fraction:.2f} ({x.decisive_band}) from batch {a.tried_batch} per "
                 f"device, {x.samples_per_s:.2f} samples/s, {fmt_gb(x.memory.needed_bytes)}/device")
+    if a.verdict == BatchVerdict.ADOPTED and a.at is not None:
+        x = a.at
+        return (f"a larger batch takes it out of the comm-bound band: at micro-batch {a.tried_batch} per device, "
+                f"{x.strategy} on {x.world} devices gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
+                f"({x.decisive_band}), where {where} at batch {a.batch} gave {r.samples_per_s:.2f} at "
+                f"{r.comm_fraction:.2f} ({start}); recommended instead")
     if a.verdict == BatchVerdict.STOPS_FITTING:
         return (f"a larger batch does not help here: at batch {a.tried_batch} {where} no longer fits in memory, "
                 f"and up to batch {a.tried_batch // 2} the band stays {start}")
@@ -221,7 +227,8 @@ def _need(a: NeedAdvice) -> str:
         return f"stay on one node ({node}) until one device is well used"
     if a.verdict == NeedVerdict.TARGET_MET and a.row is not None:
         return (f"the target of {a.target_samples_per_s:g} samples/s needs {a.row.strategy} on {a.row.world} "
-                f"devices: {a.row.samples_per_s:.2f} samples/s, {a.row.decisive_band} by its own bands")
+                f"devices at micro-batch {a.row.batch}: {a.row.samples_per_s:.2f} samples/s, {a.row.decisive_band} "
+                f"by its own bands")
     if a.verdict == NeedVerdict.TARGET_MET_ONLY_COMM_BOUND and a.row is not None:
         best = a.best_allowed
         allowed = ("no layout its bands allow" if best is None else

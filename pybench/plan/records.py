@@ -82,6 +82,7 @@ class BatchVerdict(TextEnum):
     """What a larger micro-batch does to the recommended configuration's band."""
 
     CHANGES_BAND = "changes the band"
+    ADOPTED = "a larger batch is recommended"
     STOPS_FITTING = "stops fitting first"
     UNCHANGED = "band unchanged"
 

@@ -202,3 +202,19 @@ def test_7b_with_a_target_of_four_nodes_worth(h100):
         assert need.verdict is NeedVerdict.TARGET_NOT_REACHABLE
         assert any("nothing evaluated reaches the target" in a for a in p.advice)
         assert any("reaches" in n for n in p.notes)
+
+
+def test_a_larger_batch_that_leaves_the_comm_bound_band_is_recommended(h100):
+    """Issue 14: zero3 on 64 devices at exposed 0.51 was recommended for 120 samples/s while batch 2
+    took the same layout to 0.16; now the smallest world at batch 2 that meets the target is."""
+    from pybench.plan.records import BatchAdvice, BatchVerdict
+    p = plan("7B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64, target_samples_per_s=120)
+    r = p.recommended
+    assert r.samples_per_s >= 120 and r.decisive_band is not Band.COMM_BOUND and r.batch > 1
+    (adopted,) = [a for a in p.records if isinstance(a, BatchAdvice)]
+    assert adopted.verdict is BatchVerdict.ADOPTED and adopted.at == r and r in p.rows
+    assert adopted.row.decisive_band is Band.COMM_BOUND and adopted.row.batch == 1
+    smaller = [x for x in p.rows if x.batch == r.batch and x.strategy == r.strategy and x.world < r.world
+               and x.samples_per_s >= 120 and x.decisive_band is not Band.COMM_BOUND]
+    assert not smaller
+    assert _need(p).verdict is NeedVerdict.TARGET_MET and f"at micro-batch {r.batch}" in p.text()
