@@ -28,9 +28,9 @@ _API = {
     "fit_alpha_beta": "pybench.model.fit", "cross_validate": "pybench.model.fit",
     "AlphaBetaModel": "pybench.model.alpha_beta", "load_model": "pybench.model.alpha_beta",
     "load_models": "pybench.model.alpha_beta",
-    "ComputeProfile": "pybench.plan.compute", "load_compute": "pybench.plan.compute",
-    "profile_compute": "pybench.plan.compute",
-    "ccr": "pybench.plan.ccr", "plan": "pybench.plan.ccr",
+    "ComputeProfile": "pybench.planning.compute", "load_compute": "pybench.planning.compute",
+    "profile_compute": "pybench.planning.compute",
+    "ccr": "pybench.planning.ccr", "plan": "pybench.planning.ccr",
 }
 
 __all__ = [
@@ -46,7 +46,7 @@ assert set(__all__) == {"__version__", *_API}
 def __getattr__(name: str) -> Any:
     module = _API.get(name)
     if module is None:
-        # A subpackage (pybench.model, pybench.plan, ...) that is not loaded yet.
+        # A subpackage (pybench.model, pybench.planning, ...) that is not loaded yet.
         try:
             return importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:
@@ -76,6 +76,6 @@ if TYPE_CHECKING:  # the static view of the lazy names, for type checkers and ID
     from pybench.model.alpha_beta import AlphaBetaModel, load_model, load_models
     from pybench.model.fit import cross_validate, fit_alpha_beta
     from pybench.model.logs import load_measurements
-    from pybench.plan.ccr import ccr, plan
-    from pybench.plan.compute import ComputeProfile, load_compute, profile_compute
+    from pybench.planning.ccr import ccr, plan
+    from pybench.planning.compute import ComputeProfile, load_compute, profile_compute
     from pybench.sizes import format_size, parse_size, parse_sizes

@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pybench"
 FOUNDATION = {"errors", "sizes", "collectives", "_native", "_core", "_cuda"}
-LAYERS = ["io", "measure", "model", "plan", "profile", "report", "cli"]
+LAYERS = ["io", "measure", "model", "planning", "profile", "report", "cli"]
 
 
 def _layer_of(module: str) -> int | None:

@@ -86,7 +86,7 @@ def _said_as_flags(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]
 
 def _shape_from_args(args: argparse.Namespace) -> tuple[int, Any]:
     """(params, shape) from --params and/or --hidden/--layers."""
-    from pybench.plan.transformer import parse_param_count, shape_for_params, shape_from_dims
+    from pybench.planning.transformer import parse_param_count, shape_for_params, shape_from_dims
     if (args.hidden is None) != (args.layers is None):
         raise UsageError("give --hidden and --layers together (or --params alone)")
     if args.hidden is not None:
@@ -114,7 +114,7 @@ def _tflops(value: float | None) -> float | None:
 
 def run_compute(args: argparse.Namespace) -> int:
     """``python -m pybench compute``: time the step's GEMMs and print achieved FLOP/s."""
-    from pybench.plan.compute import profile_compute
+    from pybench.planning.compute import profile_compute
     if args.max_gemm_gflop is not None and args.max_gemm_gflop < 0:
         raise UsageError(f"--max-gemm-gflop must be 0 (no cap) or positive, got {args.max_gemm_gflop}")
     max_flops = "auto" if args.max_gemm_gflop is None else (
@@ -133,7 +133,7 @@ def run_compute(args: argparse.Namespace) -> int:
 
 def run_ccr(args: argparse.Namespace) -> int:
     """``python -m pybench ccr``: the CCR table for every strategy x world x batch."""
-    from pybench.plan.grid import ccr
+    from pybench.planning.grid import ccr
     with _flags_in_errors():
         params, shape = _shape_from_args(args)
         _check_flops_flags(args)
@@ -158,7 +158,7 @@ def run_ccr(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     """``python -m pybench plan``: the field's advice with the figures behind it."""
-    from pybench.plan.advice import plan
+    from pybench.planning.advice import plan
     with _flags_in_errors():
         params, shape = _shape_from_args(args)
         _check_flops_flags(args)

@@ -77,7 +77,7 @@ def add_parsers(sub) -> None:
 def _validate(args) -> tuple[int, list[int]]:
     """(parameters, batch sizes); every flag checked here so that errors name flags, before ranks start."""
     from pybench.io.files import refuse_existing
-    from pybench.plan.transformer import parse_param_count
+    from pybench.planning.transformer import parse_param_count
     from pybench.profile.mlp import mlp_shape
     params = parse_param_count(args.params)
     batches = _batches(args.batch)

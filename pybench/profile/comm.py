@@ -48,11 +48,11 @@ def fit_quick_model(sizes: Sequence[int] = QUICK_SWEEP, samples: int = 3, link_c
 
 
 def model_set_for(models: Any):
-    """A :class:`pybench.plan.ccr.ModelSet` from ``models``, or None (fit a quick sweep).
+    """A :class:`pybench.planning.ccr.ModelSet` from ``models``, or None (fit a quick sweep).
 
     ``models``: None, a ModelSet, a model file's path (its torch models preferred) or a list of models.
     """
-    from pybench.plan.ccr import ModelSet, load_model_set
+    from pybench.planning.ccr import ModelSet, load_model_set
     if models is None:
         return None
     if isinstance(models, ModelSet):

@@ -1,4 +1,4 @@
-"""The prediction's :class:`~pybench.plan.overlap.OverlapProfile` of one batch, from the probes of every rank.
+"""The prediction's :class:`~pybench.planning.overlap.OverlapProfile` of one batch, from the probes of every rank.
 
 Per rank: medians over steps of the no_sync hooks (bucket readiness, backward's share of the
 step), the host cores the buckets burnt when all-reduced alone, and the timed bucket copies;
@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from pybench.plan.overlap import OverlapProfile, compute_slowdown
+from pybench.planning.overlap import OverlapProfile, compute_slowdown
 from pybench.profile.probes import bucket_ready_fractions, cores_available
 
 __all__ = ["measured_overlap_profile"]

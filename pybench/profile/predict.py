@@ -1,7 +1,7 @@
-"""The prediction beside a measured row: :func:`pybench.plan.ccr.ccr` for the same DDP configuration.
+"""The prediction beside a measured row: :func:`pybench.planning.ccr.ccr` for the same DDP configuration.
 
 Strategy ddp, seq 1, the gradients' bytes per value, DDP's real buckets, overlap in those
-buckets with the measured :class:`~pybench.plan.overlap.OverlapProfile`; and the same with
+buckets with the measured :class:`~pybench.planning.overlap.OverlapProfile`; and the same with
 each part of the profile left out, so the table shows what each one changes.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pybench.plan.overlap import OverlapProfile
+from pybench.planning.overlap import OverlapProfile
 from pybench.profile.runner import BatchMeasurement
 
 __all__ = ["FlopsSpec", "StepPredictor"]
@@ -50,7 +50,7 @@ class StepPredictor:
 
     def row(self, batch: int, fps: float, buckets: list[int], overlap_profile: OverlapProfile | None):
         """The ccr row at ``batch`` with FLOP/s ``fps`` and the given overlap profile."""
-        from pybench.plan.ccr import ccr
+        from pybench.planning.ccr import ccr
         return ccr(self.params, seq=1, batch=batch, world=self.world, strategy="ddp", models=self.model_set,
                    flops_per_s=fps * self.flops_per_sample / (6.0 * self.params),
                    gpus_per_node=self.world if self.link_class == "intra-node" else 1, overlap=True,

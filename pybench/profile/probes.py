@@ -1,4 +1,4 @@
-"""Measure the :class:`pybench.plan.overlap.OverlapProfile` of a real training step.
+"""Measure the :class:`pybench.planning.overlap.OverlapProfile` of a real training step.
 
 Two probes, both taken from compute-only or communication-only phases, so the
 prediction never reads the synchronised step it is compared with:
@@ -14,7 +14,7 @@ prediction never reads the synchronised step it is compared with:
 - :class:`HostCpuMeter`: the cores the whole host is busy for (/proc/stat:
   user, system, irq and softirq of every process and the kernel, so gloo's
   threads, TCP and the tbf shaper all count) while buckets are all-reduced
-  alone, minus the same host idle. :func:`pybench.plan.overlap.compute_slowdown`
+  alone, minus the same host idle. :func:`pybench.planning.overlap.compute_slowdown`
   turns that into the compute throughput lost while a bucket is in flight.
 """
 

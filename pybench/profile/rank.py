@@ -42,7 +42,7 @@ def run_profile_rank(params: int, batches: Sequence[int], steps: int = 5, warmup
     import torch.distributed as dist
     if strategy != "ddp":
         raise UsageError(f"strategy must be 'ddp', the only one profiled (got {strategy!r}); "
-                         "other strategies are predicted by pybench.plan.ccr")
+                         "other strategies are predicted by pybench.planning.ccr")
     if calibrate not in CALIBRATIONS:
         raise UsageError(f"calibrate must be one of {', '.join(CALIBRATIONS)}, got {calibrate!r}")
     torch.set_num_threads(1)  # one core per rank: ranks share the machine's cores as the CPU benchmarks do

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pybench.plan.overlap import OverlapProfile
+from pybench.planning.overlap import OverlapProfile
 from pybench.profile.overlap_profile import measured_overlap_profile
 from pybench.profile.probes import GradReadiness, HostCpuMeter, time_bucket_copies
 from pybench.profile.result import ProfileRow

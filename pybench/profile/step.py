@@ -24,7 +24,7 @@ DistributedDataParallel (gloo on CPU) and measures, per batch size:
 
 Measured ``ccr = comm_s / (comm_s + compute_s)`` (the DESIGN definition: the
 step without overlap) and ``exposed_fraction = exposed_s / step_s``. Beside
-them the prediction of :func:`pybench.plan.ccr.ccr` for the same configuration
+them the prediction of :func:`pybench.planning.ccr.ccr` for the same configuration
 (strategy ddp, seq 1, fp32 gradients so 4 bytes per value, overlap in buckets of
 the DDP bucket cap) from a gloo all-reduce model (a file fitted from
 ``--backend torch`` runs, or a quick sweep fitted on the spot in the same
@@ -32,7 +32,7 @@ process group) and a FLOP/s calibrated from the step's own GEMM shapes timed on
 every rank at once; and a bucket-aware figure, the sum of the model's times for
 DDP's real buckets (``pred_comm_buckets_s``).
 
-The overlap half of the prediction uses an :class:`pybench.plan.overlap.OverlapProfile`
+The overlap half of the prediction uses an :class:`pybench.planning.overlap.OverlapProfile`
 measured here without reading the synchronised steps (``pybench.profile.probes``):
 when each bucket is ready and backward's share of the step (gradient hooks in the
 no_sync steps), the host cores the buckets burn when all-reduced alone (which
@@ -70,11 +70,11 @@ _METHOD_NOTES = [
     "synchronised step",
     "trace: torch.profiler, per rank, compute = ops of the training thread, comm = gloo/nccl ops of the "
     "process group's threads, unions so overlap counts once; medians over steps, max over ranks",
-    "prediction: pybench.plan.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is "
+    "prediction: pybench.planning.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is "
     "its CCR (no overlap, as measured ccr), pred_exp its exposed fraction with overlap in DDP's real buckets, "
     "each going out when its gradients are ready (timed by hooks in the no_sync steps), slowing compute by "
     "the share of the cores the buckets burn alone, plus DDP's copies into and out of its buckets "
-    "(pybench.plan.overlap)",
+    "(pybench.planning.overlap)",
 ]
 _HID_LESS = ("overlap hid less than predicted: when communication needs the same CPU cores as "
              "backward (gloo reduces and copies on the CPU, TCP on the kernel), the overlapped "
@@ -219,7 +219,7 @@ def _new_result(model, link_class: str | None, label: str) -> ProfileResult:
 def _predictor(model, result: ProfileResult, models, bucket_mb: float, flops_per_sample: float | None,
                flops_per_s: FlopsSpec) -> StepPredictor:
     """The predictor, with the models given or a quick sweep fitted here (recorded in ``result``)."""
-    from pybench.plan.ccr import ModelSet
+    from pybench.planning.ccr import ModelSet
     model_set = model_set_for(models)
     if model_set is None:
         result.fitted = fit_quick_model(link_class=result.link_class)

@@ -123,11 +123,11 @@ KNOWN: dict[str, str] = {
                                    "accepted (no type check when fit reads results)",
     "read-fit-result_negative_time": "pybench/model/logs/measurements.py: negative times accepted; "
                                      "pybench/model/anomalies.py then fails in math.log (traceback)",
-    "read-ccr-compute_zero_gemms": "pybench/plan/compute.py: a compute profile with no GEMMs divides by zero "
+    "read-ccr-compute_zero_gemms": "pybench/planning/compute.py: a compute profile with no GEMMs divides by zero "
                                    "(ComputeProfile.flops_per_s, traceback)",
-    "read-ccr-compute_zero_flops": "pybench/plan/compute.py: flops_per_s 0 accepted (exit 0)",
-    "read-ccr-compute_negative_flops": "pybench/plan/compute.py: negative flops_per_s accepted (exit 0)",
-    "read-ccr-compute_overflowing_flops": "pybench/plan/compute.py: flops_per_s 1.7e308 accepted (exit 0)",
+    "read-ccr-compute_zero_flops": "pybench/planning/compute.py: flops_per_s 0 accepted (exit 0)",
+    "read-ccr-compute_negative_flops": "pybench/planning/compute.py: negative flops_per_s accepted (exit 0)",
+    "read-ccr-compute_overflowing_flops": "pybench/planning/compute.py: flops_per_s 1.7e308 accepted (exit 0)",
     "read-predict-model_extreme_numbers": "pybench/model/model_files.py: segment numbers of 1e308 accepted; "
                                           "pybench/model/tdist.py raises ValueError (traceback)",
     "read-plan-model_extreme_numbers": "pybench/model/model_files.py: as read-predict-model_extreme_numbers",
@@ -139,9 +139,9 @@ KNOWN: dict[str, str] = {
     "plan-gpus-per-node-0": "pybench/cli/planning.py: --gpus-per-node type=int accepts 0; the plan search then "
                             "loops growing memory (killed at the limit)",
     "plan-gpus-per-node-minus-1": "pybench/cli/planning.py: as plan-gpus-per-node-0 for -1",
-    "ccr-tflops-inf": "pybench/cli/planning.py: --tflops accepts inf; pybench/plan/step.py divides by zero "
+    "ccr-tflops-inf": "pybench/cli/planning.py: --tflops accepts inf; pybench/planning/step.py divides by zero "
                       "(traceback)",
-    "compute-hidden-40000": "pybench/plan/compute.py: no memory estimate before allocating the GEMM operands "
+    "compute-hidden-40000": "pybench/planning/compute.py: no memory estimate before allocating the GEMM operands "
                             "(MemoryError under the limit; 25.6 GB without it)",
     "profile-params-100T": "pybench/cli/profile.py: --params has no upper bound; the model is built "
                            "(traceback/MemoryError in pybench/profile/rank.py)",

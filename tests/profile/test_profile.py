@@ -186,8 +186,8 @@ def test_stored_repeats_meet_the_reality_check():
 @pytest.mark.parametrize("name", REPEATS)
 def test_stored_prediction_is_reproduced_from_the_stored_model(name):
     """The prediction beside the measurement is pybench.ccr's, from the stored model and overlap profile."""
-    from pybench.plan.ccr import ccr, load_model_set
-    from pybench.plan.overlap import OverlapProfile
+    from pybench.planning.ccr import ccr, load_model_set
+    from pybench.planning.overlap import OverlapProfile
     d = _stored(name)
     models = load_model_set(str(FIXTURES / "profile_torch_gloo_netns_1gbit_model.json"), backend="torch")
     for r in d["rows"]:

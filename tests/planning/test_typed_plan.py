@@ -15,14 +15,14 @@ from pybench.cli.planning import flag_names
 from pybench.errors import UsageError
 from pybench.io.files import read_document
 from pybench.io.formats import CCR, COMPUTE, PLAN, check_document
-from pybench.plan.advice import plan
-from pybench.plan.bands import Band, band
-from pybench.plan.config import CcrConfig, make_ccr_config
-from pybench.plan.grid import ccr
-from pybench.plan.overlap import bucket_sizes
-from pybench.plan.plan_result import advice_sentence
-from pybench.plan.records import Advice, MemoryAdvice, OneDevice, Rule, ScaleUpAdvice
-from pybench.plan.strategies import MemoryFit
+from pybench.planning.advice import plan
+from pybench.planning.bands import Band, band
+from pybench.planning.config import CcrConfig, make_ccr_config
+from pybench.planning.grid import ccr
+from pybench.planning.overlap import bucket_sizes
+from pybench.planning.plan_result import advice_sentence
+from pybench.planning.records import Advice, MemoryAdvice, OneDevice, Rule, ScaleUpAdvice
+from pybench.planning.strategies import MemoryFit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -77,7 +77,7 @@ def test_documents_come_from_the_registry(tmp_path):
     p = plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
              device_memory_gb=1e-4, max_world=4)
     check_document(json.loads(json.dumps(p.to_dict())), PLAN, "plan")
-    from pybench.plan.compute import load_compute
+    from pybench.planning.compute import load_compute
     prof = load_compute(FIXTURES / "compute_profile_v1.json")
     path = tmp_path / "c.json"
     prof.save(path)

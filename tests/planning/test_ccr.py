@@ -17,7 +17,7 @@ import pytest
 
 from pybench.cli import planning as cli_planning
 from pybench.errors import BackendUnavailable, UsageError
-from pybench.plan.ccr import (
+from pybench.planning.ccr import (
     CollectiveModel,
     ModelSet,
     band,
@@ -26,8 +26,8 @@ from pybench.plan.ccr import (
     overlap_exposed_s,
     straggler_factor,
 )
-from pybench.plan.compute import load_compute
-from pybench.plan.transformer import TransformerShape
+from pybench.planning.compute import load_compute
+from pybench.planning.transformer import TransformerShape
 
 SHAPE = TransformerShape("small", 8, 2, 2, 32, 10)
 # P = 1000, seq 4, batch 2: 6 x 1000 x 8 tokens = 48000 FLOPs per step on one device.
@@ -416,7 +416,7 @@ def test_real_fitted_model_file(tmp_path):
 
 # --- plan -----------------------------------------------------------------------------------------------
 
-from pybench.plan.ccr import plan  # noqa: E402
+from pybench.planning.ccr import plan  # noqa: E402
 
 
 def make_plan(device_bytes, **kw):
@@ -477,7 +477,7 @@ def test_cli_plan(capsys, fake_model_module):
 def test_exposed_never_exceeds_the_serial_fraction_with_buckets():
     # Many small buckets at a large world pay the latency term per bucket: both the
     # serial communication time and the exposed time must account for it.
-    from pybench.plan.ccr import bucketed_serial_s
+    from pybench.planning.ccr import bucketed_serial_s
     assert bucketed_serial_s(100.0, 30.0, lambda s: 1.0 + s) == pytest.approx(4 * 1.0 + 100.0)
     models = all_links("allreduce", bw_Bps=25e9, alpha_s=5e-3)
     res = ccr("7B", 4096, [1, 4], [8, 64], "ddp", models=models, flops_per_s=400e12, gpus_per_node=8,
@@ -492,7 +492,7 @@ def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
 
     from pybench.model.alpha_beta import fit_models
     from pybench.model.logs import load_measurements
-    from pybench.plan.ccr import plan
+    from pybench.planning.ccr import plan
     log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
     if not log.exists():
         pytest.skip(f"shared logs not found at {SHARED_DATA}")
@@ -512,7 +512,7 @@ def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
 
 
 def test_real_buckets_replace_equal_ones():
-    from pybench.plan.ccr import bucket_sizes
+    from pybench.planning.ccr import bucket_sizes
     assert bucket_sizes(100.0, 30.0) == [30.0, 30.0, 30.0, 10.0]
     assert bucket_sizes(84.0, 25.0, [33.6, 33.6, 16.8]) == pytest.approx([33.6, 33.6, 16.8])
     assert bucket_sizes(168.0, 25.0, [33.6, 33.6, 16.8]) == pytest.approx([67.2, 67.2, 33.6])  # another dtype

@@ -4,7 +4,7 @@ against numbers computed by hand."""
 import pytest
 
 from pybench.errors import UsageError
-from pybench.plan.strategies import (
+from pybench.planning.strategies import (
     INTER,
     INTRA,
     Workload,
@@ -14,7 +14,7 @@ from pybench.plan.strategies import (
     make_layout,
     memory_per_device,
 )
-from pybench.plan.transformer import TransformerShape
+from pybench.planning.transformer import TransformerShape
 
 # hidden 8, 2 layers, 2 heads, ffn 32; P = 1000 params, seq 4, micro-batch 2, bf16 (2 B):
 # gradients P b = 2000 B; activations b s h x 2 B = 2 * 4 * 8 * 2 = 128 B.

@@ -13,9 +13,9 @@ from conftest import SHARED_DATA
 
 from pybench.cli.main import main
 from pybench.errors import UsageError
-from pybench.plan.advice import plan
-from pybench.plan.bands import Band
-from pybench.plan.records import RULE_ORDER, InputPipelineAdvice, NeedAdvice, NeedVerdict, ScalingAdvice
+from pybench.planning.advice import plan
+from pybench.planning.bands import Band
+from pybench.planning.records import RULE_ORDER, InputPipelineAdvice, NeedAdvice, NeedVerdict, ScalingAdvice
 
 LOG = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
 PEAK = 989e12  # H100 SXM dense bf16 datasheet figure, a reference only
@@ -125,7 +125,7 @@ def _small_plan(**kw):
 
 
 def test_plan_prices_per_node_or_per_device():
-    from pybench.plan.records import CostAdvice
+    from pybench.planning.records import CostAdvice
     by_node = _small_plan(price_per_node_hour=3.6)
     by_device = _small_plan(price_per_device_hour=1.8)  # 2 devices per node
     (cost,) = [a for a in by_node.records if isinstance(a, CostAdvice)]
@@ -147,7 +147,7 @@ def test_bad_prices_and_limits(kw, match):
 
 
 def test_global_batch_line_past_the_limit():
-    from pybench.plan.records import GlobalBatchAdvice
+    from pybench.planning.records import GlobalBatchAdvice
     quiet = _small_plan()
     # across two devices the step is comm-bound here, so one device (dp 1 x micro-batch 2) is recommended
     assert quiet.recommended.global_batch == 2
@@ -169,7 +169,7 @@ def test_cli_plan_price_flags(capsys):
 
 
 def test_70b_gets_the_smallest_layout_that_fits_with_recompute_time(h100):
-    from pybench.plan.records import OneDevice
+    from pybench.planning.records import OneDevice
     p = plan("70B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64)
     assert p.verdict is OneDevice.DOES_NOT_FIT
     r = p.recommended
@@ -207,7 +207,7 @@ def test_7b_with_a_target_of_four_nodes_worth(h100):
 def test_a_larger_batch_that_leaves_the_comm_bound_band_is_recommended(h100):
     """Issue 14: zero3 on 64 devices at exposed 0.51 was recommended for 120 samples/s while batch 2
     took the same layout to 0.16; now the smallest world at batch 2 that meets the target is."""
-    from pybench.plan.records import BatchAdvice, BatchVerdict
+    from pybench.planning.records import BatchAdvice, BatchVerdict
     p = plan("7B", 2048, 1, models=h100, flops_per_s=400e12, max_world=64, target_samples_per_s=120)
     r = p.recommended
     assert r.samples_per_s >= 120 and r.decisive_band is not Band.COMM_BOUND and r.batch > 1

@@ -13,17 +13,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.errors import UsageError
-from pybench.plan.compute import ComputeProfile, load_compute
-from pybench.plan.overlap import OverlapProfile
-from pybench.plan.strategies import ACCOUNTINGS, MEMORY_HEADROOM, canonical_strategy
-from pybench.plan.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
+from pybench.planning.compute import ComputeProfile, load_compute
+from pybench.planning.overlap import OverlapProfile
+from pybench.planning.strategies import ACCOUNTINGS, MEMORY_HEADROOM, canonical_strategy
+from pybench.planning.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
 __all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list"]
 
 
 @dataclass(frozen=True)
 class CcrConfig:
-    """Inputs of :func:`pybench.plan.grid.ccr` (also recorded in its result).
+    """Inputs of :func:`pybench.planning.grid.ccr` (also recorded in its result).
 
     Attributes
     ----------
@@ -35,7 +35,7 @@ class CcrConfig:
     batches, worlds : tuple of int
         Micro-batch sizes per data-parallel replica and world sizes of the grid.
     strategies : tuple of str
-        Canonical strategy names (``pybench.plan.strategies.STRATEGIES``).
+        Canonical strategy names (``pybench.planning.strategies.STRATEGIES``).
     gpus_per_node : int
     flops_per_s : float
         Achieved FLOP/s of one device; ``flops_source`` says where it came from.
@@ -188,7 +188,7 @@ def make_ccr_config(params: int | str, seq: int, batch: int | str | Sequence[int
                     flops_per_s: float | None = None, shape: TransformerShape | None = None,
                     gpus_per_node: int = 8, bucket_mb: float = 25, device_memory_gb: float = 80,
                     bucket_sizes_bytes: Sequence[float] | None = None, **fields: Any) -> CcrConfig:
-    """A CcrConfig from :func:`pybench.plan.grid.ccr`'s plain arguments (see its parameters).
+    """A CcrConfig from :func:`pybench.planning.grid.ccr`'s plain arguments (see its parameters).
 
     ``fields`` are CcrConfig fields given as they are (gpus_per_node, micro_batches, overlap, ...).
 

@@ -1,7 +1,7 @@
 """What the advisor returns (:class:`Plan`) and its renderings: the advice records as the
 sentences ``pybench plan`` prints, and the ``pybench.plan`` JSON document.
 
-Rendering only: every figure and verdict comes from the records :mod:`pybench.plan.advice` made.
+Rendering only: every figure and verdict comes from the records :mod:`pybench.planning.advice` made.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.io.formats import PLAN, stamp
-from pybench.plan.records import (
+from pybench.planning.records import (
     AccumulationAdvice,
     Advice,
     BatchAdvice,
@@ -34,9 +34,9 @@ from pybench.plan.records import (
     Zero3Advice,
     ZeroAdvice,
 )
-from pybench.plan.result import fmt_gb
-from pybench.plan.step import StepEstimate
-from pybench.plan.strategies import MemoryEstimate
+from pybench.planning.result import fmt_gb
+from pybench.planning.step import StepEstimate
+from pybench.planning.strategies import MemoryEstimate
 
 __all__ = ["Plan", "advice_sentence", "row_figures", "plan_text", "plan_notes", "plan_document"]
 

@@ -1,4 +1,4 @@
-"""pybench.plan.overlap: bucket readiness and contention in the exposed time; pybench.profile.probes: measuring them."""
+"""pybench.planning.overlap: bucket readiness and contention in the exposed time; pybench.profile.probes: measuring them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pybench.errors import UsageError
-from pybench.plan.overlap import (
+from pybench.planning.overlap import (
     OverlapProfile,
     bucket_sizes,
     compute_slowdown,
@@ -122,7 +122,7 @@ def test_profile_checks_its_figures():
 
 
 def test_ccr_uses_the_profile():
-    from pybench.plan.ccr import ccr, load_model_set
+    from pybench.planning.ccr import ccr, load_model_set
     # the gloo all-reduce model fitted through a 1 Gbit/s namespace link (84 MB in about 0.67 s)
     models = load_model_set(str(FIXTURES / "profile_torch_gloo_netns_1gbit_model.json"), backend="torch")
     kw = dict(models=models, flops_per_s=1e11, gpus_per_node=1, overlap=True, comm_bytes_per_value=4,

@@ -1,7 +1,7 @@
 """What the CCR grid returns (:class:`CcrResult`, :class:`Breakeven`) and its two renderings:
 the table ``pybench ccr`` prints and the ``pybench.ccr`` JSON document.
 
-Rendering only: every figure comes from the rows :mod:`pybench.plan.grid` computed; nothing here decides.
+Rendering only: every figure comes from the rows :mod:`pybench.planning.grid` computed; nothing here decides.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pybench.io.formats import CCR, stamp
-from pybench.plan.config import CcrConfig
-from pybench.plan.step import StepEstimate
-from pybench.plan.transformer import format_param_count
+from pybench.planning.config import CcrConfig
+from pybench.planning.step import StepEstimate
+from pybench.planning.transformer import format_param_count
 
 __all__ = ["Breakeven", "CcrResult", "ccr_table", "ccr_document", "fmt_bytes", "fmt_seconds", "fmt_gb"]
 

@@ -11,7 +11,7 @@ import pytest
 
 from pybench.cli import planning as cli_planning
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
-from pybench.plan.compute import (
+from pybench.planning.compute import (
     DEFAULT_CPU_MAX_GEMM_FLOPS,
     ComputeProfile,
     GemmTiming,
@@ -21,7 +21,7 @@ from pybench.plan.compute import (
     time_gemm,
     timed_tokens_for,
 )
-from pybench.plan.transformer import TransformerShape, shape_for_params, shape_from_dims, step_gemms
+from pybench.planning.transformer import TransformerShape, shape_for_params, shape_from_dims, step_gemms
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 TINY = TransformerShape("tiny", 8, 2, 2, 32, 10)

@@ -44,7 +44,7 @@ def test_one_slow_node_is_waited_for_only_across_nodes():
     assert across.sync_s == pytest.approx(1 / 0.9 - 1)
     assert across.ccr == pytest.approx((1.0 + across.sync_s) / (2.0 + across.sync_s))
     (both,) = run(world=4, slow_node=0.9, straggler_cv=0.1).rows
-    from pybench.plan.stragglers import expected_max_normal
+    from pybench.planning.stragglers import expected_max_normal
     assert both.sync_s == pytest.approx((1 + 0.1 * expected_max_normal(4)) / 0.9 - 1)
     assert math.isclose(both.straggler_factor, 1 + 0.1 * expected_max_normal(4))
 
@@ -79,7 +79,7 @@ def _links(inter_alpha_s):
 
 
 def test_breakeven_counts_a_hair_below_the_reference_as_cheap():
-    from pybench.plan.grid import BREAKEVEN_TOLERANCE
+    from pybench.planning.grid import BREAKEVEN_TOLERANCE
     # across nodes each step pays 0.4 ms on 1 s of compute: 0.04% fewer samples per dollar
     (be,) = run(world="2,4,8", models=_links(4e-4), price_per_node_hour=3.6).breakevens
     assert be.tolerance == BREAKEVEN_TOLERANCE == 0.01
@@ -118,7 +118,7 @@ def test_a_layout_that_needs_checkpointing_is_timed_with_recomputation():
 def test_the_table_and_the_plan_share_one_headroom(device):
     from test_ccr import FLOPS, SHAPE
 
-    from pybench.plan.advice import plan
+    from pybench.planning.advice import plan
     (row,) = run(world=1, device_memory_gb=device / 1e9).rows
     p = plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
              device_memory_gb=device / 1e9, max_world=2)
@@ -142,7 +142,7 @@ def test_headroom_is_a_share():
 def test_eighteen_bytes_per_param_counts_fp32_gradients():
     from test_ccr import SHAPE
 
-    from pybench.plan.strategies import Workload, make_layout, memory_per_device
+    from pybench.planning.strategies import Workload, make_layout, memory_per_device
     work = Workload(1000, SHAPE, 4, 2)
     m16 = memory_per_device(make_layout("ddp", 4, 4), work, 1e6)
     m18 = memory_per_device(make_layout("ddp", 4, 4), work, 1e6, bytes_per_param=18)
@@ -160,7 +160,7 @@ def test_eighteen_bytes_per_param_counts_fp32_gradients():
 def test_plan_says_which_accounting():
     from test_ccr import FLOPS, SHAPE
 
-    from pybench.plan.advice import plan
+    from pybench.planning.advice import plan
     p = plan(1000, 4, 2, models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
              device_memory_gb=1e-4, max_world=2, bytes_per_param=18)
     assert p.memory_one_device.states_bytes == 18000 and "at 18 B/param" in p.advice[0]
@@ -169,7 +169,7 @@ def test_plan_says_which_accounting():
 def test_plan_takes_stragglers_and_a_slow_node(capsys):
     from test_ccr import FLOPS, SHAPE
 
-    from pybench.plan.advice import plan
+    from pybench.planning.advice import plan
     kw = dict(models=all_links("allreduce"), flops_per_s=FLOPS, gpus_per_node=2, shape=SHAPE,
               device_memory_gb=1e-4, max_world=8)
     calm = plan(1000, 4, 2, **kw)

@@ -11,7 +11,7 @@
   The wait counts as communication: in CCR, in the exposed fraction and in the step.
 - ``bubble_s`` = compute_s x (p - 1) / m for a pipeline of p stages and m
   micro-batches, so the bubble is (p - 1) / (m + p - 1) of the pipelined time.
-- ``comm_s`` = sum over the step's collectives (``pybench.plan.strategies.comm_ops``)
+- ``comm_s`` = sum over the step's collectives (``pybench.planning.strategies.comm_ops``)
   of calls x predicted time from fitted alpha-beta models, full-size messages.
 - ``ccr`` = (comm_s + sync_s) / (comm_s + sync_s + compute_s): no overlap; the
   bubble is idle time, neither communication nor compute, and is reported separately.
@@ -20,7 +20,7 @@
   recomputation). Buckets become ready uniformly through backward and go out
   one after another on one stream (as DDP does), so the last bucket, ready when
   backward ends, can never overlap. Everything else is exposed. A measured
-  :class:`pybench.plan.overlap.OverlapProfile` replaces the uniform readiness and
+  :class:`pybench.planning.overlap.OverlapProfile` replaces the uniform readiness and
   the 2/3, and slows compute while buckets are in flight (CPU transports).
   ``exposed_fraction`` = (exposed_s + sync_s) / (exposed_s + sync_s + compute_s).
 - ``step_s`` = compute_s + bubble_s + exposed_s + sync_s (exposed_s = comm_s without overlap).
@@ -35,12 +35,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from pybench.plan.bands import Band, band
-from pybench.plan.config import CcrConfig
-from pybench.plan.model_set import CommTime, ModelSet
-from pybench.plan.overlap import OverlapProfile, bucket_sizes, bucketed_serial_s, overlap_exposed_s
-from pybench.plan.stragglers import straggler_factor
-from pybench.plan.strategies import (
+from pybench.planning.bands import Band, band
+from pybench.planning.config import CcrConfig
+from pybench.planning.model_set import CommTime, ModelSet
+from pybench.planning.overlap import OverlapProfile, bucket_sizes, bucketed_serial_s, overlap_exposed_s
+from pybench.planning.stragglers import straggler_factor
+from pybench.planning.strategies import (
     INTER,
     INTRA,
     CommOp,
@@ -53,7 +53,7 @@ from pybench.plan.strategies import (
     make_layout,
     memory_per_device,
 )
-from pybench.plan.transformer import training_flops
+from pybench.planning.transformer import training_flops
 
 __all__ = ["OpTime", "StepEstimate", "estimate_step", "default_micro_batches"]
 

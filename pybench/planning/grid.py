@@ -5,7 +5,7 @@ scaling efficiency against one node, breakeven against a reference machine, and 
   Breakeven compares scale-out rows with one reference machine (one node of
   the cluster, or a bigger node with its own GPU count and price): the
   smallest world that is faster, and the largest that is as cheap per sample.
-- Bands (of ccr, and of exposed_fraction with overlap): ``pybench.plan.bands``.
+- Bands (of ccr, and of exposed_fraction with overlap): ``pybench.planning.bands``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from pybench.errors import UsageError
-from pybench.plan.compute import ComputeProfile, load_compute
-from pybench.plan.config import CcrConfig, compute_warnings, make_ccr_config
-from pybench.plan.model_set import CollectiveModel, ModelSet, as_model_set
-from pybench.plan.overlap import OverlapProfile
-from pybench.plan.result import Breakeven, CcrResult
-from pybench.plan.step import StepEstimate, estimate_step
-from pybench.plan.strategies import MEMORY_HEADROOM, make_layout
-from pybench.plan.transformer import TransformerShape, parse_param_count
+from pybench.planning.compute import ComputeProfile, load_compute
+from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config
+from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
+from pybench.planning.overlap import OverlapProfile
+from pybench.planning.result import Breakeven, CcrResult
+from pybench.planning.step import StepEstimate, estimate_step
+from pybench.planning.strategies import MEMORY_HEADROOM, make_layout
+from pybench.planning.transformer import TransformerShape, parse_param_count
 
 __all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "BREAKEVEN_TOLERANCE"]
 
@@ -161,7 +161,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         overlap_profile: OverlapProfile | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
 
-    Call it as ``ccr(cfg, models=...)`` with a :class:`~pybench.plan.config.CcrConfig`
+    Call it as ``ccr(cfg, models=...)`` with a :class:`~pybench.planning.config.CcrConfig`
     (whose attributes document every input), or with plain arguments from which one is
     built: the same names, in the units a person types.
 

@@ -8,7 +8,7 @@ JSON read the same as before they were an enum.
 
 from __future__ import annotations
 
-from pybench.plan.text_enum import TextEnum
+from pybench.planning.text_enum import TextEnum
 
 __all__ = ["Band", "band", "BAND_FITS", "BAND_CAUTION"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
-from pybench.plan.topology_models import topology_collectives
+from pybench.planning.topology_models import topology_collectives
 
 __all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set"]
 
@@ -175,7 +175,7 @@ class ModelSet:
 def load_model_set(path: str, backend: str | None = None, links: Sequence[str] = ()) -> ModelSet:
     """Load fitted models through ``pybench.model.alpha_beta.load_models`` (or ``load_model``).
 
-    The file's topology models join them (:mod:`pybench.plan.topology_models`), with the
+    The file's topology models join them (:mod:`pybench.planning.topology_models`), with the
     ``links`` presets (``nvlink4``, ``eth-25g``, ...) filling the link classes they do not hold.
 
     Raises

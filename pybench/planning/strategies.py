@@ -38,8 +38,8 @@ from dataclasses import asdict, dataclass
 
 from pybench.collectives import COLLECTIVES
 from pybench.errors import UsageError
-from pybench.plan.text_enum import TextEnum
-from pybench.plan.transformer import TransformerShape
+from pybench.planning.text_enum import TextEnum
+from pybench.planning.transformer import TransformerShape
 
 __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",

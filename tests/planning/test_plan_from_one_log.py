@@ -9,10 +9,10 @@ from conftest import SHARED_DATA
 
 from pybench.cli.main import main
 from pybench.errors import UsageError
-from pybench.plan.advice import plan
-from pybench.plan.bands import Band
-from pybench.plan.grid import ccr
-from pybench.plan.records import NeedAdvice, NeedVerdict, NoLayoutAdvice
+from pybench.planning.advice import plan
+from pybench.planning.bands import Band
+from pybench.planning.grid import ccr
+from pybench.planning.records import NeedAdvice, NeedVerdict, NoLayoutAdvice
 
 FIXTURES = SHARED_DATA.parent
 A100_2NODE = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"

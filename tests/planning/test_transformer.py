@@ -3,7 +3,7 @@
 import pytest
 
 from pybench.errors import UsageError
-from pybench.plan.transformer import (
+from pybench.planning.transformer import (
     SHAPES,
     Gemm,
     TransformerShape,

@@ -14,7 +14,7 @@ GEMM records both the real and the timed shape, and the profile says so.
 The clock is injectable (``clock=``, a zero-argument callable returning
 seconds, as ``torch.utils.benchmark.Timer(timer=...)``) so tests can check the
 FLOP/s arithmetic exactly with a fake clock and a fake engine. The engines live
-in :mod:`pybench.plan.engines`; the file format is :data:`pybench.io.formats.COMPUTE`.
+in :mod:`pybench.planning.engines`; the file format is :data:`pybench.io.formats.COMPUTE`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_document, refuse_existing, write_json
 from pybench.io.formats import COMPUTE, check_document, stamp
-from pybench.plan.engines import Clock, CupyEngine, Engine, NumpyEngine, TorchEngine, get_engine, time_gemm
-from pybench.plan.transformer import Gemm, TransformerShape, step_gemms
+from pybench.planning.engines import Clock, CupyEngine, Engine, NumpyEngine, TorchEngine, get_engine, time_gemm
+from pybench.planning.transformer import Gemm, TransformerShape, step_gemms
 
 __all__ = [
     "GemmTiming", "ComputeProfile", "Engine", "NumpyEngine", "TorchEngine", "CupyEngine",

@@ -1,5 +1,5 @@
-"""The advice records :func:`pybench.plan.advice.plan` returns: each rule it applied, its
-verdict and the figures behind it, as data. :mod:`pybench.plan.plan_result` turns them into
+"""The advice records :func:`pybench.planning.advice.plan` returns: each rule it applied, its
+verdict and the figures behind it, as data. :mod:`pybench.planning.plan_result` turns them into
 prose and JSON; nothing here writes sentences.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from pybench.plan.step import StepEstimate
-from pybench.plan.strategies import MemoryEstimate
-from pybench.plan.text_enum import TextEnum
+from pybench.planning.step import StepEstimate
+from pybench.planning.strategies import MemoryEstimate
+from pybench.planning.text_enum import TextEnum
 
 __all__ = [
     "Rule", "RULE_ORDER", "OneDevice", "ScaleOutVerdict", "BatchVerdict", "NeedVerdict", "Advice", "MemoryAdvice",

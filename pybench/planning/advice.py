@@ -1,5 +1,5 @@
 """The advisor: :func:`plan` applies the field's rules to the step model and returns a
-:class:`~pybench.plan.plan_result.Plan`, advice records with the figures behind them.
+:class:`~pybench.planning.plan_result.Plan`, advice records with the figures behind them.
 
 The rules, in order (``RULE_ORDER``); each applies only when the previous cannot meet the need:
 
@@ -19,7 +19,7 @@ The rules, in order (``RULE_ORDER``); each applies only when the previous cannot
 - Then what the recommendation costs, a global-batch line past the user's limit, and the
   batch at which larger batches would change its band.
 
-The decisions live here; the sentences live in :mod:`pybench.plan.plan_result`.
+The decisions live here; the sentences live in :mod:`pybench.planning.plan_result`.
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pybench.errors import UsageError
-from pybench.plan.bands import Band
-from pybench.plan.compute import ComputeProfile, load_compute
-from pybench.plan.grid import ccr, layout_ok
-from pybench.plan.model_set import CollectiveModel, ModelSet, as_model_set
-from pybench.plan.plan_result import Plan
-from pybench.plan.records import (
+from pybench.planning.bands import Band
+from pybench.planning.compute import ComputeProfile, load_compute
+from pybench.planning.grid import ccr, layout_ok
+from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
+from pybench.planning.plan_result import Plan
+from pybench.planning.records import (
     RULE_ORDER,
     AccumulationAdvice,
     Advice,
@@ -58,8 +58,8 @@ from pybench.plan.records import (
     Zero3Advice,
     ZeroAdvice,
 )
-from pybench.plan.step import StepEstimate
-from pybench.plan.strategies import (
+from pybench.planning.step import StepEstimate
+from pybench.planning.strategies import (
     MEMORY_HEADROOM,
     MemoryEstimate,
     MemoryFit,
@@ -67,11 +67,11 @@ from pybench.plan.strategies import (
     make_layout,
     memory_per_device,
 )
-from pybench.plan.transformer import TransformerShape, parse_param_count, shape_for_params
+from pybench.planning.transformer import TransformerShape, parse_param_count, shape_for_params
 
 __all__ = ["plan", "Plan", "PLAN_HEADROOM", "LOW_UTILISATION"]
 
-# The one headroom rule (pybench.plan.strategies.MEMORY_HEADROOM), under its older name.
+# The one headroom rule (pybench.planning.strategies.MEMORY_HEADROOM), under its older name.
 PLAN_HEADROOM = MEMORY_HEADROOM
 # Measured FLOP/s below this share of the datasheet peak is a utilisation problem, not a scaling one.
 LOW_UTILISATION = 0.40
@@ -381,7 +381,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     """The field's advice for training ``params`` on devices like the profiled one.
 
     The rules, in the order they apply, are in this module's docstring. Parameters are
-    those of :func:`pybench.plan.grid.ccr`, and: ``max_world`` bounds the world sizes tried;
+    those of :func:`pybench.planning.grid.ccr`, and: ``max_world`` bounds the world sizes tried;
     ``target_samples_per_s`` is a named need; ``peak_flops_per_s`` (a datasheet figure) and
     ``loader_samples_per_s`` (one replica's data loader) say whether one device is well
     used; ``max_batch`` bounds the batch search; ``price_per_node_hour`` or
@@ -393,7 +393,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     Returns
     -------
     Plan
-        Advice records (rule, verdict, figures), rendered by :mod:`pybench.plan.plan_result`.
+        Advice records (rule, verdict, figures), rendered by :mod:`pybench.planning.plan_result`.
 
     Raises
     ------

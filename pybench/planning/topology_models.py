@@ -3,7 +3,7 @@
 A topology model prices one collective for any world size and node count from per-link-class
 parameters; one multi-node log gives the inter-node class, and a published link preset
 (``nvlink4``, ``eth-25g``, ...) can fill the class the log does not hold. Each link class it
-holds becomes one :class:`TopologyCollective`, which :class:`~pybench.plan.model_set.ModelSet`
+holds becomes one :class:`TopologyCollective`, which :class:`~pybench.planning.model_set.ModelSet`
 uses wherever no piecewise model of that class was fitted (a piecewise model fitted at the
 world size asked for stays first). Every prediction says it came from a topology model, and
 from a preset when one was used.
