@@ -74,18 +74,17 @@ def test_hostile_json_is_a_one_line_error(tmp_path, kind, text):
 
 
 def test_a_valid_result_with_a_poisoned_record_is_refused(tmp_path):
-    from test_results_files import _result
-
-    from pybench.measure.results import result_json
-    doc = json.loads(result_json(_result()))
+    doc = json.loads((FIXTURES / "compare_allreduce_a.json").read_text())  # a real saved run
     load_result_ok = tmp_path / "ok.json"
     load_result_ok.write_text(json.dumps(doc))
-    assert load_result(load_result_ok).records[0].size_bytes == 1024
-    doc["records"][0]["time_s"] = float("nan")
-    p = tmp_path / "r.json"
-    p.write_text(json.dumps(doc))
-    with pytest.raises(PyBenchError, match="time_s"):
-        load_result(p)
+    first = load_result(load_result_ok).records[0].size_bytes
+    assert first == doc["records"][0]["size_bytes"] > 0
+    for poison, message in (("fast", "time_s"), (float("nan"), "NaN")):
+        doc["records"][0]["time_s"] = poison
+        p = tmp_path / "r.json"
+        p.write_text(json.dumps(doc))
+        with pytest.raises(PyBenchError, match=message):
+            load_result(p)
 
 
 def _real_logs() -> list[Path]:
