@@ -276,3 +276,36 @@ def test_a_launcher_that_never_starts_gives_up_in_one_line(tmp_path, native):
     assert proc.returncode == 213 and count.read_text().strip() == "3"
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("pybench: error:")]
     assert len(errors) == 1 and "mpiexec could not start" in errors[0] and "Traceback" not in proc.stderr
+
+
+_FINALIZE_SCRIPT = """
+import time
+from pybench.measure.backends.mpi import MpiBackend
+backend = MpiBackend()
+backend.start()
+print("started", flush=True)
+time.sleep(2)  # the test stops mpiexec meanwhile: MPI_Finalize can no longer complete
+backend.finish(limit_s=3)
+print("finalize returned", flush=True)
+"""
+
+
+def test_a_rank_does_not_wait_forever_in_finalize_for_a_stopped_launcher(tmp_path, native):
+    """Under a user's mpiexec no pybench parent is there to end the job: the rank bounds MPI_Finalize itself."""
+    from pybench.measure.launch import find_launcher
+    script = tmp_path / "finalize.py"
+    script.write_text(_FINALIZE_SCRIPT)
+    launcher = find_launcher()
+    p = subprocess.Popen(launcher.command(2, [sys.executable, str(script)]), cwd=tmp_path, env=launcher.environment(),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert p.stdout.readline().strip() == "started"
+        os.kill(p.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 60  # bounds a regression; the ranks go about 3 s after the sleep
+        while _processes_with(str(script)) != [p.pid] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_with(str(script)) == [p.pid], "a rank still waits in MPI_Finalize"
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        os.kill(p.pid, signal.SIGCONT)
+        p.communicate()
