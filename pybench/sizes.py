@@ -13,7 +13,9 @@ import re
 from pybench.errors import SizeError
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+# ASCII digits only: \d and int() would take fullwidth, Arabic-Indic or superscript digits.
+_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
+_FACTOR_RE = re.compile(r"^\s*[0-9]+\s*$", re.ASCII)
 # Guards against typos like 1000G that would ask for petabytes and overflow counts.
 MAX_SIZE_BYTES = 1 << 44
 _ACCEPTED = "accepted: bytes with an optional K/M/G suffix (binary), e.g. 8, 64K, 1M, 1G"
@@ -61,7 +63,7 @@ def parse_sizes(spec: str) -> list[int]:
         lo, hi = parse_size(parts[0]), parse_size(parts[1])
         factor = 2
         if len(parts) == 3:
-            if not parts[2].strip().isdigit() or int(parts[2]) < 2:
+            if not _FACTOR_RE.match(parts[2]) or len(parts[2].strip()) > 6 or int(parts[2]) < 2:
                 raise SizeError(f"size range factor {parts[2]!r} must be a whole number of at least 2, e.g. 1K:1G:4")
             factor = int(parts[2])
         if lo > hi:

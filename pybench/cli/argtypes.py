@@ -4,18 +4,31 @@ percentages, each failing with a message that says what is accepted."""
 from __future__ import annotations
 
 import argparse
+import math
+import re
+
+_INT_RE = re.compile(r"^\s*[+-]?[0-9]+\s*$", re.ASCII)
+_FLOAT_RE = re.compile(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$", re.ASCII)
 
 
-def number(kind: type, minimum: float, strict: bool):
-    """A number of ``kind`` at least (or, if strict, above) ``minimum``."""
+def number(kind: type, minimum: float, strict: bool, maximum: float | None = None):
+    """A finite number of ``kind``, at least (or, if strict, above) ``minimum`` and at most ``maximum``.
+
+    Only ASCII digits: int() and float() would also take fullwidth or Arabic-Indic digits,
+    and float() takes nan and inf, which no option means.
+    """
     bound = f"must be {'more than' if strict else 'at least'} {minimum:g}"
+    if maximum is not None:
+        bound += f" and at most {maximum:g}"
 
     def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
-        if not (value > minimum if strict else value >= minimum):
+        pattern = _INT_RE if kind is int else _FLOAT_RE
+        if not pattern.match(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number")
+        value = kind(text)
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if not (value > minimum if strict else value >= minimum) or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"{text!r} {bound}")
         return value
     return parse

@@ -17,8 +17,18 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from pybench.cli.argtypes import number
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
+
+# Every numeric option has a range (issue 16): finite, positive, and no larger than anything real,
+# so a typo cannot send the plan search or a GEMM allocation past the machine.
+_count = number(int, 1, strict=False, maximum=1 << 20)        # ranks, devices, layers, batches
+_size = number(int, 1, strict=False, maximum=1 << 24)         # widths, sequence lengths, tokens
+_nonneg_count = number(int, 0, strict=False, maximum=1 << 20)
+_positive = number(float, 0, strict=True, maximum=1e12)        # rates, prices, sizes in MB/GB
+_nonneg = number(float, 0, strict=False, maximum=1e12)
+_share = number(float, 0, strict=True, maximum=1.0)            # headroom, slow-node factor
 
 __all__ = ["add_parsers", "run_compute", "run_ccr", "run_plan", "flag_names"]
 
@@ -180,10 +190,10 @@ def run_plan(args: argparse.Namespace) -> int:
 def _add_shape_args(p: argparse.ArgumentParser, params_default: str | None) -> None:
     p.add_argument("--params", default=params_default,
                    help="parameter count, decimal suffixes: 125M, 1.3B, 7B, 70B (maps to a standard shape)")
-    p.add_argument("--hidden", type=int, help="model width (overrides the shape from --params; needs --layers)")
-    p.add_argument("--layers", type=int, help="number of layers (with --hidden)")
-    p.add_argument("--heads", type=int, help="attention heads with --hidden (default hidden/128)")
-    p.add_argument("--ffn", type=int, help="MLP inner width with --hidden (default 4 x hidden)")
+    p.add_argument("--hidden", type=_size, help="model width (overrides the shape from --params; needs --layers)")
+    p.add_argument("--layers", type=_count, help="number of layers (with --hidden)")
+    p.add_argument("--heads", type=_count, help="attention heads with --hidden (default hidden/128)")
+    p.add_argument("--ffn", type=_size, help="MLP inner width with --hidden (default 4 x hidden)")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -194,15 +204,15 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    help="a published link rate for a link class the model file's topology models lack (repeat): "
                         "nvlink3/4/5, nvswitch, pcie4/5, ib-hdr/ndr/xdr, eth-25g/100g/200g/400g")
     p.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
-    p.add_argument("--tflops", type=float, help="use this measured TFLOP/s instead of --compute")
-    p.add_argument("--device-memory-gb", type=float, default=80, help="device memory, GB = 1e9 B (default 80)")
-    p.add_argument("--memory-headroom", type=float, default=0.8, metavar="SHARE",
+    p.add_argument("--tflops", type=_positive, help="use this measured TFLOP/s instead of --compute")
+    p.add_argument("--device-memory-gb", type=_positive, default=80, help="device memory, GB = 1e9 B (default 80)")
+    p.add_argument("--memory-headroom", type=_share, default=0.8, metavar="SHARE",
                    help="share of device memory a step may use to fit, one rule for every verdict (default 0.8: "
                         "the rest is the CUDA context, fragmentation and buffers the estimate does not count)")
-    p.add_argument("--straggler-cv", type=float, default=0.0,
+    p.add_argument("--straggler-cv", type=_nonneg, default=0.0,
                    help="per-rank compute-time coefficient of variation (expected slowest of N); the wait "
                         "for the slowest counts as communication (sync column)")
-    p.add_argument("--slow-node", type=float, default=1.0, metavar="F",
+    p.add_argument("--slow-node", type=_share, default=1.0, metavar="F",
                    help="one node runs at F of the others' speed (0.9: 10%% slower), in (0, 1]; default 1")
     p.add_argument("--bytes-per-param", type=int, choices=(16, 18), default=16,
                    help="optimizer-state accounting: 16 (bf16 gradients, default) or 18 (fp32 gradients, no "
@@ -223,17 +233,17 @@ def _add_compute_parser(subparsers: Any) -> None:
                     "and down; forward, dgrad, wgrad) at their real shapes and report achieved FLOP/s. On CPU "
                     "engines the token dimension M is scaled down to keep the run short (recorded).")
     _add_shape_args(p, "125M")
-    p.add_argument("--seq", type=int, default=2048, help="sequence length (default 2048)")
-    p.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch (default 1)")
+    p.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
+    p.add_argument("--micro-batch", type=_count, default=1, help="sequences per micro-batch (default 1)")
     p.add_argument("--dtype", choices=("bf16", "fp16", "fp32"),
                    help="default bf16 on GPUs, fp32 on numpy (numpy has no bf16: falls back with a warning)")
     p.add_argument("--engine", default="auto", choices=("auto", "torch", "cupy", "numpy"),
                    help="auto: torch on CUDA, else cupy, else numpy")
-    p.add_argument("--repeats", type=int, default=5, help="timed calls per GEMM (median reported)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed calls per GEMM before timing")
-    p.add_argument("--timed-tokens", type=int,
+    p.add_argument("--repeats", type=_count, default=5, help="timed calls per GEMM (median reported)")
+    p.add_argument("--warmup", type=_nonneg_count, default=1, help="untimed calls per GEMM before timing")
+    p.add_argument("--timed-tokens", type=_size,
                    help="time GEMMs with this M (tokens) instead of seq x micro-batch")
-    p.add_argument("--max-gemm-gflop", type=float,
+    p.add_argument("--max-gemm-gflop", type=_nonneg,
                    help="scale M down so no GEMM exceeds this many GFLOP (default 16 on CPU, no cap on GPU; 0 = none)")
     _add_output_args(p, "the profile (for ccr --compute)")
     p.set_defaults(func=run_compute)
@@ -247,25 +257,25 @@ def _add_ccr_parser(subparsers: Any) -> None:
                     "0.15-0.30 caution, >0.30 comm-bound), step time, samples/s, scaling efficiency, memory "
                     "per device and, with prices, samples per dollar and breakeven.")
     _add_shape_args(q, None)
-    q.add_argument("--seq", type=int, default=2048, help="sequence length (default 2048)")
+    q.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     q.add_argument("--batch", default="1", help="micro-batch sizes per data-parallel replica, e.g. 1,2,4,8")
     q.add_argument("--world", default="8", help="world sizes, e.g. 8,16,32,64")
-    q.add_argument("--gpus-per-node", type=int, default=8, help="devices per node (default 8)")
+    q.add_argument("--gpus-per-node", type=_count, default=8, help="devices per node (default 8)")
     q.add_argument("--strategy", default="ddp",
                    help="comma list of ddp, zero1, zero2, zero3 (fsdp), tp, pp, tp+dp, tp+pp+dp (default ddp)")
     _add_model_args(q)
-    q.add_argument("--micro-batches", type=int, help="micro-batches per step (default 1; pp: 4 x stages)")
-    q.add_argument("--tp-degree", type=int,
+    q.add_argument("--micro-batches", type=_count, help="micro-batches per step (default 1; pp: 4 x stages)")
+    q.add_argument("--tp-degree", type=_count,
                    help="tensor-parallel degree for tp+dp and tp+pp+dp (default: GPUs per node)")
-    q.add_argument("--pp-degree", type=int, help="pipeline stages for tp+pp+dp (default 2)")
+    q.add_argument("--pp-degree", type=_count, help="pipeline stages for tp+pp+dp (default 2)")
     q.add_argument("--overlap", action="store_true", help="overlap the gradient exchange with backward in buckets")
-    q.add_argument("--bucket-mb", type=float, default=25, help="gradient bucket size in MiB (default 25, as DDP)")
+    q.add_argument("--bucket-mb", type=_positive, default=25, help="gradient bucket size in MiB (default 25, as DDP)")
     q.add_argument("--recompute", action="store_true", help="full activation recomputation (8 x P x tokens)")
     q.add_argument("--comm-dtype", choices=tuple(_COMM_DTYPE_BYTES), default="bf16",
                    help="dtype of communicated values (default bf16)")
-    q.add_argument("--price-per-node-hour", type=float, help="price of one node per hour (enables samples/$)")
-    q.add_argument("--big-node-gpus", type=int, help="GPUs of one bigger machine to compare scale-out against")
-    q.add_argument("--big-node-price-per-hour", type=float, help="price per hour of that bigger machine")
+    q.add_argument("--price-per-node-hour", type=_positive, help="price of one node per hour (enables samples/$)")
+    q.add_argument("--big-node-gpus", type=_count, help="GPUs of one bigger machine to compare scale-out against")
+    q.add_argument("--big-node-price-per-hour", type=_positive, help="price per hour of that bigger machine")
     _add_output_args(q, "the result")
     q.set_defaults(func=run_ccr)
 
@@ -278,29 +288,29 @@ def _add_plan_parser(subparsers: Any) -> None:
                     "inside the node and PP across nodes with DP on top. Every step quotes CCR, samples/s, "
                     "scaling efficiency and memory from the fitted models and the measured compute.")
     _add_shape_args(r, None)
-    r.add_argument("--seq", type=int, default=2048, help="sequence length (default 2048)")
-    r.add_argument("--batch", type=int, default=1, help="micro-batch size per replica (default 1)")
-    r.add_argument("--gpus-per-node", type=int, default=8, help="devices per node (default 8)")
-    r.add_argument("--max-world", type=int, default=64, help="largest world size to consider (default 64)")
-    r.add_argument("--max-batch", type=int, default=64,
+    r.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
+    r.add_argument("--batch", type=_count, default=1, help="micro-batch size per replica (default 1)")
+    r.add_argument("--gpus-per-node", type=_count, default=8, help="devices per node (default 8)")
+    r.add_argument("--max-world", type=_count, default=64, help="largest world size to consider (default 64)")
+    r.add_argument("--max-batch", type=_count, default=64,
                    help="largest micro-batch per device tried when asking where larger batches change the band "
                         "(default 64)")
-    r.add_argument("--peak-tflops", type=float, default=None,
+    r.add_argument("--peak-tflops", type=_positive, default=None,
                    help="the device's datasheet peak, as a reference only: below 40%% of it the plan says to fix "
                         "utilisation before adding nodes")
     _add_model_args(r)
     r.add_argument("--no-overlap", action="store_true", help="do not overlap the gradient exchange with backward")
-    r.add_argument("--bucket-mb", type=float, default=25, help="gradient bucket size in MiB (default 25)")
-    r.add_argument("--target-samples-per-s", type=float,
+    r.add_argument("--bucket-mb", type=_positive, default=25, help="gradient bucket size in MiB (default 25)")
+    r.add_argument("--target-samples-per-s", type=_positive,
                    help="throughput to reach, a named need: the smallest configuration reaching it, preferring one "
                         "not comm-bound (without a need, the plan stays on one node)")
-    r.add_argument("--loader-samples-per-s", type=float,
+    r.add_argument("--loader-samples-per-s", type=_positive,
                    help="samples/s one replica's data loader delivers (measured, e.g. by `pybench profile -n 1`); "
                         "caps throughput, and below the device's rate the advice is to fix the input pipeline")
-    r.add_argument("--price-per-node-hour", type=float, help="price of one node per hour (samples per dollar)")
-    r.add_argument("--price-per-device-hour", type=float,
+    r.add_argument("--price-per-node-hour", type=_positive, help="price of one node per hour (samples per dollar)")
+    r.add_argument("--price-per-device-hour", type=_positive,
                    help="price of one device per hour (instead of --price-per-node-hour)")
-    r.add_argument("--global-batch-limit", type=int, default=1024, metavar="SEQUENCES",
+    r.add_argument("--global-batch-limit", type=_count, default=1024, metavar="SEQUENCES",
                    help="above this global batch (dp x micro-batch x micro-batches) the plan says what it asks of "
                         "the learning rate and warm-up (default 1024)")
     _add_output_args(r, "the plan")

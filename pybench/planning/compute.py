@@ -103,9 +103,14 @@ class GemmTiming(Gemm):
 
     @classmethod
     def from_dict(cls, d: dict) -> GemmTiming:
-        return cls(str(d["layer_op"]), str(d["phase"]), int(d["m"]), int(d["k"]), int(d["n"]),
-                   int(d["timed_m"]), int(d["timed_k"]), int(d["timed_n"]),
-                   tuple(float(x) for x in d["samples_s"]))
+        g = cls(str(d["layer_op"]), str(d["phase"]), int(d["m"]), int(d["k"]), int(d["n"]),
+                int(d["timed_m"]), int(d["timed_k"]), int(d["timed_n"]),
+                tuple(float(x) for x in d["samples_s"]))
+        if min(g.m, g.k, g.n, g.timed_m, g.timed_k, g.timed_n) < 1:
+            raise ValueError(f"GEMM {g.name} has a dimension below 1")
+        if not g.samples_s or not all(math.isfinite(s) and s > 0 for s in g.samples_s):
+            raise ValueError(f"GEMM {g.name} needs samples_s of finite positive seconds")
+        return g
 
     def __repr__(self) -> str:
         scaled = f" timed at {self.timed_m}x{self.timed_k}x{self.timed_n}" if self.scaled else ""
@@ -192,7 +197,7 @@ class ComputeProfile:
         """A profile from its document; one-line FileFormatError naming ``source`` otherwise."""
         d = check_document(d, COMPUTE, source)
         try:
-            return cls(engine=str(d["engine"]), device=str(d["device"]), dtype=str(d["dtype"]),
+            profile = cls(engine=str(d["engine"]), device=str(d["device"]), dtype=str(d["dtype"]),
                        dtype_requested=str(d.get("dtype_requested", d["dtype"])),
                        shape=TransformerShape.from_dict(d["shape"]), params=int(d["params"]),
                        seq=int(d["seq"]), micro_batch=int(d["micro_batch"]),
@@ -202,6 +207,7 @@ class ComputeProfile:
                        created_utc=str(d.get("created_utc", "")))
         except (KeyError, TypeError, ValueError, AttributeError, UsageError) as exc:
             raise FileFormatError(f"{source}: compute profile is missing or has a bad field: {exc!r}") from None
+        return _consistent(profile, d, source)
 
     def save(self, path: str | os.PathLike, force: bool = False) -> None:
         """Write versioned JSON atomically (temp file + os.replace); refuse to overwrite unless ``force``."""
@@ -228,6 +234,18 @@ class ComputeProfile:
         return (f"ComputeProfile({self.engine} on {self.device!r}, {self.dtype}, {self.shape.name} "
                 f"M={self.tokens}{' (timed ' + str(self.timed_tokens) + ')' if self.scaled else ''}: "
                 f"{self.flops_per_s / 1e12:.3f} TFLOP/s over {len(self.gemms)} GEMMs)")
+
+
+def _consistent(profile: ComputeProfile, d: dict, source: str) -> ComputeProfile:
+    """The profile, when it has GEMMs and the FLOP/s it states are the ones its GEMMs give."""
+    if not profile.gemms:
+        raise FileFormatError(f"{source}: compute profile has no GEMMs; remake it with `{COMPUTE.made_by}`")
+    stated = d.get("flops_per_s")
+    if stated is not None and not (isinstance(stated, (int, float)) and not isinstance(stated, bool)
+                                   and math.isclose(stated, profile.flops_per_s, rel_tol=1e-6)):
+        raise FileFormatError(f"{source}: states {stated!r} FLOP/s but its GEMMs give {profile.flops_per_s:.6g}; "
+                              f"the file was edited or damaged: remake it with `{COMPUTE.made_by}`")
+    return profile
 
 
 def load_compute(path: str | os.PathLike) -> ComputeProfile:
@@ -276,6 +294,34 @@ def _timed_dtype(eng: Engine, requested: str) -> tuple[str, list[str]]:
     fallback = "fp16" if eng.name == "cupy" and requested == "bf16" else "fp32"
     return fallback, [f"dtype {requested} not available on engine {eng.name} ({reason}); "
                       f"timed {fallback} instead, so FLOP/s are {fallback} figures"]
+
+
+_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def _available_bytes(on_gpu: bool) -> int | None:
+    """Memory a GEMM's operands may take: free device memory on a GPU (via torch), else available host memory."""
+    if on_gpu:
+        try:
+            import torch
+            return int(torch.cuda.mem_get_info()[0])
+        except Exception:  # no torch or no device query: the GPU library will say so itself
+            return None
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError):
+        return None
+
+
+def _check_gemm_memory(shapes: list[tuple[int, int, int]], dtype: str, on_gpu: bool) -> None:
+    """Refuse, before any allocation, a GEMM whose three operands would not fit in 80% of free memory."""
+    m, k, n = max(shapes, key=lambda s: s[0] * s[1] + s[1] * s[2] + s[0] * s[2])
+    need = (m * k + k * n + m * n) * _ELEMENT_BYTES.get(dtype, 4)
+    free = _available_bytes(on_gpu)
+    if free is not None and need > 0.8 * free:
+        raise UsageError(f"the largest GEMM ({m} x {k} x {n}, {dtype}) needs {need / 1e9:.1f} GB for its operands, "
+                         f"more than 80% of the {free / 1e9:.1f} GB free on this {'device' if on_gpu else 'host'}; "
+                         f"give a smaller hidden size or timed_tokens")
 
 
 def profile_compute(shape: TransformerShape, params: int | None = None, seq: int = 2048,
@@ -339,6 +385,7 @@ def profile_compute(shape: TransformerShape, params: int | None = None, seq: int
     if timed < tokens:
         warnings.append(f"timed with M = {timed} tokens instead of {tokens} (seq x micro-batch) to keep the "
                         f"run short; FLOP/s are at the real K and N (set timed_tokens={tokens} for the full shape)")
+    _check_gemm_memory([_with_tokens(g, tokens, timed) for g in gemms], used, on_gpu)
     timings = []
     for g in gemms:
         tm, tk, tn = _with_tokens(g, tokens, timed)
