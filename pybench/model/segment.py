@@ -210,10 +210,10 @@ class SegmentFit:
     def from_dict(cls, d: dict) -> SegmentFit:
         """Inverse of :meth:`to_dict` (raises KeyError/TypeError/ValueError on bad input)."""
         values = [float(x) for x in d["cov"]]
-        if len(values) != 3:
-            raise ValueError("cov must hold 3 numbers (var_alpha, cov, var_inv_bw)")
+        if len(values) != 3 or not all(math.isfinite(v) for v in values):
+            raise ValueError("cov must hold 3 finite numbers (var_alpha, cov, var_inv_bw)")
         cov = (values[0], values[1], values[2])
-        return cls(
+        seg = cls(
             size_min_bytes=int(d["size_min_bytes"]), size_max_bytes=int(d["size_max_bytes"]),
             alpha_s=float(d["alpha_s"]), inv_bw_s_per_byte=float(d["inv_bw_s_per_byte"]),
             cov=cov, dof=int(d["dof"]), n_points=int(d["n_points"]),
@@ -223,6 +223,31 @@ class SegmentFit:
             rel_sigma=_from_json_float(d.get("rel_sigma")), held=str(d.get("held", "")),
             held_ci_high=(math.inf if d.get("held_ci_high_unbounded")
                           else float(d.get("held_ci_high") or 0.0)))
+        _check_physical(seg)
+        return seg
+
+
+# What a fitted piece can physically be; a file outside this was edited or damaged, and its
+# numbers would overflow the predictions (1e308 s latency) or the t quantile (confidence 1e308).
+_MAX_ALPHA_S = 1e6            # 11 days per call
+_MAX_INV_BW = 1e-3            # 1 kB/s
+_MAX_SIZE = 1 << 50
+
+
+def _check_physical(seg: SegmentFit) -> None:
+    if not (0 <= seg.alpha_s < _MAX_ALPHA_S and 0 <= seg.inv_bw_s_per_byte < _MAX_INV_BW
+            and (seg.alpha_s > 0 or seg.inv_bw_s_per_byte > 0)):
+        raise ValueError(f"an unphysical piece (alpha_s {seg.alpha_s!r}, inv_bw_s_per_byte "
+                         f"{seg.inv_bw_s_per_byte!r}; expected 0 <= alpha_s < {_MAX_ALPHA_S:g} s and "
+                         f"0 <= 1/B < {_MAX_INV_BW:g} s/B, not both 0): refit with `pybench fit`")
+    if not 1 <= seg.size_min_bytes <= seg.size_max_bytes <= _MAX_SIZE:
+        raise ValueError(f"a piece spans {seg.size_min_bytes}..{seg.size_max_bytes} bytes")
+    if not 0 < seg.confidence < 1 or seg.dof < 1 or seg.n_points < 1:
+        raise ValueError(f"a piece has confidence {seg.confidence!r}, dof {seg.dof}, n_points {seg.n_points}")
+    for name in ("r2", "median_ape", "max_ape", "rel_sigma"):
+        value = getattr(seg, name)
+        if not (math.isnan(value) or abs(value) < 1e12):
+            raise ValueError(f"a piece's {name} is {value!r}")
 
 
 def _json_float(x: float):
