@@ -9,6 +9,7 @@ not need. Newer schema versions are refused rather than half-read.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,17 @@ import numpy as np
 from pybench.errors import FileFormatError
 from pybench.io.formats import RESULT, check_document
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
+
+
+def _number(value: object, kind: type) -> int | float:
+    """A JSON number (not text, not a bool) that is finite and positive, as ``kind``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{value!r} is not a number")
+    if kind is int and (not float(value).is_integer() or value < 1):
+        raise ValueError(f"{value!r} is not a whole positive number")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{value!r} is not finite and positive")
+    return kind(value)
 
 
 def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[MeasurementSet]:
@@ -44,12 +56,13 @@ def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[Measure
     sizes, times, lows, highs = [], [], [], []
     for k, rec in enumerate(records):
         try:
-            sizes.append(int(rec["size_bytes"]))
-            times.append(float(rec["time_s"]))
-            lows.append(float(rec.get("time_p5_s", rec["time_s"])))
-            highs.append(float(rec.get("time_p95_s", rec["time_s"])))
+            sizes.append(_number(rec["size_bytes"], int))
+            times.append(_number(rec["time_s"], float))
+            lows.append(_number(rec.get("time_p5_s", rec["time_s"]), float))
+            highs.append(_number(rec.get("time_p95_s", rec["time_s"]), float))
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise FileFormatError(f"{path}: records[{k}] lacks a numeric size_bytes/time_s") from None
+            raise FileFormatError(f"{path}: records[{k}] needs a whole positive size_bytes and finite positive "
+                                  f"times (time_s, time_p5_s, time_p95_s) as numbers") from None
     return [MeasurementSet(source="pybench", collective=data["collective"], backend=data["backend"],
                            world_size=world, link_class=link, dtype=str(data.get("dtype", "float32")),
                            size_bytes=np.array(sizes, dtype=np.int64), time_s=np.array(times),
