@@ -17,9 +17,12 @@ def number(kind: type, minimum: float, strict: bool, maximum: float | None = Non
     Only ASCII digits: int() and float() would also take fullwidth or Arabic-Indic digits,
     and float() takes nan and inf, which no option means.
     """
-    bound = f"must be {'more than' if strict else 'at least'} {minimum:g}"
+    def show(x: float) -> str:
+        return str(int(x)) if kind is int else f"{x:g}"
+
+    bound = f"must be {'more than' if strict else 'at least'} {show(minimum)}"
     if maximum is not None:
-        bound += f" and at most {maximum:g}"
+        bound += f" and at most {show(maximum)}"
 
     def parse(text: str):
         pattern = _INT_RE if kind is int else _FLOAT_RE

@@ -18,11 +18,15 @@ import math
 import sys
 from pathlib import Path
 
+from pybench.cli.argtypes import number
 from pybench.collectives import COLLECTIVES
 from pybench.errors import UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.io.formats import PREDICTION, stamp
 from pybench.sizes import format_size, parse_sizes
+
+_ranks = number(int, 1, strict=False, maximum=1 << 24)
+_min_points = number(int, 2, strict=False, maximum=1000)
 
 
 def add_parsers(subparsers) -> None:
@@ -39,9 +43,9 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--force", action="store_true", help="replace MODEL.json if it exists")
     p.add_argument("--collective", default=None,
                    help="collective, for logs that do not name it (e.g. allreduce)")
-    p.add_argument("--world", type=int, default=None, metavar="N",
+    p.add_argument("--world", type=_ranks, default=None, metavar="N",
                    help="rank count, for logs that do not show it")
-    p.add_argument("--min-points", type=int, default=None, metavar="K",
+    p.add_argument("--min-points", type=_min_points, default=None, metavar="K",
                    help="fewest sizes in one piece (default 4)")
     p.add_argument("--criterion", choices=("bic", "aicc"), default="bic",
                    help="information criterion choosing the number of pieces (default bic)")
@@ -52,10 +56,10 @@ def add_parsers(subparsers) -> None:
         description="Predict time, algbw and busbw with 95% confidence bands from a model file.")
     q.add_argument("model", metavar="MODEL.json")
     q.add_argument("--sizes", required=True, help="sizes: 1M:1G, 1K:1G:4 or 8,1K,1M (K/M/G = 2^10/20/30)")
-    q.add_argument("--world", type=int, default=None, metavar="N",
+    q.add_argument("--world", type=_ranks, default=None, metavar="N",
                    help="rank count to predict for (default: the fitted one; others extrapolate "
                         "through the model's algorithm formula)")
-    q.add_argument("--nodes", type=int, default=None, metavar="N",
+    q.add_argument("--nodes", type=_ranks, default=None, metavar="N",
                    help="nodes the --world ranks are spread over (default 1); predicted with the file's "
                         "topology model")
     q.add_argument("--link", action="append", default=[], metavar="PRESET",
@@ -95,8 +99,10 @@ def run_fit(args) -> int:
         raise UsageError("no input has enough sizes to fit a model (need at least 2 distinct sizes)")
     kwargs: dict[str, str | int] = {"criterion": args.criterion}
     if args.min_points is not None:
-        if args.min_points < 2:
-            raise UsageError(f"--min-points {args.min_points} must be at least 2")
+        most = max(len(set(m.size_bytes.tolist())) for m in usable)
+        if args.min_points > most:
+            raise UsageError(f"--min-points {args.min_points} is more than the {most} sizes of the largest input; "
+                             f"give at most {most}")
         kwargs["min_points"] = args.min_points
     models = fit_models(usable, **kwargs)
     for k, model in enumerate(models):

@@ -184,7 +184,7 @@ def test_predict_across_nodes_needs_an_inter_node_link_and_labels_presets(tmp_pa
     for argv, message in ((["--world", "16", "--nodes", "3"], "not divisible"),
                           (["--world", "16", "--nodes", "2", "--link", "nvlink9"], "unknown link preset"),
                           (["--nodes", "2"], "need --world"),
-                          (["--world", "8", "--nodes", "0"], "positive number of nodes")):
+                          (["--world", "8", "--nodes", "0"], "'0' must be at least 1")):
         assert main(["predict", str(model_file), "--sizes", "1G", *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
