@@ -17,6 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pybench.cli.argtypes import number
 from pybench.cli.parser import Parser, run, subcommands
 from pybench.errors import UsageError
 
@@ -28,6 +29,29 @@ EXAMPLES = "\n".join([
 ])
 
 
+MAX_BATCH = 1 << 20
+# Bytes a rank holds per parameter of the synthetic MLP: fp32 weights, gradients, two optimizer
+# states and DDP's bucket copy of the gradients.
+BYTES_PER_PARAM = 20
+
+
+def _check_memory(params: int, batches: list[int], nprocs: int) -> None:
+    """Refuse, before any rank starts, a model and batch that would not fit in this host's memory."""
+    import os
+
+    from pybench.profile.mlp import mlp_shape
+    width, layers = mlp_shape(params)
+    per_rank = BYTES_PER_PARAM * params + 4 * 2 * max(batches) * width * (layers + 1)  # weights + activations
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return
+    if nprocs * per_rank > 0.8 * free:
+        raise UsageError(f"--params {params:.3g} with --batch {max(batches)} on {nprocs} ranks needs about "
+                         f"{nprocs * per_rank / 1e9:.1f} GB, more than 80% of the {free / 1e9:.1f} GB free here; "
+                         f"use fewer parameters or a smaller batch")
+
+
 def _batches(text: str) -> list[int]:
     out = []
     for item in str(text).split(","):
@@ -35,8 +59,8 @@ def _batches(text: str) -> list[int]:
             v = int(item.strip())
         except ValueError:
             raise UsageError(f"--batch: {item!r} is not a whole number; use a comma list such as 1,4,16") from None
-        if v < 1:
-            raise UsageError(f"--batch values must be at least 1, got {v}")
+        if not 1 <= v <= MAX_BATCH:
+            raise UsageError(f"--batch values must be 1 to {MAX_BATCH}, got {v}")
         out.append(v)
     return out
 
@@ -50,10 +74,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--params", default="20M", help="parameters of the synthetic MLP (default 20M; K/M/B suffixes)")
     p.add_argument("--batch", default="1,4,16", help="per-rank batch sizes, a comma list (default 1,4,16)")
     p.add_argument("--strategy", default="ddp", help="ddp, the only strategy measured for now (default ddp)")
-    p.add_argument("-n", "--nprocs", type=int, default=2, help="ranks to start when run stand-alone (default 2)")
-    p.add_argument("--steps", type=int, default=5, help="measured steps per mode and batch size (default 5)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
-    p.add_argument("--bucket-mb", type=float, default=25, help="DDP bucket cap in MiB (default 25, DDP's)")
+    p.add_argument("-n", "--nprocs", type=number(int, 1, strict=False, maximum=1024), default=2,
+                   help="ranks to start when run stand-alone (default 2)")
+    p.add_argument("--steps", type=number(int, 1, strict=False, maximum=10000), default=5,
+                   help="measured steps per mode and batch size (default 5)")
+    p.add_argument("--warmup", type=number(int, 0, strict=False, maximum=10000), default=2,
+                   help="untimed steps first (default 2)")
+    p.add_argument("--bucket-mb", type=number(float, 0, strict=True, maximum=1e6), default=25,
+                   help="DDP bucket cap in MiB (default 25, DDP's)")
     p.add_argument("--model", default=None, metavar="MODEL.json",
                    help="fitted alpha-beta models (fit them from --backend torch runs); default: fit a quick gloo "
                         "all-reduce sweep on the spot")
@@ -103,6 +131,7 @@ def _validate(args) -> tuple[int, list[int]]:
         mlp_shape(params)
     except UsageError as exc:  # the library names its parameter; the user typed the flag
         raise UsageError(str(exc).replace("params", "--params", 1)) from None
+    _check_memory(params, batches, args.nprocs)
     return params, batches
 
 

@@ -28,7 +28,7 @@ __all__ = [
     "shape_for_params", "derive_shape", "shape_from_dims", "step_gemms", "training_flops",
 ]
 
-_COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE](\d+))?\s*([KMBGT]?)\s*$", re.IGNORECASE)
+_COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE](\d{1,3}))?\s*([KMBGT]?)\s*$", re.IGNORECASE | re.ASCII)
 _COUNT_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 
 
@@ -51,7 +51,11 @@ def parse_param_count(text: str | int) -> int:
         if not m:
             raise UsageError(f"parameter count {text!r} is not a count; use e.g. 125M, 1.3B, 7B, 70B or 7e9")
         mant, exp, suffix = m.groups()
-        value = round(float(mant) * (10 ** int(exp) if exp else 1) * _COUNT_SUFFIX[suffix.upper()])
+        power = int(exp) if exp else 0
+        scaled = float(mant) * 10.0 ** min(power, 300) * _COUNT_SUFFIX[suffix.upper()]
+        if power > 300 or not math.isfinite(scaled) or scaled > 10**15:
+            raise UsageError(f"parameter count {text!r} is implausibly large (over 1e15); use e.g. 70B")
+        value = round(scaled)
     if value <= 0:
         raise UsageError(f"parameter count {text!r} must be positive; use e.g. 7B")
     if value > 10**15:
