@@ -38,7 +38,7 @@ Probe probe() {
   if (e != cudaSuccess) {
     // No driver (35), no device (100) and friends all mean "no GPU here", not a crash.
     p.device_count = 0;
-    p.no_gpu_reason = e == cudaErrorInsufficientDriver ? "CUDA driver not found (" + describe(e) + ")"
+    p.no_gpu_reason = e == cudaErrorInsufficientDriver ? "no NVIDIA driver on this machine (" + describe(e) + ")"
                       : e == cudaErrorNoDevice         ? "no CUDA device visible (" + describe(e) + ")"
                                                        : std::string(cudaGetErrorString(e)) + " (" + describe(e) + ")";
     cudaGetLastError();  // clear the sticky error so later calls start clean

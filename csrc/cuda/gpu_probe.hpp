@@ -18,7 +18,7 @@ struct DeviceInfo {
 struct Probe {
   int device_count = 0;
   // Empty when devices were found; otherwise why there are none, e.g.
-  // "CUDA driver not found (cudaErrorInsufficientDriver, 35)".
+  // "no NVIDIA driver on this machine (cudaErrorInsufficientDriver, 35)".
   std::string no_gpu_reason;
   int runtime_version = 0;  // e.g. 13000
   int driver_version = 0;   // 0 when no driver

@@ -24,6 +24,7 @@ from pybench.cli.parser import Parser, run, subcommands
 from pybench.collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from pybench.errors import BackendUnavailable, UsageError
 from pybench.measure.benchmark import BenchConfig, check_memory
+from pybench.measure.launch import check_rank_count
 from pybench.measure.p2p_tests import parse_p2p_tests
 from pybench.measure.results import OutputFiles
 from pybench.measure.stopping import StopRule
@@ -219,6 +220,8 @@ def _run_measurement(args) -> int:
         if backend != "nccl":  # NCCL buffers live in device memory, which the backend checks itself
             check_memory(plan.config, world, world)
         plan.outputs.check_writable(args.force)
+    if backend != "nccl":
+        check_rank_count(args.nprocs, None)  # a count this host cannot run is one line, before any note
     if fallback_note:
         print(fallback_note, file=sys.stderr)
     if backend != "nccl":
