@@ -97,3 +97,10 @@ def nccl_tests_sizes(minbytes: str | None, maxbytes: str | None, stepfactor: int
                              "larger step (-i)")
         size = size * factor if factor > 1 else size + step
     return sizes
+
+
+def timeout_seconds(text: str) -> float:
+    """A timeout: seconds >= 0, where 0 turns it off and ``inf`` (or ``never``) means the same."""
+    if text.strip().lower() in ("inf", "infinity", "never", "none"):
+        return 0.0
+    return nonneg_float(text)

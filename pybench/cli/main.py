@@ -91,9 +91,9 @@ def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...]) -
     m.add_argument("-c", "--check", type=_nonneg_int, default=2,
                    help="iterations whose output every rank verifies exactly (default 2; 0 disables; nccl-tests' "
                         "-c 1 checks one)")
-    m.add_argument("--timeout", type=_nonneg_float, default=30.0, metavar="SECONDS",
+    m.add_argument("--timeout", type=argtypes.timeout_seconds, default=30.0, metavar="SECONDS",
                    help="abort the run when one operation makes no progress for this long, naming the rank that "
-                        "stopped answering (default 30; 0 disables). Raise it for huge messages on slow links: "
+                        "stopped answering (default 30; 0 or inf disables). Raise it for huge messages on slow links: "
                         "1 GiB at 200 Mbit/s takes about 43 s")
     m.add_argument("--huge-pages", choices=("on", "off"), default="on",
                    help="transparent huge pages for buffers >= 2 MiB (default on, as numpy); moves large-message "
