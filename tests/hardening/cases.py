@@ -69,8 +69,9 @@ BAD_OUTPUTS = ["{chardev}", "{fifo}", "{link}", "{folder}", "{stdout}"]
 
 # Numbers and strings on the command line: (id, argv, allowed exit codes).
 ARGV_CASES = [
-    ("timeout-inf-means-never", [*RUN, "--timeout", "inf"], (0,)),
-    ("timeout-1e10-means-never", [*RUN, "--timeout", "1e10"], (0,)),
+    # Either refused in one line or "never" (the watchdog saturates); never a watchdog that fires at once.
+    ("timeout-inf", [*RUN, "--timeout", "inf"], (0, 2)),
+    ("timeout-1e10", [*RUN, "--timeout", "1e10"], (0, 2)),
     ("timeout-nan", [*RUN, "--timeout", "nan"], (2,)),
     ("ranks-1000", ["allreduce", "--sizes", "1K", "--np", "1000", "--backend", "mpi"], (2,)),
     ("iters-1e20", ["allreduce", "--sizes", "1K", "--iters", "100000000000000000000", "--backend", "mpi"], (2,)),
@@ -118,35 +119,4 @@ ARGV_CASES = [
 ]
 
 # Cases that fail today because of code this corpus's owner does not own: {case id: "file: what"}.
-KNOWN: dict[str, str] = {
-    "read-fit-result_string_time": "pybench/model/logs/measurements.py: a result record's time as a string is "
-                                   "accepted (no type check when fit reads results)",
-    "read-fit-result_negative_time": "pybench/model/logs/measurements.py: negative times accepted; "
-                                     "pybench/model/anomalies.py then fails in math.log (traceback)",
-    "read-ccr-compute_zero_gemms": "pybench/planning/compute.py: a compute profile with no GEMMs divides by zero "
-                                   "(ComputeProfile.flops_per_s, traceback)",
-    "read-ccr-compute_zero_flops": "pybench/planning/compute.py: flops_per_s 0 accepted (exit 0)",
-    "read-ccr-compute_negative_flops": "pybench/planning/compute.py: negative flops_per_s accepted (exit 0)",
-    "read-ccr-compute_overflowing_flops": "pybench/planning/compute.py: flops_per_s 1.7e308 accepted (exit 0)",
-    "read-predict-model_extreme_numbers": "pybench/model/model_files.py: segment numbers of 1e308 accepted; "
-                                          "pybench/model/tdist.py raises ValueError (traceback)",
-    "read-plan-model_extreme_numbers": "pybench/model/model_files.py: as read-predict-model_extreme_numbers",
-    "ranks-1000": "pybench/cli/main.py: prints its oversubscription warning before the one-line refusal; call "
-                  "launch.check_rank_count first (or pass oversubscribe=args.oversubscribe to spawn_local_ranks)",
-    "sizes-fullwidth-digits": "pybench/sizes.py: int()/float() accept Unicode digits (use an ASCII-only pattern)",
-    "sizes-arabic-indic-digits": "pybench/sizes.py: as sizes-fullwidth-digits",
-    "sizes-superscript-factor": "pybench/sizes.py: as sizes-fullwidth-digits",
-    "plan-gpus-per-node-0": "pybench/cli/planning.py: --gpus-per-node type=int accepts 0; the plan search then "
-                            "loops growing memory (killed at the limit)",
-    "plan-gpus-per-node-minus-1": "pybench/cli/planning.py: as plan-gpus-per-node-0 for -1",
-    "ccr-tflops-inf": "pybench/cli/planning.py: --tflops accepts inf; pybench/planning/step.py divides by zero "
-                      "(traceback)",
-    "compute-hidden-40000": "pybench/planning/compute.py: no memory estimate before allocating the GEMM operands "
-                            "(MemoryError under the limit; 25.6 GB without it)",
-    "profile-params-100T": "pybench/cli/profile.py: --params has no upper bound; the model is built "
-                           "(traceback/MemoryError in pybench/profile/rank.py)",
-    "profile-params-1e400": "pybench/cli/profile.py: --params 1e400 (inf) reaches the ranks (traceback)",
-    "profile-batch-1e9": "pybench/cli/profile.py: --batch has no upper bound (traceback in the ranks)",
-    "fit-min-points-1e12": "pybench/cli/models.py or pybench/model/fit.py: --min-points above the number of sizes "
-                           "is accepted and ignored (exit 0)",
-}
+KNOWN: dict[str, str] = {}  # every case passes (the 20 listed at first were fixed by their owners)
