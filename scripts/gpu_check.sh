@@ -234,7 +234,10 @@ stage() {
   stamp "stage $name: $result"
 }
 
-stamp "GPU check of $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?'); GPU visible: $HAVE_GPU; log $LOG"
+# The commit, and whether the tree differs from it (a copied working tree may carry an older .git).
+REV="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+[ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ] && REV="$REV with local changes"
+stamp "GPU check of $REV; GPU visible: $HAVE_GPU; log $LOG"
 rm -f "$OUTDIR/.nt_rc"
 stage machine 30
 NT_PID=""
