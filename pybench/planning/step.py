@@ -38,6 +38,7 @@ from typing import Any
 from pybench.planning.bands import Band, band
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
+from pybench.planning.nic_sharing import shared_time, sharing_groups
 from pybench.planning.overlap import OverlapProfile, bucket_sizes, bucketed_serial_s, overlap_exposed_s
 from pybench.planning.stragglers import straggler_factor
 from pybench.planning.strategies import (
@@ -222,7 +223,7 @@ class _Comm:
 
 
 def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], compute_s: float, m: int,
-                recompute: bool) -> _Comm:
+                recompute: bool, layout: Layout) -> _Comm:
     """Communication when the gradient exchange runs in buckets under backward."""
     comm_s = sum(o.time_s for o in timed)
     comm_low = sum(o.op.calls * o.call.time_low_s for o in timed)
@@ -238,7 +239,8 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
             continue
 
         def one_bucket(size: float, o: OpTime = o) -> float:
-            return models.time(o.op.collective, size, o.op.group_size, o.op.link_class).time_s
+            alone = models.time(o.op.collective, size, o.op.group_size, o.op.link_class)
+            return shared_time(models, o.op, size, alone, sharing_groups(layout, o.op), layout.world).time_s
         serial = bucketed_serial_s(o.op.size_bytes, cfg.bucket_bytes, one_bucket, cfg.explicit_buckets)
         # The exchange really runs in buckets: the serial time (and so CCR) is theirs too.
         scale = serial / o.call.time_s if o.call.time_s > 0 else 1.0
@@ -287,7 +289,9 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     layout = make_layout(strategy, world, g, cfg.tp_degree, cfg.shape.layers, cfg.pp_degree)
     m = default_micro_batches(cfg, layout)
     work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.comm_bytes_per_value)
-    timed = tuple(OpTime(op, models.time(op.collective, op.size_bytes, op.group_size, op.link_class))
+    timed = tuple(OpTime(op, shared_time(models, op, op.size_bytes,
+                                         models.time(op.collective, op.size_bytes, op.group_size, op.link_class),
+                                         sharing_groups(layout, op), layout.world))
                   for op in comm_ops(layout, work))
     tokens = batch * cfg.seq * m
     memory = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention, cfg.memory_headroom,
@@ -300,7 +304,7 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     sf, sync_s = _sync_s(cfg, compute_s, world, nodes)
     one_device_s = training_flops(cfg.params, tokens, cfg.recompute) / cfg.flops_per_s
     if cfg.overlap:
-        comm = _overlapped(cfg, models, timed, compute_s, m, recompute)
+        comm = _overlapped(cfg, models, timed, compute_s, m, recompute, layout)
     else:
         serial = sum(o.time_s for o in timed)
         comm = _Comm(serial, sum(o.op.calls * o.call.time_low_s for o in timed),
