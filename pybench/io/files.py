@@ -32,7 +32,7 @@ def _umask() -> int:
     return mask
 
 
-def _refuse_non_regular(path: Path) -> None:
+def refuse_non_regular(path: Path) -> None:
     """Writes replace regular files only: never a device, FIFO, socket or the target of a symlink."""
     try:
         st = os.lstat(path)
@@ -57,7 +57,7 @@ def _kind(mode: int) -> str:
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Replace ``path`` with ``data`` atomically (a regular file only; see the module docstring)."""
     path = Path(path)
-    _refuse_non_regular(path)
+    refuse_non_regular(path)
     folder = path.parent if str(path.parent) else Path(".")
     # mkstemp opens with O_EXCL in the target's own folder: nothing planted there can be followed.
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)

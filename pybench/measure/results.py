@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
-from pybench.io.files import _refuse_non_regular, read_json, refuse_existing, write_atomic
-
-SCHEMA = "pybench.result"
-SCHEMA_VERSION = 1
+from pybench.io.files import read_json, refuse_existing, refuse_non_regular, write_atomic
+from pybench.io.formats import RESULT, check_document, stamp
 
 
 @dataclass(frozen=True)
@@ -114,24 +112,18 @@ class RunResult:
         return sum(r.wrong for r in self.records)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA, "schema_version": SCHEMA_VERSION,
+        return stamp(RESULT, {
             "benchmark": self.benchmark, "collective": self.benchmark, "backend": self.backend,
             "dtype": self.dtype, "redop": self.redop, "timing": self.timing,
             "world_size": self.world_size, "hosts": self.hosts, "link_class": self.link_class,
             "environment": self.environment, "options": self.options, "command": self.command,
             "started_at": self.started_at, "finished": self.finished, "cut_short": self.cut_short,
             "records": [r.to_dict() for r in self.records],
-        }
+        })
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunResult:
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-            raise FileFormatError(f"not a pybench result (schema {d.get('schema') if isinstance(d, dict) else None!r}, "
-                                  f"expected {SCHEMA!r})")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            raise FileFormatError(f"pybench result schema version {d.get('schema_version')!r} is not supported "
-                                  f"(this pybench reads version {SCHEMA_VERSION}); upgrade pybench")
+    def from_dict(cls, d: dict[str, Any], source: str = "result") -> RunResult:
+        d = check_document(d, RESULT, source)
         try:
             return cls(benchmark=d["benchmark"], backend=d["backend"], dtype=d["dtype"], redop=d["redop"],
                        timing=d["timing"], world_size=d["world_size"], hosts=d["hosts"], link_class=d["link_class"],
@@ -152,9 +144,10 @@ def load_result(path: str | os.PathLike) -> RunResult:
     """Read a result JSON file written by pybench."""
     doc = read_json(path)
     try:
-        return RunResult.from_dict(doc)
+        return RunResult.from_dict(doc, str(path))
     except FileFormatError as exc:
-        raise FileFormatError(f"{path}: {exc}") from None
+        message = str(exc)
+        raise FileFormatError(message if message.startswith(str(path)) else f"{path}: {message}") from None
 
 
 def _checked(name: str, value: Any, type_name: str) -> Any:
@@ -211,7 +204,7 @@ class OutputFiles:
         """Refuse to clobber existing files without --force, and fail early on unwritable folders."""
         for p in self.paths():
             refuse_existing(p, force)
-            _refuse_non_regular(p)  # a device, FIFO or link: refused before any rank starts, --force or not
+            refuse_non_regular(p)  # a device, FIFO or link: refused before any rank starts, --force or not
 
     def claim(self, force: bool) -> list[Path]:
         """Create the files now, exclusively, unless ``force``: of two runs given the same file,
@@ -220,7 +213,7 @@ class OutputFiles:
         claimed: list[Path] = []
         for p in self.paths():
             refuse_existing(p, force)
-            _refuse_non_regular(p)
+            refuse_non_regular(p)
             if force:
                 continue
             try:

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from pybench.measure.results import SCHEMA, SCHEMA_VERSION, load_result
+from pybench.io.formats import RESULT
+from pybench.measure.results import load_result
 
 pytestmark = pytest.mark.mpi
 
@@ -35,7 +36,7 @@ def test_allreduce_prints_a_nccl_tests_table_and_writes_complete_files(pybench_c
     assert all(r[2] == "float32" and r[3] == "sum" and r[8] == "0" for r in rows)
 
     doc = json.loads(out.read_text())
-    assert doc["schema"] == SCHEMA and doc["schema_version"] == SCHEMA_VERSION
+    assert doc["schema"] == RESULT.schema == "pybench.result" and doc["schema_version"] == RESULT.version
     assert doc["finished"] is True and doc["cut_short"] is None
     assert doc["world_size"] == 2 and sum(doc["hosts"].values()) == 2
     assert doc["environment"]["mpi"]["library"].startswith("Open MPI")

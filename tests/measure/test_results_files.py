@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
+from pybench.io.formats import RESULT
 from pybench.measure.results import (
-    SCHEMA,
     OutputFiles,
     RunResult,
     SizeRecord,
@@ -36,7 +36,7 @@ def _result():
 def test_json_round_trip_is_exact():
     r = _result()
     doc = json.loads(result_json(r))
-    assert doc["schema"] == SCHEMA and doc["schema_version"] == 1
+    assert doc["schema"] == RESULT.schema and doc["schema_version"] == 1
     back = RunResult.from_dict(doc)
     assert back == r
     assert back.total_wrong() == 1 and back.peak_busbw().size_bytes == 1024
@@ -50,9 +50,9 @@ def test_csv_has_one_row_per_size():
 
 def test_load_rejects_other_schemas_and_versions(tmp_path):
     p = tmp_path / "x.json"
-    for doc, fragment in (({"schema": "other"}, "not a pybench result"),
-                          ({"schema": SCHEMA, "schema_version": 99}, "version 99"),
-                          ({"schema": SCHEMA, "schema_version": 1}, "missing")):
+    for doc, fragment in (({"schema": "other"}, "is not 'pybench.result'"),
+                          ({"schema": RESULT.schema, "schema_version": 99}, "version 99"),
+                          ({"schema": RESULT.schema, "schema_version": 1}, "missing")):
         p.write_text(json.dumps(doc))
         with pytest.raises(FileFormatError, match=fragment):
             load_result(p)
