@@ -105,6 +105,9 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str, timings: tu
     g = p.add_argument_group("where to run")
     g.add_argument("--np", "--nprocs", dest="nprocs", type=_positive_int, default=2, metavar="N",
                    help="ranks to start when run stand-alone (default 2); ignored under mpirun/srun/torchrun")
+    g.add_argument("--oversubscribe", action="store_true", default=None,
+                   help="allow more ranks than cores, each waiting for a core (default: up to 8 per core, with a "
+                        "warning past the cores)")
     g.add_argument("--backend", default=None,
                    help="nccl (GPU buffers), mpi (host buffers over MPI) or torch (torch.distributed) (default: nccl "
                         "where a GPU and NCCL are usable, else mpi with one line on stderr saying so)")
@@ -221,7 +224,7 @@ def _run_measurement(args) -> int:
             check_memory(plan.config, world, world)
         plan.outputs.check_writable(args.force)
     if backend != "nccl":
-        check_rank_count(args.nprocs, None)  # a count this host cannot run is one line, before any note
+        check_rank_count(args.nprocs, args.oversubscribe)  # a count this host cannot run: one line, before any note
     if fallback_note:
         print(fallback_note, file=sys.stderr)
     if backend != "nccl":
@@ -232,7 +235,7 @@ def _run_measurement(args) -> int:
     if backend == "nccl":
         return run_as_rank(plans, argv, args.force, "nccl", args.timeout)
     files = [p for plan in plans for p in (plan.outputs.json_path,) if p is not None]
-    return spawn_local_ranks(args.nprocs, argv, result_files=files)
+    return spawn_local_ranks(args.nprocs, argv, result_files=files, oversubscribe=args.oversubscribe)
 
 
 def _warn_oversubscribed(nprocs: int) -> None:
