@@ -78,13 +78,21 @@ NcclWorld::NcclWorld(const std::vector<int>& devices, double timeout_s) : timeou
   world_ = static_cast<int>(devices.size());
   std::vector<nccl::Comm> comms(devices.size(), nullptr);
   NCCL_CHECK(api().CommInitAll(comms.data(), world_, devices.data()));
-  for (int i = 0; i < world_; ++i) {
-    CUDA_CHECK(cudaSetDevice(devices[i]));
-    cudaStream_t s;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    members_.push_back({devices[i], i, comms[i], s, nullptr});
+  int adopted = 0;  // comms[0, adopted) belong to members_ and are freed by teardown()
+  try {
+    for (int i = 0; i < world_; ++i) {
+      CUDA_CHECK(cudaSetDevice(devices[i]));
+      cudaStream_t s;
+      CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      members_.push_back({devices[i], i, comms[i], s, nullptr});
+      adopted = i + 1;
+    }
+    init_scratch();
+  } catch (...) {
+    teardown();
+    for (int i = adopted; i < world_; ++i) api().CommDestroy(comms[i]);
+    throw;
   }
-  init_scratch();
 }
 
 NcclWorld::NcclWorld(int rank, int world, int device, const nccl::UniqueId& id, double timeout_s)
@@ -92,10 +100,16 @@ NcclWorld::NcclWorld(int rank, int world, int device, const nccl::UniqueId& id, 
   CUDA_CHECK(cudaSetDevice(device));
   nccl::Comm comm = nullptr;
   NCCL_CHECK(api().CommInitRank(&comm, world, id, rank));
-  cudaStream_t s;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  members_.push_back({device, rank, comm, s, nullptr});
-  init_scratch();
+  try {
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    members_.push_back({device, rank, comm, s, nullptr});
+    init_scratch();
+  } catch (...) {
+    if (members_.empty()) api().CommDestroy(comm);
+    teardown();
+    throw;
+  }
 }
 
 void NcclWorld::init_scratch() {
@@ -107,7 +121,9 @@ void NcclWorld::init_scratch() {
   pinned(64 << 10);  // allocated now, so the first reduction never allocates
 }
 
-NcclWorld::~NcclWorld() {
+NcclWorld::~NcclWorld() { teardown(); }
+
+void NcclWorld::teardown() noexcept {
   latch_.release();
   graphs_.destroy_all();  // ncclCommDestroy, like abort, waits for graphs that captured NCCL work
   if (reduce_buf_ && !members_.empty()) {
@@ -124,7 +140,10 @@ NcclWorld::~NcclWorld() {
     if (m.scratch) cudaFree(m.scratch);
     cudaStreamDestroy(m.stream);
   }
+  members_.clear();
+  reduce_buf_ = nullptr;
   if (pinned_) cudaFreeHost(pinned_);
+  pinned_ = nullptr;
 }
 
 void NcclWorld::abort() {

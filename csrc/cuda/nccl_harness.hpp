@@ -86,6 +86,9 @@ class NcclWorld {
 
  private:
   void init_scratch();
+  // Frees every member's communicator, stream and buffers (what the destructor does); also
+  // used when a constructor fails half-way, so nothing it made leaks.
+  void teardown() noexcept;
 
   std::vector<Member> members_;
   int world_ = 0;
