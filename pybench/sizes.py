@@ -67,7 +67,8 @@ def parse_sizes(spec: str) -> list[int]:
                 raise SizeError(f"size range factor {parts[2]!r} must be a whole number of at least 2, e.g. 1K:1G:4")
             factor = int(parts[2])
         if lo > hi:
-            raise SizeError(f"size range {spec!r} goes down: LO must not exceed HI (did you mean {parts[1]}:{parts[0]}?)")
+            raise SizeError(f"size range {spec!r} goes down: LO must not exceed HI "
+                            f"(did you mean {parts[1]}:{parts[0]}?)")
         sizes = []
         s = lo
         while s <= hi:

@@ -70,7 +70,7 @@ _METHOD_NOTES = [
     "synchronised step",
     "trace: torch.profiler, per rank, compute = ops of the training thread, comm = gloo/nccl ops of the "
     "process group's threads, unions so overlap counts once; medians over steps, max over ranks",
-    "prediction: pybench.planning.ccr.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is "
+    "prediction: pybench.ccr(strategy ddp, seq 1, 4 B per gradient value, DDP's real buckets); pred_ccr is "
     "its CCR (no overlap, as measured ccr), pred_exp its exposed fraction with overlap in DDP's real buckets, "
     "each going out when its gradients are ready (timed by hooks in the no_sync steps), slowing compute by "
     "the share of the cores the buckets burn alone, plus DDP's copies into and out of its buckets "
