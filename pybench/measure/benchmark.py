@@ -83,7 +83,7 @@ class BenchConfig:
             raise SizeError("no sizes to run")
         if self.is_p2p:
             if world < 2:
-                raise UsageError(f"point-to-point tests need 2 ranks, got {world}; run with -n 2")
+                raise UsageError(f"point-to-point tests need 2 ranks, got {world}; run with --np 2")
             if not 1 <= self.window <= MAX_WINDOW:  # each message in flight holds MPI requests
                 raise UsageError(f"--window must be 1 to {MAX_WINDOW}, got {self.window}")
             for s in self.sizes:
@@ -94,7 +94,7 @@ class BenchConfig:
         coll = get_collective(self.benchmark)
         if world < (1 if single_rank_ok else coll.min_ranks):
             raise UsageError(f"{coll.name} needs at least {coll.min_ranks} ranks, got {world}; "
-                             f"run with -n {coll.min_ranks} or more")
+                             f"run with --np {coll.min_ranks} or more")
         if not 0 <= self.root < world:
             raise UsageError(f"--root {self.root} is not a rank of a world of {world}; use 0..{world - 1}")
         for s in self.sizes:
