@@ -4,19 +4,20 @@
 
 The file stands alone: images are PNG data: URIs, styles are inline, there is no
 script and nothing is fetched from the network, so it can be mailed, attached to
-a ticket or opened from a CI artifact. Everything read from an input file is
-passed through ``html.escape`` (result files are plain JSON that anyone can
-edit), and a Content-Security-Policy that forbids scripts and remote loads makes
-a slip there harmless as well.
+a ticket or opened from a CI artifact. This module turns the inputs into plain
+values (text, numbers, base64 images); the markup lives in the Jinja2 template
+``templates/report.html.j2``, rendered with autoescaping on, so everything read
+from an input file (result files are plain JSON that anyone can edit) is escaped
+by the template engine. A Content-Security-Policy that forbids scripts and remote
+loads makes a slip there harmless as well.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,47 +42,20 @@ from pybench.report.plot import (
 from pybench.report.summary import summarise
 from pybench.sizes import format_size
 
-# A constant (never from a file), written into a double-quoted attribute as is.
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
-
-_STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1300px;
-       color: #1b1b1b; padding: 0 1em; }
-h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
-table { border-collapse: collapse; font-size: .85em; margin: .5em 0 1.5em; }
-th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; }
-th { background: #f3f3f3; } td.l, th.l { text-align: left; }
-pre { background: #f7f7f7; padding: .8em; overflow-x: auto; font-size: .8em; }
-img { max-width: 100%; height: auto; border: 1px solid #eee; }
-.plots { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1em; }
-.plots img { width: 100%; }
-.plots.single { grid-template-columns: minmax(420px, 820px); }
-.plots.single.wide { grid-template-columns: minmax(420px, 1300px); }
-.warn { color: #9a4a00; } .bad { color: #b00020; font-weight: bold; } .muted { color: #666; }
-.summary { font-size: 1.05em; background: #f4f8fc; border-left: 4px solid #1565c0; padding: .7em 1em; }
-.summary .ok { color: #1b5e20; font-weight: bold; }
-"""
+TEMPLATE = "report.html.j2"
 
 
-def esc(value: Any) -> str:
-    """Text for HTML (element content or a quoted attribute)."""
-    return html.escape(str(value), quote=True)
+@dataclass(frozen=True)
+class Image:
+    """A figure for the template: written as a data: URI, never fetched."""
+
+    alt: str
+    base64: str
+    mime: str = "image/png"
 
 
-def _img(png: bytes, alt: str) -> str:
-    return (f'<img alt="{esc(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">')
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]], left: int = 0) -> str:
-    """An HTML table; every cell is escaped; the first ``left`` columns are left-aligned."""
-    out = ["<table><thead><tr>"]
-    out += [f'<th{" class=l" if k < left else ""}>{esc(h)}</th>' for k, h in enumerate(header)]
-    out.append("</tr></thead><tbody>")
-    for row in rows:
-        out.append("<tr>" + "".join(f'<td{" class=l" if k < left else ""}>{esc(c)}</td>' for k, c in enumerate(row))
-                   + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
+def _img(png: bytes, alt: str) -> Image:
+    return Image(alt, base64.b64encode(png).decode("ascii"))
 
 
 def _num(x: Any, fmt: str = ".2f") -> str:
@@ -93,7 +67,7 @@ def _num(x: Any, fmt: str = ".2f") -> str:
 
 
 # ---------------------------------------------------------------------------
-# sections
+# sections, as plain values for the template
 
 def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
     env = result.environment if isinstance(result.environment, dict) else {}
@@ -134,29 +108,30 @@ def _load(x: Any) -> str:
     return " ".join(_num(v) for v in x) if isinstance(x, list) and x else "?"
 
 
-def _results_table(result: RunResult) -> str:
+_RESULT_HEADER = ("size", "bytes", "count", "type", "redop", "time (us)", "p5 (us)", "p95 (us)", "algbw (GB/s)",
+                  "busbw (GB/s)", "#wrong", "iters", "ci (±%)")
+
+
+def _run_section(result: RunResult, source: str) -> dict[str, Any]:
+    """One run's table and the notes under it (the template says how a wrong count is shown)."""
     rows = []
     for r in sorted(result.records, key=lambda r: r.size_bytes):
         rows.append((format_size(r.size_bytes), r.size_bytes, r.count, r.dtype, r.redop,
                      _num(r.time_s * 1e6), _num(r.time_p5_s * 1e6), _num(r.time_p95_s * 1e6),
                      _num(r.algbw_gbps), _num(r.busbw_gbps), r.wrong if r.check_iters else "N/A", r.iterations,
                      _num(100 * r.ci_rel if r.time_s > 0 else math.nan, ".1f") + ("" if r.precision_met else "*")))
-    table = _table(["size", "bytes", "count", "type", "redop", "time (us)", "p5 (us)", "p95 (us)", "algbw (GB/s)",
-                    "busbw (GB/s)", "#wrong", "iters", "ci (±%)"], rows)
     peak = result.peak_busbw()
-    notes = []
-    if peak is not None:
-        notes.append(f"Peak bus bandwidth {peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)}.")
-    wrong = result.total_wrong()
-    notes.append(f'<span class="bad">{wrong} wrong value(s)</span>' if wrong else "#wrong: 0 OK.")
-    if any(not r.precision_met for r in result.records):
-        notes.append('<span class="warn">* precision not reached within the time budget.</span>')
-    # notes are built from numbers and fixed text only
-    return table + "<p>" + " ".join(notes) + "</p>"
+    return {"benchmark": result.benchmark, "backend": result.backend, "dtype": result.dtype,
+            "world_size": result.world_size, "source": source, "header": _RESULT_HEADER, "rows": rows,
+            "peak": f"{peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)}" if peak is not None else "",
+            "wrong": result.total_wrong(), "imprecise": any(not r.precision_met for r in result.records)}
 
 
-def _ccr_section(doc: dict, source: str) -> str:
-    ccr_png, eff_png = render_ccr_figure(doc), render_efficiency_figure(doc)
+_CCR_HEADER = ("strategy", "workers", "batch", "tp", "CCR", "CCR interval", "exposed", "band", "comm (ms)",
+               "compute (ms)", "step (ms)", "samples/s", "efficiency", "memory")
+
+
+def _ccr_section(doc: dict, source: str) -> dict[str, Any]:
     cfg = _dict(doc.get("config"))
     facts = [("file", source), ("parameters", cfg.get("params", "?")), ("sequence", cfg.get("seq", "?")),
              ("GPUs per node", cfg.get("gpus_per_node", "?")),
@@ -172,43 +147,28 @@ def _ccr_section(doc: dict, source: str) -> str:
                      _num(r["compute_s"] * 1e3, ".2f"), _num(r["step_s"] * 1e3, ".2f"),
                      _num(r["samples_per_s"], ".4g"), _num(r["efficiency_vs_device"], ".3f"),
                      _dict(r.get("memory")).get("fits", "")))
-    what = "exposed fraction (overlap on)" if overlapped(doc) else "CCR"
-    parts = ["<h2>Communication-to-computation ratio</h2>",
-             _table(["input", "value"], facts, left=2),
-             f"<p>One panel per strategy: {what} against batch size, one line per world size, the interval "
-             "of the communication time shaded; below 0.15 the strategy fits the hardware, above 0.30 "
-             "communication eats the reason to scale.</p>",
-             '<div class="plots single wide">' + _img(ccr_png, "CCR against batch size, one panel per strategy")
-             + "</div>",
-             '<div class="plots single">' + _img(eff_png, "scaling efficiency against workers") + "</div>",
-             _table(["strategy", "workers", "batch", "tp", "CCR", "CCR interval", "exposed", "band", "comm (ms)",
-                     "compute (ms)", "step (ms)", "samples/s", "efficiency", "memory"], rows, left=1)]
-    for key in ("notes", "warnings"):
-        items = doc.get(key) if isinstance(doc.get(key), list) else []
-        if items:
-            parts.append(f"<p><b>{key}</b></p><ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>")
-    return "\n".join(parts)
+    lists = [(key, doc[key]) for key in ("notes", "warnings") if isinstance(doc.get(key), list) and doc[key]]
+    return {"facts": facts, "what": "exposed fraction (overlap on)" if overlapped(doc) else "CCR",
+            "ccr_image": _img(render_ccr_figure(doc), "CCR against batch size, one panel per strategy"),
+            "efficiency_image": _img(render_efficiency_figure(doc), "scaling efficiency against workers"),
+            "header": _CCR_HEADER, "rows": rows, "lists": lists}
 
 
-def _matrix_section(doc: dict, source: str) -> str:
+def _matrix_section(doc: dict, source: str) -> dict[str, Any]:
     rows = [(p["src"], p["dst"], _num(p["bandwidth_gbps"]), _num(p["latency_s"] * 1e6), p.get("link", ""),
              "slow" if p.get("slow_bandwidth") or p.get("slow_latency") else "") for p in doc["pairs"]]
-    return "\n".join(["<h2>Links between GPU pairs</h2>", f'<p class="muted">{esc(source)}</p>',
-                      '<div class="plots single">' + _img(render_link_heatmap(doc), "link-matrix heatmap") + "</div>",
-                      _table(["from", "to", "bandwidth (GB/s)", "latency (us)", "link", "flag"], rows)])
+    return {"source": source, "image": _img(render_link_heatmap(doc), "link-matrix heatmap"),
+            "header": ("from", "to", "bandwidth (GB/s)", "latency (us)", "link", "flag"), "rows": rows}
 
 
-def _comparison_section(comp: Comparison) -> str:
+def _comparison_section(comp: Comparison) -> dict[str, Any]:
     rows = [(format_size(s.size_bytes), _num(s.time_a_s * 1e6), _num(s.time_b_s * 1e6), _num(s.time_ratio, ".3f"),
              f"{_num(s.ratio_ci_low, '.3f')}..{_num(s.ratio_ci_high, '.3f')}", _num(100 * s.busbw_change, "+.1f"),
              f"{s.p_holm:.1e}", s.verdict) for s in comp.sizes]
-    return "\n".join(["<h2>Comparison with the baseline</h2>",
-                      f"<p>A (baseline): {esc(comp.label_a)}<br>B: {esc(comp.label_b)}</p>",
-                      '<div class="plots single">' + _img(render_comparison(comp.to_dict()),
-                                                   "comparison: time ratio per size with its interval") + "</div>",
-                      _table(["size", "time A (us)", "time B (us)", "ratio B/A", "95% interval", "busbw change %",
-                              "p (Holm)", "verdict"], rows),
-                      f"<p>{esc(comp.summary())}</p>"])
+    return {"label_a": comp.label_a, "label_b": comp.label_b, "summary": comp.summary(),
+            "image": _img(render_comparison(comp.to_dict()), "comparison: time ratio per size with its interval"),
+            "header": ("size", "time A (us)", "time B (us)", "ratio B/A", "95% interval", "busbw change %",
+                       "p (Holm)", "verdict"), "rows": rows}
 
 
 def _is_num(x: Any) -> bool:
@@ -235,36 +195,56 @@ class ReportInputs:
     comparison: Comparison | None = None
 
 
-def _summary_html(inputs: ReportInputs) -> str:
-    s = summarise(inputs.results, inputs.models, inputs.comparison)
-    return (f'<p id="summary" class="summary">{esc(s.text())} <span class="{esc(s.verdict_kind)}">'
-            f"{esc(s.verdict)}</span></p>")
-
-
-def _measurement_sections(inputs: ReportInputs) -> list[str]:
+def _measurements(inputs: ReportInputs) -> dict[str, Any]:
+    """The environment table, the two plots and one table per run."""
     results, models = inputs.results, inputs.models
     many = len(results) > 1
     series = [run_series(r, series_label(r, src if many else None)) for r, src in results]
     drawn = matching_models(models, series)
-    body = ["<h2>Environment</h2>"]
     columns = [_environment_rows(r, src) for r, src in results]
     keys = [k for k, _ in columns[0]]
-    body.append(_table(["", *(src for _, src in results)],
-                       [(k, *(dict(col)[k] for col in columns)) for k in keys], left=1 + len(results)))
-    body.append("<h2>Bandwidth and latency</h2>")
-    if drawn:
-        body.append(f"<p>Dashed lines: fitted alpha-beta models in the colour of their data, with their 95% "
-                    f"confidence band{' (' + esc(inputs.model_source) + ')' if inputs.model_source else ''}.</p>")
-    body.append('<div class="plots">' + _img(render_measurements(series, drawn, panels=("busbw",)),
-                                             "bus bandwidth against size")
-                + _img(render_measurements(series, drawn, panels=("time",)), "time per operation against size")
-                + "</div>")
-    body.append("<h2>Measurements</h2>")
-    for r, src in results:
-        body.append(f"<h3>{esc(r.benchmark)} / {esc(r.backend)} / {esc(r.dtype)} / {esc(r.world_size)} ranks "
-                    f'<span class="muted">({esc(src)})</span></h3>')
-        body.append(_results_table(r))
-    return body
+    environment = {"header": ["", *(src for _, src in results)],
+                   "rows": [(k, *(dict(col)[k] for col in columns)) for k in keys], "left": 1 + len(results)}
+    images = [_img(render_measurements(series, drawn, panels=("busbw",)), "bus bandwidth against size"),
+              _img(render_measurements(series, drawn, panels=("time",)), "time per operation against size")]
+    return {"environment": environment, "models_drawn": bool(drawn), "measurement_images": images,
+            "runs": [_run_section(r, src) for r, src in results]}
+
+
+def _context(inputs: ReportInputs, title: str) -> dict[str, Any]:
+    """Every value the template shows, as text, numbers and images (no markup)."""
+    extras = "".join(what for what, given in ((", a model file", inputs.models), (", a CCR file", inputs.ccr),
+                                              (", a pair matrix", inputs.matrix), (", a baseline", inputs.comparison))
+                     if given)
+    return {"title": title, "summary": summarise(inputs.results, inputs.models, inputs.comparison),
+            "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "version": __version__, "n_results": len(inputs.results), "extras": extras,
+            "model_source": inputs.model_source, **_measurements(inputs),
+            "comparison": _comparison_section(inputs.comparison) if inputs.comparison is not None else None,
+            "models": [m.report() for m in inputs.models],
+            "ccr": _ccr_section(inputs.ccr, inputs.ccr_source or "ccr") if inputs.ccr is not None else None,
+            "matrix": (_matrix_section(inputs.matrix, inputs.matrix_source or "pair matrix")
+                       if inputs.matrix is not None else None)}
+
+
+def render_template(context: dict[str, Any], name: str = TEMPLATE) -> str:
+    """Render one of the package's templates with autoescaping on.
+
+    Parameters
+    ----------
+    context : the values the template shows; strings are escaped by the template engine
+    name : a file under ``pybench/report/templates``
+
+    Returns
+    -------
+    str
+        The rendered text.
+    """
+    import jinja2  # here, not at the top: `import pybench` stays light
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("pybench.report", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return env.get_template(name).render(context)
 
 
 def build_report(results: Sequence[tuple[RunResult, str]], models: Sequence = (), model_source: str | None = None,
@@ -284,30 +264,7 @@ def build_report(results: Sequence[tuple[RunResult, str]], models: Sequence = ()
     if not results:
         raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
     inputs = ReportInputs(results, models, model_source, ccr, ccr_source, matrix, matrix_source, comparison)
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    extras = "".join(what for what, given in ((", a model file", models), (", a CCR file", ccr),
-                                              (", a pair matrix", matrix), (", a baseline", comparison)) if given)
-    body = [f"<h1>{esc(title)}</h1>", _summary_html(inputs),
-            f'<p class="muted">Generated {esc(now)} by pybench {esc(__version__)} from {len(results)} result '
-            f"file(s){extras}. Sizes in bytes (K/M/G = 2^10/2^20/2^30); GB/s = 1e9 B/s; "
-            "time = median over samples of the slowest rank's time per operation.</p>"]
-    body += _measurement_sections(inputs)
-    if comparison is not None:
-        body.append(_comparison_section(comparison))
-    if models:
-        body.append("<h2>Fitted models</h2>")
-        if model_source:
-            body.append(f'<p class="muted">{esc(model_source)}</p>')
-        body += [f"<pre>{esc(m.report())}</pre>" for m in models]
-    if ccr is not None:
-        body.append(_ccr_section(ccr, ccr_source or "ccr"))
-    if matrix is not None:
-        body.append(_matrix_section(matrix, matrix_source or "pair matrix"))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return render_template(_context(inputs, title))
 
 
 def report_files(result_paths: Sequence[str | Path], output: str | Path, model_path: str | Path | None = None,

@@ -50,15 +50,26 @@ class _Tags(HTMLParser):
     def __init__(self):
         super().__init__()
         self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []  # text nodes, entities decoded
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
 
 
 def _tags(html_text: str) -> list[tuple[str, dict]]:
     p = _Tags()
     p.feed(html_text)
     return p.tags
+
+
+def _text_nodes(html_text: str) -> list[str]:
+    p = _Tags()
+    p.feed(html_text)
+    p.close()
+    return p.text
 
 
 # -- plot -----------------------------------------------------------------------------------
@@ -139,13 +150,13 @@ def test_missing_matplotlib_is_one_line_naming_the_fix(tmp_path, monkeypatch, ca
     assert not out.exists()
 
 
-def test_importing_pybench_does_not_import_matplotlib():
+def test_importing_pybench_does_not_import_matplotlib_or_jinja2():
     code = ("import sys, pybench, pybench.cli.reports, pybench.report.compare, pybench.report.plot, "
-            "pybench.report.html, pybench.report.figures; print('matplotlib' in sys.modules)")
+            "pybench.report.html, pybench.report.figures; print('matplotlib' in sys.modules, 'jinja2' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).parent)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"  # jinja2 too is imported only to render a report
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -192,8 +203,14 @@ def test_report_escapes_everything_read_from_files(tmp_path):
     tags = _tags(text)
     assert [t for t, _ in tags if t in ("img", "script")] == ["img"] * 4  # only our four plots
     assert not [(t, k) for t, a in tags for k in a if k.startswith("on")]  # no event handler attribute
-    assert "&lt;script&gt;document.title=&quot;PWNED&quot;&lt;/script&gt;" in text
+    # Escaped (in the template engine's entity spelling: &#34; for a double quote) ...
+    assert "&lt;script&gt;document.title=&#34;PWNED&#34;&lt;/script&gt;" in text
     assert "run&lt;img src=x onerror=alert(1)&gt;$.json" in text
+    # ... so a parser reads the payload back, whole, as text: title, every file field, CCR rows and notes.
+    nodes = _text_nodes(text)
+    # title and h1, seven environment fields, every CCR row, the note and the flops source
+    assert sum(HOSTILE in n for n in nodes) == 2 + 7 + len(ccr["rows"]) + 2, [n for n in nodes if "PWNED" in n]
+    assert "run<img src=x onerror=alert(1)>$.json" in "\n".join(nodes)
 
 
 # -- the report in a real browser -----------------------------------------------------------
