@@ -7,8 +7,10 @@ imports the installed package (with its native modules), never the source tree.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,17 @@ def assert_every_case_exact(results: list[dict]) -> None:
             for op in (OPS if coll.reduces else ("sum",)):
                 assert (name, dtype, op) in seen
     assert [(r["collective"], r["dtype"], r["op"], r["size"], r["wrong"]) for r in results if r["wrong"]] == []
+
+
+@contextmanager
+def no_hang(seconds: int = 5):
+    """Fail the test (AssertionError) when the block runs longer than ``seconds``: a hang becomes a failure."""
+    def fail(*_):
+        raise AssertionError(f"ran for more than {seconds} s")
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

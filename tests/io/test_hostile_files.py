@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import json
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, no_hang
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,21 +25,10 @@ def _loaders():
             "compute": load_compute}
 
 
-@contextmanager
-def _no_hang(seconds: int = 5):
-    def fail(*_):
-        raise AssertionError(f"loader ran for more than {seconds} s")
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _load_cleanly(loader, path: Path):
-    with _no_hang():
+    with no_hang():
         try:
             return loader(path)
         except PyBenchError as exc:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import ast
 import os
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import no_hang
 
 from pybench.cli.main import main
 from pybench.errors import FileFormatError, UsageError
@@ -59,17 +58,6 @@ READERS = {
 }
 
 
-@contextmanager
-def _no_hang(seconds: int = 20):
-    def fail(*_):
-        raise AssertionError(f"a reader ran for more than {seconds} s")
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _make(tmp_path: Path, name: str) -> Path:
@@ -93,7 +81,7 @@ def _make(tmp_path: Path, name: str) -> Path:
 def test_every_reader_answers_a_hostile_file_in_one_line(tmp_path, capsys, reader, case):
     path = _make(tmp_path, case)
     argv = READERS[reader](str(path), tmp_path)
-    with _no_hang():
+    with no_hang():
         code = main(argv)
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
@@ -114,7 +102,7 @@ def test_the_reader_refuses_non_finite_and_deep_documents():
 def test_a_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "f"
     os.mkfifo(fifo)
-    with _no_hang(5), pytest.raises(FileFormatError, match="FIFO"):
+    with no_hang(5), pytest.raises(FileFormatError, match="FIFO"):
         read_json(fifo)
 
 
