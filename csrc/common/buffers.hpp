@@ -32,6 +32,12 @@ class HostBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Share of the bytes of a benchmark's two buffers that the kernel backs with huge pages.
+inline double huge_page_fraction(const HostBuffer& send, const HostBuffer& recv) {
+  const std::size_t all = send.bytes() + recv.bytes();
+  return all ? static_cast<double>(send.huge_page_bytes() + recv.huge_page_bytes()) / all : 0.0;
+}
+
 // One line describing how HostBuffer allocates, for result files.
 std::string host_allocation_description(bool huge_pages);
 constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;

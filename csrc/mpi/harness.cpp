@@ -61,15 +61,7 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
 
 int CollectiveBench::run_once() { return desc_.run_mpi(launch_); }
 
-void CollectiveBench::warmup(int n) {
-  const std::string what = "warm-up of " + label_;
-  for (int i = 0; i < n; ++i) {
-    WatchGuard guard(what);
-    MPI_CHECK(run_once());
-  }
-  WatchGuard guard(what);
-  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-}
+void CollectiveBench::warmup(int n) { warm_up(n, [this] { return run_once(); }, label_); }
 
 long long CollectiveBench::check(int iters) {
   // Test hook for the fault tests: PYBENCH_INJECT_WRONG=<rank> flips one output

@@ -28,10 +28,7 @@ class CollectiveBench {
 
   std::size_t send_bytes() const { return send_.bytes(); }
   // Fraction of this rank's buffer bytes the kernel backs with huge pages.
-  double huge_page_fraction() const {
-    const std::size_t all = send_.bytes() + recv_.bytes();
-    return all ? static_cast<double>(send_.huge_page_bytes() + recv_.huge_page_bytes()) / all : 0.0;
-  }
+  double huge_page_fraction() const { return pybench::huge_page_fraction(send_, recv_); }
   std::size_t recv_bytes() const { return recv_.bytes(); }
   std::size_t count() const { return count_; }
 

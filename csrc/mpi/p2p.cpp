@@ -88,15 +88,7 @@ int P2PBench::run_once() {
   return MPI_SUCCESS;
 }
 
-void P2PBench::warmup(int n) {
-  const std::string what = "warm-up of " + label_;
-  for (int i = 0; i < n; ++i) {
-    WatchGuard guard(what);
-    MPI_CHECK(run_once());
-  }
-  WatchGuard guard(what);
-  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-}
+void P2PBench::warmup(int n) { warm_up(n, [this] { return run_once(); }, label_); }
 
 long long P2PBench::check(int iters) {
   // One message each way between ranks 0 and 1, verified byte for byte.

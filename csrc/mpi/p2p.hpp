@@ -30,10 +30,7 @@ class P2PBench {
 
   std::size_t send_bytes() const { return send_.bytes(); }
   // Fraction of this rank's buffer bytes the kernel backs with huge pages.
-  double huge_page_fraction() const {
-    const std::size_t all = send_.bytes() + recv_.bytes();
-    return all ? static_cast<double>(send_.huge_page_bytes() + recv_.huge_page_bytes()) / all : 0.0;
-  }
+  double huge_page_fraction() const { return pybench::huge_page_fraction(send_, recv_); }
   std::size_t recv_bytes() const { return recv_.bytes(); }
   int window() const { return window_; }
 

@@ -46,4 +46,14 @@ Samples time_samples(int n_samples, int ops_per_sample, const std::function<int(
   return out;
 }
 
+void warm_up(int n, const std::function<int()>& op, const std::string& label) {
+  const std::string what = "warm-up of " + label;
+  for (int i = 0; i < n; ++i) {
+    WatchGuard guard(what);
+    MPI_CHECK(op());
+  }
+  WatchGuard guard(what);
+  MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
 }  // namespace pybench

@@ -21,4 +21,8 @@ struct Samples {
 // `label` names the operation for the watchdog ("allreduce of 1048576 B").
 Samples time_samples(int n_samples, int ops_per_sample, const std::function<int()>& op, const std::string& label);
 
+// `n` untimed operations, each under the watchdog, then a barrier: the first calls of a
+// communicator pay connection set-up and must never be timed. MPI errors raise NativeError.
+void warm_up(int n, const std::function<int()>& op, const std::string& label);
+
 }  // namespace pybench
