@@ -23,7 +23,7 @@ from pybench.cli import reports as cli_reports
 from pybench.cli.parser import Parser, run, subcommands
 from pybench.collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from pybench.errors import BackendUnavailable, UsageError
-from pybench.measure.benchmark import BenchConfig, check_memory
+from pybench.measure.benchmark import BenchConfig
 from pybench.measure.launch import check_rank_count
 from pybench.measure.p2p_tests import parse_p2p_tests
 from pybench.measure.results import OutputFiles
@@ -194,7 +194,7 @@ def _per_test(path: Path | None, test: str, n_tests: int) -> Path | None:
 def _run_measurement(args) -> int:
     argv = args.argv
     from pybench.measure.launch import spawn_local_ranks, under_launcher
-    from pybench.measure.runner import run_as_rank
+    from pybench.measure.runner import fit_plans, run_as_rank
     if getattr(args, "matrix", False):
         return cli_gpu.run_p2p_matrix(args)
     _check_backend(args)
@@ -217,11 +217,12 @@ def _run_measurement(args) -> int:
         raise UsageError("--timing graph (-G) captures CUDA graphs: it needs a GPU and the nccl backend")
     # Stand-alone: catch bad input here, before any rank starts. With NCCL one
     # process drives every local GPU; otherwise pybench starts --np MPI ranks.
-    world = len(cli_gpu.local_gpus(args)) if backend == "nccl" else args.nprocs
+    # Sizes are rounded to the world here only to validate them: the ranks round them
+    # again and rank 0 says so, once, on stderr and in the header and the file.
+    gpus = cli_gpu.local_gpus(args) if backend == "nccl" else None
+    world = len(gpus) if gpus is not None else args.nprocs
+    fit_plans(plans, world, backend, world, gpus)
     for plan in plans:
-        plan.config.validate(world, single_rank_ok=backend == "nccl")
-        if backend != "nccl":  # NCCL buffers live in device memory, which the backend checks itself
-            check_memory(plan.config, world, world)
         plan.outputs.check_writable(args.force)
     if backend != "nccl":
         check_rank_count(args.nprocs, args.oversubscribe)  # a count this host cannot run: one line, before any note

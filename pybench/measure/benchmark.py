@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from pybench.collectives import DTYPES, get_collective
 from pybench.errors import SizeError, UsageError
+from pybench.measure.backends.selection import RoundedSizes, nccl_count_limit, round_sizes_for_world
 from pybench.measure.p2p_tests import P2P_TESTS
 from pybench.measure.results import SizeRecord
 from pybench.measure.stats import SampleStats
@@ -27,6 +28,15 @@ from pybench.sizes import format_size
 MAX_WARMUP = 1_000_000
 MAX_CHECK = 10_000
 MAX_WINDOW = 65_536
+#: MPI counts are C ``int``; torch's gloo is held to the same limit (not verified beyond it).
+MPI_MAX_COUNT = 2**31 - 1
+#: The NCCL harness rotates each buffer over a pool of at least this many bytes (csrc/cuda/nccl_harness.hpp).
+NCCL_POOL_BYTES = 256 << 20
+
+
+def max_count(backend: str) -> int:
+    """Largest element count one operation of ``backend`` takes: NCCL's are ``size_t``, MPI's ``int``."""
+    return nccl_count_limit() if backend == "nccl" else MPI_MAX_COUNT
 
 
 class NativeBench(Protocol):
@@ -68,11 +78,12 @@ class BenchConfig:
             return "none"
         return self.op
 
-    def validate(self, world: int, single_rank_ok: bool = False) -> None:
+    def validate(self, world: int, single_rank_ok: bool = False, backend: str = "mpi") -> None:
         """Raise a one-line error for anything that cannot run at this world size.
 
         ``single_rank_ok``: a one-GPU NCCL communicator is a real measurement (of the
-        device's own copy path), unlike a one-rank MPI job.
+        device's own copy path), unlike a one-rank MPI job. ``backend`` sets the
+        element-count limit (:func:`max_count`): 2**31 - 1 except for nccl.
         """
         if self.timing not in ("batched", "per-op", "graph"):
             raise UsageError(f"unknown timing mode {self.timing!r}; use batched, per-op or graph")
@@ -86,8 +97,8 @@ class BenchConfig:
                 raise UsageError(f"point-to-point tests need 2 ranks, got {world}; run with --np 2")
             if not 1 <= self.window <= MAX_WINDOW:  # each message in flight holds MPI requests
                 raise UsageError(f"--window must be 1 to {MAX_WINDOW}, got {self.window}")
-            for s in self.sizes:
-                if s > 2**31 - 1:
+            for s in self.sizes:  # OSU's tests run over MPI whatever the backend
+                if s > MPI_MAX_COUNT:
                     raise SizeError(f"p2p size {format_size(s)} exceeds MPI's 32-bit count (2 GiB - 1 bytes); "
                                     "use smaller sizes")
             return
@@ -97,12 +108,26 @@ class BenchConfig:
                              f"run with --np {coll.min_ranks} or more")
         if not 0 <= self.root < world:
             raise UsageError(f"--root {self.root} is not a rank of a world of {world}; use 0..{world - 1}")
+        limit = max_count(backend)
         for s in self.sizes:
             coll.validate(s, self.elem_bytes, world, self.dtype)
-            if s // self.elem_bytes > 2**31 - 1:
+            if s // self.elem_bytes > limit:
                 raise SizeError(f"{coll.name}: size {format_size(s)} is {s // self.elem_bytes} {self.dtype} elements, "
-                                f"over MPI's 32-bit count limit; use a larger dtype or sizes up to "
-                                f"{format_size((2**31 - 1) * self.elem_bytes)}")
+                                f"over the {backend} backend's 32-bit count limit; use a larger dtype, the nccl "
+                                f"backend, or sizes up to {format_size(limit * self.elem_bytes)}")
+
+    def fit_to_world(self, world: int) -> tuple[BenchConfig, RoundedSizes]:
+        """This config with its sizes rounded as nccl-tests does for collectives that split by rank.
+
+        All-gather, reduce-scatter and all-to-all need a multiple of ranks x element size:
+        each size becomes the largest such multiple not above it, and sizes below one
+        element per rank are dropped (SizeError when none is left). Other benchmarks are
+        returned as they are.
+        """
+        if self.is_p2p:
+            return self, RoundedSizes(self.sizes, ())
+        rounded = round_sizes_for_world(self.benchmark, self.sizes, self.elem_bytes, max(world, 1))
+        return (replace(self, sizes=rounded.sizes) if rounded.changes else self), rounded
 
     def buffer_bytes_per_rank(self, size_bytes: int, world: int) -> int:
         if self.is_p2p:
@@ -146,6 +171,19 @@ def check_memory(cfg: BenchConfig, world: int, ranks_on_this_host: int, availabl
             f"size {format_size(biggest)} needs {cfg.buffer_bytes_per_rank(biggest, world) / gib:.1f} GiB of buffers "
             f"per rank x {ranks_on_this_host} ranks on this host = {need / gib:.1f} GiB, but only "
             f"{available / gib:.1f} GiB is available; use smaller sizes or fewer ranks per host")
+
+
+def check_device_memory(cfg: BenchConfig, world: int, device_bytes: int) -> None:
+    """Refuse, before allocating, sizes whose NCCL buffers (one rank per GPU) would not fit on the smallest GPU."""
+    if cfg.is_p2p or device_bytes <= 0:
+        return
+    biggest = max(cfg.sizes)
+    send, recv = get_collective(cfg.benchmark).buffer_bytes(biggest, world)
+    need = max(send, NCCL_POOL_BYTES) + max(recv, NCCL_POOL_BYTES)  # each buffer rotates over a >= 256 MiB pool
+    if need > 0.9 * device_bytes:
+        gib = 1 << 30
+        raise SizeError(f"size {format_size(biggest)} needs {need / gib:.1f} GiB of device buffers per GPU, but the "
+                        f"smallest GPU has {device_bytes / gib:.1f} GiB; use smaller sizes")
 
 
 def make_native_bench(cfg: BenchConfig, size_bytes: int) -> NativeBench:

@@ -9,11 +9,12 @@ import datetime as _dt
 import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from pybench.errors import EnvironmentFault, PyBenchError
 from pybench.measure.backends import Backend, get_backend
-from pybench.measure.benchmark import BenchConfig, check_memory, env_flag, run_sizes
+from pybench.measure.benchmark import BenchConfig, check_device_memory, check_memory, env_flag, run_sizes
 from pybench.measure.envinfo import environment
 from pybench.measure.launch import PROGRESS, PROGRESS_MARK, register_rank, report_status
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
@@ -43,6 +44,40 @@ class RunPlan:
     config: BenchConfig
     outputs: OutputFiles
     min_busbw_gbps: float | None = None  # gate for scripts: exit 1 when the peak busbw is lower
+    size_rounding: dict[str, Any] | None = None  # what fit_plans changed, for the header and the file
+
+    @property
+    def rounding_note(self) -> str | None:
+        return None if self.size_rounding is None else str(self.size_rounding["note"])
+
+
+def check_memory_for(backend: str, cfg: BenchConfig, world: int, ranks_on_host: int,
+                     gpus: list[int] | None = None) -> None:
+    """Host memory for host-buffer backends; for nccl, device memory of the smallest GPU used (``gpus``: all)."""
+    if backend != "nccl":
+        check_memory(cfg, world, ranks_on_host)
+        return
+    from pybench.measure.backends.nccl import gpu_probe
+    devices = [d for d in gpu_probe().get("devices", []) if gpus is None or d["index"] in gpus]
+    if devices:
+        check_device_memory(cfg, world, min(int(d["total_memory_bytes"]) for d in devices))
+
+
+def fit_plans(plans: list[RunPlan], world: int, backend: str, ranks_on_host: int,
+              gpus: list[int] | None = None) -> list[RunPlan]:
+    """Every plan ready to run at ``world`` on ``backend``, or a PyBenchError (one line) before anything starts.
+
+    Sizes of collectives that split by rank are rounded down as nccl-tests does
+    (BenchConfig.fit_to_world; the plan keeps what changed in ``size_rounding``),
+    then validated (count limit of this backend) and checked against memory.
+    """
+    ready = []
+    for plan in plans:
+        cfg, rounded = plan.config.fit_to_world(world)
+        cfg.validate(world, single_rank_ok=backend == "nccl", backend=backend)
+        check_memory_for(backend, cfg, world, ranks_on_host, gpus)
+        ready.append(replace(plan, config=cfg, size_rounding=rounded.record(cfg.benchmark)))
+    return ready
 
 
 def _say(text: str) -> None:
@@ -91,10 +126,8 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     error: PyBenchError | None = None
     claimed: list = []
     try:
+        plans = fit_plans(plans, world, backend.name, info["local_size"])
         for plan in plans:
-            plan.config.validate(world, single_rank_ok=backend.name == "nccl")
-            if backend.name != "nccl":  # device memory is the NCCL backend's own check
-                check_memory(plan.config, world, info["local_size"])
             if is_root:
                 claimed += plan.outputs.claim(force)
     except PyBenchError as exc:
@@ -107,6 +140,10 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
             print(f"pybench: error: {prefix}{error}", file=sys.stderr, flush=True)
         code = error.exit_code if error is not None else 2
         return report_status(code, is_root)
+    if is_root:  # once per run, whichever way the ranks were started (the stand-alone parent stays quiet)
+        for plan in plans:
+            if plan.rounding_note:
+                print(f"pybench: note: {plan.rounding_note}", file=sys.stderr, flush=True)
 
     env = environment(include_gpu=backend.name == "nccl") if is_root else {}
     if is_root and hasattr(backend, "run_metadata"):
@@ -181,8 +218,19 @@ def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, in
                  "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
                  "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
                  "min_busbw_gbps": plan.min_busbw_gbps,
-                 "buffer_allocation": backend.describe_buffers(cfg)},
+                 "buffer_allocation": backend.describe_buffers(cfg),
+                 **({"size_rounding": plan.size_rounding, "notes": [plan.rounding_note]}
+                    if plan.size_rounding else {})},
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def _header(result: RunResult, note: str | None) -> list[str]:
+    """The table header, with the size-rounding note (if any) above the column names."""
+    lines = header_lines(result)
+    if note:
+        at = lines.index("#") if "#" in lines else len(lines)
+        lines.insert(at, f"# note: {note}")
+    return lines
 
 
 def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
@@ -205,7 +253,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
 
     try:
         if is_root:
-            for line in header_lines(result):
+            for line in _header(result, plan.rounding_note):
                 _say(line)
             current.result, current.outputs = result, plan.outputs
         saver.save(result)

@@ -49,10 +49,41 @@ def device_for_rank(local_rank: int, local_size: int, visible: int) -> int:
 
 @dataclass(frozen=True)
 class RoundedSizes:
-    """Sizes after nccl-tests' rounding, and one line per size that changed or was dropped."""
+    """Sizes after nccl-tests' rounding, and one line per size that changed or was dropped.
+
+    ``changes`` pairs each requested size that did not run as asked with the size it
+    runs as (0: dropped); ``unit`` is ranks x element size (0 when nothing splits).
+    """
 
     sizes: tuple[int, ...]
     notes: tuple[str, ...]
+    changes: tuple[tuple[int, int], ...] = ()
+    unit: int = 0
+    world: int = 0
+
+    def summary(self, collective: str) -> str | None:
+        """One line for stderr and the table header: how many sizes were rounded and to what; None if none."""
+        if not self.changes:
+            return None
+        rounded = [f"{s}->{r}" for s, r in self.changes if r]
+        dropped = [str(s) for s, r in self.changes if not r]
+        parts = []
+        if rounded:
+            parts.append(f"{len(rounded)} size(s) rounded down to a multiple of {self.unit} B "
+                         f"({self.world} ranks x {self.unit // self.world} B), as nccl-tests does: "
+                         + ", ".join(rounded))
+        if dropped:
+            parts.append(f"{len(dropped)} size(s) dropped (below {self.unit} B, one element per rank): "
+                         f"{', '.join(dropped)}")
+        return f"{collective} on {self.world} ranks: " + "; ".join(parts)
+
+    def record(self, collective: str) -> dict[str, object] | None:
+        """The rounding as the result file keeps it (``options["size_rounding"]``); None if nothing changed."""
+        if not self.changes:
+            return None
+        return {"world": self.world, "unit_bytes": self.unit,
+                "rounded": [[s, r] for s, r in self.changes if r], "dropped": [s for s, r in self.changes if not r],
+                "note": self.summary(collective)}
 
 
 def round_sizes_for_world(collective: str, sizes: Sequence[int], elem_bytes: int, world: int) -> RoundedSizes:
@@ -69,8 +100,11 @@ def round_sizes_for_world(collective: str, sizes: Sequence[int], elem_bytes: int
     unit = world * elem_bytes
     out: list[int] = []
     notes: list[str] = []
+    changes: list[tuple[int, int]] = []
     for s in sizes:
         r = s // unit * unit
+        if r != s:
+            changes.append((s, r))
         if r == 0:
             notes.append(f"{collective}: size {s} B dropped: below one element per rank ({world} x {elem_bytes} B)")
             continue
@@ -80,8 +114,10 @@ def round_sizes_for_world(collective: str, sizes: Sequence[int], elem_bytes: int
         if r not in out:
             out.append(r)
     if not out:
-        raise SizeError(f"{collective}: every size is below one element per rank ({unit} B at world {world})")
-    return RoundedSizes(tuple(out), tuple(notes))
+        raise SizeError(f"{collective}: every size is below one element per rank ({unit} B at world {world}: "
+                        f"a multiple of ranks x element size = {world} x {elem_bytes} B); use sizes of at least "
+                        f"{unit} B")
+    return RoundedSizes(tuple(out), tuple(notes), tuple(changes), unit, world)
 
 
 def nccl_count_limit() -> int:
