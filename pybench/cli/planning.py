@@ -166,19 +166,34 @@ def run_ccr(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loader_rate(args: argparse.Namespace) -> float | None:
+    """Samples/s of one replica's loader: --loader-samples-per-s, or the rate measured in --profile's JSON."""
+    if args.profile is None:
+        return args.loader_samples_per_s
+    if args.loader_samples_per_s is not None:
+        raise UsageError("give --loader-samples-per-s or --profile, not both (the profile measured the loader's rate)")
+    from pybench.io.files import read_document
+    from pybench.io.formats import PROFILE
+    from pybench.profile.pipeline_result import loader_rate
+    rate, batch = loader_rate(read_document(args.profile, PROFILE), args.profile, args.batch)
+    print(f"# loader: {rate:.4g} samples/s per replica, measured at batch {batch} ({args.profile})", file=sys.stderr)
+    return rate
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """``python -m pybench plan``: the field's advice with the figures behind it."""
     from pybench.planning.advice import plan
     with _flags_in_errors():
         params, shape = _shape_from_args(args)
         _check_flops_flags(args)
+        loader = _loader_rate(args)
         result = plan(params, args.seq, args.batch, models=args.model, compute=args.compute,
                       flops_per_s=_tflops(args.tflops), gpus_per_node=args.gpus_per_node, shape=shape,
                       max_world=args.max_world, device_memory_gb=args.device_memory_gb,
                       overlap=not args.no_overlap, bucket_mb=args.bucket_mb,
                       target_samples_per_s=args.target_samples_per_s, flash_attention=not args.no_flash_attention,
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
-                      loader_samples_per_s=args.loader_samples_per_s, price_per_node_hour=args.price_per_node_hour,
+                      loader_samples_per_s=loader, price_per_node_hour=args.price_per_node_hour,
                       price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
                       memory_headroom=args.memory_headroom, links=args.link, bytes_per_param=args.bytes_per_param,
                       straggler_cv=args.straggler_cv, slow_node=args.slow_node)
@@ -307,6 +322,9 @@ def _add_plan_parser(subparsers: Any) -> None:
     r.add_argument("--loader-samples-per-s", type=_positive,
                    help="samples/s one replica's data loader delivers (measured, e.g. by `pybench profile -n 1`); "
                         "caps throughput, and below the device's rate the advice is to fix the input pipeline")
+    r.add_argument("--profile", metavar="PROFILE.json",
+                   help="the loader's rate measured by `pybench profile -n 1 --json` (the row of --batch if it was "
+                        "measured, else the fastest); caps throughput as --loader-samples-per-s does")
     r.add_argument("--price-per-node-hour", type=_positive, help="price of one node per hour (samples per dollar)")
     r.add_argument("--price-per-device-hour", type=_positive,
                    help="price of one device per hour (instead of --price-per-node-hour)")

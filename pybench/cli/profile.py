@@ -2,6 +2,12 @@
 
     python -m pybench profile --params 20M --batch 1,4,16 [-n 2] [--model MODEL.json] [--json FILE] [--trace-dir DIR]
     python -m pybench profile --params 12M --batch 128,4096 --netns 1gbit   # one rank per namespace
+    python -m pybench profile -n 1 --params 1M --batch 8,64 --loader-delay-ms 20 [--json FILE]
+
+With ``-n 1`` no process group starts: one device's step is split into data wait,
+host-to-device copy, forward, backward and optimizer (pybench.profile.pipeline), the
+synthetic MLP fed by a loader that sleeps ``--loader-delay-ms`` per batch; the JSON
+(a profile of kind "pipeline") gives ``pybench plan --profile`` the loader's rate.
 
 Stand-alone, the ranks start through the MPI launcher (as the collective
 commands do) and meet in torch.distributed through pybench's MPI core; under
@@ -26,6 +32,7 @@ EXAMPLES = "\n".join([
     "  pybench profile --params 20M --batch 1,4,16",
     "  pybench profile --params 12M --batch 128,4096 --netns 1gbit --model gloo_model.json   # root",
     "  pybench profile --params 1M --batch 8 --trace-dir traces   # then open traces/*.json in https://ui.perfetto.dev",
+    "  pybench profile -n 1 --params 1M --batch 8,64 --loader-delay-ms 20 --json pipe.json   # input pipeline",
 ])
 
 
@@ -75,7 +82,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--batch", default="1,4,16", help="per-rank batch sizes, a comma list (default 1,4,16)")
     p.add_argument("--strategy", default="ddp", help="ddp, the only strategy measured for now (default ddp)")
     p.add_argument("-n", "--nprocs", type=number(int, 1, strict=False, maximum=1024), default=2,
-                   help="ranks to start when run stand-alone (default 2)")
+                   help="ranks to start when run stand-alone (default 2); 1: the input-pipeline profile "
+                        "of one device, no process group")
     p.add_argument("--steps", type=number(int, 1, strict=False, maximum=10000), default=5,
                    help="measured steps per mode and batch size (default 5)")
     p.add_argument("--warmup", type=number(int, 0, strict=False, maximum=10000), default=2,
@@ -93,6 +101,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--netns", default=None, metavar="RATE",
                    help="run one rank per network namespace over a tbf link of RATE (e.g. 1gbit); needs root "
                         "(default: every rank on this host, over loopback)")
+    p.add_argument("--loader-delay-ms", type=number(float, 0, strict=False, maximum=1e6), default=None,
+                   metavar="MS", help="with -n 1: the synthetic loader sleeps MS per batch inside next(), a real "
+                                      "data wait (default 0)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the result as JSON (default: none)")
     p.add_argument("--trace-dir", type=Path, default=None, metavar="DIR",
                    help="save the torch.profiler traces the decomposition read, one Chrome trace JSON per batch "
@@ -109,11 +120,18 @@ def _validate(args) -> tuple[int, list[int]]:
     from pybench.profile.mlp import mlp_shape
     params = parse_param_count(args.params)
     batches = _batches(args.batch)
-    if args.strategy.strip().lower() != "ddp":
+    if args.strategy.strip().lower() != "ddp" and args.nprocs != 1:
         raise UsageError(f"profile measures --strategy ddp only (got {args.strategy!r}); "
                          "other strategies are predicted by `pybench ccr`")
-    if args.nprocs < 2:
-        raise UsageError(f"profiling synchronisation needs at least 2 ranks, got -n {args.nprocs}")
+    if args.nprocs < 1:
+        raise UsageError(f"-n must be at least 1, got {args.nprocs}")
+    if args.nprocs == 1:
+        for flag, value in (("--netns", args.netns), ("--trace-dir", args.trace_dir), ("--model", args.model),
+                            ("--save-model", args.save_model)):
+            if value is not None:
+                raise UsageError(f"{flag} is for the DDP profile (-n 2 or more); -n 1 profiles the input pipeline")
+    elif args.loader_delay_ms is not None:
+        raise UsageError("--loader-delay-ms is for the input-pipeline profile, -n 1")
     if args.steps < 1 or args.warmup < 0:
         raise UsageError("--steps must be at least 1 and --warmup 0 or more")
     if not args.bucket_mb > 0:
@@ -158,6 +176,8 @@ def cmd_profile(args) -> int:
     params, batches = _validate(args)
     import_torch()  # one line saying `pip install torch` before any rank starts
     argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    if args.nprocs == 1:
+        return _pipeline(args, params, batches, argv)
     if under_launcher():
         return _as_rank(args, params, batches)
     if args.netns:
@@ -194,6 +214,19 @@ def _as_rank(args, params: int, batches: list[int]) -> int:
     backend.finish()
     from pybench.measure.launch import report_status
     return report_status(0, is_root)
+
+
+def _pipeline(args, params: int, batches: list[int], argv: list[str]) -> int:
+    """-n 1: one device's step split into data wait, copy, forward, backward and optimizer (no process group)."""
+    from pybench.io.files import write_json
+    from pybench.profile.synthetic_pipeline import profile_mlp_pipeline
+    delay_ms = args.loader_delay_ms or 0.0
+    res = profile_mlp_pipeline(params, batches, delay_s=delay_ms / 1e3, steps=args.steps, warmup=args.warmup)
+    res.notes.append("command: pybench " + " ".join(argv))
+    print(res.table(), flush=True)
+    if args.json is not None:
+        write_json(args.json, res.to_dict())
+    return 0
 
 
 def _in_namespaces(args, argv: list[str]) -> int:

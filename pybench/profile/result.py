@@ -137,7 +137,7 @@ class ProfileResult:
         body = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rows", "fitted")}
         body = {k: list(v) if isinstance(v, list) else v for k, v in body.items()}
         body["rows"] = [r.to_dict() for r in self.rows]
-        return stamp(PROFILE, body)
+        return stamp(PROFILE, {"kind": "ddp", **body})  # beside the input-pipeline profile's "pipeline"
 
     def table(self) -> str:
         """The result as text: a header, one line per batch size, the prediction's parts and the notes."""
