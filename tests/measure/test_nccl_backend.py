@@ -63,7 +63,7 @@ def test_fallback_and_refusal_when_nccl_is_missing_but_a_gpu_is_there(monkeypatc
 
     monkeypatch.setattr(nccl_lib, "load_nccl", missing)
     name, note = cli_gpu.select_backend("auto")
-    assert name == "mpi" and "pip install nvidia-nccl-cu13" in note
+    assert name == "mpi" and note is not None and "pip install nvidia-nccl-cu13" in note
     with pytest.raises(BackendUnavailable, match="--backend nccl cannot run: NCCL not found.*pip install nvidia-nccl"):
         cli_gpu.select_backend("nccl")
     monkeypatch.setattr(nccl_lib, "load_nccl", lambda explicit=None, *a, **k: None)
@@ -430,4 +430,57 @@ def test_backend_without_the_cuda_module_says_how_to_rebuild(monkeypatch):
     with pytest.raises(BackendUnavailable, match="--backend nccl cannot run: pybench was built without its CUDA"):
         select_backend("nccl")
     name, note = select_backend(None)
-    assert name == "mpi" and "built without its CUDA module" in note and "\n" not in note
+    assert name == "mpi" and note is not None and "built without its CUDA module" in note and "\n" not in note
+
+
+# ---------------------------------------------------------------- sizes and worlds on the nccl path (issue 15, item 8)
+def _probe_with(n_devices: int, memory_bytes: int):
+    def probe():
+        return {"device_count": n_devices, "no_gpu_reason": "", "runtime_version": 13000, "driver_version": 13000,
+                "devices": [{"index": i, "name": "Fake GPU", "total_memory_bytes": memory_bytes,
+                             "compute_capability": "9.0", "multiprocessors": 132} for i in range(n_devices)]}
+    return staticmethod(probe)
+
+
+def test_readme_nccl_sweep_to_8g_is_not_held_to_mpis_count_limit(fake_gpu, capsys, tmp_path):
+    # The README's own command: 8 B to 8 GiB of float32 is 2**31 elements at the top, over MPI's int
+    # count but a size_t for NCCL. The fake H200s (141 GiB) hold the buffers, so every size runs.
+    from pybench.cli.main import main
+    from pybench.sizes import parse_sizes
+    out = tmp_path / "ar.json"
+    code = main(["allreduce", "--backend", "nccl", "--sizes", "8:8G:2", "-n", "2", "-w", "0", "-c", "1",
+                 "--json", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "count limit" not in captured.err and "pybench: note:" not in captured.err  # allreduce: nothing rounded
+    assert [m[3] for m in _FakeBench.made] == parse_sizes("8:8G:2")
+    assert _FakeBench.made[-1][3] // 4 == 2**31  # elements: one past MPI's int limit
+    import json
+    doc = json.loads(out.read_text())
+    assert doc["backend"] == "nccl" and doc["records"][-1]["count"] == 2**31
+    assert "size_rounding" not in doc["options"]
+
+
+def test_nccl_sweep_is_refused_when_the_buffers_do_not_fit_the_gpu(fake_gpu, capsys, monkeypatch):
+    from pybench.cli.main import main
+    monkeypatch.setattr(_FakeCuda, "probe", _probe_with(2, 8 << 30))  # 8 GiB GPUs: 8 GiB x 2 buffers do not fit
+    assert main(["allreduce", "--backend", "nccl", "--sizes", "8:8G:2", "-n", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "needs 16.0 GiB of device buffers per GPU" in err and "smallest GPU has 8.0 GiB" in err
+    assert not _FakeBench.made  # refused before any buffer was allocated
+
+
+def test_nccl_allgather_on_three_gpus_rounds_power_of_two_sizes(fake_gpu, capsys, monkeypatch, tmp_path):
+    from pybench.cli.main import main
+    monkeypatch.setattr(_FakeCuda, "probe", _probe_with(3, 141 << 30))
+    out = tmp_path / "ag.json"
+    assert main(["allgather", "--backend", "nccl", "--sizes", "8:1K", "-n", "2", "--json", str(out)]) == 0
+    captured = capsys.readouterr()
+    notes = [line for line in captured.err.splitlines() if line.startswith("pybench: note:")]
+    assert len(notes) == 1 and "allgather on 3 ranks: 7 size(s) rounded down to a multiple of 12 B" in notes[0]
+    assert "1024->1020" in notes[0] and "1 size(s) dropped" in notes[0]
+    assert [m[3] for m in _FakeBench.made] == [12, 24, 60, 120, 252, 504, 1020]
+    assert captured.out.count("# note: allgather on 3 ranks") == 1
+    import json
+    rounding = json.loads(out.read_text())["options"]["size_rounding"]
+    assert rounding["world"] == 3 and rounding["dropped"] == [8] and [1024, 1020] in rounding["rounded"]
