@@ -220,3 +220,70 @@ def test_a_larger_batch_that_leaves_the_comm_bound_band_is_recommended(h100):
                and x.samples_per_s >= 120 and x.decisive_band is not Band.COMM_BOUND]
     assert not smaller
     assert _need(p).verdict is NeedVerdict.TARGET_MET and f"at micro-batch {r.batch}" in p.text()
+
+
+# --- issue 14, point 2: the loader's rate measured by `pybench profile -n 1` ------------------------------
+
+@pytest.fixture(scope="module")
+def slow_loader_profile(tmp_path_factory):
+    """A pipeline profile of the tiny synthetic MLP fed 20 ms per batch: real torch on CPU, a few steps."""
+    torch = pytest.importorskip("torch")
+    from pybench.io.files import write_json
+    from pybench.profile.synthetic_pipeline import profile_mlp_pipeline
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a second spinning thread would stall the step on two shared cores
+    try:
+        res = profile_mlp_pipeline(2000, [1, 4], delay_s=0.020, steps=3, warmup=1)
+    finally:
+        torch.set_num_threads(threads)
+    path = tmp_path_factory.mktemp("pipeline") / "pipe.json"
+    write_json(path, res.to_dict())
+    return path, res
+
+
+@pytest.fixture(scope="module")
+def h100_model_file(tmp_path_factory):
+    """The two-node H100 log fitted to a model file (intra- and inter-node), as a user would."""
+    if not LOG.exists():
+        pytest.skip(f"shared logs not found at {SHARED_DATA}")
+    path = tmp_path_factory.mktemp("h100") / "model.json"
+    assert main(["fit", str(LOG), "-o", str(path)]) == 0
+    return str(path)
+
+
+def _plan_cli(model):
+    return ["plan", "--params", "125M", "--model", model, "--tflops", "400", "--max-world", "16"]
+
+
+def test_plan_profile_caps_as_the_loader_flag_does_and_says_fix_the_input_pipeline(slow_loader_profile,
+                                                                                      h100_model_file, capsys):
+    import re
+    path, res = slow_loader_profile
+    (row,) = [r for r in res.rows if r.batch == 1]  # the row of --batch 1
+    assert row.bound == "loader" and row.loader_samples_per_s is not None
+    target = ["--target-samples-per-s", "1e6"]  # even with a named need, no multi-node layout
+    assert main([*_plan_cli(h100_model_file), *target, "--profile", str(path)]) == 0
+    got = capsys.readouterr()
+    assert f"measured at batch 1 ({path})" in got.err
+    assert re.search(r"^\d+\. fix the input pipeline: the data loader delivers", got.out, re.M)
+    (world,) = re.findall(r"^recommended: \S+ on (\d+) devices", got.out, re.M)
+    assert int(world) <= 8
+    assert main([*_plan_cli(h100_model_file), *target, "--loader-samples-per-s", repr(row.loader_samples_per_s)]) == 0
+    assert capsys.readouterr().out == got.out
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--loader-samples-per-s", "3"], "give --loader-samples-per-s or --profile, not both"),
+    (["--profile", "DDP"], "a 'ddp' profile has no input-pipeline figure"),
+    (["--profile", "MODEL"], "schema 'pybench.model' is not 'pybench.profile'"),
+    (["--profile", "no_such.json"], "no_such.json")])
+def test_plan_profile_bad_input_is_one_line_exit_2(slow_loader_profile, h100_model_file, capsys, extra, said):
+    from pathlib import Path
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    names = {"DDP": str(fixtures / "profile_20M_loopback.json"), "MODEL": str(fixtures / "model_v1_allreduce.json")}
+    extra = [names.get(x, x) for x in extra]
+    if "--profile" not in extra:
+        extra += ["--profile", str(slow_loader_profile[0])]
+    assert main([*_plan_cli(h100_model_file), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("pybench: error:") and said in err, err
