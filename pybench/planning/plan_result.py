@@ -288,8 +288,12 @@ def plan_text(p: Plan) -> str:
     lines += [f"{i}. {a}" for i, a in enumerate(p.advice, 1)]
     if p.recommended is not None:
         r = p.recommended
-        lines.append(f"recommended: {r.strategy} on {r.world} devices [{r.layout}], batch {r.batch}: "
-                     f"{row_figures(r)}")
+        line = f"recommended: {r.strategy} on {r.world} devices [{r.layout}], batch {r.batch}: {row_figures(r)}"
+        loader = next((a.loader_samples_per_s for a in p.records if isinstance(a, InputPipelineAdvice)), None)
+        if loader is not None and loader * r.layout.dp < r.samples_per_s:
+            # the figures above are the step's; the loader caps what the job really gets
+            line += f"; the data loader caps it at {loader * r.layout.dp:.2f} samples/s"
+        lines.append(line)
     lines += [f"note: {n}" for n in p.notes]
     return "\n".join(lines)
 

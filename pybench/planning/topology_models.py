@@ -69,8 +69,16 @@ def topology_collectives(path: str, links: Sequence[str] = ()) -> list[TopologyC
     except ImportError as exc:
         raise BackendUnavailable(f"pybench.model cannot be imported ({exc}); it reads model files") from None
     presets = [presets_mod.get_preset(name) for name in links]
+    models = list(files.load_topology(path))
+    if presets:
+        # A file fitted before topology models (or from one link class only) still gets the
+        # presets: a preset-only model per collective its piecewise models cover.
+        topology = importlib.import_module("pybench.model.topology")
+        covered = {tm.collective for tm in models}
+        for collective in sorted({m.collective for m in files.load_models(path)} - covered):
+            models.append(topology.TopologyModel(collective, "ring", None, None, ((2, 1),), (1, 1 << 40)))
     out = []
-    for tm in files.load_topology(path):
+    for tm in models:
         for preset in presets:
             tm = tm.with_preset(preset)
         out += [TopologyCollective(tm, cls) for cls, link in ((INTRA, tm.intra), (INTER, tm.inter)) if link]
