@@ -167,6 +167,17 @@ class ModelSet:
         found = self._direct(c, size_bytes, world, link_class) or self._derived(c, size_bytes, world, link_class)
         if found is not None:
             return found
+        if link_class == "intra-node":
+            # Only a multi-node log: inside a node the links are at least as fast as between nodes,
+            # so the inter-node model is an upper bound on the intra-node time (said, not hidden).
+            bound = self._direct(c, size_bytes, world, "inter-node") or self._derived(c, size_bytes, world,
+                                                                                     "inter-node")
+            if bound is not None:
+                self._note(f"{c} over intra-node links priced with the inter-node model, an upper bound (the links "
+                           f"inside a node are at least as fast); fit a one-node log or give --link nvlink4, "
+                           f"pcie5, ... for a closer answer")
+                return CommTime(bound.time_s, bound.time_low_s, bound.time_high_s,
+                                f"{bound.source}; inter-node model as an upper bound for intra-node links")
         have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
         raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it")
