@@ -210,7 +210,7 @@ class Guard:
         self._send("done\n")
         try:
             self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=3)  # it only has files to remove; a loaded machine must not hold Ctrl-C up
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
 

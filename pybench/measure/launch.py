@@ -292,7 +292,7 @@ def check_rank_count(nprocs: int, oversubscribe: bool | None, cpus: int | None =
 
 
 def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path] = (),
-                      interrupt_grace_s: float = 5.0, oversubscribe: bool | None = None) -> int:
+                      interrupt_grace_s: float = 2.0, oversubscribe: bool | None = None) -> int:
     """Run ``nprocs`` local ranks of ``pybench argv`` and return the run's exit code.
 
     The launcher and ranks run in their own session and die with this process: SIGTERM and
