@@ -24,10 +24,11 @@ buffer is allocated, so a bad request is answered with an error, never a hang.
 from __future__ import annotations
 
 import json
-import math
 import socket
 import sys
 import traceback
+
+from pybench.io.files import null_non_finite
 
 # Op codes of the encoded request (first integer).
 OP_QUIT, OP_MEASURE = 1, 2
@@ -87,21 +88,10 @@ def _measure(core, req: dict, world: int) -> dict:
             "buffer_allocation": core.host_allocation(cfg.huge_pages)}
 
 
-def _finite(x):
-    """``x`` with every non-finite float (an infinite busbw of a zero time) as None: strict JSON."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
-
-
 def _send(conn: socket.socket | None, answer: dict) -> None:
     """Rank 0 answers pytest with one strict-JSON line (non-finite numbers as null); others have no socket."""
     if conn is not None:
-        conn.sendall((json.dumps(_finite(answer), allow_nan=False) + "\n").encode())
+        conn.sendall((json.dumps(null_non_finite(answer), allow_nan=False) + "\n").encode())
 
 
 def serve(port: int, token: str) -> int:

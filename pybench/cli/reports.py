@@ -20,7 +20,6 @@ Bad input raises a PyBenchError subclass (one line, exit 2).
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -112,7 +111,7 @@ def add_parsers(subparsers) -> None:
 
 def run_compare(args) -> int:
     """Body of ``pybench compare``; returns the exit status."""
-    from pybench.io.files import refuse_existing, write_json
+    from pybench.io.files import null_non_finite, refuse_existing, write_json
     from pybench.report.compare import compare_results, run_label
     from pybench.report.plot import load_checked_result
     out = Path(args.json) if args.json else None
@@ -123,7 +122,7 @@ def run_compare(args) -> int:
                            label_b=run_label(b, args.b))
     print(comp.table())
     if out is not None:
-        write_json(out, _finite(comp.to_dict()))
+        write_json(out, null_non_finite(comp.to_dict()))
         print(f"# wrote {out}", file=sys.stderr)
     if args.fail_on_regression is not None:
         bad = comp.regressions_over(args.fail_on_regression / 100.0)
@@ -134,17 +133,6 @@ def run_compare(args) -> int:
                   file=sys.stderr)
             return 1
     return 0
-
-
-def _finite(x):
-    """JSON has no NaN/inf: undefined figures (a ratio against a zero time) are written as null."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
 
 
 def run_plot(args) -> int:

@@ -76,6 +76,18 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
         raise
 
 
+def null_non_finite(x: Any) -> Any:
+    """``x`` with every NaN or infinite float, however deeply nested, as None: a figure that could not
+    be measured (a ratio against a zero time, say) is written as JSON null, never as a NaN token."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: null_non_finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [null_non_finite(v) for v in x]
+    return x
+
+
 def json_text(doc: Any) -> str:
     """Strict JSON text of ``doc`` (no NaN or Infinity tokens, which other readers reject)."""
     try:

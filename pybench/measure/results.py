@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
-from pybench.io.files import read_json, refuse_existing, refuse_non_regular, write_atomic
+from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
 
 
@@ -164,15 +164,9 @@ def _checked(name: str, value: Any, type_name: str) -> Any:
     return value
 
 
-def _finite_or_none(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def result_json(result: RunResult) -> str:
-    doc = result.to_dict()
-    return json.dumps(doc, indent=1, default=_finite_or_none, allow_nan=False) + "\n"
+    # a figure that could not be measured (nan) is null; json's `default` never sees floats
+    return json.dumps(null_non_finite(result.to_dict()), indent=1, allow_nan=False) + "\n"
 
 
 CSV_COLUMNS = ["size_bytes", "count", "dtype", "redop", "root", "time_s", "time_p5_s", "time_p95_s", "time_p99_s",

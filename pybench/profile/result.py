@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from pybench.io.files import null_non_finite
 from pybench.io.formats import PROFILE, stamp
 
 __all__ = ["ProfileResult", "ProfileRow"]
@@ -63,7 +63,7 @@ class ProfileRow:
         if self.pred_ccr is not None and self.pred_exposed_fraction is not None:
             d["ccr_diff"] = self.pred_ccr - self.ccr
             d["exposed_fraction_diff"] = self.pred_exposed_fraction - self.exposed_fraction
-        return {k: _finite(v) for k, v in d.items()}
+        return {k: null_non_finite(v) for k, v in d.items()}
 
     def table_line(self) -> str:
         """This row in the table's columns."""
@@ -98,15 +98,6 @@ class ProfileRow:
                          f"{_fmt(self.pred_exposed_fraction_contention)} -> + copies "
                          f"{_fmt(self.pred_exposed_fraction)}")
         return lines
-
-
-def _finite(v: Any) -> Any:
-    # Strict JSON has no nan or inf; a figure that could not be measured is null.
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, list):
-        return [_finite(x) for x in v]
-    return v
 
 
 def _fmt(x: float | None) -> str:

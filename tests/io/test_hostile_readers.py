@@ -158,3 +158,18 @@ def test_writes_never_replace_links_or_special_files(tmp_path, kind):
         assert (tmp_path / "real.json").read_text() == "keep" and target.is_symlink()
     if kind == "device":
         assert Path("/dev/null").is_char_device()
+
+
+def test_figures_that_could_not_be_measured_are_written_as_null():
+    import dataclasses
+    import json as _json
+    import math
+
+    from pybench.io.files import null_non_finite
+    from pybench.measure.results import load_result, result_json
+    assert null_non_finite({"a": [1.0, math.nan, {"b": math.inf}], "c": (2, -math.inf)}) == \
+        {"a": [1.0, None, {"b": None}], "c": [2, None]}
+    run = load_result(Path(__file__).resolve().parents[1] / "fixtures" / "compare_allreduce_a.json")
+    poisoned = dataclasses.replace(run.records[0], time_ci_low_s=math.nan)
+    text = result_json(dataclasses.replace(run, records=[poisoned, *run.records[1:]]))
+    assert "NaN" not in text and _json.loads(text)["records"][0]["time_ci_low_s"] is None
