@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import assert_every_case_exact, run_under_mpiexec
@@ -160,3 +161,21 @@ def test_options_are_typed_and_beat_the_environment(monkeypatch):
     assert TorchBackend().options.hostname == "from-env"  # no options: the launcher's variables
     b = TorchBackend(TorchOptions(process_group="gloo"))
     assert b.pg_backend == "gloo" and b.options.hostname is None
+
+
+def test_a_single_host_store_listens_on_loopback_only():
+    """The TCPStore pybench opens for a one-host job is unauthenticated: it must not listen on every address."""
+    pytest.importorskip("torch")
+    from pybench.measure.backends.torch import TorchBackend
+    backend = TorchBackend()
+    store = backend._open_store("127.0.0.1", 1)
+    port = int(store.port)
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hexport = local.split(":")
+            if state == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
+                listening.add(address)
+    assert listening == {"0100007F"}, listening  # 127.0.0.1 only
+    del store

@@ -165,8 +165,7 @@ class TorchBackend:
         store = None
         port = 0
         if rank == 0:
-            # port 0: the OS picks a free port for the store, no race between probing and binding.
-            store = self.dist.TCPStore(master, 0, world, is_master=True, wait_for_workers=False)
+            store = self._open_store(master, world)
             port = int(store.port)
         port = int(c.allreduce_max_ints([port])[0])
         if rank != 0:
@@ -174,6 +173,22 @@ class TorchBackend:
         # Open MPI's own variable (the launcher's contract) when it set one
         local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK") or info.get("local_rank", 0))
         return store, rank, world, local_rank, hosts
+
+    def _open_store(self, master: str, world: int):
+        """Rank 0's TCPStore on a free port (the OS picks it: no race between probing and binding).
+
+        On one host the store listens on loopback only: torch binds every address otherwise, and
+        the store is unauthenticated. The socket is made here and handed over (master_listen_fd).
+        """
+        if master in ("127.0.0.1", "localhost"):
+            import socket
+            listener = socket.create_server(("127.0.0.1", 0))
+            port = listener.getsockname()[1]
+            store = self.dist.TCPStore(master, port, world, is_master=True, wait_for_workers=False,
+                                       master_listen_fd=listener.fileno())
+            listener.detach()  # the store owns the descriptor now and closes it with itself
+            return store
+        return self.dist.TCPStore(master, 0, world, is_master=True, wait_for_workers=False)
 
     def _set_device(self, local_rank: int) -> None:
         if self.pg_backend == "nccl":
