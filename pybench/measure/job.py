@@ -206,11 +206,19 @@ class Guard:
     def watch(self, leader: int) -> None:
         self._send(f"leader {leader}\n")
 
-    def stop(self) -> None:
-        self._send("done\n")
+    def stop(self, clean: bool = True) -> None:
+        """End the guard: with ``clean`` it just leaves; without, it ends the job as if we had died.
+
+        Any way out of a run that is not a handled one (an exception escaping mid-run) must not
+        leave the launcher and ranks running on with nobody to stop them.
+        """
+        if clean:
+            self._send("done\n")
         try:
             self.proc.stdin.close()  # type: ignore[union-attr]
-            self.proc.wait(timeout=3)  # it only has files to remove; a loaded machine must not hold Ctrl-C up
+            # clean: it only has files to remove, and a loaded machine must not hold Ctrl-C up;
+            # not clean: it is killing the job (SIGTERM, a grace, SIGKILL) and marking the results
+            self.proc.wait(timeout=3 if clean else 15)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
 

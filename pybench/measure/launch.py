@@ -305,26 +305,31 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
     launcher = find_launcher()
     job = JobFolder()
     guard = None
+    handled = False  # False while an exception may still leave the job running
     try:
         guard = Guard(job, result_files)
         env = launcher.environment(job_dir=str(job.path))
         env[JOB_DIR], env[STATUS_FILE] = str(job.path), str(job.status)
         with EndOnSignals():
-            return _run_job(launcher, launcher.command(nprocs, [sys.executable, "-m", "pybench", *argv]), env, job,
-                            guard, result_files, interrupt_grace_s)
+            rc = _run_job(launcher, launcher.command(nprocs, [sys.executable, "-m", "pybench", *argv]), env, job,
+                          guard, result_files, interrupt_grace_s)
+        handled = True
+        return rc
     except Terminated as t:
+        handled = True
         name = signal.Signals(t.signum).name
         kept = mark_cut_short(result_files, f"the pybench parent received {name}; the job was killed")
         where = f"; results so far kept in {', '.join(kept)}" if kept else ""
         print(f"pybench: error: terminated by {name}{where}", file=sys.stderr, flush=True)
         return 128 + t.signum
     except LauncherStopped as stop:
+        handled = True
         mark_cut_short(result_files, f"{Path(launcher.path).name} was stopped (SIGSTOP); the job was killed")
         return stop.code
     finally:
-        job.remove()
         if guard is not None:
-            guard.stop()
+            guard.stop(clean=handled)  # not handled: the guard kills the job as if we had died
+        job.remove()
 
 
 def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: JobFolder, guard: Guard,

@@ -109,9 +109,25 @@ def _gone_within(marker: str, limit_s: float) -> list[int]:
     return _processes_with(marker)
 
 
+def _where(pid: int) -> str:
+    """One line about a process: state, kernel wait channel and command, for a failure message."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        wchan = (Path("/proc") / str(pid) / "wchan").read_text()
+        cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return f"pid {pid} state {stat[0]} session {stat[3]} wchan {wchan}: {cmd[:160]}"
+    except OSError:
+        return f"pid {pid}: gone"
+
+
 def _finish(proc, out: Path, limit_s: float):
     t0 = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=limit_s + 30)
+    try:
+        stdout, stderr = proc.communicate(timeout=limit_s + 30)
+    except subprocess.TimeoutExpired:
+        # Say what still runs and where it waits, so a rare hang on a loaded machine can be traced.
+        alive = [_where(p) for p in [proc.pid, *_processes_with(str(out))]]
+        raise AssertionError("the run did not end in time; still there:\n" + "\n".join(alive)) from None
     elapsed = time.monotonic() - t0
     time.sleep(0.5)
     assert _processes_with(str(out)) == [], "a process outlived the run"
@@ -309,3 +325,39 @@ def test_a_rank_does_not_wait_forever_in_finalize_for_a_stopped_launcher(tmp_pat
         os.killpg(p.pid, signal.SIGKILL)
         os.kill(p.pid, signal.SIGCONT)
         p.communicate()
+
+
+_ESCAPE_SCRIPT = """
+import sys, time
+import pybench.measure.launch as launch
+real_wait = launch._wait
+def failing_wait(proc, job, name):
+    time.sleep(4)  # the ranks are running the sweep now
+    raise RuntimeError("an unexpected error mid-run")
+launch._wait = failing_wait
+try:
+    launch.spawn_local_ranks(2, ["allreduce", "--sizes", "1K,256M", "--iters", "400", "--backend", "mpi",
+                                 "--json", sys.argv[1]], result_files=[__import__("pathlib").Path(sys.argv[1])])
+except RuntimeError:
+    print("escaped", flush=True)
+    time.sleep(10)  # a library user who caught the error carries on: its death must not be what ends the job
+"""
+
+
+def test_an_exception_escaping_mid_run_still_ends_the_job(tmp_path, native):
+    """Any way out of spawn_local_ranks that is not a handled one ends the launcher and ranks too."""
+    out = tmp_path / "escape.json"
+    proc = subprocess.Popen([sys.executable, "-c", _ESCAPE_SCRIPT, str(out)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the ranks' table comes first (the launcher shares our stdout)
+            if line.strip() == "escaped":
+                break
+        else:
+            raise AssertionError("spawn_local_ranks did not let the error out")
+        left = [p for p in _processes_with(str(out)) if p != proc.pid]  # the caller lives: only spawn_local_ranks ends them
+        assert left == [], f"the launcher and ranks ran on after spawn_local_ranks gave up: {left}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()  # reaps it and closes both pipes
