@@ -18,6 +18,10 @@ pytestmark = pytest.mark.mpi
 SWEEP = ["allreduce", "--sizes", "1K,512M", "--iters", "400", "--backend", "mpi"]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _processes_with(marker: str) -> list[int]:
     pids = []
     for d in Path("/proc").iterdir():
@@ -49,8 +53,11 @@ def sweep(tmp_path, native):
     procs = []
 
     def start(*extra: str):
+        # As a terminal starts it: SIGINT handled, even when this test runs under a shell that ignores
+        # it (`nohup`, a background job), which the child would inherit and then never see Ctrl-C.
         p = subprocess.Popen([sys.executable, "-m", "pybench", *SWEEP, "--json", str(out), *extra], cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=_default_sigint)
         procs.append(p)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait until the first size is on disk
