@@ -142,7 +142,7 @@ class Observation:
 
 
 # Candidate parameter sets, most detailed first: the first the data can identify is used.
-_COLUMN_SETS = ((0, 1, 2, 3), (0, 1, 2), (0, 2, 3), (0, 2))
+_COLUMN_SETS = ((0, 1, 2, 3), (0, 1, 2), (0, 2, 3), (0, 2), (1, 2), (2,))  # last: no latency the data can see
 
 
 def _design(collective: str, algorithm: str, obs: Sequence[Observation]) -> np.ndarray:
@@ -189,6 +189,9 @@ class TopologyModel:
     residuals: tuple[float, ...] = field(repr=False, default=())
     notes: tuple[str, ...] = ()
     backend: str = ""
+    schedule: str = "ring"
+    """Across nodes: ``ring`` (one ring over every rank) or ``hierarchical`` (inside each node first,
+    then one ring over one leader per node, as Open MPI's HAN and NCCL's trees do)."""
 
     def _local_sigma(self, size: float) -> float:
         if not self.residuals:
@@ -246,7 +249,7 @@ class TopologyModel:
         if self.inter is None:
             raise UsageError(f"the {self.collective} model holds no inter-node parameters; fit a multi-node log, "
                              f"or give an inter-node preset (--link ib-ndr, eth-100g, ...)")
-        return _ring_across_nodes(self, size, world, sharing), "ring"
+        return _ring_across_nodes(self, size, world, sharing, nodes), self.schedule
 
     def to_dict(self) -> dict:
         return {"collective": self.collective, "algorithm": self.algorithm,
@@ -254,7 +257,7 @@ class TopologyModel:
                 "inter": self.inter.to_dict() if self.inter else None,
                 "fitted": [list(f) for f in self.fitted], "size_range": list(self.size_range),
                 "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
-                "notes": list(self.notes), "backend": self.backend}
+                "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule}
 
 
     @classmethod
@@ -276,7 +279,8 @@ class TopologyModel:
         intra = LinkCost.from_dict(d["intra"]) if d.get("intra") is not None else None
         inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
         return cls(collective, algorithm, intra, inter, fitted, (lo, hi), sizes, residuals,
-                   tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")))
+                   tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")),
+                   _schedule(d.get("schedule", "ring")))
 
     def with_preset(self, preset: LinkPreset) -> TopologyModel:
         """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""
@@ -316,14 +320,28 @@ def _check_layout(world: int, nodes: int) -> None:
         raise UsageError(f"world {world} is not divisible by {nodes} nodes; give ranks per node x nodes")
 
 
-def _ring_across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 1) -> float:
-    """One ring over every rank: each step waits for the slowest link (the NIC, shared by ``sharing`` groups)."""
+SCHEDULES = ("ring", "hierarchical")
+
+
+def _schedule(name: object) -> str:
+    if name not in SCHEDULES:
+        raise FileFormatError(f"a topology model's schedule is {name!r}, not one of {', '.join(SCHEDULES)}")
+    return str(name)
+
+
+def _ring_across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 1, nodes: int = 2) -> float:
+    """The part between nodes: each step waits for the slowest link (the NIC, shared by ``sharing`` groups).
+
+    A ring runs over every rank; a hierarchical schedule over one leader per node, with the data
+    already combined inside each node (that part, over shared memory or NVLink, is not priced).
+    """
     assert model.inter is not None
     inter = model.inter
     nic = inter.busbw_Bps / sharing
     bw = min(nic, model.intra.busbw_Bps) if model.intra else nic
-    hops, steps = algorithm_steps(model.collective, "ring", world)
-    return inter.base_s + hops * inter.step_s + (steps + inter.extra_steps) / world * size / bw
+    ranks = nodes if model.schedule == "hierarchical" else world
+    hops, steps = algorithm_steps(model.collective, "ring", ranks)
+    return inter.base_s + hops * inter.step_s + (steps + inter.extra_steps) / ranks * size / bw
 
 
 def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) -> float:
@@ -340,13 +358,17 @@ def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) ->
 
 def fit_topology(collective: str, observations: Sequence[Observation], *,
                  algorithm: str | None = None, intra_preset: LinkPreset | None = None,
-                 inter_preset: LinkPreset | None = None) -> TopologyModel:
+                 inter_preset: LinkPreset | None = None, schedule: str = "ring") -> TopologyModel:
     """Fit a :class:`TopologyModel` to sweeps at one or more (world, nodes).
 
     Single-node observations give the intra-node link; multi-node ones the inter-node link
     (after the intra-node one is known). ``algorithm`` fixes the algorithm; by default the one
-    whose fit has the least relative error is taken (ring when the data cannot tell).
+    whose fit has the least relative error is taken (ring when the data cannot tell). ``schedule``
+    says how the multi-node sweeps crossed nodes (``ring`` or ``hierarchical``): one layout cannot
+    tell them apart, so it is the caller's knowledge of the library (Open MPI 5's default HAN is
+    hierarchical).
     """
+    _schedule(schedule)
     obs = [o for o in observations if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
     if not obs:
         raise UsageError(f"no {collective} measurements with 2 or more ranks to fit a topology model to")
@@ -373,20 +395,23 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     if single and len({o.world for o in single}) == 1:
         notes.append("one world size: base and per-step latency cannot be told apart; other world sizes are "
                      "extrapolated with the latency held per call")
-    inter = _fit_inter(collective, multi, intra, inter_preset, notes)
+    inter = _fit_inter(collective, multi, intra, inter_preset, notes, schedule)
     fitted_obs = single + multi
-    residuals = _residuals(collective, algo, intra, inter, fitted_obs)
+    residuals = _residuals(collective, algo, intra, inter, fitted_obs, schedule)
     return TopologyModel(collective, algo, intra, inter,
                          tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
                          (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
-                         tuple(float(o.size_bytes) for o in fitted_obs), tuple(residuals), tuple(notes))
+                         tuple(float(o.size_bytes) for o in fitted_obs), tuple(residuals), tuple(notes),
+                         schedule=schedule)
 
 
 def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | None,
-               preset: LinkPreset | None, notes: list[str]) -> LinkCost | None:
+               preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> LinkCost | None:
     if not multi:
         return LinkCost.from_preset(preset) if preset else None
-    x = _design(collective, "ring", multi)
+    crossing = multi if schedule == "ring" else [Observation(o.size_bytes, o.nodes, o.nodes, o.time_s)
+                                                 for o in multi]  # one leader per node crosses
+    x = _design(collective, "ring", crossing)
     solved = _solve(x, np.array([o.time_s for o in multi]))
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
@@ -399,8 +424,9 @@ def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | 
 
 
 def _residuals(collective: str, algorithm: str, intra: LinkCost | None, inter: LinkCost | None,
-               obs: Sequence[Observation]) -> list[float]:
-    model = TopologyModel(collective, algorithm, intra, inter, tuple({(o.world, o.nodes) for o in obs}), (1, 1))
+               obs: Sequence[Observation], schedule: str = "ring") -> list[float]:
+    model = TopologyModel(collective, algorithm, intra, inter, tuple({(o.world, o.nodes) for o in obs}), (1, 1),
+                          schedule=schedule)
     return [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in obs]
 
 

@@ -212,3 +212,23 @@ def test_a_multi_node_log_fits_the_inter_node_link(tmp_path):
     joint = model.with_preset(get_preset("nvlink3"))
     assert joint.predict(1 << 30, 16, 2).provenance == "measured"
     assert joint.predict(1 << 30, 32, 4).time_s > joint.predict(1 << 30, 16, 2).time_s
+
+
+def test_a_hierarchical_schedule_crosses_nodes_with_one_leader_each():
+    """Open MPI's HAN (and NCCL's trees) combine inside a node first: between nodes only leaders talk."""
+    nic = LinkCost(0.0, 0.0, 125e6, 0.0, "truth")  # a 1 Gbit/s link per host
+    # 2 hosts x 2 ranks: the leaders' ring over 2 nodes moves 2(2-1)/2 = 1 buffer through each NIC
+    obs = [Observation(s, 4, 2, s / 125e6) for s in (2.0 ** k for k in range(20, 25))]
+    model = fit_topology("allreduce", obs, algorithm="ring", schedule="hierarchical")
+    assert model.schedule == "hierarchical" and model.inter is not None
+    assert model.inter.busbw_Bps == pytest.approx(nic.busbw_Bps, rel=1e-9)
+    size = 1 << 24
+    # 4 hosts: 2(4-1)/4 = 1.5 buffers per NIC, whether 1 or 2 ranks per host
+    assert model.predict(size, 4, 4).time_s == pytest.approx(1.5 * size / 125e6, rel=1e-9)
+    assert model.predict(size, 8, 4).time_s == pytest.approx(1.5 * size / 125e6, rel=1e-9)
+    assert model.predict(size, 8, 4).schedule == "hierarchical"
+    ring = fit_topology("allreduce", obs, algorithm="ring")  # the same sweep read as one ring over 4 ranks
+    assert ring.predict(size, 8, 4).time_s != pytest.approx(model.predict(size, 8, 4).time_s, rel=0.01)
+    round_trip = TopologyModel.from_dict(model.to_dict())
+    assert round_trip.schedule == "hierarchical" and round_trip.predict(size, 4, 4).time_s == \
+        pytest.approx(model.predict(size, 4, 4).time_s)
