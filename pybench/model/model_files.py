@@ -7,8 +7,9 @@ through :func:`pybench.io.files.read_document`, writing through ``write_atomic``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_document
@@ -17,6 +18,8 @@ from pybench.model.model_writer import models_to_document, save_models
 from pybench.model.piecewise_model import AlphaBetaModel
 from pybench.model.topology import TopologyModel
 
+T = TypeVar("T")
+
 __all__ = ["load_model", "load_models", "load_topology", "models_from_document", "models_to_document",
            "save_models"]
 
@@ -24,15 +27,22 @@ __all__ = ["load_model", "load_models", "load_topology", "models_from_document",
 def models_from_document(data: Any, path: str | Path = "<model>") -> list[AlphaBetaModel]:
     """Models from a loaded model-file document; FileFormatError on anything unexpected."""
     data = check_document(data, MODEL, str(path))
-    entries = data.get("models")
-    if not isinstance(entries, list) or not entries:
+    if not isinstance(data.get("models"), list) or not data["models"]:
         raise FileFormatError(f"{path}: 'models' missing or empty")
+    return _entries(data, "models", AlphaBetaModel.from_dict, path)
+
+
+def _entries(data: dict[str, Any], key: str, parse: Callable[[Any], T], path: str | Path) -> list[T]:
+    """Every entry of the list ``data[key]`` parsed, an error naming the file, the key and the index."""
+    entries = data.get(key, [])
+    if not isinstance(entries, list):
+        raise FileFormatError(f"{path}: '{key}' is {type(entries).__name__}, not a list")
     out = []
     for k, entry in enumerate(entries):
         try:
-            out.append(AlphaBetaModel.from_dict(entry))
+            out.append(parse(entry))
         except FileFormatError as e:
-            raise FileFormatError(f"{path}: models[{k}]: {e}") from None
+            raise FileFormatError(f"{path}: {key}[{k}]: {e}") from None
     return out
 
 
@@ -49,17 +59,7 @@ def load_models(path: str | Path) -> list[AlphaBetaModel]:
 
 def load_topology(path: str | Path) -> list[TopologyModel]:
     """The topology-aware models a model file holds (none in files written before them)."""
-    data = read_document(path, MODEL)
-    entries = data.get("topology", [])
-    if not isinstance(entries, list):
-        raise FileFormatError(f"{path}: 'topology' is {type(entries).__name__}, not a list")
-    out = []
-    for k, entry in enumerate(entries):
-        try:
-            out.append(TopologyModel.from_dict(entry))
-        except FileFormatError as e:
-            raise FileFormatError(f"{path}: topology[{k}]: {e}") from None
-    return out
+    return _entries(read_document(path, MODEL), "topology", TopologyModel.from_dict, path)
 
 
 def load_model(path: str | Path, *, collective: str | None = None, link_class: str | None = None,
