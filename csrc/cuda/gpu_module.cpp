@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "common/native_error.hpp"
+#include "cuda/copy_bench.hpp"
 #include "cuda/gpu_probe.hpp"
 #include "cuda/nccl_api.hpp"
 #include "cuda/nccl_harness.hpp"

@@ -1,0 +1,170 @@
+// Copy bandwidth, as nvbandwidth's copy tests (copy_bench.hpp).
+#include "cuda/copy_bench.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "common/native_error.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/gpu_kernels.hpp"
+#include "cuda/host_latch.hpp"
+
+namespace pybench::gpu {
+
+namespace {
+
+// One direction of a copy benchmark: its buffers (device or pinned host), the
+// stream it runs on, and how it copies.
+struct CopyLeg {
+  void* from = nullptr;
+  void* to = nullptr;
+  bool from_host = false, to_host = false;
+  int from_dev = 0, to_dev = 0, stream_dev = 0;
+  cudaStream_t stream = nullptr;
+
+  void open(bool src_host, int src, bool dst_host, int dst, std::size_t bytes) {
+    from_host = src_host, to_host = dst_host, from_dev = src, to_dev = dst;
+    stream_dev = src_host ? dst : src;
+    if (src_host) {
+      CUDA_CHECK(cudaHostAlloc(&from, bytes, cudaHostAllocPortable));
+      std::fill_n(static_cast<unsigned char*>(from), bytes, kCopyByte);
+    } else {
+      CUDA_CHECK(cudaSetDevice(src));
+      CUDA_CHECK(cudaMalloc(&from, bytes));
+      CUDA_CHECK(cudaMemset(from, kCopyByte, bytes));
+    }
+    if (dst_host) {
+      CUDA_CHECK(cudaHostAlloc(&to, bytes, cudaHostAllocPortable));
+      std::fill_n(static_cast<unsigned char*>(to), bytes, 0);
+    } else {
+      CUDA_CHECK(cudaSetDevice(dst));
+      CUDA_CHECK(cudaMalloc(&to, bytes));
+      CUDA_CHECK(cudaMemset(to, 0, bytes));
+    }
+    CUDA_CHECK(cudaSetDevice(stream_dev));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  void close() {
+    if (stream) cudaStreamDestroy(stream);
+    if (from) from_host ? cudaFreeHost(from) : cudaFree(from);
+    if (to) to_host ? cudaFreeHost(to) : cudaFree(to);
+    stream = nullptr, from = to = nullptr;
+  }
+  void copy(std::size_t bytes, bool sm, int sm_blocks) const {
+    CUDA_CHECK(cudaSetDevice(stream_dev));
+    if (sm) launch_sm_copy(to, from, bytes, sm_blocks, stream);  // pinned host memory is device-visible (UVA)
+    else if (!from_host && !to_host && from_dev != to_dev) CUDA_CHECK(cudaMemcpyPeerAsync(to, to_dev, from, from_dev, bytes, stream));
+    else CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream));
+  }
+  // Destination bytes that differ from the source's fill byte (data verification).
+  long long wrong_bytes(std::size_t bytes) const {
+    CUDA_CHECK(cudaSetDevice(stream_dev));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (to_host) {
+      const auto* b = static_cast<const unsigned char*>(to);
+      return static_cast<long long>(bytes - std::count(b, b + bytes, kCopyByte));
+    }
+    CUDA_CHECK(cudaSetDevice(to_dev));
+    unsigned long long* counter = nullptr;
+    unsigned long long host = 0;
+    CUDA_CHECK(cudaMalloc(&counter, sizeof(host)));
+    CUDA_CHECK(cudaMemset(counter, 0, sizeof(host)));
+    launch_count_bytes_not(to, bytes, kCopyByte, counter, nullptr);
+    const cudaError_t e = cudaMemcpy(&host, counter, sizeof(host), cudaMemcpyDeviceToHost);
+    cudaFree(counter);
+    CUDA_CHECK(e);
+    return static_cast<long long>(host);
+  }
+  static constexpr unsigned char kCopyByte = 0x5a;
+};
+
+bool enable_peer(int a, int b) {
+  int can = 0;
+  CUDA_CHECK(cudaDeviceCanAccessPeer(&can, a, b));
+  if (!can) return false;
+  CUDA_CHECK(cudaSetDevice(a));
+  const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+  else CUDA_CHECK(e);
+  return true;
+}
+
+}  // namespace
+
+CopyResult copy_times(const std::string& kind, int src, int dst, std::size_t bytes, int n_samples, int ops,
+                      const std::string& engine, bool bidirectional) {
+  PYBENCH_REQUIRE(kind == "d2d" || kind == "h2d" || kind == "d2h" || kind == "p2p",
+                  "unknown copy kind '" + kind + "'; use d2d, h2d, d2h or p2p");
+  PYBENCH_REQUIRE(engine == "ce" || engine == "sm", "unknown copy engine '" + engine + "'; use ce or sm");
+  PYBENCH_REQUIRE(bytes > 0 && n_samples >= 1 && ops >= 1, "need a positive size, samples and operations");
+  PYBENCH_REQUIRE(!bidirectional || kind != "d2d", "a d2d copy has no reverse direction; bidirectional is for "
+                                                   "h2d, d2h and p2p");
+  CopyResult out{{}, false, 0};
+  if (kind == "p2p") {
+    PYBENCH_REQUIRE(src != dst, "p2p copy needs two distinct devices");
+    out.peer_access = enable_peer(src, dst) && enable_peer(dst, src);  // both ways, as nvbandwidth
+  }
+  PYBENCH_REQUIRE(!(kind == "p2p" && engine == "sm" && !out.peer_access),
+                  "an SM copy between GPUs " + std::to_string(src) + " and " + std::to_string(dst) +
+                      " needs peer access, which CUDA does not offer for this pair; use the copy engine (ce)");
+  const bool h_src = kind == "h2d", h_dst = kind == "d2h";
+  const int dev_src = kind == "d2d" || kind == "d2h" || kind == "p2p" ? src : dst;
+  const int dev_dst = kind == "d2d" ? src : kind == "d2h" ? src : dst;
+  CopyLeg fwd, back;
+  HostLatch latch;
+  int sm_blocks = 0;
+  auto cleanup = [&] {
+    latch.release();
+    fwd.close();
+    back.close();
+  };
+  try {
+    fwd.open(h_src, dev_src, h_dst, dev_dst, bytes);
+    if (bidirectional) back.open(h_dst, dev_dst, h_src, dev_src, bytes);
+    CUDA_CHECK(cudaDeviceGetAttribute(&sm_blocks, cudaDevAttrMultiProcessorCount, fwd.stream_dev));
+    sm_blocks *= 4;
+    const bool sm = engine == "sm";
+    auto enqueue = [&](int n) {
+      for (int i = 0; i < n; ++i) {
+        fwd.copy(bytes, sm, sm_blocks);
+        if (bidirectional) back.copy(bytes, sm, sm_blocks);
+      }
+    };
+    enqueue(2);
+    CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+    CUDA_CHECK(cudaStreamSynchronize(fwd.stream));
+    if (bidirectional) CUDA_CHECK(cudaStreamSynchronize(back.stream));
+    std::vector<cudaEvent_t> ev(2 * static_cast<std::size_t>(n_samples));
+    CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    std::vector<std::pair<int, cudaStream_t>> streams{{fwd.stream_dev, fwd.stream}};
+    if (bidirectional) streams.emplace_back(back.stream_dev, back.stream);
+    for (int s = 0; s < n_samples; ++s) {
+      LatchRelease release(&latch);
+      latch.hold(streams);  // both directions start together, after the host enqueued the sample
+      CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+      CUDA_CHECK(cudaEventRecord(ev[2 * s], fwd.stream));
+      enqueue(ops);
+      CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
+      CUDA_CHECK(cudaEventRecord(ev[2 * s + 1], fwd.stream));
+    }
+    latch.release();
+    CUDA_CHECK(cudaStreamSynchronize(fwd.stream));
+    if (bidirectional) CUDA_CHECK(cudaStreamSynchronize(back.stream));
+    PYBENCH_REQUIRE(!latch.expired(), "copy timing: the host took over " + std::to_string(HostLatch::kTimeoutS) +
+                                          " s to enqueue one sample");
+    for (int s = 0; s < n_samples; ++s) out.per_copy_s.push_back(elapsed_s(ev[2 * s], ev[2 * s + 1]) / ops);
+    for (auto e : ev) cudaEventDestroy(e);
+    out.wrong_bytes = fwd.wrong_bytes(bytes) + (bidirectional ? back.wrong_bytes(bytes) : 0);
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+  return out;
+}
+
+}  // namespace pybench::gpu
