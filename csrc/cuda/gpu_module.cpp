@@ -14,6 +14,7 @@
 #include "cuda/gpu_probe.hpp"
 #include "cuda/nccl_api.hpp"
 #include "cuda/nccl_harness.hpp"
+#include "cuda/nccl_setup_selftest.hpp"
 #include "cuda/nvml_links.hpp"
 
 namespace py = pybind11;
@@ -106,6 +107,18 @@ void register_nccl(py::module_& m) {
     return py::bytes(id.internal, sizeof(id.internal));
   }, "A fresh ncclUniqueId (128 bytes) for rank 0 to hand to every rank.");
   m.def("nccl_collective_names", &gpu::nccl_collective_names);
+  m.def("nccl_setup_selftest", [](int init_polls, int init_error, int split_polls, int split_error, bool legacy,
+                                  double timeout_s) {
+    // Communicator set-up on a fake NCCL (no GPU): returns the calls in order, the error text or None, and
+    // whether the deadline applied.
+    nccl::SetupTrace t;
+    {
+      py::gil_scoped_release nogil;
+      t = nccl::setup_selftest({init_polls, init_error, split_polls, split_error, legacy}, 1, 4, timeout_s);
+    }
+    return py::make_tuple(t.calls, t.error.empty() ? py::object(py::none()) : py::object(py::str(t.error)), t.bounded);
+  }, py::arg("init_polls"), py::arg("init_error") = 0, py::arg("split_polls") = 0, py::arg("split_error") = 0,
+     py::arg("legacy") = false, py::arg("timeout_s") = 5.0);
   m.def("pattern_table", [](const std::string& dtype, const std::string& op, int world, bool reduces, int source,
                             std::size_t in_offset) {
     const gpu::DTypeInfo* dt = nullptr;
@@ -161,6 +174,7 @@ void register_nccl(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("abort", &gpu::NcclWorld::abort, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("aborted", &gpu::NcclWorld::aborted)
+      .def_property_readonly("setup_bounded", &gpu::NcclWorld::setup_bounded)
       .def("pair_times", &gpu::NcclWorld::pair_times, py::arg("src"), py::arg("dst"), py::arg("size_bytes"),
            py::arg("n_samples"), py::arg("ops_per_sample"), py::arg("pingpong") = false,
            py::call_guard<py::gil_scoped_release>());

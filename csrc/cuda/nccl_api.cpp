@@ -24,6 +24,13 @@ void resolve(void* handle, const std::string& path, const char* name, Fn& out) {
   out = reinterpret_cast<Fn>(sym);
 }
 
+// Entry points newer releases added: null when this NCCL lacks them (callers fall back).
+template <typename Fn>
+void resolve_optional(void* handle, const char* name, Fn& out) {
+  dlerror();
+  out = reinterpret_cast<Fn>(dlsym(handle, name));
+}
+
 }  // namespace
 
 std::string version_string(int code) {
@@ -51,6 +58,8 @@ LoadedLibrary load(const std::string& path) {
   resolve(handle, path, "ncclGetUniqueId", a.GetUniqueId);
   resolve(handle, path, "ncclCommInitRank", a.CommInitRank);
   resolve(handle, path, "ncclCommInitAll", a.CommInitAll);
+  resolve_optional(handle, "ncclCommInitRankConfig", a.CommInitRankConfig);
+  resolve_optional(handle, "ncclCommSplit", a.CommSplit);
   resolve(handle, path, "ncclCommDestroy", a.CommDestroy);
   resolve(handle, path, "ncclCommAbort", a.CommAbort);
   resolve(handle, path, "ncclCommGetAsyncError", a.CommGetAsyncError);

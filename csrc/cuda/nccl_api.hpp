@@ -5,6 +5,7 @@
 // header beside the wheel's nccl.h and assert that every value and signature agrees.
 #pragma once
 
+#include <climits>
 #include <cstddef>
 #include <string>
 
@@ -46,11 +47,29 @@ enum DataType : int {
 
 enum RedOp : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
 
+// ncclConfig_t as NCCL 2.14 laid it out (size, magic, version, blocking). The
+// struct is versioned and append-only: NCCL copies min(size, its own size) bytes
+// and gives every later field its default, so this prefix stays valid in every
+// later release (the ABI test checks the offsets against the wheel's nccl.h).
+struct Config {
+  std::size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+};
+constexpr unsigned int kConfigMagic = 0xcafebeef;  // NCCL_API_MAGIC
+constexpr int kConfigUndefInt = INT_MIN;          // NCCL_CONFIG_UNDEF_INT
+constexpr unsigned int kConfigVersion = 21400;    // NCCL_VERSION(2,14,0): the fields above
+// NCCL_CONFIG_INITIALIZER for this prefix, with `blocking` set (0 or 1).
+inline Config make_config(int blocking) { return Config{sizeof(Config), kConfigMagic, kConfigVersion, blocking}; }
+
 // Function pointer types, one per entry point, with NCCL's exact signatures.
 using GetVersionFn = Result (*)(int* version);
 using GetUniqueIdFn = Result (*)(UniqueId* id);
 using CommInitRankFn = Result (*)(Comm* comm, int nranks, UniqueId id, int rank);
 using CommInitAllFn = Result (*)(Comm* comms, int ndev, const int* devlist);
+using CommInitRankConfigFn = Result (*)(Comm* comm, int nranks, UniqueId id, int rank, Config* config);
+using CommSplitFn = Result (*)(Comm comm, int color, int key, Comm* newcomm, Config* config);
 using CommDestroyFn = Result (*)(Comm comm);
 using CommAbortFn = Result (*)(Comm comm);
 using CommGetAsyncErrorFn = Result (*)(Comm comm, Result* async_error);
@@ -75,6 +94,8 @@ struct Api {
   GetUniqueIdFn GetUniqueId;
   CommInitRankFn CommInitRank;
   CommInitAllFn CommInitAll;
+  CommInitRankConfigFn CommInitRankConfig;  // NCCL >= 2.14; null when older
+  CommSplitFn CommSplit;                    // NCCL >= 2.18; null when older
   CommDestroyFn CommDestroy;
   CommAbortFn CommAbort;
   CommGetAsyncErrorFn CommGetAsyncError;

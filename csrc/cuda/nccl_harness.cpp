@@ -10,6 +10,7 @@
 #include "common/native_error.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/gpu_kernels.hpp"
+#include "cuda/nccl_setup.hpp"
 
 namespace pybench::gpu {
 namespace {
@@ -87,8 +88,10 @@ NcclWorld::NcclWorld(const std::vector<int>& devices, double timeout_s) : timeou
 NcclWorld::NcclWorld(int rank, int world, int device, const nccl::UniqueId& id, double timeout_s)
     : world_(world), multi_process_(true), timeout_s_(timeout_s) {
   CUDA_CHECK(cudaSetDevice(device));
-  nccl::Comm comm = nullptr;
-  NCCL_CHECK(api().CommInitRank(&comm, world, id, rank));
+  // Under the deadline (nccl_setup.hpp): a rank that never joins ends in one line, not a hang.
+  const nccl::SetupResult setup = nccl::setup_communicator(api(), world, id, rank, timeout_s);
+  nccl::Comm comm = setup.comm;
+  setup_bounded_ = setup.bounded;
   try {
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -78,6 +78,9 @@ class NcclWorld {
   // Member 0's device buffer for cross-rank reductions, grown on demand.
   void* device_scratch(std::size_t bytes);
   bool aborted() const { return aborted_; }
+  // Whether communicator set-up ran under the deadline (false: single-process worlds,
+  // which wait for no other process, and NCCL < 2.18, whose set-up can only block).
+  bool setup_bounded() const { return setup_bounded_; }
   // Time per operation of ncclSend from member `src` to member `dst` (single-process
   // worlds only): one sample per entry, each the batch time of `ops` messages / ops.
   // `pingpong`: each operation is a message there and its reply back; the time is
@@ -94,6 +97,7 @@ class NcclWorld {
   int world_ = 0;
   bool multi_process_ = false;
   bool aborted_ = false;
+  bool setup_bounded_ = false;
   double timeout_s_;
   GraphRegistry graphs_;
   HostLatch latch_;

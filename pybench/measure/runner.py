@@ -115,6 +115,9 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
                 timeout_s: float = 30.0) -> int:
     """Entry point of every rank; returns this process's exit code."""
     backend = get_backend(backend_name)
+    set_setup_timeout = getattr(backend, "set_setup_timeout", None)  # NCCL: communicator set-up has a deadline
+    if set_setup_timeout is not None:
+        set_setup_timeout(watchdog_seconds(timeout_s))
     info = backend.start()
     register_rank()  # under pybench's own launcher: die with it, leave nothing behind
     rank, world = info["rank"], info["world_size"]

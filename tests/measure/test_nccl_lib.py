@@ -227,7 +227,8 @@ def test_declared_abi_matches_the_wheels_nccl_h(tmp_path):
              "CommGetAsyncError": "ncclCommGetAsyncError", "GetErrorString": "ncclGetErrorString",
              "GroupStart": "ncclGroupStart", "GroupEnd": "ncclGroupEnd", "AllReduce": "ncclAllReduce",
              "AllGather": "ncclAllGather", "ReduceScatter": "ncclReduceScatter", "Broadcast": "ncclBroadcast",
-             "Send": "ncclSend", "Recv": "ncclRecv"}
+             "Send": "ncclSend", "Recv": "ncclRecv", "CommInitRankConfig": "ncclCommInitRankConfig",
+             "CommSplit": "ncclCommSplit"}
     # Same shape with our types mapped onto NCCL's: compare via layout-identical casts.
     lines = ["#include <nccl.h>", '#include "csrc/cuda/nccl_api.hpp"', "#include <type_traits>",
              "namespace n = pybench::nccl;",
@@ -240,6 +241,16 @@ def test_declared_abi_matches_the_wheels_nccl_h(tmp_path):
              "template <> struct M<n::UniqueId> { using type = ncclUniqueId; };",
              "template <> struct M<n::UniqueId*> { using type = ncclUniqueId*; };",
              "template <> struct M<n::Result*> { using type = ncclResult_t*; };",
+             "template <> struct M<n::Config*> { using type = ncclConfig_t*; };",
+             # our ncclConfig_t is NCCL 2.14's prefix: same offsets, magic and undefined value
+             "#include <cstddef>",
+             "static_assert(offsetof(n::Config, size) == offsetof(ncclConfig_t, size));",
+             "static_assert(offsetof(n::Config, magic) == offsetof(ncclConfig_t, magic));",
+             "static_assert(offsetof(n::Config, version) == offsetof(ncclConfig_t, version));",
+             "static_assert(offsetof(n::Config, blocking) == offsetof(ncclConfig_t, blocking));",
+             "static_assert(sizeof(n::Config) <= sizeof(ncclConfig_t));",
+             "static_assert(n::kConfigMagic == NCCL_API_MAGIC && n::kConfigUndefInt == NCCL_CONFIG_UNDEF_INT);",
+             "static_assert(n::kConfigVersion == NCCL_VERSION(2, 14, 0));",
              "template <class F> struct Map;",
              "template <class R, class... A> struct Map<R (*)(A...)> "
              "{ using type = typename M<R>::type (*)(typename M<A>::type...); };",

@@ -131,3 +131,57 @@ def test_a_graph_its_bench_freed_is_not_destroyed_twice():
     assert log[3:] == ["abort communicators (0 graphs live)"]  # and nothing after: releases are no-ops
     assert _cuda().teardown_order_selftest(0) == ["abort communicators (0 graphs live)"]
 
+
+
+# ---------------------------------------------------------------- communicator set-up under a deadline
+# csrc/cuda/nccl_setup.cpp on a fake NCCL (csrc/cuda/nccl_setup_selftest.cpp): the calls and their order.
+def _cuda_module():
+    if build_info().get("cuda_module") != "ON":
+        pytest.skip("pybench was built without the CUDA module (no nvcc at build time)")
+    from pybench._native import cuda
+    return cuda()
+
+
+def test_set_up_is_non_blocking_then_splits_a_blocking_communicator():
+    calls, error, bounded = _cuda_module().nccl_setup_selftest(3)
+    assert error is None and bounded
+    # every rank joined: the work communicator is split off blocking, the set-up one destroyed
+    assert calls == ["InitRankConfig(blocking=0)", "Split(setup, blocking=1)", "Destroy(setup)", "-> work"]
+
+
+def test_a_rank_that_never_joins_ends_at_the_deadline_in_one_line():
+    calls, error, bounded = _cuda_module().nccl_setup_selftest(-1, timeout_s=0.2)
+    assert calls == ["InitRankConfig(blocking=0)", "Abort(setup)"]  # the half-built communicator is freed
+    assert "rank 1 of 4" in error and "within its timeout of 0.2 s" in error and "did not join" in error
+    assert "\n" not in error and not bounded
+
+
+def test_a_failed_set_up_or_split_aborts_what_it_made_and_names_the_error():
+    calls, error, _ = _cuda_module().nccl_setup_selftest(2, init_error=2)
+    assert calls[-1] == "Abort(setup)" and "failed: unhandled system error (ncclResult 2)" in error
+    # the split never completes: the set-up communicator is aborted first (that stops NCCL's thread)
+    calls, error, _ = _cuda_module().nccl_setup_selftest(1, split_polls=-1, timeout_s=0.2)
+    assert calls == ["InitRankConfig(blocking=0)", "Split(setup, blocking=1)", "Abort(setup)"]
+    assert "split did not finish" in error and "stopped answering" in error
+    calls, error, _ = _cuda_module().nccl_setup_selftest(0, split_polls=1, split_error=2)
+    assert calls[-1] == "Abort(setup)" and "ncclCommSplit failed" in error
+
+
+def test_no_deadline_waits_as_long_as_it_takes():
+    calls, error, bounded = _cuda_module().nccl_setup_selftest(2000, timeout_s=0.0)  # ~0.2 s of polls
+    assert error is None and bounded and calls[-1] == "-> work"
+
+
+def test_nccl_older_than_2_18_sets_up_blocking_and_says_so():
+    calls, error, bounded = _cuda_module().nccl_setup_selftest(0, legacy=True)
+    assert calls == ["InitRank", "-> work"] and error is None and not bounded
+
+
+def test_set_up_deadline_follows_the_run_timeout_with_two_minutes_at_least():
+    b = object.__new__(nccl_backend.NcclBackend)
+    b.set_setup_timeout(30.0)
+    assert b._setup_timeout_s == nccl_backend.INIT_TIMEOUT_S == 120.0
+    b.set_setup_timeout(600.0)
+    assert b._setup_timeout_s == 600.0
+    b.set_setup_timeout(0.0)  # --timeout 0 / inf: never
+    assert b._setup_timeout_s == 0.0

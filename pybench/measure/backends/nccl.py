@@ -41,6 +41,7 @@ TIMING_ENV = "PYBENCH_NCCL_TIMING"  # "graph" turns CUDA-graph replay on for bat
 _MPI_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE",
              "SLURM_STEP_NUM_TASKS", "PYBENCH_RANK_PROCESS")
 _UNIQUE_ID_KEY = "pybench/nccl_unique_id"
+INIT_TIMEOUT_S = 120.0  # least time every rank gets to join the communicator (a large job starts slowly)
 #: What the harness does with buffers (csrc/cuda/nccl_harness.hpp: kRotationBytes), for the header and the file.
 ROTATION_TEXT = ("each operation uses the next slot of a >= 256 MiB pool per buffer (rotated as nccl-tests), "
                  "so sizes under the GPU's L2 cache are not timed from it")
@@ -133,6 +134,7 @@ class NcclBackend:
         self._world: Any = None  # pybench._cuda.NcclWorld once started
         self._core: Any = None  # pybench._core under an MPI launcher
         self._timeout_s = 30.0
+        self._setup_timeout_s = INIT_TIMEOUT_S
         self._info: dict[str, Any] = {}
         self._in_place = os.environ.get(IN_PLACE_ENV, "") not in ("", "0")
 
@@ -152,6 +154,10 @@ class NcclBackend:
         atexit.register(self.finish)
         return dict(self._info)
 
+    def set_setup_timeout(self, timeout_s: float) -> None:
+        """Deadline of communicator set-up from the run's ``timeout_s`` (0: none), never under 2 minutes."""
+        self._setup_timeout_s = 0.0 if timeout_s <= 0 else max(timeout_s, INIT_TIMEOUT_S)
+
     def _device_for(self, local_rank: int, local_size: int, ndev: int) -> int:
         return device_for_rank(local_rank, local_size, ndev)
 
@@ -162,7 +168,8 @@ class NcclBackend:
         info = dict(self._core.rank_info())
         device = self._device_for(info["local_rank"], info["local_size"], ndev)
         agreed = share_id_over_mpi(self._core, info["rank"], self._cuda.nccl_unique_id)
-        self._world = self._cuda.NcclWorld(info["rank"], info["world_size"], device, agreed, self._timeout_s)
+        self._world = self._cuda.NcclWorld(info["rank"], info["world_size"], device, agreed, self._setup_timeout_s)
+        self._world.timeout_s = self._timeout_s
         return info
 
     def _start_torchrun(self, ndev: int, host: str) -> dict[str, Any]:
@@ -181,7 +188,8 @@ class NcclBackend:
                               timeout=timedelta(seconds=max(self._timeout_s, 60)))
         run = os.environ.get("TORCHELASTIC_RUN_ID", "standalone")
         uid, hosts = share_id_over_store(store, rank, world, run, self._cuda.nccl_unique_id, host)
-        self._world = self._cuda.NcclWorld(rank, world, device, uid, self._timeout_s)
+        self._world = self._cuda.NcclWorld(rank, world, device, uid, self._setup_timeout_s)
+        self._world.timeout_s = self._timeout_s
         return {"rank": rank, "world_size": world, "local_rank": local_rank, "local_size": local_size, "host": host,
                 "hosts": hosts}
 
