@@ -108,17 +108,18 @@ void register_nccl(py::module_& m) {
   }, "A fresh ncclUniqueId (128 bytes) for rank 0 to hand to every rank.");
   m.def("nccl_collective_names", &gpu::nccl_collective_names);
   m.def("nccl_setup_selftest", [](int init_polls, int init_error, int split_polls, int split_error, bool legacy,
-                                  double timeout_s) {
+                                  bool refuses_config, double timeout_s) {
     // Communicator set-up on a fake NCCL (no GPU): returns the calls in order, the error text or None, and
     // whether the deadline applied.
     nccl::SetupTrace t;
     {
       py::gil_scoped_release nogil;
-      t = nccl::setup_selftest({init_polls, init_error, split_polls, split_error, legacy}, 1, 4, timeout_s);
+      t = nccl::setup_selftest({init_polls, init_error, split_polls, split_error, legacy, refuses_config}, 1, 4,
+                              timeout_s);
     }
     return py::make_tuple(t.calls, t.error.empty() ? py::object(py::none()) : py::object(py::str(t.error)), t.bounded);
   }, py::arg("init_polls"), py::arg("init_error") = 0, py::arg("split_polls") = 0, py::arg("split_error") = 0,
-     py::arg("legacy") = false, py::arg("timeout_s") = 5.0);
+     py::arg("legacy") = false, py::arg("refuses_config") = false, py::arg("timeout_s") = 5.0);
   m.def("pattern_table", [](const std::string& dtype, const std::string& op, int world, bool reduces, int source,
                             std::size_t in_offset) {
     const gpu::DTypeInfo* dt = nullptr;

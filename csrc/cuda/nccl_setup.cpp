@@ -56,18 +56,22 @@ Result wait_ready(const Api& api, Comm comm, std::int64_t deadline_ns) {
 
 SetupResult setup_communicator(const Api& api, int world, const UniqueId& id, int rank, double timeout_s) {
   const std::string where = "rank " + std::to_string(rank) + " of " + std::to_string(world);
-  if (api.CommInitRankConfig == nullptr || api.CommSplit == nullptr) {
-    Comm comm = nullptr;  // NCCL < 2.18: the only way is the blocking call
+  auto blocking_setup = [&] {
+    Comm comm = nullptr;
     const Result r = api.CommInitRank(&comm, world, id, rank);
     if (r != kSuccess) PYBENCH_FAIL("ncclCommInitRank (" + where + ") failed: " + describe(api, r));
-    return {comm, false};
-  }
+    return SetupResult{comm, false};
+  };
+  if (api.CommInitRankConfig == nullptr || api.CommSplit == nullptr) return blocking_setup();  // NCCL < 2.18
   const std::int64_t deadline = deadline_after(now_ns(), timeout_s);
   const std::string late = "did not finish within its timeout of " + seconds_text(timeout_s) + " s: ";
   const std::string hint = " (NCCL_DEBUG=INFO and NCCL_SOCKET_IFNAME help find which)";
   Config nonblocking = make_config(0);
   Comm setup = nullptr;
   Result r = api.CommInitRankConfig(&setup, world, id, rank, &nonblocking);
+  // A config this NCCL refuses is refused at once, alike on every rank, before any rank
+  // has contacted another: the blocking set-up is then still open to all of them.
+  if (r == kInvalidArgument && setup == nullptr) return blocking_setup();
   if (r != kSuccess && r != kInProgress) fail(api, setup, nullptr, where, "failed: " + describe(api, r));
   if (setup == nullptr) PYBENCH_FAIL("NCCL communicator set-up (" + where + ") returned no communicator");
   r = wait_ready(api, setup, deadline);

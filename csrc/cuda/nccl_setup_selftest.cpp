@@ -30,6 +30,10 @@ Result init_rank(Comm* comm, int, UniqueId, int) {
 }
 Result init_rank_config(Comm* comm, int, UniqueId, int, Config* cfg) {
   g_trace->calls.push_back("InitRankConfig(blocking=" + std::to_string(cfg->blocking) + ")");
+  if (g_s.refuses_config) {
+    *comm = nullptr;
+    return kInvalidArgument;
+  }
   *comm = kSetup;
   return kInProgress;
 }

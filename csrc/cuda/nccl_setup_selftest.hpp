@@ -14,6 +14,7 @@ struct SetupScenario {
   int split_polls = 0;   // the same for the split
   int split_error = 0;
   bool legacy = false;   // an NCCL without ncclCommInitRankConfig / ncclCommSplit
+  bool refuses_config = false;  // ncclCommInitRankConfig answers ncclInvalidArgument at once
 };
 
 struct SetupTrace {

@@ -177,6 +177,11 @@ def test_nccl_older_than_2_18_sets_up_blocking_and_says_so():
     assert calls == ["InitRank", "-> work"] and error is None and not bounded
 
 
+def test_a_config_this_nccl_refuses_falls_back_to_the_blocking_set_up():
+    calls, error, bounded = _cuda_module().nccl_setup_selftest(0, refuses_config=True)
+    assert calls == ["InitRankConfig(blocking=0)", "InitRank", "-> work"] and error is None and not bounded
+
+
 def test_set_up_deadline_follows_the_run_timeout_with_two_minutes_at_least():
     b = object.__new__(nccl_backend.NcclBackend)
     b.set_setup_timeout(30.0)
