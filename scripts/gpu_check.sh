@@ -156,13 +156,18 @@ print("NCCL:", lib)
 w = cuda().NcclWorld([0], 60.0)
 b = cuda().NcclBench(w, "allreduce", "float32", "sum", 1 << 20, 0, False, "batched")
 print("first communicator: world", w.world, "wrong after check:", b.check(1), "rotation slots:", b.rotation_slots)
+# The launcher path: non-blocking set-up under a deadline, then a blocking communicator split off it.
+u = cuda().NcclWorld(0, 1, 0, cuda().nccl_unique_id(), 60.0)
+ub = cuda().NcclBench(u, "allreduce", "float32", "sum", 1 << 20, 0, False, "graph")
+print("launcher-path communicator: set-up under deadline", u.setup_bounded, "wrong after check:", ub.check(1))
 PY
   )
 }
 
 st_gpu_tests() {
   needs_gpu
-  "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/measure/test_gpu_nccl.py tests/test_cuda_module.py
+  "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/measure/test_gpu_nccl.py \
+    tests/measure/test_gpu_nccl_setup.py tests/test_cuda_module.py
 }
 
 st_cpu_tests() {
