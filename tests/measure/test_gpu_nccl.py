@@ -108,17 +108,30 @@ def test_timing_modes_return_one_positive_sample_each(gpu, world, timing):
 
 def test_copy_bandwidths_are_positive(gpu):
     c = gpu[0]
+    one_node = len(c.numa_memory_nodes()) == 1
     for kind in ("d2d", "h2d", "d2h"):
-        samples, peer, wrong = c.copy_times(kind, 0, 0, 64 << 20, 3, 2)
+        samples, peer, wrong, node, placement = c.copy_times(kind, 0, 0, 64 << 20, 3, 2)
         assert len(samples) == 3 and all(s > 0 for s in samples)
         assert peer is False and wrong == 0
+        if kind == "d2d":
+            assert (node, placement) == (-1, "")  # no host buffer
+            continue
+        # As nvbandwidth: on the GPU's node; cudaHostAlloc with one node or where none is known.
+        assert placement.startswith(("gpu-local node", "one NUMA node", "no NUMA affinity known")), placement
+        assert placement.startswith("one NUMA node") == one_node, placement
+        assert (node >= 0) == (not placement.startswith("no NUMA affinity known")), (node, placement)
+        if placement.startswith("gpu-local node"):
+            assert placement.startswith(f"gpu-local node {node} (mmap + mbind") and "cudaHostRegister" in placement
+            assert "pages on other nodes" not in placement and "not verified" not in placement, placement
 
 
 @pytest.mark.parametrize("engine", ["ce", "sm"])
 @pytest.mark.parametrize("kind,both", [("d2d", False), ("h2d", False), ("d2h", False), ("h2d", True)])
 def test_copies_by_both_engines_and_directions_move_every_byte(gpu, engine, kind, both):
-    samples, _, wrong = gpu[0].copy_times(kind, 0, 0, (16 << 20) + 3, 3, 2, engine, both)  # odd size: the tail too
+    # odd size: the tail too; SM copies reach NUMA-placed host buffers through their registered device address
+    samples, _, wrong, _, placement = gpu[0].copy_times(kind, 0, 0, (16 << 20) + 3, 3, 2, engine, both)
     assert wrong == 0 and len(samples) == 3 and all(s > 0 for s in samples)
+    assert (placement != "") == (kind != "d2d")
 
 
 def test_buffers_rotate_below_the_pool_size_and_not_above(gpu, world):

@@ -4,12 +4,18 @@ d2h), and to another GPU (p2p, over NVLink or PCIe). They give the ceiling a
 collective's busbw is read against.
 
 C++ times the copies with CUDA events behind a spin-kernel latch
-(csrc/cuda/nccl_harness.cpp: copy_times), by the copy engine ("ce",
+(csrc/cuda/copy_bench.cpp: copy_times), by the copy engine ("ce",
 cudaMemcpyAsync) or by a copy kernel ("sm"), one direction or both at once
 (bidirectional: h2d with d2h, p2p both ways; the forward direction is timed), and
 checks every destination byte afterwards; this module chooses what to run,
 derives statistics and prints the table. Rates are GB/s = 1e9 bytes per second;
 time is per copy, median over samples.
+
+Pinned host buffers sit on the GPU's NUMA node, as nvbandwidth places them
+(csrc/common/numa_memory.hpp: the node from sysfs, mbind, every page touched and
+checked, then cudaHostRegister); with one node, or where no node is known, they
+come from cudaHostAlloc. On a two-socket server a buffer on the far socket crosses
+the socket link and h2d/d2h read low, so each record says where its buffer was.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from pybench.sizes import format_size
 
 KINDS = ("d2d", "h2d", "d2h", "p2p")
 ENGINES = ("ce", "sm")
+HOST_KINDS = ("h2d", "d2h")  # the kinds with a pinned host buffer
+NOT_REPORTED = "not reported by this build of the CUDA module"
 KIND_TEXT = {"d2d": "device -> same device", "h2d": "pinned host -> device", "d2h": "device -> pinned host",
              "p2p": "device -> other device"}
 
@@ -42,6 +50,8 @@ class CopyRecord:
     engine: str = "ce"  # "ce" copy engine, "sm" copy kernel
     bidirectional: bool = False  # the reverse copy ran at the same time
     wrong_bytes: int = 0  # destination bytes that differed from the source after the copies
+    host_node: int | None = None  # h2d/d2h: the host buffer's NUMA node (None: not known, or no host buffer)
+    host_placement: str = ""  # h2d/d2h: how it was placed ("gpu-local node 1 (mmap + mbind ...)", ...)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -77,12 +87,19 @@ def copy_plan(kinds: Sequence[str], devices: Sequence[int]) -> list[tuple[str, i
 
 def make_record(kind: str, src: int, dst: int, size_bytes: int, samples: Sequence[float],
                 peer_access: bool | None, engine: str = "ce", bidirectional: bool = False,
-                wrong_bytes: int = 0) -> CopyRecord:
+                wrong_bytes: int = 0, host_node: int | None = None, host_placement: str = "") -> CopyRecord:
+    """One measured copy as a record: median, p5/p95 and bandwidth from the per-copy samples.
+
+    ``host_node`` (negative: none known) and ``host_placement`` describe the pinned
+    host buffer of h2d and d2h; other kinds have none and record None and "".
+    """
     st = SampleStats.from_samples(list(samples))
     bw = size_bytes / st.median_s / 1e9 if st.median_s > 0 else float("inf")
+    has_host = kind in HOST_KINDS
+    node = host_node if has_host and host_node is not None and host_node >= 0 else None
     return CopyRecord(kind, src, dst, size_bytes, st.median_s, st.p5_s, st.p95_s, bw,
                       peer_access if kind == "p2p" else None, tuple(float(s) for s in samples), engine,
-                      bidirectional, int(wrong_bytes))
+                      bidirectional, int(wrong_bytes), node, host_placement if has_host else "")
 
 
 def parse_engines(text: str) -> tuple[str, ...]:
@@ -112,9 +129,12 @@ def run_copies(kinds: Sequence[str], devices: Sequence[int], sizes: Sequence[int
         both = bidirectional and kind != "d2d"
         for engine in engines:
             for size in sizes:
-                samples, peer, wrong = copy_times(kind, max(src, 0), max(dst, 0), size, n_samples, ops_per_sample,
-                                                  engine, both)
-                records.append(make_record(kind, src, dst, size, samples, peer, engine, both, wrong))
+                result = copy_times(kind, max(src, 0), max(dst, 0), size, n_samples, ops_per_sample, engine, both)
+                samples, peer, wrong = result[:3]
+                # (node, placement) follow in builds with NUMA placement; older builds return three values.
+                node, placement = result[3:5] if len(result) >= 5 else (None, NOT_REPORTED)
+                records.append(make_record(kind, src, dst, size, samples, peer, engine, both, wrong, node,
+                                           placement))
     return records
 
 
@@ -122,11 +142,36 @@ def _where(dev: int) -> str:
     return "host" if dev < 0 else f"gpu{dev}"
 
 
+def _note(r: CopyRecord) -> str:
+    if r.peer_access is not None:
+        return "peer access" if r.peer_access else "no peer access: staged via host"
+    if r.kind not in HOST_KINDS:
+        return ""
+    if r.host_node is None:
+        return "host node not reported" if r.host_placement == NOT_REPORTED else "host: no NUMA affinity known"
+    how = "gpu-local" if r.host_placement.startswith("gpu-local") else "the only NUMA node"
+    return f"host node {r.host_node}, {how}"
+
+
+def host_buffer_lines(records: Sequence[CopyRecord]) -> list[str]:
+    """One comment line per GPU saying where its pinned host buffers were and how they were placed.
+
+    The table's note column says it in short; these lines give the whole placement
+    (printed after the table by those who want it; the JSON records carry it too).
+    """
+    seen: dict[tuple[int, str], None] = {}
+    for r in records:
+        if r.kind in HOST_KINDS:
+            seen[(r.dst if r.kind == "h2d" else r.src, r.host_placement)] = None
+    return [f"# host buffers for {_where(gpu)}: {placement}" for gpu, placement in seen]
+
+
 def table_lines(records: Sequence[CopyRecord]) -> list[str]:
+    """The table a nvbandwidth user reads: a header and one row per record (host node in the note)."""
     lines = [f"# {'kind':>4} {'from':>5} {'to':>5} {'eng':>3} {'dir':>3} {'size':>9} {'time(us)':>10} "
              f"{'p5(us)':>9} {'p95(us)':>9} {'GB/s':>8} {'#wrong':>6}  note"]
     for r in records:
-        note = "" if r.peer_access is None else ("peer access" if r.peer_access else "no peer access: staged via host")
+        note = _note(r)
         lines.append(f"  {r.kind:>4} {_where(r.src):>5} {_where(r.dst):>5} {r.engine:>3} "
                      f"{'bi' if r.bidirectional else 'uni':>3} {format_size(r.size_bytes):>9} "
                      f"{r.time_s * 1e6:>10.2f} {r.time_p5_s * 1e6:>9.2f} {r.time_p95_s * 1e6:>9.2f} "
