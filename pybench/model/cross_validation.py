@@ -35,6 +35,14 @@ class CrossValidation:
     n_segments: np.ndarray
     covered: np.ndarray | None = None
     """Per held-out size: inside the 95% prediction band of the fit that never saw it."""
+    half_width_percent: np.ndarray | None = None
+    """Per held-out size: half-width of that band, in % of the predicted time."""
+
+    @property
+    def median_half_width(self) -> float:
+        """Median half-width of the prediction bands (%): coverage bought with wide bands shows here."""
+        hw = self.half_width_percent
+        return float(np.median(hw)) if hw is not None and hw.size else math.nan
 
     @property
     def coverage(self) -> float:
@@ -53,10 +61,15 @@ class CrossValidation:
 
     def table(self) -> str:
         """Plain-text table, one row per held-out size."""
-        rows = [f"{'size (B)':>14} {'measured (us)':>14} {'predicted (us)':>15} {'APE %':>7}"]
-        for s, t, p, e in zip(self.size_bytes, self.time_s, self.predicted_s, self.ape_percent):
-            rows.append(f"{int(s):>14} {t * 1e6:>14.2f} {p * 1e6:>15.2f} {e:>7.1f}")
-        rows.append(f"{self.method}: median APE {self.median_ape:.1f}%, max APE {self.max_ape:.1f}%")
+        rows = [f"{'size (B)':>14} {'measured (us)':>14} {'predicted (us)':>15} {'APE %':>7} {'band +-%':>8}"]
+        n = self.size_bytes.size
+        hw = self.half_width_percent if self.half_width_percent is not None else np.full(n, math.nan)
+        inside = self.covered if self.covered is not None else np.ones(n, dtype=bool)
+        for s, t, p, e, h, c in zip(self.size_bytes, self.time_s, self.predicted_s, self.ape_percent, hw, inside):
+            rows.append(f"{int(s):>14} {t * 1e6:>14.2f} {p * 1e6:>15.2f} {e:>7.1f} {h:>8.1f}"
+                        + ("" if c else "  outside the band"))
+        rows.append(f"{self.method}: median APE {self.median_ape:.1f}%, max APE {self.max_ape:.1f}%, "
+                    f"95% band covers {100 * self.coverage:.0f}% (median half-width {self.median_half_width:.1f}%)")
         return "\n".join(rows)
 
 
@@ -107,7 +120,7 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
     if distinct.size < 3:
         raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
     _check_xy(size, time)
-    held, measured, predicted, nseg, covered = [], [], [], [], []
+    held, measured, predicted, nseg, covered, halves = [], [], [], [], [], []
     for s in distinct[distinct >= min_size]:
         keep = size != s
         if single_line:
@@ -119,6 +132,7 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         held.append(s)
         measured.append(float(np.median(time[~keep])))
         covered.append(abs(float(p) - measured[-1]) <= float(half))
+        halves.append(100.0 * float(half) / float(p))
         predicted.append(p)
         nseg.append(len(fit.segments))
     measured_arr = np.array(measured)
@@ -127,4 +141,5 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         method="single-line" if single_line else "piecewise",
         size_bytes=np.array(held, dtype=np.int64), time_s=measured_arr,
         predicted_s=predicted_arr, ape_percent=_ape(predicted_arr, measured_arr),
-        n_segments=np.array(nseg, dtype=int), covered=np.array(covered, dtype=bool))
+        n_segments=np.array(nseg, dtype=int), covered=np.array(covered, dtype=bool),
+        half_width_percent=np.array(halves))

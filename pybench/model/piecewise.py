@@ -7,6 +7,7 @@ the weighted residual sum of squares with a relative noise floor. See :mod:`pybe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pybench.errors import UsageError
+from pybench.model.jackknife import local_half_width, loo_relative_errors
 from pybench.model.segment import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MIN_POINTS,
@@ -80,6 +82,12 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
     logs: A100 max 15.2% against 13.0%, H100 14.0% against 16.6%, B200 43.5% against
     67.4%; neither is better on every log, so the blend with a physical rationale stays.
 
+    Bands: in a gap the band holds both pieces' bands (the size may follow either regime).
+    The ``prediction`` band is also at least as wide as the fit's leave-one-size-out errors
+    at the measured sizes around the size (``SegmentFit.loo_errors``; see
+    :mod:`pybench.model.jackknife`), so that it covers sizes nobody measured, not only
+    repeats of measured ones.
+
     Returns
     -------
     (time_s, half_width_s) : ndarrays of the same shape as ``size_bytes``
@@ -110,13 +118,26 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
                 h = h.copy()
                 # Both lines are positive (alpha >= 0, 1/B >= 0, not both 0), so the
                 # logarithms exist.
-                t[gap] = np.exp((1 - w) * np.log(t0) + w * np.log(t[gap]))
-                h[gap] = (1 - w) * h0 + w * h[gap]
+                t1, h1 = t[gap], h[gap]
+                t[gap] = np.exp((1 - w) * np.log(t0) + w * np.log(t1))
+                # Nobody measured where the switch is, so a size in the gap may follow either
+                # piece: the band holds both pieces' bands (the blend alone claimed to know).
+                h[gap] = np.maximum(np.abs(t[gap] - t0) + h0, np.abs(t[gap] - t1) + h1)
         time_s[sel] = t
         half_s[sel] = h
+    if band == "prediction":
+        half_s = np.maximum(half_s, _jackknife_half(segs, s) * time_s)
     if arr.ndim == 0:
         return float(time_s[0]), float(half_s[0])
     return time_s.reshape(arr.shape), half_s.reshape(arr.shape)
+
+
+def _jackknife_half(segments: Sequence[SegmentFit], size: np.ndarray) -> np.ndarray:
+    """Relative half-width from the fit's leave-one-size-out errors near ``size`` (0 if none)."""
+    pairs = [pair for seg in segments for pair in seg.loo_errors]
+    sizes = np.array([p[0] for p in pairs], dtype=float)
+    errors = np.array([p[1] for p in pairs], dtype=float)
+    return local_half_width(sizes, errors, size)
 
 
 def _physical_from_sums(s11, s12, s22, b1, b2, n):
@@ -246,7 +267,15 @@ def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
         (k, q), value = chosen
         bounds = [(int(cuts[a]), int(cuts[b])) for a, b in _trace_back(back, n_free, k, q)]
     segments = tuple(fit_segment(size[i:j], time[i:j], confidence) for i, j in bounds)
+    sizes, errors = loo_relative_errors(size, time, segments, _point_prediction)
+    segments = tuple(dataclasses.replace(seg, loo_errors=tuple(
+        (int(u), float(e)) for u, e in zip(sizes, errors)
+        if seg.size_min_bytes <= u <= seg.size_max_bytes and math.isfinite(e))) for seg in segments)
     return _summarise(segments, size, time, criterion, value)
+
+
+def _point_prediction(segments: Sequence[SegmentFit], size_bytes: np.ndarray) -> np.ndarray:
+    return np.asarray(predict_segments(segments, size_bytes)[0])
 
 
 def _sorted_points(size_bytes, time_s) -> tuple[np.ndarray, np.ndarray]:

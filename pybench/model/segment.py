@@ -67,6 +67,13 @@ class SegmentFit:
         Upper end of the held parameter's interval (seconds for alpha, s/byte for 1/B;
         its lower end is 0); inf when unbounded; 0.0 (unused) when nothing is held, not
         nan, so that equal fits compare equal.
+    loo_errors : tuple of (int, float)
+        (size, relative error) at each distinct size of the piece when the fit was asked to
+        predict it without it (:mod:`pybench.model.jackknife`): how far a size nobody
+        measured lands, misfit between sizes and piece ends included. The prediction band
+        of :func:`pybench.model.piecewise.predict_segments` is at least as wide as these
+        errors near the size predicted; empty where not computed (a piece fitted alone, or
+        a file written before they were recorded).
     """
 
     size_min_bytes: int
@@ -83,6 +90,7 @@ class SegmentFit:
     rel_sigma: float = float("nan")
     held: str = ""
     held_ci_high: float = 0.0
+    loo_errors: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self):
         if self.held not in HELD_CHOICES:
@@ -163,7 +171,8 @@ class SegmentFit:
 
         ``band="confidence"``: where the fitted line (the mean time) lies, from the
         parameter covariance. ``band="prediction"``: where one new measurement should
-        fall, adding the residual scatter ``rel_sigma x time``.
+        fall, adding the residual scatter ``rel_sigma x time`` (a piece alone: the
+        leave-one-size-out errors widen it in :func:`pybench.model.piecewise.predict_segments`).
         """
         s = np.asarray(size_bytes, dtype=float)
         time_s = self.alpha_s + s * self.inv_bw_s_per_byte
@@ -197,6 +206,7 @@ class SegmentFit:
             "median_ape": _json_float(self.median_ape),
             "max_ape": _json_float(self.max_ape),
             "rel_sigma": _json_float(self.rel_sigma),
+            "loo_errors": [[int(size), float(err)] for size, err in self.loo_errors],
             "bw_Bps": _json_float(self.bw_Bps),
             "alpha_ci_s": [_json_float(a_lo), _json_float(a_hi)],
             "bw_ci_Bps": [_json_float(bw_lo), _json_float(bw_hi)],
@@ -221,6 +231,7 @@ class SegmentFit:
             r2=_from_json_float(d.get("r2")), median_ape=_from_json_float(d.get("median_ape")),
             max_ape=_from_json_float(d.get("max_ape")),
             rel_sigma=_from_json_float(d.get("rel_sigma")), held=str(d.get("held", "")),
+            loo_errors=tuple((int(size), float(err)) for size, err in d.get("loo_errors", [])),
             held_ci_high=(math.inf if d.get("held_ci_high_unbounded")
                           else float(d.get("held_ci_high") or 0.0)))
         _check_physical(seg)
@@ -244,6 +255,8 @@ def _check_physical(seg: SegmentFit) -> None:
         raise ValueError(f"a piece spans {seg.size_min_bytes}..{seg.size_max_bytes} bytes")
     if not 0 < seg.confidence < 1 or seg.dof < 1 or seg.n_points < 1:
         raise ValueError(f"a piece has confidence {seg.confidence!r}, dof {seg.dof}, n_points {seg.n_points}")
+    if not all(-1 < err < 1e6 for _, err in seg.loo_errors):
+        raise ValueError("a piece's loo_errors must be relative errors above -1")
     for name in ("r2", "median_ape", "max_ape", "rel_sigma"):
         value = getattr(seg, name)
         if not (math.isnan(value) or abs(value) < 1e12):
