@@ -37,7 +37,7 @@ class PinnedHost {
         placed_.emplace(bytes, where.node);
       } catch (const numa::PolicyRefused& e) {  // e.g. a container's seccomp: measure anyway, and say so
         node_ = -1;
-        placement_ = "no NUMA affinity known (" + where.description + " wanted, but " + e.what() + ")";
+        placement_ = "NUMA placement refused (" + where.description + " wanted; " + e.what() + ")";
       }
     }
     if (placed_) {

@@ -23,7 +23,8 @@ struct CopyResult {
   long long wrong_bytes = 0;
   int host_node = -1;  // the host buffer's NUMA node; -1: no host buffer, or none known
   // How the host buffer was placed: "gpu-local node N (mmap + mbind ...)", "one NUMA
-  // node (node N); cudaHostAlloc", "no NUMA affinity known (why); cudaHostAlloc"; empty for d2d/p2p.
+  // node (node N); cudaHostAlloc", "no NUMA affinity known (why); cudaHostAlloc", or
+  // "NUMA placement refused (why); cudaHostAlloc" where mbind is denied; empty for d2d/p2p.
   std::string host_placement;
 };
 CopyResult copy_times(const std::string& kind, int src, int dst, std::size_t bytes, int n_samples, int ops,

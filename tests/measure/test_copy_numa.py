@@ -199,6 +199,12 @@ def test_copy_records_say_where_the_host_buffer_was():
     rec = run_copies(["h2d"], [0], [1 << 20], n_samples=2, copy_times=unknown)[0]
     assert rec.host_node is None and table_lines([rec])[1].endswith("host: no NUMA affinity known")
 
+    def refused(kind, src, dst, size, n, ops, engine, bidirectional):  # mbind denied (a container's seccomp)
+        return [size / 50e9] * n, False, 0, -1, "NUMA placement refused (gpu-local node 1 wanted; ...); cudaHostAlloc"
+
+    rec = run_copies(["d2h"], [0], [1 << 20], n_samples=2, copy_times=refused)[0]
+    assert rec.host_node is None and table_lines([rec])[1].endswith("host: NUMA placement refused")
+
     def three_values(kind, src, dst, size, n, ops, engine, bidirectional):  # a build before NUMA placement
         return [size / 50e9] * n, False, 0
 

@@ -148,7 +148,10 @@ def _note(r: CopyRecord) -> str:
     if r.kind not in HOST_KINDS:
         return ""
     if r.host_node is None:
-        return "host node not reported" if r.host_placement == NOT_REPORTED else "host: no NUMA affinity known"
+        for prefix in ("no NUMA affinity known", "NUMA placement refused"):
+            if r.host_placement.startswith(prefix):
+                return f"host: {prefix}"
+        return "host node not reported" if r.host_placement == NOT_REPORTED else "host node unknown"
     how = "gpu-local" if r.host_placement.startswith("gpu-local") else "the only NUMA node"
     return f"host node {r.host_node}, {how}"
 
