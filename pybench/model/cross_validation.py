@@ -37,6 +37,8 @@ class CrossValidation:
     """Per held-out size: inside the 95% prediction band of the fit that never saw it."""
     half_width_percent: np.ndarray | None = None
     """Per held-out size: half-width of that band, in % of the predicted time."""
+    anomalies: tuple[int, ...] = ()
+    """Sizes :func:`~pybench.model.anomalies.find_anomalies` named, left out of fits and errors."""
 
     @property
     def median_half_width(self) -> float:
@@ -106,16 +108,11 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
     UsageError
         Fewer than three distinct sizes (nothing left to fit after holding one out).
     """
-    if hasattr(measurements, "fit_points"):
-        size, time = measurements.fit_points()
-    elif hasattr(measurements, "size_bytes"):
-        size, time = measurements.size_bytes, measurements.time_s
-    else:
-        size, time = measurements
-    size = np.asarray(size, dtype=float)
-    time = np.asarray(time, dtype=float)
+    size, time = _points(measurements)
+    named: tuple = ()
     if exclude_anomalies and size.shape == time.shape and np.all(time > 0) and np.all(size > 0):
-        size, time = without(size, time, find_anomalies(size, time))
+        named = find_anomalies(size, time)
+        size, time = without(size, time, named)
     distinct = np.unique(size)
     if distinct.size < 3:
         raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
@@ -142,4 +139,55 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         size_bytes=np.array(held, dtype=np.int64), time_s=measured_arr,
         predicted_s=predicted_arr, ape_percent=_ape(predicted_arr, measured_arr),
         n_segments=np.array(nseg, dtype=int), covered=np.array(covered, dtype=bool),
-        half_width_percent=np.array(halves))
+        half_width_percent=np.array(halves), anomalies=tuple(a.size_bytes for a in named))
+
+
+def power_of_two_check(measurements, **fit_kwargs) -> CrossValidation:
+    """Fit the power-of-two sizes of a dense sweep only and predict every size it measured.
+
+    Issue 13's interpolation check on the vTrain tables (1 MiB steps): the sizes
+    :func:`~pybench.model.anomalies.find_anomalies` names among the powers of two are left out
+    of the fit, as ``fit`` does, and out of the errors.
+
+    Parameters
+    ----------
+    measurements : MeasurementSet or (size_bytes, time_s) pair
+    **fit_kwargs
+        Passed to :func:`fit_alpha_beta`.
+
+    Returns
+    -------
+    CrossValidation
+        ``method="power-of-two"``: one row per distinct measured size outside the anomalies,
+        predicted by the fit to the powers of two (which are predicted in-sample).
+    """
+    size, time = _points(measurements)
+    _check_xy(size, time)
+    as_int = size.astype(np.int64)
+    pow2 = (as_int & (as_int - 1)) == 0
+    if np.unique(size[pow2]).size < 3:
+        raise UsageError(f"the power-of-two check needs at least 3 power-of-two sizes, got "
+                         f"{np.unique(size[pow2]).size}")
+    named = find_anomalies(size[pow2], time[pow2])
+    fit = fit_alpha_beta(*without(size[pow2], time[pow2], named), **fit_kwargs)
+    held = np.unique(size)
+    held = held[~np.isin(held, [a.size_bytes for a in named])]
+    measured = np.array([np.median(time[size == u]) for u in held])
+    predicted, _ = fit.predict(held)
+    _, half = fit.predict(held, band="prediction")
+    return CrossValidation(
+        method="power-of-two", size_bytes=held.astype(np.int64), time_s=measured,
+        predicted_s=predicted, ape_percent=_ape(predicted, measured),
+        n_segments=np.full(held.size, len(fit.segments)),
+        covered=np.abs(predicted - measured) <= half, half_width_percent=100.0 * half / predicted,
+        anomalies=tuple(a.size_bytes for a in named))
+
+
+def _points(measurements) -> tuple[np.ndarray, np.ndarray]:
+    if hasattr(measurements, "fit_points"):
+        size, time = measurements.fit_points()
+    elif hasattr(measurements, "size_bytes"):
+        size, time = measurements.size_bytes, measurements.time_s
+    else:
+        size, time = measurements
+    return np.asarray(size, dtype=float).reshape(-1), np.asarray(time, dtype=float).reshape(-1)

@@ -537,3 +537,31 @@ def test_anomaly_slower_and_faster_sizes_are_named_with_their_cause():
     assert type(slow).from_dict(slow.to_dict()) == slow
     # Too few sizes to draw a trend without the point: nothing is named.
     assert find_anomalies(sizes[:3], time[:3]) == ()
+
+
+# Issue 13: fit the power-of-two sizes of each vTrain table (one A100 node, 1 MiB steps), predict
+# every 1 MiB step; target median <= 1%, max <= 15% outside at most 2 named sizes per table.
+# Pinned at today's figures: GPUs: (median %, max %, coverage, median band half-width %).
+# Missed: the median on 4, 5, 7 and 8 GPUs. Most 1 MiB steps lie in the top octaves (512 of
+# 1024 between 512 MiB and 1 GiB), so the median is the error there: one straight piece from
+# 8 MiB to 1 GiB (4, 7 GPUs) bends through the busbw curve and sits 3-3.6% off at 256 MiB..1 GiB.
+VTRAIN_POW2_PINS = {2: (0.76, 4.25, 1.00, 2.9), 3: (0.66, 6.56, 1.00, 2.0), 4: (1.56, 6.16, 1.00, 5.6),
+                    5: (1.11, 13.82, 0.99, 3.1), 6: (0.30, 11.42, 1.00, 1.9), 7: (3.22, 13.57, 1.00, 11.2),
+                    8: (1.48, 12.28, 1.00, 7.0)}
+
+
+@needs_shared
+@pytest.mark.parametrize("gpus", sorted(VTRAIN_POW2_PINS))
+def test_vtrain_power_of_two_fit_predicts_every_step(gpus):
+    from pybench.model.cross_validation import power_of_two_check
+
+    path = SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{gpus}gpu.csv"
+    cv = power_of_two_check(load_measurements(path)[0])
+    assert cv.size_bytes.size + len(cv.anomalies) == 1024 and len(cv.anomalies) <= 2
+    median, worst, coverage, half_width = VTRAIN_POW2_PINS[gpus]
+    assert cv.median_ape <= median * 1.03 + 0.02, cv.table()
+    assert cv.max_ape <= worst * 1.03 + 0.05, cv.table()
+    assert cv.coverage >= coverage - 0.02
+    assert cv.median_half_width <= half_width * 1.03 + 0.05
+    assert (cv.median_ape <= 1.0, cv.max_ape <= 15.0) == (median <= 1.0, worst <= 15.0), \
+        "a target is now met or missed differently: update VTRAIN_POW2_PINS"
