@@ -85,34 +85,54 @@ def set_parent_death_signal(sig: int) -> None:
         return  # not Linux: the job guard still ends the job
 
 
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+
+
 def loopback_only_network() -> bool:
     """Move this process into a new network namespace whose only interface is loopback, up.
 
     Open MPI's launcher listens on every address (no setting of PRRTE 3 binds it to loopback);
-    in such a namespace nothing it opens can be reached from another machine. Needs root
-    (CAP_SYS_ADMIN); returns False, changing nothing, where it is not allowed.
+    in such a namespace nothing it opens can be reached from another machine. Root gets the
+    namespace directly (CAP_SYS_ADMIN). Any other user gets it inside a new user namespace
+    that maps only its own uid and gid onto themselves, so the processes keep their identity
+    (Open MPI still sees a non-root user) and hold CAP_NET_ADMIN over that namespace alone,
+    enough to bring loopback up. Returns False, changing nothing, where the kernel refuses
+    (user namespaces disabled, seccomp). Call it single-threaded: between fork and exec.
     """
     import ctypes
-    import fcntl
-    import socket
-    import struct
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(0x40000000) != 0:  # CLONE_NEWNET
-            return False
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            req = struct.pack("16sH14x", b"lo", 0)
-            flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, req))[1]  # SIOCGIFFLAGS
-            fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1))  # SIOCSIFFLAGS, IFF_UP
+        if os.geteuid() == 0:
+            if libc.unshare(_CLONE_NEWNET) != 0:
+                return False
+        else:
+            uid, gid = os.geteuid(), os.getegid()
+            if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+                return False
+            # An unprivileged process may map only itself, and only after giving up setgroups.
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        _loopback_up()
     except (OSError, AttributeError):
         return False
     return True
 
 
+def _loopback_up() -> None:
+    import fcntl
+    import socket
+    import struct
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, req))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1))  # SIOCSIFFLAGS, IFF_UP
+
+
 def isolate_local() -> bool:
-    """Whether a single-host job gets its own loopback-only network (root; PYBENCH_LOCAL_NETNS=0 opts out)."""
-    return (sys.platform == "linux" and hasattr(os, "geteuid") and os.geteuid() == 0
-            and os.environ.get("PYBENCH_LOCAL_NETNS", "1") != "0")
+    """Whether a single-host job gets its own loopback-only network (Linux; PYBENCH_LOCAL_NETNS=0 opts out)."""
+    return sys.platform == "linux" and os.environ.get("PYBENCH_LOCAL_NETNS", "1") != "0"
 
 
 def die_with(parent: int, isolate: bool = False):

@@ -6,8 +6,8 @@ list (never through a shell), so nothing in a size string or file name can run.
 
 A stand-alone job is one unit (pybench.measure.job): its files in one private folder,
 its processes in one session that ends with the pybench parent (SIGTERM, SIGHUP, SIGKILL,
-or a stopped launcher), and, as root, its own loopback-only network, so nothing Open MPI
-listens on can be reached from another machine.
+or a stopped launcher), and its own loopback-only network (for a non-root user, inside a
+user namespace of its own), so nothing Open MPI listens on can be reached from another machine.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def under_launcher(environ: dict[str, str] | None = None) -> bool:
 # Single-host Open MPI: the ranks' byte transfer layers are shared memory and self only, so
 # no rank opens the TCP BTL's listener (it binds 0.0.0.0 whatever btl_tcp_if_include says);
 # the PMIx tool listener stays on 127.0.0.1 (its default); prterun's own out-of-band
-# listener cannot be bound to loopback by any setting of PRRTE 3 (README, "What listens").
+# listener cannot be bound to loopback by any setting of PRRTE 3, hence the private network
+# of job.isolate_local (README, "What listens").
 _OPENMPI_LOCAL = {"OMPI_MCA_btl": "self,sm"}
 
 

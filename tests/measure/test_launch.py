@@ -191,3 +191,92 @@ def test_watchdog_timeouts_saturate_to_never():
     # 9.3e9 s overflowed the native int64-nanosecond deadline and fired at once, naming a false culprit
     for never in (float("inf"), 1e10, NEVER_S, float("nan"), 0.0, -1.0):
         assert watchdog_seconds(never) == 0.0
+
+
+# ---------------------------------------------------------------- not root: a private network in a user namespace
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def nobody_dir():
+    """A folder the user nobody can read and write (pytest's tmp_path is root's alone)."""
+    import shutil
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="pybench-nobody-"))
+    d.chmod(0o777)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _as_nobody_python() -> list[str]:
+    """A python3 the unprivileged user `nobody` can run (this venv may live under /root), or skip."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to start a process as the unprivileged user nobody")
+    import pwd
+    import shutil
+    try:
+        pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody on this machine")
+    su, py = shutil.which("su"), shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    if su is None or py is None:
+        pytest.skip("needs su and a system python3 to run as nobody")
+    probe = subprocess.run([su, "nobody", "-s", "/bin/sh", "-c", f"{py} -c 'print(1)'"], capture_output=True,
+                           text=True, timeout=60)
+    if probe.stdout.strip() != "1":
+        pytest.skip(f"nobody cannot run {py}: {probe.stderr.strip()[:200]}")
+    return [su, "nobody", "-s", "/bin/sh", "-c"]
+
+
+def _needs_user_namespaces(su: list[str]) -> None:
+    """Skip where the kernel refuses unprivileged user namespaces (then pybench changes nothing)."""
+    import shutil
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare(1) to probe for unprivileged user namespaces")
+    probe = subprocess.run(su + [f"{unshare} --user --net true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip("this kernel refuses unprivileged user namespaces: " + probe.stderr.strip()[:200])
+
+
+def test_a_non_root_launcher_gets_a_loopback_only_network_and_keeps_its_uid(nobody_dir):
+    su = _as_nobody_python()
+    script = nobody_dir / "probe.py"
+    script.write_text("import sys; sys.path.insert(0, %r)\n"
+                      "import os, socket\n"
+                      "from pybench.measure.job import loopback_only_network\n"
+                      "ok = loopback_only_network()\n"
+                      "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"  # loopback is up
+                      "print(ok, os.getuid(), ','.join(n for _, n in socket.if_nameindex()))\n" % str(REPO))
+    _needs_user_namespaces(su)
+    proc = subprocess.run(su + [f"python3 {script}"], capture_output=True, text=True, timeout=60, cwd="/tmp")
+    nobody = __import__("pwd").getpwnam("nobody").pw_uid
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", str(nobody), "lo"]
+
+
+def test_a_non_root_open_mpi_job_runs_in_its_own_network_namespace(nobody_dir):
+    su = _as_nobody_python()
+    from pybench.measure.launch import find_launcher
+    try:
+        mpiexec = find_launcher().path
+    except Exception as exc:  # noqa: BLE001 - no launcher: nothing to check
+        pytest.skip(str(exc))
+    out = nobody_dir / "ns.txt"
+    # The launcher, started as pybench starts it (die_with(..., isolate)), as nobody: prterun and the ranks
+    # must live in another network namespace than this test, and the ranks keep nobody's uid.
+    script = nobody_dir / "job.py"
+    script.write_text("import sys, os, subprocess; sys.path.insert(0, %r)\n"
+                      "from pybench.measure.job import die_with\n"
+                      "env = dict(os.environ, OMPI_MCA_btl='self,sm', TMPDIR='/tmp')\n"
+                      "cmd = [%r, '-n', '2', 'sh', '-c', 'echo $(id -u) $(readlink /proc/$PPID/ns/net) >> %s']\n"
+                      "sys.exit(subprocess.run(cmd, env=env, preexec_fn=die_with(os.getpid(), True)).returncode)\n"
+                      % (str(REPO), mpiexec, str(out)))
+    _needs_user_namespaces(su)
+    proc = subprocess.run(su + [f"python3 {script}"], capture_output=True, text=True, timeout=120, cwd="/tmp")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = out.read_text().split("\n")[:-1]
+    nobody = __import__("pwd").getpwnam("nobody").pw_uid
+    ours = os.readlink("/proc/self/ns/net")
+    assert len(lines) == 2 and all(ln.split()[0] == str(nobody) for ln in lines)
+    assert all(ln.split()[1] != ours for ln in lines), (lines, ours)  # the launcher's network is not the host's
