@@ -23,7 +23,9 @@ namespace {
 // From the kernel's uapi header <linux/mempolicy.h> (enum of policy modes:
 // MPOL_DEFAULT 0, MPOL_PREFERRED 1, MPOL_BIND 2), declared here so the build
 // needs neither libnuma nor its headers.
-constexpr int kMpolBind = 2;
+// PREFERRED, not BIND: a node short of memory spills pages to another node (the page check says so)
+// instead of calling the OOM killer onto whatever runs there.
+constexpr int kMpolPreferred = 1;
 constexpr std::size_t kBitsPerWord = 8 * sizeof(unsigned long);
 constexpr std::size_t kQueryBatchPages = std::size_t(1) << 16;  // pages per move_pages call
 
@@ -130,9 +132,9 @@ void bind_to_node(void* addr, std::size_t bytes, int node) {
   mask[static_cast<std::size_t>(node) / kBitsPerWord] |= 1UL << (static_cast<std::size_t>(node) % kBitsPerWord);
   // maxnode is one more than the mask's bits: the kernel drops the last bit (as libnuma passes it).
   const unsigned long maxnode = mask.size() * kBitsPerWord + 1;
-  if (syscall(SYS_mbind, addr, bytes, kMpolBind, mask.data(), maxnode, 0U) == 0) return;
+  if (syscall(SYS_mbind, addr, bytes, kMpolPreferred, mask.data(), maxnode, 0U) == 0) return;
   const int err = errno;
-  const std::string what = "mbind(MPOL_BIND) of " + std::to_string(bytes) + " bytes to NUMA node " +
+  const std::string what = "mbind(MPOL_PREFERRED) of " + std::to_string(bytes) + " bytes to NUMA node " +
                            std::to_string(node) + " failed: " + errno_text(err);
   if (is_refusal(err))
     refuse(what + " (the system refuses memory policies here: a container without CAP_SYS_NICE, or no NUMA)",

@@ -1,6 +1,6 @@
 // Host memory on a chosen NUMA node, without libnuma: which node a PCI device
-// (a GPU) hangs off, from sysfs; anonymous memory bound to a node (mbind
-// MPOL_BIND) with every page touched; and the node each page really landed on
+// (a GPU) hangs off, from sysfs; anonymous memory placed on a node (mbind
+// MPOL_PREFERRED) with every page touched; and the node each page really landed on
 // (move_pages as a query), so placement is verified, not assumed. The copy
 // benchmark puts its pinned host buffers on the GPU's node, as nvbandwidth does:
 // on a two-socket server a buffer on the far socket crosses the socket link and
@@ -53,12 +53,12 @@ struct HostPlacement {
 };
 HostPlacement host_placement_for(const std::string& pci_bus_id, const std::string& sysfs_root = kSysfsRoot);
 
-// Anonymous memory (mmap) bound to one NUMA node (mbind MPOL_BIND) with every
-// page touched, so it is resident on that node before any timing. Owns the
-// mapping: unmapped on destruction and on every failure inside the constructor.
-// A node without memory is refused (NativeError); a refused mbind throws
-// PolicyRefused. With MPOL_BIND a node that runs out of memory means the OOM
-// killer, not a silent spill to another node.
+// Anonymous memory (mmap) placed on one NUMA node (mbind MPOL_PREFERRED) with every
+// page touched, so it is resident before any timing. Owns the mapping: unmapped on
+// destruction and on every failure inside the constructor. A node without memory is
+// refused (NativeError); a refused mbind throws PolicyRefused. PREFERRED, not BIND:
+// a node short of memory spills pages elsewhere (callers count them with the page
+// query and say so) rather than waking the OOM killer on a shared host.
 class NodeMemory {
  public:
   NodeMemory(std::size_t bytes, int node, const std::string& sysfs_root = kSysfsRoot);

@@ -45,7 +45,7 @@ class PinnedHost {
       registered_.reset(placed_->data());
       CUDA_CHECK(cudaHostGetDevicePointer(&device_ptr_, placed_->data(), 0));
       host_ = placed_->data();
-      placement_ += " (mmap + mbind MPOL_BIND, every page touched, cudaHostRegister)" + pages_elsewhere();
+      placement_ += " (mmap + mbind MPOL_PREFERRED, every page touched, cudaHostRegister)" + pages_elsewhere();
     } else {
       void* p = nullptr;
       CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
@@ -66,7 +66,7 @@ class PinnedHost {
   struct FreeHost {
     void operator()(void* p) const { cudaFreeHost(p); }
   };
-  // The binding is strict, but say so if the kernel put any page elsewhere anyway.
+  // A preferred node short of memory spills pages elsewhere: count them and say so.
   std::string pages_elsewhere() const {
     std::vector<int> nodes;
     try {

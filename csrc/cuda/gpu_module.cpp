@@ -15,6 +15,7 @@
 #include "cuda/nccl_api.hpp"
 #include "cuda/nccl_harness.hpp"
 #include "cuda/nccl_setup_selftest.hpp"
+#include "cuda/numa_module.hpp"
 #include "cuda/nvml_links.hpp"
 
 namespace py = pybind11;
@@ -215,10 +216,10 @@ void register_nccl(py::module_& m) {
       py::gil_scoped_release nogil;
       r = gpu::copy_times(kind, src, dst, size_bytes, n_samples, ops, engine, bidirectional);
     }
-    return py::make_tuple(r.per_copy_s, r.peer_access, r.wrong_bytes);
+    return py::make_tuple(r.per_copy_s, r.peer_access, r.wrong_bytes, r.host_node, r.host_placement);
   }, py::arg("kind"), py::arg("src"), py::arg("dst"), py::arg("size_bytes"), py::arg("n_samples"),
      py::arg("ops_per_sample"), py::arg("engine") = "ce", py::arg("bidirectional") = false,
-     "Seconds per copy (one per sample), whether peer access was on, and destination bytes that differ.");
+     "Seconds per copy (one per sample), whether peer access was on, destination bytes that differ, the host buffer's NUMA node (-1: none or unknown) and how it was placed.");
   m.def("teardown_order_selftest", [](int n_graphs, int released_first) {
     // The world's abort path on stand-ins (no GPU): graphs registered, one released
     // by its bench, then abort_after_graphs. Returns what happened, in order.
@@ -240,7 +241,8 @@ void register_nccl(py::module_& m) {
 
 PYBIND11_MODULE(_cuda, m) {
   m.doc() = "pybench CUDA module: device probe, NCCL harness (NCCL loaded at run time), copy bandwidth";
-  register_errors(m);
+  register_errors(m);  // first: the others' NativeError is translated through it
+  gpu::register_numa(m);
   register_probe(m);
   register_nccl(m);
 }

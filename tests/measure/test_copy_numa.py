@@ -171,7 +171,7 @@ def test_failures_unmap_what_they_mapped(numa, tmp_path):
     if "refuses memory policies" in out["after_mmap"][0]:
         pytest.skip(out["after_mmap"][0])
     # Every attempt fails at mbind, none at mmap: 40 x 64 MiB never held under a 256 MiB headroom.
-    assert all(m.startswith(f"NativeError: mbind(MPOL_BIND) of {64 << 20} bytes to NUMA node {missing} failed")
+    assert all(m.startswith(f"NativeError: mbind(MPOL_PREFERRED) of {64 << 20} bytes to NUMA node {missing} failed")
                for m in out["after_mmap"]), out["after_mmap"][-1]
     assert out["then"] == [f"ok {(64 << 20) // PAGE} pages"] * 10
 
@@ -179,7 +179,7 @@ def test_failures_unmap_what_they_mapped(numa, tmp_path):
 # ---------------------------------------------------------------- the copy records (no GPU: a stand-in)
 def test_copy_records_say_where_the_host_buffer_was():
     from pybench.measure.gpu.copy_bench import NOT_REPORTED, host_buffer_lines, run_copies, table_lines
-    placement = "gpu-local node 1 (mmap + mbind MPOL_BIND, every page touched, cudaHostRegister)"
+    placement = "gpu-local node 1 (mmap + mbind MPOL_PREFERRED, every page touched, cudaHostRegister)"
 
     def copy_times(kind, src, dst, size, n, ops, engine, bidirectional):
         host = kind in ("h2d", "d2h")
