@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 
 def _t_cdf(t: float, dof: int) -> float:
@@ -49,6 +50,9 @@ def _normal_quantile(p: float) -> float:
     return 0.5 * (lo + hi)
 
 
+# Pure and asked again for every piece of every fit (the jackknife refits pieces by the
+# hundred): a bisection each time was most of a fit's cost.
+@lru_cache(maxsize=4096)
 def t_quantile(p: float, dof: int) -> float:
     """Quantile of Student's t distribution (e.g. ``t_quantile(0.975, 10) = 2.228``).
 
