@@ -349,6 +349,42 @@ def test_prediction_band_is_wider_and_needs_residual_scale():
         old.predict(1 << 20, band="prediction")
 
 
+def test_prediction_band_holds_leave_one_out_errors_and_older_files_load_without_them(tmp_path):
+    # Two regimes and 2% noise: the band of a size nobody measured holds the errors the fit made
+    # on the measured sizes around it when they were left out (pybench.model.jackknife).
+    rng = np.random.default_rng(3)
+    t = np.where(SIZES < 2 ** 20, 10e-6 + SIZES / 5e9, 40e-6 + SIZES / 100e9)
+    m = fit_model(MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32", SIZES,
+                                 t * (1 + 0.02 * rng.standard_normal(SIZES.size))), anomaly_ratio=None)
+    assert sum(len(s.loo_errors) for s in m.segments) == SIZES.size
+    path = tmp_path / "model.json"
+    m.save(path)
+    doc = json.loads(path.read_text())
+    assert all(len(s["loo_errors"]) == s_obj for s, s_obj in
+               zip(doc["models"][0]["segments"], [len(s.loo_errors) for s in m.segments]))
+    # A file written before the errors were recorded: same times and confidence band, a
+    # prediction band from the pieces' own scatter only (never wider).
+    for seg in doc["models"][0]["segments"]:
+        del seg["loo_errors"]
+    old_path = tmp_path / "old.json"
+    old_path.write_text(json.dumps(doc))
+    old = load_model(old_path)
+    assert all(s.loo_errors == () for s in old.segments)
+    between = np.sqrt(SIZES[:-1] * SIZES[1:])
+    for world in (None, 64):
+        new_p = m.predict(between, world=world, band="prediction")
+        old_p = old.predict(between, world=world, band="prediction")
+        np.testing.assert_array_equal(new_p.time_s, old_p.time_s)
+        assert np.all(new_p.time_high_s >= old_p.time_high_s) and np.any(new_p.time_high_s > old_p.time_high_s)
+        np.testing.assert_array_equal(m.predict(between, world=world).time_high_s,
+                                      old.predict(between, world=world).time_high_s)
+    errors = {size: abs(err) for s in m.segments for size, err in s.loo_errors}
+    p = m.predict(between, band="prediction")
+    for i in range(between.size):
+        around = max(errors[int(SIZES[i])], errors[int(SIZES[i + 1])])
+        assert p.time_high_s[i] >= p.time_s[i] * (1 + around) * (1 - 1e-12)
+
+
 # -- anomalies and real log variants through `pybench fit` (issue 13) -----------------------------
 
 def test_fit_names_a_size_far_off_its_neighbours_in_one_line(tmp_path, capsys):
