@@ -184,6 +184,10 @@ class AlphaBetaModel:
                      f"max APE {self.max_ape:.1f}%")
         for n in notes:
             lines.append(f"  {n}")
+        loo = np.array([abs(err) for s in self.segments for _, err in s.loo_errors])
+        if loo.size:
+            lines.append(f"  each size left out in turn: median {100 * np.median(loo):.1f}%, max "
+                         f"{100 * np.max(loo):.1f}% off (the prediction band holds these errors near each size)")
         if math.isfinite(self.single_line_median_ape):
             lines.append(f"  one line instead: median APE {self.single_line_median_ape:.1f}%, "
                          f"max APE {self.single_line_max_ape:.1f}%")
