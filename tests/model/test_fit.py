@@ -353,9 +353,10 @@ LOO_PINS = {
     # size, and both pieces' lines in a gap) covers 18 of 18; it covered 12 (median half-width
     # 6.1%) with the pieces' parametric band alone, which knew nothing of the steps between them
     "a100_2node_16gpu_oci_roce_allreduce.txt": (2.73, 12.97, 1.00, 12.4),
-    # max missed: 16 MiB (298.2 us) lies between the 8 MiB piece and a 32 MiB+ piece whose line
-    # starts at 316 us, predicted 347.6 us (inside its band, +-31%)
-    "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt": (4.03, 16.57, 1.00, 16.6),
+    # meets all three since the breakpoint search weights points by Huber's rule: it missed the
+    # max at 16 MiB (16.6%, predicted between two pieces); now 32 MiB, where the busbw curve
+    # bends between two pieces, is the worst (14.3%)
+    "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt": (4.12, 14.27, 1.00, 16.5),
     # missed: non-monotone in both columns; `fit` names 1 MiB and 2 MiB (2 anomalies, above the
     # 1 the issue allows) and 4 MiB still misses by 36.9% with them left out
     "b200_2node_16gpu_gke_a4_allgather.txt": (14.05, 36.90, 0.94, 33.6),
@@ -432,8 +433,10 @@ def test_both_nccl_tests_columns_are_used():
 @pytest.mark.parametrize("name, pw_median_max, line_median_min", [
     ("a100_2node_16gpu_oci_roce_allreduce.txt", 5.0, 20.0),
     ("h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", 5.0, 20.0),
-    # 10.07% since every piece needs 3 distinct sizes (issue 13; 9.4% with 2-size pieces).
-    ("b200_2node_16gpu_gke_a4_allgather.txt", 10.5, 40.0),
+    # 10.07% since every piece needs 3 distinct sizes (issue 13; 9.4% with 2-size pieces); 11.11%
+    # since the breakpoint search weights points by Huber's rule (with its anomalies left in, this
+    # sweep's median lost 1 point; outside them it did not move, and H100 and vTrain gained).
+    ("b200_2node_16gpu_gke_a4_allgather.txt", 11.5, 40.0),
 ])
 def test_piecewise_beats_single_line_out_of_sample(name, pw_median_max, line_median_min):
     m = _real(name)
@@ -449,7 +452,7 @@ def test_piecewise_beats_single_line_out_of_sample(name, pw_median_max, line_med
 @needs_shared
 @pytest.mark.parametrize("name, named, median_max, max_max", [
     ("a100_2node_16gpu_oci_roce_allreduce.txt", [], 2.8, 13.0),
-    ("h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", [], 4.1, 16.6),
+    ("h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", [], 4.2, 14.3),
     ("b200_2node_16gpu_gke_a4_allgather.txt", [1 << 20, 2 << 20], 14.1, 37.0),
 ])
 def test_loo_outside_named_anomalies(name, named, median_max, max_max):
@@ -542,11 +545,13 @@ def test_anomaly_slower_and_faster_sizes_are_named_with_their_cause():
 # Issue 13: fit the power-of-two sizes of each vTrain table (one A100 node, 1 MiB steps), predict
 # every 1 MiB step; target median <= 1%, max <= 15% outside at most 2 named sizes per table.
 # Pinned at today's figures: GPUs: (median %, max %, coverage, median band half-width %).
-# Missed: the median on 4, 5, 7 and 8 GPUs. Most 1 MiB steps lie in the top octaves (512 of
-# 1024 between 512 MiB and 1 GiB), so the median is the error there: one straight piece from
-# 8 MiB to 1 GiB (4, 7 GPUs) bends through the busbw curve and sits 3-3.6% off at 256 MiB..1 GiB.
+# Missed: the median on 4, 5 and 8 GPUs. Most 1 MiB steps lie in the top octaves (512 of 1024
+# between 512 MiB and 1 GiB), so the median is the error there: one straight piece from 8 or
+# 64 MiB to 1 GiB bends through the busbw curve and sits 1-3% off in the top octaves; with 11
+# sizes the criterion does not pay for one more piece. 7 GPUs met (3.22% before the Huber-weighted
+# breakpoint search: its 16 MiB, 10% off every line, hid the misfit at the top).
 VTRAIN_POW2_PINS = {2: (0.76, 4.25, 1.00, 2.9), 3: (0.66, 6.56, 1.00, 2.0), 4: (1.56, 6.16, 1.00, 5.6),
-                    5: (1.11, 13.82, 0.99, 3.1), 6: (0.30, 11.42, 1.00, 1.9), 7: (3.22, 13.57, 1.00, 11.2),
+                    5: (1.11, 13.82, 0.99, 3.1), 6: (0.30, 11.42, 1.00, 1.9), 7: (0.73, 13.10, 0.99, 2.5),
                     8: (1.48, 12.28, 1.00, 7.0)}
 
 
