@@ -2,9 +2,11 @@
 
 Four network-namespace hosts joined through a bridge, every host's link shaped to RATE each
 way with tbf (its "NIC"), native MPI ranks launched on them (pybench.measure.netns_mpi).
-Open MPI 5 runs a multi-node all-reduce with its HAN component: inside each node first (shared
-memory), then between one leader per node. The model is told so (``schedule="hierarchical"``):
-one layout cannot tell a ring from a hierarchical schedule. Steps, all in one run:
+The model prices what Open MPI 5 runs (``schedule="openmpi"``, pybench.model.mpi_openmpi): HAN
+when nodes hold several ranks (reduce inside the node, libnbc ireduce + ibcast between node
+leaders, 64 KiB segments), coll/tuned's fixed choice when each node holds one rank (Rabenseifner
+for 4 ranks from 8 KiB up). One layout cannot tell these apart: the fit takes the schedule from
+the caller. Steps, all in one run:
 
 1. measure all-reduce on 2 hosts x 2 ranks and fit the model to it;
 2. predict and measure 4 hosts x 1 rank and 4 hosts x 2 ranks;
@@ -14,7 +16,9 @@ one layout cannot tell a ring from a hierarchical schedule. Steps, all in one ru
 Prints, per layout and size, measured and predicted time and their ratio, then the median
 and max relative error per layout. Needs root and `ip netns`; takes a few minutes at 1 Gbit/s
 on a quiet machine (the figures are meaningless on a busy one: it says the load first).
-Run: ``python benchmarks/netns_topology.py [--rate 1gbit] [--iters 5]``.
+Every layout is measured ``--repeats`` times in interleaved rounds and the median per size is
+used (fit and comparison alike): the machine's other work slows single runs by up to 7x.
+Run: ``python benchmarks/netns_topology.py [--rate 1gbit] [--iters 5] [--repeats 3]``.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ import os
 import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from pybench.io.files import read_json
 from pybench.measure.netns import NetnsLab, netns_available
-from pybench.measure.netns_mpi import NetnsMpi
+from pybench.measure.netns_mpi import NetnsMpi, oversubscription
 from pybench.model.topology import Observation, TopologyModel, fit_topology
 
 SIZES = "1M:16M"
@@ -49,6 +54,27 @@ def measure(mpi: NetnsMpi, hosts: int, per_host: int, iters: int, workdir: Path,
     return [(float(r["size_bytes"]), float(r["time_s"])) for r in doc["records"]]
 
 
+def measure_round(mpi: NetnsMpi, iters: int, work: Path) -> dict[str, list[tuple[float, float]]]:
+    """One sweep of every layout, back to back: 2x2, 4x1, 4x2, then two 2-rank jobs at once on hosts 0 and 1."""
+    runs = {tag: measure(mpi, hosts, per_host, iters, work, tag)
+            for tag, hosts, per_host in (("2x2", 2, 2), ("4x1", 4, 1), ("4x2", 4, 2))}
+
+    def job(tag: str) -> None:
+        runs[tag] = measure(mpi, 2, 1, iters * 2, work, tag)
+
+    threads = [threading.Thread(target=job, args=(tag,)) for tag in ("groupA", "groupB")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return runs
+
+
+def median_rows(sweeps: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """Per size, the median time over repeated sweeps (a busy machine slows single runs by 2-7x)."""
+    return [(size, float(np.median([sweep[i][1] for sweep in sweeps]))) for i, (size, _) in enumerate(sweeps[0])]
+
+
 def report(label: str, model: TopologyModel, rows: list[tuple[float, float]], world: int, nodes: int,
            sharing: int = 1) -> np.ndarray:
     errs = []
@@ -56,7 +82,7 @@ def report(label: str, model: TopologyModel, rows: list[tuple[float, float]], wo
         pred = model.predict(int(size), world, nodes, sharing)
         errs.append(abs(pred.time_s / measured - 1))
         print(f"{label:>22} {int(size) >> 20:5d}M {measured * 1e3:10.2f} ms {pred.time_s * 1e3:10.2f} ms "
-              f"{pred.time_s / measured:7.3f}  {pred.provenance}")
+              f"{pred.time_s / measured:7.3f}  {pred.provenance}  {pred.schedule}")
     e = np.array(errs)
     print(f"{label:>22} median {100 * np.median(e):.1f}% max {100 * e.max():.1f}%")
     return e
@@ -66,34 +92,30 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds of every layout; medians reported")
     args = ap.parse_args()
     ok, why = netns_available()
     if not ok:
         print(f"needs network namespaces: {why}", file=sys.stderr)
         return 2
     print(f"# load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; rate {args.rate}; Open MPI's default "
-          f"(HAN, hierarchical) all-reduce")
+          f"all-reduce (HAN across nodes with several ranks, coll/tuned's choice with one)")
+    for hosts, per_host in ((2, 2), (4, 1), (4, 2)):
+        crowded = oversubscription(hosts, per_host)
+        if crowded:
+            print(f"# warning: {crowded}")
+    warnings.simplefilter("ignore", RuntimeWarning)  # said once above, not once per run
     with tempfile.TemporaryDirectory() as tmp, NetnsLab(4, rate=args.rate) as lab, NetnsMpi(lab) as mpi:
-        work = Path(tmp)
-        fit_rows = measure(mpi, 2, 2, args.iters, work, "2x2")
-        model = fit_topology("allreduce", [Observation(s, 4, 2, t) for s, t in fit_rows], algorithm="ring",
-                             schedule="hierarchical")
-        print(f"# fitted on 2 hosts x 2 ranks: {model.inter}")
-        report("2x2 (fitted)", model, fit_rows, 4, 2)
-        report("4x1", model, measure(mpi, 4, 1, args.iters, work, "4x1"), 4, 4)
-        report("4x2", model, measure(mpi, 4, 2, args.iters, work, "4x2"), 8, 4)
-        shared: dict[str, list[tuple[float, float]]] = {}
-
-        def job(tag: str) -> None:
-            shared[tag] = measure(mpi, 2, 1, args.iters * 2, work, tag)
-
-        threads = [threading.Thread(target=job, args=(tag,)) for tag in ("groupA", "groupB")]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for tag, rows in sorted(shared.items()):
-            report(f"{tag} (2 share a NIC)", model, rows, 2, 2, sharing=2)
+        rounds = [measure_round(mpi, args.iters, Path(tmp)) for _ in range(args.repeats)]
+    runs = {tag: median_rows([r[tag] for r in rounds]) for tag in rounds[0]}
+    model = fit_topology("allreduce", [Observation(s, 4, 2, t) for s, t in runs["2x2"]], algorithm="ring",
+                         schedule="openmpi")
+    print(f"# fitted on 2 hosts x 2 ranks (median of {args.repeats} interleaved runs per layout): {model.inter}")
+    report("2x2 (fitted)", model, runs["2x2"], 4, 2)
+    report("4x1", model, runs["4x1"], 4, 4)
+    report("4x2", model, runs["4x2"], 8, 4)
+    for tag in ("groupA", "groupB"):
+        report(f"{tag} (2 share a NIC)", model, runs[tag], 2, 2, sharing=2)
     print(f"# load {os.getloadavg()[0]:.2f} at the end")
     return 0
 

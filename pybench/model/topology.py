@@ -38,6 +38,11 @@ import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import LinkPreset
+from pybench.model.topology_schedules import ALGORITHMS, SCHEDULES, algorithm_steps, check_schedule, crossing_terms
+
+__all__ = ["ALGORITHMS", "SCHEDULES", "LinkCost", "Observation", "TopologyModel", "TopologyPrediction",
+           "algorithm_steps", "fit_topology", "fit_topology_models", "nic_floor_s", "nodes_of",
+           "observations_from"]
 
 Z95 = 1.959963984540054
 # Relative widening of the interval per unit of |ln(world / nearest fitted world)|. On the
@@ -47,31 +52,6 @@ Z95 = 1.959963984540054
 # predict 8): its intervals widen five times as fast.
 EXTRAPOLATION_WIDENING = 0.03
 ONE_WORLD_WIDENING = 0.15
-ALGORITHMS = ("ring", "tree", "nvls")
-# Collectives whose ring moves (p-1) steps of S/p each way (all-reduce moves two such passes).
-_ONE_PASS = ("allgather", "reducescatter", "alltoall")
-
-
-def algorithm_steps(collective: str, algorithm: str, world: int) -> tuple[float, float]:
-    """(latency hops, data steps) of one operation: T = base + hops*step + (steps + c)/p * S/B."""
-    p = world
-    if p < 1:
-        raise UsageError(f"world must be at least 1, got {world}")
-    if collective == "allreduce":
-        hops = {"ring": 2.0 * (p - 1), "tree": 2.0 * math.ceil(math.log2(max(p, 1))), "nvls": 2.0}.get(algorithm)
-        if hops is None:
-            raise UsageError(f"unknown algorithm {algorithm!r} for allreduce; use one of {', '.join(ALGORITHMS)}")
-        return hops, 2.0 * (p - 1)
-    if algorithm != "ring":
-        raise UsageError(f"{collective} is modelled with the ring algorithm only, not {algorithm!r}")
-    if collective in _ONE_PASS:
-        return float(p - 1), float(p - 1)
-    if collective in ("broadcast", "reduce", "sendrecv"):
-        return float(max(p - 1, 1)), float(p)  # a pipelined chain: S/B once, plus its fill
-    raise UsageError(f"no topology model for collective {collective!r}; modelled: allreduce, allgather, "
-                     f"reducescatter, alltoall, broadcast, reduce, sendrecv")
-
-
 @dataclass(frozen=True)
 class LinkCost:
     """Fitted (or preset) parameters of one link class."""
@@ -117,7 +97,8 @@ class TopologyPrediction:
     high_s: float
     algorithm: str
     schedule: str
-    """The schedule priced: ``ring`` (the fitted algorithm's step count)."""
+    """What was priced across nodes: ``ring`` (one node: the fitted algorithm's step count), the
+    model's schedule, or for ``openmpi`` the algorithm Open MPI runs (``openmpi tuned:rabenseifner``)."""
     provenance: str
     """``measured``, ``interpolated`` or ``extrapolated``."""
     links: str
@@ -190,8 +171,9 @@ class TopologyModel:
     notes: tuple[str, ...] = ()
     backend: str = ""
     schedule: str = "ring"
-    """Across nodes: ``ring`` (one ring over every rank) or ``hierarchical`` (inside each node first,
-    then one ring over one leader per node, as Open MPI's HAN and NCCL's trees do)."""
+    """Across nodes: ``ring`` (one ring over every rank), ``hierarchical`` (inside each node first,
+    then one ring over one leader per node) or ``openmpi`` (what Open MPI 5 runs: HAN or coll/tuned's
+    choice by ranks and size); see :mod:`pybench.model.topology_schedules`."""
 
     def _local_sigma(self, size: float) -> float:
         if not self.residuals:
@@ -249,7 +231,7 @@ class TopologyModel:
         if self.inter is None:
             raise UsageError(f"the {self.collective} model holds no inter-node parameters; fit a multi-node log, "
                              f"or give an inter-node preset (--link ib-ndr, eth-100g, ...)")
-        return _ring_across_nodes(self, size, world, sharing, nodes), self.schedule
+        return _across_nodes(self, size, world, sharing, nodes)
 
     def to_dict(self) -> dict:
         return {"collective": self.collective, "algorithm": self.algorithm,
@@ -280,7 +262,7 @@ class TopologyModel:
         inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
         return cls(collective, algorithm, intra, inter, fitted, (lo, hi), sizes, residuals,
                    tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")),
-                   _schedule(d.get("schedule", "ring")))
+                   check_schedule(d.get("schedule", "ring")))
 
     def with_preset(self, preset: LinkPreset) -> TopologyModel:
         """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""
@@ -320,28 +302,16 @@ def _check_layout(world: int, nodes: int) -> None:
         raise UsageError(f"world {world} is not divisible by {nodes} nodes; give ranks per node x nodes")
 
 
-SCHEDULES = ("ring", "hierarchical")
-
-
-def _schedule(name: object) -> str:
-    if name not in SCHEDULES:
-        raise FileFormatError(f"a topology model's schedule is {name!r}, not one of {', '.join(SCHEDULES)}")
-    return str(name)
-
-
-def _ring_across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 1, nodes: int = 2) -> float:
-    """The part between nodes: each step waits for the slowest link (the NIC, shared by ``sharing`` groups).
-
-    A ring runs over every rank; a hierarchical schedule over one leader per node, with the data
-    already combined inside each node (that part, over shared memory or NVLink, is not priced).
-    """
+def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 1,
+                  nodes: int = 2) -> tuple[float, str]:
+    """The part between nodes: the schedule's bytes through the busiest NIC (shared by ``sharing``
+    groups) at the slower link's rate; what is inside each node first is not priced."""
     assert model.inter is not None
     inter = model.inter
     nic = inter.busbw_Bps / sharing
     bw = min(nic, model.intra.busbw_Bps) if model.intra else nic
-    ranks = nodes if model.schedule == "hierarchical" else world
-    hops, steps = algorithm_steps(model.collective, "ring", ranks)
-    return inter.base_s + hops * inter.step_s + (steps + inter.extra_steps) / ranks * size / bw
+    hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes)
+    return inter.base_s + hops * inter.step_s + (data + fill * inter.extra_steps) * size / bw, label
 
 
 def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) -> float:
@@ -364,11 +334,11 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     Single-node observations give the intra-node link; multi-node ones the inter-node link
     (after the intra-node one is known). ``algorithm`` fixes the algorithm; by default the one
     whose fit has the least relative error is taken (ring when the data cannot tell). ``schedule``
-    says how the multi-node sweeps crossed nodes (``ring`` or ``hierarchical``): one layout cannot
-    tell them apart, so it is the caller's knowledge of the library (Open MPI 5's default HAN is
-    hierarchical).
+    says how the multi-node sweeps crossed nodes (``ring``, ``hierarchical``, or ``openmpi`` for
+    what Open MPI 5 runs by ranks, nodes and size): one layout cannot tell them apart, so it is
+    the caller's knowledge of the library.
     """
-    _schedule(schedule)
+    check_schedule(schedule)
     obs = [o for o in observations if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
     if not obs:
         raise UsageError(f"no {collective} measurements with 2 or more ranks to fit a topology model to")
@@ -409,9 +379,11 @@ def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | 
                preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> LinkCost | None:
     if not multi:
         return LinkCost.from_preset(preset) if preset else None
-    crossing = multi if schedule == "ring" else [Observation(o.size_bytes, o.nodes, o.nodes, o.time_s)
-                                                 for o in multi]  # one leader per node crosses
-    x = _design(collective, "ring", crossing)
+    rows = []
+    for o in multi:
+        hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes)
+        rows.append((1.0, hops, o.size_bytes * data, o.size_bytes * fill))
+    x = np.array(rows, dtype=float)
     solved = _solve(x, np.array([o.time_s for o in multi]))
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")

@@ -1,0 +1,70 @@
+"""How a collective crosses nodes: the step counts of one operation, for the topology model.
+
+One link's cost has the frame ``T = base + hops * step + (data + fill * c) * S / B`` (see
+:mod:`pybench.model.topology`). A schedule says which ranks talk across the nodes' NICs and
+what ``hops``, ``data`` and ``fill`` are there:
+
+* ``ring``: one ring over every rank (NCCL's ring across nodes);
+* ``hierarchical``: one ring over one leader per node, the data already combined inside each
+  node (the textbook two-level schedule);
+* ``openmpi``: what Open MPI 5 really runs for an all-reduce, by ranks, nodes and message
+  size (:mod:`pybench.model.mpi_openmpi`): HAN between node leaders when nodes hold several
+  ranks, else coll/tuned's own choice (Rabenseifner, recursive doubling, ring, ...), each
+  priced by the bytes through the busiest NIC.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pybench.errors import FileFormatError, UsageError
+from pybench.model.mpi_openmpi import openmpi_allreduce_plan
+
+ALGORITHMS = ("ring", "tree", "nvls")
+SCHEDULES = ("ring", "hierarchical", "openmpi")
+# Collectives whose ring moves (p-1) steps of S/p each way (all-reduce moves two such passes).
+_ONE_PASS = ("allgather", "reducescatter", "alltoall")
+
+
+def algorithm_steps(collective: str, algorithm: str, world: int) -> tuple[float, float]:
+    """(latency hops, data steps) of one operation: T = base + hops*step + (steps + c)/p * S/B."""
+    p = world
+    if p < 1:
+        raise UsageError(f"world must be at least 1, got {world}")
+    if collective == "allreduce":
+        hops = {"ring": 2.0 * (p - 1), "tree": 2.0 * math.ceil(math.log2(max(p, 1))), "nvls": 2.0}.get(algorithm)
+        if hops is None:
+            raise UsageError(f"unknown algorithm {algorithm!r} for allreduce; use one of {', '.join(ALGORITHMS)}")
+        return hops, 2.0 * (p - 1)
+    if algorithm != "ring":
+        raise UsageError(f"{collective} is modelled with the ring algorithm only, not {algorithm!r}")
+    if collective in _ONE_PASS:
+        return float(p - 1), float(p - 1)
+    if collective in ("broadcast", "reduce", "sendrecv"):
+        return float(max(p - 1, 1)), float(p)  # a pipelined chain: S/B once, plus its fill
+    raise UsageError(f"no topology model for collective {collective!r}; modelled: allreduce, allgather, "
+                     f"reducescatter, alltoall, broadcast, reduce, sendrecv")
+
+
+def check_schedule(name: object) -> str:
+    """``name`` if it is a known schedule, else FileFormatError (a model file names it)."""
+    if name not in SCHEDULES:
+        raise FileFormatError(f"a topology model's schedule is {name!r}, not one of {', '.join(SCHEDULES)}")
+    return str(name)
+
+
+def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int,
+                   nodes: int) -> tuple[float, float, float, str]:
+    """(hops, data, fill, label) of the part between nodes: T = base + hops*step + (data + fill*c) * S/B.
+
+    ``data`` is the bytes through the busiest NIC direction in units of S; ``label`` names
+    what is priced (``openmpi han:redscat_gather+linear``, ``hierarchical``, ...).
+    """
+    if schedule == "openmpi":
+        if collective != "allreduce":
+            raise UsageError(f"the openmpi schedule prices allreduce only, not {collective}")
+        plan = openmpi_allreduce_plan(size_bytes, world, nodes)
+        return plan.hops, plan.nic_bytes, 1.0 / plan.ranks, f"openmpi {plan.name}"
+    ranks = nodes if schedule == "hierarchical" else world
+    hops, steps = algorithm_steps(collective, "ring", ranks)
+    return hops, steps / ranks, 1.0 / ranks, schedule
