@@ -129,11 +129,10 @@ def local_half_width(loo_sizes: np.ndarray, loo_errors: np.ndarray, at_sizes: np
     order = np.argsort(loo_sizes)
     sizes, logs = loo_sizes[order], np.abs(np.log1p(loo_errors[order]))
     at = np.asarray(at_sizes, dtype=float).reshape(-1)
-    half = np.zeros(at.size)
     if sizes.size == 0:
-        return half
-    right = np.searchsorted(sizes, at, side="right")
-    for i, r in enumerate(right):
-        window = logs[max(r - per_side, 0):r + per_side]
-        half[i] = float(np.max(window)) if window.size else 0.0
-    return np.expm1(half)
+        return np.zeros(at.size)
+    # The window of insertion point r is logs[r - per_side : r + per_side]; padding with 0
+    # (no error) lets one sliding maximum serve every r = 0..n.
+    padded = np.concatenate([np.zeros(per_side), logs, np.zeros(per_side)])
+    window_max = np.lib.stride_tricks.sliding_window_view(padded, 2 * per_side).max(axis=1)
+    return np.expm1(window_max[np.searchsorted(sizes, at, side="right")])
