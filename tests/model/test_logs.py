@@ -389,3 +389,57 @@ def test_complete_rank_lines_win_over_an_imprecise_ratio_at_many_ranks(tmp_path)
     m = _one(path)
     assert (m.world_size, m.link_class) == (1440, "inter-node")
     assert any("busbw/algbw said 1455" in n for n in m.notes)
+
+
+# -- newer nccl-tests tables: per-iteration columns (-I 1), timestamps, "cputime" ------------------------------
+# Column layout as nccl-tests 2.17 prints it (util.cu: writeResultHeader / writeBenchmarkLineBody /
+# writePerIterReport): each of out-of-place and in-place gains i_min, i_max, i_p99 and i_cv% with -I 1;
+# with timestamps a date and time close the row; the footer ends "# Collective test concluded: ...".
+_NEW_PREAMBLE = ("# Collective test starting: all_reduce_perf\n"
+                 "#  Rank  0 Group  0 Pid  12345 on     node01 device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n"
+                 "#  Rank  1 Group  0 Pid  12346 on     node01 device  1 [0000:2a:00] NVIDIA H100 80GB HBM3\n"
+                 "#  Rank  2 Group  0 Pid  12347 on     node01 device  2 [0000:3a:00] NVIDIA H100 80GB HBM3\n"
+                 "#  Rank  3 Group  0 Pid  12348 on     node01 device  3 [0000:5d:00] NVIDIA H100 80GB HBM3\n#\n")
+_NEW_FOOTER = ("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 100.5 \n#\n"
+               "# Collective test concluded: all_reduce_perf\n")
+_SIZES = [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+
+def _us(size: int, oop: bool) -> float:
+    return (15.0 + size * 7.5e-6) * (1.0 if oop else 1.01)  # alpha 15 us, 133 GB/s; in-place 1% slower
+
+
+def _body(size: int, oop: bool, per_iter: bool) -> str:
+    us = _us(size, oop)
+    alg = size / us / 1e3
+    text = f"  {us:7.2f}  {alg:6.2f}  {alg * 1.5:6.2f}  {0:6g}"
+    if per_iter:
+        text += f"  {us * 0.97:7.2f}  {us * 1.2:7.2f}  {us * 1.15:7.2f}  {3.2:7.2f}"
+    return text
+
+
+@pytest.mark.parametrize("shape", ["per-iteration", "timestamps", "cputime"])
+def test_newer_nccl_tests_columns_import_with_the_right_times(tmp_path, shape):
+    per_iter = shape == "per-iteration"
+    time_label = "cputime" if shape == "cputime" else "time"
+    if per_iter:
+        cols = f"{time_label}   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%"
+        header = f"#       size         count      type   redop    root  {cols}  {cols} \n"
+    else:
+        cols = f"{time_label}   algbw   busbw  #wrong"
+        header = (f"#       size         count      type   redop    root  {cols}  {cols}"
+                  + ("           timestamp" if shape == "timestamps" else "") + "\n")
+    rows = []
+    for i, s in enumerate(_SIZES):
+        row = f"{s:12d}  {s // 4:12d}  {'float':>8s}  {'sum':>6s}  {-1:6d}"
+        row += _body(s, True, per_iter) + _body(s, False, per_iter)
+        if shape == "timestamps":
+            row += f" 2026-12-01 02:10:{i:02d}"
+        rows.append(row + "\n")
+    log = tmp_path / f"{shape}.txt"
+    log.write_text(_NEW_PREAMBLE + header + "".join(rows) + _NEW_FOOTER)
+    m = _one(log)
+    assert m.collective == "allreduce" and m.world_size == 4
+    assert list(m.size_bytes) == _SIZES
+    assert np.allclose(m.time_s * 1e6, [round(_us(s, True), 2) for s in _SIZES])
+    assert np.allclose(m.time_in_place_s * 1e6, [round(_us(s, False), 2) for s in _SIZES])
