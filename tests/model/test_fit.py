@@ -570,3 +570,19 @@ def test_vtrain_power_of_two_fit_predicts_every_step(gpus):
     assert cv.median_half_width <= half_width * 1.03 + 0.05
     assert (cv.median_ape <= 1.0, cv.max_ape <= 15.0) == (median <= 1.0, worst <= 15.0), \
         "a target is now met or missed differently: update VTRAIN_POW2_PINS"
+
+
+def test_prediction_band_grows_beyond_the_measured_sizes():
+    # Issue 13: intervals that widen with the distance of extrapolation. Beyond the sweep the
+    # band grows by the median leave-one-out error per octave, both ways, and stays finite.
+    rng = np.random.default_rng(21)
+    sizes = 2.0 ** np.arange(16, 31)
+    fit = fit_alpha_beta(sizes, (20e-6 + sizes / 50e9) * (1 + 0.02 * rng.standard_normal(sizes.size)))
+    up = 2.0 ** np.arange(30, 40)
+    down = 2.0 ** np.arange(16, 2, -1)
+    for far in (up, down):
+        t, half = fit.predict(far, band="prediction")
+        rel = half / t
+        assert np.all(np.diff(rel) > 0) and np.all(np.isfinite(rel))
+    t, huge = fit.predict(2.0 ** 200, band="prediction")   # the growth is capped: finite
+    assert np.isfinite(huge) and huge / t < 10
