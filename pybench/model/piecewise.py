@@ -90,6 +90,10 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
     ends (no extrapolation of either line), was tried in leave-one-size-out on the real
     logs: A100 max 15.2% against 13.0%, H100 14.0% against 16.6%, B200 43.5% against
     67.4%; neither is better on every log, so the blend with a physical rationale stays.
+    Measured again with anomalies left out (leave-one-size-out max, A100 / H100 / B200):
+    the blend 13.0 / 16.6 / 36.9%; weights linear in size 13.4 / 15.0 / 38.8%; the faster
+    of the two lines (as NCCL's tuner would pick) 20.3 / 14.0 / 35.4%, and 24% off on the
+    vTrain power-of-two fits, whose measured steps are not where the lines cross.
 
     Bands: in a gap the band holds both pieces' bands (the size may follow either regime).
     The ``prediction`` band is also at least as wide as the fit's leave-one-size-out errors
