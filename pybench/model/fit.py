@@ -27,7 +27,9 @@ How:
   squares. Each piece keeps ``min_points - 2`` residual degrees of freedom (4 points by
   default, 3 for a piece whose latency is held at 0). Breakpoints count as parameters.
   Pieces are fitted independently, so the model may jump at a breakpoint (a protocol
-  switch does).
+  switch does). The search weighs residuals with Huber weights (repeated until the split
+  stops changing), so one size far off every line cannot hide a misfit spanning octaves;
+  the pieces themselves are then fitted by plain relative least squares.
 * The residual sum of squares gets a floor of ``noise_floor`` relative error per point
   (1% by default): these machines are noisy to at least that level, and without a floor
   the criterion would keep splitting to chase noise it cannot see.
@@ -38,6 +40,10 @@ How:
   The upper end of B is inf when the interval of 1/B reaches 0 (unbounded, said in
   words by :meth:`SegmentFit.ci_notes` and as null plus a note in JSON), and intervals
   are nan (undefined) without residual degrees of freedom.
+* Prediction bands also hold the fit's own leave-one-size-out errors
+  (:mod:`~pybench.model.jackknife`): a piece's residual scatter says nothing about the
+  step to the next piece, so a band is never narrower than the errors of the measured
+  sizes nearby, holds both pieces' bands in a gap, and widens per octave beyond the data.
 
 Public entry points: :func:`fit_alpha_beta`, :func:`fit_single_line`,
 :func:`fit_segment`, :func:`cross_validate`, :func:`t_quantile`.
