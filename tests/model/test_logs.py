@@ -277,7 +277,7 @@ def test_all_types_and_ops_split_into_sets(tmp_path):
 
 @pytest.mark.parametrize("gpus", [2, 8])
 def test_vtrain_csv_tables_import_as_they_are(gpus):
-    m = _one(FIXTURES / f"log_vtrain_a100_nvswitch_allreduce_{gpus}gpu.csv")
+    m = _one(SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{gpus}gpu.csv")
     assert (m.source, m.collective, m.backend, m.world_size, m.link_class, m.dtype) == \
         ("vtrain", "allreduce", "nccl", gpus, "intra-node", "float32")
     assert len(m) == 1024 and m.size_bytes[0] == 1 << 20 and m.size_bytes[-1] == 1 << 30
@@ -288,7 +288,7 @@ def test_vtrain_csv_tables_import_as_they_are(gpus):
 
 
 def test_vtrain_errors_name_file_and_line(tmp_path):
-    text = (FIXTURES / "log_vtrain_a100_nvswitch_allreduce_2gpu.csv").read_text().splitlines()
+    text = (SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_2gpu.csv").read_text().splitlines()
     bad = tmp_path / "a100_allreduce_2gpu.csv"
     bad.write_text("\n".join(text[:3] + ["3145728,786432,float,abc,55.90,54160,58.08"] + text[4:6]) + "\n")
     with pytest.raises(FileFormatError, match=rf"{bad}: line 4: expected size,count"):

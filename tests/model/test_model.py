@@ -432,7 +432,7 @@ def test_fit_of_pybench_own_stdout_is_labelled_with_its_backend_and_link(tmp_pat
 
 def test_fit_vtrain_table_names_at_most_two_anomalies(tmp_path, capsys):
     out = tmp_path / "m.json"
-    assert main_for_tests(["fit", str(FIXTURES / "log_vtrain_a100_nvswitch_allreduce_8gpu.csv"), "-o", str(out)]) == 0
+    assert main_for_tests(["fit", str(SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv"), "-o", str(out)]) == 0
     (model,) = load_models(out)
     assert (model.collective, model.world_size, model.link_class) == ("allreduce", 8, "intra-node")
     assert len(model.anomalies) <= 2 and len(model.segments) <= 10

@@ -16,7 +16,7 @@ from pybench.planning.records import NeedAdvice, NeedVerdict, NoLayoutAdvice
 
 FIXTURES = SHARED_DATA.parent
 A100_2NODE = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
-A100_NODE = [FIXTURES / f"log_vtrain_a100_nvswitch_allreduce_{n}gpu.csv" for n in (2, 8)]
+A100_NODE = [SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{n}gpu.csv" for n in (2, 8)]
 
 
 @pytest.fixture(scope="module")
