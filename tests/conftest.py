@@ -99,3 +99,22 @@ def no_hang(seconds: int = 5):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+def gpu_with_nccl():
+    """(pybench._cuda, its device probe, the loaded NCCL) on a machine with a GPU, else pytest.skip with why."""
+    from pybench._native import build_info
+    if build_info().get("cuda_module") != "ON":
+        pytest.skip("pybench was built without the CUDA module (no nvcc at build time)")
+    from pybench.measure.backends.nccl import gpu_probe, no_gpu_reason
+    reason = no_gpu_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    from pybench.errors import BackendUnavailable
+    from pybench.measure.gpu.nccl_lib import load_nccl
+    try:
+        lib = load_nccl()
+    except BackendUnavailable as exc:
+        pytest.skip(str(exc))
+    from pybench._native import cuda
+    return cuda(), gpu_probe(), lib

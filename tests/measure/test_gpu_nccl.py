@@ -12,28 +12,14 @@ import sys
 import textwrap
 
 import pytest
-
-from pybench._native import build_info
+from conftest import gpu_with_nccl
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def gpu():
-    if build_info().get("cuda_module") != "ON":
-        pytest.skip("pybench was built without the CUDA module (no nvcc at build time)")
-    from pybench.measure.backends.nccl import gpu_probe, no_gpu_reason
-    reason = no_gpu_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    from pybench.errors import BackendUnavailable
-    from pybench.measure.gpu.nccl_lib import load_nccl
-    try:
-        lib = load_nccl()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-    from pybench._native import cuda
-    return cuda(), gpu_probe(), lib
+    return gpu_with_nccl()
 
 
 @pytest.fixture(scope="module")

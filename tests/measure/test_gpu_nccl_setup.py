@@ -10,28 +10,14 @@ import sys
 import textwrap
 
 import pytest
-
-from pybench._native import build_info
+from conftest import gpu_with_nccl
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def cuda_module():
-    if build_info().get("cuda_module") != "ON":
-        pytest.skip("pybench was built without the CUDA module (no nvcc at build time)")
-    from pybench.measure.backends.nccl import no_gpu_reason
-    reason = no_gpu_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    from pybench.errors import BackendUnavailable
-    from pybench.measure.gpu.nccl_lib import load_nccl
-    try:
-        load_nccl()
-    except BackendUnavailable as exc:
-        pytest.skip(str(exc))
-    from pybench._native import cuda
-    return cuda()
+    return gpu_with_nccl()[0]
 
 
 def test_one_rank_world_is_set_up_under_the_deadline_and_runs(cuda_module):
@@ -58,11 +44,7 @@ def test_a_rank_that_never_joins_fails_the_set_up_at_the_deadline():
         except NativeError as e:
             print("refused after", round(time.monotonic() - t0, 1), "s:", e, flush=True)
     """)
-    if build_info().get("cuda_module") != "ON":
-        pytest.skip("pybench was built without the CUDA module (no nvcc at build time)")
-    from pybench.measure.backends.nccl import no_gpu_reason
-    if no_gpu_reason() is not None:
-        pytest.skip(no_gpu_reason())
+    gpu_with_nccl()  # skips without a GPU and NCCL
     # A normal exit after the abort: nothing of NCCL's is left to hang or crash the process.
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
