@@ -20,6 +20,15 @@ Only commutative reductions (sum, max, min: what pybench measures) are covered. 
 bytes through the busiest NIC in one direction, in units of the message size S: concurrent
 transfers share a NIC, and the pipelined segments of HAN overlap its reduce and broadcast, so
 the busiest direction bounds the time.
+
+Not priced: over Open MPI's TCP transport a pairwise exchange of large messages (Rabenseifner,
+recursive doubling, a 2-rank ring) stalls, because each rendezvous needs a control message
+from the peer that waits behind the peer's own bulk data in the one TCP stream between them.
+On the netns testbed (1 Gbit/s) a 2-host all-reduce took 1.45-1.5 S/B with the default
+transport and 1.0-1.1 S/B (its byte count) with the TCP put protocol off; 4 hosts x 1 rank took
+2.6-2.7 S/B (Rabenseifner moves 1.5 S; 2.0-2.1 S/B with put off), while a forced ring, whose
+peers send and receive on different streams, took 1.5-1.6 S/B. The model prices the bytes, so it
+is 30-40% fast there.
 """
 
 from __future__ import annotations
@@ -145,11 +154,13 @@ def tuned_nic_bytes(algorithm: str, p: int) -> tuple[float, float]:
     raise UsageError(f"no cost for Open MPI's all-reduce algorithm {algorithm!r}")
 
 
-def han_nic_bytes(nodes: int, size_bytes: float, element_bytes: int = 4) -> MpiPlan:
+def han_nic_bytes(nodes: int, size_bytes: float, element_bytes: int = 4, overlap: bool = False) -> MpiPlan:
     """HAN's default all-reduce between ``nodes`` leaders: libnbc ireduce + ibcast per 64 KiB segment.
 
     The root leader carries the most: what it receives in the reduce and sends in the broadcast
     (a linear broadcast sends every segment once per other leader), in bytes per direction.
+    ``overlap`` says whether the leaders' reduce and broadcast overlap at the root when both send
+    from it; with Open MPI's default TCP transport they do not (see below).
     """
     segment = min(float(size_bytes), float(HAN_SEGMENT_BYTES))
     reduce = libnbc_ireduce_algorithm(nodes, segment, segment / element_bytes)
@@ -172,12 +183,18 @@ def han_nic_bytes(nodes: int, size_bytes: float, element_bytes: int = 4) -> MpiP
         root_out, other_out, bcast_hops = float(n - 1), 0.0, 1.0
     else:
         root_out, other_out, bcast_hops = _log2(n), _log2(n) - 1.0, _log2(n)
-    # HAN issues the ireduce of segment k+1 with the ibcast of segment k. At the root they overlap
-    # when the reduce only receives (a chain); when it also sends (the reduce-scatter exchanges),
-    # its messages queue behind the broadcast's on the same per-peer connections, so the root
-    # carries the two one after the other. On the netns testbed (4 hosts x 2 ranks, 1 Gbit/s and
-    # 250 Mbit/s) HAN took 4.2-5.8 S/B: the overlapped figure 3.75 S/B misses it by 25-35%.
-    root = root_out + max(red[0], red[1]) if red[0] > 0 else max(root_out, red[1])
+    # HAN issues the ireduce of segment k+1 with the ibcast of segment k. A 64 KiB segment is just
+    # over the TCP BTL's eager limit, so each message waits for a control message from its
+    # receiver, and over TCP (one stream per peer) that message queues behind the receiver's own
+    # bulk sends. At the root the two overlap when the reduce only receives (a chain); when it also
+    # sends (the reduce-scatter exchanges) they run one after the other, unless ``overlap`` (a
+    # transport whose control messages do not wait behind data). Netns testbed, 4 hosts x 2 ranks:
+    # 4.6-5.4 S/B with Open MPI's default TCP BTL; 3.74 S/B with its put protocol off
+    # (btl_tcp_flags=send,inplace,need-ack,need-csum), the overlapped figure 3.75.
+    if red[0] > 0 and not overlap:
+        root = root_out + max(red[0], red[1])
+    else:
+        root = max(root_out + red[0], red[1])
     busiest = max(root, red[2] + other_out, red[3] + 1.0)
     return MpiPlan(f"han:{reduce}+{bcast}", busiest, red_hops + bcast_hops, n)
 

@@ -58,6 +58,9 @@ def test_bytes_through_the_busiest_nic():
     assert han_nic_bytes(2, 16 * MiB).nic_bytes == 1.0
     four = han_nic_bytes(4, 16 * MiB)
     assert four.name == "han:redscat_gather+linear" and four.nic_bytes == pytest.approx(3.0 + 1.5)
+    # where the reduce and the broadcast overlap at the root (not over TCP): 3 + 3/4 buffers out
+    assert han_nic_bytes(4, 16 * MiB, overlap=True).nic_bytes == pytest.approx(3.75)
+    assert han_nic_bytes(2, 16 * MiB, overlap=True).nic_bytes == 1.0
 
 
 def test_the_plan_follows_the_layout():
