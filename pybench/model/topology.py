@@ -19,7 +19,9 @@ slower link's bus bandwidth and pays the inter-node step latency. The inter-node
 bandwidth is what the node's NICs sustain for the schedule NCCL chose in the fitted log
 (ring, tree or NVLS/SHARP are not told apart from one multi-node sweep; a fit faster than the
 intra-node link says so in the notes). Every group that crosses a node's NICs at the same
-time shares them: :func:`nic_floor_s` is the bound that puts on any layout.
+time shares them: :func:`nic_floor_s` is the bound that puts on any layout. Which ranks cross
+the NICs, and with how many bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`):
+one ring, one ring of node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
 
 Uncertainty: a prediction interval for one new measurement, from the relative residuals of
 the fit near that size, widened with the distance (in log world size) from the nearest
