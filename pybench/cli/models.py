@@ -245,7 +245,8 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
                 "collective": m.collective, "backend": m.backend or "?", "link_class": p.links, "size_bytes": int(s),
                 "world": world, "nodes": nodes, "time_s": p.time_s, "time_low_s": p.low_s, "time_high_s": p.high_s,
                 "band": "prediction", "algbw_gbps": s / p.time_s / 1e9, "busbw_gbps": s / p.time_s / 1e9 * factor,
-                "algorithm": f"{m.algorithm} (topology model)", "provenance": p.provenance,
+                "algorithm": f"{m.algorithm}{f'; across nodes {p.schedule}' if nodes > 1 else ''} (topology model)",
+                "provenance": p.provenance,
                 "extrapolated_world": p.provenance == "extrapolated", "extrapolated_size": False,
                 "band_reaches_zero": False, "measured_anomaly_ratio": None})
     return records

@@ -423,13 +423,23 @@ def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] |
     return out
 
 
+def _ran_on_open_mpi(ms) -> bool:
+    """Whether a sweep says it was measured over Open MPI (pybench results record the MPI library)."""
+    return ms.backend == "mpi" and any(n.startswith("MPI library: Open MPI") for n in ms.notes)
+
+
 def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]:
     """One topology model per (collective, backend) over every usable sweep; and why sweeps were left out.
+
+    An all-reduce measured over Open MPI (the MPI library a pybench result records) is fitted with
+    the ``openmpi`` schedule, which prices what Open MPI runs across nodes; everything else with
+    ``ring``.
 
     A sweep is used when it has 2 or more ranks, 3 or more distinct sizes, a collective the
     model knows and a known node count (:func:`nodes_of`).
     """
     groups: dict[tuple[str, str], list[Observation]] = {}
+    open_mpi: set[tuple[str, str]] = set()
     skipped: list[str] = []
     for ms in sets:
         where = f"{ms.path or 'input'}: {ms.collective}"
@@ -445,10 +455,14 @@ def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]
             skipped.append(f"{where}: node count unknown (hosts of only some ranks listed); not in the topology model")
             continue
         groups.setdefault((ms.collective, ms.backend), []).extend(observations_from([ms]))
+        if _ran_on_open_mpi(ms):
+            open_mpi.add((ms.collective, ms.backend))
     models = []
     for (collective, backend), obs in sorted(groups.items()):
+        # Open MPI's all-reduce across nodes is HAN or coll/tuned's pick, not one ring over every rank.
+        schedule = "openmpi" if collective == "allreduce" and (collective, backend) in open_mpi else "ring"
         try:
-            models.append(dataclasses.replace(fit_topology(collective, obs), backend=backend))
+            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule), backend=backend))
         except UsageError as exc:
             skipped.append(f"{collective}: {exc}")
     return models, skipped

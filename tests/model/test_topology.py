@@ -10,6 +10,7 @@ regression fails.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -232,3 +233,27 @@ def test_a_hierarchical_schedule_crosses_nodes_with_one_leader_each():
     round_trip = TopologyModel.from_dict(model.to_dict())
     assert round_trip.schedule == "hierarchical" and round_trip.predict(size, 4, 4).time_s == \
         pytest.approx(model.predict(size, 4, 4).time_s)
+
+
+# ---------------------------------------------------------------- pybench's own results: hosts and the MPI library
+def _multi_host_result(tmp_path, library: str, name: str):
+    import json
+    src = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "cpu_mpi2_allreduce.json").read_text())
+    src["hosts"] = {"h1": 1, "h2": 1}  # one rank on each of two hosts, as the netns testbed runs
+    src["link_class"] = "inter-node"
+    src["environment"]["mpi"]["library"] = library
+    path = tmp_path / name
+    path.write_text(json.dumps(src))
+    return path
+
+
+def test_a_multi_host_pybench_result_feeds_the_topology_model_with_its_library_schedule(tmp_path):
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology import fit_topology_models, nodes_of
+    ompi = load_measurements(_multi_host_result(tmp_path, "Open MPI v5.0.11, package: Open MPI", "ompi.json"))
+    assert nodes_of(ompi[0]) == 2  # from the result's hosts (it was 'node count unknown')
+    models, skipped = fit_topology_models(ompi)
+    assert skipped == [] and [(m.collective, m.backend, m.schedule) for m in models] == [("allreduce", "mpi", "openmpi")]
+    mpich = load_measurements(_multi_host_result(tmp_path, "MPICH Version: 4.0.2", "mpich.json"))
+    models, _ = fit_topology_models(mpich)
+    assert [m.schedule for m in models] == ["ring"]  # Open MPI's rules are not MPICH's

@@ -63,8 +63,20 @@ def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[Measure
         except (KeyError, TypeError, ValueError, AttributeError):
             raise FileFormatError(f"{path}: records[{k}] needs a whole positive size_bytes and finite positive "
                                   f"times (time_s, time_p5_s, time_p95_s) as numbers") from None
+    notes: tuple[str, ...] = ()
+    hosts = data.get("hosts")
+    if (isinstance(hosts, dict) and hosts and all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                                                   for n in hosts.values())):
+        # How many hosts the ranks ran on: the topology model needs the node count of multi-host runs.
+        notes += (f"{sum(hosts.values())} ranks on {len(hosts)} host(s) per the result's hosts",)
+    env = data.get("environment")
+    mpi = env.get("mpi") if isinstance(env, dict) else None
+    library = mpi.get("library") if isinstance(mpi, dict) else None
+    if isinstance(library, str) and library.strip():
+        # Which MPI ran it: the topology model prices that library's own algorithms (Open MPI's rules).
+        notes += (f"MPI library: {library.strip()[:160]}",)
     return [MeasurementSet(source="pybench", collective=data["collective"], backend=data["backend"],
                            world_size=world, link_class=link, dtype=str(data.get("dtype", "float32")),
                            size_bytes=np.array(sizes, dtype=np.int64), time_s=np.array(times),
                            time_low_s=np.array(lows), time_high_s=np.array(highs), path=str(path),
-                           time_statistic="median")]
+                           time_statistic="median", notes=notes)]
