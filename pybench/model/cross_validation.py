@@ -9,7 +9,7 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.anomalies import find_anomalies, without
-from pybench.model.piecewise import fit_alpha_beta
+from pybench.model.piecewise import fit_alpha_beta, fit_single_line
 from pybench.model.segment import _ape, _check_xy
 
 
@@ -121,7 +121,7 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
     for s in distinct[distinct >= min_size]:
         keep = size != s
         if single_line:
-            fit = fit_alpha_beta(size[keep], time[keep], max_segments=1, min_points=2)
+            fit = fit_single_line(size[keep], time[keep])
         else:
             fit = fit_alpha_beta(size[keep], time[keep], **fit_kwargs)
         p, _ = fit.predict(s)

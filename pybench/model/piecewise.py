@@ -20,6 +20,7 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.jackknife import local_half_width, loo_relative_errors
+from pybench.model.residuals import correction_at, measured_residuals
 from pybench.model.segment import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MIN_POINTS,
@@ -95,6 +96,10 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
     of the two lines (as NCCL's tuner would pick) 20.3 / 14.0 / 35.4%, and 24% off on the
     vTrain power-of-two fits, whose measured steps are not where the lines cross.
 
+    Between measured sizes the line's time is multiplied by ``1 + r``, ``r`` the measured
+    neighbours' relative residuals interpolated in log size (:mod:`pybench.model.residuals`;
+    pieces without recorded residuals, and sizes outside the measured range, get the line).
+
     Bands: in a gap the band holds both pieces' bands (the size may follow either regime).
     The ``prediction`` band is also at least as wide as the fit's leave-one-size-out errors
     at the measured sizes around the size (``SegmentFit.loo_errors``; see
@@ -138,6 +143,8 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
                 h[gap] = np.maximum(np.abs(t[gap] - t0) + h0, np.abs(t[gap] - t1) + h1)
         time_s[sel] = t
         half_s[sel] = h
+    # Between measured sizes, the measured neighbours' residuals (pybench.model.residuals).
+    time_s = time_s * (1.0 + correction_at(segs, s))
     if band == "prediction":
         half_s = np.maximum(half_s, _jackknife_half(segs, s) * time_s)
     if arr.ndim == 0:
@@ -279,9 +286,14 @@ def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
     value = _criterion(criterion, rss, n, len(segments), sum(seg.n_points - seg.dof for seg in segments),
                        noise_floor)
     sizes, errors = loo_relative_errors(size, time, segments, _point_prediction)
-    segments = tuple(dataclasses.replace(seg, loo_errors=tuple(
-        (int(u), float(e)) for u, e in zip(sizes, errors)
-        if seg.size_min_bytes <= u <= seg.size_max_bytes and math.isfinite(e))) for seg in segments)
+    r_sizes, residuals = measured_residuals(size, time, _point_prediction(segments, size))
+    segments = tuple(dataclasses.replace(
+        seg,
+        loo_errors=tuple((int(u), float(e)) for u, e in zip(sizes, errors)
+                         if seg.size_min_bytes <= u <= seg.size_max_bytes and math.isfinite(e)),
+        residuals=tuple((int(u), float(r)) for u, r in zip(r_sizes, residuals)
+                        if seg.size_min_bytes <= u <= seg.size_max_bytes and math.isfinite(r)))
+        for seg in segments)
     return _summarise(segments, size, time, criterion, value)
 
 
@@ -319,7 +331,9 @@ def _robust_split(size: np.ndarray, time: np.ndarray, min_points: int, k_cap: in
 
 
 def _point_prediction(segments: Sequence[SegmentFit], size_bytes: np.ndarray) -> np.ndarray:
-    return np.asarray(predict_segments(segments, size_bytes)[0])
+    """The pieces' lines alone (blended in gaps), without the measured residuals."""
+    lines = [dataclasses.replace(seg, residuals=()) if seg.residuals else seg for seg in segments]
+    return np.asarray(predict_segments(lines, size_bytes)[0])
 
 
 def _sorted_points(size_bytes, time_s) -> tuple[np.ndarray, np.ndarray]:
@@ -394,7 +408,7 @@ def _trace_back(back: np.ndarray, n_free: np.ndarray, k: int, q: int) -> list[tu
 
 def _summarise(segments: tuple[SegmentFit, ...], size: np.ndarray, time: np.ndarray, criterion: str,
                value: float) -> PiecewiseFit:
-    pred, _ = predict_segments(segments, size)
+    pred = _point_prediction(segments, size)  # the lines' own fit (the residual carry would give 0)
     ape = _ape(pred, time)
     w = 1.0 / (time * time)
     rss = float(np.sum(w * (time - pred) ** 2))
@@ -407,5 +421,7 @@ def _summarise(segments: tuple[SegmentFit, ...], size: np.ndarray, time: np.ndar
 
 
 def fit_single_line(size_bytes, time_s, confidence: float = DEFAULT_CONFIDENCE) -> PiecewiseFit:
-    """The one-line alpha-beta fit over every size (for comparison with the piecewise fit)."""
-    return fit_alpha_beta(size_bytes, time_s, max_segments=1, min_points=2, confidence=confidence)
+    """The textbook one-line alpha-beta fit over every size (the baseline the piecewise fit is
+    compared with): one line, without the measured residuals between sizes."""
+    fit = fit_alpha_beta(size_bytes, time_s, max_segments=1, min_points=2, confidence=confidence)
+    return dataclasses.replace(fit, segments=tuple(dataclasses.replace(seg, residuals=()) for seg in fit.segments))

@@ -113,9 +113,10 @@ class AlphaBetaModel:
             # ka, kb > 0, so alpha >= 0 and 1/B >= 0 survive the mapping: predictions at
             # any world size stay positive.
             held_high = s.held_ci_high * (ka if s.held == "alpha" else kb) if s.held else s.held_ci_high
+            # The measured residuals describe the fitted world's sweep only.
             out.append(dataclasses.replace(s, alpha_s=s.alpha_s * ka,
                                            inv_bw_s_per_byte=s.inv_bw_s_per_byte * kb, cov=cov,
-                                           held_ci_high=held_high))
+                                           held_ci_high=held_high, residuals=()))
         return tuple(out)
 
     # -- prediction ------------------------------------------------------------------

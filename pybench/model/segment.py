@@ -74,6 +74,11 @@ class SegmentFit:
         of :func:`pybench.model.piecewise.predict_segments` is at least as wide as these
         errors near the size predicted; empty where not computed (a piece fitted alone, or
         a file written before they were recorded).
+    residuals : tuple of (int, float)
+        (size, relative residual) at each distinct size of the piece: the measured time's
+        median over the line's time, minus 1. Predictions between measured sizes carry
+        them (see :func:`pybench.model.piecewise.predict_segments`); empty where not
+        recorded (a piece fitted alone, older files, other world sizes).
     """
 
     size_min_bytes: int
@@ -91,6 +96,7 @@ class SegmentFit:
     held: str = ""
     held_ci_high: float = 0.0
     loo_errors: tuple[tuple[int, float], ...] = ()
+    residuals: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self):
         if self.held not in HELD_CHOICES:
@@ -207,6 +213,7 @@ class SegmentFit:
             "max_ape": _json_float(self.max_ape),
             "rel_sigma": _json_float(self.rel_sigma),
             "loo_errors": [[int(size), float(err)] for size, err in self.loo_errors],
+            "residuals": [[int(size), float(r)] for size, r in self.residuals],
             "bw_Bps": _json_float(self.bw_Bps),
             "alpha_ci_s": [_json_float(a_lo), _json_float(a_hi)],
             "bw_ci_Bps": [_json_float(bw_lo), _json_float(bw_hi)],
@@ -232,6 +239,7 @@ class SegmentFit:
             max_ape=_from_json_float(d.get("max_ape")),
             rel_sigma=_from_json_float(d.get("rel_sigma")), held=str(d.get("held", "")),
             loo_errors=tuple((int(size), float(err)) for size, err in d.get("loo_errors", [])),
+            residuals=tuple((int(size), float(r)) for size, r in d.get("residuals", [])),
             held_ci_high=(math.inf if d.get("held_ci_high_unbounded")
                           else float(d.get("held_ci_high") or 0.0)))
         _check_physical(seg)
@@ -255,8 +263,8 @@ def _check_physical(seg: SegmentFit) -> None:
         raise ValueError(f"a piece spans {seg.size_min_bytes}..{seg.size_max_bytes} bytes")
     if not 0 < seg.confidence < 1 or seg.dof < 1 or seg.n_points < 1:
         raise ValueError(f"a piece has confidence {seg.confidence!r}, dof {seg.dof}, n_points {seg.n_points}")
-    if not all(-1 < err < 1e6 for _, err in seg.loo_errors):
-        raise ValueError("a piece's loo_errors must be relative errors above -1")
+    if not all(-1 < err < 1e6 for _, err in seg.loo_errors + seg.residuals):
+        raise ValueError("a piece's loo_errors and residuals must be relative errors above -1")
     for name in ("r2", "median_ape", "max_ape", "rel_sigma"):
         value = getattr(seg, name)
         if not (math.isnan(value) or abs(value) < 1e12):

@@ -1,0 +1,69 @@
+"""Predictions between measured sizes carry the measured neighbours' residuals
+(pybench.model.residuals): exact at measured sizes, the line outside the measured range,
+dropped at other world sizes, kept in model files (old files without them still load)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pybench.model.fit import fit_alpha_beta, fit_single_line
+from pybench.model.piecewise_model import AlphaBetaModel
+from pybench.model.segment import SegmentFit
+
+SIZES = 2.0 ** np.arange(16, 31)
+
+
+def _bent_sweep():
+    # alpha 20 us, 50 GB/s, bent by a smooth +-3% wave in log size (as NCCL's channel changes bend one)
+    rel = 0.03 * np.sin(np.log2(SIZES))
+    return SIZES, (20e-6 + SIZES / 50e9) * (1 + rel)
+
+
+def test_a_measured_size_predicts_its_measured_median_and_in_between_follows_the_bend():
+    size, time = _bent_sweep()
+    fit = fit_alpha_beta(np.repeat(size, 2), np.concatenate([time * 0.99, time * 1.01]).reshape(2, -1).T.ravel())
+    t, _ = fit.predict(size)
+    assert np.allclose(t, time, rtol=1e-9)
+    # halfway (in log size) between measured sizes the carried bend is closer to the truth than a line
+    mid = np.sqrt(size[:-1] * size[1:])
+    got = fit.predict(mid)[0]
+    truth = (20e-6 + mid / 50e9) * (1 + 0.03 * np.sin(np.log2(mid)))
+    plain = fit_single_line(size, time).predict(mid)[0]
+    assert np.median(np.abs(got / truth - 1)) < np.median(np.abs(plain / truth - 1))
+
+
+def test_outside_the_measured_sizes_the_line_answers_alone():
+    size, time = _bent_sweep()
+    fit = fit_alpha_beta(size, time)
+    far = np.array([2.0 ** 10, 2.0 ** 36])
+    got = fit.predict(far)[0]
+    bare = dataclasses.replace(fit, segments=tuple(dataclasses.replace(s, residuals=()) for s in fit.segments))
+    assert np.allclose(got, bare.predict(far)[0], rtol=1e-12)
+    assert fit_single_line(size, time).segments[0].residuals == ()  # the textbook baseline stays one line
+
+
+def test_residuals_hold_at_the_fitted_world_only_and_survive_the_model_file(tmp_path):
+    size, time = _bent_sweep()
+    fit = fit_alpha_beta(size, time)
+    model = AlphaBetaModel(collective="allreduce", backend="nccl", link_class="intra-node", world_size=8,
+                           dtype="float32", algorithm="ring_allreduce", segments=fit.segments)
+    again = AlphaBetaModel.from_dict(model.to_dict())
+    assert [s.residuals for s in again.segments] == [s.residuals for s in fit.segments]
+    assert again.predict(size[3]).time_s == pytest.approx(time[3], rel=1e-9)
+    assert all(s.residuals == () for s in again.segments_at(16))
+    # a file written before residuals were recorded loads and predicts with the lines
+    d = model.to_dict()
+    for seg in d["segments"]:
+        del seg["residuals"]
+    old = AlphaBetaModel.from_dict(d)
+    assert all(s.residuals == () for s in old.segments)
+
+
+def test_a_residual_at_or_below_minus_one_is_refused_as_unphysical():
+    seg = fit_alpha_beta(*_bent_sweep()).segments[0].to_dict()
+    seg["residuals"] = [[65536, -1.0]]
+    with pytest.raises(ValueError, match="residuals must be relative errors above -1"):
+        SegmentFit.from_dict(seg)
