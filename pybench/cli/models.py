@@ -68,6 +68,9 @@ def add_parsers(subparsers) -> None:
     q.add_argument("--collective", default=None, help="only models of this collective")
     q.add_argument("--link-class", default=None, choices=("intra-node", "inter-node"),
                    help="only models of this link class")
+    q.add_argument("--dtype", default=None, metavar="TYPE",
+                   help="only models of this element type (float32, float16, ...: a file fitted from a "
+                        "nccl-tests -d all log holds one model per type)")
     q.add_argument("--band", choices=("confidence", "prediction"), default="confidence",
                    help="confidence: 95%% band of the mean time (default); prediction: where "
                         "one new run should land (wider)")
@@ -157,7 +160,7 @@ def prediction_records(models, sizes, world=None, band: str = "confidence") -> l
             algbw = s / t / 1e9 if t > 0 else None
             records.append({
                 "collective": m.collective, "backend": m.backend, "link_class": m.link_class,
-                "size_bytes": int(s), "world": w, "time_s": float(t), "time_low_s": float(lo),
+                "dtype": m.dtype, "size_bytes": int(s), "world": w, "time_s": float(t), "time_low_s": float(lo),
                 "time_high_s": float(hi), "band": band,
                 "algbw_gbps": None if algbw is None else float(algbw),
                 "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
@@ -179,13 +182,14 @@ def format_prediction_table(records) -> str:
     lines = []
     last = None
     for r in records:
-        key = (r["collective"], r["backend"], r["link_class"], r["world"])
+        key = (r["collective"], r["backend"], r["link_class"], r["world"], r.get("dtype"))
         if key != last:
             if last is not None:
                 lines.append("")
             nodes = f" on {r['nodes']} node(s)" if "nodes" in r else ""
+            dtype = f" / {r['dtype']}" if r.get("dtype") else ""
             lines.append(f"# {r['collective']} / {r['backend']} / {r['link_class'] or 'link class unknown'}"
-                         f" / {r['world']} ranks{nodes} / algorithm {r['algorithm']}"
+                         f" / {r['world']} ranks{nodes}{dtype} / algorithm {r['algorithm']}"
                          + (" (world extrapolated)" if r["extrapolated_world"] else ""))
             lines.append(f"# {'size':>10} {'time(us)':>11} {'low(us)':>11} {'high(us)':>11} "
                          f"{'algbw':>8} {'busbw':>8}  note")
@@ -259,11 +263,14 @@ def run_predict(args) -> int:
     if args.json:
         refuse_existing(Path(args.json), args.force)  # before any work, as every pybench output
     models = load_models(args.model)
+    held = sorted({f"{m.collective}/{m.dtype}" for m in models})
     models = [m for m in models
               if (args.collective is None or m.collective == args.collective)
-              and (args.link_class is None or m.link_class == args.link_class)]
+              and (args.link_class is None or m.link_class == args.link_class)
+              and (args.dtype is None or m.dtype == args.dtype)]
     if not models:
-        raise UsageError(f"{args.model}: no model matches --collective/--link-class")
+        raise UsageError(f"{args.model}: no model matches --collective/--link-class/--dtype; it holds "
+                         f"{', '.join(held)}")
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
     sizes = parse_sizes(args.sizes)

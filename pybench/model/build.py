@@ -27,8 +27,8 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
     Parameters
     ----------
     measurements : MeasurementSet or sequence of them
-        Must agree on collective, backend, link class and world size (repeated runs are
-        pooled).
+        Must agree on collective, backend, link class, world size and dtype (repeated runs
+        are pooled).
     algorithm : str, optional
         Formula for world-size extrapolation (default: the collective's ring form).
     algorithm_basis : str, optional
@@ -46,9 +46,9 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
     sets = [measurements] if isinstance(measurements, MeasurementSet) else list(measurements)
     if not sets:
         raise UsageError("no measurements to fit")
-    keys = {(m.collective, m.backend, m.link_class, m.world_size) for m in sets}
+    keys = {(m.collective, m.backend, m.link_class, m.world_size, m.dtype) for m in sets}
     if len(keys) > 1:
-        raise UsageError("fit_model needs sweeps of one collective/backend/link class/world size; "
+        raise UsageError("fit_model needs sweeps of one collective/backend/link class/world size/dtype; "
                          f"got {len(keys)} different ones (use fit_models to fit each group)")
     first = sets[0]
     # Every measurement each set holds (nccl-tests: out-of-place and in-place times).
@@ -83,7 +83,10 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
 
 
 def fit_models(measurements: Sequence[MeasurementSet], **kwargs: Any) -> list[AlphaBetaModel]:
-    """Fit one model per (collective, backend, link class, world size) group.
+    """Fit one model per (collective, backend, link class, world size, dtype) group.
+
+    Element types are never pooled: a nccl-tests ``-d all`` log holds one table per type,
+    and a half-precision sweep is not a float sweep measured twice.
 
     When a (collective, backend, link class) group holds several world sizes, the
     algorithm formula that explains them jointly is selected (see
@@ -95,11 +98,12 @@ def fit_models(measurements: Sequence[MeasurementSet], **kwargs: Any) -> list[Al
     list of AlphaBetaModel
         In order of first appearance.
     """
-    groups: dict[tuple[str, str, str | None], dict[int | None, list[MeasurementSet]]] = {}
+    groups: dict[tuple[str, str, str | None, str], dict[int | None, list[MeasurementSet]]] = {}
     for m in measurements:
-        groups.setdefault((m.collective, m.backend, m.link_class), {}).setdefault(m.world_size, []).append(m)
+        key = (m.collective, m.backend, m.link_class, m.dtype)
+        groups.setdefault(key, {}).setdefault(m.world_size, []).append(m)
     models: list[AlphaBetaModel] = []
-    for (coll, _, _), by_world in groups.items():
+    for (coll, _, _, _), by_world in groups.items():
         worlds = [w for w in by_world if w is not None]
         choice = None
         if len(worlds) > 1 and "algorithm" not in kwargs:

@@ -63,7 +63,8 @@ def load_topology(path: str | Path) -> list[TopologyModel]:
 
 
 def load_model(path: str | Path, *, collective: str | None = None, link_class: str | None = None,
-               world_size: int | None = None, backend: str | None = None) -> AlphaBetaModel:
+               world_size: int | None = None, backend: str | None = None,
+               dtype: str | None = None) -> AlphaBetaModel:
     """Read the one model in ``path`` that matches the given filters.
 
     Raises
@@ -78,11 +79,12 @@ def load_model(path: str | Path, *, collective: str | None = None, link_class: s
              if (collective is None or m.collective == collective)
              and (link_class is None or m.link_class == link_class)
              and (world_size is None or m.world_size == world_size)
-             and (backend is None or m.backend == backend)]
+             and (backend is None or m.backend == backend)
+             and (dtype is None or m.dtype == dtype)]
     if len(match) == 1:
         return match[0]
-    listing = "; ".join(f"{m.collective}/{m.backend}/{m.link_class}/x{m.world_size}" for m in models)
+    listing = "; ".join(f"{m.collective}/{m.backend}/{m.link_class}/x{m.world_size}/{m.dtype}" for m in models)
     if not match:
         raise UsageError(f"{path}: no model matches the filters; it holds: {listing}")
     raise UsageError(f"{path}: {len(match)} models match; choose with collective=, link_class=, "
-                     f"world_size= or backend= (it holds: {listing})")
+                     f"world_size=, backend= or dtype= (it holds: {listing})")

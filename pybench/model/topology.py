@@ -423,6 +423,13 @@ def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] |
     return out
 
 
+def _topology_dtype(sets: Sequence, ms) -> str:
+    """The element type a (collective, backend) topology model is fitted on: float32 when any sweep
+    of it has that type, else the first sweep's (types are not pooled: bytes per element differ)."""
+    types = [s.dtype for s in sets if (s.collective, s.backend) == (ms.collective, ms.backend)]
+    return "float32" if "float32" in types else ms.dtype
+
+
 def _ran_on_open_mpi(ms) -> bool:
     """Whether a sweep says it was measured over Open MPI (pybench results record the MPI library)."""
     return ms.backend == "mpi" and any(n.startswith("MPI library: Open MPI") for n in ms.notes)
@@ -440,6 +447,7 @@ def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]
     """
     groups: dict[tuple[str, str], list[Observation]] = {}
     open_mpi: set[tuple[str, str]] = set()
+    dtype_of: dict[tuple[str, str], str] = {}  # one element type per model: float32 where measured
     skipped: list[str] = []
     for ms in sets:
         where = f"{ms.path or 'input'}: {ms.collective}"
@@ -453,6 +461,10 @@ def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]
             continue
         if nodes_of(ms) is None:
             skipped.append(f"{where}: node count unknown (hosts of only some ranks listed); not in the topology model")
+            continue
+        chosen = dtype_of.setdefault((ms.collective, ms.backend), _topology_dtype(sets, ms))
+        if ms.dtype != chosen:
+            skipped.append(f"{where}: {ms.dtype}; the topology model of {ms.collective} uses the {chosen} sweeps")
             continue
         groups.setdefault((ms.collective, ms.backend), []).extend(observations_from([ms]))
         if _ran_on_open_mpi(ms):

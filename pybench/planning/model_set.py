@@ -100,6 +100,16 @@ class ModelSet:
             chosen = "nccl" if "nccl" in backends else backends[0]
             self.models = [m for m in self.models if getattr(m, "backend", chosen) == chosen]
             self.notes.append(f"models for backends {', '.join(backends)}: using {chosen} (choose with backend=NAME)")
+        self._one_dtype()
+
+    def _one_dtype(self) -> None:
+        # A file fitted from a nccl-tests -d all log holds one model per element type; the plan prices
+        # bytes, so it takes one type, float32 where fitted (models without a type always stay).
+        types = sorted({str(getattr(m, "dtype", "") or "") for m in self.models} - {""})
+        if len(types) > 1:
+            chosen = "float32" if "float32" in types else types[0]
+            self.models = [m for m in self.models if (getattr(m, "dtype", "") or chosen) == chosen]
+            self.notes.append(f"models for element types {', '.join(types)}: using {chosen}")
 
     def _note(self, note: str) -> None:
         if note not in self.notes:

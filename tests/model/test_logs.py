@@ -443,3 +443,41 @@ def test_newer_nccl_tests_columns_import_with_the_right_times(tmp_path, shape):
     assert list(m.size_bytes) == _SIZES
     assert np.allclose(m.time_s * 1e6, [round(_us(s, True), 2) for s in _SIZES])
     assert np.allclose(m.time_in_place_s * 1e6, [round(_us(s, False), 2) for s in _SIZES])
+
+
+def _d_all_log(tmp_path):
+    """A nccl-tests -d all table: the same sizes once per element type (each its own speed)."""
+    cols = "time   algbw   busbw  #wrong"
+    header = f"#       size         count      type   redop    root  {cols}  {cols}\n"
+    rows = []
+    for ty, scale in (("float", 1.0), ("half", 0.6), ("double", 1.8)):
+        for s in _SIZES:
+            us = (15.0 + s * 7.5e-6) * scale
+            alg = s / us / 1e3
+            body = f"  {us:7.2f}  {alg:6.2f}  {alg * 1.5:6.2f}  {0:6g}"
+            rows.append(f"{s:12d}  {s // 4:12d}  {ty:>8s}  {'sum':>6s}  {-1:6d}" + body + body + "\n")
+    log = tmp_path / "all_reduce_d_all.txt"
+    log.write_text(_NEW_PREAMBLE + header + "".join(rows) + _NEW_FOOTER)
+    return log
+
+
+def test_a_d_all_log_gives_one_model_per_element_type_never_pooled(tmp_path):
+    from pybench.cli.main import main
+    from pybench.model.alpha_beta import load_model
+    from pybench.model.build import fit_models
+    from pybench.model.topology import fit_topology_models
+    sets = load_measurements(_d_all_log(tmp_path))
+    assert sorted(m.dtype for m in sets) == ["float16", "float32", "float64"]
+    models = fit_models(sets)
+    assert sorted(m.dtype for m in models) == ["float16", "float32", "float64"]
+    for m in models:  # each type's own line: 15 us and 133 GB/s scaled by its factor, not a blend of three
+        scale = {"float32": 1.0, "float16": 0.6, "float64": 1.8}[m.dtype]
+        assert m.predict(4 << 20).time_s == pytest.approx((15e-6 + (4 << 20) * 7.5e-12) * scale, rel=0.01)
+    topo, skipped = fit_topology_models(sets)
+    assert len(topo) == 1 and sum("uses the float32 sweeps" in s for s in skipped) == 2
+    out = tmp_path / "m.json"
+    assert main(["fit", str(tmp_path / "all_reduce_d_all.txt"), "-o", str(out)]) == 0
+    assert load_model(out, dtype="float16").dtype == "float16"
+    with pytest.raises(Exception, match="dtype="):
+        load_model(out, collective="allreduce")  # three match: the message says how to choose
+    assert main(["predict", str(out), "--sizes", "4M", "--dtype", "int8"]) == 2
