@@ -11,7 +11,7 @@ from pybench.errors import UsageError
 from pybench.model.algorithm_choice import select_algorithm
 from pybench.model.algorithms import default_algorithm, get_algorithm
 from pybench.model.anomalies import ANOMALY_RATIO, find_anomalies, without
-from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.measurements import MeasurementSet, one_reduction
 from pybench.model.piecewise import fit_alpha_beta, fit_single_line
 from pybench.model.piecewise_model import AlphaBetaModel
 from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR
@@ -99,7 +99,7 @@ def fit_models(measurements: Sequence[MeasurementSet], **kwargs: Any) -> list[Al
         In order of first appearance.
     """
     groups: dict[tuple[str, str, str | None, str], dict[int | None, list[MeasurementSet]]] = {}
-    for m in measurements:
+    for m in one_reduction(measurements):
         key = (m.collective, m.backend, m.link_class, m.dtype)
         groups.setdefault(key, {}).setdefault(m.world_size, []).append(m)
     models: list[AlphaBetaModel] = []

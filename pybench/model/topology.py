@@ -40,6 +40,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import LinkPreset
+from pybench.model.logs.measurements import one_reduction
 from pybench.model.topology_schedules import ALGORITHMS, SCHEDULES, algorithm_steps, check_schedule, crossing_terms
 
 __all__ = ["ALGORITHMS", "SCHEDULES", "LinkCost", "Observation", "TopologyModel", "TopologyPrediction",
@@ -449,7 +450,7 @@ def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]
     open_mpi: set[tuple[str, str]] = set()
     dtype_of: dict[tuple[str, str], str] = {}  # one element type per model: float32 where measured
     skipped: list[str] = []
-    for ms in sets:
+    for ms in one_reduction(sets):
         where = f"{ms.path or 'input'}: {ms.collective}"
         try:
             algorithm_steps(ms.collective, "ring", 2)

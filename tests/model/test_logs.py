@@ -481,3 +481,26 @@ def test_a_d_all_log_gives_one_model_per_element_type_never_pooled(tmp_path):
     with pytest.raises(Exception, match="dtype="):
         load_model(out, collective="allreduce")  # three match: the message says how to choose
     assert main(["predict", str(out), "--sizes", "4M", "--dtype", "int8"]) == 2
+
+
+def test_an_o_all_log_fits_the_sum_rows_and_says_which_it_left_out(tmp_path):
+    from pybench.model.build import fit_models
+    from pybench.model.topology import fit_topology_models
+    cols = "time   algbw   busbw  #wrong"
+    header = f"#       size         count      type   redop    root  {cols}  {cols}\n"
+    rows = []
+    for op, scale in (("sum", 1.0), ("prod", 0.6), ("max", 1.8)):
+        for s in _SIZES:
+            us = (15.0 + s * 7.5e-6) * scale
+            alg = s / us / 1e3
+            body = f"  {us:7.2f}  {alg:6.2f}  {alg * 1.5:6.2f}  {0:6g}"
+            rows.append(f"{s:12d}  {s // 4:12d}  {'float':>8s}  {op:>6s}  {-1:6d}" + body + body + "\n")
+    log = tmp_path / "all_reduce_o_all.txt"
+    log.write_text(_NEW_PREAMBLE + header + "".join(rows) + _NEW_FOOTER)
+    sets = load_measurements(log)
+    assert [m.redop for m in sets] == ["sum", "prod", "max"]
+    (model,) = fit_models(sets)  # one model, on the sum rows alone: 15 us + S / 133 GB/s
+    assert model.predict(4 << 20).time_s == pytest.approx(15e-6 + (4 << 20) * 7.5e-12, rel=0.01)
+    assert any("fitted on redop sum; left out: prod, max" in n for n in model.notes)
+    (topo,), _ = fit_topology_models(sets)
+    assert topo.predict(4 << 20, 4, 1).time_s == pytest.approx(15e-6 + (4 << 20) * 7.5e-12, rel=0.02)

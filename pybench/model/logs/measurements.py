@@ -7,6 +7,8 @@ says which model it belongs to (collective, backend, world size, link class).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +80,9 @@ class MeasurementSet:
     time_statistic: str = "median"
     notes: tuple[str, ...] = field(default_factory=tuple)
     time_in_place_s: np.ndarray | None = None
+    redop: str = ""
+    """The reduction the rows ran (``sum``, ``max``, ...; empty where the log does not say or
+    the collective does not reduce): an ``-o all`` log holds one set per reduction."""
 
     def __post_init__(self):
         size = _frozen_array(self.size_bytes, "size_bytes", dtype=np.int64)
@@ -133,3 +138,25 @@ class MeasurementSet:
         if len(self):
             span = f", {int(self.size_bytes.min())}..{int(self.size_bytes.max())} B"
         return f"MeasurementSet({self.label}, {len(self)} sizes{span}, source={self.source!r})"
+
+
+def one_reduction(measurements: Sequence[MeasurementSet]) -> list[MeasurementSet]:
+    """The sets to fit: of a collective measured with several reductions (nccl-tests ``-o all``),
+    the ``sum`` sweeps (what training all-reduces), else the first reduction's; each op's own
+    compute would otherwise be pooled as noise. The others are left out, and the kept sets say so."""
+    ops: dict[tuple[str, str, str | None, str], list[str]] = {}
+    for m in measurements:
+        key = (m.collective, m.backend, m.link_class, m.dtype)
+        if m.redop and m.redop not in ops.setdefault(key, []):
+            ops[key].append(m.redop)
+    kept = []
+    for m in measurements:
+        seen = ops.get((m.collective, m.backend, m.link_class, m.dtype), [])
+        if len(seen) < 2 or not m.redop:
+            kept.append(m)
+            continue
+        chosen = "sum" if "sum" in seen else seen[0]
+        if m.redop == chosen:
+            others = ", ".join(op for op in seen if op != chosen)
+            kept.append(dataclasses.replace(m, notes=m.notes + (f"fitted on redop {chosen}; left out: {others}",)))
+    return kept

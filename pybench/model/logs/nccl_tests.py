@@ -76,6 +76,12 @@ _RATIO_RANGES = {"allreduce": (0.98, 2.0), "allgather": (0.45, 1.02), "reducesca
                  "sendrecv": (0.98, 1.02)}
 
 
+def redop_name(text: str) -> str:
+    """nccl-tests' redop column as a reduction name: ``sum`` ..., empty for ``none``/``-``/absent."""
+    value = str(text).strip().lower()
+    return "" if value in ("", "none", "-") else value
+
+
 def canonical_dtype(name: str) -> str:
     """pybench's dtype name for a log's type column (nccl-tests' own spellings kept)."""
     key = name.strip().lower()
@@ -267,7 +273,8 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
             dtype=canonical_dtype(key[0]), size_bytes=size[sel], time_s=time[sel],
             time_low_s=low[sel] if spread else None, time_high_s=high[sel] if spread else None,
             time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
-            path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra)))
+            path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra),
+            redop=redop_name(key[1])))
     return out
 
 

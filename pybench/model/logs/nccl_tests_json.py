@@ -17,7 +17,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, infer
+from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, infer, redop_name
 
 
 @dataclass
@@ -150,5 +150,6 @@ def _sets(path, rows: _Rows, coll: str, world: int | None, link: str | None,
                                   link_class=link, dtype=canonical_dtype(key[0]), size_bytes=size[sel],
                                   time_s=time[sel],
                                   time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
-                                  path=str(path), time_statistic="mean", notes=tuple(notes + extra)))
+                                  path=str(path), time_statistic="mean", notes=tuple(notes + extra),
+                                  redop=redop_name(key[1])))
     return out
