@@ -504,3 +504,19 @@ def test_an_o_all_log_fits_the_sum_rows_and_says_which_it_left_out(tmp_path):
     assert any("fitted on redop sum; left out: prod, max" in n for n in model.notes)
     (topo,), _ = fit_topology_models(sets)
     assert topo.predict(4 << 20, 4, 1).time_s == pytest.approx(15e-6 + (4 << 20) * 7.5e-12, rel=0.02)
+
+
+def test_osu_7_datatype_line_sets_the_element_type(tmp_path):
+    log = tmp_path / "osu_allreduce.txt"
+    log.write_text("# OSU MPI Allreduce Latency Test v7.3\n# Datatype: MPI_FLOAT.\n"
+                   "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+                   "4                       2.13              1.98              2.31        1000\n"
+                   "1024                    4.10              3.90              4.30        1000\n"
+                   "1048576               610.00            600.00            620.00         100\n")
+    m = _one(log)
+    assert (m.collective, m.dtype) == ("allreduce", "float32")
+    assert m.time_low_s[1] == pytest.approx(3.90e-6) and m.time_high_s[2] == pytest.approx(620e-6)
+    log.write_text(log.read_text().replace("MPI_FLOAT", "MPI_DOUBLE"))
+    assert _one(log).dtype == "float64"
+    log.write_text(log.read_text().replace("# Datatype: MPI_DOUBLE.\n", ""))  # OSU 5/6: bytes
+    assert _one(log).dtype == "byte"

@@ -114,6 +114,23 @@ def _rows(path, lines: list[str], header: int, kind: str,
     return sizes, values, lows, highs
 
 
+# OSU 7 prints "# Datatype: MPI_FLOAT." above the table; older versions move bytes (MPI_CHAR).
+_OSU_TYPES = {"MPI_CHAR": "byte", "MPI_SIGNED_CHAR": "byte", "MPI_BYTE": "byte", "MPI_INT": "int32",
+              "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
+
+
+def _dtype(preamble: list[str], notes: list[str]) -> str:
+    for ln in preamble:
+        m = re.match(r"#\s*Datatype:\s*(MPI_[A-Z_]+)", ln.strip())
+        if m:
+            name = _OSU_TYPES.get(m.group(1))
+            if name is None:
+                notes.append(f"datatype {m.group(1)} (kept as bytes)")
+                return "byte"
+            return name
+    return "byte"
+
+
 def _world(text: str, name: str, world_size: int | None, notes: list[str]) -> int | None:
     if world_size is not None:
         return world_size
@@ -171,7 +188,8 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
         if has_minmax:
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
     backend = "nccl" if title and "nccl" in title.lower() else "mpi"
+    dtype = _dtype(lines[:header], notes)
     return [MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
-                           link_class=None, dtype="byte", size_bytes=size_arr, time_s=time_s,
+                           link_class=None, dtype=dtype, size_bytes=size_arr, time_s=time_s,
                            time_low_s=time_low, time_high_s=time_high, path=str(path),
                            time_statistic="mean", notes=tuple(notes))]
