@@ -189,12 +189,17 @@ class TopologyModel:
         return float(np.sqrt(np.mean(near ** 2)))
 
     def _provenance(self, size: int, world: int, nodes: int) -> tuple[str, float]:
-        worlds = [w for w, n in self.fitted if (n > 1) == (nodes > 1)] or [w for w, _ in self.fitted]
-        distance = min(abs(math.log(world / w)) for w in worlds)
+        layouts = [(w, n) for w, n in self.fitted if (n > 1) == (nodes > 1)] or list(self.fitted)
+        worlds = [w for w, _ in layouts]
+        node_counts = [n for _, n in layouts]
+        # Distance from what was measured, in log world size and in log node count (4 nodes from a
+        # 2-node fit is as far out as 4 ranks from 2).
+        distance = min(abs(math.log(world / w)) for w in worlds) + min(abs(math.log(nodes / n)) for n in node_counts)
         lo, hi = self.size_range
+        inside_layouts = min(worlds) <= world <= max(worlds) and min(node_counts) <= nodes <= max(node_counts)
         if (world, nodes) in self.fitted and lo <= size <= hi:
             kind = "measured" if size in self.residual_sizes else "interpolated"
-        elif min(worlds) <= world <= max(worlds) and lo <= size <= hi and (world, nodes) not in self.fitted:
+        elif inside_layouts and lo <= size <= hi:
             kind = "interpolated"
         else:
             kind = "extrapolated"

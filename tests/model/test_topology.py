@@ -257,3 +257,15 @@ def test_a_multi_host_pybench_result_feeds_the_topology_model_with_its_library_s
     mpich = load_measurements(_multi_host_result(tmp_path, "MPICH Version: 4.0.2", "mpich.json"))
     models, _ = fit_topology_models(mpich)
     assert [m.schedule for m in models] == ["ring"]  # Open MPI's rules are not MPICH's
+
+
+def test_another_node_count_is_extrapolated_and_its_band_wider():
+    # Fitted on 2 hosts x 2 ranks: 4 hosts x 1 rank has the same world but twice the nodes, which
+    # the data never saw; it used to be labelled interpolated, with the fitted layout's band.
+    obs = [Observation(s, 4, 2, s / 125e6 * (1 + 0.01 * (-1) ** k)) for k, s in
+           enumerate(2.0 ** k for k in range(20, 25))]
+    model = fit_topology("allreduce", obs, algorithm="ring", schedule="hierarchical")
+    size = 1 << 22
+    same, other = model.predict(size, 4, 2), model.predict(size, 4, 4)
+    assert same.provenance in ("measured", "interpolated") and other.provenance == "extrapolated"
+    assert (other.high_s - other.low_s) / other.time_s > (same.high_s - same.low_s) / same.time_s
