@@ -265,6 +265,8 @@ def _check_physical(seg: SegmentFit) -> None:
         raise ValueError(f"a piece has confidence {seg.confidence!r}, dof {seg.dof}, n_points {seg.n_points}")
     if not all(-1 < err < 1e6 for _, err in seg.loo_errors + seg.residuals):
         raise ValueError("a piece's loo_errors and residuals must be relative errors above -1")
+    if not all(1 <= size <= _MAX_SIZE for size, _ in seg.loo_errors + seg.residuals):
+        raise ValueError(f"a piece's loo_errors and residuals must be at sizes from 1 to {_MAX_SIZE} bytes")
     for name in ("r2", "median_ape", "max_ape", "rel_sigma"):
         value = getattr(seg, name)
         if not (math.isnan(value) or abs(value) < 1e12):

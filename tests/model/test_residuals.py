@@ -67,3 +67,11 @@ def test_a_residual_at_or_below_minus_one_is_refused_as_unphysical():
     seg["residuals"] = [[65536, -1.0]]
     with pytest.raises(ValueError, match="residuals must be relative errors above -1"):
         SegmentFit.from_dict(seg)
+
+
+def test_a_residual_at_an_impossible_size_is_refused():
+    seg = fit_alpha_beta(*_bent_sweep()).segments[0].to_dict()
+    for size in (0, -4096, 1 << 60):
+        seg["residuals"] = [[size, 0.01]]
+        with pytest.raises(ValueError, match="at sizes from 1 to"):
+            SegmentFit.from_dict(seg)
