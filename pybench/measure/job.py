@@ -108,6 +108,8 @@ def loopback_only_network() -> bool:
                 return False
         else:
             uid, gid = os.geteuid(), os.getegid()
+            if not os.path.exists("/proc/self/setgroups"):
+                return False  # a kernel before 3.19 could not map us afterwards: stay as we are
             if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
                 return False
             # An unprivileged process may map only itself, and only after giving up setgroups.
