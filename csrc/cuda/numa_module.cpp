@@ -37,7 +37,7 @@ void register_numa(py::module_& m) {
     }
     return nodes;
   }, py::arg("node"), py::arg("size_bytes"), py::arg("sysfs_root") = numa::kSysfsRoot,
-     "Allocate size_bytes bound to `node` (mbind MPOL_BIND, pages touched), return the node of each page "
+     "Allocate size_bytes placed on `node` (mbind MPOL_PREFERRED, pages touched), return the node of each page "
      "(move_pages; negative: -errno), and free it. sysfs_root only changes which nodes count as existing.");
 }
 

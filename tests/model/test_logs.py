@@ -445,20 +445,26 @@ def test_newer_nccl_tests_columns_import_with_the_right_times(tmp_path, shape):
     assert np.allclose(m.time_in_place_s * 1e6, [round(_us(s, False), 2) for s in _SIZES])
 
 
-def _d_all_log(tmp_path):
-    """A nccl-tests -d all table: the same sizes once per element type (each its own speed)."""
+def _repeated_table_log(tmp_path, name: str, blocks) -> Path:
+    """A table repeating every size once per (type, redop, speed factor), as -d all / -o all print it."""
     cols = "time   algbw   busbw  #wrong"
     header = f"#       size         count      type   redop    root  {cols}  {cols}\n"
     rows = []
-    for ty, scale in (("float", 1.0), ("half", 0.6), ("double", 1.8)):
+    for ty, op, scale in blocks:
         for s in _SIZES:
             us = (15.0 + s * 7.5e-6) * scale
             alg = s / us / 1e3
             body = f"  {us:7.2f}  {alg:6.2f}  {alg * 1.5:6.2f}  {0:6g}"
-            rows.append(f"{s:12d}  {s // 4:12d}  {ty:>8s}  {'sum':>6s}  {-1:6d}" + body + body + "\n")
-    log = tmp_path / "all_reduce_d_all.txt"
+            rows.append(f"{s:12d}  {s // 4:12d}  {ty:>8s}  {op:>6s}  {-1:6d}" + body + body + "\n")
+    log = tmp_path / name
     log.write_text(_NEW_PREAMBLE + header + "".join(rows) + _NEW_FOOTER)
     return log
+
+
+def _d_all_log(tmp_path):
+    """A nccl-tests -d all table: the same sizes once per element type (each its own speed)."""
+    return _repeated_table_log(tmp_path, "all_reduce_d_all.txt",
+                               [("float", "sum", 1.0), ("half", "sum", 0.6), ("double", "sum", 1.8)])
 
 
 def test_a_d_all_log_gives_one_model_per_element_type_never_pooled(tmp_path):
@@ -486,17 +492,8 @@ def test_a_d_all_log_gives_one_model_per_element_type_never_pooled(tmp_path):
 def test_an_o_all_log_fits_the_sum_rows_and_says_which_it_left_out(tmp_path):
     from pybench.model.build import fit_models
     from pybench.model.topology import fit_topology_models
-    cols = "time   algbw   busbw  #wrong"
-    header = f"#       size         count      type   redop    root  {cols}  {cols}\n"
-    rows = []
-    for op, scale in (("sum", 1.0), ("prod", 0.6), ("max", 1.8)):
-        for s in _SIZES:
-            us = (15.0 + s * 7.5e-6) * scale
-            alg = s / us / 1e3
-            body = f"  {us:7.2f}  {alg:6.2f}  {alg * 1.5:6.2f}  {0:6g}"
-            rows.append(f"{s:12d}  {s // 4:12d}  {'float':>8s}  {op:>6s}  {-1:6d}" + body + body + "\n")
-    log = tmp_path / "all_reduce_o_all.txt"
-    log.write_text(_NEW_PREAMBLE + header + "".join(rows) + _NEW_FOOTER)
+    log = _repeated_table_log(tmp_path, "all_reduce_o_all.txt",
+                              [("float", "sum", 1.0), ("float", "prod", 0.6), ("float", "max", 1.8)])
     sets = load_measurements(log)
     assert [m.redop for m in sets] == ["sum", "prod", "max"]
     (model,) = fit_models(sets)  # one model, on the sum rows alone: 15 us + S / 133 GB/s
