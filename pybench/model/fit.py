@@ -40,6 +40,10 @@ How:
   The upper end of B is inf when the interval of 1/B reaches 0 (unbounded, said in
   words by :meth:`SegmentFit.ci_notes` and as null plus a note in JSON), and intervals
   are nan (undefined) without residual degrees of freedom.
+* Between measured sizes a prediction carries the measured neighbours' relative residuals
+  (:mod:`~pybench.model.residuals`): the line's time times ``1 + r``, ``r`` interpolated in
+  log size, so a measured size predicts its measured median and a curve's bend inside a
+  piece is kept; outside the measured sizes and at other world sizes the lines answer.
 * Prediction bands also hold the fit's own leave-one-size-out errors
   (:mod:`~pybench.model.jackknife`): a piece's residual scatter says nothing about the
   step to the next piece, so a band is never narrower than the errors of the measured
