@@ -157,8 +157,8 @@ def parse_json(text: str, source: str) -> Any:
     return data
 
 
-def read_text(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> str:
-    """The file's text, or a one-line FileFormatError (missing, not a regular file, too large, not UTF-8).
+def read_bytes(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> bytes:
+    """The file's bytes, or a one-line FileFormatError (missing, not a regular file, too large).
 
     The file is opened without blocking (a FIFO cannot hang the open), checked on the opened
     descriptor (a symlink to /dev/zero is a character device there), and read no further than
@@ -187,13 +187,19 @@ def read_text(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> str
             total += len(chunk)
         if total > limit_bytes:
             raise FileFormatError(f"{p} grew past {limit_bytes} bytes while being read; wrong file?")
-        return b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError:
-        raise FileFormatError(f"{p} is not UTF-8 text") from None
+        return b"".join(chunks)
     except OSError as exc:
         raise FileFormatError(f"cannot read {p}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+
+
+def read_text(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> str:
+    """The file's text (:func:`read_bytes`, strict UTF-8), or a one-line FileFormatError."""
+    try:
+        return read_bytes(path, limit_bytes).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileFormatError(f"{Path(path)} is not UTF-8 text") from None
 
 
 def read_json(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> Any:

@@ -14,13 +14,11 @@ text log, the line); JSON is parsed only by :func:`pybench.io.files.parse_json`.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from pybench.errors import FileFormatError
-from pybench.io.files import parse_json
+from pybench.io.files import parse_json, read_bytes
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
 from pybench.model.logs.nccl_tests import looks_like_nccl_tests, parse_nccl_tests_text
 from pybench.model.logs.nccl_tests_json import parse_nccl_tests_json
@@ -35,26 +33,12 @@ _MAX_BYTES = 64 << 20
 
 
 def _read(path: Path) -> str:
-    """The log's text: a regular file only (a FIFO cannot hang the open), at most _MAX_BYTES.
+    """The log's text through pybench's one bounded reader (regular files only, at most _MAX_BYTES).
 
     Logs are decoded leniently (a stray byte in shell noise must not refuse a whole sweep);
     JSON documents are then parsed strictly by :func:`pybench.io.files.parse_json`.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise FileFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FileFormatError(f"{path}: not a regular file; give a benchmark log or result file")
-        if st.st_size > _MAX_BYTES:
-            raise FileFormatError(f"{path}: {st.st_size} bytes is too large for a benchmark log")
-        raw = os.read(fd, _MAX_BYTES + 1)
-    except OSError as e:
-        raise FileFormatError(f"{path}: cannot read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
+    raw = read_bytes(path, _MAX_BYTES)
     if b"\x00" in raw[:4096]:
         raise FileFormatError(f"{path}: binary file, not a benchmark log or result JSON")
     return raw.decode("utf-8", errors="replace")
