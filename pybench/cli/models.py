@@ -132,9 +132,14 @@ def describe_topology(tm) -> str:
     fitted = ", ".join(f"{w}" + (f" on {n} nodes" if n > 1 else "") for w, n in tm.fitted)
     lines = [f"topology model: {tm.collective} / {tm.backend} / {tm.algorithm}, fitted at {fitted} ranks"]
     for name, link in (("intra-node", tm.intra), ("inter-node", tm.inter)):
-        if link is not None:
-            lines.append(f"  {name}: base {link.base_s * 1e6:.2f} us, per step {link.step_s * 1e6:.3f} us, "
-                         f"bus bandwidth {link.busbw_Bps / 1e9:.2f} GB/s, pipeline steps c {link.extra_steps:.3f}")
+        if link is None:
+            continue
+        regimes = link.all_regimes()
+        for k, r in enumerate(regimes, 1):
+            bandwidth = " (bandwidth)" if k == len(regimes) else ""
+            which = f" regime {k} of {len(regimes)}{bandwidth}" if link.regimes else ""
+            lines.append(f"  {name}{which}: base {r.base_s * 1e6:.2f} us, per step {r.step_s * 1e6:.3f} us, "
+                         f"bus bandwidth {r.busbw_Bps / 1e9:.2f} GB/s, pipeline steps c {r.extra_steps:.3f}")
     lines += [f"  note: {n}" for n in tm.notes]
     return "\n".join(lines)
 
@@ -199,6 +204,7 @@ def format_prediction_table(records) -> str:
         ratio = r.get("measured_anomaly_ratio")
         anomaly = f"anomaly, left out of the fit: measured {ratio:.2f}x the trend at the fitted world" if ratio else ""
         note = "; ".join(n for n, on in ((r.get("provenance", ""), "provenance" in r),
+                                         (f"regime {r.get('regime')}", bool(r.get("regime"))),
                                          ("outside measured sizes", r["extrapolated_size"]),
                                          ("band reaches 0: latency not resolved",
                                           r.get("band_reaches_zero", False)),
@@ -250,6 +256,7 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
                 "world": world, "nodes": nodes, "time_s": p.time_s, "time_low_s": p.low_s, "time_high_s": p.high_s,
                 "band": "prediction", "algbw_gbps": s / p.time_s / 1e9, "busbw_gbps": s / p.time_s / 1e9 * factor,
                 "algorithm": f"{m.algorithm}{f'; across nodes {p.schedule}' if nodes > 1 else ''} (topology model)",
+                "regime": p.regime,
                 "provenance": p.provenance,
                 "extrapolated_world": p.provenance == "extrapolated", "extrapolated_size": False,
                 "band_reaches_zero": False, "measured_anomaly_ratio": None})

@@ -41,6 +41,7 @@ import numpy as np
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import one_reduction
+from pybench.model.regimes import MAX_REGIMES, fit_regimes
 from pybench.model.topology_schedules import ALGORITHMS, SCHEDULES, algorithm_steps, check_schedule, crossing_terms
 
 __all__ = ["ALGORITHMS", "SCHEDULES", "LinkCost", "Observation", "TopologyModel", "TopologyPrediction",
@@ -57,7 +58,12 @@ EXTRAPOLATION_WIDENING = 0.03
 ONE_WORLD_WIDENING = 0.15
 @dataclass(frozen=True)
 class LinkCost:
-    """Fitted (or preset) parameters of one link class."""
+    """Fitted (or preset) parameters of one link class.
+
+    Its own figures are the bandwidth regime (what large messages get); ``regimes`` holds the
+    regimes that are faster at smaller sizes (NCCL's LL and LL128 protocols, another algorithm;
+    see :mod:`pybench.model.regimes`). An operation costs its fastest regime.
+    """
 
     base_s: float
     step_s: float
@@ -65,23 +71,46 @@ class LinkCost:
     extra_steps: float
     label: str
     """Where the figures come from: 'fitted at 2, 4 ranks' or 'preset nvlink4'."""
+    regimes: tuple[LinkCost, ...] = ()
 
-    def time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
+    def own_time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
+        """This regime's time alone, without the faster small-size regimes."""
         hops, steps = algorithm_steps(collective, algorithm, world)
         return self.base_s + hops * self.step_s + (steps + self.extra_steps) / world * size_bytes / self.busbw_Bps
 
+    def all_regimes(self) -> tuple[LinkCost, ...]:
+        """The small-size regimes, then the bandwidth regime (this one, without its ``regimes``)."""
+        return (*self.regimes, dataclasses.replace(self, regimes=())) if self.regimes else (self,)
+
+    def fastest(self, collective: str, algorithm: str, size_bytes: float, world: int) -> tuple[float, int]:
+        """(time, index in :meth:`all_regimes`) of the fastest regime for one operation."""
+        times = [r.own_time_s(collective, algorithm, size_bytes, world) for r in self.all_regimes()]
+        k = int(np.argmin(times))
+        return times[k], k
+
+    def time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
+        return self.fastest(collective, algorithm, size_bytes, world)[0]
+
     def to_dict(self) -> dict:
         return {"base_s": self.base_s, "step_s": self.step_s, "busbw_Bps": self.busbw_Bps,
-                "extra_steps": self.extra_steps, "label": self.label}
+                "extra_steps": self.extra_steps, "label": self.label,
+                "regimes": [r.to_dict() for r in self.regimes]}
 
     @classmethod
-    def from_dict(cls, d: object) -> LinkCost:
+    def from_dict(cls, d: object, nested: bool = False) -> LinkCost:
         if not isinstance(d, dict):
             raise FileFormatError(f"a link cost is {type(d).__name__}, not an object")
         base, step, busbw, extra = (_number(d, k) for k in ("base_s", "step_s", "busbw_Bps", "extra_steps"))
         if min(base, step, extra) < 0 or busbw <= 0:
             raise FileFormatError("a link cost needs base_s, step_s, extra_steps >= 0 and busbw_Bps > 0")
-        return cls(base, step, busbw, extra, str(d.get("label", "")))
+        raw = d.get("regimes") or []
+        if not isinstance(raw, list) or (raw and nested) or len(raw) >= MAX_REGIMES:
+            raise FileFormatError(f"a link cost's regimes must be a list of at most {MAX_REGIMES - 1} link costs "
+                                  f"without regimes of their own")
+        regimes = tuple(cls.from_dict(r, nested=True) for r in raw)
+        if any(r.busbw_Bps > busbw for r in regimes):
+            raise FileFormatError("a small-size regime has more bandwidth than its link's bandwidth regime")
+        return cls(base, step, busbw, extra, str(d.get("label", "")), regimes)
 
     @classmethod
     def from_preset(cls, preset: LinkPreset) -> LinkCost:
@@ -105,6 +134,8 @@ class TopologyPrediction:
     provenance: str
     """``measured``, ``interpolated`` or ``extrapolated``."""
     links: str
+    regime: str = ""
+    """Which of the link's regimes priced it, smallest-size regime first (``2 of 4``); empty with one."""
 
     @property
     def busbw_Bps(self) -> float:
@@ -125,10 +156,6 @@ class Observation:
     time_s: float
 
 
-# Candidate parameter sets, most detailed first: the first the data can identify is used.
-_COLUMN_SETS = ((0, 1, 2, 3), (0, 1, 2), (0, 2, 3), (0, 2), (1, 2), (2,))  # last: no latency the data can see
-
-
 def _design(collective: str, algorithm: str, obs: Sequence[Observation]) -> np.ndarray:
     rows = []
     for o in obs:
@@ -137,25 +164,15 @@ def _design(collective: str, algorithm: str, obs: Sequence[Observation]) -> np.n
     return np.array(rows, dtype=float)
 
 
-def _solve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """Non-negative least squares over the first identifiable column set; (theta, cost) or None."""
-    weights = 1.0 / y  # relative error: every size counts alike
-    for cols in _COLUMN_SETS:
-        sub = x[:, cols] * weights[:, None]
-        if np.linalg.matrix_rank(sub, tol=1e-9 * np.abs(sub).max()) < len(cols):
-            continue
-        theta_sub, *_ = np.linalg.lstsq(sub, np.ones_like(y), rcond=None)
-        if np.any(theta_sub < 0) or theta_sub[cols.index(2)] <= 0:
-            continue
-        theta = np.zeros(4)
-        theta[list(cols)] = theta_sub
-        return theta, float(np.sum((x @ theta / y - 1.0) ** 2))
-    return None
-
-
 def _link_from_theta(theta: np.ndarray, label: str) -> LinkCost:
     inv_b = theta[2]
     return LinkCost(float(theta[0]), float(theta[1]), float(1.0 / inv_b), float(theta[3] / inv_b), label)
+
+
+def _link_from_regimes(thetas: Sequence[np.ndarray], label: str) -> LinkCost:
+    """A link from fitted regimes, the bandwidth regime last (:func:`pybench.model.regimes.fit_regimes`)."""
+    small = tuple(_link_from_theta(th, label) for th in thetas[:-1])
+    return dataclasses.replace(_link_from_theta(thetas[-1], label), regimes=small)
 
 
 @dataclass(frozen=True)
@@ -216,13 +233,13 @@ class TopologyModel:
         _check_layout(world, nodes)
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
-        time_s, schedule = self._time(size_bytes, world, nodes, sharing)
+        time_s, schedule, regime = self._time(size_bytes, world, nodes, sharing)
         kind, distance = self._provenance(size_bytes, world, nodes)
         worlds = {w for w, _ in self.fitted}
         widening = EXTRAPOLATION_WIDENING if len(worlds) > 1 else ONE_WORLD_WIDENING
         half = Z95 * math.hypot(self._local_sigma(size_bytes), widening * distance)
         return TopologyPrediction(int(size_bytes), world, nodes, time_s, time_s / (1.0 + half), time_s * (1.0 + half),
-                                  self.algorithm, schedule, kind, self._links_label(nodes))
+                                  self.algorithm, schedule, kind, self._links_label(nodes), regime)
 
     def _links_label(self, nodes: int) -> str:
         labels = [f"intra-node {self.intra.label}" if self.intra else "intra-node unknown"]
@@ -230,12 +247,14 @@ class TopologyModel:
             labels.append(f"inter-node {self.inter.label}" if self.inter else "inter-node unknown")
         return "; ".join(labels)
 
-    def _time(self, size: float, world: int, nodes: int, sharing: int = 1) -> tuple[float, str]:
+    def _time(self, size: float, world: int, nodes: int, sharing: int = 1) -> tuple[float, str, str]:
+        """(time, what was priced across nodes, which regime priced it)."""
         if nodes == 1:
             if self.intra is None:
                 raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
                                  f"log too, or give an intra-node preset (--link nvlink4, ...)")
-            return self.intra.time_s(self.collective, self.algorithm, size, world), "ring"
+            time_s, k = self.intra.fastest(self.collective, self.algorithm, size, world)
+            return time_s, "ring", _regime_label(self.intra, k)
         if self.inter is None:
             raise UsageError(f"the {self.collective} model holds no inter-node parameters; fit a multi-node log, "
                              f"or give an inter-node preset (--link ib-ndr, eth-100g, ...)")
@@ -310,16 +329,22 @@ def _check_layout(world: int, nodes: int) -> None:
         raise UsageError(f"world {world} is not divisible by {nodes} nodes; give ranks per node x nodes")
 
 
+def _regime_label(link: LinkCost, k: int) -> str:
+    return f"{k + 1} of {len(link.regimes) + 1}" if link.regimes else ""
+
+
 def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 1,
-                  nodes: int = 2) -> tuple[float, str]:
+                  nodes: int = 2) -> tuple[float, str, str]:
     """The part between nodes: the schedule's bytes through the busiest NIC (shared by ``sharing``
-    groups) at the slower link's rate; what is inside each node first is not priced."""
+    groups) at the slower link's rate, in the fastest of the inter-node link's regimes; what is
+    inside each node first is not priced."""
     assert model.inter is not None
-    inter = model.inter
-    nic = inter.busbw_Bps / sharing
-    bw = min(nic, model.intra.busbw_Bps) if model.intra else nic
     hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes)
-    return inter.base_s + hops * inter.step_s + (data + fill * inter.extra_steps) * size / bw, label
+    intra_bw = model.intra.busbw_Bps if model.intra else math.inf
+    times = [r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / min(r.busbw_Bps / sharing, intra_bw)
+             for r in model.inter.all_regimes()]
+    k = int(np.argmin(times))
+    return times[k], label, _regime_label(model.inter, k)
 
 
 def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) -> float:
@@ -359,12 +384,11 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         if not single:
             best = (0.0, algo, LinkCost.from_preset(intra_preset) if intra_preset else None)
             break
-        solved = _solve(_design(collective, algo, single), np.array([o.time_s for o in single]))
+        worlds = sorted({o.world for o in single})
+        solved = _fit_link(_design(collective, algo, single), single, f"fitted at {', '.join(map(str, worlds))} ranks")
         if solved is None:
             continue
-        theta, cost = solved
-        worlds = sorted({o.world for o in single})
-        link = _link_from_theta(theta, f"fitted at {', '.join(map(str, worlds))} ranks")
+        link, cost = solved
         if best is None or cost < best[0] * (1 - 1e-6):  # ties keep the earlier (ring first)
             best = (cost, algo, link)
     if best is None:
@@ -383,6 +407,16 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                          schedule=schedule)
 
 
+def _fit_link(x: np.ndarray, obs: Sequence[Observation], label: str) -> tuple[LinkCost, float] | None:
+    """One link class's regimes fitted to ``obs`` with design ``x``: (link, relative RSS) or None."""
+    y = np.array([o.time_s for o in obs])
+    thetas = fit_regimes(x, y, np.array([o.size_bytes for o in obs]))
+    if thetas is None:
+        return None
+    time = np.min(np.stack([x @ th for th in thetas]), axis=0)
+    return _link_from_regimes(thetas, label), float(np.sum((time / y - 1.0) ** 2))
+
+
 def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | None,
                preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> LinkCost | None:
     if not multi:
@@ -391,12 +425,11 @@ def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | 
     for o in multi:
         hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes)
         rows.append((1.0, hops, o.size_bytes * data, o.size_bytes * fill))
-    x = np.array(rows, dtype=float)
-    solved = _solve(x, np.array([o.time_s for o in multi]))
+    solved = _fit_link(np.array(rows, dtype=float), multi,
+                       "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes" for o in multi})))
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
-    link = _link_from_theta(solved[0], "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes"
-                                                                         for o in multi})))
+    link = solved[0]
     if intra is not None and link.busbw_Bps > intra.busbw_Bps:
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
                      "may include in-network reduction (NVLS/SHARP)")

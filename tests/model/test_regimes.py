@@ -1,0 +1,180 @@
+"""Protocol regimes in the topology model: the fastest of a few fitted frames, as NCCL picks a protocol.
+
+Synthetic sweeps built from two known regimes are recovered and carried to other world sizes
+exactly; real 2-node nccl-tests sweeps (tests/fixtures/shared_data, verbatim copies) are fitted
+far better than by one frame (figures pinned a little above today's, so a regression fails);
+sweeps one frame already fits within the noise floor (vTrain) keep one regime.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import SHARED_DATA
+
+from pybench.errors import FileFormatError
+from pybench.model.regimes import _bandwidth_regime_last, envelope, fit_regimes
+from pybench.model.topology import LinkCost, Observation, TopologyModel, algorithm_steps, fit_topology
+
+SIZES = [float(2 ** k) for k in range(3, 31)]  # 8 B .. 1 GiB
+# Truth: an LL-like regime (little latency, a tenth of the bandwidth) and a Simple-like one.
+LL = LinkCost(4e-6, 0.4e-6, 20e9, 0.0, "truth")
+SIMPLE = LinkCost(12e-6, 1.5e-6, 200e9, 0.5, "truth")
+
+
+def _truth(size: float, world: int) -> float:
+    return min(LL.time_s("allreduce", "ring", size, world), SIMPLE.time_s("allreduce", "ring", size, world))
+
+
+def _sweep(world: int, wobble: float = 0.0) -> list[Observation]:
+    # A deterministic +-wobble, alternating with size, stands in for measurement noise.
+    return [Observation(s, world, 1, _truth(s, world) * (1 + wobble * (-1) ** i)) for i, s in enumerate(SIZES)]
+
+
+def test_two_known_regimes_are_recovered_and_carried_to_another_world_size():
+    model = fit_topology("allreduce", _sweep(2) + _sweep(4), algorithm="ring")
+    assert model.intra is not None and len(model.intra.regimes) == 1
+    small, big = model.intra.all_regimes()
+    assert small.busbw_Bps == pytest.approx(LL.busbw_Bps, rel=1e-6)
+    assert big.busbw_Bps == pytest.approx(SIMPLE.busbw_Bps, rel=1e-6)
+    assert big.step_s == pytest.approx(SIMPLE.step_s, rel=1e-6)
+    # 8 ranks were never measured: every size, the switch included, is the truth's.
+    for size in SIZES:
+        assert model.predict(int(size), 8).time_s == pytest.approx(_truth(size, 8), rel=1e-6)
+    regimes = [model.predict(int(s), 8).regime for s in SIZES]
+    assert regimes[0] == "1 of 2" and regimes[-1] == "2 of 2"
+
+
+def test_the_switch_moves_with_the_world_size_as_the_regimes_cross():
+    model = fit_topology("allreduce", _sweep(2) + _sweep(4), algorithm="ring")
+
+    def first_big(world: int) -> float:
+        return next(s for s in SIZES if model.predict(int(s), world).regime == "2 of 2")
+
+    def truth_first_big(world: int) -> float:
+        return next(s for s in SIZES if SIMPLE.time_s("allreduce", "ring", s, world)
+                    < LL.time_s("allreduce", "ring", s, world))
+
+    for world in (2, 8, 64):
+        assert first_big(world) == truth_first_big(world)
+    assert first_big(64) > first_big(2)  # more hops: the low-latency protocol holds longer
+
+
+def test_noise_below_the_floor_keeps_one_regime_per_split_and_noise_above_it_is_not_fitted_as_regimes():
+    # 1% alternating wobble on two regimes: still two regimes, each within the wobble.
+    model = fit_topology("allreduce", _sweep(2, 0.01) + _sweep(4, 0.01), algorithm="ring")
+    assert len(model.intra.regimes) == 1
+    for size in SIZES:
+        assert model.predict(int(size), 8).time_s == pytest.approx(_truth(size, 8), rel=0.03)
+    # One straight frame with 2% wobble: nothing to split.
+    frame = LinkCost(10e-6, 1e-6, 100e9, 0.0, "truth")
+    obs = [Observation(s, w, 1, frame.time_s("allreduce", "ring", s, w) * (1 + 0.02 * (-1) ** i))
+           for w in (2, 4) for i, s in enumerate(SIZES)]
+    assert fit_topology("allreduce", obs, algorithm="ring").intra.regimes == ()
+
+
+def _vtrain(world: int) -> list[Observation]:
+    path = SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    table = np.loadtxt(path, delimiter=",", skiprows=1, usecols=(0, 3))
+    return [Observation(float(size), world, 1, float(ns) * 1e-9) for size, ns in table]
+
+
+def test_vtrain_stays_one_regime_because_one_frame_fits_it_within_the_floor():
+    """Two regimes fit 2 and 4 GPUs to 1.1% rms instead of 2.2% but take the 8-GPU max from 18% to 28%."""
+    obs = _vtrain(2) + _vtrain(4)
+    model = fit_topology("allreduce", obs)
+    assert model.intra.regimes == ()
+    x = np.array([[1.0, *algorithm_steps("allreduce", "ring", o.world), 0.0] for o in obs])
+    x[:, 2] = [o.size_bytes * s / o.world for o, s in zip(obs, x[:, 2])]
+    x[:, 3] = [o.size_bytes / o.world for o in obs]
+    y = np.array([o.time_s for o in obs])
+    forced = fit_regimes(x, y, np.array([o.size_bytes for o in obs]), noise_floor=0.001)
+    assert forced is not None and len(forced) >= 2  # the data does bend; the floor keeps it out
+
+
+def _real(name: str):
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology import fit_topology_models
+    path = SHARED_DATA / "nccl-tests" / name
+    if not path.is_file():
+        pytest.skip(f"{path} is missing")
+    sets = load_measurements(path)
+    models, _ = fit_topology_models(sets)
+    (model,) = models
+    ms = sets[0]
+    errs = np.array([abs(model.predict(int(s), ms.world_size, 2).time_s / t - 1)
+                     for s, t in zip(ms.size_bytes, ms.time_s)])
+    return model, ms, errs
+
+
+@pytest.mark.parametrize("name, regimes, median, worst, one_frame_worst", [
+    # today: 4 regimes 1.6% / 9.4% (one frame 15.8% / 35.2%)
+    ("a100_2node_16gpu_oci_roce_allreduce.txt", 4, 0.02, 0.10, 0.30),
+    # today: 2 regimes 13.7% / 34.5% (one frame 28.7% / 80.8%): 2 MiB is slower than 4 MiB
+    ("b200_2node_16gpu_gke_a4_allgather.txt", 2, 0.14, 0.35, 0.75),
+])
+def test_real_two_node_sweeps_are_fitted_by_their_regimes(name, regimes, median, worst, one_frame_worst):
+    model, ms, errs = _real(name)
+    assert len(model.inter.all_regimes()) == regimes
+    assert np.median(errs) <= median and errs.max() <= worst
+    one = TopologyModel.from_dict({**model.to_dict(), "inter": {**model.inter.to_dict(), "regimes": []}})
+    one_errs = np.array([abs(one.predict(int(s), ms.world_size, 2).time_s / t - 1)
+                         for s, t in zip(ms.size_bytes, ms.time_s)])
+    assert one_errs.max() > one_frame_worst  # the bandwidth regime alone misses the middle of the sweep
+    # Every regime wins at 3 or more of the measured sizes, smallest-size regime first.
+    won = [model.predict(int(s), ms.world_size, 2).regime for s in ms.size_bytes]
+    for k in range(1, regimes + 1):
+        assert won.count(f"{k} of {regimes}") >= 3
+    assert won[0] == f"1 of {regimes}" and won[-1] == f"{regimes} of {regimes}"
+
+
+def test_the_bandwidth_regime_is_the_one_that_wins_at_the_largest_size():
+    sizes = np.array([2.0 ** k for k in range(10, 21)])
+    x = np.column_stack([np.ones_like(sizes), np.zeros_like(sizes), sizes, np.zeros_like(sizes)])
+    slow = np.array([0.0, 0.0, 1e-9, 0.0])       # wins everywhere measured
+    steep = np.array([1e-2, 0.0, 1e-12, 0.0])     # 10 ms + more bandwidth: would win only past 10 MB
+    y = x @ slow
+    kept = _bandwidth_regime_last(x, y, sizes, [steep, slow])
+    assert kept is not None and len(kept) == 1 and np.allclose(kept[0], slow)
+    time, winner = envelope(x, [slow])
+    assert np.allclose(time, y) and not winner.any()
+
+
+def test_model_files_keep_the_regimes_and_refuse_malformed_ones(tmp_path):
+    model = fit_topology("allreduce", _sweep(2) + _sweep(4), algorithm="ring")
+    doc = json.loads(json.dumps(model.to_dict()))
+    again = TopologyModel.from_dict(doc)
+    assert again.intra == model.intra
+    assert again.predict(4096, 16).time_s == model.predict(4096, 16).time_s
+    link = doc["intra"]
+    bad = [
+        {**link, "regimes": {"base_s": 0}},                                     # not a list
+        {**link, "regimes": [{**link["regimes"][0], "regimes": [link["regimes"][0]]}]},  # nested
+        {**link, "regimes": [link["regimes"][0]] * 4},                           # more than 3 small-size regimes
+        {**link, "regimes": [{**link["regimes"][0], "busbw_Bps": 2 * link["busbw_Bps"]}]},  # faster than the link
+        {**link, "regimes": [{**link["regimes"][0], "base_s": -1.0}]},           # negative latency
+    ]
+    for d in bad:
+        with pytest.raises(FileFormatError):
+            TopologyModel.from_dict({**doc, "intra": d})
+    older = {k: v for k, v in link.items() if k != "regimes"}  # a file from before regimes
+    assert TopologyModel.from_dict({**doc, "intra": older}).intra.regimes == ()
+
+
+def test_fit_lists_the_regimes_and_predict_names_the_one_used_per_size(tmp_path, capsys):
+    from pybench.cli.main import main
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    out, pj = tmp_path / "a100.json", tmp_path / "p.json"
+    assert main(["fit", str(log), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "inter-node regime 1 of 4:" in text and "inter-node regime 4 of 4 (bandwidth):" in text
+    assert main(["predict", str(out), "--world", "32", "--nodes", "4", "--sizes", "8,1M,8G",
+                 "--json", str(pj)]) == 0
+    table = capsys.readouterr().out
+    assert "extrapolated; regime 1 of 4" in table and "extrapolated; regime 4 of 4" in table
+    records = json.loads(pj.read_text())["records"]
+    assert [r["regime"] for r in records] == ["1 of 4", "3 of 4", "4 of 4"]
