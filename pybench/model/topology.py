@@ -13,6 +13,10 @@ one step's data, which is why bus bandwidth rises slowly with p on one NVSwitch 
 so it is fitted by weighted least squares on relative error, with no parameter below zero
 and none that the data cannot tell apart (one world size cannot separate base from step).
 
+Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's
+cost is the fastest of up to 4 such frames, each fitted with its own parameters
+(:mod:`pybench.model.regimes`); the switch between two moves with p where their costs cross.
+
 Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps
 that cross nodes (or a preset, labelled as such). Across nodes the operation runs at the
 slower link's bus bandwidth and pays the inter-node step latency. The inter-node bus
