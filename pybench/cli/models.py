@@ -14,6 +14,7 @@ Errors are PyBenchError subclasses; the CLI prints them on one line and exits 2.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -45,6 +46,9 @@ def add_parsers(subparsers) -> None:
                    help="collective, for logs that do not name it (e.g. allreduce)")
     p.add_argument("--world", type=_ranks, default=None, metavar="N",
                    help="rank count, for logs that do not show it")
+    p.add_argument("--nodes", type=_ranks, default=None, metavar="N",
+                   help="nodes the ranks ran on, for logs that do not list their hosts (the topology model "
+                        "needs it)")
     p.add_argument("--min-points", type=_min_points, default=None, metavar="K",
                    help="fewest sizes in one piece (default 4)")
     p.add_argument("--criterion", choices=("bic", "aicc"), default="bic",
@@ -93,6 +97,8 @@ def run_fit(args) -> int:
     sets = []
     for path in args.inputs:
         sets.extend(load_measurements(path, collective=args.collective, world_size=args.world))
+    if args.nodes is not None:
+        sets = [_with_nodes(m, args.nodes) for m in sets]
     usable = [m for m in sets if len(set(m.size_bytes.tolist())) >= 2]
     for m in sets:
         if m not in usable:
@@ -127,10 +133,31 @@ def run_fit(args) -> int:
     return 0
 
 
+def _with_nodes(ms, nodes: int):
+    """``ms`` with ``--nodes`` recorded where its log did not say; a log that says otherwise is refused."""
+    from pybench.model.topology import nodes_of
+
+    where = ms.path or ms.collective
+    known = nodes_of(ms)
+    if known is not None:
+        if known != nodes:
+            raise UsageError(f"--nodes {nodes}: {where} ran on {known} node(s) by its own record; leave --nodes "
+                             f"out or fit that file separately")
+        return ms
+    if not ms.world_size:
+        raise UsageError(f"--nodes {nodes}: {where} does not say its rank count; give --world too")
+    if ms.world_size % nodes:
+        raise UsageError(f"--nodes {nodes}: {where} has {ms.world_size} ranks, not divisible by {nodes} nodes; "
+                         f"give the node count the ranks were spread over")
+    return dataclasses.replace(ms, link_class="inter-node" if nodes > 1 else "intra-node",
+                               notes=(*ms.notes, f"{ms.world_size} ranks on {nodes} host(s) per --nodes"))
+
+
 def describe_topology(tm) -> str:
     """Two lines about a fitted topology model, for ``fit``'s report."""
-    fitted = ", ".join(f"{w}" + (f" on {n} nodes" if n > 1 else "") for w, n in tm.fitted)
-    lines = [f"topology model: {tm.collective} / {tm.backend} / {tm.algorithm}, fitted at {fitted} ranks"]
+    fitted = ", ".join(f"{w}" if n == 1 else f"{w} ranks on {n} nodes" for w, n in tm.fitted)
+    unit = " ranks" if tm.fitted[-1][1] == 1 else ""
+    lines = [f"topology model: {tm.collective} / {tm.backend} / {tm.algorithm}, fitted at {fitted}{unit}"]
     for name, link in (("intra-node", tm.intra), ("inter-node", tm.inter)):
         if link is None:
             continue

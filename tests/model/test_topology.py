@@ -269,3 +269,35 @@ def test_another_node_count_is_extrapolated_and_its_band_wider():
     same, other = model.predict(size, 4, 2), model.predict(size, 4, 4)
     assert same.provenance in ("measured", "interpolated") and other.provenance == "extrapolated"
     assert (other.high_s - other.low_s) / other.time_s > (same.high_s - same.low_s) / same.time_s
+
+
+# ---------------------------------------------------------------- fit --nodes: logs that do not list their hosts
+def test_fit_nodes_gives_a_log_without_rank_lines_its_topology_model(tmp_path, capsys):
+    """The shared H100 log (srun prefixes, no Rank lines) ran on 2 nodes; only --nodes can say so."""
+    from pybench.cli.main import main
+    from pybench.model.model_files import load_topology
+    log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+    out = tmp_path / "h100.json"
+    assert main(["fit", str(log), "-o", str(out)]) == 0
+    assert "node count unknown" in capsys.readouterr().err
+    assert load_topology(out) == []
+    assert main(["fit", str(log), "--nodes", "2", "-o", str(out), "--force"]) == 0
+    text = capsys.readouterr().out
+    assert "16 ranks on 2 host(s) per --nodes" in text
+    assert "topology model: allreduce / nccl / ring, fitted at 16 ranks on 2 nodes" in text
+    (model,) = load_topology(out)
+    assert model.fitted == ((16, 2),) and model.inter is not None and model.intra is None
+
+
+@pytest.mark.parametrize("log, nodes, says", [
+    ("nccl-tests/h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", "3", "16 ranks, not divisible by 3 nodes"),
+    ("nccl-tests/a100_2node_16gpu_oci_roce_allreduce.txt", "4", "ran on 2 node(s) by its own record"),
+    ("vtrain/a100_nvswitch_allreduce_2gpu.csv", "2", "ran on 1 node(s) by its own record"),
+])
+def test_fit_nodes_that_cannot_hold_is_one_line_and_exit_2(tmp_path, capsys, log, nodes, says):
+    from pybench.cli.main import main
+    out = tmp_path / "m.json"
+    assert main(["fit", str(SHARED_DATA / log), "--nodes", nodes, "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
