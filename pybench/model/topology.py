@@ -46,7 +46,14 @@ from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import one_reduction
 from pybench.model.regimes import MAX_REGIMES, fit_regimes
-from pybench.model.topology_schedules import ALGORITHMS, SCHEDULES, algorithm_steps, check_schedule, crossing_terms
+from pybench.model.topology_schedules import (
+    ALGORITHMS,
+    SCHEDULES,
+    algorithm_steps,
+    check_schedule,
+    crossing_terms,
+    intra_node_ranks,
+)
 
 __all__ = ["ALGORITHMS", "SCHEDULES", "LinkCost", "Observation", "TopologyModel", "TopologyPrediction",
            "algorithm_steps", "fit_topology", "fit_topology_models", "nic_floor_s", "nodes_of",
@@ -198,6 +205,9 @@ class TopologyModel:
     """Across nodes: ``ring`` (one ring over every rank), ``hierarchical`` (inside each node first,
     then one ring over one leader per node) or ``openmpi`` (what Open MPI 5 runs: HAN or coll/tuned's
     choice by ranks and size); see :mod:`pybench.model.topology_schedules`."""
+    inter_absorbs_intra: bool = False
+    """True when the inter-node link was fitted to multi-node times that include the leader schedules'
+    intra-node phase (no intra-node link to price it apart at fit time): that phase is then not added again."""
 
     def _local_sigma(self, size: float) -> float:
         if not self.residuals:
@@ -270,7 +280,8 @@ class TopologyModel:
                 "inter": self.inter.to_dict() if self.inter else None,
                 "fitted": [list(f) for f in self.fitted], "size_range": list(self.size_range),
                 "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
-                "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule}
+                "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
+                "inter_absorbs_intra": self.inter_absorbs_intra}
 
 
     @classmethod
@@ -291,9 +302,13 @@ class TopologyModel:
                                   f"{len(sizes)} sizes vs {len(residuals)} residuals)")
         intra = LinkCost.from_dict(d["intra"]) if d.get("intra") is not None else None
         inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
+        # Files from before the intra-node phase was priced fitted their inter-node link over it.
+        absorbs = d.get("inter_absorbs_intra", inter is not None)
+        if not isinstance(absorbs, bool):
+            raise FileFormatError(f"a topology model's inter_absorbs_intra is {absorbs!r}, not true or false")
         return cls(collective, algorithm, intra, inter, fitted, (lo, hi), sizes, residuals,
                    tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")),
-                   check_schedule(d.get("schedule", "ring")))
+                   check_schedule(d.get("schedule", "ring")), absorbs)
 
     def with_preset(self, preset: LinkPreset) -> TopologyModel:
         """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""
@@ -339,16 +354,28 @@ def _regime_label(link: LinkCost, k: int) -> str:
 
 def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 1,
                   nodes: int = 2) -> tuple[float, str, str]:
-    """The part between nodes: the schedule's bytes through the busiest NIC (shared by ``sharing``
-    groups) at the slower link's rate, in the fastest of the inter-node link's regimes; what is
-    inside each node first is not priced."""
+    """Across nodes: the schedule's bytes through the busiest NIC (shared by ``sharing`` groups) at
+    the slower link's rate, in the fastest of the inter-node link's regimes, plus a leader
+    schedule's phase inside each node where the intra-node link prices it (:func:`_intra_phase_s`)."""
     assert model.inter is not None
     hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes)
     intra_bw = model.intra.busbw_Bps if model.intra else math.inf
     times = [r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / min(r.busbw_Bps / sharing, intra_bw)
              for r in model.inter.all_regimes()]
     k = int(np.argmin(times))
-    return times[k], label, _regime_label(model.inter, k)
+    inside = _intra_phase_s(model, size, world, nodes)
+    if inside:
+        label += f" + intra-node phase on {world // nodes} ranks"
+    return times[k] + inside, label, _regime_label(model.inter, k)
+
+
+def _intra_phase_s(model: TopologyModel, size: float, world: int, nodes: int) -> float:
+    """Time of the schedule's phase inside each node (leader schedules), 0 without one or without an
+    intra-node link to price it with (then the inter-node fit has absorbed it)."""
+    ranks = intra_node_ranks(model.schedule, model.collective, world, nodes)
+    if not ranks or model.intra is None or model.inter_absorbs_intra:
+        return 0.0
+    return model.intra.time_s(model.collective, model.algorithm, size, ranks)
 
 
 def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) -> float:
@@ -401,14 +428,14 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     if single and len({o.world for o in single}) == 1:
         notes.append("one world size: base and per-step latency cannot be told apart; other world sizes are "
                      "extrapolated with the latency held per call")
-    inter = _fit_inter(collective, multi, intra, inter_preset, notes, schedule)
+    inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule)
     fitted_obs = single + multi
-    residuals = _residuals(collective, algo, intra, inter, fitted_obs, schedule)
-    return TopologyModel(collective, algo, intra, inter,
-                         tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
-                         (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
-                         tuple(float(o.size_bytes) for o in fitted_obs), tuple(residuals), tuple(notes),
-                         schedule=schedule)
+    model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
+                          (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
+                          tuple(float(o.size_bytes) for o in fitted_obs), (), tuple(notes), schedule=schedule,
+                          inter_absorbs_intra=absorbs)
+    residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
+    return dataclasses.replace(model, residuals=tuple(residuals))
 
 
 def _fit_link(x: np.ndarray, obs: Sequence[Observation], label: str) -> tuple[LinkCost, float] | None:
@@ -421,15 +448,32 @@ def _fit_link(x: np.ndarray, obs: Sequence[Observation], label: str) -> tuple[Li
     return _link_from_regimes(thetas, label), float(np.sum((time / y - 1.0) ** 2))
 
 
-def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | None,
-               preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> LinkCost | None:
+def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], intra: LinkCost | None,
+               preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> tuple[LinkCost | None, bool]:
+    """The inter-node link, and whether it absorbed the leader schedules' intra-node phase.
+
+    With an intra-node link, that phase (:func:`pybench.model.topology_schedules.intra_node_ranks`)
+    is priced with it and taken off the multi-node times first, so the inter-node link is the
+    NICs' alone and the phase scales with the ranks per node of the layout asked for.
+    """
     if not multi:
-        return LinkCost.from_preset(preset) if preset else None
+        return (LinkCost.from_preset(preset) if preset else None), False
+    inside = np.array([intra.time_s(collective, algorithm, o.size_bytes, g)
+                       if intra is not None and (g := intra_node_ranks(schedule, collective, o.world, o.nodes)) else 0.0
+                       for o in multi])
+    times = np.array([o.time_s for o in multi])
+    absorbs = any(intra_node_ranks(schedule, collective, o.world, o.nodes) for o in multi) and intra is None
+    if np.any(inside >= 0.95 * times):
+        notes.append("the intra-node link accounts for the whole of some multi-node times: the intra-node phase is "
+                     "left inside the inter-node figures, not priced apart")
+        inside[:] = 0.0
+        absorbs = True
+    between = [dataclasses.replace(o, time_s=float(t)) for o, t in zip(multi, times - inside)]
     rows = []
-    for o in multi:
+    for o in between:
         hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes)
         rows.append((1.0, hops, o.size_bytes * data, o.size_bytes * fill))
-    solved = _fit_link(np.array(rows, dtype=float), multi,
+    solved = _fit_link(np.array(rows, dtype=float), between,
                        "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes" for o in multi})))
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
@@ -437,14 +481,7 @@ def _fit_inter(collective: str, multi: Sequence[Observation], intra: LinkCost | 
     if intra is not None and link.busbw_Bps > intra.busbw_Bps:
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
                      "may include in-network reduction (NVLS/SHARP)")
-    return link
-
-
-def _residuals(collective: str, algorithm: str, intra: LinkCost | None, inter: LinkCost | None,
-               obs: Sequence[Observation], schedule: str = "ring") -> list[float]:
-    model = TopologyModel(collective, algorithm, intra, inter, tuple({(o.world, o.nodes) for o in obs}), (1, 1),
-                          schedule=schedule)
-    return [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in obs]
+    return link, bool(absorbs)
 
 
 def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] | None = None) -> list[Observation]:

@@ -11,6 +11,12 @@ what ``hops``, ``data`` and ``fill`` are there:
   size (:mod:`pybench.model.mpi_openmpi`): HAN between node leaders when nodes hold several
   ranks, else coll/tuned's own choice (Rabenseifner, recursive doubling, ring, ...), each
   priced by the bytes through the busiest NIC.
+
+The leader schedules (``hierarchical``, and ``openmpi`` when it runs HAN) first combine the data
+inside each node and spread the result again afterwards: :func:`intra_node_ranks` says over how
+many ranks, and the model prices that phase with its intra-node link (one operation of the same
+collective on the node's ranks: a reduce and a broadcast move what a ring all-reduce moves, to
+within g/(g-1)). NCCL's ring runs through every rank in one pipeline: no separate phase.
 """
 
 from __future__ import annotations
@@ -51,6 +57,16 @@ def check_schedule(name: object) -> str:
     if name not in SCHEDULES:
         raise FileFormatError(f"a topology model's schedule is {name!r}, not one of {', '.join(SCHEDULES)}")
     return str(name)
+
+
+def intra_node_ranks(schedule: str, collective: str, world: int, nodes: int) -> int:
+    """Ranks per node of the intra-node phase a schedule runs before and after the leaders talk; 0 if none."""
+    per_node = world // nodes if nodes else 0
+    if per_node < 2 or nodes < 2:
+        return 0
+    if schedule == "hierarchical" or (schedule == "openmpi" and collective == "allreduce"):
+        return per_node  # openmpi: several ranks per node is HAN (mpi_openmpi.openmpi_allreduce_plan)
+    return 0
 
 
 def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import SHARED_DATA
 
-from pybench.errors import UsageError
+from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import PRESETS, get_preset
 from pybench.model.topology import LinkCost, Observation, TopologyModel, algorithm_steps, fit_topology, nic_floor_s
 
@@ -301,3 +301,41 @@ def test_fit_nodes_that_cannot_hold_is_one_line_and_exit_2(tmp_path, capsys, log
     err = capsys.readouterr().err.strip()
     assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- leader schedules: the phase inside each node
+def test_a_leader_schedule_prices_its_intra_node_phase_with_the_intra_node_link():
+    """hierarchical / HAN: combine inside the node, leaders talk, spread again. With single-node sweeps
+    the inside phase is priced apart, so another ranks-per-node count is predicted exactly."""
+    sizes = [float(2 ** k) for k in range(16, 27)]
+    intra = LinkCost(5e-6, 1e-6, 20e9, 0.0, "truth")      # shared memory, say
+    nic = LinkCost(30e-6, 0.0, 1.25e9, 0.0, "truth")     # one 10 Gbit/s NIC per node
+
+    def truth(size: float, world: int, nodes: int) -> float:
+        g = world // nodes
+        inside = intra.time_s("allreduce", "ring", size, g) if g > 1 else 0.0
+        _, steps = algorithm_steps("allreduce", "ring", nodes)
+        return inside + nic.base_s + steps / nodes * size / nic.busbw_Bps
+
+    obs = [Observation(s, w, 1, intra.time_s("allreduce", "ring", s, w)) for w in (2, 4) for s in sizes]
+    obs += [Observation(s, 8, 2, truth(s, 8, 2)) for s in sizes]   # 2 nodes x 4 ranks
+    model = fit_topology("allreduce", obs, algorithm="ring", schedule="hierarchical")
+    assert not model.inter_absorbs_intra
+    assert model.inter.busbw_Bps == pytest.approx(nic.busbw_Bps, rel=1e-6)
+    for world, nodes in ((16, 2), (8, 4), (32, 4), (4, 4)):
+        for size in (sizes[0], sizes[-1]):
+            pred = model.predict(int(size), world, nodes)
+            assert pred.time_s == pytest.approx(truth(size, world, nodes), rel=1e-6)
+    assert "intra-node phase on 8 ranks" in model.predict(1 << 20, 16, 2).schedule
+    # Without single-node sweeps the inter-node link absorbs the phase, and it is not added twice
+    # when an intra-node preset joins later.
+    alone = fit_topology("allreduce", [o for o in obs if o.nodes > 1], algorithm="ring", schedule="hierarchical")
+    assert alone.inter_absorbs_intra
+    joined = alone.with_preset(get_preset("nvlink4"))
+    assert joined.predict(1 << 20, 8, 2).time_s == pytest.approx(alone.predict(1 << 20, 8, 2).time_s, rel=1e-12)
+    round_trip = TopologyModel.from_dict(model.to_dict())
+    assert round_trip.predict(1 << 24, 32, 4).time_s == pytest.approx(model.predict(1 << 24, 32, 4).time_s)
+    older = {k: v for k, v in alone.to_dict().items() if k != "inter_absorbs_intra"}  # before the flag
+    assert TopologyModel.from_dict(older).inter_absorbs_intra
+    with pytest.raises(FileFormatError):
+        TopologyModel.from_dict({**model.to_dict(), "inter_absorbs_intra": "yes"})
