@@ -16,9 +16,9 @@ the caller. Steps, all in one run:
 Prints, per layout and size, measured and predicted time and their ratio, then the median
 and max relative error per layout. Needs root and `ip netns`; takes a few minutes at 1 Gbit/s
 on a quiet machine (the figures are meaningless on a busy one: it says the load first).
-Measured on 2 cores shared with other work (two runs, median / max error from 1 MiB):
-4x1 31-39% / 39-45% (Open MPI's Rabenseifner stalls over TCP: see pybench.model.mpi_openmpi),
-4x2 9% / 21-25%, two groups sharing a link 14-21% / 20-27%; the fitted 2x2 0.1%.
+Measured on 2 cores (three runs, median / max error from 1 MiB): 4x1 31-40% / 39-48% (Open
+MPI's pairwise exchanges over TCP often serialise their two directions: see the README),
+4x2 4-9% / 20-25%, two groups sharing a link 14-21% / 20-26%; the fitted 2x2 0.1%.
 
 Every layout is measured ``--repeats`` times in interleaved rounds and the median per size is
 used (fit and comparison alike): the machine's other work slows single runs by up to 7x.
