@@ -463,6 +463,9 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
                        for o in multi])
     times = np.array([o.time_s for o in multi])
     absorbs = any(intra_node_ranks(schedule, collective, o.world, o.nodes) for o in multi) and intra is None
+    if absorbs:
+        notes.append(f"no single-node sweep: the {schedule} schedule's phase inside each node is part of the "
+                     f"inter-node figures, so other ranks-per-node counts are priced as the fitted one")
     if np.any(inside >= 0.95 * times):
         notes.append("the intra-node link accounts for the whole of some multi-node times: the intra-node phase is "
                      "left inside the inter-node figures, not priced apart")
