@@ -51,6 +51,10 @@ BAD_DOCUMENTS = [
     ("predict", "model_no_models.json"), ("predict", "model_broken_segments.json"),
     ("predict", "model_extreme_numbers.json"), ("plan", "model_broken_segments.json"),
     ("plan", "model_extreme_numbers.json"),
+    # topology models (read by plan/ccr, and by predict --nodes): regimes inside regimes, a small-size
+    # regime with more bandwidth than its link, a flag that is not a boolean
+    ("plan", "model_topology_nested_regimes.json"), ("plan", "model_topology_regime_faster.json"),
+    ("plan", "model_topology_absorbs_not_bool.json"),
 ]
 
 # Every command that writes a file, with O where the path goes (always with --force).
