@@ -19,6 +19,8 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from pybench.cli.argtypes import number
 from pybench.collectives import COLLECTIVES
 from pybench.errors import UsageError
@@ -162,13 +164,41 @@ def describe_topology(tm) -> str:
         if link is None:
             continue
         regimes = link.all_regimes()
+        spans = _regime_spans(tm, name) if link.regimes else {}
         for k, r in enumerate(regimes, 1):
             bandwidth = " (bandwidth)" if k == len(regimes) else ""
             which = f" regime {k} of {len(regimes)}{bandwidth}" if link.regimes else ""
             lines.append(f"  {name}{which}: base {r.base_s * 1e6:.2f} us, per step {r.step_s * 1e6:.3f} us, "
-                         f"bus bandwidth {r.busbw_Bps / 1e9:.2f} GB/s, pipeline steps c {r.extra_steps:.3f}")
+                         f"bus bandwidth {r.busbw_Bps / 1e9:.2f} GB/s, pipeline steps c {r.extra_steps:.3f}"
+                         f"{spans.get(f'{k} of {len(regimes)}', '')}")
     lines += [f"  note: {n}" for n in tm.notes]
     return "\n".join(lines)
+
+
+def _regime_spans(tm, link_class: str) -> dict[str, str]:
+    """``regime -> ", fastest from A to B at W ranks"``: where each regime wins at the first fitted
+    layout of that link class, so the protocol switches show in ``fit``'s report."""
+    layouts = [(w, n) for w, n in tm.fitted if (n > 1) == (link_class == "inter-node")]
+    if not layouts:
+        return {}
+    world, nodes = layouts[0]
+    lo, hi = tm.size_range
+    sizes = sorted({int(round(x)) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), 241)})
+    won: dict[str, list[int]] = {}
+    for size in sizes:
+        won.setdefault(tm.predict(size, world, nodes).regime, []).append(size)
+    where = f"{world} ranks" + (f" on {nodes} nodes" if nodes > 1 else "")
+    return {k: f", fastest from {_about(v[0])} to {_about(v[-1])} at {where}" for k, v in won.items() if k}
+
+
+def _about(size: int) -> str:
+    """A size on a grid (not a power of two), to 3 figures: 5793 -> '5.66 KiB'."""
+    value, unit = float(size), "B"
+    for next_unit in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, next_unit
+    return f"{value:.3g} {unit}"
 
 
 def _busbw_factor(collective: str, world: int) -> float:

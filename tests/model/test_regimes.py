@@ -179,6 +179,9 @@ def test_fit_lists_the_regimes_and_predict_names_the_one_used_per_size(tmp_path,
     assert main(["fit", str(log), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "inter-node regime 1 of 4:" in text and "inter-node regime 4 of 4 (bandwidth):" in text
+    # where each regime wins at the fitted layout: the protocol switches, in sizes
+    lines = [line for line in text.splitlines() if "inter-node regime" in line]
+    assert ", fastest from 8 B to " in lines[0] and lines[-1].endswith(" to 8 GiB at 16 ranks on 2 nodes")
     assert main(["predict", str(out), "--world", "32", "--nodes", "4", "--sizes", "8,1M,8G",
                  "--json", str(pj)]) == 0
     table = capsys.readouterr().out
