@@ -106,6 +106,8 @@ def _split_once(x, y, sizes, bounds: list[float]) -> tuple[tuple[list[np.ndarray
     few rounds each; the winner is then refined on every row.
     """
     distinct = np.unique(sizes)
+    if distinct.size < 2 * MIN_DISTINCT_SIZES:
+        return None  # no split leaves MIN_DISTINCT_SIZES on both sides
     order = np.argsort(sizes, kind="stable")
     rows = order[::max(1, -(-sizes.size // _SEARCH_ROWS))]
     best_bounds = None
@@ -123,6 +125,24 @@ def _split_once(x, y, sizes, bounds: list[float]) -> tuple[tuple[list[np.ndarray
         return None
     full = _refine(x, y, sizes, np.searchsorted(np.array(best_bounds), sizes, side="right"))
     return (full, best_bounds) if full is not None else None
+
+
+def _drop_weak(x, y, sizes, thetas: list[np.ndarray]) -> list[np.ndarray]:
+    """``thetas`` without regimes that are the fastest at fewer than MIN_DISTINCT_SIZES measured sizes
+    (after a refit a regime can end up winning at one or two, or none), the rest refitted."""
+    for _ in range(MAX_REGIMES):
+        if len(thetas) == 1:
+            return thetas
+        _, winner = envelope(x, thetas)
+        weak = {k for k in range(len(thetas)) if np.unique(sizes[winner == k]).size < MIN_DISTINCT_SIZES}
+        if not weak:
+            return thetas
+        keep = [th for k, th in enumerate(thetas) if k not in weak]
+        refit = _refine(x, y, sizes, envelope(x, keep)[1])
+        if refit is None:
+            return keep
+        thetas = refit[0]
+    return thetas
 
 
 def _bandwidth_regime_last(x, y, sizes, thetas: list[np.ndarray]) -> list[np.ndarray] | None:
@@ -164,4 +184,4 @@ def fit_regimes(x: np.ndarray, y: np.ndarray, sizes: np.ndarray, *, max_regimes:
                                                                                     noise_floor):
             break
         best, bounds = more
-    return _bandwidth_regime_last(x, y, sizes, best[0]) or [one[0][0]]
+    return _bandwidth_regime_last(x, y, sizes, _drop_weak(x, y, sizes, best[0])) or [one[0][0]]

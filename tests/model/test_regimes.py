@@ -188,3 +188,16 @@ def test_fit_lists_the_regimes_and_predict_names_the_one_used_per_size(tmp_path,
     assert "extrapolated; regime 1 of 4" in table and "extrapolated; regime 4 of 4" in table
     records = json.loads(pj.read_text())["records"]
     assert [r["regime"] for r in records] == ["1 of 4", "3 of 4", "4 of 4"]
+
+
+@pytest.mark.parametrize("times", [
+    [1e-5, 3e-4, 1e-2],                         # 3 sizes, one frame misses: nothing to split
+    [1e-5, 5e-5, 1e-5, 3e-4, 1e-4],             # 5 sizes, zig-zag: still too few for two regimes of 3
+    [1e-5, 5e-5, 1e-5, 3e-4, 1e-4, 2e-3, 1e-3],  # 7: a split is tried, each side must keep 3 sizes
+])
+def test_short_or_erratic_sweeps_fit_without_error_and_every_regime_wins_at_three_sizes(times):
+    obs = [Observation(1e3 * 4 ** i, 2, 1, t) for i, t in enumerate(times)]
+    model = fit_topology("allreduce", obs)
+    won = [model.predict(int(o.size_bytes), 2).regime for o in obs]
+    for k in range(1, len(model.intra.all_regimes()) + 1):
+        assert not model.intra.regimes or won.count(f"{k} of {len(model.intra.all_regimes())}") >= 3
