@@ -146,6 +146,9 @@ def _with_nodes(ms, nodes: int):
             raise UsageError(f"--nodes {nodes}: {where} ran on {known} node(s) by its own record; leave --nodes "
                              f"out or fit that file separately")
         return ms
+    if nodes == 1 and ms.link_class == "inter-node":
+        raise UsageError(f"--nodes 1: {where} crossed nodes by its own record (link inter-node); give the node "
+                         f"count it ran on")
     if not ms.world_size:
         raise UsageError(f"--nodes {nodes}: {where} does not say its rank count; give --world too")
     if ms.world_size % nodes:

@@ -339,3 +339,13 @@ def test_a_leader_schedule_prices_its_intra_node_phase_with_the_intra_node_link(
     assert TopologyModel.from_dict(older).inter_absorbs_intra
     with pytest.raises(FileFormatError):
         TopologyModel.from_dict({**model.to_dict(), "inter_absorbs_intra": "yes"})
+
+
+def test_fit_nodes_1_on_a_sweep_that_says_it_crossed_nodes_is_refused():
+    from pybench.cli.models import _with_nodes
+    from pybench.model.logs.measurements import MeasurementSet
+    ms = MeasurementSet("nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32",
+                        np.array([1 << 20, 1 << 21, 1 << 22]), np.array([1e-4, 2e-4, 4e-4]), path="x.txt")
+    with pytest.raises(UsageError, match="crossed nodes by its own record"):
+        _with_nodes(ms, 1)
+    assert "16 ranks on 2 host(s) per --nodes" in _with_nodes(ms, 2).notes
