@@ -48,7 +48,8 @@ import numpy as np
 from pybench.errors import UsageError
 
 
-def _log2(p: int) -> float:
+def ceil_log2(p: int) -> float:
+    """log2 p rounded up (the rounds of a tree or of recursive doubling); 0 for one rank."""
     return float(math.ceil(math.log2(p))) if p > 1 else 0.0
 
 
@@ -112,23 +113,23 @@ def _check_world(world) -> None:
 ALGORITHMS: dict = {a.name: a for a in (
     Algorithm("ring_allreduce", "allreduce", lambda p: 2.0 * (p - 1), lambda p: 2.0 * (p - 1) / p,
               "ring reduce-scatter then ring all-gather"),
-    Algorithm("tree_allreduce", "allreduce", lambda p: 2.0 * _log2(p), lambda p: 2.0 if p > 1 else 0.0,
+    Algorithm("tree_allreduce", "allreduce", lambda p: 2.0 * ceil_log2(p), lambda p: 2.0 if p > 1 else 0.0,
               "pipelined reduce up and broadcast down a binary tree (NCCL double tree)"),
-    Algorithm("recursive_doubling_allreduce", "allreduce", _log2, _log2,
+    Algorithm("recursive_doubling_allreduce", "allreduce", ceil_log2, ceil_log2,
               "exchange whole vectors with partners at distance 1, 2, 4, ..."),
-    Algorithm("rabenseifner_allreduce", "allreduce", lambda p: 2.0 * _log2(p),
+    Algorithm("rabenseifner_allreduce", "allreduce", lambda p: 2.0 * ceil_log2(p),
               lambda p: 2.0 * (p - 1) / p, "recursive-halving reduce-scatter + recursive-doubling all-gather"),
     Algorithm("ring_allgather", "allgather", lambda p: float(p - 1), lambda p: (p - 1) / p,
               "ring all-gather"),
-    Algorithm("recursive_doubling_allgather", "allgather", _log2, lambda p: (p - 1) / p,
+    Algorithm("recursive_doubling_allgather", "allgather", ceil_log2, lambda p: (p - 1) / p,
               "recursive doubling all-gather"),
     Algorithm("ring_reducescatter", "reducescatter", lambda p: float(p - 1), lambda p: (p - 1) / p,
               "ring reduce-scatter"),
-    Algorithm("recursive_halving_reducescatter", "reducescatter", _log2, lambda p: (p - 1) / p,
+    Algorithm("recursive_halving_reducescatter", "reducescatter", ceil_log2, lambda p: (p - 1) / p,
               "recursive halving reduce-scatter"),
     Algorithm("ring_broadcast", "broadcast", lambda p: float(p - 1), lambda p: 1.0 if p > 1 else 0.0,
               "pipelined chain broadcast"),
-    Algorithm("binomial_broadcast", "broadcast", _log2, _log2, "binomial tree broadcast"),
+    Algorithm("binomial_broadcast", "broadcast", ceil_log2, ceil_log2, "binomial tree broadcast"),
     Algorithm("pairwise_alltoall", "alltoall", lambda p: float(p - 1), lambda p: (p - 1) / p,
               "p-1 pairwise exchange steps"),
     Algorithm("point_to_point", "p2p", lambda p: 1.0, lambda p: 1.0,

@@ -33,10 +33,10 @@ is 30-40% fast there.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from pybench.errors import UsageError
+from pybench.model.algorithms import ceil_log2
 
 # coll/tuned's algorithm numbers (coll_tuned_allreduce_algorithm) and the names used here.
 TUNED_ALGORITHMS = {1: "basic_linear", 2: "nonoverlapping", 3: "recursive_doubling", 4: "ring",
@@ -107,10 +107,6 @@ def _pof2_below(p: int) -> int:
     return 1 << (p.bit_length() - 1)
 
 
-def _log2(p: int) -> float:
-    return float(math.ceil(math.log2(p))) if p > 1 else 0.0
-
-
 @dataclass(frozen=True)
 class MpiPlan:
     """What Open MPI runs across nodes for one all-reduce, and what it costs there.
@@ -144,11 +140,11 @@ def tuned_nic_bytes(algorithm: str, p: int) -> tuple[float, float]:
     if algorithm in ("ring", "segmented_ring"):
         return 2.0 * (p - 1) / p, 2.0 * (p - 1)
     if algorithm == "rabenseifner":
-        return fold + 2.0 * (q - 1) / q, 2.0 * _log2(q) + 2.0 * fold
+        return fold + 2.0 * (q - 1) / q, 2.0 * ceil_log2(q) + 2.0 * fold
     if algorithm == "recursive_doubling":
-        return fold + _log2(q), _log2(q) + 2.0 * fold
+        return fold + ceil_log2(q), ceil_log2(q) + 2.0 * fold
     if algorithm == "nonoverlapping":  # tuned reduce then tuned bcast: binomial trees
-        return _log2(p), 2.0 * _log2(p)
+        return ceil_log2(p), 2.0 * ceil_log2(p)
     if algorithm == "basic_linear":  # every rank to the root, then the root to every rank
         return float(p - 1), 2.0
     raise UsageError(f"no cost for Open MPI's all-reduce algorithm {algorithm!r}")
@@ -172,17 +168,17 @@ def han_nic_bytes(nodes: int, size_bytes: float, element_bytes: int = 4, overlap
         red = (0.0, 1.0, 1.0, 1.0 if n > 2 else 0.0)
         red_hops = float(n - 1)
     elif reduce == "binomial":
-        red = (0.0, _log2(n), 1.0, _log2(n) - 1.0)
-        red_hops = _log2(n)
+        red = (0.0, ceil_log2(n), 1.0, ceil_log2(n) - 1.0)
+        red_hops = ceil_log2(n)
     else:  # recursive-halving reduce-scatter, then a binomial gather of the blocks to the root
         fold = 1.0 if q != n else 0.0
         share = (q - 1) / q
         red = (share, fold + 2.0 * share, fold + share + 0.5, share + 0.5 - 1.0 / q)
-        red_hops = 2.0 * _log2(q) + fold
+        red_hops = 2.0 * ceil_log2(q) + fold
     if bcast == "linear":  # the root sends every segment to each other leader
         root_out, other_out, bcast_hops = float(n - 1), 0.0, 1.0
     else:
-        root_out, other_out, bcast_hops = _log2(n), _log2(n) - 1.0, _log2(n)
+        root_out, other_out, bcast_hops = ceil_log2(n), ceil_log2(n) - 1.0, ceil_log2(n)
     # HAN issues the ireduce of segment k+1 with the ibcast of segment k. A 64 KiB segment is just
     # over the TCP BTL's eager limit, so each message waits for a control message from its
     # receiver, and over TCP (one stream per peer) that message queues behind the receiver's own
