@@ -24,7 +24,7 @@ def _bent_sweep():
 
 def test_a_measured_size_predicts_its_measured_median_and_in_between_follows_the_bend():
     size, time = _bent_sweep()
-    fit = fit_alpha_beta(np.repeat(size, 2), np.concatenate([time * 0.99, time * 1.01]).reshape(2, -1).T.ravel())
+    fit = fit_alpha_beta(np.repeat(size, 2), np.repeat(time, 2))  # replicates that agree: no noise
     t, _ = fit.predict(size)
     assert np.allclose(t, time, rtol=1e-9)
     # halfway (in log size) between measured sizes the carried bend is closer to the truth than a line
@@ -33,6 +33,23 @@ def test_a_measured_size_predicts_its_measured_median_and_in_between_follows_the
     truth = (20e-6 + mid / 50e9) * (1 + 0.03 * np.sin(np.log2(mid)))
     plain = fit_single_line(size, time).predict(mid)[0]
     assert np.median(np.abs(got / truth - 1)) < np.median(np.abs(plain / truth - 1))
+
+
+def test_a_residual_is_carried_in_proportion_to_how_far_it_stands_above_its_own_noise():
+    # Each residual is shrunk by r^2 / (r^2 + var(median)): replicates 1% apart barely touch a 3%
+    # bend; replicates as far apart as the bend itself (H100's out-of-place vs in-place at 32 KiB)
+    # keep only part of it.
+    from pybench.model.residuals import measured_residuals
+
+    line = np.ones(4)
+    size = np.repeat([1.0, 2.0], 2)
+    for spread in (0.01, 0.06):
+        kept = 0.03 ** 2 / (0.03 ** 2 + spread ** 2)  # two replicates +-spread: var(median) = spread^2
+        time = np.array([1.03 - spread, 1.03 + spread, 1.0, 1.0])
+        _, r = measured_residuals(size, time, line)
+        assert r[0] == pytest.approx(0.03 * kept, rel=1e-9) and r[1] == 0.0
+    one = measured_residuals(np.array([1.0, 2.0]), np.array([1.05, 0.97]), np.ones(2))[1]
+    assert np.allclose(one, [0.05, -0.03])  # one measurement per size: nothing to tell noise from bend
 
 
 def test_outside_the_measured_sizes_the_line_answers_alone():
