@@ -31,7 +31,16 @@ def test_range_with_factor_and_list():
     assert parse_sizes("64K") == [64 * K]
 
 
+def test_range_with_a_linear_step_as_nccl_tests_dash_i():
+    assert parse_sizes("1M:4M:+1M") == [M, 2 * M, 3 * M, 4 * M]
+    assert parse_sizes("1K:3500:+1K") == [K, 2 * K, 3 * K]  # stops before passing HI
+    assert len(parse_sizes("1M:1G:+1M")) == 1024  # the vTrain tables' sizes
+    assert parse_sizes("8:8:+1") == [8]
+
+
 @pytest.mark.parametrize("spec,fragment", [
+    ("1:1G:+1", "more than 65536"), ("1M:1G:+0", "at least 1 byte"), ("1M:1G:+", "not a size"),
+    ("1M:1G:+-1M", "negative"), ("1G:1M:+1M", "goes down"),
     ("1G:1M", "goes down"), ("abc", "not a size"), ("0", "at least 1 byte"), ("-1M", "negative"),
     ("1X", "not a size"), ("", "empty"), ("8,,1K", "empty item"), ("1K:1M:1", "factor"), ("1K:1M:x", "factor"),
     ("1:2:3:4", "LO:HI"), ("1e6", "not a size"), ("1.5M", "not a size"), ("99999999999G", "too large"),

@@ -57,7 +57,7 @@ def _collective_epilog(name: str) -> str:
 def _add_size_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
     g = p.add_argument_group("sizes (bytes; K/M/G = 2^10/2^20/2^30)")
     g.add_argument("--sizes", "-s", default=None,
-                   help=f"LO:HI (powers of two), LO:HI:FACTOR, or a list 8,1K,1M (default {default_sizes})")
+                   help=f"LO:HI (powers of two), LO:HI:FACTOR, LO:HI:+STEP or a list 8,1K,1M (default {default_sizes})")
     g.add_argument("-b", "--minbytes", default=None, metavar="SIZE",
                    help="nccl-tests: smallest size (default 32M when -e/-f/-i are given; not with --sizes)")
     g.add_argument("-e", "--maxbytes", default=None, metavar="SIZE",

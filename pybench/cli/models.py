@@ -61,7 +61,8 @@ def add_parsers(subparsers) -> None:
         "predict", help="predict collective times from a model file",
         description="Predict time, algbw and busbw with 95% confidence bands from a model file.")
     q.add_argument("model", metavar="MODEL.json")
-    q.add_argument("--sizes", required=True, help="sizes: 1M:1G, 1K:1G:4 or 8,1K,1M (K/M/G = 2^10/20/30)")
+    q.add_argument("--sizes", required=True,
+                   help="sizes: 1M:1G, 1K:1G:4, 1M:1G:+1M (steps of 1 MiB) or 8,1K,1M (K/M/G = 2^10/20/30)")
     q.add_argument("--world", type=_ranks, default=None, metavar="N",
                    help="rank count to predict for (default: the fitted one; others extrapolate "
                         "through the model's algorithm formula)")
