@@ -88,6 +88,7 @@ def add_parsers(subparsers) -> None:
 
 def run_fit(args) -> int:
     """Body of ``pybench fit``; returns the exit status."""
+    from pybench.model.algorithms import DEFAULT_ALGORITHM
     from pybench.model.alpha_beta import fit_models, save_models
     from pybench.model.logs import load_measurements
     from pybench.model.topology import fit_topology_models
@@ -102,6 +103,10 @@ def run_fit(args) -> int:
         sets.extend(load_measurements(path, collective=args.collective, world_size=args.world))
     if args.nodes is not None:
         sets = [_with_nodes(m, args.nodes) for m in sets]
+    for m in sets:
+        if m.collective not in DEFAULT_ALGORITHM:
+            raise UsageError(f"{m.path}: pybench has no model for {m.collective!r} (it fits "
+                             f"{', '.join(DEFAULT_ALGORITHM)}); give --collective if the log names it wrongly")
     usable = [m for m in sets if len(set(m.size_bytes.tolist())) >= 2]
     for m in sets:
         if m not in usable:
@@ -124,7 +129,7 @@ def run_fit(args) -> int:
         for anomaly in model.anomalies:
             # One line each on stderr: what people look for in a sweep, never silently absorbed.
             where = ", ".join(model.sources) or model.collective
-            print(f"pybench: fit: {where}: {model.collective} x{model.world_size}: {anomaly.describe()}; "
+            print(f"pybench: fit: {where}: {model.collective} x{model.world_size or '?'}: {anomaly.describe()}; "
                   f"left out of the fit", file=sys.stderr)
     topology, skipped = fit_topology_models(usable)
     for line in skipped:
@@ -255,7 +260,7 @@ def format_prediction_table(records) -> str:
             nodes = f" on {r['nodes']} node(s)" if "nodes" in r else ""
             dtype = f" / {r['dtype']}" if r.get("dtype") else ""
             lines.append(f"# {r['collective']} / {r['backend']} / {r['link_class'] or 'link class unknown'}"
-                         f" / {r['world']} ranks{nodes}{dtype} / algorithm {r['algorithm']}"
+                         f" / {r['world'] or '?'} ranks{nodes}{dtype} / algorithm {r['algorithm']}"
                          + (" (world extrapolated)" if r["extrapolated_world"] else ""))
             lines.append(f"# {'size':>10} {'time(us)':>11} {'low(us)':>11} {'high(us)':>11} "
                          f"{'algbw':>8} {'busbw':>8}  note")

@@ -181,9 +181,9 @@ def test_old_millisecond_layout_and_no_program_name(tmp_path):
 
 def test_collective_inferred_from_ratio_when_unnamed(tmp_path):
     text = NCCL_HEADER + NCCL_UNITS + (
-        "     1048576         65536     float    none      -1    40.00   26.21   22.94      0"
+        "     1048576         32768     float    none      -1    40.00   26.21   22.94      0"
         "    40.00   26.21   22.94      0\n"
-        "     4194304        262144     float    none      -1    80.00   52.43   45.88      0"
+        "     4194304        131072     float    none      -1    80.00   52.43   45.88      0"
         "    80.00   52.43   45.88      0\n"
     )
     path = tmp_path / "ag.log"

@@ -49,6 +49,7 @@ from pybench.model.logs.nccl_tests_table import (
     raw_algbw_ratio,
     resolve_unit,
     scan_rows,
+    world_from_counts,
 )
 
 # Program name -> pybench collective name.
@@ -148,8 +149,10 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
         return collective, old_world, notes
     if collective is None and math.isfinite(bus):
         collective = _collective_from_ratio(bus, redops, roots)
+        twin = {"allgather": "alltoall", "sendrecv": "broadcast"}.get(collective)
         notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
-                     f"and redop/root columns (program name not in the log)")
+                     f"and redop/root columns (program name not in the log)"
+                     + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else ""))
     world: int | None = None
     if math.isfinite(bus) and collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
         world = int(round(2.0 / (2.0 - bus)))
@@ -159,6 +162,19 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
     if world is not None:
         notes.append(f"world size {world} from busbw/algbw = {bus:.4f}")
     return collective, world, notes
+
+
+def _exact_world(collective: str | None, table: Table, world: int | None, notes: list[str]) -> int | None:
+    """The per-rank count's exact world for all-gather, reduce-scatter, all-to-all (see world_from_counts)."""
+    if collective not in ("allgather", "reducescatter", "alltoall"):
+        return world
+    exact = world_from_counts(table, {name: DTYPES[canonical_dtype(name)] for name, _ in set(table.keys)
+                                      if canonical_dtype(name) in DTYPES})
+    if exact is None or exact < 1 or exact == world:
+        return world
+    said = f" (busbw/algbw said {world})" if world is not None else ""
+    notes.append(f"world size {exact} from size = count x ranks x type size{said}")
+    return exact
 
 
 @dataclass
@@ -251,8 +267,9 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     if coll is None:
         raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
                               f"nccl-tests table measured (no program name, bandwidths too small); "
-                              f"pass collective=...")
+                              f"give --collective (collective=... in Python)")
     notes = table.notes + name_notes + notes
+    world = _exact_world(coll, table, world, notes)
     world, link = _world_and_link(world, pre, world_size, notes)
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)

@@ -49,6 +49,7 @@ class Table:
     header_line: int
     lines: list[int] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     in_place: list[float] = field(default_factory=list)
     algbw: list[float] = field(default_factory=list)
@@ -107,12 +108,25 @@ def _number(toks: list[str], index: int | None) -> float:
         return math.nan  # e.g. "N/A": optional evidence only
 
 
+def _blank_redop(cols: Columns, toks: list[str]) -> list[str]:
+    """The row with its blank redop cell restored: old all_to_all_perf printed nothing there."""
+    ncols = len(cols.names)
+    if cols.redop is None or len(toks) != ncols - 1 or cols.redop >= len(toks):
+        return toks
+    try:
+        float(toks[cols.redop])  # the cell holds the next column's number: redop was left blank
+    except ValueError:
+        return toks
+    return [*toks[:cols.redop], "", *toks[cols.redop:]]
+
+
 def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
     cols = table.columns
+    toks = _blank_redop(cols, toks)
     tc, ac, bc, ic = _row_layout(path, cols, toks, lineno)
     try:
         size = int(toks[cols.size])
-        int(toks[cols.count])
+        count = int(toks[cols.count])
         t, a, b = float(toks[tc]), float(toks[ac]), float(toks[bc])
     except ValueError:
         raise FileFormatError(f"{path}: line {lineno}: size/count/time/algbw/busbw are not numbers: "
@@ -125,6 +139,7 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
         return
     table.lines.append(lineno)
     table.sizes.append(size)
+    table.counts.append(count)
     table.times.append(t)
     table.algbw.append(a)
     table.busbw.append(b)
@@ -214,6 +229,21 @@ def raw_algbw_ratio(table: Table) -> list[float]:
     if not np.any(good) or table.unit_s is None:
         return []
     return [float(np.median(alg[good] / (size[good] / (time[good] * table.unit_s) / 1e9)))]
+
+
+def world_from_counts(table: Table, type_bytes: dict[str, int]) -> int | None:
+    """Ranks from size = count x ranks x type size, exact when every row agrees; else None.
+
+    nccl-tests prints the per-rank count for all-gather, reduce-scatter and all-to-all (every
+    era), so this holds for them only; busbw/algbw, printed to 2 decimals, is rounded.
+    """
+    worlds = set()
+    for size, count, (dtype, _) in zip(table.sizes, table.counts, table.keys):
+        width = type_bytes.get(dtype)
+        if width is None or count <= 0 or size % (count * width):
+            return None
+        worlds.add(size // (count * width))
+    return worlds.pop() if len(worlds) == 1 else None
 
 
 def bus_ratios(table: Table) -> list[float]:

@@ -57,12 +57,15 @@ def _collective_from_title(title: str) -> str | None:
     return None
 
 
-def _header(path, lines: list[str]) -> tuple[int, str | None, str, bool]:
-    """(index of the ``# Size`` header, title, kind 'latency' or 'bandwidth', has min/max columns)."""
+def _headers(path, lines: list[str]) -> list[tuple[int, str | None, str, bool]]:
+    """Every table: (index of its ``# Size`` header, the title above it, kind 'latency' or
+    'bandwidth', has min/max columns). A log may hold several tests (one per pair, osu_bw then
+    osu_bibw): each is a table of its own, none dropped."""
     title = None
+    found = []
     for k, ln in enumerate(lines):
         m = _TITLE_RE.search(ln)
-        if m and title is None:
+        if m:
             title = m.group(1)
         if re.match(r"^#\s*Size\s+\S", ln):
             low = ln.lstrip("#").strip().lower()
@@ -74,16 +77,20 @@ def _header(path, lines: list[str]) -> tuple[int, str | None, str, bool]:
                 raise FileFormatError(f"{path}: line {k + 1}: OSU header {ln.strip()!r} has neither "
                                       f"'Latency (us)' nor 'Bandwidth (MB/s)'")
             # -f adds "Min Latency(us) Max Latency(us) Iterations" after the average.
-            return k, title, kind, "min latency" in low and "max latency" in low
-    raise FileFormatError(f"{path}: no OSU '# Size ...' header line found")
+            found.append((k, title, kind, "min latency" in low and "max latency" in low))
+            title = None
+    if not found:
+        raise FileFormatError(f"{path}: no OSU '# Size ...' header line found")
+    return found
 
 
-def _rows(path, lines: list[str], header: int, kind: str,
-          has_minmax: bool) -> tuple[list[int], list[float], list[float], list[float]]:
+def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
+          notes: list[str]) -> tuple[list[int], list[float], list[float], list[float]]:
     """Sizes, values and min/max of the table under ``header``.
 
     Lines that are not rows (MVAPICH or Open MPI warnings printed between rows, shell noise)
     are skipped, not taken as the end of the table: it ends at the next test's header or title.
+    Size 0 (osu_latency's first row) moves no data: skipped, with a note.
     """
     sizes: list[int] = []
     values: list[float] = []
@@ -105,12 +112,16 @@ def _rows(path, lines: list[str], header: int, kind: str,
         if not (math.isfinite(value) and value > 0):
             raise FileFormatError(f"{path}: line {k + 1}: {kind} {toks[1]} at size {toks[0]} is not a "
                                   f"positive number")
+        if int(toks[0]) == 0:
+            notes.append(f"line {k + 1}: size 0 skipped (no data moved)")
+            continue
         sizes.append(int(toks[0]))
         values.append(value)
         lows.append(low)
         highs.append(high)
     if not sizes:
-        raise FileFormatError(f"{path}: line {header + 1}: OSU table has no rows")
+        raise FileFormatError(f"{path}: line {header + 1}: OSU table has no rows"
+                              + (" other than size 0" if notes else ""))
     return sizes, values, lows, highs
 
 
@@ -146,12 +157,13 @@ def _world(text: str, name: str, world_size: int | None, notes: list[str]) -> in
 
 def parse_osu_text(text: str, path="<text>", collective: str | None = None,
                    world_size: int | None = None) -> list[MeasurementSet]:
-    """Parse one OSU benchmark output into a :class:`MeasurementSet`.
+    """Parse OSU benchmark output into one :class:`MeasurementSet` per table.
 
     Parameters
     ----------
     text : str
-        The output, with or without the command line and ``-f`` columns.
+        The output, with or without the command line and ``-f`` columns; several tests (one
+        after the other in one log) give one set each.
     path : str or Path
         For messages and provenance.
     collective, world_size : optional
@@ -160,7 +172,7 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     Returns
     -------
     list of MeasurementSet
-        One set; ``time_low_s``/``time_high_s`` from the Min/Max columns when present.
+        One set per table; ``time_low_s``/``time_high_s`` from the Min/Max columns when present.
 
     Raises
     ------
@@ -168,13 +180,25 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
         No ``# Size`` header, rows that are not numbers, or an unknown unit (file and line named).
     """
     lines = text.splitlines()
-    header, title, kind, has_minmax = _header(path, lines)
+    tables = _headers(path, lines)
+    previous_title = None
+    sets: list[MeasurementSet] = []
+    for header, title, kind, has_minmax in tables:
+        title = title or previous_title  # a header repeated without its title belongs to the same test
+        previous_title = title
+        notes = [f"table {len(sets) + 1} of {len(tables)} (line {header + 1})"] if len(tables) > 1 else []
+        sets.append(_one_table(text, path, lines, header, title, kind, has_minmax, collective, world_size, notes))
+    return sets
+
+
+def _one_table(text: str, path, lines: list[str], header: int, title: str | None, kind: str, has_minmax: bool,
+               collective: str | None, world_size: int | None, notes: list[str]) -> MeasurementSet:
+    """One OSU table as a MeasurementSet."""
     name = collective or (_collective_from_title(title) if title else None)
     if name is None:
         name = "p2p_bw" if kind == "bandwidth" else "p2p_latency"
-    notes: list[str] = []
     world = _world(text, name, world_size, notes)
-    sizes, values, lows, highs = _rows(path, lines, header, kind, has_minmax)
+    sizes, values, lows, highs = _rows(path, lines, header, kind, has_minmax, notes)
     size_arr = np.array(sizes, dtype=np.int64)
     val = np.array(values, dtype=float)
     time_low = time_high = None
@@ -189,7 +213,7 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
     backend = "nccl" if title and "nccl" in title.lower() else "mpi"
     dtype = _dtype(lines[:header], notes)
-    return [MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
-                           link_class=None, dtype=dtype, size_bytes=size_arr, time_s=time_s,
-                           time_low_s=time_low, time_high_s=time_high, path=str(path),
-                           time_statistic="mean", notes=tuple(notes))]
+    return MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
+                          link_class=None, dtype=dtype, size_bytes=size_arr, time_s=time_s,
+                          time_low_s=time_low, time_high_s=time_high, path=str(path),
+                          time_statistic="mean", notes=tuple(notes))

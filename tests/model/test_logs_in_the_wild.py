@@ -1,0 +1,117 @@
+"""Log shapes met in public issues and CI fixtures, each written here in that shape (rows are
+ours): an srun-labelled 32-rank all-gather whose 2-decimal busbw/algbw reads 31 ranks, an
+old all_to_all_perf that leaves its redop cell blank, osu_latency starting at size 0, two
+OSU tests in one log, and osu_mbw_mr, which pybench has no model for."""
+
+from __future__ import annotations
+
+import pytest
+
+from pybench.cli.main import main as main_for_tests
+from pybench.errors import FileFormatError
+from pybench.model.logs import load_measurements
+
+NEW_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
+              "     time   algbw   busbw #wrong\n"
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+              "            (us)  (GB/s)  (GB/s)\n")
+
+
+def test_the_per_rank_count_gives_the_exact_world_where_busbw_is_rounded(tmp_path):
+    # 32 ranks: busbw/algbw = 31/32 = 0.969, printed 0.59/0.61 = 0.967 -> 30.6 -> "31 ranks".
+    # size = count x ranks x 4 B says 32 exactly (every era of all-gather, reduce-scatter, all-to-all).
+    rows = "".join(f" 0: {s:>12} {s // 128:>12}     float    none      -1   {t:8.1f}    {a:5.2f}    {b:5.2f}      0"
+                   f"   {t:8.1f}    {a:5.2f}    {b:5.2f}      0\n"
+                   for s, t, a, b in ((65536, 107.5, 0.61, 0.59), (131072, 210.0, 0.62, 0.60),
+                                      (262144, 211.1, 1.24, 1.20), (524288, 692.3, 0.76, 0.73)))
+    path = tmp_path / "ag32.log"
+    path.write_text("".join(f" 0: {ln}\n" for ln in NEW_HEADER.splitlines()) + rows)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allgather", 32)
+    assert any("size = count x ranks x type size" in n for n in m.notes)
+    # all-reduce's count is the whole buffer: no world from it, the ratio stands
+    ar = NEW_HEADER + "".join(f"{s:>12} {s // 4:>12} float sum -1 {t} {s / t / 1e3:.2f} {s / t / 1e3 * 1.75:.2f} 0 "
+                              f"{t} {s / t / 1e3:.2f} {s / t / 1e3 * 1.75:.2f} 0\n"
+                              for s, t in ((1 << 20, 40.0), (4 << 20, 80.0), (16 << 20, 200.0)))
+    path.write_text(ar)
+    assert load_measurements(path)[0].world_size == 8
+
+
+def test_old_all_to_all_with_a_blank_redop_cell(tmp_path):
+    text = ("# nThread 1 nGpus 8 minBytes 1 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 validation: 0\n"
+            "#       size         count    type   redop     time   algbw   busbw  error"
+            "     time   algbw   busbw  error\n"
+            "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)"
+            "            (us)  (GB/s)  (GB/s)\n"
+            "           0             0   float             1.63    0.00    0.00    N/A"
+            "     1.38    0.00    0.00    N/A\n")
+    for size, t in ((262144, 40.0), (524288, 60.0), (1048576, 100.0)):
+        alg = size / t / 1e3
+        text += (f"{size:>12} {size // 32:>13}   float   {t:14.2f}  {alg:6.2f}  {alg * 7 / 8:6.2f}    N/A "
+                 f"{t:8.2f}  {alg:6.2f}  {alg * 7 / 8:6.2f}    N/A\n")
+    path = tmp_path / "a2a_old.log"
+    path.write_text(text)
+    (m,) = load_measurements(path, collective="alltoall")
+    assert (m.collective, m.world_size, m.size_bytes.tolist()) == ("alltoall", 8, [262144, 524288, 1048576])
+    assert m.time_s[0] == pytest.approx(40e-6)
+    # unnamed, it reads as all-gather (the same ratio) and says how to tell it otherwise
+    (guess,) = load_measurements(path)
+    assert guess.collective == "allgather" and any("--collective alltoall" in n for n in guess.notes)
+    # a row one cell short elsewhere (its out-of-place busbw lost) is still an error naming the line
+    lines = text.splitlines()
+    cells = lines[4].split()
+    lines[4] = " ".join(cells[:5] + cells[6:])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FileFormatError, match=r"a2a_old.log: line 5: expected 12 columns as in the header, got 10"):
+        load_measurements(path, collective="alltoall")
+    # in a table with a redop column in use, a short row is not taken for a blank redop
+    short = NEW_HEADER + ("     1048576        262144     float     sum      -1    40.00   26.21   45.88      0"
+                          "    40.00   26.21\n")
+    path.write_text(short)
+    with pytest.raises(FileFormatError, match=r"line 3: expected 13 columns as in the header, got 11"):
+        load_measurements(path)
+
+
+OSU_LATENCY = """# OSU MPI Latency Test v7.0
+# Size          Latency (us)
+0                       0.22
+1                       0.25
+2                       0.25
+4                       0.26
+8                       0.27
+16                      0.30
+"""
+
+
+def test_osu_latency_starting_at_size_zero_is_fitted_without_it(tmp_path, capsys):
+    path = tmp_path / "lat.txt"
+    path.write_text(OSU_LATENCY)
+    (m,) = load_measurements(path)
+    assert m.size_bytes.tolist() == [1, 2, 4, 8, 16] and any("line 3: size 0 skipped" in n for n in m.notes)
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
+    assert "nan" not in capsys.readouterr().err
+    path.write_text(OSU_LATENCY.split("1   ")[0])  # nothing but size 0
+    with pytest.raises(FileFormatError, match="has no rows other than size 0"):
+        load_measurements(path)
+
+
+def test_every_osu_table_in_one_log_is_read(tmp_path):
+    bw = "# OSU MPI Bandwidth Test v7.5\n# Datatype: MPI_CHAR.\n# Size      Bandwidth (MB/s)\n"
+    bibw = "# OSU MPI Bi-Directional Bandwidth Test v7.5\n# Size      Bandwidth (MB/s)\n"
+    rows = "".join(f"{s:<10} {s * 0.5:12.2f}\n" for s in (1, 2, 4, 8))
+    path = tmp_path / "two.txt"
+    path.write_text("=== pair 0,1 ===\n" + bw + rows + "=== pair 0,2 ===\n" + bw + rows[:-8] + bibw + rows)
+    sets = load_measurements(path)
+    assert [(s.collective, len(s)) for s in sets] == [("p2p_bw", 4), ("p2p_bw", 3), ("p2p_bibw", 4)]
+    assert [n for n in sets[1].notes if n.startswith("table")] == ["table 2 of 3 (line 12)"]
+
+
+def test_osu_mbw_mr_is_refused_naming_the_file(tmp_path, capsys):
+    path = tmp_path / "mbw.txt"
+    path.write_text("# OSU MPI Multiple Bandwidth / Message Rate Test v7.4\n# [ pairs: 48 ] [ window size: 64 ]\n"
+                    "# Size                  MB/s        Messages/s\n"
+                    + "".join(f"{s:<10} {s * 40.0:12.2f} {40e6:14.2f}\n" for s in (1, 2, 4, 8)))
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"pybench: error: {path}: pybench has no model for 'p2p_mbw'") and "\n" not in err
+    assert not (tmp_path / "m.json").exists()
