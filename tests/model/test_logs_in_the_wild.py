@@ -5,6 +5,8 @@ OSU tests in one log, and osu_mbw_mr, which pybench has no model for."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pybench.cli.main import main as main_for_tests
@@ -115,3 +117,16 @@ def test_osu_mbw_mr_is_refused_naming_the_file(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"pybench: error: {path}: pybench has no model for 'p2p_mbw'") and "\n" not in err
     assert not (tmp_path / "m.json").exists()
+
+
+def test_the_json_layout_takes_the_world_from_the_count_too(tmp_path):
+    rows = [{"size": s, "count": s // 128, "type": "float", "redop": "none", "root": -1,
+             "out_of_place": {"time": t, "alg_bw": a, "bus_bw": b, "nwrong": 0}}
+            for s, t, a, b in ((65536, 107.5, 0.61, 0.59), (131072, 210.0, 0.62, 0.60), (262144, 211.1, 1.24, 1.20))]
+    path = tmp_path / "ag.json"
+    path.write_text(json.dumps({"args": ["./all_gather_perf", "-b", "64K"], "results": rows}))
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allgather", 32)
+    rows[1]["count"] = 2048  # rows that disagree: no exact world, the ratio stands
+    path.write_text(json.dumps({"args": ["./all_gather_perf"], "results": rows}))
+    assert load_measurements(path)[0].world_size == 31

@@ -164,12 +164,13 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
     return collective, world, notes
 
 
-def _exact_world(collective: str | None, table: Table, world: int | None, notes: list[str]) -> int | None:
+def exact_world(collective: str | None, sizes: list[int], counts: list[int], keys: list[tuple[str, str]],
+                world: int | None, notes: list[str]) -> int | None:
     """The per-rank count's exact world for all-gather, reduce-scatter, all-to-all (see world_from_counts)."""
     if collective not in ("allgather", "reducescatter", "alltoall"):
         return world
-    exact = world_from_counts(table, {name: DTYPES[canonical_dtype(name)] for name, _ in set(table.keys)
-                                      if canonical_dtype(name) in DTYPES})
+    exact = world_from_counts(sizes, counts, keys, {name: DTYPES[canonical_dtype(name)] for name, _ in set(keys)
+                                                    if canonical_dtype(name) in DTYPES})
     if exact is None or exact < 1 or exact == world:
         return world
     said = f" (busbw/algbw said {world})" if world is not None else ""
@@ -269,7 +270,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
                               f"nccl-tests table measured (no program name, bandwidths too small); "
                               f"give --collective (collective=... in Python)")
     notes = table.notes + name_notes + notes
-    world = _exact_world(coll, table, world, notes)
+    world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
     world, link = _world_and_link(world, pre, world_size, notes)
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)

@@ -17,12 +17,13 @@ import numpy as np
 
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, infer, redop_name
+from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, exact_world, infer, redop_name
 
 
 @dataclass
 class _Rows:
     sizes: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     in_place: list[float] = field(default_factory=list)
     algbw: list[float] = field(default_factory=list)
@@ -66,6 +67,7 @@ def _add_row(path, rows: _Rows, k: int, row: Any) -> None:
         raise FileFormatError(f"{path}: results[{k}] has neither out_of_place nor in_place timings")
     try:
         size = int(row["size"])
+        count = int(row.get("count", 0))
         t, a, b = _time_of(block), float(block["alg_bw"]), float(block["bus_bw"])
     except (KeyError, TypeError, ValueError):
         raise FileFormatError(f"{path}: results[{k}]: size/time/alg_bw/bus_bw missing or not numbers") from None
@@ -79,6 +81,7 @@ def _add_row(path, rows: _Rows, k: int, row: Any) -> None:
         except (TypeError, ValueError):
             ip = math.nan
     rows.sizes.append(size)
+    rows.counts.append(count)
     rows.times.append(t)
     rows.in_place.append(ip)
     rows.algbw.append(a)
@@ -124,7 +127,8 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
                                list(bus[good] / alg[good]), [], False)
     if coll is None:
         raise FileFormatError(f"{path}: cannot tell which collective this nccl-tests JSON measured; "
-                              f"pass collective=...")
+                              f"give --collective (collective=... in Python)")
+    world = exact_world(coll, rows.sizes, rows.counts, rows.keys, world, notes)
     hosts, link = _hosts(data), None
     if hosts:
         world = max(world or 0, max(hosts) + 1)   # the devices listed exist; the ratio may say more

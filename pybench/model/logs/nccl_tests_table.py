@@ -231,14 +231,15 @@ def raw_algbw_ratio(table: Table) -> list[float]:
     return [float(np.median(alg[good] / (size[good] / (time[good] * table.unit_s) / 1e9)))]
 
 
-def world_from_counts(table: Table, type_bytes: dict[str, int]) -> int | None:
+def world_from_counts(sizes: list[int], counts: list[int], keys: list[tuple[str, str]],
+                      type_bytes: dict[str, int]) -> int | None:
     """Ranks from size = count x ranks x type size, exact when every row agrees; else None.
 
     nccl-tests prints the per-rank count for all-gather, reduce-scatter and all-to-all (every
     era), so this holds for them only; busbw/algbw, printed to 2 decimals, is rounded.
     """
     worlds = set()
-    for size, count, (dtype, _) in zip(table.sizes, table.counts, table.keys):
+    for size, count, (dtype, _) in zip(sizes, counts, keys):
         width = type_bytes.get(dtype)
         if width is None or count <= 0 or size % (count * width):
             return None

@@ -135,7 +135,7 @@ def parse_vtrain_csv(text: str, path="<csv>", collective: str | None = None,
     coll = collective or _collective_from_name(name)
     if coll is None:
         raise FileFormatError(f"{path}: the file name does not say which collective the vTrain table "
-                              f"measured (e.g. ..._allreduce_8gpu.csv); pass collective=...")
+                              f"measured (e.g. ..._allreduce_8gpu.csv); give --collective (collective=... in Python)")
     size_arr = np.array(sizes, dtype=np.int64)
     time_s = np.array(times) * 1e-9
     factor = _bus_factor(size_arr.astype(float), time_s, np.array(buses))
