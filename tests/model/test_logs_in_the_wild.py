@@ -130,3 +130,20 @@ def test_the_json_layout_takes_the_world_from_the_count_too(tmp_path):
     rows[1]["count"] = 2048  # rows that disagree: no exact world, the ratio stands
     path.write_text(json.dumps({"args": ["./all_gather_perf"], "results": rows}))
     assert load_measurements(path)[0].world_size == 31
+
+
+def test_unnamed_small_sweeps_take_the_collective_from_the_per_rank_count(tmp_path):
+    # `-b 8 -e 128` without the program line: busbw/algbw is 0.00/0.00, but size = count x 8 x 4 B
+    # says the count is per rank (reduce-scatter with a reduction, all-gather without one)
+    for redop, name in (("sum", "reducescatter"), ("none", "allgather")):
+        rows = "".join(f"{s:>12} {s // 32:>12}     float {redop:>7}      -1     5.58    0.00    0.00      0"
+                       f"     5.57    0.00    0.00      0\n" for s in (0, 32, 64, 128))
+        path = tmp_path / f"{name}.log"
+        path.write_text(NEW_HEADER + rows)
+        (m,) = load_measurements(path)
+        assert (m.collective, m.world_size, m.size_bytes.tolist()) == (name, 8, [32, 64, 128])
+    # count = size / 4 B (all-reduce, send/recv, broadcast alike): still refused, in one line
+    path.write_text(NEW_HEADER + "".join(f"{s:>12} {s // 4:>12} float sum -1 5.58 0.00 0.00 0 5.57 0.00 0.00 0\n"
+                                         for s in (32, 64, 128)))
+    with pytest.raises(FileFormatError, match="cannot tell which collective.*give --collective"):
+        load_measurements(path)

@@ -164,13 +164,29 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
     return collective, world, notes
 
 
+def _type_bytes(keys: list[tuple[str, str]]) -> dict[str, int]:
+    return {name: DTYPES[canonical_dtype(name)] for name, _ in set(keys) if canonical_dtype(name) in DTYPES}
+
+
+def _collective_from_counts(table: Table, notes: list[str]) -> str | None:
+    """All-gather or reduce-scatter when the printed count is per rank (size = count x ranks x type
+    size, ranks > 1), for tables whose bandwidths are too small to tell by busbw/algbw."""
+    ranks = world_from_counts(table.sizes, table.counts, table.keys, _type_bytes(table.keys))
+    if ranks is None or ranks < 2:
+        return None  # count = size / type size: all-reduce, broadcast, reduce and send/recv alike
+    reduces = bool(table.redops - {"none", "-", ""})
+    name = "reducescatter" if reduces else "allgather"
+    notes.append(f"collective {name} inferred from the per-rank count (size = count x {ranks} x type size)"
+                 + ("" if reduces else " and redop none; alltoall counts alike: give --collective alltoall if it was"))
+    return name
+
+
 def exact_world(collective: str | None, sizes: list[int], counts: list[int], keys: list[tuple[str, str]],
                 world: int | None, notes: list[str]) -> int | None:
     """The per-rank count's exact world for all-gather, reduce-scatter, all-to-all (see world_from_counts)."""
     if collective not in ("allgather", "reducescatter", "alltoall"):
         return world
-    exact = world_from_counts(sizes, counts, keys, {name: DTYPES[canonical_dtype(name)] for name, _ in set(keys)
-                                                    if canonical_dtype(name) in DTYPES})
+    exact = world_from_counts(sizes, counts, keys, _type_bytes(keys))
     if exact is None or exact < 1 or exact == world:
         return world
     said = f" (busbw/algbw said {world})" if world is not None else ""
@@ -265,6 +281,8 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     name, name_notes = _collective_for(table, pre, previous, collective)
     coll, world, notes = infer(name, table.redops, table.roots, bus_ratios(table), raw_algbw_ratio(table),
                                table.columns.old_layout)
+    if coll is None:
+        coll = _collective_from_counts(table, notes)
     if coll is None:
         raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
                               f"nccl-tests table measured (no program name, bandwidths too small); "
