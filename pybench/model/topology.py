@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
-from pybench.model.link_presets import LinkPreset
+from pybench.model.link_presets import PRESETS, LinkPreset
 from pybench.model.logs.measurements import one_reduction
 from pybench.model.regimes import MAX_REGIMES, fit_regimes
 from pybench.model.topology_schedules import (
@@ -57,7 +57,7 @@ from pybench.model.topology_schedules import (
 
 __all__ = ["ALGORITHMS", "SCHEDULES", "LinkCost", "Observation", "TopologyModel", "TopologyPrediction",
            "algorithm_steps", "fit_topology", "fit_topology_models", "nic_floor_s", "nodes_of",
-           "observations_from"]
+           "nvlink_domain_ranks", "observations_from"]
 
 Z95 = 1.959963984540054
 # Relative widening of the interval per unit of |ln(world / nearest fitted world)|. On the
@@ -448,6 +448,25 @@ def _fit_link(x: np.ndarray, obs: Sequence[Observation], label: str) -> tuple[Li
     return _link_from_regimes(thetas, label), float(np.sum((time / y - 1.0) ** 2))
 
 
+# The fastest NIC any preset knows, per port: a GPU behind one such port cannot move more.
+FASTEST_NIC_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.link_class == "inter-node")
+
+
+def nvlink_domain_ranks(model: TopologyModel) -> int:
+    """Ranks of the NVLink domain the "nodes" of a multi-node fit share, or 0 when they do not.
+
+    Hosts of one multi-node NVLink domain (GB200 NVL72: 18 trays of 4 GPUs) list as separate
+    hosts, yet talk over NVLink. A fitted inter-node bus bandwidth beyond what every rank of a
+    node could push through its own port of the fastest NIC (800 Gbit/s) is not a network:
+    such a fit holds inside the domain (at least its largest fitted world), not beyond it.
+    """
+    layouts = [(w, n) for w, n in model.fitted if n > 1]
+    if model.inter is None or not layouts or model.inter.label.startswith("preset"):
+        return 0
+    per_node = max(w // n for w, n in layouts)
+    return max(w for w, _ in layouts) if model.inter.busbw_Bps > per_node * FASTEST_NIC_BPS else 0
+
+
 def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], intra: LinkCost | None,
                preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> tuple[LinkCost | None, bool]:
     """The inter-node link, and whether it absorbed the leader schedules' intra-node phase.
@@ -481,6 +500,13 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
     link = solved[0]
+    per_node = max(o.world // o.nodes for o in multi)
+    if link.busbw_Bps > per_node * FASTEST_NIC_BPS:
+        notes.append(f"the inter-node bus bandwidth ({link.busbw_Bps / 1e9:.0f} GB/s) is more than {per_node} ranks "
+                     f"per node can move through 800 Gbit/s NICs: these hosts share an NVLink domain "
+                     f"(multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
+                     f"({max(o.world for o in multi)} ranks fitted), "
+                     f"not across the network beyond it, which this data does not measure")
     if intra is not None and link.busbw_Bps > intra.busbw_Bps:
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
                      "may include in-network reduction (NVLS/SHARP)")

@@ -349,3 +349,39 @@ def test_fit_nodes_1_on_a_sweep_that_says_it_crossed_nodes_is_refused():
     with pytest.raises(UsageError, match="crossed nodes by its own record"):
         _with_nodes(ms, 1)
     assert "16 ranks on 2 host(s) per --nodes" in _with_nodes(ms, 2).notes
+
+
+def test_hosts_of_one_nvlink_domain_are_named_and_prediction_beyond_it_is_flagged(tmp_path, capsys):
+    # A GB200 NVL72 rack: 18 trays x 4 GPUs list as 18 hosts, yet move 800 GB/s bus bandwidth,
+    # more than 4 ranks could push through 800 Gbit/s NICs (400 GB/s). Inside the rack the fit
+    # holds; 1440 ranks cross the network beyond it, which the log never measured.
+    from pybench.cli.main import main
+    from pybench.model.model_files import load_topology
+    from pybench.model.topology import nvlink_domain_ranks
+
+    head = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on tray{r // 4:02d} device  {r % 4} [0x01] NVIDIA GB200\n"
+                   for r in range(72))
+    head += ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
+             "     time   algbw   busbw #wrong\n#        (B)    (elements)                               (us)  (GB/s)"
+             "  (GB/s)            (us)  (GB/s)  (GB/s)\n")
+    rows = ""
+    for k in range(20, 34):
+        s = 2 ** k
+        t = 20.0 + 2 * 71 / 72 * s / 800e3
+        rows += f"{s} {s // 4} float sum -1 {t:.1f} {s / t / 1e3:.2f} {s / t / 1e3 * 142 / 72:.2f} 0 "
+        rows += f"{t:.1f} {s / t / 1e3:.2f} {s / t / 1e3 * 142 / 72:.2f} 0\n"
+    log = tmp_path / "nvl72.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + head + rows)
+    path = tmp_path / "rack.json"
+    assert main(["fit", str(log), "-o", str(path)]) == 0
+    assert "share an NVLink domain" in capsys.readouterr().out
+    (model,) = load_topology(path)
+    assert nvlink_domain_ranks(model) == 72
+    assert main(["predict", str(path), "--world", "72", "--nodes", "18", "--sizes", "1G"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["predict", str(path), "--world", "1440", "--nodes", "360", "--sizes", "1G"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fitted inside an NVLink domain" in err and "lower bound" in err
+    # a real network (2 x 8 GPUs, 200 GB/s bus bandwidth) is not taken for one
+    nic = [Observation(2.0 ** k, 16, 2, 30e-6 + 2 * 15 / 16 * 2.0 ** k / 200e9) for k in range(20, 34)]
+    assert nvlink_domain_ranks(fit_topology("allreduce", nic)) == 0
