@@ -16,9 +16,12 @@ the caller. Steps, all in one run:
 Prints, per layout and size, measured and predicted time and their ratio, then the median
 and max relative error per layout. Needs root and `ip netns`; takes a few minutes at 1 Gbit/s
 on a quiet machine (the figures are meaningless on a busy one: it says the load first).
-Measured on 2 cores (three runs, median / max error from 1 MiB): 4x1 31-40% / 39-48% (Open
-MPI's pairwise exchanges over TCP often serialise their two directions: see the README),
-4x2 4-9% / 20-25%, two groups sharing a link 14-21% / 20-26%; the fitted 2x2 0.1%.
+Measured on 2 cores (four runs, median / max error from 1 MiB): 4x1 1.8-2.6% / 3.9-15.7%,
+4x2 8.6-28.9% / 20.5-33.0% (8 ranks on 2 cores; 1 MiB runs 1.3-1.4x the priced time), two
+groups sharing a link 1.0-4.6% / 3.7-18.1%; the fitted 2x2 0.1-0.2%. The testbed runs Open
+MPI's TCP transport with 128 KiB fragments (pybench.measure.netns_mpi.TCP_FULL_DUPLEX); with
+Open MPI's default (``--mca btl_tcp_rdma_pipeline_frag_size=2147482624``) a pairwise exchange
+runs its two directions one after the other and 4x1 misses by 30-40%.
 
 Every layout is measured ``--repeats`` times in interleaved rounds and the median per size is
 used (fit and comparison alike): the machine's other work slows single runs by up to 7x.
@@ -39,10 +42,13 @@ import numpy as np
 
 from pybench.io.files import read_json
 from pybench.measure.netns import NetnsLab, netns_available
-from pybench.measure.netns_mpi import NetnsMpi, oversubscription
+from pybench.measure.netns_mpi import TCP_FULL_DUPLEX, NetnsMpi, oversubscription
 from pybench.model.topology import Observation, TopologyModel, fit_topology
 
 SIZES = "1M:16M"
+
+
+MCA: dict[str, str] = {}  # --mca K=V: Open MPI parameters on top of the testbed's own
 
 
 def measure(mpi: NetnsMpi, hosts: int, per_host: int, iters: int, workdir: Path, tag: str,
@@ -51,7 +57,7 @@ def measure(mpi: NetnsMpi, hosts: int, per_host: int, iters: int, workdir: Path,
     out = workdir / f"{tag}.json"
     proc = mpi.run(hosts, per_host, [sys.executable, "-m", "pybench", "allreduce", "--backend", "mpi",
                                      "--sizes", SIZES, "--iters", str(iters), "--json", str(out), "--force"],
-                   first_host=first_host, timeout=1800)
+                   first_host=first_host, timeout=1800, mca=MCA)
     if proc.returncode != 0:
         raise SystemExit(f"{tag}: pybench exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
     doc = read_json(out)
@@ -97,13 +103,23 @@ def main() -> int:
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds of every layout; medians reported")
+    ap.add_argument("--mca", action="append", default=[], metavar="K=V",
+                    help="an Open MPI parameter for every run, e.g. btl_tcp_rdma_pipeline_frag_size=2147482624 "
+                         "(Open MPI's default: one fragment per message) to see the testbed without its own")
     args = ap.parse_args()
+    for item in args.mca:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            print(f"--mca {item!r}: give KEY=VALUE", file=sys.stderr)
+            return 2
+        MCA[key] = value
     ok, why = netns_available()
     if not ok:
         print(f"needs network namespaces: {why}", file=sys.stderr)
         return 2
     print(f"# load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; rate {args.rate}; Open MPI's default "
-          f"all-reduce (HAN across nodes with several ranks, coll/tuned's choice with one)")
+          f"all-reduce (HAN across nodes with several ranks, coll/tuned's choice with one); transport "
+          f"{ {**TCP_FULL_DUPLEX, **MCA} }")
     for hosts, per_host in ((2, 2), (4, 1), (4, 2)):
         crowded = oversubscription(hosts, per_host)
         if crowded:

@@ -21,14 +21,16 @@ bytes through the busiest NIC in one direction, in units of the message size S: 
 transfers share a NIC, and the pipelined segments of HAN overlap its reduce and broadcast, so
 the busiest direction bounds the time.
 
-Not priced: over Open MPI's TCP transport a pairwise exchange of large messages (Rabenseifner,
-recursive doubling, a 2-rank ring) stalls, because each rendezvous needs a control message
-from the peer that waits behind the peer's own bulk data in the one TCP stream between them.
-On the netns testbed (1 Gbit/s) a 2-host all-reduce took 1.45-1.5 S/B with the default
-transport and 1.0-1.1 S/B (its byte count) with the TCP put protocol off; 4 hosts x 1 rank took
-2.6-2.7 S/B (Rabenseifner moves 1.5 S; 2.0-2.1 S/B with put off), while a forced ring, whose
-peers send and receive on different streams, took 1.5-1.6 S/B. The model prices the bytes, so it
-is 30-40% fast there.
+Not priced: Open MPI's TCP transport with its default fragment size (one RDMA-emulation
+fragment per message, up to 2 GiB) stalls a pairwise exchange of large messages (Rabenseifner,
+recursive doubling, a 2-rank ring): each rendezvous needs a control message from the peer, and
+that message waits behind the peer's own bulk data in the one TCP stream between them, so the
+two directions run one after the other. On the netns testbed (4 hosts x 1 rank, 1 Gbit/s,
+all-reduce of 4 and 16 MiB, same runs) that took 2.2-3.0 S/B against Rabenseifner's 1.5 S of
+bytes; with 128 KiB fragments (``btl_tcp_rdma_pipeline_frag_size``, the transport's own send
+unit) 1.60-1.66 S/B, and the testbed runs so (:data:`pybench.measure.netns_mpi.TCP_FULL_DUPLEX`),
+as RDMA fabrics pipeline. The model prices the bytes: over a default TCP transport it is
+30-40% fast for these algorithms.
 """
 
 from __future__ import annotations
@@ -186,7 +188,8 @@ def han_nic_bytes(nodes: int, size_bytes: float, element_bytes: int = 4, overlap
     # sends (the reduce-scatter exchanges) they run one after the other, unless ``overlap`` (a
     # transport whose control messages do not wait behind data). Netns testbed, 4 hosts x 2 ranks:
     # 4.6-5.4 S/B with Open MPI's default TCP BTL; 3.74 S/B with its put protocol off
-    # (btl_tcp_flags=send,inplace,need-ack,need-csum), the overlapped figure 3.75.
+    # (btl_tcp_flags=send,inplace,need-ack,need-csum), the overlapped figure 3.75; 4.4-5.0 S/B
+    # at 4 and 16 MiB with the testbed's 128 KiB fragments (netns_mpi.TCP_FULL_DUPLEX): not overlapped.
     if red[0] > 0 and not overlap:
         root = root_out + max(red[0], red[1])
     else:

@@ -70,3 +70,19 @@ def test_more_ranks_than_cores_is_named():
     assert oversubscription(4, 1, cores=4) is None
     why = oversubscription(4, 2, cores=2)
     assert why is not None and "8 ranks (4 hosts x 2) share 2 core(s)" in why
+
+
+def test_the_tcp_transport_sends_in_fragments_and_a_caller_can_say_otherwise(lab):
+    """Open MPI's default (one fragment per message, up to 2 GiB) makes a pairwise exchange run its
+    two directions in turn; the testbed's links carry both at once (netns_mpi.TCP_FULL_DUPLEX)."""
+    from pybench.measure.netns_mpi import TCP_FULL_DUPLEX
+
+    def mca(cmd: list[str]) -> dict[str, str]:
+        inner = cmd[-1].split()
+        return {inner[k + 1]: inner[k + 2] for k, a in enumerate(inner) if a == "--mca"}
+
+    with NetnsMpi(lab) as mpi:
+        assert mca(mpi.command(2, 1, ["true"]))["btl_tcp_rdma_pipeline_frag_size"] == "131072"
+        assert TCP_FULL_DUPLEX == {"btl_tcp_rdma_pipeline_frag_size": "131072"}
+        mine = mca(mpi.command(2, 1, ["true"], mca={"btl_tcp_rdma_pipeline_frag_size": "2147482624"}))
+        assert mine["btl_tcp_rdma_pipeline_frag_size"] == "2147482624"
