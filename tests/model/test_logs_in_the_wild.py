@@ -147,3 +147,11 @@ def test_unnamed_small_sweeps_take_the_collective_from_the_per_rank_count(tmp_pa
                                          for s in (32, 64, 128)))
     with pytest.raises(FileFormatError, match="cannot tell which collective.*give --collective"):
         load_measurements(path)
+
+
+def test_an_osu_row_starting_with_a_non_ascii_digit_is_not_a_row(tmp_path):
+    # str.isdigit() says yes to '²' and int() then raised a ValueError traceback
+    path = tmp_path / "sup.txt"
+    path.write_text("# OSU MPI Latency Test v7.0\n# Size          Latency (us)\n² 0.3\n1 0.25\n2 0.25\n4 0.26\n")
+    (m,) = load_measurements(path)
+    assert m.size_bytes.tolist() == [1, 2, 4]

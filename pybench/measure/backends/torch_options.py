@@ -11,6 +11,7 @@ stay with the launcher: :func:`started_by_torchrun` and the backend's start read
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,7 +88,7 @@ class TorchOptions:
 
 def _rank_or_none(text: str | None) -> int | None:
     # As the native harnesses: anything but a whole number means no injection.
-    if text is None or not text.lstrip("-").isdigit():
+    if text is None or not re.fullmatch(r"-?[0-9]+", text.strip()):  # ASCII only: int() refuses '²'
         return None
     return int(text)
 

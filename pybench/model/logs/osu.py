@@ -21,6 +21,7 @@ from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
 
 _TITLE_RE = re.compile(r"#\s*OSU\s+(?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*\s+(.*?)\s+Test\b", re.IGNORECASE)
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 _NP_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun)\b.*?\s-(?:np|n)\s+(\d+)")
 
 # Words of the OSU test title -> pybench collective name.
@@ -96,32 +97,36 @@ def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
     values: list[float] = []
     lows: list[float] = []
     highs: list[float] = []
+    zeros = 0
     for k in range(header + 1, len(lines)):
         ln = lines[k].strip()
         if re.match(r"^#\s*Size\s+\S", ln) or _TITLE_RE.search(ln):
             break
         toks = ln.split()
-        if not toks or not toks[0].isdigit():
+        if not toks or not _ASCII_DIGITS.fullmatch(toks[0]):  # str.isdigit takes '²', which int() refuses
             continue
+        if len(toks[0]) > 19 or int(toks[0]) > 2 ** 60:
+            raise FileFormatError(f"{path}: line {k + 1}: impossible size {toks[0][:24]} (over 2^60 B)")
         try:
             value = float(toks[1])
             low, high = (float(toks[2]), float(toks[3])) if has_minmax else (value, value)
         except (ValueError, IndexError):
             raise FileFormatError(f"{path}: line {k + 1}: expected size and {kind} numbers, "
                                   f"got {ln[:60]!r}") from None
+        if int(toks[0]) == 0:
+            notes.append(f"line {k + 1}: size 0 skipped (no data moved)")
+            zeros += 1
+            continue
         if not (math.isfinite(value) and value > 0):
             raise FileFormatError(f"{path}: line {k + 1}: {kind} {toks[1]} at size {toks[0]} is not a "
                                   f"positive number")
-        if int(toks[0]) == 0:
-            notes.append(f"line {k + 1}: size 0 skipped (no data moved)")
-            continue
         sizes.append(int(toks[0]))
         values.append(value)
         lows.append(low)
         highs.append(high)
     if not sizes:
         raise FileFormatError(f"{path}: line {header + 1}: OSU table has no rows"
-                              + (" other than size 0" if notes else ""))
+                              + (" other than size 0" if zeros else ""))
     return sizes, values, lows, highs
 
 
