@@ -195,6 +195,10 @@ def check_values(path, table: Table) -> None:
         if t > 1e15 or t < 1e-6 or size > 2 ** 60:
             raise FileFormatError(f"{path}: line {lineno}: impossible size or time (over 2^60 B, or a time "
                                   f"outside 1e-6 .. 1e15 time units)")
+    for lineno, alg, bus in zip(table.lines, table.algbw, table.busbw):
+        if not (0 <= alg <= 1e9 and 0 <= bus <= 1e9):  # GB/s: an exabyte a second is no link
+            raise FileFormatError(f"{path}: line {lineno}: impossible bandwidth (algbw {alg:g}, busbw {bus:g} "
+                                  f"GB/s; expected 0 .. 1e9)")
 
 
 def resolve_unit(path, table: Table) -> float:

@@ -22,6 +22,9 @@ from pybench.model.logs.measurements import MeasurementSet
 
 _TITLE_RE = re.compile(r"#\s*OSU\s+(?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*\s+(.*?)\s+Test\b", re.IGNORECASE)
 _ASCII_DIGITS = re.compile(r"[0-9]+")
+# Latency in us, bandwidth in MB/s: beyond these no measurement lands (nccl-tests' reader bounds
+# its times alike), and the fit would overflow.
+_PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
 _NP_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun)\b.*?\s-(?:np|n)\s+(\d+)")
 
 # Words of the OSU test title -> pybench collective name.
@@ -120,6 +123,11 @@ def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
         if not (math.isfinite(value) and value > 0):
             raise FileFormatError(f"{path}: line {k + 1}: {kind} {toks[1]} at size {toks[0]} is not a "
                                   f"positive number")
+        if not _PLAUSIBLE[kind][0] <= value <= _PLAUSIBLE[kind][1]:
+            # 1e-300 MB/s would be a 1e294 s message: refuse it here, not overflow in the fit
+            raise FileFormatError(f"{path}: line {k + 1}: impossible {kind} {toks[1]} at size {toks[0]} "
+                                  f"(outside {_PLAUSIBLE[kind][0]:g} .. {_PLAUSIBLE[kind][1]:g} "
+                                  f"{'us' if kind == 'latency' else 'MB/s'})")
         sizes.append(int(toks[0]))
         values.append(value)
         lows.append(low)
