@@ -155,3 +155,16 @@ def test_an_osu_row_starting_with_a_non_ascii_digit_is_not_a_row(tmp_path):
     path.write_text("# OSU MPI Latency Test v7.0\n# Size          Latency (us)\n² 0.3\n1 0.25\n2 0.25\n4 0.26\n")
     (m,) = load_measurements(path)
     assert m.size_bytes.tolist() == [1, 2, 4]
+
+
+def test_the_count_rule_knows_every_nccl_tests_type_width(tmp_path):
+    # `-d int8`, `-d double` and `-d f8e4m3` all-gathers on 16 ranks, sizes too small for busbw/algbw
+    # to carry 3 digits: only size = count x 16 x width says the world
+    for dtype, width in (("int8", 1), ("double", 8), ("f8e4m3", 1)):
+        rows = "".join(f"{s:>12} {s // (16 * width):>12} {dtype:>9}    none      -1    50.0    0.02    0.02      0"
+                       f"    50.0    0.02    0.02      0\n" for s in (1 << 10, 4 << 10, 16 << 10))
+        path = tmp_path / f"{dtype}.log"
+        path.write_text("# Collective test starting: all_gather_perf\n" + NEW_HEADER + rows)
+        (m,) = load_measurements(path)
+        assert (m.collective, m.world_size) == ("allgather", 16), m.notes
+        assert any("world size 16 from size = count x ranks x type size" in n for n in m.notes)

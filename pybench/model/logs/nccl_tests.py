@@ -164,8 +164,15 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
     return collective, world, notes
 
 
+# Bytes per element of nccl-tests' type names (its -d values), for size = count x ranks x width.
+_TYPE_WIDTHS = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
+                "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2,
+                "f8e4m3": 1, "f8e5m2": 1}
+
+
 def _type_bytes(keys: list[tuple[str, str]]) -> dict[str, int]:
-    return {name: DTYPES[canonical_dtype(name)] for name, _ in set(keys) if canonical_dtype(name) in DTYPES}
+    widths = {name: _TYPE_WIDTHS.get(name.strip().lower()) for name, _ in set(keys)}
+    return {name: w for name, w in widths.items() if w is not None}
 
 
 def _collective_from_counts(table: Table, notes: list[str]) -> str | None:
