@@ -194,7 +194,7 @@ def exact_world(collective: str | None, sizes: list[int], counts: list[int], key
     if collective not in ("allgather", "reducescatter", "alltoall"):
         return world
     exact = world_from_counts(sizes, counts, keys, _type_bytes(keys))
-    if exact is None or exact < 1 or exact == world:
+    if exact is None or exact < 2 or exact == world:  # 1: count = size/width, nothing per rank to read
         return world
     said = f" (busbw/algbw said {world})" if world is not None else ""
     notes.append(f"world size {exact} from size = count x ranks x type size{said}")
