@@ -18,8 +18,9 @@ cost is the fastest of up to 4 such frames, each fitted with its own parameters
 (:mod:`pybench.model.regimes`); the switch between two moves with p where their costs cross.
 
 Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps
-that cross nodes (or a preset, labelled as such). Across nodes the operation runs at the
-slower link's bus bandwidth and pays the inter-node step latency. The inter-node bus
+that cross nodes (or a preset, labelled as such). Across nodes the operation pays the
+inter-node step latency and runs at the inter-node bus bandwidth: fitted, it was measured end
+to end with the legs inside each node; a preset NIC runs at most at the intra-node link's rate. The inter-node bus
 bandwidth is what the node's NICs sustain for the schedule NCCL chose in the fitted log
 (ring, tree or NVLS/SHARP are not told apart from one multi-node sweep; a fit faster than the
 intra-node link says so in the notes). Every group that crosses a node's NICs at the same
@@ -83,6 +84,11 @@ class LinkCost:
     label: str
     """Where the figures come from: 'fitted at 2, 4 ranks' or 'preset nvlink4'."""
     regimes: tuple[LinkCost, ...] = ()
+
+    @property
+    def is_preset(self) -> bool:
+        """Published figures (``--link``), not fitted ones."""
+        return self.label.startswith("preset")
 
     def own_time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
         """This regime's time alone, without the faster small-size regimes."""
@@ -359,7 +365,10 @@ def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 
     schedule's phase inside each node where the intra-node link prices it (:func:`_intra_phase_s`)."""
     assert model.inter is not None
     hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes)
-    intra_bw = model.intra.busbw_Bps if model.intra else math.inf
+    # A preset NIC is a port rate: the ring's legs inside each node can be the slower link. A fitted
+    # inter-node link was measured end to end, those legs included, and fitted without this cap:
+    # capping it again would move the prediction off the very sweeps it was fitted to.
+    intra_bw = model.intra.busbw_Bps if model.intra and model.inter.is_preset else math.inf
     times = [r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / min(r.busbw_Bps / sharing, intra_bw)
              for r in model.inter.all_regimes()]
     k = int(np.argmin(times))
@@ -461,7 +470,7 @@ def nvlink_domain_ranks(model: TopologyModel) -> int:
     such a fit holds inside the domain (at least its largest fitted world), not beyond it.
     """
     layouts = [(w, n) for w, n in model.fitted if n > 1]
-    if model.inter is None or not layouts or model.inter.label.startswith("preset"):
+    if model.inter is None or not layouts or model.inter.is_preset:
         return 0
     per_node = max(w // n for w, n in layouts)
     return max(w for w, _ in layouts) if model.inter.busbw_Bps > per_node * FASTEST_NIC_BPS else 0

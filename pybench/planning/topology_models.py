@@ -46,7 +46,7 @@ class TopologyCollective:
 
     def predict(self, size_bytes: float, world: int | None = None) -> _Prediction:
         w = max(2, int(world or 2))
-        # Across nodes the ring runs at the slower link whatever the node count; two nodes (or one
+        # Across nodes the ring runs at the inter-node rate whatever the node count; two nodes (or one
         # rank per node for an odd group) is a layout the model accepts for every world.
         nodes = 1 if self.link_class == INTRA else (2 if w % 2 == 0 else w)
         p = self.model.predict(max(1, int(size_bytes)), w, nodes)
