@@ -578,7 +578,10 @@ def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]
             skipped.append(f"{where}: needs 2 or more ranks and 3 or more sizes for the topology model")
             continue
         if nodes_of(ms) is None:
-            skipped.append(f"{where}: node count unknown (hosts of only some ranks listed); not in the topology model")
+            some = any(_HOSTS_NOTE.search(n) for n in ms.notes)
+            why = "hosts of only some ranks listed" if some else "no hosts listed"
+            skipped.append(f"{where}: node count unknown ({why}); not in the topology model: "
+                           f"give fit --nodes N (the nodes it ran on)")
             continue
         chosen = dtype_of.setdefault((ms.collective, ms.backend), _topology_dtype(sets, ms))
         if ms.dtype != chosen:
