@@ -20,6 +20,10 @@ from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
 
+# A piece below the largest sizes with this many times their B is a step, not a rate (the B200
+# all-gather's 256 MiB..1 GiB piece: 709 GB/s against 280 GB/s at 2..8 GiB).
+STEEP_PIECE_RATIO = 1.5
+
 
 @dataclass(frozen=True, eq=False)
 class Prediction:
@@ -158,6 +162,18 @@ class AlphaBetaModel:
         return Prediction(s, w, t_arr, low, high)
 
     # -- text ------------------------------------------------------------------------
+    def _steep_note(self, k: int) -> tuple[str, ...]:
+        """Piece k's B when it is well above the largest sizes' piece: the slope across a step of
+        the curve (a protocol or algorithm switch), which readers would otherwise take for a link rate."""
+        s, last = self.segments[k], self.segments[-1]
+        if k == len(self.segments) - 1 or not (math.isfinite(s.bw_Bps) and math.isfinite(last.bw_Bps)):
+            return ()
+        if s.bw_Bps <= STEEP_PIECE_RATIO * last.bw_Bps:
+            return ()
+        return (f"B {s.bw_Bps / 1e9:.4g} GB/s is above the largest sizes' {last.bw_Bps / 1e9:.4g} GB/s: the slope "
+                f"across a step of the curve (a protocol, algorithm or eager/rendezvous switch), not a rate the link "
+                f"sustains",)
+
     def report(self) -> str:
         """Multi-line text report: what was fitted, each piece with intervals, goodness."""
         world = self.world_size if self.world_size is not None else "?"
@@ -174,13 +190,14 @@ class AlphaBetaModel:
         for k, s in enumerate(self.segments):
             a_lo, a_hi = s.alpha_ci_s
             b_lo, b_hi = s.bw_ci_Bps
-            mark = f" [{k + 1}]" if s.ci_notes() else ""
+            piece_notes = (*s.ci_notes(), *self._steep_note(k))
+            mark = f" [{k + 1}]" if piece_notes else ""
             lines.append(
                 f"  {s.size_min_bytes:>12}..{s.size_max_bytes:<12} {s.alpha_s * 1e6:>10.3f} "
                 f"[{_us(a_lo):>8},{_us(a_hi):>8}]  {_gbps(s.bw_Bps):>9} "
                 f"[{_gbps(b_lo):>8},{_gbps(b_hi):>8}]  {s.r2:>6.3f} {s.median_ape:>5.1f}% "
                 f"{s.max_ape:>5.1f}%{mark}")
-            notes.extend(f"[{k + 1}] {n}" for n in s.ci_notes())
+            notes.extend(f"[{k + 1}] {n}" for n in piece_notes)
         lines.append(f"  whole fit: R^2 {self.r2:.4f}, median APE {self.median_ape:.1f}%, "
                      f"max APE {self.max_ape:.1f}%")
         for n in notes:

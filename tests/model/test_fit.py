@@ -597,3 +597,17 @@ def test_prediction_band_grows_beyond_the_measured_sizes():
         assert np.all(np.diff(rel) > 0) and np.all(np.isfinite(rel))
     t, huge = fit.predict(2.0 ** 200, band="prediction")   # the growth is capped: finite
     assert np.isfinite(huge) and huge / t < 10
+
+
+@needs_shared
+def test_a_piece_steeper_than_the_largest_sizes_is_called_a_step_not_a_rate():
+    # Issue 13: pieces across a protocol step report slopes far above any link rate. The B200
+    # all-gather's 256 MiB..1 GiB piece is 709 GB/s against 280 GB/s at 2..8 GiB; A100's climb
+    # to its bandwidth piece by piece and is not flagged.
+    from pybench.model.build import fit_model
+
+    b200 = fit_model(_real("b200_2node_16gpu_gke_a4_allgather.txt")).report()
+    steep = [ln for ln in b200.splitlines() if "step of the curve" in ln]
+    assert len(steep) == 1 and steep[0].strip().startswith("[5] B 708.8 GB/s is above the largest sizes' 279.5")
+    a100 = fit_model(_real("a100_2node_16gpu_oci_roce_allreduce.txt")).report()
+    assert "step of the curve" not in a100
