@@ -168,3 +168,16 @@ def test_the_count_rule_knows_every_nccl_tests_type_width(tmp_path):
         (m,) = load_measurements(path)
         assert (m.collective, m.world_size) == ("allgather", 16), m.notes
         assert any("world size 16 from size = count x ranks x type size" in n for n in m.notes)
+
+
+def test_an_unnamed_tiny_sweep_whose_busbw_prints_above_algbw_is_an_all_reduce(tmp_path):
+    # `-b 8 -e 256` with no program line: 0.00 against 0.01 is enough, as only all-reduce's
+    # busbw/algbw exceeds 1; rows that print the same number twice tell nothing
+    rows = "".join(f"{s:>12} {s // 4:>12}     float     sum      -1    {t:5.2f}    {a}    {b}      0"
+                   f"    {t:5.2f}    {a}    {b}      0\n"
+                   for s, t, a, b in ((64, 55.6, "0.00", "0.00"), (128, 56.3, "0.00", "0.00"),
+                                      (256, 57.1, "0.00", "0.01")))
+    path = tmp_path / "ar.log"
+    path.write_text(NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert m.collective == "allreduce" and any("busbw printed above algbw" in n for n in m.notes)

@@ -188,6 +188,18 @@ def _collective_from_counts(table: Table, notes: list[str]) -> str | None:
     return name
 
 
+def _allreduce_from_rounding(table: Table, notes: list[str]) -> str | None:
+    """All-reduce when some row prints busbw above algbw, even at 0.00 vs 0.01: only all-reduce's
+    factor 2(n-1)/n exceeds 1 (send/recv, broadcast and reduce print the same number twice), and
+    a count of size / type size rules out the per-rank counts of all-gather and reduce-scatter."""
+    above = [b > a for a, b in zip(table.algbw, table.busbw) if a != b]
+    if not above or not all(above) or not table.redops - {"none", "-", ""}:
+        return None
+    notes.append("collective allreduce inferred from busbw printed above algbw (bandwidths too small for "
+                 "their ratio; program name not in the log)")
+    return "allreduce"
+
+
 def exact_world(collective: str | None, sizes: list[int], counts: list[int], keys: list[tuple[str, str]],
                 world: int | None, notes: list[str]) -> int | None:
     """The per-rank count's exact world for all-gather, reduce-scatter, all-to-all (see world_from_counts)."""
@@ -289,7 +301,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     coll, world, notes = infer(name, table.redops, table.roots, bus_ratios(table), raw_algbw_ratio(table),
                                table.columns.old_layout)
     if coll is None:
-        coll = _collective_from_counts(table, notes)
+        coll = _collective_from_counts(table, notes) or _allreduce_from_rounding(table, notes)
     if coll is None:
         raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
                               f"nccl-tests table measured (no program name, bandwidths too small); "
