@@ -45,8 +45,8 @@ exec {ip} netns exec "$ns" {unshare} --uts sh -c "hostname $ns; $*"
 
 
 # Open MPI's TCP transport sends a large message as one RDMA-emulation fragment (up to 2 GiB by
-# default), and the peer's control messages for its own send wait behind it in the one stream:
-# a pairwise exchange then runs its two directions one after the other. Measured on a 4 x 1 lab
+# default), and a pairwise exchange then runs its two directions one after the other (as read:
+# the peer's control messages for its own send wait behind the fragment in the one stream). Measured on a 4 x 1 lab
 # at 1 Gbit/s, all-reduce of 4 and 16 MiB: 2.2-2.5 S/B by default, 1.6-1.7 with 128 KiB fragments
 # (Rabenseifner moves 1.5 S); 2 x 2 unchanged at 1.05. RDMA fabrics pipeline in chunks, as NCCL
 # does: the testbed's links behave like theirs, not like one long TCP write.
