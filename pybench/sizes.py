@@ -67,6 +67,9 @@ def parse_sizes(spec: str) -> list[int]:
             raise SizeError(f"size range {spec!r} must be LO:HI, LO:HI:FACTOR or LO:HI:+STEP, "
                             f"e.g. 1M:1G, 1K:1G:4 or 1M:1G:+1M")
         lo, hi = parse_size(parts[0]), parse_size(parts[1])
+        if lo > hi:
+            raise SizeError(f"size range {spec!r} goes down: LO must not exceed HI "
+                            f"(did you mean {parts[1]}:{parts[0]}?)")
         factor = 2
         if len(parts) == 3 and parts[2].strip().startswith("+"):
             return _linear_range(spec, lo, hi, parts[2].strip()[1:])
@@ -74,9 +77,6 @@ def parse_sizes(spec: str) -> list[int]:
             if not _FACTOR_RE.match(parts[2]) or len(parts[2].strip()) > 6 or int(parts[2]) < 2:
                 raise SizeError(f"size range factor {parts[2]!r} must be a whole number of at least 2, e.g. 1K:1G:4")
             factor = int(parts[2])
-        if lo > hi:
-            raise SizeError(f"size range {spec!r} goes down: LO must not exceed HI "
-                            f"(did you mean {parts[1]}:{parts[0]}?)")
         sizes = []
         s = lo
         while s <= hi:
@@ -92,8 +92,6 @@ def parse_sizes(spec: str) -> list[int]:
 def _linear_range(spec: str, lo: int, hi: int, step_text: str) -> list[int]:
     """LO, LO+STEP, ... up to HI (``LO:HI:+STEP``)."""
     step = parse_size(step_text)
-    if lo > hi:
-        raise SizeError(f"size range {spec!r} goes down: LO must not exceed HI")
     count = (hi - lo) // step + 1
     if count > MAX_SIZE_COUNT:
         raise SizeError(f"size range {spec!r} has {count} sizes, more than {MAX_SIZE_COUNT}; "

@@ -443,8 +443,15 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                           (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
                           tuple(float(o.size_bytes) for o in fitted_obs), (), tuple(notes), schedule=schedule,
                           inter_absorbs_intra=absorbs)
+    domain = nvlink_domain_ranks(model)
+    if domain:
+        assert model.inter is not None
+        notes.append(f"the inter-node bus bandwidth ({model.inter.busbw_Bps / 1e9:.0f} GB/s) is more than "
+                     f"{_ranks_per_node(model)} ranks per node can move through 800 Gbit/s NICs: these hosts share "
+                     f"an NVLink domain (multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
+                     f"({domain} ranks fitted), not across the network beyond it, which this data does not measure")
     residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
-    return dataclasses.replace(model, residuals=tuple(residuals))
+    return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes))
 
 
 def _fit_link(x: np.ndarray, obs: Sequence[Observation], label: str) -> tuple[LinkCost, float] | None:
@@ -472,8 +479,12 @@ def nvlink_domain_ranks(model: TopologyModel) -> int:
     layouts = [(w, n) for w, n in model.fitted if n > 1]
     if model.inter is None or not layouts or model.inter.is_preset:
         return 0
-    per_node = max(w // n for w, n in layouts)
-    return max(w for w, _ in layouts) if model.inter.busbw_Bps > per_node * FASTEST_NIC_BPS else 0
+    return max(w for w, _ in layouts) if model.inter.busbw_Bps > _ranks_per_node(model) * FASTEST_NIC_BPS else 0
+
+
+def _ranks_per_node(model: TopologyModel) -> int:
+    """The most ranks per node among the model's multi-node layouts (0 without one)."""
+    return max((w // n for w, n in model.fitted if n > 1), default=0)
 
 
 def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], intra: LinkCost | None,
@@ -509,13 +520,6 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
     link = solved[0]
-    per_node = max(o.world // o.nodes for o in multi)
-    if link.busbw_Bps > per_node * FASTEST_NIC_BPS:
-        notes.append(f"the inter-node bus bandwidth ({link.busbw_Bps / 1e9:.0f} GB/s) is more than {per_node} ranks "
-                     f"per node can move through 800 Gbit/s NICs: these hosts share an NVLink domain "
-                     f"(multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
-                     f"({max(o.world for o in multi)} ranks fitted), "
-                     f"not across the network beyond it, which this data does not measure")
     if intra is not None and link.busbw_Bps > intra.busbw_Bps:
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
                      "may include in-network reduction (NVLS/SHARP)")
