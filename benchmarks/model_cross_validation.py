@@ -8,7 +8,12 @@ cross-validation over every size from 64 KiB up, outside the sizes ``fit`` names
 of at most 15%, and the 95% prediction band of the fit that never saw a size must cover at
 least 90% of them. The band's median half-width is printed beside its coverage, so that
 coverage bought with wide bands shows. The errors with every size held out and the
-single-line fit's are shown for comparison.
+single-line fit's are shown for comparison, and two yardsticks of the log itself: ``nbrs``,
+each held-out size predicted by the straight log-log line between its two measured
+neighbours (:func:`pybench.model.cross_validation.neighbour_baseline`), and ``repl``, how far
+the log's own repeats of one size disagree (median (max - min) / median, %). A sweep whose
+neighbours miss each other by more than the criterion, or whose repeats disagree by more than
+twice it, holds steps and noise that no fit between measured sizes can recover.
 
 The vTrain tables (one A100 node, 2..8 GPUs, 1 MiB steps) get a second table: the fit to
 their power-of-two sizes only, asked for every 1 MiB step (target: median <= 1%, max <= 15%
@@ -41,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from pybench.errors import PyBenchError
-from pybench.model.cross_validation import power_of_two_check
+from pybench.model.cross_validation import neighbour_baseline, power_of_two_check, replicate_spread
 from pybench.model.fit import cross_validate, fit_alpha_beta
 from pybench.model.logs import load_measurements
 
@@ -83,8 +88,10 @@ def acceptance_table(files=None) -> list:
     ``coverage``, ``half_width`` (leave-one-size-out outside the anomalies, %, share, %),
     ``all_median``, ``all_max`` (every size held out), ``line_median``, ``line_max`` (single
     line), ``oop_median``, ``oop_max`` (piecewise on the first time column only, outside the
-    anomalies), ``verdict`` (``pass``, ``FAIL`` or why it cannot be judged), ``worst_size``
-    and ``cv`` (the :class:`~pybench.model.fit.CrossValidation` outside the anomalies).
+    anomalies), ``nbrs_median``, ``nbrs_max`` (the neighbours' log-log line, same sizes),
+    ``spread`` (the repeats' disagreement, %; nan when each size was measured once),
+    ``verdict`` (``pass``, ``FAIL`` or why it cannot be judged), ``worst_size`` and ``cv``
+    (the :class:`~pybench.model.fit.CrossValidation` outside the anomalies).
     """
     rows = []
     for path in (default_files() if files is None else [Path(f) for f in files]):
@@ -107,6 +114,7 @@ def _sweep_row(row: dict[str, Any], m) -> dict[str, Any]:
     every = cross_validate(m, min_size=MIN_SIZE)
     line = cross_validate(m, min_size=MIN_SIZE, single_line=True)
     oop = cross_validate((m.size_bytes, m.time_s), min_size=MIN_SIZE, exclude_anomalies=True)
+    nbrs = neighbour_baseline(m, min_size=MIN_SIZE, exclude_anomalies=True)
     ok = (pw.median_ape <= MEDIAN_LIMIT and pw.max_ape <= MAX_LIMIT and pw.coverage >= COVERAGE_LIMIT
           and len(pw.anomalies) <= ANOMALY_LIMIT)
     row.update(
@@ -114,7 +122,8 @@ def _sweep_row(row: dict[str, Any], m) -> dict[str, Any]:
         anomalies=pw.anomalies, pw_median=pw.median_ape, pw_max=pw.max_ape, coverage=pw.coverage,
         half_width=pw.median_half_width, all_median=every.median_ape, all_max=every.max_ape,
         line_median=line.median_ape, line_max=line.max_ape,
-        oop_median=oop.median_ape, oop_max=oop.max_ape, verdict="pass" if ok else "FAIL",
+        oop_median=oop.median_ape, oop_max=oop.max_ape, nbrs_median=nbrs.median_ape, nbrs_max=nbrs.max_ape,
+        spread=replicate_spread(m, min_size=MIN_SIZE), verdict="pass" if ok else "FAIL",
         worst_size=int(pw.size_bytes[int(np.argmax(pw.ape_percent))]), cv=pw)
     return row
 
@@ -123,7 +132,7 @@ def format_table(rows) -> str:
     """Plain-text table of :func:`acceptance_table` rows."""
     head = (f"{'file':<50} {'coll':<9} {'sizes':>5} {'pieces':>6} {'named':>5} | {'median':>6} {'max':>6} "
             f"{'cover':>5} {'+-band':>6} | {'all med':>7} {'max':>6} | {'1 line':>6} {'max':>6} "
-            f"| {'oop med':>7} {'max':>6} | verdict")
+            f"| {'oop med':>7} {'max':>6} | {'nbrs':>5} {'max':>5} {'repl':>5} | verdict")
     out = [f"leave-one-size-out from {MIN_SIZE // 1024} KiB outside the sizes fit names (named); "
            f"criterion median <= {MEDIAN_LIMIT:g}%, max <= {MAX_LIMIT:g}%, 95% band covers >= "
            f"{100 * COVERAGE_LIMIT:.0f}%, named <= {ANOMALY_LIMIT} (APE %; +-band: median half-width %)",
@@ -132,14 +141,15 @@ def format_table(rows) -> str:
         if "pw_median" not in r:
             out.append(f"{r['name']:<50} {r['collective']:<9} {r['sizes']:>5} {'':>6} {'':>5} | "
                        f"{'':>6} {'':>6} {'':>5} {'':>6} | {'':>7} {'':>6} | {'':>6} {'':>6} | "
-                       f"{'':>7} {'':>6} | {r['verdict']}")
+                       f"{'':>7} {'':>6} | {'':>5} {'':>5} {'':>5} | {r['verdict']}")
             continue
         out.append(
             f"{r['name']:<50} {r['collective']:<9} {r['sizes']:>5} {r['segments']:>6} "
             f"{len(r['anomalies']):>5} | {r['pw_median']:>6.1f} {r['pw_max']:>6.1f} "
             f"{100 * r['coverage']:>4.0f}% {r['half_width']:>6.1f} | {r['all_median']:>7.1f} "
             f"{r['all_max']:>6.1f} | {r['line_median']:>6.1f} {r['line_max']:>6.1f} | "
-            f"{r['oop_median']:>7.1f} {r['oop_max']:>6.1f} | {r['verdict']}"
+            f"{r['oop_median']:>7.1f} {r['oop_max']:>6.1f} | {r['nbrs_median']:>5.1f} {r['nbrs_max']:>5.1f} "
+            f"{r['spread']:>5.1f} | {r['verdict']}"
             + (f" (worst at {r['worst_size']} B)" if r["verdict"] != "pass" else ""))
     return "\n".join(out)
 

@@ -14,18 +14,20 @@ the caller. Steps, all in one run:
    and compare each job's times with the model's prediction for two groups sharing a NIC.
 
 Prints, per layout and size, measured and predicted time and their ratio, then the median
-and max relative error per layout. Needs root and `ip netns`; takes a few minutes at 1 Gbit/s
+and max relative error per layout. Needs root and `ip netns`; takes about 5 minutes at 1 Gbit/s
 on a quiet machine (the figures are meaningless on a busy one: it says the load first).
-Measured on 2 cores (four runs, median / max error from 1 MiB): 4x1 1.8-2.6% / 3.9-15.7%,
-4x2 8.6-28.9% / 20.5-33.0% (8 ranks on 2 cores; 1 MiB runs 1.3-1.4x the priced time), two
-groups sharing a link 1.0-4.6% / 3.7-18.1%; the fitted 2x2 0.1-0.2%. The testbed runs Open
+Measured on 2 cores with the defaults (10 iterations, 5 rounds; three runs, median / max error
+from 1 MiB): 4x1 1.5-6.4% / 4.9-9.2%, 4x2 6.5-8.4% / 13.9-20.6% (8 ranks on 2 cores: 1 MiB
+swings from 0.8 to 1.2x the priced time between runs), two groups sharing a link
+0.3-11.6% / 2.7-19.2%; the fitted 2x2 0.0-6.3%. With 5 iterations and 3 rounds 4x2 missed in
+four runs of four (8.6-28.9% / 20.5-33.0%). The testbed runs Open
 MPI's TCP transport with 128 KiB fragments (pybench.measure.netns_mpi.TCP_FULL_DUPLEX); with
 Open MPI's default (``--mca btl_tcp_rdma_pipeline_frag_size=2147482624``) a pairwise exchange
 runs its two directions one after the other and 4x1 misses by 30-40%.
 
 Every layout is measured ``--repeats`` times in interleaved rounds and the median per size is
 used (fit and comparison alike): the machine's other work slows single runs by up to 7x.
-Run: ``python benchmarks/netns_topology.py [--rate 1gbit] [--iters 5] [--repeats 3]``.
+Run: ``python benchmarks/netns_topology.py [--rate 1gbit] [--iters 10] [--repeats 5]``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pybench.errors import PyBenchError
 from pybench.io.files import read_json
 from pybench.measure.netns import NetnsLab, netns_available
 from pybench.measure.netns_mpi import TCP_FULL_DUPLEX, NetnsMpi, oversubscription
@@ -101,12 +104,15 @@ def report(label: str, model: TopologyModel, rows: list[tuple[float, float]], wo
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", default="1gbit")
-    ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds of every layout; medians reported")
+    ap.add_argument("--iters", type=int, default=10, help="timed iterations per size in each run")
+    ap.add_argument("--repeats", type=int, default=5, help="interleaved rounds of every layout; medians reported")
     ap.add_argument("--mca", action="append", default=[], metavar="K=V",
                     help="an Open MPI parameter for every run, e.g. btl_tcp_rdma_pipeline_frag_size=2147482624 "
                          "(Open MPI's default: one fragment per message) to see the testbed without its own")
     args = ap.parse_args()
+    if args.iters < 1 or args.repeats < 1:
+        print(f"--iters and --repeats must be at least 1, got {args.iters} and {args.repeats}", file=sys.stderr)
+        return 2
     for item in args.mca:
         key, eq, value = item.partition("=")
         if not eq or not key:
@@ -125,8 +131,12 @@ def main() -> int:
         if crowded:
             print(f"# warning: {crowded}")
     warnings.simplefilter("ignore", RuntimeWarning)  # said once above, not once per run
-    with tempfile.TemporaryDirectory() as tmp, NetnsLab(4, rate=args.rate) as lab, NetnsMpi(lab) as mpi:
-        rounds = [measure_round(mpi, args.iters, Path(tmp)) for _ in range(args.repeats)]
+    try:
+        with tempfile.TemporaryDirectory() as tmp, NetnsLab(4, rate=args.rate) as lab, NetnsMpi(lab) as mpi:
+            rounds = [measure_round(mpi, args.iters, Path(tmp)) for _ in range(args.repeats)]
+    except PyBenchError as e:  # a rate tc refuses, a tool missing: one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     runs = {tag: median_rows([r[tag] for r in rounds]) for tag in rounds[0]}
     model = fit_topology("allreduce", [Observation(s, 4, 2, t) for s, t in runs["2x2"]], algorithm="ring",
                          schedule="openmpi")

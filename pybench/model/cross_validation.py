@@ -142,6 +142,59 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
         half_width_percent=np.array(halves), anomalies=tuple(a.size_bytes for a in named))
 
 
+def neighbour_baseline(measurements, min_size: int = 64 * 1024, *,
+                       exclude_anomalies: bool = False) -> CrossValidation:
+    """Leave-one-size-out by the plainest rule: a straight line in log-log between the two neighbours.
+
+    The yardstick for :func:`cross_validate`: a model that cannot beat its own sweep's
+    neighbours carries nothing, and a sweep whose neighbours miss each other by tens of percent
+    (protocol steps, a curve that is not monotone) bounds what any fit can do on it. The
+    held-out sizes are :func:`cross_validate`'s; the end sizes take the line through their two
+    nearest neighbours on the one side. Replicates of a size count as their median.
+
+    Returns
+    -------
+    CrossValidation
+        ``method="neighbours"``, without bands (``covered`` and ``half_width_percent`` None).
+    """
+    size, time = _points(measurements)
+    named: tuple = ()
+    if exclude_anomalies and size.shape == time.shape and np.all(time > 0) and np.all(size > 0):
+        named = find_anomalies(size, time)
+        size, time = without(size, time, named)
+    _check_xy(size, time)
+    distinct = np.unique(size)
+    if distinct.size < 3:
+        raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
+    log_s = np.log(distinct)
+    log_t = np.log([np.median(time[size == u]) for u in distinct])
+    held = np.flatnonzero(distinct >= min_size)
+    predicted = np.empty(held.size)
+    for k, i in enumerate(held):
+        # the two sizes around i, or the two nearest on one side at an end of the sweep
+        a, b = (i - 1, i + 1) if 0 < i < distinct.size - 1 else ((1, 2) if i == 0 else (i - 2, i - 1))
+        slope = (log_t[b] - log_t[a]) / (log_s[b] - log_s[a])
+        predicted[k] = math.exp(log_t[a] + slope * (log_s[i] - log_s[a]))
+    measured = np.exp(log_t[held])
+    return CrossValidation(
+        method="neighbours", size_bytes=distinct[held].astype(np.int64), time_s=measured,
+        predicted_s=predicted, ape_percent=_ape(predicted, measured), n_segments=np.ones(held.size, dtype=int),
+        anomalies=tuple(a.size_bytes for a in named))
+
+
+def replicate_spread(measurements, min_size: int = 64 * 1024) -> float:
+    """Median, over sizes from ``min_size`` with several measurements, of (max - min) / median in %.
+
+    How far a log's own repeats of one size (nccl-tests' out-of-place and in-place columns,
+    pybench's repeats) disagree: held-out errors below about half of it are luck. nan when no
+    size is measured twice.
+    """
+    size, time = _points(measurements)
+    spreads = [np.ptp(time[size == u]) / np.median(time[size == u]) for u in np.unique(size[size >= min_size])
+               if np.count_nonzero(size == u) > 1]
+    return 100.0 * float(np.median(spreads)) if spreads else math.nan
+
+
 def power_of_two_check(measurements, **fit_kwargs) -> CrossValidation:
     """Fit the power-of-two sizes of a dense sweep only and predict every size it measured.
 
