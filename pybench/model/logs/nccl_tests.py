@@ -315,12 +315,8 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     in_place = np.array(table.in_place, dtype=float) * unit
     in_place[~(in_place > 0)] = math.nan
     low, high = np.array(table.p5) * unit, np.array(table.p95) * unit
-    groups = list(dict.fromkeys(table.keys))
     out = []
-    # `-d all` / `-o all` runs repeat every size once per type and op: one set each.
-    for key in groups:
-        sel = np.array([k == key for k in table.keys])
-        extra = [f"rows with type {key[0]}" + (f", redop {key[1]}" if key[1] else "")] if len(groups) > 1 else []
+    for sel, key, extra in table.groups():
         spread = own and bool(np.all(np.isfinite(low[sel]) & np.isfinite(high[sel])))
         out.append(MeasurementSet(
             source="pybench" if own else "nccl-tests", collective=coll,

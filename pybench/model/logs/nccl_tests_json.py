@@ -10,7 +10,6 @@ before it gets here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,19 +17,7 @@ import numpy as np
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, exact_world, infer, redop_name
-
-
-@dataclass
-class _Rows:
-    sizes: list[int] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)
-    in_place: list[float] = field(default_factory=list)
-    algbw: list[float] = field(default_factory=list)
-    busbw: list[float] = field(default_factory=list)
-    keys: list[tuple[str, str]] = field(default_factory=list)
-    redops: set[str] = field(default_factory=set)
-    roots: set[str] = field(default_factory=set)
+from pybench.model.logs.nccl_tests_table import Rows
 
 
 def _program(data: dict[str, Any]) -> str | None:
@@ -59,7 +46,7 @@ def _time_of(block: dict[str, Any]) -> float:
     return float(value)
 
 
-def _add_row(path, rows: _Rows, k: int, row: Any) -> None:
+def _add_row(path, rows: Rows, k: int, row: Any) -> None:
     if not isinstance(row, dict):
         raise FileFormatError(f"{path}: results[{k}] is not an object")
     block = row.get("out_of_place") or row.get("in_place")
@@ -92,7 +79,7 @@ def _add_row(path, rows: _Rows, k: int, row: Any) -> None:
     rows.roots.add(str(row.get("root", "")).strip())
 
 
-def _check(path, rows: _Rows) -> None:
+def _check(path, rows: Rows) -> None:
     times = np.array(rows.times, dtype=float)
     if not rows.sizes:
         raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 in 'results'")
@@ -117,7 +104,7 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     """
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise FileFormatError(f"{path}: not an nccl-tests JSON file: no 'results' list")
-    rows = _Rows()
+    rows = Rows()
     for k, row in enumerate(data["results"]):
         _add_row(path, rows, k, row)
     _check(path, rows)
@@ -139,17 +126,13 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     return _sets(path, rows, coll, world, link, notes)
 
 
-def _sets(path, rows: _Rows, coll: str, world: int | None, link: str | None,
+def _sets(path, rows: Rows, coll: str, world: int | None, link: str | None,
           notes: list[str]) -> list[MeasurementSet]:
     size, time = np.array(rows.sizes, dtype=np.int64), np.array(rows.times) * 1e-6
     in_place = np.array(rows.in_place, dtype=float) * 1e-6
     in_place[~(in_place > 0)] = math.nan
-    groups = list(dict.fromkeys(rows.keys))
     out = []
-    # `-d all` / `-o all` runs repeat every size once per type and op: one set each.
-    for key in groups:
-        sel = np.array([k == key for k in rows.keys])
-        extra = [f"rows with type {key[0]}, redop {key[1]}"] if len(groups) > 1 else []
+    for sel, key, extra in rows.groups():
         out.append(MeasurementSet(source="nccl-tests", collective=coll, backend="nccl", world_size=world,
                                   link_class=link, dtype=canonical_dtype(key[0]), size_bytes=size[sel],
                                   time_s=time[sel],

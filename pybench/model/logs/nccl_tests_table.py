@@ -41,24 +41,42 @@ class Columns:
         return "error" in self.names or "redop" not in self.names
 
 
-@dataclass
-class Table:
-    """Rows of one table as parsed (times in the table's own unit until :func:`read_table` scales them)."""
+@dataclass(kw_only=True)
+class Rows:
+    """What every nccl-tests results row gives, read from a text table or a ``-J`` JSON log alike."""
 
-    columns: Columns
-    header_line: int
-    lines: list[int] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     in_place: list[float] = field(default_factory=list)
     algbw: list[float] = field(default_factory=list)
     busbw: list[float] = field(default_factory=list)
-    p5: list[float] = field(default_factory=list)
-    p95: list[float] = field(default_factory=list)
     keys: list[tuple[str, str]] = field(default_factory=list)
+    """(type, redop) of each row."""
     redops: set[str] = field(default_factory=set)
     roots: set[str] = field(default_factory=set)
+
+    def groups(self) -> list[tuple[np.ndarray, tuple[str, str], list[str]]]:
+        """(row mask, (type, redop), note) per element type and reduction, in order of appearance.
+
+        ``-d all`` / ``-o all`` runs repeat every size once per type and op: each is its own
+        sweep. The note names the group when there are several, else it is empty.
+        """
+        keys = list(dict.fromkeys(self.keys))
+        return [(np.array([k == key for k in self.keys]), key,
+                 [f"rows with type {key[0]}" + (f", redop {key[1]}" if key[1] else "")] if len(keys) > 1 else [])
+                for key in keys]
+
+
+@dataclass
+class Table(Rows):
+    """Rows of one table as parsed (times in the table's own unit until :func:`read_table` scales them)."""
+
+    columns: Columns
+    header_line: int
+    lines: list[int] = field(default_factory=list)
+    p5: list[float] = field(default_factory=list)
+    p95: list[float] = field(default_factory=list)
     unit_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
