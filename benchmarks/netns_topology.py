@@ -16,8 +16,8 @@ the caller. Steps, all in one run:
 Prints, per layout and size, measured and predicted time and their ratio, then the median
 and max relative error per layout. Needs root and `ip netns`; takes about 5 minutes at 1 Gbit/s
 on a quiet machine (the figures are meaningless on a busy one: it says the load first).
-Measured on 2 cores with the defaults (10 iterations, 5 rounds; three runs, median / max error
-from 1 MiB): 4x1 1.5-6.4% / 4.9-9.2%, 4x2 6.5-8.4% / 13.9-20.6% (8 ranks on 2 cores: 1 MiB
+Measured on 2 cores with the defaults (10 iterations, 5 rounds; four runs, median / max error
+from 1 MiB): 4x1 1.5-6.4% / 3.6-9.2%, 4x2 6.5-10.1% / 13.9-20.6% (8 ranks on 2 cores: 1 MiB
 swings from 0.8 to 1.2x the priced time between runs), two groups sharing a link
 0.3-11.6% / 2.7-19.2%; the fitted 2x2 0.0-6.3%. With 5 iterations and 3 rounds 4x2 missed in
 four runs of four (8.6-28.9% / 20.5-33.0%). The testbed runs Open

@@ -108,15 +108,8 @@ def cross_validate(measurements, min_size: int = 64 * 1024, *, single_line: bool
     UsageError
         Fewer than three distinct sizes (nothing left to fit after holding one out).
     """
-    size, time = _points(measurements)
-    named: tuple = ()
-    if exclude_anomalies and size.shape == time.shape and np.all(time > 0) and np.all(size > 0):
-        named = find_anomalies(size, time)
-        size, time = without(size, time, named)
+    size, time, named = _held_out_points(measurements, exclude_anomalies)
     distinct = np.unique(size)
-    if distinct.size < 3:
-        raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
-    _check_xy(size, time)
     held, measured, predicted, nseg, covered, halves = [], [], [], [], [], []
     for s in distinct[distinct >= min_size]:
         keep = size != s
@@ -157,15 +150,8 @@ def neighbour_baseline(measurements, min_size: int = 64 * 1024, *,
     CrossValidation
         ``method="neighbours"``, without bands (``covered`` and ``half_width_percent`` None).
     """
-    size, time = _points(measurements)
-    named: tuple = ()
-    if exclude_anomalies and size.shape == time.shape and np.all(time > 0) and np.all(size > 0):
-        named = find_anomalies(size, time)
-        size, time = without(size, time, named)
-    _check_xy(size, time)
+    size, time, named = _held_out_points(measurements, exclude_anomalies)
     distinct = np.unique(size)
-    if distinct.size < 3:
-        raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
     log_s = np.log(distinct)
     log_t = np.log([np.median(time[size == u]) for u in distinct])
     held = np.flatnonzero(distinct >= min_size)
@@ -234,6 +220,20 @@ def power_of_two_check(measurements, **fit_kwargs) -> CrossValidation:
         n_segments=np.full(held.size, len(fit.segments)),
         covered=np.abs(predicted - measured) <= half, half_width_percent=100.0 * half / predicted,
         anomalies=tuple(a.size_bytes for a in named))
+
+
+def _held_out_points(measurements, exclude_anomalies: bool) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """(size, time, named anomalies) for leave-one-size-out, checked: at least 3 distinct sizes left."""
+    size, time = _points(measurements)
+    named: tuple = ()
+    if exclude_anomalies and size.shape == time.shape and np.all(time > 0) and np.all(size > 0):
+        named = find_anomalies(size, time)
+        size, time = without(size, time, named)
+    distinct = np.unique(size)
+    if distinct.size < 3:
+        raise UsageError(f"cross-validation needs at least 3 distinct sizes, got {distinct.size}")
+    _check_xy(size, time)
+    return size, time, named
 
 
 def _points(measurements) -> tuple[np.ndarray, np.ndarray]:
