@@ -10,8 +10,9 @@ the caller. Steps, all in one run:
 
 1. measure all-reduce on 2 hosts x 2 ranks and fit the model to it;
 2. predict and measure 4 hosts x 1 rank and 4 hosts x 2 ranks;
-3. run two 2-rank all-reduce jobs at once across the same two hosts (they share both NICs)
-   and compare each job's times with the model's prediction for two groups sharing a NIC.
+3. run two 2-rank all-reduce jobs at once across the same two hosts (they share both NICs),
+   one pair of jobs per size, each timing as long at every size (:func:`measure_shared`), and
+   compare each job's times with the model's prediction for two groups sharing a NIC.
 
 Prints, per layout and size, measured and predicted time and their ratio, then the median
 and max relative error per layout. Needs root and `ip netns`; takes about 5 minutes at 1 Gbit/s
@@ -33,11 +34,13 @@ Run: ``python benchmarks/netns_topology.py [--rate 1gbit] [--iters 10] [--repeat
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +50,7 @@ from pybench.io.files import read_json
 from pybench.measure.netns import NetnsLab, netns_available
 from pybench.measure.netns_mpi import TCP_FULL_DUPLEX, NetnsMpi, oversubscription
 from pybench.model.topology import Observation, TopologyModel, fit_topology
+from pybench.sizes import parse_sizes
 
 SIZES = "1M:16M"
 
@@ -55,31 +59,64 @@ MCA: dict[str, str] = {}  # --mca K=V: Open MPI parameters on top of the testbed
 
 
 def measure(mpi: NetnsMpi, hosts: int, per_host: int, iters: int, workdir: Path, tag: str,
-            first_host: int = 0) -> list[tuple[float, float]]:
+            sizes: str = SIZES) -> list[tuple[float, float]]:
     """(size, median seconds) of an all-reduce sweep on ``hosts x per_host`` ranks."""
     out = workdir / f"{tag}.json"
     proc = mpi.run(hosts, per_host, [sys.executable, "-m", "pybench", "allreduce", "--backend", "mpi",
-                                     "--sizes", SIZES, "--iters", str(iters), "--json", str(out), "--force"],
-                   first_host=first_host, timeout=1800, mca=MCA)
+                                     "--sizes", sizes, "--iters", str(iters), "--json", str(out), "--force"],
+                   timeout=1800, mca=MCA)
     if proc.returncode != 0:
         raise SystemExit(f"{tag}: pybench exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
     doc = read_json(out)
     return [(float(r["size_bytes"]), float(r["time_s"])) for r in doc["records"]]
 
 
-def measure_round(mpi: NetnsMpi, iters: int, work: Path) -> dict[str, list[tuple[float, float]]]:
-    """One sweep of every layout, back to back: 2x2, 4x1, 4x2, then two 2-rank jobs at once on hosts 0 and 1."""
-    runs = {tag: measure(mpi, hosts, per_host, iters, work, tag)
-            for tag, hosts, per_host in (("2x2", 2, 2), ("4x1", 4, 1), ("4x2", 4, 2))}
+def measure_shared(mpi: NetnsMpi, iters: int, work: Path) -> dict[str, list[tuple[float, float]]]:
+    """Two 2-rank jobs at once, each with one rank on host 0 and one on host 1: one pair of jobs per size.
 
-    def job(tag: str) -> None:
-        runs[tag] = measure(mpi, 2, 1, iters * 2, work, tag)
+    Each job times ``2 x iters x (16 MiB / size)`` iterations, as long at every size as
+    ``2 x iters`` at 16 MiB, so that the jobs' start-up skew (Python and MPI_Init, up to a
+    second or so) falls on a minority of the iterations and their median is the time with both
+    jobs on the links. One whole sweep per job left the first size of one job partly alone
+    (run K: 1 MiB at 1.77 S/B against the other job's 2.06).
+    """
+    runs: dict[str, list[tuple[float, float]]] = {"groupA": [], "groupB": []}
+    largest = max(parse_sizes(SIZES))
+    for size in parse_sizes(SIZES):
+        n = 2 * iters * max(1, largest // size)
+        got = at_once({tag: functools.partial(measure, mpi, 2, 1, n, work, f"{tag}-{size}", sizes=str(size))
+                       for tag in runs})
+        for tag in runs:
+            runs[tag].extend(got[tag])
+    return runs
 
-    threads = [threading.Thread(target=job, args=(tag,)) for tag in ("groupA", "groupB")]
+
+def at_once(jobs: dict[str, Callable[[], list[tuple[float, float]]]]) -> dict[str, list[tuple[float, float]]]:
+    """Run the jobs in threads at the same time; their results, or the first one's failure once all ended."""
+    got: dict[str, list[tuple[float, float]]] = {}
+    failed: list[BaseException] = []
+
+    def run(tag: str) -> None:
+        try:
+            got[tag] = jobs[tag]()
+        except BaseException as e:  # measure's SystemExit too: a thread cannot end the program
+            failed.append(e)
+
+    threads = [threading.Thread(target=run, args=(tag,)) for tag in jobs]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if failed:
+        raise failed[0]
+    return got
+
+
+def measure_round(mpi: NetnsMpi, iters: int, work: Path) -> dict[str, list[tuple[float, float]]]:
+    """One sweep of every layout, back to back: 2x2, 4x1, 4x2, then two 2-rank jobs at once on hosts 0 and 1."""
+    runs = {tag: measure(mpi, hosts, per_host, iters, work, tag)
+            for tag, hosts, per_host in (("2x2", 2, 2), ("4x1", 4, 1), ("4x2", 4, 2))}
+    runs.update(measure_shared(mpi, iters, work))
     return runs
 
 
