@@ -15,13 +15,14 @@ the caller. Steps, all in one run:
    compare each job's times with the model's prediction for two groups sharing a NIC.
 
 Prints, per layout and size, measured and predicted time and their ratio, then the median
-and max relative error per layout. Needs root and `ip netns`; takes about 5 minutes at 1 Gbit/s
+and max relative error per layout. Needs root and `ip netns`; takes about 7 minutes at 1 Gbit/s
 on a quiet machine (the figures are meaningless on a busy one: it says the load first).
-Measured on 2 cores with the defaults (10 iterations, 5 rounds; four runs, median / max error
-from 1 MiB): 4x1 1.5-6.4% / 3.6-9.2%, 4x2 6.5-10.1% / 13.9-20.6% (8 ranks on 2 cores: 1 MiB
-swings from 0.8 to 1.2x the priced time between runs), two groups sharing a link
-0.3-11.6% / 2.7-19.2%; the fitted 2x2 0.0-6.3%. With 5 iterations and 3 rounds 4x2 missed in
-four runs of four (8.6-28.9% / 20.5-33.0%). The testbed runs Open
+Measured on 2 cores with the defaults (10 iterations, 5 rounds; six runs, median / max error
+from 1 MiB): 4x1 1.5-6.4% / 3.6-9.2%, 4x2 5.0-10.1% / 9.0-20.6% (8 ranks on 2 cores: 1 MiB
+swings from 0.8 to 1.2x the priced time between runs; both targets met in three runs of six),
+two groups sharing a link 0.5-0.9% / 0.9-1.6% since they run one pair of jobs per size (two
+runs; one job per sweep: up to 18.7% at one size); the fitted 2x2 0.0-6.3%. With 5 iterations
+and 3 rounds 4x2 missed in four runs of four (8.6-28.9% / 20.5-33.0%). The testbed runs Open
 MPI's TCP transport with 128 KiB fragments (pybench.measure.netns_mpi.TCP_FULL_DUPLEX); with
 Open MPI's default (``--mca btl_tcp_rdma_pipeline_frag_size=2147482624``) a pairwise exchange
 runs its two directions one after the other and 4x1 misses by 30-40%.
