@@ -28,78 +28,110 @@ so it is dropped and the rest refitted.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import nnls
 
 MAX_REGIMES = 4
 """LL, LL128 and Simple, plus one algorithm switch (ring to tree)."""
 NOISE_FLOOR = 0.03
 """Relative rms below which a sweep is not split further (see the module text)."""
 MIN_DISTINCT_SIZES = 3
+BANDWIDTH_COLUMN = 2
+"""The frame's columns are (base, hops, data/B, fill/B): theta[2] is 1/B."""
+# Which columns a fit keeps when the data cannot tell some apart: the bandwidth always, then the
+# per-call latency, the per-step latency, and last the pipeline fill.
+_COLUMN_PREFERENCE = (BANDWIDTH_COLUMN, 0, 1, 3)
 _CANDIDATE_SPLITS = 40
 _MAX_ROUNDS = 30
 _SEARCH_ROUNDS = 8      # per candidate split; the chosen one is refined up to _MAX_ROUNDS
 _SEARCH_ROWS = 2048     # rows a candidate split is judged on (a 60 000-row fit took 80 s on all of them)
 
-# Column sets of the frame (base, step, data/B, fill/B), most detailed first: the first the data
-# can identify is used. The last: no latency the data can see.
-_COLUMN_SETS = ((0, 1, 2, 3), (0, 1, 2), (0, 2, 3), (0, 2), (1, 2), (2,))
 
 
 def solve_nonnegative(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """Least squares on relative error over the first identifiable column set, every parameter
-    non-negative and the bandwidth term positive; (theta, relative RSS) or None."""
-    weights = 1.0 / y  # relative error: every size counts alike
-    for cols in _COLUMN_SETS:
-        sub = x[:, cols] * weights[:, None]
-        norms = np.linalg.norm(sub, axis=0)
-        # Columns differ by 1e15 in scale (seconds per call against seconds per byte x bytes):
-        # identifiability is judged on unit columns, or a small one reads as absent.
-        if np.any(norms == 0) or np.linalg.matrix_rank(sub / norms, tol=1e-9) < len(cols):
-            continue
-        theta_sub, *_ = np.linalg.lstsq(sub, np.ones_like(y), rcond=None)
-        if np.any(theta_sub < 0) or theta_sub[cols.index(2)] <= 0:
-            continue
-        theta = np.zeros(4)
-        theta[list(cols)] = theta_sub
-        return theta, float(np.sum((x @ theta / y - 1.0) ** 2))
-    return None
+    """Non-negative least squares on relative error (scipy's ``nnls``), the bandwidth term positive.
+
+    Returns (theta, relative RSS), or None when the best non-negative fit has no bandwidth term
+    (it would price large messages at infinite speed). Columns the data cannot tell apart from
+    those before them in :data:`_COLUMN_PREFERENCE` (one world size cannot separate a per-call from
+    a per-step latency, nor the pipeline fill from the bandwidth) are held at 0.
+    """
+    weighted = x / y[:, None]  # relative error: every size counts alike
+    norms = np.linalg.norm(weighted, axis=0)
+    # Columns differ by 1e15 in scale (seconds per call against seconds per byte x bytes): they are
+    # compared and solved as unit columns, or a small one reads as absent.
+    unit = np.divide(weighted, norms, out=np.zeros_like(weighted), where=norms > 0)
+    kept: list[int] = []
+    for col in _COLUMN_PREFERENCE:
+        if col < x.shape[1] and norms[col] > 0 and \
+                np.linalg.matrix_rank(unit[:, [*kept, col]], tol=1e-9) == len(kept) + 1:
+            kept.append(col)
+    if BANDWIDTH_COLUMN not in kept:
+        return None
+    solution, _ = nnls(unit[:, kept], np.ones_like(y), maxiter=50 * len(kept))
+    theta = np.zeros(x.shape[1])
+    theta[kept] = solution / norms[kept]
+    if theta[BANDWIDTH_COLUMN] <= 0:
+        return None
+    return theta, float(np.sum((x @ theta / y - 1.0) ** 2))
 
 
-def envelope(x: np.ndarray, thetas: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(time of the fastest regime, its index) for every row of ``x``."""
-    times = np.stack([x @ th for th in thetas])
+@dataclass(frozen=True)
+class Regime:
+    """One fitted frame: its parameters and which of the candidate designs (algorithms) it uses."""
+
+    theta: np.ndarray
+    design: int = 0
+
+
+def _best_design(designs: Sequence[np.ndarray], sel: np.ndarray, y: np.ndarray) -> Regime | None:
+    """The candidate design that fits the selected rows best; on a tie (data that cannot tell the
+    algorithms apart) the one listed first."""
+    best: tuple[float, Regime] | None = None
+    for d, x in enumerate(designs):
+        solved = solve_nonnegative(x[sel], y[sel])
+        if solved is not None and (best is None or solved[1] < best[0] * (1 - 1e-6) - 1e-12):
+            best = (solved[1], Regime(solved[0], d))
+    return None if best is None else best[1]
+
+
+def envelope(designs: Sequence[np.ndarray], regimes: Sequence[Regime]) -> tuple[np.ndarray, np.ndarray]:
+    """(time of the fastest regime, its index) for every row."""
+    times = np.stack([designs[r.design] @ r.theta for r in regimes])
     return times.min(axis=0), times.argmin(axis=0)
 
 
-def _refine(x: np.ndarray, y: np.ndarray, sizes: np.ndarray, assign: np.ndarray,
-            rounds: int = _MAX_ROUNDS) -> tuple[list[np.ndarray], float] | None:
-    """Min-assignment from ``assign`` until stable (at most ``rounds``): (thetas, relative RSS of the
+def _refine(designs: Sequence[np.ndarray], y: np.ndarray, sizes: np.ndarray, assign: np.ndarray,
+            rounds: int = _MAX_ROUNDS) -> tuple[list[Regime], float] | None:
+    """Min-assignment from ``assign`` until stable (at most ``rounds``): (regimes, relative RSS of the
     envelope) or None."""
-    thetas: list[np.ndarray] = []
+    regimes: list[Regime] = []
     for _ in range(rounds):
-        thetas = []
+        regimes = []
         for k in np.unique(assign):
             sel = assign == k
             if np.unique(sizes[sel]).size < MIN_DISTINCT_SIZES:
                 return None
-            solved = solve_nonnegative(x[sel], y[sel])
-            if solved is None:
+            regime = _best_design(designs, sel, y)
+            if regime is None:
                 return None
-            thetas.append(solved[0])
-        _, new = envelope(x, thetas)
+            regimes.append(regime)
+        _, new = envelope(designs, regimes)
         if np.array_equal(new, assign):
             break
         assign = new
-    time, _ = envelope(x, thetas)
-    return thetas, float(np.sum((time / y - 1.0) ** 2))
+    time, _ = envelope(designs, regimes)
+    return regimes, float(np.sum((time / y - 1.0) ** 2))
 
 
 def _bic(rss: float, n: int, regimes: int, noise_floor: float) -> float:
     return n * math.log(max(rss / n, noise_floor * noise_floor)) + 4 * regimes * math.log(n)
 
 
-def _split_once(x, y, sizes, bounds: list[float]) -> tuple[tuple[list[np.ndarray], float], list[float]] | None:
+def _split_once(designs, y, sizes, bounds: list[float]) -> tuple[tuple[list[Regime], float], list[float]] | None:
     """The best fit with one more split point than ``bounds`` (points in size, ascending).
 
     Candidates are compared on at most :data:`_SEARCH_ROWS` rows (every k-th in size order) with a
@@ -110,6 +142,7 @@ def _split_once(x, y, sizes, bounds: list[float]) -> tuple[tuple[list[np.ndarray
         return None  # no split leaves MIN_DISTINCT_SIZES on both sides
     order = np.argsort(sizes, kind="stable")
     rows = order[::max(1, -(-sizes.size // _SEARCH_ROWS))]
+    thinned = [x[rows] for x in designs]
     best_bounds = None
     best_rss = math.inf
     for i in np.unique(np.linspace(MIN_DISTINCT_SIZES, distinct.size - MIN_DISTINCT_SIZES,
@@ -117,71 +150,76 @@ def _split_once(x, y, sizes, bounds: list[float]) -> tuple[tuple[list[np.ndarray
         if distinct[i] in bounds:
             continue
         trial = sorted(bounds + [float(distinct[i])])
-        fitted = _refine(x[rows], y[rows], sizes[rows], np.searchsorted(np.array(trial), sizes[rows], side="right"),
+        fitted = _refine(thinned, y[rows], sizes[rows], np.searchsorted(np.array(trial), sizes[rows], side="right"),
                          rounds=_SEARCH_ROUNDS)
         if fitted is not None and fitted[1] < best_rss:
             best_bounds, best_rss = trial, fitted[1]
     if best_bounds is None:
         return None
-    full = _refine(x, y, sizes, np.searchsorted(np.array(best_bounds), sizes, side="right"))
+    full = _refine(designs, y, sizes, np.searchsorted(np.array(best_bounds), sizes, side="right"))
     return (full, best_bounds) if full is not None else None
 
 
-def _drop_weak(x, y, sizes, thetas: list[np.ndarray]) -> list[np.ndarray]:
-    """``thetas`` without regimes that are the fastest at fewer than MIN_DISTINCT_SIZES measured sizes
+def _drop_weak(designs, y, sizes, regimes: list[Regime]) -> list[Regime]:
+    """``regimes`` without those that are the fastest at fewer than MIN_DISTINCT_SIZES measured sizes
     (after a refit a regime can end up winning at one or two, or none), the rest refitted."""
     for _ in range(MAX_REGIMES):
-        if len(thetas) == 1:
-            return thetas
-        _, winner = envelope(x, thetas)
-        weak = {k for k in range(len(thetas)) if np.unique(sizes[winner == k]).size < MIN_DISTINCT_SIZES}
+        if len(regimes) == 1:
+            return regimes
+        _, winner = envelope(designs, regimes)
+        weak = {k for k in range(len(regimes)) if np.unique(sizes[winner == k]).size < MIN_DISTINCT_SIZES}
         if not weak:
-            return thetas
-        keep = [th for k, th in enumerate(thetas) if k not in weak]
-        refit = _refine(x, y, sizes, envelope(x, keep)[1])
+            return regimes
+        keep = [r for k, r in enumerate(regimes) if k not in weak]
+        refit = _refine(designs, y, sizes, envelope(designs, keep)[1])
         if refit is None:
             return keep
-        thetas = refit[0]
-    return thetas
+        regimes = refit[0]
+    return regimes
 
 
-def _bandwidth_regime_last(x, y, sizes, thetas: list[np.ndarray]) -> list[np.ndarray] | None:
-    """``thetas`` with the regime that wins at the largest size last; regimes of higher bandwidth
+def _inverse_bandwidth(regime: Regime) -> float:
+    return float(regime.theta[BANDWIDTH_COLUMN])
+
+
+def _bandwidth_regime_last(designs, y, sizes, regimes: list[Regime]) -> list[Regime] | None:
+    """``regimes`` with the one that wins at the largest size last; regimes of higher bandwidth
     (they would win past the measured sizes, unmeasured) dropped and the rest refitted."""
     for _ in range(MAX_REGIMES):
-        _, winner = envelope(x, thetas)
-        top = int(winner[np.argmax(sizes)])
-        keep = [th for th in thetas if th[2] >= thetas[top][2]]  # theta[2] is 1/B: larger is slower
-        if len(keep) == len(thetas):
-            return sorted(thetas, key=lambda th: -th[2])
+        _, winner = envelope(designs, regimes)
+        top = _inverse_bandwidth(regimes[int(winner[np.argmax(sizes)])])
+        keep = [r for r in regimes if _inverse_bandwidth(r) >= top]  # larger 1/B is slower
+        if len(keep) == len(regimes):
+            return sorted(regimes, key=lambda r: -_inverse_bandwidth(r))
         if len(keep) == 1:
             return keep
-        _, assign = envelope(x, keep)
-        refit = _refine(x, y, sizes, assign)
+        refit = _refine(designs, y, sizes, envelope(designs, keep)[1])
         if refit is None:
             return None
-        thetas = refit[0]
+        regimes = refit[0]
     return None
 
 
-def fit_regimes(x: np.ndarray, y: np.ndarray, sizes: np.ndarray, *, max_regimes: int = MAX_REGIMES,
-                noise_floor: float = NOISE_FLOOR) -> list[np.ndarray] | None:
-    """The regimes of the frame ``x @ theta`` that explain times ``y`` as their minimum.
+def fit_regimes(designs: np.ndarray | Sequence[np.ndarray], y: np.ndarray, sizes: np.ndarray, *,
+                max_regimes: int = MAX_REGIMES, noise_floor: float = NOISE_FLOOR) -> list[Regime] | None:
+    """The regimes that explain times ``y`` as their minimum.
 
-    ``x`` has the frame's four columns per point (base, step, data/B, fill/B), ``sizes`` each
-    point's size. Returns the regimes' parameter vectors, the bandwidth regime (the one that
-    wins at the largest size) last; None when not even one regime fits with non-negative
-    parameters.
+    ``designs`` holds one matrix per candidate algorithm (or one matrix), each with the frame's
+    four columns per point (base, hops, data/B, fill/B); every regime takes the design that fits
+    its points best, as NCCL picks an algorithm per size. ``sizes`` is each point's size. Returns
+    the regimes, the bandwidth regime (the one that wins at the largest size) last; None when not
+    even one regime fits with non-negative parameters.
     """
-    one = _refine(x, y, sizes, np.zeros(y.size, dtype=int))
+    designs = [designs] if isinstance(designs, np.ndarray) else list(designs)
+    one = _refine(designs, y, sizes, np.zeros(y.size, dtype=int))
     if one is None:
         return None
     best, bounds = one, list[float]()
     n = y.size
     while len(best[0]) < max_regimes and best[1] / n > noise_floor * noise_floor:
-        more = _split_once(x, y, sizes, bounds)
+        more = _split_once(designs, y, sizes, bounds)
         if more is None or _bic(more[0][1], n, len(more[0][0]), noise_floor) >= _bic(best[1], n, len(best[0]),
                                                                                     noise_floor):
             break
         best, bounds = more
-    return _bandwidth_regime_last(x, y, sizes, _drop_weak(x, y, sizes, best[0])) or [one[0][0]]
+    return _bandwidth_regime_last(designs, y, sizes, _drop_weak(designs, y, sizes, best[0])) or [one[0][0]]

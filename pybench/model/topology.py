@@ -46,12 +46,13 @@ import numpy as np
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import PRESETS, LinkPreset
 from pybench.model.logs.measurements import one_reduction
-from pybench.model.regimes import MAX_REGIMES, fit_regimes
+from pybench.model.regimes import MAX_REGIMES, Regime, envelope, fit_regimes
 from pybench.model.topology_schedules import (
     ALGORITHMS,
     SCHEDULES,
     algorithm_steps,
     check_schedule,
+    crossing_algorithms,
     crossing_terms,
     intra_node_ranks,
 )
@@ -84,6 +85,8 @@ class LinkCost:
     label: str
     """Where the figures come from: 'fitted at 2, 4 ranks' or 'preset nvlink4'."""
     regimes: tuple[LinkCost, ...] = ()
+    algorithm: str = "ring"
+    """Across nodes, the algorithm this regime runs between them (``ring`` or ``tree``)."""
 
     @property
     def is_preset(self) -> bool:
@@ -110,7 +113,7 @@ class LinkCost:
 
     def to_dict(self) -> dict:
         return {"base_s": self.base_s, "step_s": self.step_s, "busbw_Bps": self.busbw_Bps,
-                "extra_steps": self.extra_steps, "label": self.label,
+                "extra_steps": self.extra_steps, "label": self.label, "algorithm": self.algorithm,
                 "regimes": [r.to_dict() for r in self.regimes]}
 
     @classmethod
@@ -127,7 +130,10 @@ class LinkCost:
         regimes = tuple(cls.from_dict(r, nested=True) for r in raw)
         if any(r.busbw_Bps > busbw for r in regimes):
             raise FileFormatError("a small-size regime has more bandwidth than its link's bandwidth regime")
-        return cls(base, step, busbw, extra, str(d.get("label", "")), regimes)
+        algorithm = d.get("algorithm", "ring")
+        if algorithm not in ("ring", "tree"):
+            raise FileFormatError(f"a link cost's algorithm is {algorithm!r}, not ring or tree")
+        return cls(base, step, busbw, extra, str(d.get("label", "")), regimes, algorithm)
 
     @classmethod
     def from_preset(cls, preset: LinkPreset) -> LinkCost:
@@ -181,15 +187,17 @@ def _design(collective: str, algorithm: str, obs: Sequence[Observation]) -> np.n
     return np.array(rows, dtype=float)
 
 
-def _link_from_theta(theta: np.ndarray, label: str) -> LinkCost:
+def _link_from_regime(regime: Regime, label: str, algorithms: Sequence[str]) -> LinkCost:
+    theta = regime.theta
     inv_b = theta[2]
-    return LinkCost(float(theta[0]), float(theta[1]), float(1.0 / inv_b), float(theta[3] / inv_b), label)
+    return LinkCost(float(theta[0]), float(theta[1]), float(1.0 / inv_b), float(theta[3] / inv_b), label,
+                    algorithm=algorithms[regime.design])
 
 
-def _link_from_regimes(thetas: Sequence[np.ndarray], label: str) -> LinkCost:
+def _link_from_regimes(regimes: Sequence[Regime], label: str, algorithms: Sequence[str]) -> LinkCost:
     """A link from fitted regimes, the bandwidth regime last (:func:`pybench.model.regimes.fit_regimes`)."""
-    small = tuple(_link_from_theta(th, label) for th in thetas[:-1])
-    return dataclasses.replace(_link_from_theta(thetas[-1], label), regimes=small)
+    small = tuple(_link_from_regime(r, label, algorithms) for r in regimes[:-1])
+    return dataclasses.replace(_link_from_regime(regimes[-1], label, algorithms), regimes=small)
 
 
 @dataclass(frozen=True)
@@ -364,14 +372,18 @@ def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 
     the slower link's rate, in the fastest of the inter-node link's regimes, plus a leader
     schedule's phase inside each node where the intra-node link prices it (:func:`_intra_phase_s`)."""
     assert model.inter is not None
-    hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes)
     # A preset NIC is a port rate: the ring's legs inside each node can be the slower link. A fitted
     # inter-node link was measured end to end, those legs included, and fitted without this cap:
     # capping it again would move the prediction off the very sweeps it was fitted to.
     intra_bw = model.intra.busbw_Bps if model.intra and model.inter.is_preset else math.inf
-    times = [r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / min(r.busbw_Bps / sharing, intra_bw)
-             for r in model.inter.all_regimes()]
+    times, labels = [], []
+    for r in model.inter.all_regimes():
+        hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes, r.algorithm)
+        times.append(r.base_s + hops * r.step_s
+                     + (data + fill * r.extra_steps) * size / min(r.busbw_Bps / sharing, intra_bw))
+        labels.append(label)
     k = int(np.argmin(times))
+    label = labels[k]
     inside = _intra_phase_s(model, size, world, nodes)
     if inside:
         label += f" + intra-node phase on {world // nodes} ranks"
@@ -425,7 +437,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
             best = (0.0, algo, LinkCost.from_preset(intra_preset) if intra_preset else None)
             break
         worlds = sorted({o.world for o in single})
-        solved = _fit_link(_design(collective, algo, single), single, f"fitted at {', '.join(map(str, worlds))} ranks")
+        solved = _fit_link([_design(collective, algo, single)], single, f"fitted at {', '.join(map(str, worlds))} ranks")
         if solved is None:
             continue
         link, cost = solved
@@ -454,14 +466,16 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes))
 
 
-def _fit_link(x: np.ndarray, obs: Sequence[Observation], label: str) -> tuple[LinkCost, float] | None:
-    """One link class's regimes fitted to ``obs`` with design ``x``: (link, relative RSS) or None."""
+def _fit_link(designs: Sequence[np.ndarray], obs: Sequence[Observation], label: str,
+              algorithms: Sequence[str] = ("ring",)) -> tuple[LinkCost, float] | None:
+    """One link class's regimes fitted to ``obs``, one design per candidate algorithm: (link, relative
+    RSS) or None."""
     y = np.array([o.time_s for o in obs])
-    thetas = fit_regimes(x, y, np.array([o.size_bytes for o in obs]))
-    if thetas is None:
+    regimes = fit_regimes(designs, y, np.array([o.size_bytes for o in obs]))
+    if regimes is None:
         return None
-    time = np.min(np.stack([x @ th for th in thetas]), axis=0)
-    return _link_from_regimes(thetas, label), float(np.sum((time / y - 1.0) ** 2))
+    time, _ = envelope(designs, regimes)
+    return _link_from_regimes(regimes, label, algorithms), float(np.sum((time / y - 1.0) ** 2))
 
 
 # The fastest NIC any preset knows, per port: a GPU behind one such port cannot move more.
@@ -511,12 +525,17 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
         inside[:] = 0.0
         absorbs = True
     between = [dataclasses.replace(o, time_s=float(t)) for o, t in zip(multi, times - inside)]
-    rows = []
-    for o in between:
-        hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes)
-        rows.append((1.0, hops, o.size_bytes * data, o.size_bytes * fill))
-    solved = _fit_link(np.array(rows, dtype=float), between,
-                       "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes" for o in multi})))
+    algorithms = crossing_algorithms(schedule, collective)
+    designs = []
+    for algorithm in algorithms:
+        rows = []
+        for o in between:
+            hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes, algorithm)
+            rows.append((1.0, hops, o.size_bytes * data, o.size_bytes * fill))
+        designs.append(np.array(rows, dtype=float))
+    solved = _fit_link(designs, between,
+                       "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes" for o in multi})),
+                       algorithms)
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
     link = solved[0]

@@ -69,12 +69,27 @@ def intra_node_ranks(schedule: str, collective: str, world: int, nodes: int) -> 
     return 0
 
 
+def crossing_algorithms(schedule: str, collective: str) -> tuple[str, ...]:
+    """The candidate algorithms between nodes, one design each in the fit (ties go to the first).
+
+    NCCL's all-reduce crosses nodes by a tree for the sizes where latency counts, and picks the ring
+    only where it is cheaper. A ring's per-step latency fitted at a few nodes, multiplied by the
+    thousands of steps of a ring over hundreds of nodes, is a cost NCCL never pays (it switches to the
+    tree), so the all-reduce is priced across nodes with the tree's latency, 2 ceil(log2 nodes) steps.
+    Collectives without a tree (all-gather, reduce-scatter, ...) cross as one ring.
+    """
+    return ("tree",) if schedule == "ring" and collective == "allreduce" else ("ring",)
+
+
 def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int,
-                   nodes: int) -> tuple[float, float, float, str]:
+                   nodes: int, algorithm: str = "ring") -> tuple[float, float, float, str]:
     """(hops, data, fill, label) of the part between nodes: T = base + hops*step + (data + fill*c) * S/B.
 
     ``data`` is the bytes through the busiest NIC direction in units of S; ``label`` names
-    what is priced (``openmpi han:redscat_gather+linear``, ``hierarchical``, ...).
+    what is priced (``openmpi han:redscat_gather+linear``, ``hierarchical``, ``tree``, ...).
+    A ring pays a step latency at every one of its 2(p-1) steps; NCCL's tree across nodes pays
+    one per level of the tree between nodes, 2 ceil(log2 nodes), the steps inside each node staying
+    in the per-call latency (a fixed count for a fixed number of ranks per node).
     """
     if schedule == "openmpi":
         if collective != "allreduce":
@@ -83,4 +98,9 @@ def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int
         return plan.hops, plan.nic_bytes, 1.0 / plan.ranks, f"openmpi {plan.name}"
     ranks = nodes if schedule == "hierarchical" else world
     hops, steps = algorithm_steps(collective, "ring", ranks)
+    if algorithm == "tree" and schedule == "ring" and collective == "allreduce":
+        return 2.0 * math.ceil(math.log2(max(nodes, 1))), steps / ranks, 1.0 / ranks, "tree"
+    if algorithm != "ring":
+        raise UsageError(f"{collective} crosses nodes with the ring only under the {schedule} schedule, "
+                         f"not {algorithm!r}")
     return hops, steps / ranks, 1.0 / ranks, schedule

@@ -15,7 +15,7 @@ import pytest
 from conftest import SHARED_DATA
 
 from pybench.errors import FileFormatError
-from pybench.model.regimes import _bandwidth_regime_last, envelope, fit_regimes
+from pybench.model.regimes import Regime, _bandwidth_regime_last, envelope, fit_regimes
 from pybench.model.topology import LinkCost, Observation, TopologyModel, algorithm_steps, fit_topology
 
 SIZES = [float(2 ** k) for k in range(3, 31)]  # 8 B .. 1 GiB
@@ -145,9 +145,9 @@ def test_the_bandwidth_regime_is_the_one_that_wins_at_the_largest_size():
     slow = np.array([0.0, 0.0, 1e-9, 0.0])       # wins everywhere measured
     steep = np.array([1e-2, 0.0, 1e-12, 0.0])     # 10 ms + more bandwidth: would win only past 10 MB
     y = x @ slow
-    kept = _bandwidth_regime_last(x, y, sizes, [steep, slow])
-    assert kept is not None and len(kept) == 1 and np.allclose(kept[0], slow)
-    time, winner = envelope(x, [slow])
+    kept = _bandwidth_regime_last([x], y, sizes, [Regime(steep), Regime(slow)])
+    assert kept is not None and len(kept) == 1 and np.allclose(kept[0].theta, slow)
+    time, winner = envelope([x], [Regime(slow)])
     assert np.allclose(time, y) and not winner.any()
 
 

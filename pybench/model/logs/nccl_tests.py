@@ -262,9 +262,12 @@ def _collective_for(table: Table, pre: Preamble, previous: str | None,
     return None, notes
 
 
-def _world_and_link(world: int | None, pre: Preamble, world_size: int | None,
-                    notes: list[str]) -> tuple[int | None, str | None]:
-    """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines (a lower bound)."""
+def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, notes: list[str],
+                    collective: str | None = None, table: Table | None = None) -> tuple[int | None, str | None]:
+    """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines.
+
+    Rank lines 0..k-1 are the whole list when busbw/algbw, read with its printed rounding, allows
+    k ranks (at a thousand ranks the rounded ratio alone cannot tell 1024 from 1185)."""
     if world_size is not None:
         world = world_size
     elif "world" in pre.pybench:
@@ -277,7 +280,8 @@ def _world_and_link(world: int | None, pre: Preamble, world_size: int | None,
     at_least = max(pre.ranks) + 1   # the ranks listed exist; a log may keep only some lines
     # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
     # Rank lines 0..k-1 within 5% of it are the whole list.
-    whole = listed == at_least and world is not None and abs(world - listed) <= 0.05 * listed
+    whole = listed == at_least and world is not None and (
+        abs(world - listed) <= 0.05 * listed or ratio_allows(collective, table, at_least))
     if world is None or (world_size is None and (world < at_least or whole)):
         if world is not None and world != at_least:
             notes.append(f"Rank lines name ranks 0..{at_least - 1}; busbw/algbw said {world} ranks")
@@ -291,6 +295,21 @@ def _world_and_link(world: int | None, pre: Preamble, world_size: int | None,
         return world, "intra-node"
     notes.append("link class unknown: the Rank lines listed are on one host, the others are not listed")
     return world, None
+
+
+def ratio_allows(collective: str | None, table: Table | None, world: int) -> bool:
+    """Whether every row's printed busbw/algbw, each rounded to 0.01 GB/s, allows ``world`` ranks."""
+    c = COLLECTIVES.get(collective or "")
+    if c is None or table is None or world < 2:
+        return False
+    alg, bus = np.array(table.algbw, dtype=float), np.array(table.busbw, dtype=float)
+    good = alg > 0.01
+    if not np.any(good):
+        return False
+    factor = c.busbw_factor(world)
+    half = 0.005 + 1e-9  # half the last printed digit, and a little for the float parse
+    return bool(np.all((bus[good] - half <= factor * (alg[good] + half))
+                       & (factor * (alg[good] - half) <= bus[good] + half)))
 
 
 def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
@@ -308,7 +327,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
                               f"give --collective (collective=... in Python)")
     notes = table.notes + name_notes + notes
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
-    world, link = _world_and_link(world, pre, world_size, notes)
+    world, link = _world_and_link(world, pre, world_size, notes, coll, table)
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
     time = np.array(table.times) * unit
