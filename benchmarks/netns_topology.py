@@ -50,7 +50,8 @@ from pybench.errors import PyBenchError
 from pybench.io.files import read_json
 from pybench.measure.netns import NetnsLab, netns_available
 from pybench.measure.netns_mpi import TCP_FULL_DUPLEX, NetnsMpi, oversubscription
-from pybench.model.topology import Observation, TopologyModel, fit_topology
+from pybench.model.topology import Observation, TopologyModel
+from pybench.model.topology_fit import fit_topology
 from pybench.sizes import parse_sizes
 
 SIZES = "1M:16M"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pybench.model.topology import Observation, fit_topology
+from pybench.model.topology import Observation
+from pybench.model.topology_fit import fit_topology
 
 VTRAIN = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "shared_data" / "vtrain"
 FITS = ((2, 4), (4,), (2,), (2, 3, 4), (4, 8))

@@ -91,7 +91,7 @@ def run_fit(args) -> int:
     from pybench.model.algorithms import DEFAULT_ALGORITHM
     from pybench.model.alpha_beta import fit_models, save_models
     from pybench.model.logs import load_measurements
-    from pybench.model.topology import fit_topology_models
+    from pybench.model.topology_fit import fit_topology_models
 
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.
@@ -143,7 +143,7 @@ def run_fit(args) -> int:
 
 def _with_nodes(ms, nodes: int):
     """``ms`` with ``--nodes`` recorded where its log did not say; a log that says otherwise is refused."""
-    from pybench.model.topology import nodes_of
+    from pybench.model.topology_fit import nodes_of
 
     where = ms.path or ms.collective
     known = nodes_of(ms)

@@ -471,7 +471,7 @@ def test_a_d_all_log_gives_one_model_per_element_type_never_pooled(tmp_path):
     from pybench.cli.main import main
     from pybench.model.alpha_beta import load_model
     from pybench.model.build import fit_models
-    from pybench.model.topology import fit_topology_models
+    from pybench.model.topology_fit import fit_topology_models
     sets = load_measurements(_d_all_log(tmp_path))
     assert sorted(m.dtype for m in sets) == ["float16", "float32", "float64"]
     models = fit_models(sets)
@@ -491,7 +491,7 @@ def test_a_d_all_log_gives_one_model_per_element_type_never_pooled(tmp_path):
 
 def test_an_o_all_log_fits_the_sum_rows_and_says_which_it_left_out(tmp_path):
     from pybench.model.build import fit_models
-    from pybench.model.topology import fit_topology_models
+    from pybench.model.topology_fit import fit_topology_models
     log = _repeated_table_log(tmp_path, "all_reduce_o_all.txt",
                               [("float", "sum", 1.0), ("float", "prod", 0.6), ("float", "max", 1.8)])
     sets = load_measurements(log)

@@ -18,7 +18,8 @@ from pybench.model.mpi_openmpi import (
     tuned_allreduce_algorithm,
     tuned_nic_bytes,
 )
-from pybench.model.topology import Observation, TopologyModel, fit_topology
+from pybench.model.topology import Observation, TopologyModel
+from pybench.model.topology_fit import fit_topology
 
 MiB = 1 << 20
 

@@ -16,7 +16,10 @@ from conftest import SHARED_DATA
 
 from pybench.errors import FileFormatError
 from pybench.model.regimes import Regime, _bandwidth_regime_last, envelope, fit_regimes
-from pybench.model.topology import LinkCost, Observation, TopologyModel, algorithm_steps, fit_topology
+from pybench.model.link_cost import LinkCost
+from pybench.model.topology import Observation, TopologyModel
+from pybench.model.topology_fit import fit_topology
+from pybench.model.topology_schedules import algorithm_steps
 
 SIZES = [float(2 ** k) for k in range(3, 31)]  # 8 B .. 1 GiB
 # Truth: an LL-like regime (little latency, a tenth of the bandwidth) and a Simple-like one.
@@ -100,7 +103,7 @@ def _real(name: str):
     import dataclasses
 
     from pybench.model.logs import load_measurements
-    from pybench.model.topology import fit_topology_models
+    from pybench.model.topology_fit import fit_topology_models
     path = SHARED_DATA / "nccl-tests" / name
     if not path.is_file():
         pytest.skip(f"{path} is missing")

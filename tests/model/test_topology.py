@@ -18,7 +18,10 @@ from conftest import SHARED_DATA
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.link_presets import PRESETS, get_preset
-from pybench.model.topology import LinkCost, Observation, TopologyModel, algorithm_steps, fit_topology, nic_floor_s
+from pybench.model.link_cost import LinkCost
+from pybench.model.topology import Observation, TopologyModel, nic_floor_s
+from pybench.model.topology_fit import fit_topology
+from pybench.model.topology_schedules import algorithm_steps
 
 VTRAIN = SHARED_DATA / "vtrain"
 
@@ -203,7 +206,7 @@ def test_topology_models_round_trip_through_the_model_file(tmp_path, capsys):
 def test_a_multi_node_log_fits_the_inter_node_link(tmp_path):
     """The shared 2-node A100 RoCE log: its Rank lines put 16 ranks on 2 hosts."""
     from pybench.model.logs import load_measurements
-    from pybench.model.topology import fit_topology_models
+    from pybench.model.topology_fit import fit_topology_models
     log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
     sets = load_measurements(log)
     models, skipped = fit_topology_models(sets)
@@ -249,7 +252,7 @@ def _multi_host_result(tmp_path, library: str, name: str):
 
 def test_a_multi_host_pybench_result_feeds_the_topology_model_with_its_library_schedule(tmp_path):
     from pybench.model.logs import load_measurements
-    from pybench.model.topology import fit_topology_models, nodes_of
+    from pybench.model.topology_fit import fit_topology_models, nodes_of
     ompi = load_measurements(_multi_host_result(tmp_path, "Open MPI v5.0.11, package: Open MPI", "ompi.json"))
     assert nodes_of(ompi[0]) == 2  # from the result's hosts (it was 'node count unknown')
     models, skipped = fit_topology_models(ompi)

@@ -1,0 +1,102 @@
+"""One link class's cost: fitted (or described) protocol regimes of the frame NCCL prices.
+
+A link's cost is ``T = base + hops * step + (data + fill * c) * S / B`` per regime (see
+:mod:`pybench.model.topology`); an operation costs its fastest regime, as NCCL runs the fastest
+protocol. Across nodes each regime also names the algorithm it runs between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pybench.errors import FileFormatError
+from pybench.model.link_presets import LinkPreset
+from pybench.model.regimes import MAX_REGIMES
+from pybench.model.topology_schedules import algorithm_steps
+
+
+@dataclass(frozen=True)
+class LinkCost:
+    """Fitted (or preset) parameters of one link class.
+
+    Its own figures are the bandwidth regime (what large messages get); ``regimes`` holds the
+    regimes that are faster at smaller sizes (NCCL's LL and LL128 protocols, another algorithm;
+    see :mod:`pybench.model.regimes`). An operation costs its fastest regime.
+    """
+
+    base_s: float
+    step_s: float
+    busbw_Bps: float
+    extra_steps: float
+    label: str
+    """Where the figures come from: 'fitted at 2, 4 ranks' or 'preset nvlink4'."""
+    regimes: tuple[LinkCost, ...] = ()
+    algorithm: str = "ring"
+    """Across nodes, the algorithm this regime runs between them (``ring`` or ``tree``)."""
+
+    @property
+    def is_preset(self) -> bool:
+        """Published figures (``--link``), not fitted ones."""
+        return self.label.startswith("preset")
+
+    def own_time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
+        """This regime's time alone, without the faster small-size regimes."""
+        hops, steps = algorithm_steps(collective, algorithm, world)
+        return self.base_s + hops * self.step_s + (steps + self.extra_steps) / world * size_bytes / self.busbw_Bps
+
+    def all_regimes(self) -> tuple[LinkCost, ...]:
+        """The small-size regimes, then the bandwidth regime (this one, without its ``regimes``)."""
+        return (*self.regimes, dataclasses.replace(self, regimes=())) if self.regimes else (self,)
+
+    def fastest(self, collective: str, algorithm: str, size_bytes: float, world: int) -> tuple[float, int]:
+        """(time, index in :meth:`all_regimes`) of the fastest regime for one operation."""
+        times = [r.own_time_s(collective, algorithm, size_bytes, world) for r in self.all_regimes()]
+        k = int(np.argmin(times))
+        return times[k], k
+
+    def time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
+        return self.fastest(collective, algorithm, size_bytes, world)[0]
+
+    def to_dict(self) -> dict:
+        return {"base_s": self.base_s, "step_s": self.step_s, "busbw_Bps": self.busbw_Bps,
+                "extra_steps": self.extra_steps, "label": self.label, "algorithm": self.algorithm,
+                "regimes": [r.to_dict() for r in self.regimes]}
+
+    @classmethod
+    def from_dict(cls, d: object, nested: bool = False) -> LinkCost:
+        if not isinstance(d, dict):
+            raise FileFormatError(f"a link cost is {type(d).__name__}, not an object")
+        base, step, busbw, extra = (_number(d, k) for k in ("base_s", "step_s", "busbw_Bps", "extra_steps"))
+        if min(base, step, extra) < 0 or busbw <= 0:
+            raise FileFormatError("a link cost needs base_s, step_s, extra_steps >= 0 and busbw_Bps > 0")
+        raw = d.get("regimes") or []
+        if not isinstance(raw, list) or (raw and nested) or len(raw) >= MAX_REGIMES:
+            raise FileFormatError(f"a link cost's regimes must be a list of at most {MAX_REGIMES - 1} link costs "
+                                  f"without regimes of their own")
+        regimes = tuple(cls.from_dict(r, nested=True) for r in raw)
+        if any(r.busbw_Bps > busbw for r in regimes):
+            raise FileFormatError("a small-size regime has more bandwidth than its link's bandwidth regime")
+        algorithm = d.get("algorithm", "ring")
+        if algorithm not in ("ring", "tree"):
+            raise FileFormatError(f"a link cost's algorithm is {algorithm!r}, not ring or tree")
+        return cls(base, step, busbw, extra, str(d.get("label", "")), regimes, algorithm)
+
+    @classmethod
+    def from_preset(cls, preset: LinkPreset) -> LinkCost:
+        return cls(0.0, preset.step_latency_s, preset.bandwidth_Bps, 0.0, f"preset {preset.name}")
+
+
+def _number(d: dict, key: str) -> float:
+    value = d.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise FileFormatError(f"a link cost's {key} is {value!r}, not a finite number")
+    return float(value)
+
+
+def regime_label(link: LinkCost, k: int) -> str:
+    return f"{k + 1} of {len(link.regimes) + 1}" if link.regimes else ""
+

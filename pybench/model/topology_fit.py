@@ -1,0 +1,254 @@
+"""Fitting the topology model: single-node sweeps give the intra-node link, multi-node sweeps the
+inter-node one, each as the regimes (protocol frames) that explain the measured times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pybench.errors import UsageError
+from pybench.model.link_cost import LinkCost
+from pybench.model.link_presets import LinkPreset
+from pybench.model.logs.measurements import one_reduction
+from pybench.model.regimes import Regime, envelope, fit_regimes
+from pybench.model.topology import Observation, TopologyModel, nvlink_domain_ranks, ranks_per_node
+from pybench.model.topology_schedules import (
+    ALGORITHMS,
+    algorithm_steps,
+    check_schedule,
+    crossing_algorithms,
+    crossing_terms,
+    intra_node_ranks,
+)
+
+
+def _design(collective: str, algorithm: str, obs: Sequence[Observation]) -> np.ndarray:
+    rows = []
+    for o in obs:
+        hops, steps = algorithm_steps(collective, algorithm, o.world)
+        rows.append((1.0, hops, o.size_bytes * steps / o.world, o.size_bytes / o.world))
+    return np.array(rows, dtype=float)
+
+
+def _link_from_regime(regime: Regime, label: str, algorithms: Sequence[str]) -> LinkCost:
+    theta = regime.theta
+    inv_b = theta[2]
+    return LinkCost(float(theta[0]), float(theta[1]), float(1.0 / inv_b), float(theta[3] / inv_b), label,
+                    algorithm=algorithms[regime.design])
+
+
+def _link_from_regimes(regimes: Sequence[Regime], label: str, algorithms: Sequence[str]) -> LinkCost:
+    """A link from fitted regimes, the bandwidth regime last (:func:`pybench.model.regimes.fit_regimes`)."""
+    small = tuple(_link_from_regime(r, label, algorithms) for r in regimes[:-1])
+    return dataclasses.replace(_link_from_regime(regimes[-1], label, algorithms), regimes=small)
+
+
+_HOSTS_NOTE = re.compile(r"(\d+) ranks on (\d+) host\(s\)")
+
+
+def nodes_of(ms: object) -> int | None:
+    """Node count of an imported sweep: its ``nodes``, the hosts its log listed for every rank, or 1 intra-node."""
+    nodes = getattr(ms, "nodes", None)
+    if nodes:
+        return int(nodes)
+    world = getattr(ms, "world_size", None)
+    for note in getattr(ms, "notes", ()):
+        m = _HOSTS_NOTE.search(note)
+        if m and world and int(m.group(1)) >= world:
+            return int(m.group(2))
+    return 1 if getattr(ms, "link_class", None) == "intra-node" else None
+
+
+def fit_topology(collective: str, observations: Sequence[Observation], *,
+                 algorithm: str | None = None, intra_preset: LinkPreset | None = None,
+                 inter_preset: LinkPreset | None = None, schedule: str = "ring") -> TopologyModel:
+    """Fit a :class:`TopologyModel` to sweeps at one or more (world, nodes).
+
+    Single-node observations give the intra-node link; multi-node ones the inter-node link
+    (after the intra-node one is known). ``algorithm`` fixes the algorithm; by default the one
+    whose fit has the least relative error is taken (ring when the data cannot tell). ``schedule``
+    says how the multi-node sweeps crossed nodes (``ring``, ``hierarchical``, or ``openmpi`` for
+    what Open MPI 5 runs by ranks, nodes and size): one layout cannot tell them apart, so it is
+    the caller's knowledge of the library.
+    """
+    check_schedule(schedule)
+    obs = [o for o in observations if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
+    if not obs:
+        raise UsageError(f"no {collective} measurements with 2 or more ranks to fit a topology model to")
+    single = [o for o in obs if o.nodes == 1]
+    multi = [o for o in obs if o.nodes > 1]
+    algorithms = [algorithm] if algorithm else (list(ALGORITHMS) if collective == "allreduce" else ["ring"])
+    best: tuple[float, str, LinkCost | None] | None = None
+    notes: list[str] = []
+    for algo in algorithms:
+        if not single:
+            best = (0.0, algo, LinkCost.from_preset(intra_preset) if intra_preset else None)
+            break
+        worlds = sorted({o.world for o in single})
+        label = f"fitted at {', '.join(map(str, worlds))} ranks"
+        solved = _fit_link([_design(collective, algo, single)], single, label)
+        if solved is None:
+            continue
+        link, cost = solved
+        if best is None or cost < best[0] * (1 - 1e-6):  # ties keep the earlier (ring first)
+            best = (cost, algo, link)
+    if best is None:
+        raise UsageError(f"the {collective} measurements cannot be fitted with non-negative parameters")
+    _, algo, intra = best
+    if single and len({o.world for o in single}) == 1:
+        notes.append("one world size: base and per-step latency cannot be told apart; other world sizes are "
+                     "extrapolated with the latency held per call")
+    inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule)
+    fitted_obs = single + multi
+    model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
+                          (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
+                          tuple(float(o.size_bytes) for o in fitted_obs), (), tuple(notes), schedule=schedule,
+                          inter_absorbs_intra=absorbs)
+    domain = nvlink_domain_ranks(model)
+    if domain:
+        assert model.inter is not None
+        notes.append(f"the inter-node bus bandwidth ({model.inter.busbw_Bps / 1e9:.0f} GB/s) is more than "
+                     f"{ranks_per_node(model)} ranks per node can move through 800 Gbit/s NICs: these hosts share "
+                     f"an NVLink domain (multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
+                     f"({domain} ranks fitted), not across the network beyond it, which this data does not measure")
+    residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
+    return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes))
+
+
+def _fit_link(designs: Sequence[np.ndarray], obs: Sequence[Observation], label: str,
+              algorithms: Sequence[str] = ("ring",)) -> tuple[LinkCost, float] | None:
+    """One link class's regimes fitted to ``obs``, one design per candidate algorithm: (link, relative
+    RSS) or None."""
+    y = np.array([o.time_s for o in obs])
+    regimes = fit_regimes(designs, y, np.array([o.size_bytes for o in obs]))
+    if regimes is None:
+        return None
+    time, _ = envelope(designs, regimes)
+    return _link_from_regimes(regimes, label, algorithms), float(np.sum((time / y - 1.0) ** 2))
+
+
+def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], intra: LinkCost | None,
+               preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> tuple[LinkCost | None, bool]:
+    """The inter-node link, and whether it absorbed the leader schedules' intra-node phase.
+
+    With an intra-node link, that phase (:func:`pybench.model.topology_schedules.intra_node_ranks`)
+    is priced with it and taken off the multi-node times first, so the inter-node link is the
+    NICs' alone and the phase scales with the ranks per node of the layout asked for.
+    """
+    if not multi:
+        return (LinkCost.from_preset(preset) if preset else None), False
+    inside = np.array([intra.time_s(collective, algorithm, o.size_bytes, g)
+                       if intra is not None and (g := intra_node_ranks(schedule, collective, o.world, o.nodes)) else 0.0
+                       for o in multi])
+    times = np.array([o.time_s for o in multi])
+    absorbs = any(intra_node_ranks(schedule, collective, o.world, o.nodes) for o in multi) and intra is None
+    if absorbs:
+        notes.append(f"no single-node sweep: the {schedule} schedule's phase inside each node is part of the "
+                     f"inter-node figures, so other ranks-per-node counts are priced as the fitted one")
+    if np.any(inside >= 0.95 * times):
+        notes.append("the intra-node link accounts for the whole of some multi-node times: the intra-node phase is "
+                     "left inside the inter-node figures, not priced apart")
+        inside[:] = 0.0
+        absorbs = True
+    between = [dataclasses.replace(o, time_s=float(t)) for o, t in zip(multi, times - inside)]
+    algorithms = crossing_algorithms(schedule, collective)
+    designs = []
+    for algorithm in algorithms:
+        rows = []
+        for o in between:
+            hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes, algorithm)
+            rows.append((1.0, hops, o.size_bytes * data, o.size_bytes * fill))
+        designs.append(np.array(rows, dtype=float))
+    solved = _fit_link(designs, between,
+                       "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes" for o in multi})),
+                       algorithms)
+    if solved is None:
+        raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
+    link = solved[0]
+    if intra is not None and link.busbw_Bps > intra.busbw_Bps:
+        notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
+                     "may include in-network reduction (NVLS/SHARP)")
+    return link, bool(absorbs)
+
+
+def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] | None = None) -> list[Observation]:
+    """Observations from imported measurement sets (``pybench.model.logs``): sizes, medians, world, nodes.
+
+    ``nodes_fn(set)`` gives a set's node count; by default :func:`nodes_of`. A set whose node
+    count is unknown is refused in one line (say how many nodes it ran on).
+    """
+    out = []
+    for ms in sets:
+        if not ms.world_size:
+            raise UsageError(f"{ms.path or ms.collective}: no recorded world size; the topology model needs it")
+        nodes = nodes_fn(ms) if nodes_fn else nodes_of(ms)
+        if nodes is None:
+            raise UsageError(f"{ms.path or ms.collective}: the node count is unknown (the log lists the hosts of "
+                             f"only some ranks); the topology model needs it")
+        out += [Observation(float(s), int(ms.world_size), int(nodes), float(t))
+                for s, t in zip(ms.size_bytes, ms.time_s) if t > 0]
+    return out
+
+
+def _topology_dtype(sets: Sequence, ms) -> str:
+    """The element type a (collective, backend) topology model is fitted on: float32 when any sweep
+    of it has that type, else the first sweep's (types are not pooled: bytes per element differ)."""
+    types = [s.dtype for s in sets if (s.collective, s.backend) == (ms.collective, ms.backend)]
+    return "float32" if "float32" in types else ms.dtype
+
+
+def _ran_on_open_mpi(ms) -> bool:
+    """Whether a sweep says it was measured over Open MPI (pybench results record the MPI library)."""
+    return ms.backend == "mpi" and any(n.startswith("MPI library: Open MPI") for n in ms.notes)
+
+
+def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]:
+    """One topology model per (collective, backend) over every usable sweep; and why sweeps were left out.
+
+    An all-reduce measured over Open MPI (the MPI library a pybench result records) is fitted with
+    the ``openmpi`` schedule, which prices what Open MPI runs across nodes; everything else with
+    ``ring``.
+
+    A sweep is used when it has 2 or more ranks, 3 or more distinct sizes, a collective the
+    model knows and a known node count (:func:`nodes_of`).
+    """
+    groups: dict[tuple[str, str], list[Observation]] = {}
+    open_mpi: set[tuple[str, str]] = set()
+    dtype_of: dict[tuple[str, str], str] = {}  # one element type per model: float32 where measured
+    skipped: list[str] = []
+    for ms in one_reduction(sets):
+        where = f"{ms.path or 'input'}: {ms.collective}"
+        try:
+            algorithm_steps(ms.collective, "ring", 2)
+        except UsageError:
+            skipped.append(f"{where}: no topology model for this collective")
+            continue
+        if not ms.world_size or ms.world_size < 2 or len(set(ms.size_bytes.tolist())) < 3:
+            skipped.append(f"{where}: needs 2 or more ranks and 3 or more sizes for the topology model")
+            continue
+        if nodes_of(ms) is None:
+            some = any(_HOSTS_NOTE.search(n) for n in ms.notes)
+            why = "hosts of only some ranks listed" if some else "no hosts listed"
+            skipped.append(f"{where}: node count unknown ({why}); not in the topology model: "
+                           f"give fit --nodes N (the nodes it ran on)")
+            continue
+        chosen = dtype_of.setdefault((ms.collective, ms.backend), _topology_dtype(sets, ms))
+        if ms.dtype != chosen:
+            skipped.append(f"{where}: {ms.dtype}; the topology model of {ms.collective} uses the {chosen} sweeps")
+            continue
+        groups.setdefault((ms.collective, ms.backend), []).extend(observations_from([ms]))
+        if _ran_on_open_mpi(ms):
+            open_mpi.add((ms.collective, ms.backend))
+    models = []
+    for (collective, backend), obs in sorted(groups.items()):
+        # Open MPI's all-reduce across nodes is HAN or coll/tuned's pick, not one ring over every rank.
+        schedule = "openmpi" if collective == "allreduce" and (collective, backend) in open_mpi else "ring"
+        try:
+            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule), backend=backend))
+        except UsageError as exc:
+            skipped.append(f"{collective}: {exc}")
+    return models, skipped
