@@ -43,6 +43,11 @@ class LinkCost:
         """Published figures (``--link``), not fitted ones."""
         return self.label.startswith("preset")
 
+    @property
+    def is_described(self) -> bool:
+        """Figures taken from a system description (``--system``), not fitted ones."""
+        return self.label.startswith("system")
+
     def own_time_s(self, collective: str, algorithm: str, size_bytes: float, world: int) -> float:
         """This regime's time alone, without the faster small-size regimes."""
         hops, steps = algorithm_steps(collective, algorithm, world)

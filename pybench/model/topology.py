@@ -37,23 +37,34 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
+from pybench.model.calibration import Calibration, Spread, family, load_calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS, LinkPreset
-from pybench.model.topology_schedules import ALGORITHMS, check_schedule, crossing_terms, intra_node_ranks
+from pybench.model.system import SystemDescription, system_from_dict
+from pybench.model.topology_schedules import (
+    ALGORITHMS,
+    algorithm_steps,
+    check_schedule,
+    crossing_algorithms,
+    crossing_terms,
+    intra_node_ranks,
+)
 
-Z95 = 1.959963984540054
-# Relative widening of the interval per unit of |ln(world / nearest fitted world)|. On the
-# vTrain A100 tables, fitted at 2 and 4 GPUs and predicting 8: 0.02 gave 94% coverage, 0 gave
-# 87%. A fit at one world size cannot separate per-call from per-step latency nor the
-# pipeline term from the bandwidth, and misses other worlds by up to 17% median (fit at 2,
-# predict 8): its intervals widen five times as fast.
-EXTRAPOLATION_WIDENING = 0.03
-ONE_WORLD_WIDENING = 0.15
+# What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
+MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
+OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
+DESCRIBED, PRESET = "system description", "preset"
+KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
+# Per-step latency of a described intra-node link: NVLink's hop, as the intra-node presets take it.
+DESCRIBED_STEP_S = 2.0e-6
+
+
 @dataclass(frozen=True)
 class TopologyPrediction:
     """One predicted operation: time with a 95% prediction interval, and how far it reaches."""
@@ -69,10 +80,16 @@ class TopologyPrediction:
     """What was priced across nodes: ``ring`` (one node: the fitted algorithm's step count), the
     model's schedule, or for ``openmpi`` the algorithm Open MPI runs (``openmpi tuned:rabenseifner``)."""
     provenance: str
-    """``measured``, ``interpolated`` or ``extrapolated``."""
+    """What it rests on: one of :data:`KINDS` (with ``, beyond the measured sizes`` where it is)."""
     links: str
     regime: str = ""
     """Which of the link's regimes priced it, smallest-size regime first (``2 of 4``); empty with one."""
+    undetermined: str = ""
+    """Why these inputs cannot determine the time (then ``time_s`` and the interval are nan); empty when they can."""
+
+    @property
+    def determined(self) -> bool:
+        return not self.undetermined
 
     @property
     def busbw_Bps(self) -> float:
@@ -115,6 +132,8 @@ class TopologyModel:
     inter_absorbs_intra: bool = False
     """True when the inter-node link was fitted to multi-node times that include the leader schedules'
     intra-node phase (no intra-node link to price it apart at fit time): that phase is then not added again."""
+    system: SystemDescription | None = None
+    """The hardware, when described: it fills the link classes not measured and bounds the layouts."""
 
     def _local_sigma(self, size: float) -> float:
         if not self.residuals:
@@ -126,41 +145,127 @@ class TopologyModel:
             near = res[np.argsort(distance)[:5]]
         return float(np.sqrt(np.mean(near ** 2)))
 
-    def _provenance(self, size: int, world: int, nodes: int) -> tuple[str, float]:
-        layouts = [(w, n) for w, n in self.fitted if (n > 1) == (nodes > 1)] or list(self.fitted)
-        worlds = [w for w, _ in layouts]
-        node_counts = [n for _, n in layouts]
+    def _provenance(self, size: int, world: int, nodes: int) -> tuple[str, float, bool]:
+        """(kind, distance from what was fitted, whether that link class was fitted at one layout)."""
+        layouts = [(w, n) for w, n in self.fitted if (n > 1) == (nodes > 1)]
+        lo, hi = self.size_range
+        size_distance = max(0.0, math.log(lo / size) if size < lo else math.log(size / hi) if size > hi else 0.0)
+        beyond = ", beyond the measured sizes" if size_distance else ""
+        if not layouts:  # that link class was never measured: a described or preset link prices it
+            return (DESCRIBED if self._link(nodes).is_described else PRESET) + beyond, size_distance, True
         # Distance from what was measured, in log world size and in log node count (4 nodes from a
         # 2-node fit is as far out as 4 ranks from 2).
-        distance = min(abs(math.log(world / w)) for w in worlds) + min(abs(math.log(nodes / n)) for n in node_counts)
-        lo, hi = self.size_range
-        inside_layouts = min(worlds) <= world <= max(worlds) and min(node_counts) <= nodes <= max(node_counts)
-        if (world, nodes) in self.fitted and lo <= size <= hi:
-            kind = "measured" if size in self.residual_sizes else "interpolated"
-        elif inside_layouts and lo <= size <= hi:
-            kind = "interpolated"
+        distance = min(abs(math.log(world / w)) + abs(math.log(nodes / n)) for w, n in layouts)
+        if (world, nodes) in self.fitted:
+            kind = MEASURED if size in self.residual_sizes else BETWEEN_SIZES
+        elif nodes > 1 and nodes not in {n for _, n in layouts}:
+            kind = OTHER_NODE_COUNT
         else:
-            kind = "extrapolated"
-        size_distance = max(0.0, math.log(lo / size) if size < lo else math.log(size / hi) if size > hi else 0.0)
-        return kind, distance + size_distance
+            kind = OTHER_GPU_COUNT
+        return kind + beyond, distance + size_distance, len(layouts) == 1
 
-    def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1) -> TopologyPrediction:
+    def _link(self, nodes: int) -> LinkCost:
+        link = self.intra if nodes == 1 else self.inter
+        assert link is not None
+        return link
+
+    def _undetermined(self, world: int, nodes: int) -> str:
+        """Why no model can answer for this layout from these inputs, or ''."""
+        system = self.system
+        measured = {w for w, n in self.fitted if n == 1}
+        if nodes == 1 and system is not None and not system.switched and world not in measured and measured:
+            return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric a subset of "
+                    f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
+                    f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
+                    f"`pybench {self.collective} --np {world}`")
+        return ""
+
+    def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1,
+                calibration: Calibration | None = None) -> TopologyPrediction:
         """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes.
 
         ``sharing`` groups run the same operation at once through the same node NICs (the
         data-parallel groups of a tp x dp layout, say): across nodes each gets 1/sharing of
-        the inter-node bandwidth.
+        the inter-node bandwidth. The 95% interval is calibrated for what the prediction rests on
+        (:mod:`pybench.model.calibration`; ``calibration`` replaces the shipped one, for validation).
         """
         _check_layout(world, nodes)
+        if self.system is not None:
+            self.system.check_layout(world, nodes)
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         time_s, schedule, regime = self._time(size_bytes, world, nodes, sharing)
-        kind, distance = self._provenance(size_bytes, world, nodes)
-        worlds = {w for w, _ in self.fitted}
-        widening = EXTRAPOLATION_WIDENING if len(worlds) > 1 else ONE_WORLD_WIDENING
-        half = Z95 * math.hypot(self._local_sigma(size_bytes), widening * distance)
-        return TopologyPrediction(int(size_bytes), world, nodes, time_s, time_s / (1.0 + half), time_s * (1.0 + half),
-                                  self.algorithm, schedule, kind, self._links_label(nodes), regime)
+        spread = self.spread(size_bytes, world, nodes, sharing)
+        time_s = self._centre(time_s, size_bytes, world, nodes, sharing)
+        links = self._links_label(nodes)
+        why = self._undetermined(world, nodes)
+        if why:
+            return TopologyPrediction(int(size_bytes), world, nodes, math.nan, math.nan, math.nan, self.algorithm,
+                                      schedule, spread.kind, links, regime, why)
+        half = spread.half_width(calibration or load_calibration())
+        return TopologyPrediction(int(size_bytes), world, nodes, time_s, time_s * math.exp(-half),
+                                  time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime)
+
+    def spread(self, size_bytes: float, world: int, nodes: int, sharing: int = 1) -> Spread:
+        """What a prediction's interval is made of (see :mod:`pybench.model.calibration`)."""
+        kind, distance, one_layout = self._provenance(size_bytes, world, nodes)
+        described = any(link.is_preset or link.is_described for link in (self.intra, self.inter)[:1 + (nodes > 1)]
+                        if link is not None)
+        time_s = self._time(size_bytes, world, nodes, sharing)[0]
+        data_only = self._with_links(_without_latency)._time(size_bytes, world, nodes, sharing)[0]
+        readings = self._latency_readings(size_bytes, world, nodes, sharing)
+        span = abs(math.log(readings[0] / readings[1])) / 2.0 if readings else 0.0
+        return Spread(kind, self._local_sigma(size_bytes), distance, one_layout, described,
+                      min(data_only / time_s, 1.0), span)
+
+    def _centre(self, time_s: float, size: float, world: int, nodes: int, sharing: int) -> float:
+        """The time between the two latency readings where the inputs cannot tell them apart."""
+        readings = self._latency_readings(size, world, nodes, sharing)
+        return math.sqrt(readings[0] * readings[1]) if readings else time_s
+
+    def _latency_readings(self, size: float, world: int, nodes: int,
+                          sharing: int) -> tuple[float, float] | None:
+        """(all latency per call, all latency per step) times, for a link class fitted at one layout of
+        NCCL's schedule; None where the fit could tell them apart (or the link was not fitted)."""
+        across = nodes > 1 and not self._inside_nvlink_domain(world)
+        layouts = [(w, n) for w, n in self.fitted if (n > 1) == across]
+        link = self.inter if across else self.intra
+        if len(layouts) != 1 or link is None or link.is_preset or link.is_described or self.schedule != "ring":
+            return None
+        (w0, n0), = layouts
+
+        def hops(r: LinkCost) -> float:
+            if across:
+                return crossing_terms(self.schedule, self.collective, size, w0, n0, r.algorithm)[0]
+            return algorithm_steps(self.collective, self.algorithm, w0)[0]
+
+        def per_call(r: LinkCost) -> LinkCost:
+            return dataclasses.replace(r, base_s=r.base_s + hops(r) * r.step_s, step_s=0.0)
+
+        def per_step(r: LinkCost) -> LinkCost:
+            h = hops(r)
+            return dataclasses.replace(r, base_s=0.0, step_s=r.step_s + r.base_s / h) if h > 0 else r
+
+        which = "inter" if across else "intra"
+        return (self._with_links(per_call, which)._time(size, world, nodes, sharing)[0],
+                self._with_links(per_step, which)._time(size, world, nodes, sharing)[0])
+
+    def _with_links(self, change: Callable[[LinkCost], LinkCost], which: str = "both") -> TopologyModel:
+        """This model with ``change`` applied to every regime of its links (``intra``, ``inter`` or both)."""
+        def apply(link: LinkCost | None) -> LinkCost | None:
+            if link is None:
+                return None
+            regimes = [change(r) for r in link.all_regimes()]
+            return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
+
+        return dataclasses.replace(self, intra=apply(self.intra) if which != "inter" else self.intra,
+                                   inter=apply(self.inter) if which != "intra" else self.inter)
+
+    def _inside_nvlink_domain(self, world: int) -> bool:
+        """Whether ``world`` ranks on several nodes of a described multi-node NVLink domain (NVL72) all
+        talk over NVLink, which the intra-node link prices."""
+        system = self.system
+        return system is not None and system.domain_gpus() > system.gpus_per_node and world <= system.domain_gpus()
 
     def _links_label(self, nodes: int) -> str:
         labels = [f"intra-node {self.intra.label}" if self.intra else "intra-node unknown"]
@@ -170,7 +275,7 @@ class TopologyModel:
 
     def _time(self, size: float, world: int, nodes: int, sharing: int = 1) -> tuple[float, str, str]:
         """(time, what was priced across nodes, which regime priced it)."""
-        if nodes == 1:
+        if nodes == 1 or self._inside_nvlink_domain(world):
             if self.intra is None:
                 raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
                                  f"log too, or give an intra-node preset (--link nvlink4, ...)")
@@ -188,7 +293,8 @@ class TopologyModel:
                 "fitted": [list(f) for f in self.fitted], "size_range": list(self.size_range),
                 "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
                 "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
-                "inter_absorbs_intra": self.inter_absorbs_intra}
+                "inter_absorbs_intra": self.inter_absorbs_intra,
+                "system": self.system.model_dump() if self.system else None}
 
 
     @classmethod
@@ -213,9 +319,37 @@ class TopologyModel:
         absorbs = d.get("inter_absorbs_intra", inter is not None)
         if not isinstance(absorbs, bool):
             raise FileFormatError(f"a topology model's inter_absorbs_intra is {absorbs!r}, not true or false")
+        system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
         return cls(collective, algorithm, intra, inter, fitted, (lo, hi), sizes, residuals,
                    tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")),
-                   check_schedule(d.get("schedule", "ring")), absorbs)
+                   check_schedule(d.get("schedule", "ring")), absorbs, system)
+
+    def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
+        """This model on ``system``: the link classes never measured priced from its description.
+
+        Inter-node: the node's measured protocol regimes, each at most at what all its NICs carry
+        (``nics x rate`` at the NIC efficiency real logs reach) and at least at the latency of a
+        crossing (:mod:`pybench.model.calibration`). Intra-node, where no node was measured: the fabric's
+        nominal per-GPU rate. Measured link classes are kept as fitted.
+        """
+        calibration = calibration or load_calibration()
+        intra = self.intra or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
+                                       f"system {system.name}: {system.intra_fabric} at "
+                                       f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")
+        inter = self.inter
+        if inter is None:
+            efficiency = calibration.nic_efficiency[family(self.collective)]
+            cap = efficiency * system.nic_Bps_per_node
+            label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
+                     f"per node at {efficiency:.2f} of their rate")
+            algorithm = crossing_algorithms(self.schedule, self.collective)[0]
+            # A crossing costs at least what a small operation across two nodes costs on real systems.
+            regimes = [dataclasses.replace(r, base_s=max(r.base_s, calibration.inter_latency_s),
+                                           busbw_Bps=min(r.busbw_Bps, cap), label=label, algorithm=algorithm)
+                       for r in intra.all_regimes()]
+            inter = dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
+        notes = (*self.notes, f"system {system.summary()}")
+        return dataclasses.replace(self, intra=intra, inter=inter, system=system, notes=notes)
 
     def with_preset(self, preset: LinkPreset) -> TopologyModel:
         """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""
@@ -223,6 +357,10 @@ class TopologyModel:
         if preset.link_class == "intra-node":
             return dataclasses.replace(self, intra=self.intra or link)
         return dataclasses.replace(self, inter=self.inter or link)
+
+
+def _without_latency(r: LinkCost) -> LinkCost:
+    return dataclasses.replace(r, base_s=0.0, step_s=0.0)
 
 
 def _check_layout(world: int, nodes: int) -> None:
@@ -241,7 +379,8 @@ def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 
     # A preset NIC is a port rate: the ring's legs inside each node can be the slower link. A fitted
     # inter-node link was measured end to end, those legs included, and fitted without this cap:
     # capping it again would move the prediction off the very sweeps it was fitted to.
-    intra_bw = model.intra.busbw_Bps if model.intra and model.inter.is_preset else math.inf
+    unmeasured = model.inter.is_preset or model.inter.is_described
+    intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
     times, labels = [], []
     for r in model.inter.all_regimes():
         hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes, r.algorithm)
@@ -290,7 +429,7 @@ def nvlink_domain_ranks(model: TopologyModel) -> int:
     such a fit holds inside the domain (at least its largest fitted world), not beyond it.
     """
     layouts = [(w, n) for w, n in model.fitted if n > 1]
-    if model.inter is None or not layouts or model.inter.is_preset:
+    if model.inter is None or not layouts or model.inter.is_preset or model.inter.is_described:
         return 0
     return max(w for w, _ in layouts) if model.inter.busbw_Bps > ranks_per_node(model) * FASTEST_NIC_BPS else 0
 

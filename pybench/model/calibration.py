@@ -1,0 +1,123 @@
+"""The constants behind the model's intervals and described links, chosen by cross-validation.
+
+Every constant here is produced by ``python benchmarks/model_validation.py --write``, which
+chooses each one on the real logs in the repository and reports, for every kind of prediction,
+how the intervals fare on a dataset that was left out while the constants were chosen
+(docs/model-validation.md). The values ship in ``calibration.json`` beside this module, with the
+datasets they were chosen on; nothing here is tuned by hand.
+
+Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]`` with
+
+    h = span + hypot(z * local, widening * distance, described)
+
+* ``local``: the fit's own relative scatter near the size (its residuals there);
+* ``distance``: how far the layout asked for lies from every fitted one, in log ranks plus log
+  nodes plus log size beyond the measured range; ``widening`` is per unit of it, one value for
+  fits at several layouts of the link class and a larger one for a fit at a single layout (which
+  cannot separate per-call from per-step latency);
+* ``described``: when a link class comes from a system description or a preset rather than a
+  measurement, how far real multi-node logs fall from what their description says: its bandwidth
+  part (the NICs' efficiency) weighs with the share of the time the bytes take, its latency part
+  with the rest;
+* ``span``: what the inputs cannot determine at all. A link fitted at one layout cannot tell a
+  per-call latency from a per-step one (both are constant there); at another layout the two
+  readings part, and the prediction is their geometric mean with half their log ratio added.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from pybench.errors import FileFormatError
+
+CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+Z95 = 1.959963984540054
+FAMILIES = ("allreduce", "ring")
+"""NIC efficiency is kept per family: the all-reduce crosses nodes by a tree (NCCL), the rest as a ring."""
+
+
+def family(collective: str) -> str:
+    """The NIC-efficiency family of a collective."""
+    return "allreduce" if collective == "allreduce" else "ring"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Constants of the interval scheme and of links priced from a system description."""
+
+    widening_several_layouts: float
+    """Log half-width per unit of log distance from the fitted layouts, fits at 2+ layouts."""
+    widening_one_layout: float
+    """The same for a link class fitted at one layout."""
+    nic_efficiency: dict[str, float]
+    """Inter-node bus bandwidth / (NICs per node x NIC rate), per family, as real logs reach it."""
+    described_bandwidth_half_width: float
+    """Log half-width of a described (or preset) link's bandwidth: how far NIC efficiency varies."""
+    described_latency_half_width: float
+    """Log half-width of a described link's latency: how far the latency of a crossing varies."""
+    inter_latency_s: float
+    """Least per-call latency of an operation across nodes, for an inter-node link from a description."""
+    chosen_on: tuple[str, ...] = field(default=())
+    """The datasets these values were chosen on."""
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["chosen_on"] = list(self.chosen_on)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: object, source: str = "calibration") -> Calibration:
+        if not isinstance(d, dict):
+            raise FileFormatError(f"{source}: not a JSON object")
+        try:
+            numbers = {k: float(d[k]) for k in ("widening_several_layouts", "widening_one_layout",
+                                                 "described_bandwidth_half_width", "described_latency_half_width",
+                                                 "inter_latency_s")}
+            efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
+            chosen = tuple(str(x) for x in d.get("chosen_on", ()))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise FileFormatError(f"{source}: malformed calibration ({exc!r})") from None
+        values = [*numbers.values(), *efficiency.values()]
+        if not all(math.isfinite(v) and v >= 0 for v in values) or set(efficiency) != set(FAMILIES) \
+                or min(efficiency.values()) <= 0:
+            raise FileFormatError(f"{source}: calibration values must be finite, >= 0, with a positive NIC "
+                                  f"efficiency for each of {', '.join(FAMILIES)}")
+        return cls(**numbers, nic_efficiency=efficiency, chosen_on=chosen)
+
+    def half_width(self, local: float, distance: float, one_layout: bool, described: bool,
+                   bandwidth_share: float = 1.0, span: float = 0.0) -> float:
+        """Log half-width of a 95% interval (see the module text)."""
+        widening = self.widening_one_layout if one_layout else self.widening_several_layouts
+        share = min(max(bandwidth_share, 0.0), 1.0)
+        unmeasured = (share * self.described_bandwidth_half_width
+                      + (1.0 - share) * self.described_latency_half_width) if described else 0.0
+        return span + math.hypot(Z95 * local, widening * distance, unmeasured)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What one prediction's interval is made of: its kind and the inputs of :meth:`Calibration.half_width`."""
+
+    kind: str
+    local: float
+    distance: float
+    one_layout: bool
+    described: bool
+    bandwidth_share: float = 1.0
+    """Share of the predicted time the bytes take (the rest is latency)."""
+    span: float = 0.0
+    """Half the log ratio of the readings the inputs cannot tell apart (see the module text)."""
+
+    def half_width(self, calibration: Calibration) -> float:
+        return calibration.half_width(self.local, self.distance, self.one_layout, self.described,
+                                      self.bandwidth_share, self.span)
+
+
+@lru_cache(maxsize=1)
+def load_calibration() -> Calibration:
+    """The shipped calibration (``calibration.json``)."""
+    return Calibration.from_dict(json.loads(CALIBRATION_FILE.read_text(encoding="utf-8")), str(CALIBRATION_FILE))

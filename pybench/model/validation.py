@@ -1,0 +1,339 @@
+"""Leave-one-dataset-out validation of the communication model, and the choice of its constants.
+
+Every real log in the repository is a dataset. For each kind of prediction (between measured
+sizes, leave-one-size-out, another GPU count, another node count, a system description), each
+dataset is predicted with constants (:class:`~pybench.model.calibration.Calibration`) chosen on
+the *other* datasets only, and scored: the share of held-out measurements inside the 95%
+interval, its median half-width, and the median and largest errors. The shipped constants are
+then chosen on every dataset. The two Polaris datasets are one system and are held out together.
+
+How the constants are chosen (:func:`choose_calibration`), each from what the calibration
+datasets say, none by hand:
+
+* the widening per unit of log distance: for each extrapolated point, the widening that would
+  just cover its error beyond the local scatter; per dataset the 95th percentile of those, and the
+  largest over datasets (an interval must hold on the worst system seen, not the typical one);
+  fits at one layout and at several are chosen apart;
+* the NIC efficiency per family: the geometric mean over datasets of the fitted inter-node bus
+  bandwidth over what the system description's NICs carry;
+* the latency a crossing adds: the median of the datasets' fitted small-size inter-node latency;
+* the half-width of a described link: by an inner leave-one-out over the calibration datasets,
+  the 95th percentile of each one's error beyond its other terms, the largest over datasets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pybench.model.calibration import Z95, Calibration, Spread, family
+from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
+from pybench.model.logs import load_measurements
+from pybench.model.system import load_system
+from pybench.model.topology import (
+    BETWEEN_SIZES,
+    DESCRIBED,
+    OTHER_GPU_COUNT,
+    OTHER_NODE_COUNT,
+    Observation,
+    TopologyModel,
+)
+from pybench.model.topology_fit import fit_topology, observations_from
+
+LEAVE_ONE_SIZE_OUT = "leave one size out"
+VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED)
+SCORED_FROM = 1 << 20
+"""Extrapolated and described predictions are scored from 1 MiB up (below, one sweep's latency rules)."""
+_PERCENTILE = 95.0
+
+
+@dataclass(frozen=True)
+class Point:
+    """One held-out measurement and what predicted it."""
+
+    dataset: str
+    group: str
+    kind: str
+    case: str
+    error: float
+    """ln(predicted / measured)."""
+    half: float = math.nan
+    """Log half-width when the interval needs no calibration (the size kinds' own band)."""
+    spread: Spread | None = None
+    """The interval's inputs when it does."""
+
+    def half_width(self, calibration: Calibration) -> float:
+        return self.spread.half_width(calibration) if self.spread is not None else self.half
+
+
+@dataclass(frozen=True)
+class SystemCase:
+    """A 2-node log, its system description, and what its own fit says about the NICs."""
+
+    dataset: str
+    group: str
+    system: str
+    collective: str
+    node_model: TopologyModel | None
+    """A one-node fit of the same node type, when one exists; else the description's nominal rate."""
+    observations: tuple[Observation, ...]
+    efficiency: float
+    """Fitted inter-node bus bandwidth / (NICs x rate): what this dataset says, for calibration."""
+    latency_s: float
+    """Fitted small-size inter-node latency."""
+
+    def points(self, calibration: Calibration) -> list[Point]:
+        system = load_system(self.system)
+        base = self.node_model or TopologyModel(self.collective, "ring", None, None, ((2, 1),), (1, 1 << 40))
+        model = base.with_system(system, calibration)
+        out = []
+        for o in self.observations:
+            if o.size_bytes < SCORED_FROM:
+                continue
+            p = model.predict(int(o.size_bytes), o.world, o.nodes, calibration=calibration)
+            out.append(Point(self.dataset, self.group, DESCRIBED, f"{self.system} -> {o.world} on {o.nodes}",
+                             math.log(p.time_s / o.time_s), spread=model.spread(o.size_bytes, o.world, o.nodes)))
+        return out
+
+
+@dataclass(frozen=True)
+class Score:
+    kind: str
+    dataset: str
+    n: int
+    coverage: float
+    median_half_width: float
+    median_error: float
+    max_error: float
+    """Errors and half-widths in % of the predicted time."""
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The held-out scores, and the calibration chosen on every dataset."""
+
+    scores: tuple[Score, ...]
+    calibration: Calibration
+
+    def table(self) -> str:
+        rows = ["| kind | held-out dataset | points | inside the 95% interval | median half-width | "
+                "median error | max error |", "|---|---|---|---|---|---|---|"]
+        for s in self.scores:
+            rows.append(f"| {s.kind} | {s.dataset} | {s.n} | {100 * s.coverage:.0f}% | {s.median_half_width:.1f}% | "
+                        f"{s.median_error:.1f}% | {s.max_error:.1f}% |")
+        return "\n".join(rows)
+
+    def score(self, kind: str, dataset: str = "all") -> Score:
+        return next(s for s in self.scores if s.kind == kind and s.dataset == dataset)
+
+
+# -- datasets ---------------------------------------------------------------------------------------------
+
+def _vtrain(data: Path) -> dict[int, list[Observation]]:
+    out = {}
+    for world in range(2, 9):
+        (ms,) = load_measurements(data / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv")
+        out[world] = observations_from([ms], lambda _: 1)
+    return out
+
+
+def _polaris(data: Path, collective: str) -> dict[int, list[Observation]]:
+    return {n: observations_from(load_measurements(
+        data / "nccl-tests" / f"polaris_a100_{n}node_4gpu_slingshot_{collective}.txt")) for n in (2, 8, 256, 540)}
+
+
+def _with_two_nodes(path: Path) -> list[Observation]:
+    """A 2-node log's points; the H100 log lists no hosts, its source names 2 nodes."""
+    return observations_from(load_measurements(path), lambda _: 2)
+
+
+def _every(step: int, obs: Sequence[Observation]) -> list[Observation]:
+    return [o for k, o in enumerate(sorted(obs, key=lambda o: o.size_bytes)) if k % step == 0]
+
+
+# -- kinds ------------------------------------------------------------------------------------------------
+
+def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation]], fits: Sequence[tuple[int, ...]],
+                   collective: str, thin: int = 1) -> list[Point]:
+    """Fit at each set of layouts, predict every other layout from 1 MiB up."""
+    out = []
+    for fitted in fits:
+        model = fit_topology(collective, [o for k in fitted for o in layouts[k]])
+        for key, obs in layouts.items():
+            if key in fitted:
+                continue
+            for o in _every(thin, obs):
+                if o.size_bytes < SCORED_FROM:
+                    continue
+                p = model.predict(int(o.size_bytes), o.world, o.nodes)
+                spread = model.spread(o.size_bytes, o.world, o.nodes)
+                out.append(Point(dataset, group, spread.kind.split(",")[0],
+                                 f"fit {','.join(map(str, fitted))} -> {key}", math.log(p.time_s / o.time_s),
+                                 spread=spread))
+    return out
+
+
+def _cv_points(dataset: str, group: str, kind: str, cv: CrossValidation) -> list[Point]:
+    half = np.log1p(cv.half_width_percent / 100.0)
+    return [Point(dataset, group, kind, cv.method, float(math.log(p / t)), half=float(h))
+            for p, t, h in zip(cv.predicted_s, cv.time_s, half)]
+
+
+def fixed_points(data: Path) -> list[Point]:
+    """Every point whose prediction does not depend on the calibration (its interval may)."""
+    points: list[Point] = []
+    vtrain = _vtrain(data)
+    for world in range(2, 9):
+        (ms,) = load_measurements(data / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv")
+        points += _cv_points("vtrain-a100", "vtrain", BETWEEN_SIZES, power_of_two_check(ms))
+    points += _layout_points("vtrain-a100", "vtrain", vtrain, ((2, 4), (2,), (4,), (2, 3, 4), (4, 8), (8,)),
+                             "allreduce", thin=8)
+    for collective in ("allreduce", "allgather"):
+        points += _layout_points(f"polaris-{collective}", "polaris", _polaris(data, collective),
+                                 ((2, 8), (2,), (8,), (2, 8, 256), (8, 256)), collective)
+    for name, group, log in _SWEEPS:
+        for ms in load_measurements(data / "nccl-tests" / log):
+            points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))
+    return points
+
+
+# (dataset, hold-out group, log) of the nccl-tests sweeps validated by leave-one-size-out.
+_SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
+           ("h100-p5-2x8", "p5", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"),
+           ("b200-a4-2x8", "a4", "b200_2node_16gpu_gke_a4_allgather.txt"),
+           ("polaris-allreduce", "polaris", "polaris_a100_8node_4gpu_slingshot_allreduce.txt"),
+           ("polaris-allgather", "polaris", "polaris_a100_8node_4gpu_slingshot_allgather.txt"))
+
+
+def system_cases(data: Path) -> list[SystemCase]:
+    """The 2-node logs with their system descriptions (and the one-node A100 table for the A100 node)."""
+    vtrain8 = fit_topology("allreduce", _vtrain(data)[8])
+    cases = []
+    for dataset, group, system, collective, log, node in (
+            ("a100-oci-2x8", "oci", "oci-bm-gpu4.8", "allreduce", "a100_2node_16gpu_oci_roce_allreduce.txt", vtrain8),
+            ("h100-p5-2x8", "p5", "aws-p5", "allreduce", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", None),
+            ("b200-a4-2x8", "a4", "gcp-a4", "allgather", "b200_2node_16gpu_gke_a4_allgather.txt", None),
+            ("polaris-allreduce", "polaris", "alcf-polaris", "allreduce",
+             "polaris_a100_2node_4gpu_slingshot_allreduce.txt", None),
+            ("polaris-allgather", "polaris", "alcf-polaris", "allgather",
+             "polaris_a100_2node_4gpu_slingshot_allgather.txt", None)):
+        obs = _with_two_nodes(data / "nccl-tests" / log)
+        inter = fit_topology(collective, obs).inter
+        assert inter is not None
+        efficiency = inter.busbw_Bps / load_system(system).nic_Bps_per_node
+        cases.append(SystemCase(dataset, group, system, collective, node, tuple(obs), efficiency,
+                                inter.all_regimes()[0].base_s))
+    return cases
+
+
+# -- calibration --------------------------------------------------------------------------------------------
+
+def _worst_percentile(values_by_dataset: dict[str, list[float]]) -> float:
+    """The largest, over datasets, of each one's 95th percentile (0 without values)."""
+    return max((float(np.percentile(v, _PERCENTILE, method="higher")) for v in values_by_dataset.values() if v),
+               default=0.0)
+
+
+def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> Calibration:
+    """Constants chosen on ``points`` and ``cases`` alone (see the module text)."""
+    needed: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    for p in points:
+        if p.spread is None or p.kind not in (OTHER_GPU_COUNT, OTHER_NODE_COUNT) or p.spread.distance <= 0:
+            continue
+        beyond = math.sqrt(max((abs(p.error) - p.spread.span) ** 2 - (Z95 * p.spread.local) ** 2, 0.0))
+        needed[p.spread.one_layout].setdefault(p.dataset, []).append(beyond / p.spread.distance)
+    several, one = _worst_percentile(needed[False]), _worst_percentile(needed[True])
+    several, one = several or one, max(one, several)  # one layout knows less than several
+    latency = float(np.median([c.latency_s for c in cases])) if cases else 0.0
+    base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, latency,
+                       tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases})))
+    bandwidth, latency_half = _described_half_widths(cases, base)
+    return dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
+                               described_latency_half_width=latency_half)
+
+
+def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
+    by_family: dict[str, list[float]] = {}
+    for c in cases:
+        by_family.setdefault(family(c.collective), []).append(c.efficiency)
+    pooled = [e for v in by_family.values() for e in v] or [1.0]
+
+    def mean(values: list[float]) -> float:
+        return float(np.exp(np.mean(np.log(values))))
+
+    return {f: mean(by_family.get(f) or pooled) for f in ("allreduce", "ring")}
+
+
+BANDWIDTH_BOUND, LATENCY_BOUND = 0.95, 0.5
+"""Points whose bytes take at least the first share of the time choose the bandwidth half-width; those
+whose latency takes at least half choose the latency half-width."""
+
+
+def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tuple[float, float]:
+    """(bandwidth, latency) half-widths by an inner leave-one-group-out over ``cases``: how far a
+    description misses a system it was not chosen on, beyond the interval's other terms."""
+    groups = sorted({c.group for c in cases})
+    if len(groups) < 2:
+        return 0.0, 0.0
+    misses: list[tuple[str, float, float]] = []  # (dataset, bandwidth share, error beyond the other terms)
+    for group in groups:
+        rest = [c for c in cases if c.group != group]
+        inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest),
+                                    inter_latency_s=float(np.median([c.latency_s for c in rest])))
+        for case in (c for c in cases if c.group == group):
+            for p in case.points(inner):
+                assert p.spread is not None
+                others = inner.half_width(p.spread.local, p.spread.distance, p.spread.one_layout, False,
+                                          span=p.spread.span)
+                misses.append((p.dataset, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0))))
+    bandwidth = _worst_percentile(_by_dataset((d, m) for d, share, m in misses if share >= BANDWIDTH_BOUND))
+    latency = _worst_percentile(_by_dataset((d, max(m - share * bandwidth, 0.0) / (1.0 - share))
+                                            for d, share, m in misses if share < LATENCY_BOUND))
+    return bandwidth, max(latency, bandwidth)
+
+
+def _by_dataset(pairs) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for dataset, value in pairs:
+        out.setdefault(dataset, []).append(value)
+    return out
+
+
+# -- scoring ------------------------------------------------------------------------------------------------
+
+def _score(kind: str, dataset: str, points: Sequence[Point], halves: Sequence[float]) -> Score:
+    errors = np.abs(np.expm1(np.array([p.error for p in points])))
+    h = np.array(halves)
+    inside = np.abs([p.error for p in points]) <= h
+    return Score(kind, dataset, len(points), float(np.mean(inside)), 100 * float(np.median(np.expm1(h))),
+                 100 * float(np.median(errors)), 100 * float(np.max(errors)))
+
+
+def validate(data: Path, progress: Callable[[str], None] = lambda _: None) -> Validation:
+    """Leave-one-dataset-out scores for every kind, and the calibration chosen on all datasets."""
+    progress("fitting every dataset's cases")
+    points = fixed_points(data)
+    cases = system_cases(data)
+    scored: list[tuple[Point, float]] = []
+    for group in sorted({p.group for p in points} | {c.group for c in cases}):
+        progress(f"holding out {group}")
+        calibration = choose_calibration([p for p in points if p.group != group],
+                                         [c for c in cases if c.group != group])
+        held = [p for p in points if p.group == group]
+        held += [p for c in cases if c.group == group for p in c.points(calibration)]
+        scored += [(p, p.half_width(calibration)) for p in held]
+    scores = []
+    for kind in VALIDATED_KINDS:
+        mine = [(p, h) for p, h in scored if p.kind == kind]
+        if not mine:
+            continue
+        scores.append(_score(kind, "all", [p for p, _ in mine], [h for _, h in mine]))
+        for dataset in sorted({p.dataset for p, _ in mine}):
+            these = [(p, h) for p, h in mine if p.dataset == dataset]
+            scores.append(_score(kind, dataset, [p for p, _ in these], [h for _, h in these]))
+    return Validation(tuple(scores), choose_calibration(points, cases))
