@@ -29,6 +29,18 @@ from pybench.io.formats import PREDICTION, stamp
 from pybench.sizes import format_size, parse_sizes
 
 _ranks = number(int, 1, strict=False, maximum=1 << 24)
+# What `fit` models: the topology model's collectives and point-to-point.
+MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
+            "p2p_bw", "p2p_latency", "p2p_bibw")
+
+
+def _system(name: str | None):
+    """The system description ``--system`` names (None without one)."""
+    if name is None:
+        return None
+    from pybench.model.system import load_system
+
+    return load_system(name)
 _min_points = number(int, 2, strict=False, maximum=1000)
 
 
@@ -51,6 +63,10 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--nodes", type=_ranks, default=None, metavar="N",
                    help="nodes the ranks ran on, for logs that do not list their hosts (the topology model "
                         "needs it)")
+    p.add_argument("--system", default=None, metavar="NAME|FILE",
+                   help="the hardware the logs ran on: a named system (dgx-h100, aws-p5, gb200-nvl72, ...; "
+                        "`pybench predict --system list` lists them) or a description file; recorded in the model, "
+                        "it prices the link classes the logs did not measure and bounds the layouts")
     p.add_argument("--min-points", type=_min_points, default=None, metavar="K",
                    help="fewest sizes in one piece (default 4)")
     p.add_argument("--criterion", choices=("bic", "aicc"), default="bic",
@@ -71,16 +87,21 @@ def add_parsers(subparsers) -> None:
                         "topology model")
     q.add_argument("--link", action="append", default=[], metavar="PRESET",
                    help="a published link rate for a link class the file does not hold: nvlink3/4/5, nvswitch, "
-                        "pcie4/5, ib-hdr/ndr/xdr, eth-25g/100g/200g/400g (repeatable; labelled preset)")
+                        "pcie4/5, ib-hdr/ndr/xdr, eth-25g/100g/200g/400g (repeatable; labelled preset; one port "
+                        "per node: --system counts every NIC)")
+    q.add_argument("--system", default=None, metavar="NAME|FILE",
+                   help="the hardware to predict for: a named system (dgx-h100, aws-p5, gb200-nvl72, ...) or a "
+                        "description file; it prices the link classes the file did not measure (every NIC of a "
+                        "node counts) and says which layouts no measurement determines")
     q.add_argument("--collective", default=None, help="only models of this collective")
     q.add_argument("--link-class", default=None, choices=("intra-node", "inter-node"),
                    help="only models of this link class")
     q.add_argument("--dtype", default=None, metavar="TYPE",
                    help="only models of this element type (float32, float16, ...: a file fitted from a "
                         "nccl-tests -d all log holds one model per type)")
-    q.add_argument("--band", choices=("confidence", "prediction"), default="confidence",
-                   help="confidence: 95%% band of the mean time (default); prediction: where "
-                        "one new run should land (wider)")
+    q.add_argument("--band", choices=("confidence", "prediction"), default=None,
+                   help="prediction: where one new run should land, the interval that is validated (default); "
+                        "confidence: the 95%% band of the mean time at the fitted layout (narrower)")
     q.add_argument("--json", default=None, metavar="FILE", help="also write the predictions as JSON")
     q.add_argument("--force", action="store_true", help="replace --json FILE if it exists")
     q.set_defaults(func=run_predict)
@@ -88,25 +109,25 @@ def add_parsers(subparsers) -> None:
 
 def run_fit(args) -> int:
     """Body of ``pybench fit``; returns the exit status."""
-    from pybench.model.algorithms import DEFAULT_ALGORITHM
-    from pybench.model.alpha_beta import fit_models, save_models
+    from pybench.model.build import fit_model_file
     from pybench.model.logs import load_measurements
-    from pybench.model.topology_fit import fit_topology_models
+    from pybench.model.model_writer import save_models
 
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.
     refuse_existing(out, args.force)
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
+    system = _system(args.system)
     sets = []
     for path in args.inputs:
         sets.extend(load_measurements(path, collective=args.collective, world_size=args.world))
     if args.nodes is not None:
         sets = [_with_nodes(m, args.nodes) for m in sets]
     for m in sets:
-        if m.collective not in DEFAULT_ALGORITHM:
+        if m.collective not in MODELLED:
             raise UsageError(f"{m.path}: pybench has no model for {m.collective!r} (it fits "
-                             f"{', '.join(DEFAULT_ALGORITHM)}); give --collective if the log names it wrongly")
+                             f"{', '.join(MODELLED)}); give --collective if the log names it wrongly")
     usable = [m for m in sets if len(set(m.size_bytes.tolist())) >= 2]
     for m in sets:
         if m not in usable:
@@ -121,7 +142,7 @@ def run_fit(args) -> int:
             raise UsageError(f"--min-points {args.min_points} is more than the {most} sizes of the largest input; "
                              f"give at most {most}")
         kwargs["min_points"] = args.min_points
-    models = fit_models(usable, **kwargs)
+    models, topology, skipped = fit_model_file(usable, system=system, **kwargs)
     for k, model in enumerate(models):
         if k:
             print()
@@ -131,7 +152,6 @@ def run_fit(args) -> int:
             where = ", ".join(model.sources) or model.collective
             print(f"pybench: fit: {where}: {model.collective} x{model.world_size or '?'}: {anomaly.describe()}; "
                   f"left out of the fit", file=sys.stderr)
-    topology, skipped = fit_topology_models(usable)
     for line in skipped:
         print(f"pybench: fit: {line}", file=sys.stderr)
     for tm in topology:
@@ -216,13 +236,14 @@ def _busbw_factor(collective: str, world: int) -> float:
     return c.busbw_factor(world) if c is not None and world else 1.0
 
 
-def prediction_records(models, sizes, world=None, band: str = "confidence") -> list:
-    """One dict per (model, size): collective, backend, link_class, size_bytes, world,
-    time_s, time_low_s, time_high_s, algbw_gbps, busbw_gbps (GB/s = 1e9 B/s)."""
+def prediction_records(models, sizes, band: str | None = None) -> list:
+    """One dict per (model, size) at the model's own fitted layout: collective, backend, link_class,
+    size_bytes, world, time_s, time_low_s, time_high_s, algbw_gbps, busbw_gbps (GB/s = 1e9 B/s), provenance."""
     records = []
     for m in models:
-        w = m.world_size if world is None else world
-        pred = m.predict([float(s) for s in sizes], world=world, band=band)
+        w = m.world_size
+        measured = {float(size) for seg in m.segments for size, _ in seg.residuals}
+        pred = m.predict([float(s) for s in sizes], band=band)
         factor = _busbw_factor(m.collective, w) if w else math.nan
         anomalies = {a.size_bytes: a for a in m.anomalies}
         for s, t, lo, hi in zip(sizes, pred.time_s, pred.time_low_s, pred.time_high_s):
@@ -232,11 +253,12 @@ def prediction_records(models, sizes, world=None, band: str = "confidence") -> l
             records.append({
                 "collective": m.collective, "backend": m.backend, "link_class": m.link_class,
                 "dtype": m.dtype, "size_bytes": int(s), "world": w, "time_s": float(t), "time_low_s": float(lo),
-                "time_high_s": float(hi), "band": band,
+                "time_high_s": float(hi), "band": band or "prediction",
                 "algbw_gbps": None if algbw is None else float(algbw),
                 "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
-                "algorithm": m.algorithm,
-                "extrapolated_world": world is not None and world != m.world_size,
+                "algorithm": "fitted sweep",
+                "provenance": _curve_provenance(m, float(s), measured),
+                "extrapolated_world": False,
                 "extrapolated_size": not (m.size_min_bytes <= s <= m.size_max_bytes),
                 # The band is wider than the time itself, so its low end is clipped at 0:
                 # the data do not pin the latency down at this size / world size.
@@ -246,6 +268,12 @@ def prediction_records(models, sizes, world=None, band: str = "confidence") -> l
                 "measured_anomaly_ratio": float(anomalies[int(s)].ratio) if int(s) in anomalies else None,
             })
     return records
+
+
+def _curve_provenance(model, size: float, measured: set[float]) -> str:
+    if not model.size_min_bytes <= size <= model.size_max_bytes:
+        return "fitted sweep, beyond the measured sizes"
+    return "measured" if size in measured else "between measured sizes"
 
 
 def format_prediction_table(records) -> str:
@@ -267,6 +295,10 @@ def format_prediction_table(records) -> str:
             last = key
         bus = "n/a" if r["busbw_gbps"] is None else f"{r['busbw_gbps']:.2f}"
         alg = "n/a" if r["algbw_gbps"] is None else f"{r['algbw_gbps']:.2f}"
+        if r.get("undetermined"):
+            lines.append(f"  {format_size(r['size_bytes']):>10} {'n/a':>11} {'n/a':>11} {'n/a':>11} "
+                         f"{alg:>8} {bus:>8}  {r['undetermined']}")
+            continue
         ratio = r.get("measured_anomaly_ratio")
         anomaly = f"anomaly, left out of the fit: measured {ratio:.2f}x the trend at the fitted world" if ratio else ""
         note = "; ".join(n for n, on in ((r.get("provenance", ""), "provenance" in r),
@@ -281,50 +313,73 @@ def format_prediction_table(records) -> str:
     return "\n".join(lines)
 
 
-def _topology_for(args) -> list:
-    """The topology models to predict with, or [] when the piecewise models answer (a measured world)."""
-    from pybench.model.alpha_beta import load_models
+def _topology_for(args, models) -> list:
+    """The topology models that answer for ``--world``/``--nodes`` (with ``--link`` and ``--system``), or []
+    when the fitted sweeps answer (the layout asked for is a measured one)."""
     from pybench.model.link_presets import get_preset
-    from pybench.model.model_files import load_topology
 
     presets = [get_preset(name) for name in args.link]
+    system = _system(args.system)
     if args.nodes is not None and args.nodes < 1:
         raise UsageError(f"--nodes {args.nodes} must be a positive number of nodes")
     if args.world is None:
-        if args.nodes is not None or presets:
-            raise UsageError("--nodes and --link need --world (the rank count to predict for)")
+        if args.nodes is not None or presets or system:
+            raise UsageError("--nodes, --link and --system need --world (the rank count to predict for)")
         return []
-    topology = [m for m in load_topology(args.model) if args.collective in (None, m.collective)]
-    measured = any(m.world_size == args.world for m in load_models(args.model)
-                   if args.collective in (None, m.collective))
-    if not topology or (measured and args.nodes is None and not presets):
-        if args.nodes is not None or presets:
-            which = f" for {args.collective}" if args.collective else ""
-            raise UsageError(f"{args.model} holds no topology model{which}; refit it with this pybench "
-                             f"(`pybench fit ... -o FILE`) to use --nodes / --link")
+    measured = [m for m in models if m.world_size == args.world
+                and (args.nodes is None or m._fitted_nodes() == args.nodes)]
+    if measured and not presets and system is None:
         return []
+    topology = list({id(m.topology): m.topology for m in models if m.topology is not None}.values())
+    if not topology:
+        which = f" for {args.collective}" if args.collective else ""
+        raise UsageError(f"{args.model} holds no topology model{which}, so {args.world} ranks are not determined by "
+                         f"it: refit it with this pybench (`pybench fit LOG... -o FILE`) or measure at that layout")
     if args.world % (args.nodes or 1):
         raise UsageError(f"--world {args.world} is not divisible by --nodes {args.nodes}; give ranks per node x nodes")
-    for preset in presets:
-        topology = [m.with_preset(preset) for m in topology]
-    return topology
+    out = []
+    for tm in topology:
+        for preset in presets:
+            held = tm.intra if preset.link_class == "intra-node" else tm.inter
+            if held is not None:
+                _say(f"--link {preset.name}: the {tm.collective} model already holds a {preset.link_class} link "
+                     f"({held.label}); the preset is not used")
+            tm = tm.with_preset(preset)
+        if system is not None:
+            if tm.intra is not None and tm.inter is not None and not (tm.inter.is_preset or tm.intra.is_preset):
+                _say(f"--system {system.name}: the {tm.collective} model measured both link classes; the description "
+                     f"only bounds the layouts and says which are not determined")
+            tm = tm.with_system(system)
+        out.append(tm)
+    return out
+
+
+def _say(line: str) -> None:
+    print(f"pybench: predict: {line}", file=sys.stderr)
 
 
 def topology_records(models, sizes, world: int, nodes: int) -> list:
-    """Prediction records (as :func:`prediction_records`) from topology models: one table per collective."""
+    """Prediction records (as :func:`prediction_records`) from topology models: one table per collective.
+
+    A layout that no input determines gets its row all the same, with null times and the reason.
+    """
     records = []
     for m in models:
         factor = _busbw_factor(m.collective, world)
         for s in sizes:
             p = m.predict(int(s), world, nodes)
+            known = p.determined
             records.append({
                 "collective": m.collective, "backend": m.backend or "?", "link_class": p.links, "size_bytes": int(s),
-                "world": world, "nodes": nodes, "time_s": p.time_s, "time_low_s": p.low_s, "time_high_s": p.high_s,
-                "band": "prediction", "algbw_gbps": s / p.time_s / 1e9, "busbw_gbps": s / p.time_s / 1e9 * factor,
+                "world": world, "nodes": nodes, "time_s": p.time_s if known else None,
+                "time_low_s": p.low_s if known else None, "time_high_s": p.high_s if known else None,
+                "band": "prediction", "algbw_gbps": s / p.time_s / 1e9 if known else None,
+                "busbw_gbps": s / p.time_s / 1e9 * factor if known else None,
                 "algorithm": f"{m.algorithm}{f'; across nodes {p.schedule}' if nodes > 1 else ''} (topology model)",
-                "regime": p.regime,
-                "provenance": p.provenance,
-                "extrapolated_world": p.provenance == "extrapolated", "extrapolated_size": False,
+                "regime": p.regime, "provenance": p.provenance, "determined": known,
+                "undetermined": p.undetermined or None,
+                "extrapolated_world": p.provenance.startswith(("another", "system", "preset")),
+                "extrapolated_size": "beyond the measured sizes" in p.provenance,
                 "band_reaches_zero": False, "measured_anomaly_ratio": None})
     return records
 
@@ -360,14 +415,14 @@ def run_predict(args) -> int:
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
     sizes = parse_sizes(args.sizes)
-    topology = _topology_for(args)
-    if not topology and args.world is not None and any(m.world_size == args.world for m in models):
-        models = [m for m in models if m.world_size == args.world]  # measured there: no extrapolated twins
+    topology = _topology_for(args, models)
     if topology:
         records = topology_records(topology, sizes, args.world, args.nodes or 1)
         _warn_beyond_nvlink_domain(topology, args.world)
     else:
-        records = prediction_records(models, sizes, world=args.world, band=args.band)
+        if args.world is not None:  # a measured layout: its own sweeps answer, one table each
+            models = [m for m in models if m.world_size == args.world]
+        records = prediction_records(models, sizes, band=args.band)
     print(format_prediction_table(records))
     if args.json:
         write_json(Path(args.json), stamp(PREDICTION, {"model_file": str(args.model), "records": records}))

@@ -8,17 +8,17 @@ from typing import Any
 import numpy as np
 
 from pybench.errors import UsageError
-from pybench.model.algorithm_choice import select_algorithm
-from pybench.model.algorithms import default_algorithm, get_algorithm
 from pybench.model.anomalies import ANOMALY_RATIO, find_anomalies, without
 from pybench.model.logs.measurements import MeasurementSet, one_reduction
 from pybench.model.piecewise import fit_alpha_beta, fit_single_line
-from pybench.model.piecewise_model import AlphaBetaModel
+from pybench.model.piecewise_model import AlphaBetaModel, attach_topology
 from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR
+from pybench.model.system import SystemDescription
+from pybench.model.topology import TopologyModel
+from pybench.model.topology_fit import fit_topology_models
 
 
-def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algorithm: str | None = None,
-              algorithm_basis: str | None = None, min_points: int = DEFAULT_MIN_POINTS,
+def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_points: int = DEFAULT_MIN_POINTS,
               criterion: str = "bic", noise_floor: float = DEFAULT_NOISE_FLOOR,
               confidence: float = DEFAULT_CONFIDENCE,
               anomaly_ratio: float | None = ANOMALY_RATIO) -> AlphaBetaModel:
@@ -29,10 +29,6 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
     measurements : MeasurementSet or sequence of them
         Must agree on collective, backend, link class, world size and dtype (repeated runs
         are pooled).
-    algorithm : str, optional
-        Formula for world-size extrapolation (default: the collective's ring form).
-    algorithm_basis : str, optional
-        Text saying why (stored in the model).
     min_points, criterion, noise_floor, confidence
         See :func:`pybench.model.fit.fit_alpha_beta`.
     anomaly_ratio : float or None
@@ -42,6 +38,8 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
     Returns
     -------
     AlphaBetaModel
+        The measured curve of this layout; other layouts are the topology model's
+        (:func:`fit_model_file` attaches it).
     """
     sets = [measurements] if isinstance(measurements, MeasurementSet) else list(measurements)
     if not sets:
@@ -63,19 +61,13 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
     fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,
                          noise_floor=noise_floor, confidence=confidence)
     line = fit_single_line(size, time, confidence=confidence)
-    if algorithm is None:
-        algorithm = default_algorithm(first.collective)
-        basis = algorithm_basis or "assumed: data at one world size cannot tell algorithms apart"
-    else:
-        get_algorithm(algorithm)
-        basis = algorithm_basis or "given by the user"
     notes: list[str] = []
     for m in sets:
         notes.extend(m.notes)
     return AlphaBetaModel(
         collective=first.collective, backend=first.backend, link_class=first.link_class,
         world_size=first.world_size, dtype=first.dtype, segments=fit.segments,
-        algorithm=algorithm, algorithm_basis=basis, criterion=criterion,
+        criterion=criterion,
         n_points=fit.n_points, r2=fit.r2, median_ape=fit.median_ape, max_ape=fit.max_ape,
         single_line_median_ape=line.median_ape, single_line_max_ape=line.max_ape,
         sources=tuple(sorted({m.path for m in sets if m.path})),
@@ -83,38 +75,31 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, algori
 
 
 def fit_models(measurements: Sequence[MeasurementSet], **kwargs: Any) -> list[AlphaBetaModel]:
-    """Fit one model per (collective, backend, link class, world size, dtype) group.
+    """One model per (collective, backend, link class, world size, dtype) group, each carrying the
+    topology model of its collective that answers for other layouts (see :func:`fit_model_file`)."""
+    return fit_model_file(measurements, **kwargs)[0]
+
+
+def fit_model_file(measurements: Sequence[MeasurementSet], *, system: SystemDescription | None = None,
+                   **kwargs: Any) -> tuple[list[AlphaBetaModel], list[TopologyModel], list[str]]:
+    """Everything a model file holds: (per-sweep models, topology models, why sweeps were left out of those).
 
     Element types are never pooled: a nccl-tests ``-d all`` log holds one table per type,
-    and a half-precision sweep is not a float sweep measured twice.
-
-    When a (collective, backend, link class) group holds several world sizes, the
-    algorithm formula that explains them jointly is selected (see
-    :func:`pybench.model.fit.select_algorithm`) and recorded in every model of the group;
-    otherwise the ring form is assumed and the model says so.
+    and a half-precision sweep is not a float sweep measured twice. Each per-sweep model is the
+    measured curve of its layout; the topology model of its collective and backend (fitted over
+    every layout, on ``system`` when given) is attached to it for every other layout.
 
     Returns
     -------
-    list of AlphaBetaModel
-        In order of first appearance.
+    (list of AlphaBetaModel, list of TopologyModel, list of str)
+        Models in order of first appearance.
     """
     groups: dict[tuple[str, str, str | None, str], dict[int | None, list[MeasurementSet]]] = {}
     for m in one_reduction(measurements):
         key = (m.collective, m.backend, m.link_class, m.dtype)
         groups.setdefault(key, {}).setdefault(m.world_size, []).append(m)
-    models: list[AlphaBetaModel] = []
-    for (coll, _, _, _), by_world in groups.items():
-        worlds = [w for w in by_world if w is not None]
-        choice = None
-        if len(worlds) > 1 and "algorithm" not in kwargs:
-            choice = select_algorithm(
-                coll, worlds,
-                [np.concatenate([m.fit_points()[0] for m in by_world[w]]) for w in worlds],
-                [np.concatenate([m.fit_points()[1] for m in by_world[w]]) for w in worlds])
-        for sets in by_world.values():
-            if choice is not None:
-                models.append(fit_model(sets, algorithm=choice.name, algorithm_basis=choice.basis,
-                                        **kwargs))
-            else:
-                models.append(fit_model(sets, **kwargs))
-    return models
+    models = [fit_model(sets, **kwargs) for by_world in groups.values() for sets in by_world.values()]
+    topology, skipped = fit_topology_models(measurements)
+    if system is not None:
+        topology = [tm.with_system(system) for tm in topology]
+    return attach_topology(models, topology), topology, skipped

@@ -58,7 +58,6 @@ piece), :mod:`~pybench.model.piecewise` (the regime search), :mod:`~pybench.mode
 and :mod:`~pybench.model.algorithm_choice` (which formula explains several world sizes).
 """
 
-from pybench.model.algorithm_choice import AlgorithmChoice, select_algorithm
 from pybench.model.cross_validation import CrossValidation, cross_validate
 from pybench.model.piecewise import PiecewiseFit, fit_alpha_beta, fit_single_line, predict_segments
 from pybench.model.segment import (
@@ -71,6 +70,6 @@ from pybench.model.segment import (
 )
 from pybench.model.tdist import t_quantile
 
-__all__ = ["AlgorithmChoice", "CrossValidation", "DEFAULT_CONFIDENCE", "DEFAULT_MIN_POINTS", "DEFAULT_NOISE_FLOOR",
+__all__ = ["CrossValidation", "DEFAULT_CONFIDENCE", "DEFAULT_MIN_POINTS", "DEFAULT_NOISE_FLOOR",
            "HELD_CHOICES", "PiecewiseFit", "SegmentFit", "cross_validate", "fit_alpha_beta", "fit_segment",
-           "fit_single_line", "predict_segments", "select_algorithm", "t_quantile"]
+           "fit_single_line", "predict_segments", "t_quantile"]

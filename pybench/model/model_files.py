@@ -15,7 +15,7 @@ from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_document
 from pybench.io.formats import MODEL, check_document
 from pybench.model.model_writer import models_to_document, save_models
-from pybench.model.piecewise_model import AlphaBetaModel
+from pybench.model.piecewise_model import AlphaBetaModel, attach_topology
 from pybench.model.topology import TopologyModel
 
 T = TypeVar("T")
@@ -29,7 +29,9 @@ def models_from_document(data: Any, path: str | Path = "<model>") -> list[AlphaB
     data = check_document(data, MODEL, str(path))
     if not isinstance(data.get("models"), list) or not data["models"]:
         raise FileFormatError(f"{path}: 'models' missing or empty")
-    return _entries(data, "models", AlphaBetaModel.from_dict, path)
+    # Each model carries its collective's topology model, which answers for every other layout.
+    return attach_topology(_entries(data, "models", AlphaBetaModel.from_dict, path),
+                           _entries(data, "topology", TopologyModel.from_dict, path))
 
 
 def _entries(data: dict[str, Any], key: str, parse: Callable[[Any], T], path: str | Path) -> list[T]:

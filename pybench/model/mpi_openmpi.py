@@ -35,10 +35,10 @@ as RDMA fabrics pipeline. The model prices the bytes: over a default TCP transpo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pybench.errors import UsageError
-from pybench.model.algorithms import ceil_log2
 
 # coll/tuned's algorithm numbers (coll_tuned_allreduce_algorithm) and the names used here.
 TUNED_ALGORITHMS = {1: "basic_linear", 2: "nonoverlapping", 3: "recursive_doubling", 4: "ring",
@@ -63,6 +63,11 @@ TUNED_ALLREDUCE_RULES: tuple[tuple[int | None, tuple[tuple[int | None, int], ...
 )
 
 HAN_SEGMENT_BYTES = 65536  # coll_han_allreduce_segsize
+
+
+def ceil_log2(p: int) -> float:
+    """log2 p rounded up (the rounds of a tree or of recursive doubling); 0 for one rank."""
+    return float(math.ceil(math.log2(p))) if p > 1 else 0.0
 
 
 def tuned_allreduce_algorithm(ranks: int, size_bytes: float) -> str:

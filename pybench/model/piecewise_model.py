@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
-from pybench.model.algorithms import get_algorithm
 from pybench.model.anomalies import Anomaly
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
@@ -38,6 +39,8 @@ class Prediction:
     time_s: float | np.ndarray
     time_low_s: float | np.ndarray
     time_high_s: float | np.ndarray
+    provenance: str = "fitted sweep"
+    """What the prediction rests on: the fitted sweep, or the topology model's kinds."""
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,8 @@ class AlphaBetaModel:
     dtype : str
     segments : tuple of SegmentFit
         Ordered by size; fitted parameters at ``world_size``.
-    algorithm : str
-        Formula used to extrapolate to other world sizes.
-    algorithm_basis : str
-        Why that formula (``assumed ...`` with one world size).
+    algorithm, algorithm_basis : str
+        What files from before topology models recorded; other layouts are the topology model's now.
     criterion : str
         Information criterion that chose the number of pieces.
     n_points : int
@@ -78,7 +79,8 @@ class AlphaBetaModel:
     world_size: int | None
     dtype: str
     segments: tuple[SegmentFit, ...]
-    algorithm: str
+    algorithm: str = ""
+    """Files before topology models named a formula here to extrapolate in world size; kept as read."""
     algorithm_basis: str = ""
     criterion: str = "bic"
     n_points: int = 0
@@ -90,6 +92,8 @@ class AlphaBetaModel:
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     anomalies: tuple[Anomaly, ...] = ()
+    topology: Any = field(default=None, compare=False, repr=False)
+    """The model file's topology model of the same collective and backend, which answers for other layouts."""
 
     # -- geometry --------------------------------------------------------------------
     @property
@@ -102,64 +106,89 @@ class AlphaBetaModel:
         """Largest measured size covered."""
         return int(self.segments[-1].size_max_bytes)
 
-    def segments_at(self, world: int | None = None) -> tuple[SegmentFit, ...]:
-        """Pieces at ``world`` ranks (the fitted ones when world is None or the fitted world)."""
-        if world is None or world == self.world_size:
-            return self.segments
-        if self.world_size is None:
-            raise UsageError(f"model of {self.collective} has no recorded world size, so it "
-                             f"cannot be extrapolated to {world} ranks; refit with world_size set")
-        algo = get_algorithm(self.algorithm)
-        ka, kb = algo.scale(self.world_size, int(world))
-        out = []
-        for s in self.segments:
-            cov = (s.cov[0] * ka * ka, s.cov[1] * ka * kb, s.cov[2] * kb * kb)
-            # ka, kb > 0, so alpha >= 0 and 1/B >= 0 survive the mapping: predictions at
-            # any world size stay positive.
-            held_high = s.held_ci_high * (ka if s.held == "alpha" else kb) if s.held else s.held_ci_high
-            # The measured residuals describe the fitted world's sweep only.
-            out.append(dataclasses.replace(s, alpha_s=s.alpha_s * ka,
-                                           inv_bw_s_per_byte=s.inv_bw_s_per_byte * kb, cov=cov,
-                                           held_ci_high=held_high, residuals=()))
-        return tuple(out)
+    def _fitted_nodes(self) -> int | None:
+        """Nodes of the fitted sweep, where the topology model or the link class says."""
+        if self.link_class == "intra-node":
+            return 1
+        fitted = [n for w, n in getattr(self.topology, "fitted", ()) if w == self.world_size and n > 1]
+        return fitted[0] if len(fitted) == 1 else None
+
+    def _nodes_for(self, world: int) -> int:
+        """Nodes for ``world`` ranks when the caller gives none: one node for an intra-node model, else
+        the ranks per node of the fitted multi-node sweeps."""
+        if self.link_class == "intra-node":
+            return 1
+        per_node = {w // n for w, n in getattr(self.topology, "fitted", ()) if n > 1}
+        if len(per_node) == 1 and world % (rpn := per_node.pop()) == 0:
+            return world // rpn
+        raise UsageError(f"{world} ranks of the {self.collective} model: give nodes= (how many nodes they run on)")
 
     # -- prediction ------------------------------------------------------------------
-    def predict(self, size_bytes, world: int | None = None,
-                band: str = "confidence") -> Prediction:
-        """Time per operation at ``size_bytes`` (scalar or array) on ``world`` ranks.
+    def predict(self, size_bytes, world: int | None = None, band: str | None = None,
+                nodes: int | None = None) -> Prediction:
+        """Time per operation at ``size_bytes`` (scalar or array) on ``world`` ranks over ``nodes`` nodes.
 
         Parameters
         ----------
         size_bytes : int, float or array_like
             Message size(s) in bytes (pybench convention).
         world : int, optional
-            Ranks; default the fitted world size. Other values extrapolate through
-            ``self.algorithm``.
-        band : {'confidence', 'prediction'}
-            ``confidence`` (default): 95% band of the mean time, from the parameter
-            covariance. ``prediction``: where one new measurement should land (adds the
-            fit's relative residual scatter); wider, and what a single run is compared to.
+            Ranks; default the fitted world size. At the fitted layout the measured curve answers;
+            anywhere else the file's topology model does (:mod:`pybench.model.topology`), with an
+            interval calibrated for what it rests on. A model without one refuses, saying so.
+        band : {'prediction', 'confidence'}, optional
+            At the fitted layout, ``prediction``: where one new measurement should land (what is
+            validated; the default, or ``confidence`` for files that predate it, said in
+            ``provenance``); ``confidence``: the 95% band of the mean time. Elsewhere the topology
+            model's prediction interval.
+        nodes : int, optional
+            Nodes the ranks run on (default: the fitted layout's ranks per node).
 
         Returns
         -------
         Prediction
-            ``time_s`` (always > 0) with the band ``[time_low_s, time_high_s]``, which
-            contains it; the low end is clipped at 0 where the band is wider than the
-            time itself. The band is nan only for a piece fitted without residual
-            degrees of freedom (2 points), where it is undefined.
+            ``time_s`` (always > 0) with the band ``[time_low_s, time_high_s]`` and what it rests on
+            (``provenance``).
         """
         s = np.asarray(size_bytes, dtype=float)
         if np.any(~np.isfinite(s)) or np.any(s <= 0):
             raise UsageError("sizes to predict must be positive numbers of bytes")
-        segs = self.segments_at(world)
-        t, half = predict_segments(segs, size_bytes if s.ndim else float(s), band)
+        if world is not None and (not isinstance(world, (int, np.integer)) or isinstance(world, bool) or world < 1):
+            raise UsageError(f"world {world!r} must be a positive whole number of ranks")
+        if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
+            return self._predict_elsewhere(s, int(world), nodes)
+        said = "fitted sweep"
+        if band is None:
+            band = "prediction"
+            if not all(math.isfinite(seg.rel_sigma) for seg in self.segments):
+                band, said = "confidence", "fitted sweep (confidence band: the file predates prediction bands; refit it)"
+        t, half = predict_segments(self.segments, size_bytes if s.ndim else float(s), band)
         t_arr, h_arr = np.asarray(t, dtype=float), np.asarray(half, dtype=float)
         low = np.maximum(t_arr - h_arr, 0.0)
         high = t_arr + h_arr
-        w = self.world_size if world is None else int(world)
         if s.ndim == 0:
-            return Prediction(float(s), w, float(t_arr), float(low), float(high))
-        return Prediction(s, w, t_arr, low, high)
+            return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
+        return Prediction(s, self.world_size, t_arr, low, high, said)
+
+    def _predict_elsewhere(self, s: np.ndarray, world: int, nodes: int | None) -> Prediction:
+        """Another layout: the topology model's answer, or a one-line refusal naming what is missing."""
+        if self.world_size is None:
+            raise UsageError(f"the {self.collective} model has no recorded world size, so it answers for its own sweep "
+                             f"only; refit it with the rank count given (`pybench fit LOG --world N`)")
+        if self.topology is None:
+            raise UsageError(f"the {self.collective} model was fitted at {self.world_size} ranks only and holds no "
+                             f"topology model, so {world} ranks are not determined by it: fit it with this pybench "
+                             f"(`pybench fit LOG -o FILE` records one) or measure at {world} ranks")
+        n = self._nodes_for(world) if nodes is None else int(nodes)
+        preds = [self.topology.predict(int(x), world, n) for x in s.reshape(-1)]
+        undetermined = [p.undetermined for p in preds if p.undetermined]
+        if undetermined:
+            raise UsageError(undetermined[0])
+        t, lo, hi = (np.array([getattr(p, k) for p in preds]).reshape(s.shape) for k in ("time_s", "low_s", "high_s"))
+        kinds = "; ".join(sorted({p.provenance for p in preds}))
+        if s.ndim == 0:
+            return Prediction(float(s), world, float(t), float(lo), float(hi), kinds)
+        return Prediction(s, world, t, lo, hi, kinds)
 
     # -- text ------------------------------------------------------------------------
     def _steep_note(self, k: int) -> tuple[str, ...]:
@@ -182,7 +211,7 @@ class AlphaBetaModel:
             f" / {world} ranks / {self.dtype}",
             f"  sizes {self.size_min_bytes} .. {self.size_max_bytes} B, {self.n_points} points, "
             f"{len(self.segments)} piece(s) chosen by {self.criterion.upper()}",
-            f"  algorithm for other world sizes: {self.algorithm} ({self.algorithm_basis})",
+            f"  other layouts: {self._elsewhere()}",
             f"  {'sizes (B)':>25}  {'alpha (us)':>10} {'95% CI':>19}  {'B (GB/s)':>9} {'95% CI':>19}"
             f"  {'R^2':>6} {'medAPE':>6} {'maxAPE':>6}",
         ]
@@ -215,10 +244,17 @@ class AlphaBetaModel:
             lines.append(f"  anomaly, left out of the fit: {a.describe()}")
         return "\n".join(lines)
 
+    def _elsewhere(self) -> str:
+        tm = self.topology
+        if tm is None:
+            return "none (no topology model: this curve answers at its own layout only)"
+        fitted = ", ".join(f"{w}" if n == 1 else f"{w} on {n} nodes" for w, n in tm.fitted)
+        return f"the {self.collective} topology model ({tm.algorithm}, fitted at {fitted} ranks)"
+
     def __repr__(self) -> str:
         return (f"AlphaBetaModel({self.collective}, {self.backend}, {self.link_class}, "
                 f"world={self.world_size}, {len(self.segments)} pieces, "
-                f"{self.size_min_bytes}..{self.size_max_bytes} B, algorithm={self.algorithm})")
+                f"{self.size_min_bytes}..{self.size_max_bytes} B)")
 
     # -- persistence -----------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -258,7 +294,7 @@ class AlphaBetaModel:
                 collective=str(d["collective"]), backend=str(d["backend"]),
                 link_class=d.get("link_class"),
                 world_size=None if world is None else int(world), dtype=str(d.get("dtype", "")),
-                segments=segments, algorithm=str(d["algorithm"]),
+                segments=segments, algorithm=str(d.get("algorithm", "")),
                 algorithm_basis=str(d.get("algorithm_basis", "")),
                 criterion=str(d.get("criterion", "bic")), n_points=int(d.get("n_points", 0)),
                 r2=_fj(d.get("r2")), median_ape=_fj(d.get("median_ape")), max_ape=_fj(d.get("max_ape")),
@@ -280,12 +316,20 @@ class AlphaBetaModel:
                     f"alpha {s.alpha_s * 1e6:.4g} us and 1/B {s.inv_bw_s_per_byte:.4g} s/B (both must be "
                     f">= 0, not both 0); it predicts negative times. Refit it with this pybench "
                     f"('pybench fit'), whose fit keeps alpha >= 0 and B > 0")
-        get_algorithm(model.algorithm)  # unknown formula -> UsageError naming the known ones
         return model
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
-        """Write this model alone to ``path``; see :func:`pybench.model.model_writer.save_models`."""
-        return save_models([self], path, overwrite=overwrite)
+        """Write this model (and its topology model) to ``path``; see :func:`pybench.model.model_writer.save_models`."""
+        return save_models([self], path, overwrite=overwrite, topology=[self.topology] if self.topology else [])
+
+
+def attach_topology(models: Sequence[AlphaBetaModel], topology: Sequence[Any]) -> list[AlphaBetaModel]:
+    """``models``, each with the topology model of its collective and backend (None where there is none)."""
+    def match(m: AlphaBetaModel) -> Any:
+        return next((tm for tm in topology if (tm.collective, tm.backend or m.backend) == (m.collective, m.backend)),
+                    None)
+
+    return [dataclasses.replace(m, topology=match(m)) for m in models]
 
 
 def _gbps(bw_Bps: float) -> str:

@@ -145,7 +145,7 @@ class TopologyModel:
             near = res[np.argsort(distance)[:5]]
         return float(np.sqrt(np.mean(near ** 2)))
 
-    def _provenance(self, size: int, world: int, nodes: int) -> tuple[str, float, bool]:
+    def _provenance(self, size: float, world: int, nodes: int) -> tuple[str, float, bool]:
         """(kind, distance from what was fitted, whether that link class was fitted at one layout)."""
         layouts = [(w, n) for w, n in self.fitted if (n > 1) == (nodes > 1)]
         lo, hi = self.size_range

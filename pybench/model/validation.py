@@ -179,6 +179,7 @@ def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation
 
 
 def _cv_points(dataset: str, group: str, kind: str, cv: CrossValidation) -> list[Point]:
+    assert cv.half_width_percent is not None  # both checks compute their bands
     half = np.log1p(cv.half_width_percent / 100.0)
     return [Point(dataset, group, kind, cv.method, float(math.log(p / t)), half=float(h))
             for p, t, h in zip(cv.predicted_s, cv.time_s, half)]

@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pybench.errors import UsageError
-from pybench.model import algorithms
-from pybench.model.alpha_beta import fit_model
+from pybench.model.alpha_beta import fit_model, fit_models
 from pybench.model.anomalies import find_anomalies
-from pybench.model.fit import cross_validate, fit_alpha_beta, fit_segment, fit_single_line, select_algorithm, t_quantile
+from pybench.model.fit import cross_validate, fit_alpha_beta, fit_segment, fit_single_line, t_quantile
 from pybench.model.logs import load_measurements
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -289,8 +288,8 @@ def test_convex_cpu_sweep_fits_physically_with_positive_predictions():
     fit = fit_alpha_beta(CPU_SIZES, t)
     _assert_physical(fit)
     assert fit.median_ape < 5
-    model = fit_model(MeasurementSet("pybench", "allreduce", "mpi", 2, "intra-node", "float32",
-                                     CPU_SIZES, t))
+    (model,) = fit_models([MeasurementSet("pybench", "allreduce", "mpi", 2, "intra-node", "float32",
+                                          CPU_SIZES, t)])
     sizes = 2.0 ** np.arange(0, 41)          # 1 B .. 1 TiB, far outside the sweep both ways
     for world in (2, 3, 4, 8, 16, 128, 4096):
         for band in ("confidence", "prediction"):
@@ -312,24 +311,6 @@ def test_any_convex_sweep_gives_a_physical_model(cache_gbps, ratio, llc_log2, al
     sizes = 2.0 ** np.arange(0, 41)
     pred, half = fit.predict(sizes)
     assert np.all(pred > 0) and np.all(np.isfinite(half)) and np.all(half >= 0)
-
-
-# -- selection of algorithm formulas -----------------------------------------------------
-
-def test_select_algorithm_discriminates_with_several_worlds():
-    alpha, bw = 5e-6, 20e9
-    sizes = 2.0 ** np.arange(10, 31)
-    worlds = [2, 4, 8, 16]
-    for truth in ("ring_allreduce", "tree_allreduce"):
-        algo = algorithms.get_algorithm(truth)
-        times = [algo.time_s(sizes, w, alpha, bw) for w in worlds]
-        choice = select_algorithm("allreduce", worlds, [sizes] * 4, times)
-        assert choice.name == truth, choice.basis
-
-
-def test_select_algorithm_one_world_assumes_ring():
-    choice = select_algorithm("allgather", [8], [SIZES], [1e-6 + SIZES / 1e10])
-    assert choice.name == "ring_allgather" and choice.basis.startswith("assumed")
 
 
 # -- acceptance criterion on real logs ---------------------------------------------------
@@ -414,7 +395,7 @@ def test_acceptance_loo_cross_validation_cpu_runs(name):
 @pytest.mark.parametrize("name", ["cpu_mpi2_allreduce.json", "cpu_mpi2_allgather.json"])
 def test_cpu_runs_fit_physically_and_beat_one_line(name):
     m = load_measurements(FIXTURES / name)[0]
-    model = fit_model(m)
+    (model,) = fit_models([m])
     for seg in model.segments:
         assert seg.alpha_s >= 0 and seg.inv_bw_s_per_byte > 0
     sizes = 2.0 ** np.arange(0, 41)

@@ -188,7 +188,7 @@ def test_fit_lists_the_regimes_and_predict_names_the_one_used_per_size(tmp_path,
     assert main(["predict", str(out), "--world", "32", "--nodes", "4", "--sizes", "8,1M,8G",
                  "--json", str(pj)]) == 0
     table = capsys.readouterr().out
-    assert "extrapolated; regime 1 of 4" in table and "extrapolated; regime 4 of 4" in table
+    assert "another node count; regime 1 of 4" in table and "another node count; regime 4 of 4" in table
     records = json.loads(pj.read_text())["records"]
     assert [r["regime"] for r in records] == ["1 of 4", "3 of 4", "4 of 4"]
 

@@ -9,6 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from pybench.errors import UsageError
+
 from pybench.model.fit import fit_alpha_beta, fit_single_line
 from pybench.model.piecewise_model import AlphaBetaModel
 from pybench.model.segment import SegmentFit
@@ -70,7 +72,8 @@ def test_residuals_hold_at_the_fitted_world_only_and_survive_the_model_file(tmp_
     again = AlphaBetaModel.from_dict(model.to_dict())
     assert [s.residuals for s in again.segments] == [s.residuals for s in fit.segments]
     assert again.predict(size[3]).time_s == pytest.approx(time[3], rel=1e-9)
-    assert all(s.residuals == () for s in again.segments_at(16))
+    with pytest.raises(UsageError, match="holds no topology model"):  # other worlds: the topology model's
+        again.predict(size[3], world=16)
     # a file written before residuals were recorded loads and predicts with the lines
     d = model.to_dict()
     for seg in d["segments"]:

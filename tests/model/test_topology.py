@@ -50,8 +50,8 @@ def test_vtrain_fit_at_2_and_4_gpus_predicts_8():
     assert np.median(errs) <= 0.02  # acceptance 0.10; measured 0.013
     assert errs.max() <= 0.20       # acceptance 0.20; measured 0.182 (at 22 MiB)
     assert coverage >= 0.90         # acceptance 0.80; measured 0.96
-    assert model.predict(1 << 30, 8).provenance == "extrapolated"
-    assert model.predict(1 << 30, 3).provenance == "interpolated"
+    assert model.predict(1 << 30, 8).provenance == "another GPU count"
+    assert model.predict(1 << 30, 3).provenance == "another GPU count"
 
 
 @pytest.mark.parametrize("world", [3, 5, 6, 7])
@@ -92,7 +92,7 @@ def test_one_world_size_is_said_and_extrapolates_with_wider_intervals():
     assert any("one world size" in n for n in model.notes)
     near = model.predict(64 << 20, 4)
     far = model.predict(64 << 20, 64)
-    assert far.provenance == "extrapolated" and near.provenance == "measured"
+    assert far.provenance == "another GPU count" and near.provenance == "measured"
     assert (far.high_s / far.time_s) > (near.high_s / near.time_s)
 
 
@@ -165,9 +165,9 @@ def test_predict_at_an_unmeasured_world_is_one_table_from_the_topology_model(tmp
     pj = tmp_path / "p.json"
     assert main(["predict", str(model_file), "--sizes", "1M,1G", "--world", "8", "--json", str(pj)]) == 0
     table = capsys.readouterr().out
-    assert table.count("# allreduce") == 1 and "topology model" in table and "extrapolated" in table
+    assert table.count("# allreduce") == 1 and "topology model" in table and "another GPU count" in table
     records = json.loads(pj.read_text())["records"]
-    assert [r["provenance"] for r in records] == ["extrapolated", "extrapolated"]
+    assert [r["provenance"] for r in records] == ["another GPU count", "another GPU count"]
     measured_8gpu_1g = 8193.0e-6  # the vTrain 8-GPU table at 1 GiB
     assert records[1]["time_low_s"] <= measured_8gpu_1g <= records[1]["time_high_s"]
     # a measured world answers from its own piecewise model only
@@ -270,7 +270,7 @@ def test_another_node_count_is_extrapolated_and_its_band_wider():
     model = fit_topology("allreduce", obs, algorithm="ring", schedule="hierarchical")
     size = 1 << 22
     same, other = model.predict(size, 4, 2), model.predict(size, 4, 4)
-    assert same.provenance in ("measured", "interpolated") and other.provenance == "extrapolated"
+    assert same.provenance in ("measured", "between measured sizes") and other.provenance == "another node count"
     assert (other.high_s - other.low_s) / other.time_s > (same.high_s - same.low_s) / same.time_s
 
 

@@ -391,7 +391,6 @@ def test_real_fitted_model_file(tmp_path):
     model_mod = pytest.importorskip("pybench.model.alpha_beta")
     import numpy as np
 
-    from pybench.model.algorithms import default_algorithm
     from pybench.model.fit import fit_alpha_beta
 
     def ring_allreduce(size, p, alpha_s, bw_Bps):
@@ -402,8 +401,7 @@ def test_real_fitted_model_file(tmp_path):
     for link, p, alpha, bw in (("intra-node", 8, 5e-6, 150e9), ("inter-node", 16, 20e-6, 25e9)):
         fit = fit_alpha_beta(sizes, ring_allreduce(sizes, p, alpha, bw))
         models.append(model_mod.AlphaBetaModel(collective="allreduce", backend="nccl", link_class=link,
-                                               world_size=p, dtype="bfloat16", segments=fit.segments,
-                                               algorithm=default_algorithm("allreduce")))
+                                               world_size=p, dtype="bfloat16", segments=fit.segments))
     path = tmp_path / "models.json"
     model_mod.save_models(models, path)
     res = ccr("7B", 4096, 1, "8,16", "ddp,zero1", models=str(path), flops_per_s=400e12)
