@@ -161,7 +161,8 @@ class AlphaBetaModel:
         if band is None:
             band = "prediction"
             if not all(math.isfinite(seg.rel_sigma) for seg in self.segments):
-                band, said = "confidence", "fitted sweep (confidence band: the file predates prediction bands; refit it)"
+                band = "confidence"
+                said = "fitted sweep (confidence band: the file predates prediction bands; refit it)"
         t, half = predict_segments(self.segments, size_bytes if s.ndim else float(s), band)
         t_arr, h_arr = np.asarray(t, dtype=float), np.asarray(half, dtype=float)
         low = np.maximum(t_arr - h_arr, 0.0)
