@@ -34,8 +34,7 @@ How:
   (1% by default): these machines are noisy to at least that level, and without a floor
   the criterion would keep splitting to chase noise it cannot see.
 * Confidence intervals come from the weighted least-squares covariance
-  ``s^2 (X^T W X)^-1`` and Student's t quantile (``t_quantile``, computed here without
-  scipy from the closed-form t distribution function for whole degrees of freedom),
+  ``s^2 (X^T W X)^-1`` and Student's t quantile (scipy's ``stdtrit``),
   intersected with the physical range (alpha >= 0, 1/B >= 0): that keeps their coverage.
   The upper end of B is inf when the interval of 1/B reaches 0 (unbounded, said in
   words by :meth:`SegmentFit.ci_notes` and as null plus a note in JSON), and intervals
@@ -50,10 +49,10 @@ How:
   sizes nearby, holds both pieces' bands in a gap, and widens per octave beyond the data.
 
 Public entry points: :func:`fit_alpha_beta`, :func:`fit_single_line`,
-:func:`fit_segment`, :func:`cross_validate`, :func:`t_quantile`.
+:func:`fit_segment`, :func:`cross_validate`.
 
 This module is their public face; the code lives in one module per idea:
-:mod:`~pybench.model.tdist` (Student's t), :mod:`~pybench.model.segment` (one constrained
+:mod:`~pybench.model.segment` (one constrained
 piece), :mod:`~pybench.model.piecewise` (the regime search), :mod:`~pybench.model.cross_validation`
 and :mod:`~pybench.model.algorithm_choice` (which formula explains several world sizes).
 """
@@ -68,8 +67,7 @@ from pybench.model.segment import (
     SegmentFit,
     fit_segment,
 )
-from pybench.model.tdist import t_quantile
 
 __all__ = ["CrossValidation", "DEFAULT_CONFIDENCE", "DEFAULT_MIN_POINTS", "DEFAULT_NOISE_FLOOR",
            "HELD_CHOICES", "PiecewiseFit", "SegmentFit", "cross_validate", "fit_alpha_beta", "fit_segment",
-           "fit_single_line", "predict_segments", "t_quantile"]
+           "fit_single_line", "predict_segments"]

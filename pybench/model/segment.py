@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+from scipy.special import stdtrit  # Student's t quantile (scipy.stats.t.ppf without its import cost)
 
 from pybench.errors import UsageError
-from pybench.model.tdist import t_quantile
 
 # 4, not 3: a 3-point piece has one residual degree of freedom, so its 95% intervals use
 # t = 12.7 and say nothing; 4 points give t = 4.3. It also made leave-one-out on the real
@@ -107,7 +107,7 @@ class SegmentFit:
         """Student t quantile used for the intervals (inf without residual freedom)."""
         if self.dof < 1:
             return math.inf
-        return t_quantile(0.5 + self.confidence / 2.0, self.dof)
+        return float(stdtrit(self.dof, 0.5 + self.confidence / 2.0))
 
     @property
     def bw_Bps(self) -> float:
@@ -345,7 +345,7 @@ def _solve_physical(size: np.ndarray, time: np.ndarray, confidence: float):
     c1, var_c1, rss_c = _solve_one(x2)      # alpha held at 0
     a1, var_a1, rss_a = _solve_one(x1)      # 1/B held at 0 (a flat piece)
     dof2 = size.size - 2
-    t2 = t_quantile(0.5 + confidence / 2.0, dof2) if dof2 >= 1 else math.inf
+    t2 = float(stdtrit(dof2, 0.5 + confidence / 2.0)) if dof2 >= 1 else math.inf
     if rss_c <= rss_a:
         high = a + t2 * math.sqrt(max(cov[0], 0.0)) if dof2 >= 1 else math.inf
         return 0.0, c1, (0.0, 0.0, var_c1), rss_c, "alpha", max(high, 0.0), 1

@@ -124,7 +124,7 @@ class Validation:
         rows = ["| kind | held-out dataset | points | inside the 95% interval | median half-width | "
                 "median error | max error |", "|---|---|---|---|---|---|---|"]
         for s in self.scores:
-            rows.append(f"| {s.kind} | {s.dataset} | {s.n} | {100 * s.coverage:.0f}% | {s.median_half_width:.1f}% | "
+            rows.append(f"| {s.kind} | {s.dataset} | {s.n} | {100 * s.coverage:.1f}% | {s.median_half_width:.1f}% | "
                         f"{s.median_error:.1f}% | {s.max_error:.1f}% |")
         return "\n".join(rows)
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pybench.errors import UsageError
 from pybench.model.alpha_beta import fit_model, fit_models
 from pybench.model.anomalies import find_anomalies
-from pybench.model.fit import cross_validate, fit_alpha_beta, fit_segment, fit_single_line, t_quantile
+from pybench.model.fit import cross_validate, fit_alpha_beta, fit_segment, fit_single_line
 from pybench.model.logs import load_measurements
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -24,25 +24,6 @@ needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(),
                                   reason=f"shared measurement logs not found at {SHARED_DATA}")
 
 SIZES = 2.0 ** np.arange(3, 34)  # 8 B .. 8 GiB, as a real sweep
-
-
-# -- t quantile --------------------------------------------------------------------------
-
-@pytest.mark.parametrize("dof, expected", [
-    (1, 12.7062), (2, 4.3027), (3, 3.1824), (4, 2.7764), (5, 2.5706), (10, 2.2281),
-    (30, 2.0423), (120, 1.9799), (5000, 1.9600)])
-def test_t_quantile_matches_tables(dof, expected):
-    assert t_quantile(0.975, dof) == pytest.approx(expected, abs=1e-4)
-
-
-def test_t_quantile_other_levels_and_symmetry():
-    assert t_quantile(0.95, 7) == pytest.approx(1.8946, abs=1e-4)
-    assert t_quantile(0.995, 3) == pytest.approx(5.8409, abs=1e-4)
-    assert t_quantile(0.025, 6) == pytest.approx(-t_quantile(0.975, 6))
-    with pytest.raises(ValueError):
-        t_quantile(1.0, 3)
-    with pytest.raises(ValueError):
-        t_quantile(0.9, 0)
 
 
 # -- one line ----------------------------------------------------------------------------
@@ -496,12 +477,6 @@ def test_exact_data_recovered_exactly(alpha_us, bw_gbps, lo, n):
     assert fit.max_ape < 1e-6
     pred, _ = fit.predict(sizes)
     np.testing.assert_allclose(pred, t, rtol=1e-8)
-
-
-@settings(max_examples=40, deadline=None, database=None)
-@given(dof=st.integers(1, 400), p=st.floats(0.55, 0.999))
-def test_t_quantile_decreases_with_dof(dof, p):
-    assert t_quantile(p, dof) >= t_quantile(p, dof + 1) - 1e-9
 
 
 # -- anomalies ------------------------------------------------------------------------------

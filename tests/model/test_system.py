@@ -1,0 +1,129 @@
+"""System descriptions: named systems as validated data, every NIC counted, layouts the inputs cannot determine."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SHARED_DATA
+from pybench.cli.main import main as main_for_tests
+from pybench.errors import FileFormatError, UsageError
+from pybench.model.system import SystemDescription, load_system, named_systems
+from pybench.model.topology import Observation
+from pybench.model.topology_fit import fit_topology
+
+NAMED = ("dgx-1-v100", "dgx-a100", "dgx-h100", "dgx-h200", "hgx-b200", "gb200-nvl72", "aws-p4d", "aws-p4de",
+         "aws-p5", "gcp-a3", "gcp-a3-mega", "azure-nd-h100-v5", "ethernet-25g")
+
+
+def test_named_systems_are_data_files_citing_their_source():
+    assert set(NAMED) <= set(named_systems())
+    for name in named_systems():
+        system = load_system(name)
+        assert system.name == name and len(system.source) > 20
+        assert system.nic_Bps_per_node == system.nics_per_node * system.nic_Gbps * 1e9 / 8
+    assert load_system("aws-p5").nic_Bps_per_node == 400e9  # 32 x 100 Gb/s EFA, not one port
+    assert load_system("gb200-nvl72").domain_gpus() == 72
+
+
+def _write(tmp_path, **change):
+    good = json.loads((load_system.__globals__["SYSTEMS_DIR"] / "dgx-h100.json").read_text())
+    good.update(change)
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(good))
+    return path
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"nics_per_node": 0}, "nics_per_node"),
+    ({"intra_fabric": "hypercube"}, "intra_fabric"),
+    ({"gpus_per_node": 8, "nvlink_domain_gpus": 12}, "multiple of gpus_per_node"),
+    ({"nic_Gbps": "fast"}, "nic_Gbps"),
+    ({"nic_Gbps": float("inf")}, "non-finite"),
+    ({"surprise": 1}, "surprise"),
+])
+def test_bad_descriptions_are_refused_in_one_line(tmp_path, change, fragment):
+    path = _write(tmp_path, **change)
+    with pytest.raises(FileFormatError, match=fragment) as info:
+        load_system(path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_description_file_of_ones_own_loads(tmp_path):
+    mine = load_system(_write(tmp_path, name="my-cluster", nics_per_node=4))
+    assert isinstance(mine, SystemDescription) and mine.nic_Bps_per_node == 4 * 400e9 / 8
+    with pytest.raises(UsageError, match="unknown system 'nope'.*dgx-h100"):
+        load_system("nope")
+
+
+def _sweep(world, nodes=1, alpha=10e-6, bw=200e9):
+    return [Observation(float(s), world, nodes, alpha + 2 * (world - 1) / world * s / bw)
+            for s in (2.0 ** k for k in range(16, 31))]
+
+
+def test_gpus_per_node_must_hold_the_layout():
+    model = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
+    with pytest.raises(UsageError, match="16 ranks per node exceed the 8 GPUs"):
+        model.predict(1 << 20, 16, 1)
+    with pytest.raises(UsageError, match="not divisible|whole number"):
+        model.predict(1 << 20, 12, 5)
+
+
+def test_a_measured_node_and_its_nics_price_two_nodes_and_say_so():
+    model = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
+    p = model.predict(1 << 30, 16, 2)
+    assert p.provenance == "system description" and "8 x 400 Gb/s" in p.links
+    # Every NIC counts: 8 x 400 Gb/s at the calibrated efficiency, capped by the node's own link.
+    assert p.busbw_Bps <= 200e9 * 1.001
+    one_port = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100").model_copy(
+        update={"nics_per_node": 1}))
+    assert one_port.predict(1 << 30, 16, 2).time_s > 3 * p.time_s
+
+
+def test_a_ring_limited_node_at_an_unmeasured_gpu_count_is_not_determined(tmp_path, capsys):
+    model = fit_topology("allreduce", _sweep(2) + _sweep(4)).with_system(load_system("dgx-1-v100"))
+    p = model.predict(1 << 30, 8, 1)
+    assert not p.determined and "not determined by these inputs" in p.undetermined
+    assert "pybench allreduce --np 8" in p.undetermined
+    assert model.predict(1 << 30, 4, 1).determined  # measured there
+    switched = fit_topology("allreduce", _sweep(2) + _sweep(4)).with_system(load_system("dgx-a100"))
+    assert switched.predict(1 << 30, 8, 1).determined
+
+
+def test_cli_predict_with_a_system_and_the_undetermined_line(tmp_path, capsys):
+    log = SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_4gpu.csv"
+    model = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(log), str(SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_2gpu.csv"),
+                           "-o", str(model)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "p.json"
+    assert main_for_tests(["predict", str(model), "--sizes", "1M,1G", "--world", "16", "--nodes", "2",
+                           "--system", "dgx-a100", "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "system description" in table and "8 x 200 Gb/s" in table
+    assert main_for_tests(["predict", str(model), "--sizes", "1M", "--world", "8", "--system", "dgx-1-v100",
+                           "--json", str(out), "--force"]) == 0
+    table = capsys.readouterr().out
+    assert "not determined by these inputs" in table
+    (record,) = json.loads(out.read_text())["records"]
+    assert record["determined"] is False and record["time_s"] is None
+    # Bad input: one line, exit 2.
+    for bad in (["--system", "nope"], ["--system", str(tmp_path / "missing.json")],
+                ["--world", "12", "--nodes", "5", "--system", "dgx-a100"],
+                ["--world", "32", "--nodes", "2", "--system", "dgx-a100"]):
+        argv = ["predict", str(model), "--sizes", "1M"] + (bad if "--world" in bad else ["--world", "16", *bad])
+        assert main_for_tests(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("pybench: error: "), err
+
+
+def test_a_preset_that_cannot_apply_is_said(tmp_path, capsys):
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    model = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(log), "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "32", "--nodes", "4",
+                           "--link", "eth-25g"]) == 0
+    err = capsys.readouterr().err
+    assert "--link eth-25g" in err and "the preset is not used" in err
