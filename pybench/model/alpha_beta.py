@@ -8,17 +8,16 @@ One file may hold several models (one per collective / backend / link class / wo
 size). :func:`load_models` returns all of them; :func:`load_model` returns one, chosen
 by optional filters, and refuses to guess when several match.
 
-Uncertainty: ``predict`` returns the 95% confidence band of the fitted line (from the
-parameter covariance and Student's t), i.e. where the *mean* time lies, not where one
-noisy run will land. At a world size other than the fitted one, each piece is mapped to
-per-link (alpha, B) through the algorithm formula (see :mod:`pybench.model.algorithms`) and
-back out at the new world; the band is scaled the same way. The sizes where pieces
-change are kept as measured (a protocol switch point at another world size is unknown).
+Each model is the measured curve of one sweep (its layout: collective, backend, link class, world
+size, element type); it carries its collective's topology model from the same file, which answers
+for every other layout (:mod:`pybench.model.topology`), so ``load_model(...).predict(size, world=64)``
+takes the same path as ``pybench predict --world 64``. A curve without one refuses other layouts in
+one line that says how to refit. ``predict`` returns a 95% prediction interval by default (where
+one new measurement should land: the interval that is validated, docs/model-validation.md).
 
-Every piece has alpha >= 0 and B > 0 (the fit is constrained, see :mod:`pybench.model.fit`)
-and the world-size factors are positive, so every predicted time is positive. Files
-from before that constraint that hold a negative latency are refused on load, with the
-remedy (refit).
+Every piece has alpha >= 0 and B > 0 (the fit is constrained, see :mod:`pybench.model.fit`), so
+every predicted time is positive. Files from before that constraint that hold a negative latency
+are refused on load, with the remedy (refit).
 """
 
 

@@ -11,12 +11,9 @@ piece, or blended across the gap its absence opens). The prediction band at a si
 least the largest of these errors among the measured sizes around it (a jackknife band, made
 local: wide at protocol steps and piece ends, narrow where leaving a size out moved nothing).
 
-Measured by leave-one-size-out on the real sweeps in tests/fixtures/shared_data (95% band,
-share of held-out sizes inside / median half-width): A100 67% / 6.1% with the pieces'
-parametric band alone, 100% / 12.4% with this one (2 neighbours per side; 1 per side gave
-89% / 7.3%, and 88-90% on some vTrain tables fitted at half-octave sizes and asked for every
-1 MiB step, where 2 per side keep 92-99%). A conformal rescaling of the local width
-(normalised scores) was tried and gave wider bands (A100 17%, B200 43%) for no more coverage.
+The pieces' parametric band alone covers far fewer held-out sizes than this one; both, and the
+alternatives tried (one neighbour per side, a conformal rescaling), are compared in CHANGELOG.md,
+and today's coverage is generated in docs/model-validation.md.
 """
 
 from __future__ import annotations
@@ -128,12 +125,8 @@ def local_half_width(loo_sizes: np.ndarray, loo_errors: np.ndarray, at_sizes: np
     localised jackknife band, wide where leaving a size out moved the fit (a protocol step,
     a piece's end), narrow where it did not, rather than one width for nine decades of
     sizes. Beyond the measured sizes it grows by the median of all the errors per octave of
-    extrapolation. 0 where no error is known.
-
-    Extrapolating the vTrain tables' power-of-two fits two octaves up (256 MiB -> 1 GiB, every
-    1 MiB step), the share inside the band went from 40% / 12% (2 / 3 GPUs) to 100% / 98% with
-    the growth; the nccl-tests sweeps fitted from 64 KiB and asked down to 8 B: A100 54% ->
-    100%, H100 23% -> 100%, B200 17% -> 83%.
+    extrapolation (without that growth, sizes octaves beyond a sweep were mostly outside their
+    band). 0 where no error is known.
     """
     order = np.argsort(loo_sizes)
     sizes, logs = loo_sizes[order], np.abs(np.log1p(loo_errors[order]))

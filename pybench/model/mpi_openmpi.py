@@ -25,12 +25,11 @@ Not priced: Open MPI's TCP transport with its default fragment size (one RDMA-em
 fragment per message, up to 2 GiB) stalls a pairwise exchange of large messages (Rabenseifner,
 recursive doubling, a 2-rank ring): each rendezvous needs a control message from the peer, and
 that message waits behind the peer's own bulk data in the one TCP stream between them, so the
-two directions run one after the other. On the netns testbed (4 hosts x 1 rank, 1 Gbit/s,
-all-reduce of 4 and 16 MiB, same runs) that took 2.2-3.0 S/B against Rabenseifner's 1.5 S of
-bytes; with 128 KiB fragments (``btl_tcp_rdma_pipeline_frag_size``, the transport's own send
-unit) 1.60-1.66 S/B, and the testbed runs so (:data:`pybench.measure.netns_mpi.TCP_FULL_DUPLEX`),
-as RDMA fabrics pipeline. The model prices the bytes: over a default TCP transport it is
-30-40% fast for these algorithms.
+two directions run one after the other. With 128 KiB fragments
+(``btl_tcp_rdma_pipeline_frag_size``, the transport's own send unit) they overlap, and the netns
+testbed runs so (:data:`pybench.measure.netns_mpi.TCP_FULL_DUPLEX`), as RDMA fabrics pipeline
+(measured side by side in docs/netns.md). The model prices the bytes: over a default TCP
+transport it is fast for these algorithms.
 """
 
 from __future__ import annotations

@@ -39,8 +39,7 @@ MIN_DISTINCT_SIZES = 3
 # 1024 sizes, where it would otherwise need gigabytes. Sweeps of up to 31 sizes never chose more than 6.
 MAX_PIECES = 10
 # Huber's constant (95% efficiency on Gaussian noise) and the most search passes with robust
-# weights. Measured on the power-of-two fits of the vTrain tables (predict every 1 MiB step):
-# 7 GPUs median 3.22% -> 0.73%, the others unchanged; leave-one-size-out on H100 max 16.6 -> 14.3%.
+# weights: one size far off every line must not hide a misfit spanning octaves.
 ROBUST_TUNING = 1.345
 ROBUST_PASSES = 3
 
@@ -87,14 +86,10 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
     (in log size). Every piece is positive at every size > 0 (alpha >= 0, 1/B >= 0, not
     both 0), so every prediction is a positive time, at any world size.
 
-    The other natural choice, a power law between the two pieces' values at the gap's
-    ends (no extrapolation of either line), was tried in leave-one-size-out on the real
-    logs: A100 max 15.2% against 13.0%, H100 14.0% against 16.6%, B200 43.5% against
-    67.4%; neither is better on every log, so the blend with a physical rationale stays.
-    Measured again with anomalies left out (leave-one-size-out max, A100 / H100 / B200):
-    the blend 13.0 / 16.6 / 36.9%; weights linear in size 13.4 / 15.0 / 38.8%; the faster
-    of the two lines (as NCCL's tuner would pick) 20.3 / 14.0 / 35.4%, and 24% off on the
-    vTrain power-of-two fits, whose measured steps are not where the lines cross.
+    The other natural choices (a power law between the two pieces' values at the gap's ends,
+    weights linear in size, the faster of the two lines as NCCL's tuner would pick) were
+    measured in leave-one-size-out on the real logs (CHANGELOG.md); none was better on every
+    log, so the blend with a physical rationale stays.
 
     Between measured sizes the line's time is multiplied by ``1 + r``, ``r`` the measured
     neighbours' relative residuals interpolated in log size (:mod:`pybench.model.residuals`;
@@ -301,10 +296,9 @@ def _robust_split(size: np.ndarray, time: np.ndarray, min_points: int, k_cap: in
                   noise_floor: float, confidence: float) -> list[tuple[int, int]] | None:
     """Point ranges of the pieces, found with Huber weights; None when no split is allowed.
 
-    Least squares lets one size that sits off every line (a step inside 1 MiB of a protocol
-    switch, 10% off on the vTrain 7-GPU table's 16 MiB) dominate the residual sum, so the
-    criterion cannot see a 3% misfit that spans the top octaves: it then keeps one line from
-    8 MiB to 1 GiB. Each pass fits the split found, weights every point by Huber's rule
+    Least squares lets one size that sits off every line (a step just past a protocol switch)
+    dominate the residual sum, so the criterion cannot see a small misfit that spans the top
+    octaves: it then keeps one line across them. Each pass fits the split found, weights every point by Huber's rule
     (1 within ``ROBUST_TUNING`` robust standard deviations of its line, less beyond) and
     searches again, until the split stops changing. Exact and Gaussian data keep weights
     of (nearly) 1 and the plain least-squares split.

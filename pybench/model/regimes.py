@@ -4,8 +4,8 @@ NCCL prices every algorithm x protocol pair (LL: the least latency at half the b
 LL128, Simple: the full bandwidth at the most latency) and runs the fastest. A measured sweep
 is therefore the lower envelope of a few lines, concave in the size: each regime's line wins
 over a range of sizes, and the switch between two falls where NCCL finds them equal. One frame
-``T = base + hops step + data S / B`` through a full 8 B .. 8 GiB sweep misses its middle:
-A100 2x8 RoCE all-reduce by 35% (max), B200 2x8 all-gather by 81%.
+``T = base + hops step + data S / B`` through a full 8 B .. 8 GiB sweep misses its middle by
+tens of percent.
 
 :func:`fit_regimes` fits K such frames and predicts their minimum (the fastest regime), by
 min-assignment: start from K contiguous size ranges (the first split point tried at up to 40
@@ -15,10 +15,8 @@ nothing moves. Every regime keeps 3 or more distinct sizes, or it is dropped.
 
 K is chosen by BIC on the relative residuals with a 3% noise floor (no regime is added for
 misfit below the floor). The floor is what keeps bends that do not carry across world sizes out
-of the model: on the vTrain A100 tables (1 MiB and up) one frame fits 2 and 4 GPUs to 2.2% rms,
-and splitting them into 2 regimes (rms 1.1%) took the 8-GPU prediction's max error from 18% to
-28%. On the 2-node nccl-tests sweeps one frame misses by 20% (A100) and 43% (B200) rms, far
-above the floor: A100 takes 4 regimes (max 35% -> 9.4%), B200 2 (81% -> 35%).
+of the model: a small bend split into its own regime at two GPU counts moves the prediction at a
+third the wrong way, while the protocol steps of a full sweep are far above the floor.
 
 The regime that wins at the largest measured size is the link's bandwidth regime; a regime with
 a higher bandwidth would take over beyond the measured sizes with nothing measured to say so,

@@ -12,21 +12,9 @@ Each residual is first shrunk by the noise of its own median: ``r * r^2 / (r^2 +
 ``var`` the variance of the median from the replicates at that size (nccl-tests' out-of-place
 and in-place columns, pybench's repeats; a size measured once is taken as it is). A bend the
 replicates agree on is carried whole; a "bend" no larger than their disagreement is mostly
-noise, and carrying it moves the neighbours' predictions the wrong way (H100 EFA, 32 KiB: the
-two columns differ by 22%).
-
-Measured (leave-one-size-out from 64 KiB, median / max % with named anomalies left out;
-vTrain tables fitted on their powers of two, every 1 MiB step predicted, median %;
-``python benchmarks/model_cross_validation.py``):
-
-=========================  =================  =================  ==================
-                           line only          line x (1 + r)     r shrunk by noise
-=========================  =================  =================  ==================
-A100 2x8 all-reduce        2.73 / 13.0        2.94 / 12.6        2.64 / 12.4
-H100 2x8 all-reduce        4.12 / 14.3        3.49 / 15.1        3.67 / 13.8
-B200 2x8 all-gather        14.05 / 36.9       11.72 / 40.5       12.17 / 40.9
-vTrain 2..8 GPUs (median)  0.30 - 1.56        0.21 - 0.62        0.21 - 0.61
-=========================  =================  =================  ==================
+noise, and carrying it moves the neighbours' predictions the wrong way (where nccl-tests' two
+time columns disagree). The effect of each choice on held-out sizes is measured by
+``python benchmarks/model_cross_validation.py``.
 
 Residuals are kept per piece (:attr:`pybench.model.segment.SegmentFit.residuals`) and hold
 only at the fitted world size: a model asked about another world size drops them.

@@ -19,8 +19,7 @@ from scipy.special import stdtrit  # Student's t quantile (scipy.stats.t.ppf wit
 from pybench.errors import UsageError
 
 # 4, not 3: a 3-point piece has one residual degree of freedom, so its 95% intervals use
-# t = 12.7 and say nothing; 4 points give t = 4.3. It also made leave-one-out on the real
-# A100 sweep better (max 14% against 20%), since 3-point pieces chase single noisy sizes.
+# t = 12.7 and say nothing; 4 points give t = 4.3, and 3-point pieces chase single noisy sizes.
 DEFAULT_MIN_POINTS = 4
 DEFAULT_NOISE_FLOOR = 0.01
 DEFAULT_CONFIDENCE = 0.95

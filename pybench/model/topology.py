@@ -8,9 +8,8 @@ one line per world size, so one fitted model answers for any (world, nodes):
 
 ``hops`` and ``data_steps`` come from the algorithm (ring all-reduce: 2(p-1) each; tree:
 2 log2 p hops; NVLS: a flat 2 hops); ``c`` is the ring's pipeline fill and drain in units of
-one step's data, which is why bus bandwidth rises slowly with p on one NVSwitch node
-(A100: 197 GB/s at 2 GPUs, 229 GB/s at 8). The model is linear in (base, step, 1/B, c/B),
-so it is fitted by weighted least squares on relative error, with no parameter below zero
+one step's data, which is why bus bandwidth rises slowly with p on one NVSwitch node. The
+model is linear in (base, step, 1/B, c/B), so it is fitted by weighted least squares on relative error, with no parameter below zero
 and none that the data cannot tell apart (one world size cannot separate base from step).
 
 Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's
@@ -28,9 +27,11 @@ time shares them: :func:`nic_floor_s` is the bound that puts on any layout. Whic
 the NICs, and with how many bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`):
 one ring, one ring of node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
 
-Uncertainty: a prediction interval for one new measurement, from the relative residuals of
-the fit near that size, widened with the distance (in log world size) from the nearest
-fitted world; every prediction says whether it is measured, interpolated or extrapolated.
+Uncertainty: every prediction says what it rests on (:data:`KINDS`: measured, between measured
+sizes, another GPU count, another node count, a system description, a preset) and carries a 95%
+interval calibrated for that kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`).
+Where the inputs cannot determine the answer (a GPU count never measured on a fabric where a
+subset of GPUs has a subset of the links), the answer says so instead of a time.
 """
 
 from __future__ import annotations

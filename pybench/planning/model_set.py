@@ -12,10 +12,10 @@ import importlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
-from pybench.planning.topology_models import topology_collectives
+from pybench.planning.topology_models import TopologyCollective, topology_collectives
 
 __all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set"]
 
@@ -101,6 +101,20 @@ class ModelSet:
             self.models = [m for m in self.models if getattr(m, "backend", chosen) == chosen]
             self.notes.append(f"models for backends {', '.join(backends)}: using {chosen} (choose with backend=NAME)")
         self._one_dtype()
+        self.models += self._topology_of(self.models)
+
+    @staticmethod
+    def _topology_of(models: Sequence[CollectiveModel]) -> list[CollectiveModel]:
+        """The topology models fitted sweeps carry (fit_models attaches them) that the set does not hold yet,
+        one per link class they price: they answer wherever no sweep was fitted at the world asked for."""
+        held = {id(getattr(m, "model", None)) for m in models if getattr(m, "any_world", False)}
+        out: list[Any] = []
+        for tm in {id(t): t for m in models if (t := getattr(m, "topology", None)) is not None}.values():
+            if id(tm) in held:
+                continue
+            out += [TopologyCollective(tm, cls) for cls, link in (("intra-node", tm.intra), ("inter-node", tm.inter))
+                    if link is not None]
+        return out
 
     def _one_dtype(self) -> None:
         # A file fitted from a nccl-tests -d all log holds one model per element type; the plan prices
@@ -122,13 +136,14 @@ class ModelSet:
             return None
 
         def distance(m: CollectiveModel) -> float:
-            # Fitted at the world size needed beats near (log ratio) beats a topology model for any
-            # world beats unknown world size.
+            # A sweep fitted at the world size needed beats the topology model (which answers for any
+            # world) beats a sweep fitted elsewhere (which refuses other worlds, saying what is missing)
+            # beats unknown world size.
             if getattr(m, "any_world", False):
-                return 1e9
+                return 1.0
             if m.world_size is None:
                 return math.inf
-            return abs(math.log(max(int(m.world_size), 1) / world))
+            return 0.0 if int(m.world_size) == world else 2.0 + abs(math.log(max(int(m.world_size), 1) / world))
 
         return min(cands, key=lambda m: (m.link_class is None, distance(m)))
 
@@ -193,7 +208,8 @@ class ModelSet:
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it")
 
 
-def load_model_set(path: str, backend: str | None = None, links: Sequence[str] = ()) -> ModelSet:
+def load_model_set(path: str, backend: str | None = None, links: Sequence[str] = (),
+                   system: str | None = None) -> ModelSet:
     """Load fitted models through ``pybench.model.alpha_beta.load_models`` (or ``load_model``).
 
     The file's topology models join them (:mod:`pybench.planning.topology_models`), with the
@@ -225,7 +241,7 @@ def load_model_set(path: str, backend: str | None = None, links: Sequence[str] =
         if not isinstance(m, CollectiveModel):
             raise FileFormatError(f"{path}: {type(m).__name__} lacks collective/link_class/world_size/predict")
     if _reads_pybench_model_files(model_mod):  # a pybench model file may hold topology models too
-        models += topology_collectives(path, links)
+        models += topology_collectives(path, links, system)
     return ModelSet(models, backend)
 
 
@@ -238,10 +254,11 @@ def _reads_pybench_model_files(model_mod: object) -> bool:
 
 
 def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: str | None = None,
-                 links: Sequence[str] = ()) -> ModelSet:
-    """A ModelSet from a ModelSet, an iterable of models, or a model file path (``links``: presets for it)."""
+                 links: Sequence[str] = (), system: str | None = None) -> ModelSet:
+    """A ModelSet from a ModelSet, an iterable of models, or a model file path (``links``: presets for it,
+    ``system``: a system description filling the link classes it did not measure)."""
     if isinstance(models, str):
-        return load_model_set(models, backend, links)
+        return load_model_set(models, backend, links, system)
     if isinstance(models, ModelSet):
         return models
     return ModelSet(models, backend)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pybench.errors import BackendUnavailable
+from pybench.errors import BackendUnavailable, UsageError
 
 __all__ = ["TopologyCollective", "topology_collectives"]
 
@@ -50,11 +50,14 @@ class TopologyCollective:
         # rank per node for an odd group) is a layout the model accepts for every world.
         nodes = 1 if self.link_class == INTRA else (2 if w % 2 == 0 else w)
         p = self.model.predict(max(1, int(size_bytes)), w, nodes)
+        if p.undetermined:
+            raise UsageError(p.undetermined)
         return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s))
 
 
-def topology_collectives(path: str, links: Sequence[str] = ()) -> list[TopologyCollective]:
-    """The topology models in the model file ``path``, with ``links`` presets filling missing link classes.
+def topology_collectives(path: str, links: Sequence[str] = (), system: str | None = None) -> list[TopologyCollective]:
+    """The topology models in the model file ``path``, with ``links`` presets and the ``system`` description
+    (a name or a file) filling the link classes it does not hold.
 
     Raises
     ------
@@ -69,8 +72,9 @@ def topology_collectives(path: str, links: Sequence[str] = ()) -> list[TopologyC
     except ImportError as exc:
         raise BackendUnavailable(f"pybench.model cannot be imported ({exc}); it reads model files") from None
     presets = [presets_mod.get_preset(name) for name in links]
+    described = importlib.import_module("pybench.model.system").load_system(system) if system else None
     models = list(files.load_topology(path))
-    if presets:
+    if presets or described:
         # A file fitted before topology models (or from one link class only) still gets the
         # presets: a preset-only model per collective its piecewise models cover.
         topology = importlib.import_module("pybench.model.topology")
@@ -81,5 +85,7 @@ def topology_collectives(path: str, links: Sequence[str] = ()) -> list[TopologyC
     for tm in models:
         for preset in presets:
             tm = tm.with_preset(preset)
+        if described is not None:
+            tm = tm.with_system(described)
         out += [TopologyCollective(tm, cls) for cls, link in ((INTRA, tm.intra), (INTER, tm.inter)) if link]
     return out
