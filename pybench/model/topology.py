@@ -10,7 +10,8 @@ one line per world size, so one fitted model answers for any (world, nodes):
 2 log2 p hops; NVLS: a flat 2 hops); ``c`` is the ring's pipeline fill and drain in units of
 one step's data, which is why bus bandwidth rises slowly with p on one NVSwitch node. The
 model is linear in (base, step, 1/B, c/B), so it is fitted by weighted least squares on
-relative error, with no parameter below zero and none that the data cannot tell apart (one world size cannot separate base from step).
+relative error, with no parameter below zero and none that the data cannot tell apart (one
+world size cannot separate base from step).
 
 Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's
 cost is the fastest of up to 4 such frames, each fitted with its own parameters
