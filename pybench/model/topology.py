@@ -350,8 +350,18 @@ class TopologyModel:
                                            busbw_Bps=min(r.busbw_Bps, cap), label=label, algorithm=algorithm)
                        for r in intra.all_regimes()]
             inter = dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
-        notes = (*self.notes, f"system {system.summary()}")
+        notes = (*self.notes, f"system {system.summary()}", *self._beyond_the_fabric(system))
         return dataclasses.replace(self, intra=intra, inter=inter, system=system, notes=notes)
+
+    def _beyond_the_fabric(self, system: SystemDescription) -> list[str]:
+        """Notes on fitted intra-node regimes faster than the described fabric carries per GPU."""
+        if self.intra is None or self.intra.is_described:
+            return []
+        return [f"the intra-node regime {k} of {len(self.intra.all_regimes())} runs at {r.busbw_Bps / 1e9:.0f} GB/s "
+                f"bus bandwidth, above the {system.intra_GBps_per_gpu:g} GB/s per GPU that {system.name}'s "
+                f"{system.intra_fabric} carries: in-network reduction (NVLS), or a fit that does not describe this "
+                f"fabric"
+                for k, r in enumerate(self.intra.all_regimes(), 1) if r.busbw_Bps > 1.05 * system.intra_Bps_per_gpu]
 
     def with_preset(self, preset: LinkPreset) -> TopologyModel:
         """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""

@@ -101,7 +101,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     _, algo, intra = best
     if single and len({o.world for o in single}) == 1:
         notes.append("one world size: base and per-step latency cannot be told apart; other world sizes are "
-                     "extrapolated with the latency held per call")
+                     "predicted between the two readings, with the span in their interval")
     inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule)
     fitted_obs = single + multi
     model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
@@ -116,7 +116,38 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                      f"an NVLink domain (multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
                      f"({domain} ranks fitted), not across the network beyond it, which this data does not measure")
     residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
+    notes += _misses(fitted_obs, residuals)
+    notes += _implausible(intra, "intra-node")
     return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes))
+
+
+# A fitted layout the one cost shape misses by more than this (median): the layouts do not follow
+# one algorithm on one fabric, and the layouts in between and beyond are uncertain.
+OWN_MISS = 0.15
+# A per-call latency above this inside one node is no NVLink's or PCIe's: a misfit or an artefact.
+NODE_LATENCY_S = 1e-3
+
+
+def _misses(obs: Sequence[Observation], residuals: Sequence[float]) -> list[str]:
+    """One note per fitted layout whose own sweep the model misses by more than OWN_MISS (median)."""
+    by_layout: dict[tuple[int, int], list[float]] = {}
+    for o, r in zip(obs, residuals):
+        by_layout.setdefault((o.world, o.nodes), []).append(abs(r))
+    return [f"the topology model misses its own {w}-rank{'' if n == 1 else f' {n}-node'} sweep by "
+            f"{100 * float(np.median(v)):.0f}% (median): these layouts do not follow one algorithm on one fabric "
+            f"(an NVLink mesh or PCIe?), so other layouts are uncertain; that sweep's own curve answers at its "
+            f"layout, and a --system description says which layouts no measurement determines"
+            for (w, n), v in sorted(by_layout.items()) if np.median(v) > OWN_MISS]
+
+
+def _implausible(link: LinkCost | None, name: str) -> list[str]:
+    """Notes on fitted regimes no real link has: a per-call latency of milliseconds inside one node."""
+    if link is None:
+        return []
+    return [f"the {name} regime {k} of {len(link.all_regimes())} has a per-call latency of {r.base_s * 1e3:.1f} ms, "
+            f"which no NVLink or PCIe link has: a misfit of too few sizes, or a step of the sweep; treat its "
+            f"predictions at other GPU counts as uncertain"
+            for k, r in enumerate(link.all_regimes(), 1) if r.base_s > NODE_LATENCY_S]
 
 
 def _fit_link(designs: Sequence[np.ndarray], obs: Sequence[Observation], label: str,

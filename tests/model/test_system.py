@@ -127,3 +127,22 @@ def test_a_preset_that_cannot_apply_is_said(tmp_path, capsys):
                            "--link", "eth-25g"]) == 0
     err = capsys.readouterr().err
     assert "--link eth-25g" in err and "the preset is not used" in err
+
+
+def test_fit_says_when_it_misses_its_own_sweeps_and_outruns_the_fabric():
+    """A DGX-1-like node: bus bandwidth is no smooth function of the GPU count (a hybrid cube-mesh)."""
+    obs = []
+    for world, busbw in ((2, 45e9), (4, 20e9), (8, 134e9)):
+        obs += [Observation(s, world, 1, 10e-6 + 2 * (world - 1) / world * s / busbw)
+                for s in (2.0 ** k for k in range(16, 31))]
+    model = fit_topology("allreduce", obs)
+    assert any("misses its own 4-rank sweep" in n for n in model.notes)
+    on_dgx1 = model.with_system(load_system("dgx-1-v100"))
+    assert any("above the 150 GB/s per GPU" in n for n in on_dgx1.notes)
+    assert not on_dgx1.predict(1 << 30, 6).determined
+
+
+def test_a_regime_with_milliseconds_of_latency_inside_a_node_is_named():
+    obs = [Observation(s, w, 1, 8e-3 + 2 * (w - 1) / w * s / 100e9) for w in (2, 4)
+           for s in (2.0 ** k for k in range(20, 31))]
+    assert any("per-call latency of 8.0 ms" in n for n in fit_topology("allreduce", obs).notes)
