@@ -393,11 +393,12 @@ def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 
     # capping it again would move the prediction off the very sweeps it was fitted to.
     unmeasured = model.inter.is_preset or model.inter.is_described
     intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
+    rails = 1.0 if unmeasured else _rails(model, world // nodes)
     times, labels = [], []
     for r in model.inter.all_regimes():
         hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes, r.algorithm)
         times.append(r.base_s + hops * r.step_s
-                     + (data + fill * r.extra_steps) * size / min(r.busbw_Bps / sharing, intra_bw))
+                     + (data + fill * r.extra_steps) * size / min(r.busbw_Bps * rails / sharing, intra_bw))
         labels.append(label)
     k = int(np.argmin(times))
     label = labels[k]
@@ -405,6 +406,20 @@ def _across_nodes(model: TopologyModel, size: float, world: int, sharing: int = 
     if inside:
         label += f" + intra-node phase on {world // nodes} ranks"
     return times[k] + inside, label, regime_label(model.inter, k)
+
+
+def _rails(model: TopologyModel, per_node: int) -> float:
+    """How many more of a described node's NICs ``per_node`` ranks drive than the fitted layout's ranks did.
+
+    Each GPU sends through its own NIC where there are enough (rails), so a fit with one rank per node
+    measured one NIC; eight ranks on a node of eight NICs drive eight. Without a description, or with
+    several fitted ranks-per-node counts, the fitted figures stand.
+    """
+    fitted = {w // n for w, n in model.fitted if n > 1}
+    if model.system is None or len(fitted) != 1:
+        return 1.0
+    nics = model.system.nics_per_node
+    return min(per_node, nics) / min(fitted.pop(), nics)
 
 
 def _intra_phase_s(model: TopologyModel, size: float, world: int, nodes: int) -> float:

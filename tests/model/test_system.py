@@ -146,3 +146,11 @@ def test_a_regime_with_milliseconds_of_latency_inside_a_node_is_named():
     obs = [Observation(s, w, 1, 8e-3 + 2 * (w - 1) / w * s / 100e9) for w in (2, 4)
            for s in (2.0 ** k for k in range(20, 31))]
     assert any("per-call latency of 8.0 ms" in n for n in fit_topology("allreduce", obs).notes)
+
+
+def test_every_rank_of_a_node_drives_its_own_nic():
+    """A 2 x 1 fit measured one NIC per node; 2 x 8 on a node of 8 NICs drives all eight."""
+    one_per_node = [Observation(s, 2, 2, 20e-6 + s / 45e9) for s in (2.0 ** k for k in range(16, 31))]
+    model = fit_topology("allgather", one_per_node)
+    bare, on_b200 = model.predict(1 << 30, 16, 2), model.with_system(load_system("hgx-b200")).predict(1 << 30, 16, 2)
+    assert bare.time_s / on_b200.time_s == pytest.approx(8.0, rel=0.1)
