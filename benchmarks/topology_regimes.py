@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-import pybench.model.topology as topology
+import pybench.model.topology_fit as topology
 from pybench.model.logs import load_measurements
 from pybench.model.regimes import MAX_REGIMES, fit_regimes
 
