@@ -199,18 +199,21 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
     rate_busy = 1.0 - slowdown
     work_s = backward_s + copy_in_s  # each gradient is copied into its bucket as it is produced
     times: dict[float, float] = {}  # equal buckets: ask the model once per distinct size
-    clock = _SlowedClock(rate_busy)
+    # Without contention compute never slows, so wall time is work done (the plan's search asks this
+    # for hundreds of layouts; the clock's interval walk is only needed when buckets slow compute).
+    clock = _SlowedClock(rate_busy) if slowdown > 0 else None
     end_s = 0.0
     reached = 0.0
     for size, frac in zip(sizes, fractions):
         reached = max(reached, frac)  # a bucket cannot go before the one ahead of it
-        ready_s = clock.wall_at(work_s * reached)
+        ready_s = clock.wall_at(work_s * reached) if clock is not None else work_s * reached
         if size not in times:
             times[size] = bucket_time(size)
         start = max(end_s, ready_s)
         end_s = start + times[size]
-        clock.busy.append((start, end_s))
-    backward_end = clock.wall_at(work_s)
+        if clock is not None:
+            clock.busy.append((start, end_s))
+    backward_end = clock.wall_at(work_s) if clock is not None else work_s
     return max(0.0, max(end_s, backward_end) + copy_out_s - backward_s)
 
 

@@ -43,7 +43,7 @@ from pybench.planning.transformer import TransformerShape
 
 __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
-    "make_layout", "comm_ops", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
+    "make_layout", "comm_ops", "grad_comm_bytes", "WIRE_BYTES_PER_VALUE", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
     "BYTES_PER_PARAM", "BYTES_PER_PARAM_FP32_GRADS", "ACCOUNTINGS", "MemoryFit", "MEMORY_HEADROOM",
 ]
 
@@ -66,6 +66,14 @@ BYTES_PER_PARAM = {"weights": 2, "grads": 2, "optimizer": 12}
 # optimizer that keep gradients in fp32, e.g. Megatron's default without --use-distributed-optimizer).
 BYTES_PER_PARAM_FP32_GRADS = {"weights": 2, "grads": 4, "optimizer": 12}
 ACCOUNTINGS = {16: BYTES_PER_PARAM, 18: BYTES_PER_PARAM_FP32_GRADS}
+# Parameters and activations travel as bf16 (the weights of both accountings); only the gradient
+# exchange follows the gradients' dtype (``comm_bytes_per_value``, fp32 with the 18 B/param accounting).
+WIRE_BYTES_PER_VALUE = 2
+
+
+def grad_comm_bytes(bytes_per_param: int) -> int:
+    """Bytes per value of the gradient exchange an accounting implies: its gradients' dtype."""
+    return ACCOUNTINGS[bytes_per_param]["grads"]
 
 
 def canonical_strategy(name: str) -> str:
@@ -176,7 +184,8 @@ class Workload:
     micro_batches : int
         Micro-batches per step (gradient accumulation, pipeline micro-batches).
     comm_bytes_per_value : int
-        b: bytes per communicated gradient/parameter/activation value (2 = bf16).
+        b: bytes per value of the gradient exchange (2 = bf16, 4 = fp32 gradients). Parameters
+        and activations travel as the bf16 weights both accountings hold (``WIRE_BYTES_PER_VALUE``).
     """
 
     params: int
@@ -193,8 +202,8 @@ class Workload:
 
     @property
     def activation_bytes(self) -> int:
-        """One micro-batch's hidden states: batch x seq x hidden values."""
-        return self.batch * self.seq * self.shape.hidden * self.comm_bytes_per_value
+        """One micro-batch's hidden states: batch x seq x hidden bf16 values."""
+        return self.batch * self.seq * self.shape.hidden * WIRE_BYTES_PER_VALUE
 
     def to_dict(self) -> dict:
         return {"params": self.params, "shape": self.shape.to_dict(), "seq": self.seq, "batch": self.batch,
@@ -256,6 +265,7 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
     Returns an empty tuple when nothing is communicated (world 1).
     """
     s, g, P, b = layout.strategy, layout.gpus_per_node, work.params, work.comm_bytes_per_value
+    w = WIRE_BYTES_PER_VALUE  # parameters are gathered as the bf16 weights, whatever the gradients' dtype
     m, L = work.micro_batches, work.shape.layers
     ops: list[CommOp] = []
     if s in ("ddp", "zero1", "zero2", "zero3") and layout.dp > 1:
@@ -265,10 +275,10 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
             ops.append(CommOp("gradients", "allreduce", P * b, 1, n, link, True))
         elif s in ("zero1", "zero2"):
             ops.append(CommOp("gradients", "reducescatter", P * b, 1, n, link, True))
-            ops.append(CommOp("parameters (after step)", "allgather", P * b, 1, n, link))
+            ops.append(CommOp("parameters (after step)", "allgather", P * w, 1, n, link))
         else:
-            ops.append(CommOp("parameters (forward)", "allgather", P * b, m, n, link))
-            ops.append(CommOp("parameters (backward)", "allgather", P * b, m, n, link))
+            ops.append(CommOp("parameters (forward)", "allgather", P * w, m, n, link))
+            ops.append(CommOp("parameters (backward)", "allgather", P * w, m, n, link))
             ops.append(CommOp("gradients", "reducescatter", P * b, m, n, link, True))
     if s in ("tp", "tp+dp", "tp+pp+dp") and layout.tp > 1:
         # Megatron: one all-reduce after attention and one after the MLP, forward and backward,
