@@ -129,6 +129,8 @@ class CcrConfig:
 
 def _check_config(c: CcrConfig) -> None:
     """One-line UsageError naming the field that cannot be used."""
+    if c.bytes_per_param not in ACCOUNTINGS:
+        raise UsageError(f"bytes_per_param must be one of {', '.join(map(str, ACCOUNTINGS))}, got {c.bytes_per_param}")
     for name in ("params", "seq", "gpus_per_node", "comm_bytes_per_value"):
         if getattr(c, name) is None or getattr(c, name) < 1:
             raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")
