@@ -168,7 +168,7 @@ def test_cli_plan_price_flags(capsys):
     assert main([*common, "--price-per-node-hour", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("pybench: error: argument --price-per-node-hour: '0' must be more than 0")
-    assert main([*common, "--price-per-device-hour", "2.5", "--global-batch-limit", "4"]) == 0
+    assert main([*common, "--price-per-device-hour", "2.5", "--global-batch-limit", "4", "--batch", "8"]) == 0
     out = capsys.readouterr().out
     assert "at 2.5 per device-hour" in out and "samples per dollar" in out and "the global batch is 8 sequences" in out
 
