@@ -118,6 +118,10 @@ def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> li
                  + (" with flash attention" if cfg.flash_attention else "") + f"; GB = 1e9 B; fits = within "
                  f"{cfg.memory_headroom:.0%} of device memory (context, fragmentation and buffers are not in the "
                  f"estimate)")
+    b = cfg.grad_bytes_per_value
+    notes.append(f"comm: gradients exchanged at {b} B per value ({ {2: 'bf16', 4: 'fp32'}.get(b, 'custom') }; "
+                 f"comm_bytes_per_value sets it, by default the gradients' dtype); parameters and activations "
+                 f"as bf16 (2 B)")
     if any(r.recomputed and not cfg.recompute for r in rows):
         notes.append("layouts that fit only with activation checkpointing are timed with recomputation "
                      "(8 x P x tokens, not 6)")

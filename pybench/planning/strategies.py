@@ -43,7 +43,8 @@ from pybench.planning.transformer import TransformerShape
 
 __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
-    "make_layout", "comm_ops", "grad_comm_bytes", "WIRE_BYTES_PER_VALUE", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
+    "make_layout", "comm_ops", "grad_comm_bytes", "WIRE_BYTES_PER_VALUE", "memory_per_device",
+    "activation_bytes_per_sbh", "bubble_fraction", "INTRA", "INTER",
     "BYTES_PER_PARAM", "BYTES_PER_PARAM_FP32_GRADS", "ACCOUNTINGS", "MemoryFit", "MEMORY_HEADROOM",
 ]
 
@@ -316,7 +317,8 @@ class MemoryEstimate:
     (``BYTES_PER_PARAM``) divided by how the strategy shards them. Activations
     follow Korthikanti et al. 2022 (16-bit, per layer per micro-batch):
     ``s b h (34 + 5 a s / h)`` without tensor parallelism and
-    ``s b h (10 + 24 / t + 5 a s / (h t))`` with it; the ``5 a s / h`` term
+    ``s b h (10 + 24 / t + 5 a s / (h t))`` with it, the 24 adjusted to the shape's grouped-query
+    attention and MLP width and gating (:func:`activation_bytes_per_sbh`); the ``5 a s / h`` term
     (attention scores) is dropped with flash attention. Full activation
     checkpointing keeps each layer's input (2 s b h) plus one layer's full
     activations during recomputation. Embedding/logit buffers, the CUDA context
@@ -381,6 +383,21 @@ class MemoryEstimate:
                 f" {self.fits})")
 
 
+def activation_bytes_per_sbh(shape: TransformerShape, tp: int = 1) -> float:
+    """Bytes of one layer's stored activations per (sequence x batch x hidden) element, without the scores.
+
+    Korthikanti et al. 2022 count 34 for GPT (10 + 24 / t with tensor parallelism): 10 that TP does not
+    split (two layer-norm inputs 4, attention and MLP inputs 4, two dropout masks 2) and 24 it does:
+    Q, K and V 6, the attention output projection's input 2, and the MLP's 16 (its up projection's
+    output and the activation's output, 2 x 4h values of 2 bytes). With grouped-query attention K and V
+    are kv_heads / heads as wide; with another MLP width the 16 scales as ffn / hidden; a gated MLP
+    (SwiGLU) keeps three ffn-wide tensors (gate, up and their product), not two.
+    """
+    kv = shape.kv_heads / shape.heads
+    mlp = (3 if shape.gated_mlp else 2) * 2 * shape.ffn / shape.hidden
+    return 10 + (2 + 4 * kv + 2 + mlp) / tp
+
+
 def memory_per_device(layout: Layout, work: Workload, device_bytes: float, flash_attention: bool = True,
                       headroom: float = MEMORY_HEADROOM, bytes_per_param: int = 16) -> MemoryEstimate:
     """Memory per device for ``layout`` running ``work`` (see :class:`MemoryEstimate`).
@@ -408,7 +425,7 @@ def memory_per_device(layout: Layout, work: Workload, device_bytes: float, flash
     sh, t = work.shape, layout.tp
     sbh = work.seq * work.batch * sh.hidden
     attn_term = 0.0 if flash_attention else 5 * sh.heads * work.seq / (sh.hidden * t)
-    per_layer = sbh * ((34.0 if t == 1 else 10 + 24 / t) + attn_term)
+    per_layer = sbh * (activation_bytes_per_sbh(sh, t) + attn_term)
     # 1F1B: the first stage keeps min(m, p) micro-batches of its L/p layers in flight.
     layers_per_stage = math.ceil(sh.layers / layout.pp)
     in_flight = min(work.micro_batches, layout.pp)
