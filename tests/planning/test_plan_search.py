@@ -15,7 +15,6 @@ from pybench.cli.main import main
 from pybench.errors import UsageError
 from pybench.planning.advice import plan
 from pybench.planning.bands import Band
-from pybench.planning.choice import COST_TOLERANCE, cost_per_sample, good
 from pybench.planning.grid import ccr
 from pybench.planning.records import (
     BatchAdvice,
@@ -24,7 +23,6 @@ from pybench.planning.records import (
     NeedVerdict,
     OneDevice,
     ScalingAdvice,
-    SearchAdvice,
 )
 from pybench.planning.strategies import Workload, make_layout, memory_per_device
 from pybench.planning.transformer import shape_for_params
@@ -64,9 +62,21 @@ def _need(p) -> NeedAdvice:
     return need
 
 
-def _search(p) -> SearchAdvice:
-    (s,) = [a for a in p.records if isinstance(a, SearchAdvice)]
+def _search(p):
+    (s,) = [a for a in p.records if a.rule == "search"]
     return s
+
+
+# The rules' measure, written out here: price per hour (devices when unpriced) over samples per hour.
+COST_TOLERANCE = 0.01
+
+
+def cost_per_sample(r, loader=None):
+    return (r.cost_per_hour if r.cost_per_hour is not None else r.world) / (3600 * r.samples_per_s)
+
+
+def good(r):
+    return r.decisive_band is not Band.COMM_BOUND and r.memory.fits_at_all
 
 
 # --- 1. every strategy weighed -------------------------------------------------------------------------
