@@ -52,7 +52,6 @@ from pybench.planning.records import (
     InputPipelineAdvice,
     MemoryAdvice,
     NeedAdvice,
-    NeedVerdict,
     NoLayoutAdvice,
     OneDevice,
     PipelineAdvice,
@@ -66,11 +65,23 @@ from pybench.planning.records import (
     Zero3Advice,
     ZeroAdvice,
 )
-from pybench.planning.search import CachedModels, SearchBounds, batch_sizes, prices_inter_node, search_layouts, \
-    world_sizes
+from pybench.planning.search import (
+    CachedModels,
+    SearchBounds,
+    batch_sizes,
+    prices_inter_node,
+    search_layouts,
+    world_sizes,
+)
 from pybench.planning.step import StepEstimate
-from pybench.planning.strategies import MEMORY_HEADROOM, MemoryEstimate, MemoryFit, Workload, make_layout, \
-    memory_per_device
+from pybench.planning.strategies import (
+    MEMORY_HEADROOM,
+    MemoryEstimate,
+    MemoryFit,
+    Workload,
+    make_layout,
+    memory_per_device,
+)
 from pybench.planning.transformer import TransformerShape, parse_param_count, shape_for_params, training_flops
 
 __all__ = ["plan", "Plan", "PLAN_HEADROOM", "LOW_UTILISATION", "DEFAULT_MAX_WORLD"]
@@ -205,11 +216,13 @@ def _device_use(measured: float | None, peak: float | None, loader: float | None
 def _number(name: str, value: Any, *, whole: bool = False, minimum: float = 0.0, strict: bool = True,
             maximum: float | None = None) -> None:
     """UsageError unless ``value`` is a finite real number in range (a string or inf is not)."""
-    if isinstance(value, bool) or not isinstance(value, Real) or (whole and value != int(value)):
-        kind = "a whole number" if whole else "a number"
-        raise UsageError(f"{name} must be {kind}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise UsageError(f"{name} must be {'a whole number' if whole else 'a number'}, got {value!r}")
+    value = float(value)
     if not math.isfinite(value):
         raise UsageError(f"{name} must be finite, got {value!r}")
+    if whole and value != int(value):
+        raise UsageError(f"{name} must be a whole number, got {value!r}")
     if (strict and not value > minimum) or (not strict and not value >= minimum):
         what = "positive" if minimum == 0 and strict else f"at least {minimum:g}"
         raise UsageError(f"{name} must be {what}, got {value!r}")

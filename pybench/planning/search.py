@@ -36,7 +36,7 @@ class CachedModels(ModelSet):
     It shares the wrapped set's models and notes (notes it adds are the wrapped set's too).
     """
 
-    def __init__(self, inner: ModelSet) -> None:  # noqa: D107 - shares the state of ``inner``
+    def __init__(self, inner: ModelSet) -> None:
         self.__dict__.update(inner.__dict__)
         self._answers: dict[tuple[str, float, int, str], CommTime] = {}
 
