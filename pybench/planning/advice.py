@@ -218,15 +218,15 @@ def _number(name: str, value: Any, *, whole: bool = False, minimum: float = 0.0,
     """UsageError unless ``value`` is a finite real number in range (a string or inf is not)."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise UsageError(f"{name} must be {'a whole number' if whole else 'a number'}, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
+    x = float(value)
+    if not math.isfinite(x):
         raise UsageError(f"{name} must be finite, got {value!r}")
-    if whole and value != int(value):
+    if whole and x != int(x):
         raise UsageError(f"{name} must be a whole number, got {value!r}")
-    if (strict and not value > minimum) or (not strict and not value >= minimum):
+    if (strict and not x > minimum) or (not strict and not x >= minimum):
         what = "positive" if minimum == 0 and strict else f"at least {minimum:g}"
         raise UsageError(f"{name} must be {what}, got {value!r}")
-    if maximum is not None and value > maximum:
+    if maximum is not None and x > maximum:
         raise UsageError(f"{name} must be at most {maximum:g}, got {value!r}")
 
 
