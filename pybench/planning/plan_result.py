@@ -259,7 +259,8 @@ def _node_best(a: NeedAdvice) -> str:
     if a.node is None:
         return "nothing inside one node that is not comm-bound"
     n = a.node
-    said = f"one node's best is {n.strategy} on {devices(n.world)} at {n.samples_per_s:.2f} samples/s"
+    said = (f"one node's best is {n.strategy} on {devices(n.world)} at micro-batch {n.batch}, "
+            f"{n.samples_per_s:.2f} samples/s")
     if a.loader_samples_per_s is not None and _capped(n, a.loader_samples_per_s) < n.samples_per_s:
         said += f" by compute, {_capped(n, a.loader_samples_per_s):.2f} with this data loader"
     return said
