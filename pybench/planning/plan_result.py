@@ -184,7 +184,7 @@ def _zero(a: ZeroAdvice) -> str:
 
 def _accumulation(a: AccumulationAdvice) -> str:
     return (f"or keep DDP with gradient accumulation: micro-batch 1 x {a.batch} accumulation steps "
-            f"needs {fmt_gb(a.memory.total_bytes)}/device and communicates once per step.")
+            f"needs {fmt_gb(a.memory.needed_bytes)}/device ({a.memory.fits}) and communicates once per step.")
 
 
 def _checkpoint(a: CheckpointAdvice) -> str:
