@@ -8,6 +8,7 @@ lists) and names the parameter that was wrong in every error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -228,10 +229,13 @@ def make_ccr_config(params: int | str, seq: int, batch: int | str | Sequence[int
     P = parse_param_count(params)
     if int(seq) < 1:
         raise UsageError(f"seq must be at least 1, got {seq}")
-    if not bucket_mb > 0:
-        raise UsageError(f"bucket_mb must be positive, got {bucket_mb}")
-    if not device_memory_gb > 0:
-        raise UsageError(f"device_memory_gb must be positive, got {device_memory_gb}")
+    for name, value in (("bucket_mb", bucket_mb), ("device_memory_gb", device_memory_gb)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"{name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise UsageError(f"{name} must be finite, got {value!r}")
+        if not value > 0:
+            raise UsageError(f"{name} must be positive, got {value}")
     strategies = tuple(dict.fromkeys(canonical_strategy(s) for s in
                                      (strategy.split(",") if isinstance(strategy, str) else strategy)))
     profile = load_compute(compute) if isinstance(compute, str) else compute

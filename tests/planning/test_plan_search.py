@@ -295,3 +295,10 @@ def test_a_micro_batch_other_than_the_users_is_said_beside_the_users(h100n):
     (b,) = [a for a in p.records if isinstance(a, BatchAdvice)]
     assert b.verdict is BatchVerdict.ADOPTED and b.row.batch == 1 and b.at == r and b.row.layout == r.layout
     assert any(a.startswith(f"micro-batch {r.batch} per device is recommended, not the 1 asked for") for a in p.advice)
+
+
+@pytest.mark.parametrize("kw, said", [({"device_memory_gb": math.inf}, "device_memory_gb must be finite"),
+                                      ({"bucket_mb": "25"}, "bucket_mb must be a number")])
+def test_bad_python_arguments_to_ccr_are_usage_errors(h100n, kw, said):
+    with pytest.raises(UsageError, match=said):
+        ccr("1.3B", 2048, 1, 8, "ddp", models=h100n, flops_per_s=400e12, **kw)
