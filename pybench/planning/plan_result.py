@@ -314,7 +314,8 @@ def _search(a: SearchAdvice) -> str:
             f"pipeline depth up to the layers) on {b.worlds[0]}-{devices(b.worlds[-1])}{why}, micro-batch "
             f"{b.batches[0]}-{b.batches[-1]} (max_batch) with the global batch within {b.global_batch_limit} "
             f"sequences (global_batch_limit), activation checkpointing where a layout needs it: "
-            f"{b.rows_fitting} of {b.layouts_tried} fit in memory")
+            f"{b.rows_fitting} of the {b.layouts_tried} layout and micro-batch pairs checked fit in memory and were "
+            f"priced")
     if a.bounded:
         said += f"; the answer is bounded by {devices(b.max_world)}: more may do better"
     return said
