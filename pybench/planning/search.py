@@ -144,7 +144,9 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds,
     def estimate(strategy: str, tp: int | None, pp: int | None, world: int, batch: int) -> StepEstimate:
         key = (strategy, tp, pp, world, batch)
         if key not in estimates:
-            c = configs.setdefault((tp, pp), replace(cfg, tp_degree=tp, pp_degree=pp))
+            if (tp, pp) not in configs:
+                configs[(tp, pp)] = replace(cfg, tp_degree=tp, pp_degree=pp)
+            c = configs[(tp, pp)]
             estimates[key] = estimate_step(c, models, strategy, world, batch)
         return estimates[key]
 
