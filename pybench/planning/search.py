@@ -4,7 +4,7 @@ Dimensions, all of them weighed (issue 25):
 
 - strategy: ddp, zero1, zero2, zero3, tp inside one node, pp alone, tp+dp with every
   tensor-parallel degree that divides the node, and tp x pp x dp with every such degree and
-  every pipeline depth (powers of two up to the layers);
+  every pipeline depth (powers of two up to the layers), on whole nodes or an equal share of one;
 - world: powers of two up to the node, then whole nodes doubling, up to ``max_world``;
 - micro-batch: powers of two from 1 to ``max_batch`` (and the user's batch), while the global
   batch stays within ``global_batch_limit`` (the user's own batch is always kept);
@@ -96,8 +96,9 @@ def _candidates(g: int, layers: int, worlds: tuple[int, ...]) -> list[tuple[str,
             out.append(("tp", w, None, None))
         if 1 < w <= layers:
             out.append(("pp", w, None, None))
-        if w % g == 0:
-            out += [("tp+dp", w, t, None) for t in _degrees(g) if t > 1]
+        if w % g == 0 or g % w == 0:  # whole nodes, or an equal share of one
+            # tp alone (dp 1) inside a node is weighed above as "tp"
+            out += [("tp+dp", w, t, None) for t in _degrees(g) if t > 1 and w % t == 0 and (w >= g or t < w)]
             p = 2
             while p <= layers and p <= w:
                 # tp 1 with dp 1 is pp alone, weighed above

@@ -148,10 +148,13 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     if t < 1 or t > g or g % t:
         raise UsageError(f"{strategy}: tensor-parallel degree {t} must divide the {g} GPUs per node "
                          f"(tp stays inside a node)")
-    if world % g:
+    # Whole nodes, or an equal share of one node (tp2 x dp2 on 4 of 8 GPUs) so that no tp group straddles two.
+    if world % g and (world > g or g % world):
         raise UsageError(f"{strategy} on {world} ranks: world must be a multiple of gpus_per_node {g} "
-                         f"(tp inside each node, dp across nodes)")
+                         f"(tp inside each node, dp across nodes), or divide it")
     if strategy == "tp+dp":
+        if world % t:
+            raise UsageError(f"tp+dp on {world} ranks: world must be a multiple of the tensor-parallel degree {t}")
         return Layout(strategy, world, g, dp=world // t, tp=t)
     p = 2 if pp_degree is None else pp_degree
     if p < 1:

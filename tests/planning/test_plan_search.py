@@ -88,6 +88,7 @@ def test_zero12_and_tp_pp_layouts_are_weighed_and_the_cheapest_meeting_the_targe
     kinds = {(r.strategy, r.layout.tp, r.layout.pp) for r in p.rows}
     assert {("zero1", 1, 1), ("zero2", 1, 1), ("zero3", 1, 1)} <= kinds
     assert any(s == "tp+pp+dp" and tp < 8 for s, tp, _ in kinds)  # tp x pp x dp below tp=8 too
+    assert any(r.strategy == "tp+dp" and r.world == 4 and r.layout.tp == 2 for r in p.rows)  # on part of a node
     assert any(s == "pp" for s, _, _ in kinds) and {r.batch for r in p.rows} >= {1, 2, 4}
     r = p.recommended
     assert r.samples_per_s >= 66.3 and good(r) and r.world <= 32
