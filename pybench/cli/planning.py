@@ -311,10 +311,12 @@ def _add_ccr_parser(subparsers: Any) -> None:
 def _add_plan_parser(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "plan", help="advice: scale up or out, and how (DDP, ZeRO, TP/PP), with the figures",
-        description="Checks memory on one device, then advises: fits -> fill a node with DDP, then DP across "
-                    "nodes; fits only just -> ZeRO-1/2 or gradient accumulation; does not fit -> ZeRO-3, or TP "
-                    "inside the node and PP across nodes with DP on top. Every step quotes CCR, samples/s, "
-                    "scaling efficiency and memory from the fitted models and the measured compute.")
+        description="Checks memory on one device, then searches every layout (DDP, ZeRO-1/2/3, TP, PP, TP x PP "
+                    "x DP) on up to --max-world devices at micro-batches up to --max-batch, and recommends the "
+                    "cheapest per sample that meets the named need (--target-samples-per-s, or memory that does "
+                    "not fit one node) without being comm-bound; among equals, fewer nodes. Without a need it "
+                    "stays on one node. Every step quotes CCR, samples/s, scaling efficiency and memory from the "
+                    "fitted models and the measured compute.")
     _add_shape_args(r, None)
     r.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     r.add_argument("--batch", type=_count, default=1, help="micro-batch size per replica (default 1)")

@@ -303,3 +303,17 @@ def test_a_micro_batch_other_than_the_users_is_said_beside_the_users(h100n):
 def test_bad_python_arguments_to_ccr_are_usage_errors(h100n, kw, said):
     with pytest.raises(UsageError, match=said):
         ccr("1.3B", 2048, 1, 8, "ddp", models=h100n, flops_per_s=400e12, **kw)
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--price-per-device-hour", "0"], "argument --price-per-device-hour: '0' must be more than 0"),
+    (["--price-per-device-hour", "2", "--price-per-node-hour", "16"], "not both"),
+    (["--comm-dtype", "int8"], "argument --comm-dtype: invalid choice")])
+def test_the_new_ccr_options_refuse_bad_input_in_one_line(h100n, capsys, extra, said):
+    args = ["ccr", "--params", "1.3B", "--model", h100n, "--tflops", "400", "--world", "8,16"]
+    assert main([*args, *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("pybench: error:") and said in err, err
+    assert main([*args, "--price-per-device-hour", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "samples/$" in out and "vs one 8-GPU node" in out  # breakeven against 8 devices at 2 each
