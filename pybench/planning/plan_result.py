@@ -158,8 +158,8 @@ def _utilisation(a: UtilisationAdvice) -> str:
 
 
 def _scale_up(a: ScaleUpAdvice) -> str:
-    return (f"scale up first: fill one node ({a.gpus_per_node} devices over intra-node links) with DDP: "
-            f"{row_figures(a.node)}.")
+    return (f"scale up first: fill one node ({a.gpus_per_node} devices over intra-node links) with DDP when more "
+            f"throughput is needed: {row_figures(a.node)}.")
 
 
 def _scale_out(a: ScaleOutAdvice) -> str:
