@@ -46,7 +46,7 @@ _FLAGS = {
     "peak_flops_per_s": "--peak-tflops", "loader_samples_per_s": "--loader-samples-per-s",
     "slow_node": "--slow-node", "price_per_device_hour": "--price-per-device-hour",
     "global_batch_limit": "--global-batch-limit", "memory_headroom": "--memory-headroom",
-    "bytes_per_param": "--bytes-per-param",
+    "bytes_per_param": "--bytes-per-param", "comm_bytes_per_value": "--comm-dtype",
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
@@ -151,9 +151,10 @@ def run_ccr(args: argparse.Namespace) -> int:
                      compute=args.compute, flops_per_s=_tflops(args.tflops), gpus_per_node=args.gpus_per_node,
                      shape=shape, micro_batches=args.micro_batches, tp_degree=args.tp_degree,
                      pp_degree=args.pp_degree, overlap=args.overlap, bucket_mb=args.bucket_mb,
-                     recompute=args.recompute, comm_bytes_per_value=_COMM_DTYPE_BYTES[args.comm_dtype],
+                     recompute=args.recompute, comm_bytes_per_value=_comm_bytes(args),
                      device_memory_gb=args.device_memory_gb, flash_attention=not args.no_flash_attention,
                      price_per_node_hour=args.price_per_node_hour, big_node_gpus=args.big_node_gpus,
+                     price_per_device_hour=args.price_per_device_hour,
                      big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
                      slow_node=args.slow_node, memory_headroom=args.memory_headroom, backend=args.backend,
                      links=args.link, bytes_per_param=args.bytes_per_param)
@@ -164,6 +165,11 @@ def run_ccr(args: argparse.Namespace) -> int:
     print(result.table())
     _save(args.json, args.force, result.to_dict)
     return 0
+
+
+def _comm_bytes(args: argparse.Namespace) -> int | None:
+    """Bytes per value of the gradient exchange: --comm-dtype, else None (the gradients' dtype)."""
+    return None if args.comm_dtype is None else _COMM_DTYPE_BYTES[args.comm_dtype]
 
 
 def _loader_rate(args: argparse.Namespace) -> float | None:
@@ -196,7 +202,10 @@ def run_plan(args: argparse.Namespace) -> int:
                       loader_samples_per_s=loader, price_per_node_hour=args.price_per_node_hour,
                       price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
                       memory_headroom=args.memory_headroom, links=args.link, bytes_per_param=args.bytes_per_param,
-                      straggler_cv=args.straggler_cv, slow_node=args.slow_node)
+                      straggler_cv=args.straggler_cv, slow_node=args.slow_node,
+                      comm_bytes_per_value=_comm_bytes(args))
+    for w in result.warnings:
+        _warn(w)
     print(flag_names(result.text()))
     _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
@@ -234,6 +243,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                         "distributed optimizer)")
     p.add_argument("--no-flash-attention", action="store_true",
                    help="count attention-score activations (5 a s / h term)")
+    p.add_argument("--comm-dtype", choices=tuple(_COMM_DTYPE_BYTES), default=None,
+                   help="dtype of the gradient exchange (default: the gradients' dtype, bf16 with --bytes-per-param "
+                        "16, fp32 with 18); parameters and activations travel as bf16")
 
 
 def _add_output_args(p: argparse.ArgumentParser, what: str) -> None:
@@ -286,9 +298,10 @@ def _add_ccr_parser(subparsers: Any) -> None:
     q.add_argument("--overlap", action="store_true", help="overlap the gradient exchange with backward in buckets")
     q.add_argument("--bucket-mb", type=_positive, default=25, help="gradient bucket size in MiB (default 25, as DDP)")
     q.add_argument("--recompute", action="store_true", help="full activation recomputation (8 x P x tokens)")
-    q.add_argument("--comm-dtype", choices=tuple(_COMM_DTYPE_BYTES), default="bf16",
-                   help="dtype of communicated values (default bf16)")
     q.add_argument("--price-per-node-hour", type=_positive, help="price of one node per hour (enables samples/$)")
+    q.add_argument("--price-per-device-hour", type=_positive,
+                   help="price of one device per hour, billed for the devices a layout uses (instead of "
+                        "--price-per-node-hour)")
     q.add_argument("--big-node-gpus", type=_count, help="GPUs of one bigger machine to compare scale-out against")
     q.add_argument("--big-node-price-per-hour", type=_positive, help="price per hour of that bigger machine")
     _add_output_args(q, "the result")
@@ -298,18 +311,21 @@ def _add_ccr_parser(subparsers: Any) -> None:
 def _add_plan_parser(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "plan", help="advice: scale up or out, and how (DDP, ZeRO, TP/PP), with the figures",
-        description="Checks memory on one device, then advises: fits -> fill a node with DDP, then DP across "
-                    "nodes; fits only just -> ZeRO-1/2 or gradient accumulation; does not fit -> ZeRO-3, or TP "
-                    "inside the node and PP across nodes with DP on top. Every step quotes CCR, samples/s, "
-                    "scaling efficiency and memory from the fitted models and the measured compute.")
+        description="Checks memory on one device, then searches every layout (DDP, ZeRO-1/2/3, TP, PP, TP x PP "
+                    "x DP) on up to --max-world devices at micro-batches up to --max-batch, and recommends the "
+                    "cheapest per sample that meets the named need (--target-samples-per-s, or memory that does "
+                    "not fit one node) without being comm-bound; among equals, fewer nodes. Without a need it "
+                    "stays on one node. Every step quotes CCR, samples/s, scaling efficiency and memory from the "
+                    "fitted models and the measured compute.")
     _add_shape_args(r, None)
     r.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     r.add_argument("--batch", type=_count, default=1, help="micro-batch size per replica (default 1)")
     r.add_argument("--gpus-per-node", type=_count, default=8, help="devices per node (default 8)")
-    r.add_argument("--max-world", type=_count, default=64, help="largest world size to consider (default 64)")
+    r.add_argument("--max-world", type=_count, default=None,
+                   help="largest world size searched (default 64, or one node when the model file prices no "
+                        "inter-node link)")
     r.add_argument("--max-batch", type=_count, default=64,
-                   help="largest micro-batch per device tried when asking where larger batches change the band "
-                        "(default 64)")
+                   help="largest micro-batch per device searched (default 64)")
     r.add_argument("--peak-tflops", type=_positive, default=None,
                    help="the device's datasheet peak, as a reference only: below 40%% of it the plan says to fix "
                         "utilisation before adding nodes")

@@ -8,6 +8,9 @@ The planner is split by idea; this module only gathers its public names:
 - :mod:`pybench.planning.stragglers`, :mod:`pybench.planning.bands`, :mod:`pybench.planning.overlap`;
 - :mod:`pybench.planning.grid`: the CCR grid, :func:`ccr` (CcrResult, Breakeven);
 - :mod:`pybench.planning.result`: what the grid returns, as a table and a JSON document;
+- :mod:`pybench.planning.search`: every layout the plan weighs, within stated bounds;
+- :mod:`pybench.planning.choice`: the decision rules that pick one of them;
+- :mod:`pybench.planning.preset_check`: link presets a model file cannot use, said;
 - :mod:`pybench.planning.advice` and :mod:`pybench.planning.records`: :func:`plan`, the advice records;
 - :mod:`pybench.planning.plan_result`: the Plan, as sentences and a JSON document.
 """

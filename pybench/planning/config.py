@@ -8,6 +8,7 @@ lists) and names the parameter that was wrong in every error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from pybench.errors import UsageError
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.overlap import OverlapProfile
-from pybench.planning.strategies import ACCOUNTINGS, MEMORY_HEADROOM, canonical_strategy
+from pybench.planning.strategies import ACCOUNTINGS, MEMORY_HEADROOM, canonical_strategy, grad_comm_bytes
 from pybench.planning.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
 __all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list"]
@@ -48,10 +49,14 @@ class CcrConfig:
     recompute : bool
         Full activation recomputation (8 x P x tokens FLOPs).
     comm_bytes_per_value : int
+        Bytes per value of the gradient exchange; None (the default) takes the gradients' dtype
+        from ``bytes_per_param`` (2 for 16 B/param, 4 for 18).
     device_memory_bytes : float
     flash_attention : bool
     price_per_node_hour, big_node_gpus, big_node_price_per_hour : optional
         Prices for samples per dollar and breakeven.
+    price_per_device_hour : float, optional
+        Instead of ``price_per_node_hour``: a layout is billed for the devices it uses, not whole nodes.
     straggler_cv : float
         Coefficient of variation of per-rank compute time.
     slow_node : float
@@ -80,7 +85,7 @@ class CcrConfig:
     bucket_bytes: int = 25 * 2**20
     explicit_buckets: tuple[float, ...] | None = None
     recompute: bool = False
-    comm_bytes_per_value: int = 2
+    comm_bytes_per_value: int | None = None
     device_memory_bytes: float = 80e9
     flash_attention: bool = True
     price_per_node_hour: float | None = None
@@ -91,9 +96,29 @@ class CcrConfig:
     slow_node: float = 1.0
     memory_headroom: float = MEMORY_HEADROOM
     bytes_per_param: int = 16
+    price_per_device_hour: float | None = None
 
     def __post_init__(self) -> None:
+        if self.comm_bytes_per_value is None and self.bytes_per_param in ACCOUNTINGS:
+            object.__setattr__(self, "comm_bytes_per_value", grad_comm_bytes(self.bytes_per_param))
         _check_config(self)
+
+    @property
+    def grad_bytes_per_value(self) -> int:
+        """Bytes per value of the gradient exchange (resolved from the accounting when not given)."""
+        return self.comm_bytes_per_value or grad_comm_bytes(self.bytes_per_param)
+
+    def cost_per_hour(self, world: int, gpus_per_node: int | None = None) -> float | None:
+        """What ``world`` devices cost per hour: per device when priced so, else whole nodes."""
+        if self.price_per_device_hour is not None:
+            return world * self.price_per_device_hour
+        if self.price_per_node_hour is None:
+            return None
+        return -(-world // (gpus_per_node or self.gpus_per_node)) * self.price_per_node_hour
+
+    @property
+    def priced(self) -> bool:
+        return self.price_per_node_hour is not None or self.price_per_device_hour is not None
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -105,8 +130,10 @@ class CcrConfig:
 
 def _check_config(c: CcrConfig) -> None:
     """One-line UsageError naming the field that cannot be used."""
+    if c.bytes_per_param not in ACCOUNTINGS:
+        raise UsageError(f"bytes_per_param must be one of {', '.join(map(str, ACCOUNTINGS))}, got {c.bytes_per_param}")
     for name in ("params", "seq", "gpus_per_node", "comm_bytes_per_value"):
-        if getattr(c, name) < 1:
+        if getattr(c, name) is None or getattr(c, name) < 1:
             raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")
     for name in ("batches", "worlds", "strategies"):
         if not getattr(c, name):
@@ -117,13 +144,15 @@ def _check_config(c: CcrConfig) -> None:
     for name in ("flops_per_s", "bucket_bytes", "device_memory_bytes"):
         if not getattr(c, name) > 0:
             raise UsageError(f"{name} must be positive, got {getattr(c, name)}")
-    for name in ("price_per_node_hour", "big_node_price_per_hour"):
+    for name in ("price_per_node_hour", "big_node_price_per_hour", "price_per_device_hour"):
         if getattr(c, name) is not None and not getattr(c, name) > 0:
             raise UsageError(f"{name} must be positive, got {getattr(c, name)}")
     if (c.big_node_gpus is None) != (c.big_node_price_per_hour is None):
         raise UsageError("give both big_node_gpus and big_node_price_per_hour, or neither")
-    if c.big_node_gpus is not None and c.price_per_node_hour is None:
-        raise UsageError("big_node_gpus needs price_per_node_hour to compare costs")
+    if c.price_per_node_hour is not None and c.price_per_device_hour is not None:
+        raise UsageError("give price_per_node_hour or price_per_device_hour, not both")
+    if c.big_node_gpus is not None and not c.priced:
+        raise UsageError("big_node_gpus needs price_per_node_hour (or price_per_device_hour) to compare costs")
     if not c.straggler_cv >= 0:
         raise UsageError(f"straggler_cv must be 0 or more, got {c.straggler_cv}")
     if c.bytes_per_param not in ACCOUNTINGS:
@@ -200,10 +229,13 @@ def make_ccr_config(params: int | str, seq: int, batch: int | str | Sequence[int
     P = parse_param_count(params)
     if int(seq) < 1:
         raise UsageError(f"seq must be at least 1, got {seq}")
-    if not bucket_mb > 0:
-        raise UsageError(f"bucket_mb must be positive, got {bucket_mb}")
-    if not device_memory_gb > 0:
-        raise UsageError(f"device_memory_gb must be positive, got {device_memory_gb}")
+    for name, value in (("bucket_mb", bucket_mb), ("device_memory_gb", device_memory_gb)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise UsageError(f"{name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise UsageError(f"{name} must be finite, got {value!r}")
+        if not value > 0:
+            raise UsageError(f"{name} must be positive, got {value}")
     strategies = tuple(dict.fromkeys(canonical_strategy(s) for s in
                                      (strategy.split(",") if isinstance(strategy, str) else strategy)))
     profile = load_compute(compute) if isinstance(compute, str) else compute

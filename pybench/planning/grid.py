@@ -18,12 +18,13 @@ from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.overlap import OverlapProfile
+from pybench.planning.preset_check import unused_presets
 from pybench.planning.result import Breakeven, CcrResult
 from pybench.planning.step import StepEstimate, estimate_step
 from pybench.planning.strategies import MEMORY_HEADROOM, make_layout
 from pybench.planning.transformer import TransformerShape, parse_param_count
 
-__all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "BREAKEVEN_TOLERANCE"]
+__all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "grid_notes", "BREAKEVEN_TOLERANCE"]
 
 
 def layout_ok(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None, layers: int,
@@ -77,11 +78,12 @@ BREAKEVEN_TOLERANCE = 0.01
 
 def _breakevens(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate],
                 warnings: list[str]) -> list[Breakeven]:
-    if cfg.price_per_node_hour is None:
+    node_price = cfg.cost_per_hour(cfg.gpus_per_node)
+    if node_price is None:
         return []
     big = cfg.big_node_gpus is not None and cfg.big_node_price_per_hour is not None
     ref_g = cfg.big_node_gpus if big and cfg.big_node_gpus else cfg.gpus_per_node
-    ref_price = cfg.big_node_price_per_hour if big and cfg.big_node_price_per_hour else cfg.price_per_node_hour
+    ref_price = cfg.big_node_price_per_hour if big and cfg.big_node_price_per_hour else node_price
     ref_name = f"one {ref_g}-GPU big node at {ref_price:g}/h" if big else f"one {cfg.gpus_per_node}-GPU node"
     out = []
     for s in cfg.strategies:
@@ -107,7 +109,7 @@ def _breakevens(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate],
     return out
 
 
-def _notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[str]:
+def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[str]:
     notes = list(models.notes)
     grads = "bf16 grads 2" if cfg.bytes_per_param == 16 else "fp32 grads 4"
     why = "" if cfg.bytes_per_param == 16 else ": fp32 gradients, no distributed optimizer"
@@ -116,6 +118,10 @@ def _notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[s
                  + (" with flash attention" if cfg.flash_attention else "") + f"; GB = 1e9 B; fits = within "
                  f"{cfg.memory_headroom:.0%} of device memory (context, fragmentation and buffers are not in the "
                  f"estimate)")
+    b = cfg.grad_bytes_per_value
+    notes.append(f"comm: gradients exchanged at {b} B per value ({ {2: 'bf16', 4: 'fp32'}.get(b, 'custom') }; "
+                 f"comm_bytes_per_value sets it, by default the gradients' dtype); parameters and activations "
+                 f"as bf16 (2 B)")
     if any(r.recomputed and not cfg.recompute for r in rows):
         notes.append("layouts that fit only with activation checkpointing are timed with recomputation "
                      "(8 x P x tokens, not 6)")
@@ -143,7 +149,7 @@ def evaluate(cfg: CcrConfig, models: ModelSet, warnings: Sequence[str] = ()) -> 
     found = list(warnings)
     breakevens = _breakevens(cfg, models, rows, found)
     found += [f"skipped: {why}" for why in skipped]
-    return CcrResult(cfg, tuple(rows), tuple(breakevens), tuple(_notes(cfg, models, rows)), tuple(found))
+    return CcrResult(cfg, tuple(rows), tuple(breakevens), tuple(grid_notes(cfg, models, rows)), tuple(found))
 
 
 def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str | Sequence[int] = 1,
@@ -152,13 +158,13 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         compute: ComputeProfile | str | None = None, flops_per_s: float | None = None,
         gpus_per_node: int = 8, shape: TransformerShape | None = None, micro_batches: int | None = None,
         tp_degree: int | None = None, pp_degree: int | None = None, overlap: bool = False, bucket_mb: float = 25,
-        recompute: bool = False, comm_bytes_per_value: int = 2, device_memory_gb: float = 80,
+        recompute: bool = False, comm_bytes_per_value: int | None = None, device_memory_gb: float = 80,
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
         straggler_cv: float = 0.0, slow_node: float = 1.0, memory_headroom: float = MEMORY_HEADROOM,
         bytes_per_param: int = 16, backend: str | None = None, links: Sequence[str] = (),
         bucket_sizes_bytes: Sequence[float] | None = None,
-        overlap_profile: OverlapProfile | None = None) -> CcrResult:
+        overlap_profile: OverlapProfile | None = None, price_per_device_hour: float | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
 
     Call it as ``ccr(cfg, models=...)`` with a :class:`~pybench.planning.config.CcrConfig`
@@ -193,8 +199,9 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
     **others
         gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute,
         comm_bytes_per_value, flash_attention, price_per_node_hour, big_node_gpus,
-        big_node_price_per_hour, straggler_cv, slow_node, memory_headroom, bytes_per_param, overlap_profile:
-        As the CcrConfig attributes of the same names.
+        big_node_price_per_hour, straggler_cv, slow_node, memory_headroom, bytes_per_param, overlap_profile,
+        price_per_device_hour: As the CcrConfig attributes of the same names (comm_bytes_per_value: the
+        gradient exchange's bytes per value, by default its dtype under ``bytes_per_param``).
 
     Returns
     -------
@@ -206,8 +213,10 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         For bad input (unknown strategy, zero batch, invalid layouts, missing
         models), naming the parameter.
     """
+    model_set = as_model_set(models, backend, links)
+    unused = unused_presets(model_set, links, isinstance(models, str))
     if isinstance(params, CcrConfig):
-        return evaluate(params, as_model_set(models, backend, links))
+        return evaluate(params, model_set, unused)
     if seq is None:
         raise UsageError("seq is required unless the first argument is a CcrConfig")
     profile = load_compute(compute) if isinstance(compute, str) else compute
@@ -219,7 +228,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
                           flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                           big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
                           straggler_cv=straggler_cv, slow_node=slow_node, memory_headroom=memory_headroom,
-                          bytes_per_param=bytes_per_param,
+                          bytes_per_param=bytes_per_param, price_per_device_hour=price_per_device_hour,
                           overlap_profile=overlap_profile)
     warnings = [] if flops_per_s is not None else compute_warnings(profile, cfg.shape, parse_param_count(params))
-    return evaluate(cfg, as_model_set(models, backend, links), warnings)
+    return evaluate(cfg, model_set, unused + warnings)

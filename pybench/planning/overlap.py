@@ -189,6 +189,9 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
     copy_in_s, copy_out_s : float
         The framework's copies into the buckets (spread over backward) and out of them (after the last).
     """
+    if ready_fractions is None and explicit_buckets is None and slowdown <= 0:
+        return _equal_buckets_exposed_s(grad_bytes, bucket_bytes, backward_s + copy_in_s, bucket_time,
+                                        copy_out_s, backward_s)
     sizes = bucket_sizes(grad_bytes, bucket_bytes, explicit_buckets)
     if ready_fractions is None:
         fractions = uniform_ready_fractions(sizes)
@@ -199,19 +202,41 @@ def overlap_exposed_s(grad_bytes: float, bucket_bytes: float, backward_s: float,
     rate_busy = 1.0 - slowdown
     work_s = backward_s + copy_in_s  # each gradient is copied into its bucket as it is produced
     times: dict[float, float] = {}  # equal buckets: ask the model once per distinct size
-    clock = _SlowedClock(rate_busy)
+    # Without contention compute never slows, so wall time is work done (the plan's search asks this
+    # for hundreds of layouts; the clock's interval walk is only needed when buckets slow compute).
+    clock = _SlowedClock(rate_busy) if slowdown > 0 else None
     end_s = 0.0
     reached = 0.0
     for size, frac in zip(sizes, fractions):
         reached = max(reached, frac)  # a bucket cannot go before the one ahead of it
-        ready_s = clock.wall_at(work_s * reached)
+        ready_s = clock.wall_at(work_s * reached) if clock is not None else work_s * reached
         if size not in times:
             times[size] = bucket_time(size)
         start = max(end_s, ready_s)
         end_s = start + times[size]
-        clock.busy.append((start, end_s))
-    backward_end = clock.wall_at(work_s)
+        if clock is not None:
+            clock.busy.append((start, end_s))
+    backward_end = clock.wall_at(work_s) if clock is not None else work_s
     return max(0.0, max(end_s, backward_end) + copy_out_s - backward_s)
+
+
+def _equal_buckets_exposed_s(grad_bytes: float, bucket_bytes: float, work_s: float,
+                             bucket_time: Callable[[float], float], copy_out_s: float, backward_s: float) -> float:
+    """:func:`overlap_exposed_s` for equal buckets ready uniformly, nothing slowing compute, in closed form.
+
+    Full bucket k (of n - 1) is ready at k d (d = its share of the work) and the buckets go one after
+    another, so the last full one ends at max over k of (k d + (n - k) t): at k = 1 or k = n - 1, the
+    expression being linear in k. The remainder goes when backward ends or the stream frees, whichever
+    is later. (The plan's search asks this for hundreds of layouts of thousands of buckets.)
+    """
+    sizes = bucket_sizes(grad_bytes, bucket_bytes)
+    n, full, last = len(sizes), sizes[0], sizes[-1]
+    end_s = 0.0
+    if n > 1:
+        t, d = bucket_time(full), work_s * full / grad_bytes
+        end_s = max(d + (n - 1) * t, (n - 1) * d + t)
+    end_s = max(end_s, work_s) + bucket_time(last)
+    return max(0.0, max(end_s, work_s) + copy_out_s - backward_s)
 
 
 def bucketed_serial_s(grad_bytes: float, bucket_bytes: float, bucket_time: Callable[[float], float],

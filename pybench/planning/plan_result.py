@@ -29,6 +29,7 @@ from pybench.planning.records import (
     ScaleOutAdvice,
     ScaleUpAdvice,
     ScalingAdvice,
+    SearchAdvice,
     TensorParallelAdvice,
     UtilisationAdvice,
     Zero3Advice,
@@ -64,6 +65,10 @@ class Plan:
     max_world : int
     headroom : float
         Share of device memory a configuration may use to "fit comfortably".
+    warnings : tuple of str
+        What the user must hear on stderr too (a link preset the models cannot use).
+    search : SearchBounds, optional
+        What the search weighed (:mod:`pybench.planning.search`).
     """
 
     verdict: OneDevice
@@ -76,6 +81,8 @@ class Plan:
     target_met: bool = True
     max_world: int = 64
     headroom: float = 0.8
+    warnings: tuple[str, ...] = ()
+    search: Any = None
 
     @property
     def advice(self) -> tuple[str, ...]:
@@ -100,12 +107,31 @@ class Plan:
         return f"Plan({self.verdict}; recommended {rec}; {len(self.rows)} configurations evaluated)"
 
 
+def devices(n: int) -> str:
+    """``1 device``, ``8 devices``."""
+    return f"{n} device" if n == 1 else f"{n} devices"
+
+
+def wait_share(r: StepEstimate) -> float:
+    """The wait for the slowest rank as a share of the step CCR is taken over (so CCR = network + wait)."""
+    total = r.comm_s + r.sync_s + r.compute_s
+    return r.sync_s / total if total else 0.0
+
+
+def ccr_figure(r: StepEstimate) -> str:
+    """``CCR 0.46 (comm-bound)``, with the wait for the slowest rank shown apart when there is one."""
+    if r.sync_s > 0:
+        return (f"CCR {r.ccr:.2f} ({r.band}; network {r.ccr - wait_share(r):.2f} + wait for the slowest rank "
+                f"{wait_share(r):.2f})")
+    return f"CCR {r.ccr:.2f} ({r.band})"
+
+
 def row_figures(r: StepEstimate) -> str:
     """The figures of one configuration in a sentence: CCR, band, samples/s, efficiency, memory."""
     exposed = f", exposed {r.exposed_fraction:.2f} ({r.band_exposed})" if r.overlap else ""
     eff_node = "" if r.efficiency_vs_node is None else f", eff vs node {r.efficiency_vs_node:.2f}"
     cost = "" if r.samples_per_dollar is None else f", {r.samples_per_dollar:.4g} samples/$"
-    return (f"CCR {r.ccr:.2f} ({r.band}){exposed}, {r.samples_per_s:.2f} samples/s{cost}, "
+    return (f"{ccr_figure(r)}{exposed}, {r.samples_per_s:.2f} samples/s{cost}, "
             f"eff vs 1 device {r.efficiency_vs_device:.2f}{eff_node}, {fmt_gb(r.memory.needed_bytes)}/device "
             f"({r.memory.fits})")
 
@@ -132,12 +158,12 @@ def _utilisation(a: UtilisationAdvice) -> str:
 
 
 def _scale_up(a: ScaleUpAdvice) -> str:
-    return (f"scale up first: fill one node ({a.gpus_per_node} devices over intra-node links) with DDP: "
-            f"{row_figures(a.node)}.")
+    return (f"scale up first: fill one node ({a.gpus_per_node} devices over intra-node links) with DDP when more "
+            f"throughput is needed: {row_figures(a.node)}.")
 
 
 def _scale_out(a: ScaleOutAdvice) -> str:
-    rows = "; ".join(f"{r.world} devices: CCR {r.ccr:.2f}, exposed {r.exposed_fraction:.2f}, eff vs node "
+    rows = "; ".join(f"{r.world} devices: {ccr_figure(r)}, exposed {r.exposed_fraction:.2f}, eff vs node "
                      f"{r.efficiency_vs_node if r.efficiency_vs_node is not None else float('nan'):.2f}"
                      for r in a.rows)
     if a.last_good_world is None:
@@ -152,12 +178,13 @@ def _scale_out(a: ScaleOutAdvice) -> str:
 
 def _zero(a: ZeroAdvice) -> str:
     return (f"shard the optimizer state with ZeRO at {a.world} devices: "
-            + "; ".join(f"{r.strategy} {fmt_gb(r.memory.total_bytes)}/device, CCR {r.ccr:.2f}" for r in a.rows) + ".")
+            + "; ".join(f"{r.strategy} {fmt_gb(r.memory.needed_bytes)}/device ({r.memory.fits}), {ccr_figure(r)}"
+                        for r in a.rows) + ".")
 
 
 def _accumulation(a: AccumulationAdvice) -> str:
     return (f"or keep DDP with gradient accumulation: micro-batch 1 x {a.batch} accumulation steps "
-            f"needs {fmt_gb(a.memory.total_bytes)}/device and communicates once per step.")
+            f"needs {fmt_gb(a.memory.needed_bytes)}/device ({a.memory.fits}) and communicates once per step.")
 
 
 def _checkpoint(a: CheckpointAdvice) -> str:
@@ -165,7 +192,7 @@ def _checkpoint(a: CheckpointAdvice) -> str:
 
 
 def _zero3(a: Zero3Advice) -> str:
-    return f"ZeRO-3/FSDP fits from {a.row.world} devices: {row_figures(a.row)}."
+    return f"ZeRO-3/FSDP fits from {devices(a.row.world)} at micro-batch {a.row.batch}: {row_figures(a.row)}."
 
 
 def _tensor_parallel(a: TensorParallelAdvice) -> str:
@@ -174,7 +201,7 @@ def _tensor_parallel(a: TensorParallelAdvice) -> str:
 
 
 def _pipeline(a: PipelineAdvice) -> str:
-    node = f" ({fmt_gb(a.tp_node.memory.total_bytes)}/device)" if a.tp_node is not None else ""
+    node = f" ({fmt_gb(a.tp_node.memory.needed_bytes)}/device)" if a.tp_node is not None else ""
     return (f"tensor parallel inside the node (tp={a.tp}) is not enough{node}; add pipeline stages across nodes: "
             f"tp={a.tp} x pp={a.row.layout.pp} fits: {row_figures(a.row)}; then data parallel on top.")
 
@@ -186,7 +213,7 @@ def _no_layout(a: NoLayoutAdvice) -> str:
 
 def _batch(a: BatchAdvice) -> str:
     r, start = a.row, a.row.decisive_band
-    where = f"{r.strategy} on {r.world} devices"
+    where = f"{r.strategy} on {devices(r.world)}"
     if a.verdict == BatchVerdict.CHANGES_BAND and a.at is not None:
         x = a.at
         return (f"larger batches amortise communication: {where} goes from {r.comm_fraction:.2f} ({start}) at "
@@ -194,13 +221,18 @@ def _batch(a: BatchAdvice) -> str:
                 f"device, {x.samples_per_s:.2f} samples/s, {fmt_gb(x.memory.needed_bytes)}/device")
     if a.verdict == BatchVerdict.ADOPTED and a.at is not None:
         x = a.at
-        return (f"a larger batch takes it out of the comm-bound band: at micro-batch {a.tried_batch} per device, "
-                f"{x.strategy} on {x.world} devices gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
-                f"({x.decisive_band}), where {where} at batch {a.batch} gave {r.samples_per_s:.2f} at "
-                f"{r.comm_fraction:.2f} ({start}); recommended instead")
+        return (f"micro-batch {a.tried_batch} per device is recommended, not the {a.batch} asked for: "
+                f"{x.strategy} on {devices(x.world)} gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
+                f"({x.decisive_band}), where at micro-batch {a.batch} it gives {r.samples_per_s:.2f} at "
+                f"{r.comm_fraction:.2f} ({start}); the global batch grows with it")
     if a.verdict == BatchVerdict.STOPS_FITTING:
         return (f"a larger batch does not help here: at batch {a.tried_batch} {where} no longer fits in memory, "
                 f"and up to batch {a.tried_batch // 2} the band stays {start}")
+    if r.sync_s > 0 and wait_share(r) >= r.ccr - wait_share(r):
+        # The wait grows with compute, so a larger batch cannot amortise it.
+        return (f"larger batches do not change the band of {where} up to batch {a.max_batch} per device: it stays "
+                f"{start}; the wait for the slowest rank ({wait_share(r):.2f} of the step: stragglers, a slow "
+                f"node), not the network, sets the step")
     return (f"larger batches do not change the band of {where} up to batch {a.max_batch} per device: it stays "
             f"{start}; communication, not the batch, sets the step")
 
@@ -212,40 +244,91 @@ def _input_pipeline(a: InputPipelineAdvice) -> str:
 
 
 def _scaling(a: ScalingAdvice) -> str:
-    return ("check scaling efficiency at small counts before larger ones: " + "; ".join(
-        f"{r.world} devices {r.efficiency_vs_device:.2f} ({r.samples_per_s:.2f} samples/s)" for r in a.rows))
+    shown = [(r.world, f"{devices(r.world)} {r.efficiency_vs_device:.2f} ({r.strategy}, "
+                       f"{r.samples_per_s:.2f} samples/s)") for r in a.rows]
+    shown += [(w, f"{devices(w)}: nothing fits") for w in a.missing]
+    return "check scaling efficiency at small counts before larger ones: " + "; ".join(
+        text for _, text in sorted(shown))
+
+
+def _capped(r: StepEstimate, loader: float | None) -> float:
+    return r.samples_per_s if loader is None else min(r.samples_per_s, loader * r.layout.dp)
+
+
+def _node_best(a: NeedAdvice) -> str:
+    if a.node is None:
+        return "nothing inside one node that is not comm-bound"
+    n = a.node
+    said = (f"one node's best is {n.strategy} on {devices(n.world)} at micro-batch {n.batch}, "
+            f"{n.samples_per_s:.2f} samples/s")
+    if a.loader_samples_per_s is not None and _capped(n, a.loader_samples_per_s) < n.samples_per_s:
+        said += f" by compute, {_capped(n, a.loader_samples_per_s):.2f} with this data loader"
+    return said
 
 
 def _need(a: NeedAdvice) -> str:
-    node = "" if a.node is None else (f"one node's best is {a.node.world} devices at "
-                                      f"{a.node.samples_per_s:.2f} samples/s")
+    r = a.row
     if a.verdict == NeedVerdict.NO_NAMED_NEED:
-        return (f"no named need for more than one node, so stay on one node ({node}); more nodes are justified by "
-                f"a throughput or time-to-train target beyond that (target_samples_per_s) or by a model that does "
-                f"not fit one node")
+        pick = "" if r is None else (f"{r.strategy} on {devices(r.world)} at micro-batch {r.batch} suffices "
+                                     f"({r.samples_per_s:.2f} samples/s, the cheapest per sample); ")
+        return (f"no named need for more than one node: {pick}{_node_best(a)}, efficiency "
+                f"{a.node.efficiency_vs_device if a.node is not None else float('nan'):.2f}; more devices are "
+                f"justified by a throughput or time-to-train target (target_samples_per_s) or by a model that "
+                f"does not fit one node")
+    if a.verdict == NeedVerdict.MEMORY and r is not None:
+        return (f"the model's memory sets the layout: the cheapest per sample that fits and is not comm-bound is "
+                f"{r.strategy} on {devices(r.world)} [{r.layout}] at micro-batch {r.batch}, "
+                f"{r.samples_per_s:.2f} samples/s; {_node_best(a)}")
     if a.verdict == NeedVerdict.DEVICE_NOT_WELL_USED:
-        return f"stay on one node ({node}) until one device is well used"
-    if a.verdict == NeedVerdict.TARGET_MET and a.row is not None:
-        return (f"the target of {a.target_samples_per_s:g} samples/s needs {a.row.strategy} on {a.row.world} "
-                f"devices at micro-batch {a.row.batch}: {a.row.samples_per_s:.2f} samples/s, {a.row.decisive_band} "
-                f"by its own bands")
-    if a.verdict == NeedVerdict.TARGET_MET_ONLY_COMM_BOUND and a.row is not None:
+        said = f"no scale-out until one device is well used: stay on one node ({_node_best(a)})"
+        if a.target_samples_per_s is not None and not a.target_met:
+            said += (f"; the target of {a.target_samples_per_s:g} samples/s is not met inside one node, and more "
+                     f"nodes would only multiply the waste: fix the input pipeline (or the kernels) first")
+        elif a.target_samples_per_s is not None and r is not None:
+            said += (f"; the target of {a.target_samples_per_s:g} samples/s is met by {r.strategy} on "
+                     f"{devices(r.world)}")
+        return said
+    if a.verdict == NeedVerdict.TARGET_MET and r is not None:
+        return (f"the target of {a.target_samples_per_s:g} samples/s is met most cheaply per sample by {r.strategy} "
+                f"on {devices(r.world)} [{r.layout}] at micro-batch {r.batch}: {r.samples_per_s:.2f} samples/s, "
+                f"{r.decisive_band} by its own bands")
+    if a.verdict == NeedVerdict.TARGET_MET_ONLY_COMM_BOUND and r is not None:
         best = a.best_allowed
         allowed = ("no layout its bands allow" if best is None else
-                   f"the fastest layout its bands allow is {best.strategy} on {best.world} devices at "
+                   f"the fastest layout its bands allow is {best.strategy} on {devices(best.world)} at "
                    f"{best.samples_per_s:.2f} samples/s")
         return (f"only comm-bound layouts reach the target of {a.target_samples_per_s:g} samples/s: "
-                f"{a.row.strategy} on {a.row.world} devices, {a.row.samples_per_s:.2f} samples/s with exposed "
-                f"communication {a.row.comm_fraction:.2f}; {allowed}")
-    return f"nothing evaluated reaches the target of {a.target_samples_per_s:g} samples/s; the nearest is recommended"
+                f"{r.strategy} on {devices(r.world)}, {r.samples_per_s:.2f} samples/s with exposed "
+                f"communication {r.comm_fraction:.2f}; {allowed}")
+    nearest = "" if r is None else (f"; the nearest is {r.strategy} on {devices(r.world)} [{r.layout}] at "
+                                    f"micro-batch {r.batch}, {r.samples_per_s:.2f} samples/s, the fastest of "
+                                    f"every layout searched")
+    return f"nothing searched reaches the target of {a.target_samples_per_s:g} samples/s{nearest}"
+
+
+def _search(a: SearchAdvice) -> str:
+    b = a.bounds
+    why = {"default": " (the default; max_world sets it)", "max_world": " (max_world)"}.get(
+        b.max_world_reason, f" ({b.max_world_reason})")
+    said = (f"searched every layout of {', '.join(b.strategies)} (every tp degree dividing the node, every "
+            f"pipeline depth up to the layers) on {b.worlds[0]}-{devices(b.worlds[-1])}{why}, micro-batch "
+            f"{b.batches[0]}-{b.batches[-1]} (max_batch) with the global batch within {b.global_batch_limit} "
+            f"sequences (global_batch_limit), activation checkpointing where a layout needs it: "
+            f"{b.rows_fitting} of the {b.layouts_tried} layout and micro-batch pairs checked fit in memory and were "
+            f"priced")
+    if a.bounded:
+        said += f"; the answer is bounded by {devices(b.max_world)}: more may do better"
+    return said
 
 
 def _cost(a: CostAdvice) -> str:
     r = a.row
     node = ("" if a.node is None or a.node.samples_per_dollar is None else
-            f"; one node's best ({a.node.world} devices) gives {a.node.samples_per_dollar:.4g}")
-    return (f"at {a.price_per_node_hour:g} per node-hour, {r.strategy} on {r.world} devices costs "
-            f"{r.cost_per_hour or 0.0:g} per hour and gives {r.samples_per_dollar or 0.0:.4g} samples per dollar{node}")
+            f"; one node's best ({devices(a.node.world)}) gives {a.node.samples_per_dollar:.4g}")
+    price = (f"{a.price_per_device_hour:g} per device-hour (billed for the devices used)"
+             if a.price_per_device_hour is not None else f"{a.price_per_node_hour:g} per node-hour")
+    return (f"at {price}, {r.strategy} on {devices(r.world)} costs {r.cost_per_hour or 0.0:g} per hour and gives "
+            f"{r.samples_per_dollar or 0.0:.4g} samples per dollar{node}")
 
 
 def _global_batch(a: GlobalBatchAdvice) -> str:
@@ -261,7 +344,7 @@ _SENTENCES: dict[type, Callable[[Any], str]] = {
     ZeroAdvice: _zero, AccumulationAdvice: _accumulation, CheckpointAdvice: _checkpoint, Zero3Advice: _zero3,
     TensorParallelAdvice: _tensor_parallel, PipelineAdvice: _pipeline, NoLayoutAdvice: _no_layout,
     BatchAdvice: _batch, InputPipelineAdvice: _input_pipeline, ScalingAdvice: _scaling, NeedAdvice: _need,
-    CostAdvice: _cost, GlobalBatchAdvice: _global_batch,
+    CostAdvice: _cost, GlobalBatchAdvice: _global_batch, SearchAdvice: _search,
 }
 
 
@@ -273,9 +356,10 @@ def advice_sentence(a: Advice) -> str:
 def plan_notes(p: Plan) -> tuple[str, ...]:
     """The evaluation's notes, a missed target, and the headroom the plan assumed."""
     notes = list(p.evaluation_notes)
-    if p.target_samples_per_s is not None and not p.target_met:
-        notes.append(f"no configuration within {p.max_world} devices reaches {p.target_samples_per_s:g} "
-                     f"samples/s; recommended is the fastest")
+    starved = any(isinstance(a, NeedAdvice) and a.verdict == NeedVerdict.DEVICE_NOT_WELL_USED for a in p.records)
+    if p.target_samples_per_s is not None and not p.target_met and not starved:
+        notes.append(f"no configuration within {devices(p.max_world)} reaches {p.target_samples_per_s:g} "
+                     f"samples/s; recommended is the fastest (max_world bounded the search)")
     if not any("of device memory" in n for n in notes):  # the grid's memory note says it already
         notes.append(f"fits comfortably means within {p.headroom:.0%} of device memory (context, fragmentation "
                      f"and buffers are not in the estimate)")
@@ -288,7 +372,7 @@ def plan_text(p: Plan) -> str:
     lines += [f"{i}. {a}" for i, a in enumerate(p.advice, 1)]
     if p.recommended is not None:
         r = p.recommended
-        line = f"recommended: {r.strategy} on {r.world} devices [{r.layout}], batch {r.batch}: {row_figures(r)}"
+        line = f"recommended: {r.strategy} on {devices(r.world)} [{r.layout}], batch {r.batch}: {row_figures(r)}"
         loader = next((a.loader_samples_per_s for a in p.records if isinstance(a, InputPipelineAdvice)), None)
         if loader is not None and loader * r.layout.dp < r.samples_per_s:
             # the figures above are the step's; the loader caps what the job really gets
@@ -304,4 +388,6 @@ def plan_document(p: Plan) -> dict[str, Any]:
                         "memory_one_device": p.memory_one_device.to_dict(),
                         "rows": [r.to_dict() for r in p.rows],
                         "recommended": None if p.recommended is None else p.recommended.to_dict(),
-                        "notes": list(p.notes), "records": [a.to_dict() for a in p.records]})
+                        "notes": list(p.notes), "warnings": list(p.warnings),
+                        "search": None if p.search is None else p.search.to_dict(),
+                        "records": [a.to_dict() for a in p.records]})

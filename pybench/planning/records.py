@@ -16,7 +16,7 @@ __all__ = [
     "Rule", "RULE_ORDER", "OneDevice", "ScaleOutVerdict", "BatchVerdict", "NeedVerdict", "Advice", "MemoryAdvice",
     "UtilisationAdvice", "ScaleUpAdvice", "ScaleOutAdvice", "ZeroAdvice", "AccumulationAdvice", "CheckpointAdvice",
     "Zero3Advice", "TensorParallelAdvice", "PipelineAdvice", "NoLayoutAdvice", "BatchAdvice", "InputPipelineAdvice",
-    "ScalingAdvice", "NeedAdvice", "CostAdvice", "GlobalBatchAdvice", "row_summary",
+    "ScalingAdvice", "NeedAdvice", "CostAdvice", "GlobalBatchAdvice", "SearchAdvice", "row_summary",
 ]
 
 
@@ -40,6 +40,7 @@ class Rule(TextEnum):
     COST = "cost"
     GLOBAL_BATCH = "global batch"
     BATCH = "batch"
+    SEARCH = "search"
 
 
 # The order the decision rules are applied and reported in (issue 14): does it fit one device,
@@ -48,7 +49,7 @@ class Rule(TextEnum):
 RULE_ORDER: tuple[Rule, ...] = (
     Rule.MEMORY, Rule.UTILISATION, Rule.INPUT_PIPELINE, Rule.SCALE_UP, Rule.SCALING, Rule.ZERO,
     Rule.ACCUMULATION, Rule.CHECKPOINTING, Rule.ZERO3, Rule.TENSOR_PARALLEL, Rule.PIPELINE, Rule.NO_LAYOUT,
-    Rule.SCALE_OUT, Rule.NEED, Rule.COST, Rule.GLOBAL_BATCH, Rule.BATCH,
+    Rule.SCALE_OUT, Rule.SEARCH, Rule.NEED, Rule.COST, Rule.GLOBAL_BATCH, Rule.BATCH,
 )
 
 
@@ -76,6 +77,7 @@ class NeedVerdict(TextEnum):
     TARGET_MET = "target met"
     TARGET_MET_ONLY_COMM_BOUND = "target met only by comm-bound layouts"
     TARGET_NOT_REACHABLE = "target not reachable"
+    MEMORY = "memory sets the layout"
 
 
 class BatchVerdict(TextEnum):
@@ -103,6 +105,8 @@ def _figure(value: Any) -> Any:
         return value.to_dict()
     if isinstance(value, tuple):
         return [_figure(v) for v in value]
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
     return value
 
 
@@ -230,10 +234,15 @@ class InputPipelineAdvice(Advice):
 
 @dataclass(frozen=True)
 class ScalingAdvice(Advice):
-    """Scaling efficiency at 2, 4 and 8 workers, to check before larger counts."""
+    """Scaling efficiency at 2, 4 and 8 workers, to check before larger counts.
+
+    ``rows``: the fastest layout that fits at each count (at the user's micro-batch where it fits);
+    ``missing``: the counts at which nothing fits.
+    """
 
     rule = Rule.SCALING
     rows: tuple[StepEstimate, ...]
+    missing: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -241,7 +250,9 @@ class NeedAdvice(Advice):
     """What the recommendation rests on: the named need (a target) or its absence.
 
     ``node``: the best configuration inside one node; ``target_samples_per_s``: the need, if named;
-    ``best_allowed``: the fastest layout its bands do not call comm-bound (when only comm-bound ones meet it).
+    ``best_allowed``: the fastest layout its bands do not call comm-bound (when only comm-bound ones meet it);
+    ``loader_samples_per_s``: one replica's data loader, which caps every row (None: no cap given);
+    ``target_met``: whether the recommendation reaches the target.
     """
 
     rule = Rule.NEED
@@ -249,6 +260,8 @@ class NeedAdvice(Advice):
     node: StepEstimate | None
     target_samples_per_s: float | None = None
     best_allowed: StepEstimate | None = None
+    loader_samples_per_s: float | None = None
+    target_met: bool = True
 
 
 @dataclass(frozen=True)
@@ -259,6 +272,7 @@ class CostAdvice(Advice):
     price_per_node_hour: float
     row: StepEstimate
     node: StepEstimate | None
+    price_per_device_hour: float | None = None
 
 
 @dataclass(frozen=True)
@@ -281,3 +295,13 @@ class BatchAdvice(Advice):
     tried_batch: int
     max_batch: int
     at: StepEstimate | None = None
+
+
+@dataclass(frozen=True)
+class SearchAdvice(Advice):
+    """What the search weighed (``bounds``, a :class:`pybench.planning.search.SearchBounds`), and whether
+    ``max_world`` bounded the answer (a target not reached, or one node only for want of an inter-node model)."""
+
+    rule = Rule.SEARCH
+    bounds: Any
+    bounded: bool = False

@@ -116,7 +116,7 @@ def _row_line(r: StepEstimate, overlap: bool, priced: bool) -> str:
         line += f"{r.exposed_fraction:>8.3f}{r.band_exposed:>11}"
     eff_node = "-" if r.efficiency_vs_node is None else f"{r.efficiency_vs_node:.3f}"
     line += (f"{fmt_seconds(r.step_s):>11}{r.samples_per_s:>11.4g}{r.efficiency_vs_device:>9.3f}"
-             f"{eff_node:>9}{r.memory.total_bytes / 1e9:>8.1f}  {r.memory.fits:<24}")
+             f"{eff_node:>9}{r.memory.needed_bytes / 1e9:>8.1f}  {r.memory.fits:<24}")
     if priced and r.samples_per_dollar is not None:
         line += f"{r.samples_per_dollar:>11.4g}"
     return line
@@ -127,13 +127,13 @@ def _breakeven_line(b: Breakeven) -> str:
     cheaper = "at no multi-node size" if b.cheaper_up_to_world is None else f"up to world {b.cheaper_up_to_world}"
     return (f"breakeven {b.strategy} batch {b.batch} vs {b.reference} ({b.reference_samples_per_s:.2f} samples/s, "
             f"{b.reference_samples_per_dollar:.0f} samples/$): faster {faster}; as cheap per sample "
-            f"(within {b.tolerance:.0%}) {cheaper}; layouts that fit only")
+            f"(within {b.tolerance:.0%}) {cheaper}; only layouts that fit in memory are compared")
 
 
 def ccr_table(result: CcrResult) -> str:
     """The CCR table for stdout: a header, one line per row, breakevens and notes."""
     c = result.config
-    priced = c.price_per_node_hour is not None
+    priced = c.priced
     head = (f"# ccr: {format_param_count(c.params)} params ({c.shape}), seq {c.seq}, "
             f"{c.gpus_per_node} GPUs/node, compute {c.flops_per_s / 1e12:.2f} TFLOP/s ({c.flops_source}), "
             f"overlap {'on, ' + format(c.bucket_bytes / 2**20, 'g') + ' MiB buckets' if c.overlap else 'off'}")

@@ -288,7 +288,7 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     g = cfg.gpus_per_node if gpus_per_node is None else gpus_per_node
     layout = make_layout(strategy, world, g, cfg.tp_degree, cfg.shape.layers, cfg.pp_degree)
     m = default_micro_batches(cfg, layout)
-    work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.comm_bytes_per_value)
+    work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.grad_bytes_per_value)
     timed = tuple(OpTime(op, shared_time(models, op, op.size_bytes,
                                          models.time(op.collective, op.size_bytes, op.group_size, op.link_class),
                                          sharing_groups(layout, op), layout.world))
@@ -309,7 +309,7 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
         serial = sum(o.time_s for o in timed)
         comm = _Comm(serial, sum(o.op.calls * o.call.time_low_s for o in timed),
                      sum(o.op.calls * o.call.time_high_s for o in timed), serial)
-    cost = None if cfg.price_per_node_hour is None else nodes * cfg.price_per_node_hour
+    cost = cfg.cost_per_hour(world, g)
     return StepEstimate(strategy=layout.strategy, world=world, batch=batch, layout=layout, micro_batches=m,
                         global_batch=batch * m * layout.dp, ops=timed, compute_s=compute_s,
                         bubble_s=compute_s * (layout.pp - 1) / m, comm_s=comm.serial_s, comm_low_s=comm.low_s,

@@ -43,7 +43,8 @@ from pybench.planning.transformer import TransformerShape
 
 __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
-    "make_layout", "comm_ops", "memory_per_device", "bubble_fraction", "INTRA", "INTER",
+    "make_layout", "comm_ops", "grad_comm_bytes", "WIRE_BYTES_PER_VALUE", "memory_per_device",
+    "activation_bytes_per_sbh", "bubble_fraction", "INTRA", "INTER",
     "BYTES_PER_PARAM", "BYTES_PER_PARAM_FP32_GRADS", "ACCOUNTINGS", "MemoryFit", "MEMORY_HEADROOM",
 ]
 
@@ -66,6 +67,14 @@ BYTES_PER_PARAM = {"weights": 2, "grads": 2, "optimizer": 12}
 # optimizer that keep gradients in fp32, e.g. Megatron's default without --use-distributed-optimizer).
 BYTES_PER_PARAM_FP32_GRADS = {"weights": 2, "grads": 4, "optimizer": 12}
 ACCOUNTINGS = {16: BYTES_PER_PARAM, 18: BYTES_PER_PARAM_FP32_GRADS}
+# Parameters and activations travel as bf16 (the weights of both accountings); only the gradient
+# exchange follows the gradients' dtype (``comm_bytes_per_value``, fp32 with the 18 B/param accounting).
+WIRE_BYTES_PER_VALUE = 2
+
+
+def grad_comm_bytes(bytes_per_param: int) -> int:
+    """Bytes per value of the gradient exchange an accounting implies: its gradients' dtype."""
+    return ACCOUNTINGS[bytes_per_param]["grads"]
 
 
 def canonical_strategy(name: str) -> str:
@@ -139,10 +148,13 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     if t < 1 or t > g or g % t:
         raise UsageError(f"{strategy}: tensor-parallel degree {t} must divide the {g} GPUs per node "
                          f"(tp stays inside a node)")
-    if world % g:
+    # Whole nodes, or an equal share of one node (tp2 x dp2 on 4 of 8 GPUs) so that no tp group straddles two.
+    if world % g and (world > g or g % world):
         raise UsageError(f"{strategy} on {world} ranks: world must be a multiple of gpus_per_node {g} "
-                         f"(tp inside each node, dp across nodes)")
+                         f"(tp inside each node, dp across nodes), or divide it")
     if strategy == "tp+dp":
+        if world % t:
+            raise UsageError(f"tp+dp on {world} ranks: world must be a multiple of the tensor-parallel degree {t}")
         return Layout(strategy, world, g, dp=world // t, tp=t)
     p = 2 if pp_degree is None else pp_degree
     if p < 1:
@@ -176,7 +188,8 @@ class Workload:
     micro_batches : int
         Micro-batches per step (gradient accumulation, pipeline micro-batches).
     comm_bytes_per_value : int
-        b: bytes per communicated gradient/parameter/activation value (2 = bf16).
+        b: bytes per value of the gradient exchange (2 = bf16, 4 = fp32 gradients). Parameters
+        and activations travel as the bf16 weights both accountings hold (``WIRE_BYTES_PER_VALUE``).
     """
 
     params: int
@@ -193,8 +206,8 @@ class Workload:
 
     @property
     def activation_bytes(self) -> int:
-        """One micro-batch's hidden states: batch x seq x hidden values."""
-        return self.batch * self.seq * self.shape.hidden * self.comm_bytes_per_value
+        """One micro-batch's hidden states: batch x seq x hidden bf16 values."""
+        return self.batch * self.seq * self.shape.hidden * WIRE_BYTES_PER_VALUE
 
     def to_dict(self) -> dict:
         return {"params": self.params, "shape": self.shape.to_dict(), "seq": self.seq, "batch": self.batch,
@@ -256,6 +269,7 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
     Returns an empty tuple when nothing is communicated (world 1).
     """
     s, g, P, b = layout.strategy, layout.gpus_per_node, work.params, work.comm_bytes_per_value
+    w = WIRE_BYTES_PER_VALUE  # parameters are gathered as the bf16 weights, whatever the gradients' dtype
     m, L = work.micro_batches, work.shape.layers
     ops: list[CommOp] = []
     if s in ("ddp", "zero1", "zero2", "zero3") and layout.dp > 1:
@@ -265,10 +279,10 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
             ops.append(CommOp("gradients", "allreduce", P * b, 1, n, link, True))
         elif s in ("zero1", "zero2"):
             ops.append(CommOp("gradients", "reducescatter", P * b, 1, n, link, True))
-            ops.append(CommOp("parameters (after step)", "allgather", P * b, 1, n, link))
+            ops.append(CommOp("parameters (after step)", "allgather", P * w, 1, n, link))
         else:
-            ops.append(CommOp("parameters (forward)", "allgather", P * b, m, n, link))
-            ops.append(CommOp("parameters (backward)", "allgather", P * b, m, n, link))
+            ops.append(CommOp("parameters (forward)", "allgather", P * w, m, n, link))
+            ops.append(CommOp("parameters (backward)", "allgather", P * w, m, n, link))
             ops.append(CommOp("gradients", "reducescatter", P * b, m, n, link, True))
     if s in ("tp", "tp+dp", "tp+pp+dp") and layout.tp > 1:
         # Megatron: one all-reduce after attention and one after the MLP, forward and backward,
@@ -306,7 +320,8 @@ class MemoryEstimate:
     (``BYTES_PER_PARAM``) divided by how the strategy shards them. Activations
     follow Korthikanti et al. 2022 (16-bit, per layer per micro-batch):
     ``s b h (34 + 5 a s / h)`` without tensor parallelism and
-    ``s b h (10 + 24 / t + 5 a s / (h t))`` with it; the ``5 a s / h`` term
+    ``s b h (10 + 24 / t + 5 a s / (h t))`` with it, the 24 adjusted to the shape's grouped-query
+    attention and MLP width and gating (:func:`activation_bytes_per_sbh`); the ``5 a s / h`` term
     (attention scores) is dropped with flash attention. Full activation
     checkpointing keeps each layer's input (2 s b h) plus one layer's full
     activations during recomputation. Embedding/logit buffers, the CUDA context
@@ -371,6 +386,21 @@ class MemoryEstimate:
                 f" {self.fits})")
 
 
+def activation_bytes_per_sbh(shape: TransformerShape, tp: int = 1) -> float:
+    """Bytes of one layer's stored activations per (sequence x batch x hidden) element, without the scores.
+
+    Korthikanti et al. 2022 count 34 for GPT (10 + 24 / t with tensor parallelism): 10 that TP does not
+    split (two layer-norm inputs 4, attention and MLP inputs 4, two dropout masks 2) and 24 it does:
+    Q, K and V 6, the attention output projection's input 2, and the MLP's 16 (its up projection's
+    output and the activation's output, 2 x 4h values of 2 bytes). With grouped-query attention K and V
+    are kv_heads / heads as wide; with another MLP width the 16 scales as ffn / hidden; a gated MLP
+    (SwiGLU) keeps three ffn-wide tensors (gate, up and their product), not two.
+    """
+    kv = shape.kv_heads / shape.heads
+    mlp = (3 if shape.gated_mlp else 2) * 2 * shape.ffn / shape.hidden
+    return 10 + (2 + 4 * kv + 2 + mlp) / tp
+
+
 def memory_per_device(layout: Layout, work: Workload, device_bytes: float, flash_attention: bool = True,
                       headroom: float = MEMORY_HEADROOM, bytes_per_param: int = 16) -> MemoryEstimate:
     """Memory per device for ``layout`` running ``work`` (see :class:`MemoryEstimate`).
@@ -398,7 +428,7 @@ def memory_per_device(layout: Layout, work: Workload, device_bytes: float, flash
     sh, t = work.shape, layout.tp
     sbh = work.seq * work.batch * sh.hidden
     attn_term = 0.0 if flash_attention else 5 * sh.heads * work.seq / (sh.hidden * t)
-    per_layer = sbh * ((34.0 if t == 1 else 10 + 24 / t) + attn_term)
+    per_layer = sbh * (activation_bytes_per_sbh(sh, t) + attn_term)
     # 1F1B: the first stage keeps min(m, p) micro-batches of its L/p layers in flight.
     layers_per_stage = math.ceil(sh.layers / layout.pp)
     in_flight = min(work.micro_batches, layout.pp)

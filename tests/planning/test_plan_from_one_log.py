@@ -75,7 +75,7 @@ def test_one_node_log_and_25g_ethernet_stays_on_one_node(one_node_model):
     assert p.recommended is not None and p.recommended.world <= 8
     (need,) = [a for a in p.records if isinstance(a, NeedAdvice)]
     assert need.verdict is NeedVerdict.NO_NAMED_NEED
-    multi = [r for r in p.rows if r.world > 8]
+    multi = [r for r in p.rows if r.world > 8 and r.strategy == "ddp" and r.batch == 1]
     assert multi and all(r.decisive_band is Band.COMM_BOUND for r in multi)
     assert all("preset eth-25g" in o.call.source for r in multi for o in r.ops)
 

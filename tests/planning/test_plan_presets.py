@@ -21,5 +21,5 @@ def test_an_inter_node_preset_prices_multi_node_layouts_of_a_piecewise_only_file
 def test_the_recommendation_says_when_the_loader_caps_it(capsys):
     assert main([*COMMON, "--max-world", "8", "--loader-samples-per-s", "49"]) == 0
     rec = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("recommended:"))
-    world = int(rec.split(" on ")[1].split(" devices")[0])
+    world = int(rec.split(" on ")[1].split(" device")[0])
     assert rec.endswith(f"the data loader caps it at {49 * world:.2f} samples/s"), rec
