@@ -8,6 +8,7 @@ Models: any object with ``collective``, ``link_class``, ``world_size`` and
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from collections.abc import Iterable, Sequence
@@ -162,6 +163,13 @@ class ModelSet:
         elif model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
             where = f"{collective} {model.link_class or 'any-link'} model of unknown world size, used at {world}"
+        elif int(model.world_size) != world and getattr(model, "topology", False) is None:
+            pred = ring_scaled(model, size_bytes, world)
+            where = (f"{collective} {model.link_class or 'any-link'} model fitted at {model.world_size} ranks, "
+                     f"scaled to {world} by the ring formula")
+            self._note(f"{collective} at world sizes other than its {model.world_size}-rank sweep is scaled by the "
+                       f"ring formula, an estimate without a calibrated interval: the file holds no topology model for it "
+                       f"(a log without its node count: refit with `pybench fit LOG --nodes N`)")
         else:
             pred = model.predict(size_bytes, world=world)
             where = f"{collective} {model.link_class or 'any-link'} model fitted at {model.world_size} ranks"
@@ -206,6 +214,36 @@ class ModelSet:
         have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
         raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it")
+
+
+@dataclass
+class _Scaled:
+    time_s: float
+    time_low_s: float
+    time_high_s: float
+
+
+def ring_scaled(model: Any, size_bytes: float, world: int) -> _Scaled:
+    """A fitted sweep's pieces moved to ``world`` ranks by the ring formula (latency by its steps, bytes by
+    its per-rank share: :func:`pybench.model.topology_schedules.algorithm_steps`), for files without a
+    topology model; the band is the fitted confidence band moved alike, and says nothing about the move."""
+    steps = importlib.import_module("pybench.model.topology_schedules").algorithm_steps
+    predict_segments = importlib.import_module("pybench.model.piecewise").predict_segments
+    collective = model.collective if model.collective in _RING_SHAPED else "allreduce"
+    hops0, data0 = steps(collective, "ring", int(model.world_size))
+    hops1, data1 = steps(collective, "ring", world)
+    ka = hops1 / hops0 if hops0 else 1.0
+    kb = (data1 / world) / (data0 / model.world_size) if data0 else 1.0
+    moved = [dataclasses.replace(seg, alpha_s=seg.alpha_s * ka, inv_bw_s_per_byte=seg.inv_bw_s_per_byte * kb,
+                                 cov=(seg.cov[0] * ka * ka, seg.cov[1] * ka * kb, seg.cov[2] * kb * kb),
+                                 held_ci_high=seg.held_ci_high * (ka if seg.held == "alpha" else kb)
+                                 if seg.held else seg.held_ci_high, residuals=())
+             for seg in model.segments]
+    time_s, half = predict_segments(moved, float(size_bytes), "confidence")
+    return _Scaled(float(time_s), max(float(time_s) - float(half), 0.0), float(time_s) + float(half))
+
+
+_RING_SHAPED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 
 def load_model_set(path: str, backend: str | None = None, links: Sequence[str] = (),
