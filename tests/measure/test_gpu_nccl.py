@@ -79,7 +79,7 @@ def test_injected_error_is_counted(gpu, world, monkeypatch):
     assert b.check(3) == 3  # one element per iteration on rank 0
 
 
-@pytest.mark.parametrize("timing", ["batched", "per-op", "graph"])
+@pytest.mark.parametrize("timing", ["batched", "per-op", "graph", "host"])
 def test_timing_modes_return_one_positive_sample_each(gpu, world, timing):
     b = gpu[0].NcclBench(world, "allreduce", "float32", "sum", 1 << 20, 0, False, timing)
     b.warmup(3)
