@@ -63,8 +63,14 @@ class NcclWorld {
   // Holds the world's lock for enqueuing work; throws NativeError naming `what` when the
   // communicators were aborted (earlier, or by another thread).
   std::unique_lock<std::recursive_mutex> lock_for(const std::string& what);
-  double timeout_s() const { return timeout_s_; }
-  void set_timeout_s(double t) { timeout_s_ = t; }
+  double timeout_s() const {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return timeout_s_;
+  }
+  void set_timeout_s(double t) {  // also while another thread waits (the runner's watch())
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    timeout_s_ = t;
+  }
 
   // Waits until every member's stream is idle, polling NCCL's asynchronous errors;
   // on an error, or no progress within the timeout, aborts every communicator

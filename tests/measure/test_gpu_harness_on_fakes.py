@@ -29,6 +29,9 @@ def driver(tmp_path_factory):
     cxx = shutil.which("g++")
     if cxx is None or not (CUDA_INCLUDE / "cuda_runtime.h").is_file():
         pytest.skip("needs g++ and the CUDA headers (the harness includes cuda_runtime.h)")
+    libtsan = subprocess.run([cxx, "-print-file-name=libtsan.so"], capture_output=True, text=True).stdout.strip()
+    if not Path(libtsan).is_file():
+        pytest.skip("needs g++'s ThreadSanitizer runtime (libtsan)")
     out = tmp_path_factory.mktemp("gpu_fakes")
     lib = out / "libnccl.so.2"
     exe = out / "harness_driver"
@@ -95,7 +98,7 @@ def test_a_failing_ncclcommgetasyncerror_stops_the_wait(driver):
 
 
 def test_abort_from_another_thread_is_race_free_and_stops_the_waiting_thread(driver):
-    # One thread waits on streams that never finish; another aborts. ThreadSanitizer
+    # One thread waits on streams that never finish; another sets the timeout and aborts. ThreadSanitizer
     # (run() fails on any report) sees the shared state only under the world's lock, each
     # communicator is aborted once, and the waiter stops on the abort, not its timeout.
     values, _, _ = run(driver, "abort_race", FAKE_CUDA_BUSY_POLLS=-1)

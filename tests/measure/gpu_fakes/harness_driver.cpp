@@ -100,6 +100,7 @@ void run(const std::string& scenario, const std::string& lib) {
       }
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    world.set_timeout_s(0.5);  // the runner's watch() while the other thread waits
     world.abort();  // another Python thread's abort(), the GIL released
     waiter.join();
     std::printf("aborts=%d,%d\n", nccl_count(lib, "fake_nccl_aborts", 0), nccl_count(lib, "fake_nccl_aborts", 1));
