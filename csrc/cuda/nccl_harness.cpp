@@ -209,8 +209,10 @@ void NcclWorld::wait(const std::string& what, const std::vector<std::vector<void
                      " s (--timeout); NCCL communicators aborted (a rank stopped answering or the network is stuck)");
       }
     }
-    // Spin for the first ~1000 polls (short operations), then sleep lightly.
-    if (!spin && polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // Spin for the first ~1000 polls (short operations), then sleep lightly; host-clock
+    // timing never sleeps, it yields as nccl-tests' testStreamSynchronize does.
+    if (spin) std::this_thread::yield();
+    else if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
@@ -386,8 +388,9 @@ NcclBench::NcclBench(std::shared_ptr<NcclWorld> world, const std::string& collec
       pattern_(dtype_, op_, world_->world(), desc_.reduces) {
   const int n = world_->world();
   elem_ = dtype_.size;
-  PYBENCH_REQUIRE(timing == "batched" || timing == "per-op" || timing == "graph" || timing == "host",
-                  "unknown timing mode '" + timing + "'; use batched, per-op, graph or host");
+  PYBENCH_REQUIRE(timing == "batched" || timing == "per-op" || timing == "graph" || timing == "host" ||
+                      timing == "host-graph",
+                  "unknown timing mode '" + timing + "'; use batched, per-op, graph, host or host-graph");
   PYBENCH_REQUIRE(root >= 0 && root < n, "root " + std::to_string(root) + " is not a rank of this world of " +
                                              std::to_string(n));
   PYBENCH_REQUIRE(!(desc_.reduces && op_ == nccl::kAvg && !dtype_.floating),
@@ -462,7 +465,7 @@ bool NcclBench::latched(int ops_per_sample) const {
   // PYBENCH_LATCH=0 turns the latch off: a diagnostic, to show how much of a figure is the host's launch gap.
   const char* env = std::getenv("PYBENCH_LATCH");
   if (env != nullptr && std::string(env) == "0") return false;
-  if (timing_ == "host") return false;  // the host clock times the enqueue too, as nccl-tests'
+  if (host_timed()) return false;  // the host clock times the enqueue too, as nccl-tests'
   return timing_ == "graph" || ops_per_sample <= kMaxLatchedOps;
 }
 
@@ -639,7 +642,7 @@ void NcclBench::enqueue_sample(const EventSet& ev, int s, int ops_per_sample, bo
 Samples NcclBench::measure(int n_samples, int ops_per_sample) {
   PYBENCH_REQUIRE(n_samples >= 1 && ops_per_sample >= 1, "need at least one sample of one operation");
   PYBENCH_REQUIRE(!world_->aborted(), "the NCCL communicators were aborted earlier in this run; cannot time " + label_);
-  if (timing_ == "host") return measure_host(n_samples, ops_per_sample);
+  if (host_timed()) return measure_host(n_samples, ops_per_sample);
   const auto t0 = Clock::now();
   if (timing_ == "graph") prepare_graphs(ops_per_sample);
   auto& members = world_->members();
@@ -672,9 +675,13 @@ Samples NcclBench::measure(int n_samples, int ops_per_sample) {
 
 Samples NcclBench::measure_host(int n_samples, int ops_per_sample) {
   // nccl-tests' timing (common.cu, BenchTime): the ranks aligned and idle, then the host
-  // clock around `ops` operations enqueued back to back and one wait for the stream(s);
-  // each rank's time is averaged over ranks (its -a 1, the default). Here once per sample.
+  // clock around `ops` operations enqueued back to back (host-graph: one replay of a CUDA
+  // graph of them, as its -G) and one wait for the stream(s); each rank's time is averaged
+  // over ranks (its -a 1, the default). Here once per sample.
   const auto t0 = Clock::now();
+  const bool graph = timing_ == "host-graph";
+  if (graph) prepare_graphs(ops_per_sample);
+  auto& members = world_->members();
   std::vector<double> values(static_cast<std::size_t>(n_samples), 0.0);
   for (int s = 0; s < n_samples; ++s) {
     world_->enqueue_barrier();
@@ -682,7 +689,11 @@ Samples NcclBench::measure_host(int n_samples, int ops_per_sample) {
     const auto start = Clock::now();
     {
       const auto lock = world_->lock_for(label_);
-      enqueue_ops(ops_per_sample);
+      if (!graph) enqueue_ops(ops_per_sample);
+      for (std::size_t i = 0; graph && i < members.size(); ++i) {
+        CUDA_CHECK(cudaSetDevice(members[i].device));
+        CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(per_[i].graph_exec), members[i].stream));
+      }
     }
     world_->wait(label_, nullptr, true);
     values[s] = seconds_since(start) / ops_per_sample;

@@ -150,7 +150,8 @@ class NcclBench {
   // timing: "batched" / "per-op" (events around k ops enqueued back to back; per-op is k == 1),
   // "graph" (k ops captured once into a CUDA graph, replayed per sample), or "host"
   // (nccl-tests' definition: the host clock around k ops enqueued back to back and one
-  // stream synchronisation, no latch; see measure()).
+  // stream synchronisation, no latch), or "host-graph" (the same clock around one replay of
+  // a CUDA graph of the k ops, as nccl-tests' -G); see measure_host().
   // Buffers rotate as nccl-tests': each operation uses the next of `rotation_slots`
   // slots of a pool of at least kRotationBytes per buffer, so sizes under the L2
   // cache (60 MB on an H200) do not replay from it. Slot 0 holds the checked data.
@@ -185,6 +186,7 @@ class NcclBench {
   void enqueue_sample(const EventSet& ev, int s, int ops_per_sample, bool latch);
   void prepare_graphs(int k);
   Samples measure_host(int n_samples, int ops_per_sample);
+  bool host_timed() const { return timing_ == "host" || timing_ == "host-graph"; }
   void free_graphs();
 
   std::shared_ptr<NcclWorld> world_;

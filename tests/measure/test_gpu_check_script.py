@@ -145,17 +145,20 @@ def test_side_by_side_ratios_and_targets_in_each_timing_mode():
 
     ours = {"allreduce/batched": {s: ours_row(t, s) for s, t in ((8, 3.3), (1 << 30, 810.0))},
             "allreduce/host": {s: ours_row(t, s) for s, t in ((8, 4.2), (1 << 30, 805.0))},
-            "allreduce/graph": {s: ours_row(t, s) for s, t in ((8, 4.2), (1 << 30, 900.0))},
+            "allreduce/graph": {s: ours_row(t, s) for s, t in ((8, 3.4), (1 << 30, 900.0))},
+            "allreduce/host-graph": {s: ours_row(t, s) for s, t in ((8, 4.2), (1 << 30, 801.0))},
             "allreduce/per-op": {8: ours_row(6.0, 8)}}
     lines, targets, ratios = mod.side_by_side(ours, theirs)
     # busbw is 0 at world 1 for both tools: the bandwidth ratio is that of algbw
     assert targets["allreduce events 1 GiB algbw within 2%"] is True  # 800 / 810
     assert targets["allreduce host 1 GiB algbw within 2%"] is True
     assert targets["allreduce graph 1 GiB algbw within 2%"] is False  # 800 / 900
-    assert targets["allreduce graph 8 B time within 5%"] is True  # 4.2 / 4.1
+    assert targets["allreduce host-graph 8 B time within 5%"] is True  # 4.2 / 4.1
     assert targets["allreduce host 8 B time within 5%"] is True
+    assert targets["allreduce host-graph 1 GiB algbw within 2%"] is True
     # events and nccl-tests' host clock are different definitions: a ratio, no latency target
-    assert "allreduce events 8 B time within 5%" not in targets
+    assert "allreduce events 8 B time within 5%" not in targets and "allreduce graph 8 B time within 5%" not in targets
+    assert ratios["allreduce graph 8 B time"] == pytest.approx(3.4 / 4.1)
     assert ratios["allreduce events 8 B time"] == pytest.approx(3.3 / 4.1)
     assert ratios["allreduce host 1 GiB algbw"] == pytest.approx(800 / 805, rel=1e-5)  # nccl-tests rounds algbw
     row = next(x for x in lines if "events" in x and "1 GiB" in x)
@@ -196,16 +199,16 @@ def test_the_summary_gives_ratios_per_mode_targets_torch_and_numa():
     mod = _compare_module()
     doc = {"world": 1, "launch": "single",
            "ratios": {"allreduce host 8 B time": 1.02, "allreduce host 1 GiB algbw": 0.995,
-                      "allgather host 8 B time": 1.5, "sendrecv graph 8 B time": 0.98},
-           "targets": {"allreduce host 8 B time within 5%": True, "sendrecv graph 8 B time within 5%": False},
+                      "allgather host 8 B time": 1.5, "sendrecv host-graph 8 B time": 0.98},
+           "targets": {"allreduce host 8 B time within 5%": True, "sendrecv host-graph 8 B time within 5%": False},
            "torch_overhead": {"8 B": 3.5}, "failures": [],
            "copies": [{"kind": "d2d", "host_placement": ""},
                       {"kind": "h2d", "host_placement": "gpu-local node 1 (mmap + mbind)"}]}
     lines = mod.summarize([doc])
     assert "world 1 (one process), host: pybench / nccl-tests allreduce 8 B time 1.020; allreduce 1 GiB algbw 0.995" \
         in lines
-    assert "world 1 (one process), graph: pybench / nccl-tests sendrecv 8 B time 0.980" in lines
+    assert "world 1 (one process), host-graph: pybench / nccl-tests sendrecv 8 B time 0.980" in lines
     assert not any("allgather" in x for x in lines)  # the summary keeps to the targets' two collectives
-    assert "world 1 (one process): 1 of 2 targets met (not met: sendrecv graph 8 B time within 5%)" in lines
+    assert "world 1 (one process): 1 of 2 targets met (not met: sendrecv host-graph 8 B time within 5%)" in lines
     assert "world 1 (one process): torch nccl path time / native (batched): 8 B 3.50x" in lines
     assert "world 1 (one process): NUMA placement of the h2d host buffer: gpu-local node 1 (mmap + mbind)" in lines

@@ -126,4 +126,5 @@ def test_a_bench_whose_event_creation_fails_leaks_no_event(driver):
 def test_host_timing_uses_no_latch_and_gives_one_value_per_sample(driver):
     _, lines, _ = run(driver, "host_timing")
     assert "host samples=3 positive=3 latches=0" in lines, lines
+    assert "host-graph samples=3 positive=3 latches=0" in lines, lines
     assert "batched samples=3 positive=3 latches=6" in lines, lines  # 3 samples x 2 devices, latched

@@ -500,13 +500,15 @@ def test_timing_host_reaches_the_harness_and_is_named_in_the_header_and_the_file
     assert any(line.startswith("#") and "timing host" in line for line in captured.out.splitlines())
     doc = json.loads(out.read_text())
     assert doc["timing"] == "host"
-    definition = doc["environment"]["backend"]["timing_definitions"]["host"]
-    assert "nccl-tests" in definition and "mean over ranks" in definition
+    definitions = doc["environment"]["backend"]["timing_definitions"]
+    assert "nccl-tests" in definitions["host"] and "mean over ranks" in definitions["host"]
+    assert "-G" in definitions["host-graph"] and set(definitions) == {"batched", "per-op", "graph", "host", "host-graph"}
 
 
 @pytest.mark.parametrize("backend", ["mpi", "torch"])
-def test_timing_host_on_another_backend_is_one_line_and_exit_2(backend, capsys):
+@pytest.mark.parametrize("timing", ["host", "host-graph"])
+def test_timing_host_on_another_backend_is_one_line_and_exit_2(backend, timing, capsys):
     from pybench.cli.main import main
-    assert main(["allreduce", "--backend", backend, "--timing", "host", "--sizes", "8"]) == 2
+    assert main(["allreduce", "--backend", backend, "--timing", timing, "--sizes", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--timing host" in err[0] and "--backend nccl" in err[0]
+    assert len(err) == 1 and f"--timing {timing} is" in err[0] and "--backend nccl" in err[0]

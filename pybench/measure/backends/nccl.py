@@ -52,6 +52,8 @@ TIMING_DEFINITIONS = {
     "graph": "CUDA events around one replay of a CUDA graph of K operations, / K; the slowest device and rank",
     "host": "nccl-tests' definition: the host clock around K operations enqueued back to back and one wait for the "
             "stream(s) (no latch), / K; the mean over ranks (nccl-tests' -a 1, its default)",
+    "host-graph": "nccl-tests' -G definition: the host clock around one replay of a CUDA graph of K operations and "
+                  "one wait for the stream(s), / K; the mean over ranks",
 }
 #: What the harness does with buffers (csrc/cuda/nccl_harness.hpp: kRotationBytes), for the header and the file.
 ROTATION_TEXT = ("each operation uses the next slot of a >= 256 MiB pool per buffer (rotated as nccl-tests), "

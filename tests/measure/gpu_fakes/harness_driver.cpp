@@ -141,7 +141,7 @@ void run(const std::string& scenario, const std::string& lib) {
   }
   if (scenario == "host_timing") {  // nccl-tests' host clock: no latch kernel, one value per sample
     auto world = std::make_shared<gpu::NcclWorld>(std::vector<int>{0, 1}, 5.0);
-    for (const char* timing : {"host", "batched"}) {
+    for (const char* timing : {"host", "host-graph", "batched"}) {
       const int before = fake_latch_launches(nullptr, 0);
       gpu::NcclBench bench(world, "allreduce", "float32", "sum", 1 << 20, 0, false, timing);
       const gpu::Samples s = bench.measure(3, 4);
