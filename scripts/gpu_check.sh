@@ -229,7 +229,7 @@ st_gpu_tests() {
 st_cpu_tests() {
   "$PY" -m pytest -q -rs -p no:cacheprovider tests/measure/test_nccl_lib.py tests/measure/test_nccl_backend.py \
     tests/measure/test_gpu_check_script.py tests/measure/test_nccl_selection.py tests/measure/test_copy_numa.py \
-    tests/test_cuda_module.py
+    tests/measure/test_gpu_harness_on_fakes.py tests/test_cuda_module.py
 }
 
 # compare WORLD LAUNCH NCCL_TESTS_DIR JSON_NAME [gpu_compare.py options]

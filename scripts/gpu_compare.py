@@ -265,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     mpi = find_launcher() if args.launch == "mpi" else None
     launcher = mpi.command(args.gpus, []) if mpi else []
     launch_env = mpi.environment() if mpi else None  # e.g. Open MPI's run-as-root permission
-    os.environ["PYBENCH_GPUS"] = str(args.gpus)
+    if args.launch == "single":
+        os.environ["PYBENCH_GPUS"] = str(args.gpus)  # one process drives this many GPUs
     failures: list[str] = []
     meta: dict = {}
     ours: dict = {}
