@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# GPU check: on a machine with NVIDIA GPUs, install pybench with its CUDA module
-# into python3's own environment (offline), build nccl-tests' all_reduce_perf and
-# sendrecv_perf from carried source, run the GPU tests, pybench beside nccl-tests
-# (scripts/gpu_compare.py), a CLI sweep, the copy bandwidths and the NCCL
-# regression benchmarks. Every stage runs even when an earlier one failed; the
-# end prints each stage's result: PASS, FAIL, "needs a GPU" (no GPU here) or
-# SKIPPED (e.g. the pair matrix on one GPU). Exit 1 only for a real failure.
-# Designed to finish in under 5 minutes on one H200, builds included (measured
-# there, 2026-12-01: 63-66 s for every stage, pybench's build 17-20 s, nccl-tests' 8-10 s).
+# GPU check, scaled to the machine: on a machine with NVIDIA GPUs, install pybench
+# with its CUDA module into python3's own environment (offline), build nccl-tests'
+# six *_perf binaries from carried source, run the GPU tests, the set-up deadline
+# (a rank that never joins), then pybench beside nccl-tests in every timing mode
+# (scripts/gpu_compare.py): at world 1 every collective, the copy bandwidths (with
+# their NUMA placement) and the torch nccl path against the native one; with N >= 2
+# GPUs also one process driving all N and one process per GPU under the MPI launcher
+# (nccl-tests built with MPI=1 for it), and the pair matrix. On one GPU the
+# multi-GPU stages say they could not run. Every stage runs even when an earlier one
+# failed; the end prints each stage's result (PASS, FAIL, "needs a GPU", SKIPPED)
+# and a summary of the figures. Exit 1 only for a real failure. Stages stop at the
+# time budget (GPU_CHECK_BUDGET_S, default 290 s), so it stays one call under 5
+# minutes; the least important stages (cpu-tests, cli, benchmarks) come last.
 #
 #   bash scripts/gpu_check.sh
 #
@@ -19,12 +23,14 @@
 #   .whl/*.whl              any other missing pure-Python test dependency
 #   .gpu_carry/nccl-tests/  nccl-tests source (git archive of NVIDIA/nccl-tests)
 # Logs and JSON go to $OUT when it is set (else build/gpu-check-out/):
-# gpu_check.log (everything), gpu_check.json (stage results), gpu_compare.json
-# (the figures), nccl_tests.log, nccl_tests_build.log.
+# gpu_check.log (everything), gpu_check.json (stage results), gpu_compare_world1.json,
+# gpu_compare_single.json and gpu_compare_mpi.json (the figures of each world), nccl_tests.log,
+# nccl_tests_build.log (nccl_tests_mpi_build.log).
 #
 # Environment: PYBENCH_CUDA_ARCHS (default 90-real: H100/H200 only, a short build);
 # GPU_CHECK_STAGES=a,b (run only these stages; the tests use it); PYTHON (default python3);
-# GPU_CHECK_BUDGET_S (default 290): no stage starts, or runs, past this many seconds of the check.
+# GPU_CHECK_BUDGET_S (default 290): no stage starts, or runs, past this many seconds of the check;
+# GPU_CHECK_DRY_RUN=1: the comparison stages print the commands they would run (tests, on CPUs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -47,15 +53,31 @@ BUDGET_S="${GPU_CHECK_BUDGET_S:-290}"
 stamp() { echo "== [$(( $(date +%s) - START )) s] $*"; }
 
 HAVE_GPU=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then HAVE_GPU=1; fi
-export HAVE_GPU
+NGPU=0
+if command -v nvidia-smi >/dev/null 2>&1; then NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true); fi
+[ "$NGPU" -gt 0 ] && HAVE_GPU=1
+export HAVE_GPU NGPU
 needs_gpu() { [ "$HAVE_GPU" = 1 ] || { echo "needs a GPU: no NVIDIA GPU visible (nvidia-smi -L)"; exit 3; }; }
-export -f needs_gpu
+# The multi-GPU stages on a machine with fewer GPUs: say so and end SKIPPED (exit 5).
+needs_gpus() {
+  needs_gpu
+  [ "$NGPU" -ge "$1" ] || { echo "needs $1+ GPUs: this machine has $NGPU; not run: $2"; exit 5; }
+}
+# GPU_CHECK_DRY_RUN: print a measuring command instead of running it.
+run_step() {
+  if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then echo "would run: $*"; return 0; fi
+  "$@"
+}
+export -f needs_gpu needs_gpus run_step
+NT_BINARIES="all_reduce_perf sendrecv_perf all_gather_perf reduce_scatter_perf broadcast_perf alltoall_perf"
+export NT_BINARIES
 
 # ------------------------------------------------------------------ stages
 st_machine() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null \
     || echo "nvidia-smi: not available"
+  echo "GPUs: $NGPU$([ "$NGPU" -ge 2 ] && echo " (the multi-GPU stages run at world $NGPU)")"
+  if [ "$NGPU" -ge 2 ]; then nvidia-smi topo -m 2>/dev/null || true; fi
   "$PY" - <<'PY'
 import os, sys, sysconfig
 inc = sysconfig.get_paths()["include"]
@@ -118,7 +140,10 @@ nccl_wheel_dir() {
 }
 export -f nccl_wheel_dir
 
+# build_nccl_tests [MPI_HOME]: every binary without MPI into $NT_BUILD, or, given an MPI,
+# all_reduce_perf and sendrecv_perf with MPI=1 into $NT_BUILD-mpi (one process per GPU).
 build_nccl_tests() {
+  local mpi_home=${1:-}
   [ -f "$NT_SRC/src/Makefile" ] || { echo "no nccl-tests source in $NT_SRC (carry .gpu_carry/nccl-tests)"; return 1; }
   local wheel
   wheel=$(nccl_wheel_dir) || { echo "no nvidia-nccl wheel in $PY's environment"; return 1; }
@@ -129,9 +154,16 @@ build_nccl_tests() {
   ln -s "$wheel/lib/libnccl.so.2" "$PB_NCCL_HOME/lib/libnccl.so"
   local cuda_home
   cuda_home=$(cuda_home)
+  local gencode="-gencode=arch=compute_90,code=sm_90" targets=() b
+  if [ -n "$mpi_home" ]; then
+    for b in all_reduce_perf sendrecv_perf; do targets+=("$NT_BUILD-mpi/$b"); done
+    make -C "$NT_SRC/src" -j "$(nproc)" MPI=1 MPI_HOME="$mpi_home" NCCL_HOME="$PB_NCCL_HOME" \
+      CUDA_HOME="$cuda_home" NVCC_GENCODE="$gencode" BUILDDIR="$NT_BUILD-mpi" "${targets[@]}"
+    return
+  fi
+  for b in $NT_BINARIES; do targets+=("$NT_BUILD/$b"); done
   make -C "$NT_SRC/src" -j "$(nproc)" MPI=0 NCCL_HOME="$PB_NCCL_HOME" CUDA_HOME="$cuda_home" \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$NT_BUILD" \
-    "$NT_BUILD/all_reduce_perf" "$NT_BUILD/sendrecv_perf"
+    NVCC_GENCODE="$gencode" BUILDDIR="$NT_BUILD" "${targets[@]}"
 }
 export -f build_nccl_tests
 
@@ -142,7 +174,7 @@ st_nccl_tests_build() {
   tail -5 "$OUTDIR/nccl_tests_build.log"
   local rc
   rc=$(cat "$OUTDIR/.nt_rc" 2>/dev/null || echo 124)
-  [ "$rc" = 0 ] && ls -la "$NT_BUILD/all_reduce_perf" "$NT_BUILD/sendrecv_perf"
+  [ "$rc" = 0 ] && (cd "$NT_BUILD" && ls -la $NT_BINARIES)
   return "$rc"
 }
 
@@ -164,6 +196,30 @@ PY
   )
 }
 
+st_deadline() {
+  # The launcher path's set-up deadline: rank 0 of 2 alone (rank 1 never starts) must stop
+  # within its 3 s timeout plus NCCL's abort, with one line, and the process must exit cleanly.
+  needs_gpu
+  (cd /tmp && "$PY" - <<'PY'
+import sys, time
+from pybench.measure.gpu.nccl_lib import load_nccl
+from pybench._native import cuda
+from pybench.errors import NativeError
+load_nccl()
+c = cuda()
+t0 = time.monotonic()
+try:
+    c.NcclWorld(0, 2, 0, c.nccl_unique_id(), 3.0)
+    print("deadline: the set-up of a world whose rank 1 never starts RETURNED (no deadline?)")
+    sys.exit(1)
+except NativeError as e:
+    took = time.monotonic() - t0
+    print(f"deadline: a rank that never joins stopped the set-up after {took:.1f} s (timeout 3 s): {e}")
+    sys.exit(0 if took < 3.0 + 10.0 else 1)
+PY
+  )
+}
+
 st_gpu_tests() {
   needs_gpu
   "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/measure/test_gpu_nccl.py \
@@ -173,16 +229,39 @@ st_gpu_tests() {
 st_cpu_tests() {
   "$PY" -m pytest -q -rs -p no:cacheprovider tests/measure/test_nccl_lib.py tests/measure/test_nccl_backend.py \
     tests/measure/test_gpu_check_script.py tests/measure/test_nccl_selection.py tests/measure/test_copy_numa.py \
-    tests/test_cuda_module.py
+    tests/measure/test_gpu_harness_on_fakes.py tests/test_cuda_module.py
 }
 
-st_compare() {
-  needs_gpu
-  local cuda_home
+# compare WORLD LAUNCH NCCL_TESTS_DIR JSON_NAME [gpu_compare.py options]
+compare() {
+  local world=$1 launch=$2 nt=$3 json=$4 cuda_home
+  shift 4
   cuda_home=$(cuda_home)
   LD_LIBRARY_PATH="$PB_NCCL_HOME/lib:$cuda_home/lib64:$cuda_home/lib:${LD_LIBRARY_PATH:-}" \
-    "$PY" "$REPO/scripts/gpu_compare.py" \
-    --nccl-tests "$NT_BUILD" --json "$OUTDIR/gpu_compare.json" --log "$OUTDIR/nccl_tests.log"
+    run_step "$PY" "$REPO/scripts/gpu_compare.py" --gpus "$world" --launch "$launch" \
+    --nccl-tests "$nt" --json "$OUTDIR/$json" --log "$OUTDIR/nccl_tests.log" "$@"
+}
+export -f compare
+
+st_compare() {  # world 1: every collective, the copies, the torch nccl path
+  needs_gpu
+  compare 1 single "$NT_BUILD" gpu_compare_world1.json --copies --torch
+}
+
+st_compare_single() {
+  needs_gpus 2 "compare-single (one process driving every GPU, beside nccl-tests -g N)"
+  compare "$NGPU" single "$NT_BUILD" gpu_compare_single.json
+}
+
+st_compare_mpi() {
+  needs_gpus 2 "compare-mpi (one process per GPU under the MPI launcher, beside nccl-tests built with MPI=1)"
+  local prefix
+  prefix=$("$PY" -c 'import sys; print(sys.prefix)')
+  if [ -z "${GPU_CHECK_DRY_RUN:-}" ]; then
+    build_nccl_tests "$prefix" >"$OUTDIR/nccl_tests_mpi_build.log" 2>&1 \
+      || { tail -20 "$OUTDIR/nccl_tests_mpi_build.log"; echo "nccl-tests with MPI=1 did not build"; return 1; }
+  fi
+  compare "$NGPU" mpi "$NT_BUILD-mpi" gpu_compare_mpi.json
 }
 
 st_cli() {
@@ -202,14 +281,11 @@ st_benchmarks() {
 }
 
 st_p2p_matrix() {
-  needs_gpu
-  local n
-  n=$(nvidia-smi -L | grep -c '^GPU ')
-  if [ "$n" -lt 2 ]; then echo "one GPU: no pair to measure"; exit 5; fi
-  (cd /tmp && "$PY" -m pybench p2p --matrix --samples 5)
+  needs_gpus 2 "p2p-matrix (every GPU pair)"
+  (cd /tmp && run_step "$PY" -m pybench p2p --matrix --samples 5)
 }
-export -f st_machine st_install_deps st_build st_nccl_tests_build st_nccl_init st_gpu_tests st_cpu_tests \
-  st_compare st_cli st_benchmarks st_p2p_matrix
+export -f st_machine st_install_deps st_build st_nccl_tests_build st_nccl_init st_deadline st_gpu_tests \
+  st_cpu_tests st_compare st_compare_single st_compare_mpi st_cli st_benchmarks st_p2p_matrix
 
 # ------------------------------------------------------------------ the stage runner
 RESULTS=()
@@ -255,12 +331,15 @@ stage install-deps 60
 stage build 240
 stage nccl-tests-build 240
 stage nccl-init 60
+stage deadline 40
 stage gpu-tests 150
-stage cpu-tests 120
 stage compare 150
+stage compare-single 120
+stage compare-mpi 150
+stage p2p-matrix 60
+stage cpu-tests 120
 stage cli 60
 stage benchmarks 90
-stage p2p-matrix 60
 [ -z "$NT_PID" ] || wait "$NT_PID"  # never a bare `wait`: it would wait for the log's tee too
 
 stamp "stage summary"
@@ -272,6 +351,21 @@ for row in "${RESULTS[@]}"; do
   [[ "$result" == FAIL* ]] && failed=1
   json_rows+=("{\"stage\": \"$name\", \"result\": \"$result\", \"seconds\": $secs}")
 done
+if [ "$HAVE_GPU" = 1 ] && [ "$NGPU" -lt 2 ]; then
+  echo "  one GPU here: not run: compare-single (one process, all GPUs), compare-mpi (one process per GPU"
+  echo "  under the MPI launcher) and their nccl-tests runs at world N, p2p-matrix (GPU pairs)"
+fi
+stamp "figures"
+grep -h '^deadline: ' "$LOG" | head -1 | sed 's/^/  /'
+figures=()
+for f in gpu_compare_world1.json gpu_compare_single.json gpu_compare_mpi.json; do
+  [ -f "$OUTDIR/$f" ] && figures+=("$OUTDIR/$f")
+done
+if [ ${#figures[@]} -gt 0 ]; then
+  "$PY" "$REPO/scripts/gpu_compare.py" --summarize "${figures[@]}" | sed 's/^/  /'
+else
+  echo "  no comparison ran"
+fi
 total=$(( $(date +%s) - START ))
 {
   echo "{\"have_gpu\": $HAVE_GPU, \"seconds\": $total, \"failed\": $failed, \"stages\": ["

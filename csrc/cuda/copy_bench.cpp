@@ -12,6 +12,7 @@
 #include "common/native_error.hpp"
 #include "common/numa_memory.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/device_owners.hpp"
 #include "cuda/gpu_kernels.hpp"
 #include "cuda/host_latch.hpp"
 
@@ -155,15 +156,11 @@ struct CopyLeg {
       const auto* b = static_cast<const unsigned char*>(to);
       return static_cast<long long>(bytes - std::count(b, b + bytes, kCopyByte));
     }
-    CUDA_CHECK(cudaSetDevice(to_dev));
-    unsigned long long* counter = nullptr;
     unsigned long long host = 0;
-    CUDA_CHECK(cudaMalloc(&counter, sizeof(host)));
-    CUDA_CHECK(cudaMemset(counter, 0, sizeof(host)));
-    launch_count_bytes_not(to, bytes, kCopyByte, counter, nullptr);
-    const cudaError_t e = cudaMemcpy(&host, counter, sizeof(host), cudaMemcpyDeviceToHost);
-    cudaFree(counter);
-    CUDA_CHECK(e);
+    const DeviceBuffer counter = device_alloc(to_dev, sizeof(host));
+    CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(host)));
+    launch_count_bytes_not(to, bytes, kCopyByte, static_cast<unsigned long long*>(counter.get()), nullptr);
+    CUDA_CHECK(cudaMemcpy(&host, counter.get(), sizeof(host), cudaMemcpyDeviceToHost));
     return static_cast<long long>(host);
   }
   static constexpr unsigned char kCopyByte = 0x5a;
@@ -225,27 +222,27 @@ CopyResult copy_times(const std::string& kind, int src, int dst, std::size_t byt
     CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
     CUDA_CHECK(cudaStreamSynchronize(fwd.stream));
     if (bidirectional) CUDA_CHECK(cudaStreamSynchronize(back.stream));
-    std::vector<cudaEvent_t> ev(2 * static_cast<std::size_t>(n_samples));
+    std::vector<Event> ev;  // owned: a failure part-way frees the events made
     CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
-    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    for (int i = 0; i < 2 * n_samples; ++i) ev.push_back(make_event());
     std::vector<std::pair<int, cudaStream_t>> streams{{fwd.stream_dev, fwd.stream}};
     if (bidirectional) streams.emplace_back(back.stream_dev, back.stream);
     for (int s = 0; s < n_samples; ++s) {
       LatchRelease release(&latch);
       latch.hold(streams);  // both directions start together, after the host enqueued the sample
       CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
-      CUDA_CHECK(cudaEventRecord(ev[2 * s], fwd.stream));
+      CUDA_CHECK(cudaEventRecord(ev[2 * s].get(), fwd.stream));
       enqueue(ops);
       CUDA_CHECK(cudaSetDevice(fwd.stream_dev));
-      CUDA_CHECK(cudaEventRecord(ev[2 * s + 1], fwd.stream));
+      CUDA_CHECK(cudaEventRecord(ev[2 * s + 1].get(), fwd.stream));
     }
     latch.release();
     CUDA_CHECK(cudaStreamSynchronize(fwd.stream));
     if (bidirectional) CUDA_CHECK(cudaStreamSynchronize(back.stream));
     PYBENCH_REQUIRE(!latch.expired(), "copy timing: the host took over " + std::to_string(HostLatch::kTimeoutS) +
                                           " s to enqueue one sample");
-    for (int s = 0; s < n_samples; ++s) out.per_copy_s.push_back(elapsed_s(ev[2 * s], ev[2 * s + 1]) / ops);
-    for (auto e : ev) cudaEventDestroy(e);
+    for (int s = 0; s < n_samples; ++s)
+      out.per_copy_s.push_back(elapsed_s(ev[2 * s].get(), ev[2 * s + 1].get()) / ops);
     out.wrong_bytes = fwd.wrong_bytes(bytes) + (bidirectional ? back.wrong_bytes(bytes) : 0);
     if (const PinnedHost* host = fwd.host_buffer()) out.host_node = host->node(), out.host_placement = host->placement();
   } catch (...) {

@@ -60,13 +60,13 @@ __global__ void count_wrong_kernel(const T* out, std::size_t length, PeriodTable
 // (then *expired = 1 and the caller discards the samples), so a host that dies
 // never leaves the GPU spinning.
 __global__ void latch_kernel(const volatile unsigned long long* flag, unsigned long long target,
-                             unsigned long long timeout_ns, volatile unsigned* expired) {
+                             unsigned long long timeout_ns, volatile unsigned long long* expired) {
   unsigned long long t0, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   while (*flag < target) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     if (now - t0 > timeout_ns) {
-      *expired = 1u;
+      *expired = 1ull;
       return;
     }
   }
@@ -149,8 +149,8 @@ void launch_count_wrong(nccl::DataType dtype, const void* out, std::size_t out_o
   check_launch("check kernel");
 }
 
-void launch_latch(const unsigned long long* flag, unsigned long long target, double timeout_s, unsigned* expired,
-                  cudaStream_t stream) {
+void launch_latch(const unsigned long long* flag, unsigned long long target, double timeout_s,
+                  unsigned long long* expired, cudaStream_t stream) {
   // The one saturating rule (common/deadline.hpp): disabled (0) or too long means "never expire".
   const std::int64_t span = pybench::timeout_span_ns(timeout_s);
   const auto ns = span == 0 || span == pybench::kNeverNs ? ~0ull : static_cast<unsigned long long>(span);

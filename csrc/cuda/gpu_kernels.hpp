@@ -18,9 +18,9 @@ void launch_fill(nccl::DataType dtype, void* buf, std::size_t n, int rank, std::
 void launch_count_wrong(nccl::DataType dtype, const void* out, std::size_t out_offset, std::size_t length,
                         const PeriodTable& table, unsigned long long* wrong, cudaStream_t stream);
 // Holds `stream` until *flag >= target (mapped host memory the host advances once a
-// sample is enqueued); after timeout_s sets *expired = 1 and lets the stream go.
-void launch_latch(const unsigned long long* flag, unsigned long long target, double timeout_s, unsigned* expired,
-                  cudaStream_t stream);
+// sample is enqueued); after timeout_s sets *expired = 1 (the whole 64-bit cell) and lets the stream go.
+void launch_latch(const unsigned long long* flag, unsigned long long target, double timeout_s,
+                  unsigned long long* expired, cudaStream_t stream);
 // Copies `bytes` with a kernel on `blocks` blocks (SM copy; the other path is the copy engine).
 void launch_sm_copy(void* dst, const void* src, std::size_t bytes, int blocks, cudaStream_t stream);
 // Adds to *wrong the number of bytes of buf[0, n) that differ from `value`.

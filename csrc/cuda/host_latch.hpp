@@ -7,7 +7,6 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <vector>
 
 #include "common/native_error.hpp"
@@ -30,43 +29,47 @@ class HostLatch {
   HostLatch& operator=(const HostLatch&) = delete;
 
   // One latch kernel on each stream (their devices current in turn), all waiting for the same value.
+  // The target counts as issued before the first launch: if a launch throws part-way, release()
+  // still publishes it, so the kernels already launched never spin until their timeout.
   void hold(const std::vector<std::pair<int, cudaStream_t>>& streams) {
     allocate();
     const unsigned long long target = issued_ + 1;
+    issued_ = target;
     for (const auto& [device, stream] : streams) {
       if (cudaSetDevice(device) != cudaSuccess) PYBENCH_FAIL("cudaSetDevice failed before the latch kernel");
-      launch_latch(&cells_[0], target, kTimeoutS, reinterpret_cast<unsigned*>(&cells_[1]), stream);
+      launch_latch(&cells_->released, target, kTimeoutS, &cells_->expired, stream);
     }
-    issued_ = target;
   }
   // Lets every held stream run (idempotent).
   void release() {
-    if (!cells_) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    *static_cast<volatile unsigned long long*>(&cells_[0]) = issued_;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (cells_) __atomic_store_n(&cells_->released, issued_, __ATOMIC_SEQ_CST);
   }
   // Whether any latch kernel gave up waiting (the samples since are not GPU-only times).
-  bool expired() const { return cells_ && *reinterpret_cast<const volatile unsigned*>(&cells_[1]) != 0; }
+  bool expired() const { return cells_ && __atomic_load_n(&cells_->expired, __ATOMIC_SEQ_CST) != 0; }
   void clear_expired() {
-    if (cells_) *reinterpret_cast<volatile unsigned*>(&cells_[1]) = 0;
+    if (cells_) __atomic_store_n(&cells_->expired, 0ull, __ATOMIC_SEQ_CST);
   }
 
  private:
+  // Two whole 64-bit cells the GPU and the host each access as that type (the kernel
+  // stores the expired flag as 1ull), read and written with atomic builtins: no
+  // aliasing, no assumption on byte order.
+  struct Cells {
+    unsigned long long released;
+    unsigned long long expired;
+  };
   // Mapped, pinned and portable: every device reads it through the same address (UVA).
   void allocate() {
     if (cells_) return;
-    const cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&cells_), 2 * sizeof(unsigned long long),
-                                        cudaHostAllocMapped | cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-      cells_ = nullptr;
-      PYBENCH_FAIL(std::string("cudaHostAlloc of the latch flag failed: ") + cudaGetErrorString(e));
-    }
-    cells_[0] = 0;
-    cells_[1] = 0;
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, sizeof(Cells), cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess) PYBENCH_FAIL(std::string("cudaHostAlloc of the latch flag failed: ") + cudaGetErrorString(e));
+    cells_ = static_cast<Cells*>(p);
+    __atomic_store_n(&cells_->released, 0ull, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&cells_->expired, 0ull, __ATOMIC_SEQ_CST);
   }
 
-  unsigned long long* cells_ = nullptr;  // [0]: released value, [1]: expired flag (low 32 bits)
+  Cells* cells_ = nullptr;
   unsigned long long issued_ = 0;
 };
 

@@ -97,7 +97,10 @@ const Api& api() {
 }
 
 void check(Result r, const char* call, const char* file, int line) {
-  if (r == kSuccess || r == kInProgress) return;
+  // kInProgress is an error here: every call checked this way goes to the blocking work
+  // communicator, where it means NCCL did not finish what the caller relies on being done.
+  // The non-blocking set-up communicator's calls handle it themselves (nccl_setup.cpp).
+  if (r == kSuccess) return;
   const char* text = g_loaded && g_api.GetErrorString ? g_api.GetErrorString(r) : "unknown error";
   throw_native(std::string(call) + " failed: " + text + " (ncclResult " + std::to_string(static_cast<int>(r)) + ")",
                file, line);

@@ -127,7 +127,10 @@ const Api& api();
 // "NCCL 2.32.3 from /path" style version string from a version code.
 std::string version_string(int code);
 
-// Throws NativeError "<call> failed: <ncclGetErrorString> (<code>)" on failure.
+// Throws NativeError "<call> failed: <ncclGetErrorString> (<code>)" on anything but
+// ncclSuccess, ncclInProgress included: only for calls on a blocking communicator.
+// Calls on a non-blocking one (the set-up, nccl_setup.cpp) accept ncclInProgress
+// explicitly and poll ncclCommGetAsyncError for the outcome.
 void check(Result r, const char* call, const char* file, int line);
 #define NCCL_CHECK(call) ::pybench::nccl::check((call), #call, __FILE__, __LINE__)
 

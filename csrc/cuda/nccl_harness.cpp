@@ -38,27 +38,20 @@ nccl::RedOp find_op(const std::string& name) {
 
 }  // namespace
 
-// Events created on the device of each member, freed on scope exit.
+// Events created on the device of each member, each owned (a failure part-way frees those made).
 class EventSet {
  public:
   EventSet(const std::vector<NcclWorld::Member>& members, std::size_t per_member) : n_(per_member) {
     for (const auto& m : members) {
       CUDA_CHECK(cudaSetDevice(m.device));
-      for (std::size_t i = 0; i < per_member; ++i) {
-        cudaEvent_t e;
-        CUDA_CHECK(cudaEventCreate(&e));
-        events_.push_back(e);
-      }
+      for (std::size_t i = 0; i < per_member; ++i) events_.push_back(make_event());
     }
   }
-  ~EventSet() {
-    for (auto e : events_) cudaEventDestroy(e);
-  }
-  cudaEvent_t at(std::size_t member, std::size_t i) const { return events_[member * n_ + i]; }
+  cudaEvent_t at(std::size_t member, std::size_t i) const { return events_[member * n_ + i].get(); }
 
  private:
   std::size_t n_;
-  std::vector<cudaEvent_t> events_;
+  std::vector<Event> events_;
 };
 
 // ---------------------------------------------------------------- NcclWorld
@@ -116,6 +109,7 @@ void NcclWorld::init_scratch() {
 NcclWorld::~NcclWorld() { teardown(); }
 
 void NcclWorld::teardown() noexcept {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   latch_.release();
   graphs_.destroy_all();  // ncclCommDestroy, like abort, waits for graphs that captured NCCL work
   if (reduce_buf_ && !members_.empty()) {
@@ -138,7 +132,27 @@ void NcclWorld::teardown() noexcept {
   pinned_ = nullptr;
 }
 
+std::unique_lock<std::recursive_mutex> NcclWorld::lock_for(const std::string& what) {
+  std::unique_lock<std::recursive_mutex> lock(mutex_);
+  if (aborted_) fail_aborted(what);
+  return lock;
+}
+
+void NcclWorld::fail_aborted(const std::string& what) const {
+  PYBENCH_FAIL("the NCCL communicators were aborted (earlier in this run, or by another thread); cannot run " + what);
+}
+
+bool NcclWorld::aborted() const {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return aborted_;
+}
+
 void NcclWorld::abort() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  abort_locked();
+}
+
+void NcclWorld::abort_locked() {
   if (aborted_) return;
   aborted_ = true;
   latch_.release();
@@ -179,60 +193,78 @@ void* NcclWorld::device_scratch(std::size_t bytes) {
   return reduce_buf_;
 }
 
-void NcclWorld::wait(const std::string& what, const std::vector<std::vector<void*>>* milestones) {
-  PYBENCH_REQUIRE(!aborted_, "the NCCL communicators were aborted earlier in this run; cannot run " + what);
+void NcclWorld::wait(const std::string& what, const std::vector<std::vector<void*>>* milestones, bool spin) {
   auto t0 = Clock::now();
   std::vector<std::size_t> reached(members_.size(), 0);
-  for (int spin = 0;; ++spin) {
-    bool all_done = true;
-    if (milestones != nullptr) {
-      // Events on one stream complete in order: advance each member's count, and
-      // restart the no-progress clock whenever any of them moves.
-      for (std::size_t i = 0; i < members_.size() && i < milestones->size(); ++i) {
-        const auto& evs = (*milestones)[i];
-        while (reached[i] < evs.size() &&
-               cudaEventQuery(static_cast<cudaEvent_t>(evs[reached[i]])) == cudaSuccess) {
-          ++reached[i];
-          t0 = Clock::now();
-        }
+  for (int polls = 0;; ++polls) {
+    {
+      // One poll under the lock: an abort() from another thread lands between two polls.
+      std::lock_guard<std::recursive_mutex> lock(mutex_);
+      if (aborted_) fail_aborted(what);
+      if (poll(what, milestones, reached, t0)) return;
+      const double waited = seconds_since(t0);
+      if (timeout_s_ > 0 && waited > timeout_s_) {
+        abort_locked();
+        PYBENCH_FAIL(what + " made no progress for " + std::to_string(static_cast<int>(waited)) +
+                     " s (--timeout); NCCL communicators aborted (a rank stopped answering or the network is stuck)");
       }
     }
-    for (auto& m : members_) {
-      cudaSetDevice(m.device);
-      const cudaError_t e = cudaStreamQuery(m.stream);
-      if (e == cudaSuccess) continue;
-      if (e != cudaErrorNotReady) {
-        abort();
-        PYBENCH_FAIL(what + " failed on rank " + std::to_string(m.rank) + " (device " + std::to_string(m.device) +
-                     "): " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + "); communicators aborted");
-      }
-      all_done = false;
-      nccl::Result async = nccl::kSuccess;
-      api().CommGetAsyncError(m.comm, &async);
-      if (async != nccl::kSuccess && async != nccl::kInProgress) {
-        const std::string text = api().GetErrorString(async);
-        abort();
-        PYBENCH_FAIL("NCCL reported an asynchronous error during " + what + " on rank " + std::to_string(m.rank) +
-                     " (device " + std::to_string(m.device) + "): " + text + "; communicators aborted");
-      }
-    }
-    if (all_done) return;
-    const double waited = seconds_since(t0);
-    if (timeout_s_ > 0 && waited > timeout_s_) {
-      abort();
-      PYBENCH_FAIL(what + " made no progress for " + std::to_string(static_cast<int>(waited)) +
-                   " s (--timeout); NCCL communicators aborted (a rank stopped answering or the network is stuck)");
-    }
-    // Spin for the first ~1000 polls (short operations), then sleep lightly.
-    if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // Spin for the first ~1000 polls (short operations), then sleep lightly; host-clock
+    // timing never sleeps, it yields as nccl-tests' testStreamSynchronize does.
+    if (spin) std::this_thread::yield();
+    else if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
+bool NcclWorld::poll(const std::string& what, const std::vector<std::vector<void*>>* milestones,
+                     std::vector<std::size_t>& reached, Clock::time_point& t0) {
+  if (milestones != nullptr) {
+    // Events on one stream complete in order: advance each member's count, and
+    // restart the no-progress clock whenever any of them moves.
+    for (std::size_t i = 0; i < members_.size() && i < milestones->size(); ++i) {
+      const auto& evs = (*milestones)[i];
+      while (reached[i] < evs.size() && cudaEventQuery(static_cast<cudaEvent_t>(evs[reached[i]])) == cudaSuccess) {
+        ++reached[i];
+        t0 = Clock::now();
+      }
+    }
+  }
+  bool all_done = true;
+  for (auto& m : members_) {
+    cudaSetDevice(m.device);
+    const cudaError_t e = cudaStreamQuery(m.stream);
+    if (e == cudaSuccess) continue;
+    const std::string where = " on rank " + std::to_string(m.rank) + " (device " + std::to_string(m.device) + ")";
+    if (e != cudaErrorNotReady) {
+      abort_locked();
+      PYBENCH_FAIL(what + " failed" + where + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) +
+                   "); communicators aborted");
+    }
+    all_done = false;
+    nccl::Result async = nccl::kSuccess;
+    const nccl::Result r = api().CommGetAsyncError(m.comm, &async);
+    if (r != nccl::kSuccess) {  // no state to trust: the communicator itself is in doubt
+      const std::string text = api().GetErrorString(r);
+      abort_locked();
+      PYBENCH_FAIL("ncclCommGetAsyncError failed during " + what + where + ": " + text + " (ncclResult " +
+                   std::to_string(static_cast<int>(r)) + "); communicators aborted");
+    }
+    if (async != nccl::kSuccess && async != nccl::kInProgress) {
+      const std::string text = api().GetErrorString(async);
+      abort_locked();
+      PYBENCH_FAIL("NCCL reported an asynchronous error during " + what + where + ": " + text +
+                   "; communicators aborted");
+    }
+  }
+  return all_done;
+}
+
 void NcclWorld::enqueue_barrier() {
+  const auto lock = lock_for("the barrier before a sample");
   in_group([&] {
     for (auto& m : members_) {
       const nccl::Result r = api().AllReduce(m.scratch, m.scratch, 1, nccl::kInt32, nccl::kMax, m.comm, m.stream);
-      if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
+      if (r != nccl::kSuccess) return r;
     }
     return nccl::kSuccess;
   });
@@ -246,13 +278,17 @@ static std::vector<T> reduce_over_ranks(NcclWorld& w, const std::vector<T>& loca
   // nothing here allocates or frees (cudaFree would synchronise the device).
   auto& m = w.members().front();
   const std::size_t bytes = local.size() * sizeof(T);
-  void* buf = w.device_scratch(bytes);
-  T* host = static_cast<T*>(w.pinned(bytes));
-  std::copy(local.begin(), local.end(), host);
-  CUDA_CHECK(cudaSetDevice(m.device));
-  CUDA_CHECK(cudaMemcpyAsync(buf, host, bytes, cudaMemcpyHostToDevice, m.stream));
-  NCCL_CHECK(api().AllReduce(buf, buf, local.size(), dt, op, m.comm, m.stream));
-  CUDA_CHECK(cudaMemcpyAsync(host, buf, bytes, cudaMemcpyDeviceToHost, m.stream));
+  T* host = nullptr;
+  {
+    const auto lock = w.lock_for("agreeing on results across ranks");
+    void* buf = w.device_scratch(bytes);
+    host = static_cast<T*>(w.pinned(bytes));
+    std::copy(local.begin(), local.end(), host);
+    CUDA_CHECK(cudaSetDevice(m.device));
+    CUDA_CHECK(cudaMemcpyAsync(buf, host, bytes, cudaMemcpyHostToDevice, m.stream));
+    NCCL_CHECK(api().AllReduce(buf, buf, local.size(), dt, op, m.comm, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(host, buf, bytes, cudaMemcpyDeviceToHost, m.stream));
+  }
   w.wait("agreeing on results across ranks");
   return std::vector<T>(host, host + local.size());
 }
@@ -263,6 +299,13 @@ std::vector<double> NcclWorld::max_over_ranks(const std::vector<double>& local) 
 
 std::vector<long long> NcclWorld::max_over_ranks_ll(const std::vector<long long>& local) {
   return reduce_over_ranks(*this, local, nccl::kInt64, nccl::kMax);
+}
+
+std::vector<double> NcclWorld::mean_over_ranks(const std::vector<double>& local) {
+  std::vector<double> sum = reduce_over_ranks(*this, local, nccl::kFloat64, nccl::kSum);
+  if (multi_process_)
+    for (auto& v : sum) v /= world_;
+  return sum;
 }
 
 long long NcclWorld::sum_over_ranks(long long local) {
@@ -278,34 +321,36 @@ std::vector<double> NcclWorld::pair_times(int src, int dst, std::size_t bytes, i
   PYBENCH_REQUIRE(n_samples >= 1 && ops >= 1, "need at least one sample of one operation");
   Member& a = members_[src];
   Member& b = members_[dst];
-  void *sbuf = nullptr, *rbuf = nullptr;
   const std::size_t n = std::max<std::size_t>(bytes, 1);
-  CUDA_CHECK(cudaSetDevice(a.device));
-  CUDA_CHECK(cudaMalloc(&sbuf, n));
-  CUDA_CHECK(cudaMemset(sbuf, 1, n));
-  CUDA_CHECK(cudaSetDevice(b.device));
-  CUDA_CHECK(cudaMalloc(&rbuf, n));
-  std::vector<double> out;
-  try {
-    auto one = [&] {
-      in_group([&] {
-        const nccl::Result r = api().Send(sbuf, bytes, nccl::kUint8, b.rank, a.comm, a.stream);
-        if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
-        return api().Recv(rbuf, bytes, nccl::kUint8, a.rank, b.comm, b.stream);
-      });
-      if (!pingpong) return;
-      // The reply: b's send follows its receive on b's stream, and a's receive waits for it,
-      // so each iteration is one round trip, not a launch-rate-bound stream of sends.
-      in_group([&] {
-        const nccl::Result r = api().Send(rbuf, bytes, nccl::kUint8, a.rank, b.comm, b.stream);
-        if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
-        return api().Recv(sbuf, bytes, nccl::kUint8, b.rank, a.comm, a.stream);
-      });
-    };
+  DeviceBuffer send = device_alloc(a.device, n);
+  CUDA_CHECK(cudaMemset(send.get(), 1, n));
+  DeviceBuffer recv = device_alloc(b.device, n);
+  void* sbuf = send.get();
+  void* rbuf = recv.get();
+  auto one = [&] {
+    in_group([&] {
+      const nccl::Result r = api().Send(sbuf, bytes, nccl::kUint8, b.rank, a.comm, a.stream);
+      if (r != nccl::kSuccess) return r;
+      return api().Recv(rbuf, bytes, nccl::kUint8, a.rank, b.comm, b.stream);
+    });
+    if (!pingpong) return;
+    // The reply: b's send follows its receive on b's stream, and a's receive waits for it,
+    // so each iteration is one round trip, not a launch-rate-bound stream of sends.
+    in_group([&] {
+      const nccl::Result r = api().Send(rbuf, bytes, nccl::kUint8, a.rank, b.comm, b.stream);
+      if (r != nccl::kSuccess) return r;
+      return api().Recv(sbuf, bytes, nccl::kUint8, b.rank, a.comm, a.stream);
+    });
+  };
+  const std::string pair = std::to_string(src) + " -> " + std::to_string(dst);
+  {
+    const auto lock = lock_for("warm-up of send " + pair);
     for (int i = 0; i < 3; ++i) one();  // the first send on a pair sets up its connection: never timed
-    wait("warm-up of send " + std::to_string(src) + " -> " + std::to_string(dst));
-    std::vector<Member> pair{a, b};
-    EventSet ev(pair, 2 * static_cast<std::size_t>(n_samples));
+  }
+  wait("warm-up of send " + pair);
+  EventSet ev(std::vector<Member>{a, b}, 2 * static_cast<std::size_t>(n_samples));
+  {
+    const auto lock = lock_for("send " + pair);
     for (int s = 0; s < n_samples; ++s) {
       enqueue_barrier();
       CUDA_CHECK(cudaSetDevice(a.device));
@@ -318,19 +363,14 @@ std::vector<double> NcclWorld::pair_times(int src, int dst, std::size_t bytes, i
       CUDA_CHECK(cudaSetDevice(b.device));
       CUDA_CHECK(cudaEventRecord(ev.at(1, 2 * s + 1), b.stream));
     }
-    wait("send " + std::to_string(src) + " -> " + std::to_string(dst));
-    for (int s = 0; s < n_samples; ++s) {
-      const double t = std::max(elapsed_s(ev.at(0, 2 * s), ev.at(0, 2 * s + 1)),
-                                elapsed_s(ev.at(1, 2 * s), ev.at(1, 2 * s + 1)));
-      out.push_back(t / ops / (pingpong ? 2 : 1));  // ping-pong: half a round trip
-    }
-  } catch (...) {
-    cudaFree(sbuf);
-    cudaFree(rbuf);
-    throw;
   }
-  cudaFree(sbuf);
-  cudaFree(rbuf);
+  wait("send " + pair);
+  std::vector<double> out;
+  for (int s = 0; s < n_samples; ++s) {
+    const double t = std::max(elapsed_s(ev.at(0, 2 * s), ev.at(0, 2 * s + 1)),
+                              elapsed_s(ev.at(1, 2 * s), ev.at(1, 2 * s + 1)));
+    out.push_back(t / ops / (pingpong ? 2 : 1));  // ping-pong: half a round trip
+  }
   return out;
 }
 
@@ -348,8 +388,9 @@ NcclBench::NcclBench(std::shared_ptr<NcclWorld> world, const std::string& collec
       pattern_(dtype_, op_, world_->world(), desc_.reduces) {
   const int n = world_->world();
   elem_ = dtype_.size;
-  PYBENCH_REQUIRE(timing == "batched" || timing == "per-op" || timing == "graph",
-                  "unknown timing mode '" + timing + "'; use batched, per-op or graph");
+  PYBENCH_REQUIRE(timing == "batched" || timing == "per-op" || timing == "graph" || timing == "host" ||
+                      timing == "host-graph",
+                  "unknown timing mode '" + timing + "'; use batched, per-op, graph, host or host-graph");
   PYBENCH_REQUIRE(root >= 0 && root < n, "root " + std::to_string(root) + " is not a rank of this world of " +
                                              std::to_string(n));
   PYBENCH_REQUIRE(!(desc_.reduces && op_ == nccl::kAvg && !dtype_.floating),
@@ -373,20 +414,13 @@ NcclBench::NcclBench(std::shared_ptr<NcclWorld> world, const std::string& collec
   stride_ = (unit + 255) / 256 * 256;
   slots_ = stride_ >= kRotationBytes ? 1 : kRotationBytes / stride_;
 
+  // The buffers' owners free whatever was made if a step below throws.
   per_.resize(world_->members().size());
-  try {
+  {
+    const auto lock = world_->lock_for("buffer set-up of " + label_);
     for (std::size_t i = 0; i < per_.size(); ++i) allocate(i);
-    world_->wait("buffer set-up of " + label_);
-  } catch (...) {
-    free_graphs();
-    for (std::size_t i = 0; i < per_.size(); ++i) {
-      cudaSetDevice(world_->members()[i].device);
-      cudaFree(per_[i].send_alloc);
-      cudaFree(per_[i].recv_alloc);
-      cudaFree(per_[i].wrong);
-    }
-    throw;
   }
+  world_->wait("buffer set-up of " + label_);
 }
 
 void NcclBench::allocate(std::size_t i) {
@@ -394,11 +428,10 @@ void NcclBench::allocate(std::size_t i) {
   auto& p = per_[i];
   const int n = world_->world();
   const std::size_t pool = slots_ * stride_;
-  CUDA_CHECK(cudaSetDevice(m.device));
   // Every byte of every slot is written once here, before any timing.
-  CUDA_CHECK(cudaMalloc(&p.send_alloc, pool));
-  CUDA_CHECK(cudaMemsetAsync(p.send_alloc, 0, pool, m.stream));
-  char* send = static_cast<char*>(p.send_alloc);
+  p.send_alloc = device_alloc(m.device, pool);
+  CUDA_CHECK(cudaMemsetAsync(p.send_alloc.get(), 0, pool, m.stream));
+  char* send = static_cast<char*>(p.send_alloc.get());
   char* recv = nullptr;
   if (in_place_) {
     std::size_t soff = 0, roff = 0;
@@ -407,12 +440,12 @@ void NcclBench::allocate(std::size_t i) {
     send += soff * elem_;
     alloc_bytes_ = pool;
   } else {
-    CUDA_CHECK(cudaMalloc(&p.recv_alloc, pool));
-    CUDA_CHECK(cudaMemsetAsync(p.recv_alloc, 0, pool, m.stream));
-    recv = static_cast<char*>(p.recv_alloc);
+    p.recv_alloc = device_alloc(m.device, pool);
+    CUDA_CHECK(cudaMemsetAsync(p.recv_alloc.get(), 0, pool, m.stream));
+    recv = static_cast<char*>(p.recv_alloc.get());
     alloc_bytes_ = 2 * pool;
   }
-  CUDA_CHECK(cudaMalloc(&p.wrong, sizeof(unsigned long long)));
+  p.wrong = device_alloc(m.device, sizeof(unsigned long long));
   p.launch = NcclLaunch{send, recv, count_, dtype_.nccl, elem_, op_, m.comm, m.stream, m.rank, n, root_};
   CUDA_CHECK(cudaMemsetAsync(recv, 0xff, recv_count_ * elem_, m.stream));
   launch_fill(dtype_.nccl, send, send_count_, m.rank, 0, pattern_.period(), m.stream);
@@ -420,12 +453,11 @@ void NcclBench::allocate(std::size_t i) {
 
 NcclBench::~NcclBench() {
   free_graphs();
+  // Work still queued may use the buffers: let it finish before their owners free them.
+  if (world_->aborted()) return;
   for (std::size_t i = 0; i < per_.size(); ++i) {
     cudaSetDevice(world_->members()[i].device);
-    if (!world_->aborted()) cudaStreamSynchronize(world_->members()[i].stream);
-    cudaFree(per_[i].send_alloc);
-    cudaFree(per_[i].recv_alloc);
-    cudaFree(per_[i].wrong);
+    cudaStreamSynchronize(world_->members()[i].stream);
   }
 }
 
@@ -433,6 +465,7 @@ bool NcclBench::latched(int ops_per_sample) const {
   // PYBENCH_LATCH=0 turns the latch off: a diagnostic, to show how much of a figure is the host's launch gap.
   const char* env = std::getenv("PYBENCH_LATCH");
   if (env != nullptr && std::string(env) == "0") return false;
+  if (host_timed()) return false;  // the host clock times the enqueue too, as nccl-tests'
   return timing_ == "graph" || ops_per_sample <= kMaxLatchedOps;
 }
 
@@ -454,7 +487,7 @@ void NcclBench::enqueue_slot(std::size_t slot) {
   in_group([&] {
     for (std::size_t i = 0; i < per_.size(); ++i) {
       const nccl::Result r = desc_.run(launch_at(i, slot));
-      if (r != nccl::kSuccess && r != nccl::kInProgress) return r;
+      if (r != nccl::kSuccess) return r;
     }
     return nccl::kSuccess;
   });
@@ -481,6 +514,7 @@ void NcclBench::prepare_graphs(int k) {
   if (graph_ops_ == k) return;
   free_graphs();
   auto& members = world_->members();
+  auto lock = world_->lock_for("capture of the CUDA graph of " + label_);
   for (auto& m : members) {
     CUDA_CHECK(cudaSetDevice(m.device));
     // ThreadLocal, as nccl-tests and PyTorch: NCCL's own threads may allocate while we capture.
@@ -521,11 +555,15 @@ void NcclBench::prepare_graphs(int k) {
     CUDA_CHECK(cudaSetDevice(members[i].device));
     CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(per_[i].graph_exec), members[i].stream));
   }
+  lock.unlock();
   world_->wait("first replay of the CUDA graph of " + label_);
 }
 
 void NcclBench::warmup(int n) {
-  enqueue_ops(n);
+  {
+    const auto lock = world_->lock_for("warm-up of " + label_);
+    enqueue_ops(n);
+  }
   world_->wait("warm-up of " + label_);
 }
 
@@ -534,9 +572,10 @@ long long NcclBench::check(int iters) {
   // first output element of that rank with 0xff bytes after each check iteration.
   const char* inject = std::getenv("PYBENCH_INJECT_WRONG");
   auto& members = world_->members();
+  auto lock = world_->lock_for("check of " + label_);
   for (std::size_t i = 0; i < per_.size(); ++i) {
     CUDA_CHECK(cudaSetDevice(members[i].device));
-    CUDA_CHECK(cudaMemsetAsync(per_[i].wrong, 0, sizeof(unsigned long long), members[i].stream));
+    CUDA_CHECK(cudaMemsetAsync(per_[i].wrong.get(), 0, sizeof(unsigned long long), members[i].stream));
   }
   for (int it = 0; it < iters; ++it) {
     for (std::size_t i = 0; i < per_.size(); ++i) {
@@ -554,17 +593,18 @@ long long NcclBench::check(int iters) {
       if (inject != nullptr && std::atoi(inject) == m.rank && recv_count_ > 0)
         CUDA_CHECK(cudaMemsetAsync(l.recv, 0xff, elem_, m.stream));
       for (const auto& block : desc_.expected(count_, m.rank, world_->world(), root_))
-        launch_count_wrong(dtype_.nccl, l.recv, block.out_offset, block.length, pattern_.table(block), per_[i].wrong,
-                           m.stream);
+        launch_count_wrong(dtype_.nccl, l.recv, block.out_offset, block.length, pattern_.table(block),
+                           static_cast<unsigned long long*>(per_[i].wrong.get()), m.stream);
     }
   }
   // Into pinned memory: the copies stay asynchronous and wait() keeps polling.
   auto* host = static_cast<unsigned long long*>(world_->pinned(per_.size() * sizeof(unsigned long long)));
   for (std::size_t i = 0; i < per_.size(); ++i) {
     CUDA_CHECK(cudaSetDevice(members[i].device));
-    CUDA_CHECK(cudaMemcpyAsync(&host[i], per_[i].wrong, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+    CUDA_CHECK(cudaMemcpyAsync(&host[i], per_[i].wrong.get(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                members[i].stream));
   }
+  lock.unlock();
   world_->wait("check of " + label_);
   long long local = 0;
   for (std::size_t i = 0; i < per_.size(); ++i) local += static_cast<long long>(host[i]);
@@ -602,13 +642,17 @@ void NcclBench::enqueue_sample(const EventSet& ev, int s, int ops_per_sample, bo
 Samples NcclBench::measure(int n_samples, int ops_per_sample) {
   PYBENCH_REQUIRE(n_samples >= 1 && ops_per_sample >= 1, "need at least one sample of one operation");
   PYBENCH_REQUIRE(!world_->aborted(), "the NCCL communicators were aborted earlier in this run; cannot time " + label_);
+  if (host_timed()) return measure_host(n_samples, ops_per_sample);
   const auto t0 = Clock::now();
   if (timing_ == "graph") prepare_graphs(ops_per_sample);
   auto& members = world_->members();
   const bool latch = latched(ops_per_sample);
-  world_->latch().clear_expired();
   EventSet ev(members, 2 * static_cast<std::size_t>(n_samples));
-  for (int s = 0; s < n_samples; ++s) enqueue_sample(ev, s, ops_per_sample, latch);
+  {
+    const auto lock = world_->lock_for(label_);
+    world_->latch().clear_expired();
+    for (int s = 0; s < n_samples; ++s) enqueue_sample(ev, s, ops_per_sample, latch);
+  }
   std::vector<std::vector<void*>> ends(members.size());
   for (std::size_t i = 0; i < members.size(); ++i)
     for (int s = 0; s < n_samples; ++s) ends[i].push_back(ev.at(i, 2 * s + 1));
@@ -626,6 +670,37 @@ Samples NcclBench::measure(int n_samples, int ops_per_sample) {
   out.wall_s = values.back();
   values.pop_back();
   out.per_op_s = std::move(values);
+  return out;
+}
+
+Samples NcclBench::measure_host(int n_samples, int ops_per_sample) {
+  // nccl-tests' timing (common.cu, BenchTime): the ranks aligned and idle, then the host
+  // clock around `ops` operations enqueued back to back (host-graph: one replay of a CUDA
+  // graph of them, as its -G) and one wait for the stream(s); each rank's time is averaged
+  // over ranks (its -a 1, the default). Here once per sample.
+  const auto t0 = Clock::now();
+  const bool graph = timing_ == "host-graph";
+  if (graph) prepare_graphs(ops_per_sample);
+  auto& members = world_->members();
+  std::vector<double> values(static_cast<std::size_t>(n_samples), 0.0);
+  for (int s = 0; s < n_samples; ++s) {
+    world_->enqueue_barrier();
+    world_->wait("the barrier before a sample of " + label_, nullptr, true);
+    const auto start = Clock::now();
+    {
+      const auto lock = world_->lock_for(label_);
+      if (!graph) enqueue_ops(ops_per_sample);
+      for (std::size_t i = 0; graph && i < members.size(); ++i) {
+        CUDA_CHECK(cudaSetDevice(members[i].device));
+        CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(per_[i].graph_exec), members[i].stream));
+      }
+    }
+    world_->wait(label_, nullptr, true);
+    values[s] = seconds_since(start) / ops_per_sample;
+  }
+  Samples out;
+  out.per_op_s = world_->mean_over_ranks(values);
+  out.wall_s = world_->max_over_ranks(std::vector<double>{seconds_since(t0)}).front();
   return out;
 }
 

@@ -11,11 +11,14 @@
 //   region, so it works the same under mpirun, srun and torchrun.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "cuda/device_owners.hpp"
 #include "cuda/graph_registry.hpp"
 #include "cuda/host_latch.hpp"
 #include "cuda/nccl_api.hpp"
@@ -30,6 +33,11 @@ struct Samples {
   double wall_s = 0;             // wall time of the whole call (max over ranks)
 };
 
+// Thread safety: every binding releases the GIL, so abort() may come from another
+// Python thread while this one enqueues or waits. One lock guards the communicators'
+// use and aborted_: work is enqueued only under lock_for() (never on an aborted
+// communicator), abort() takes the same lock, and wait() takes it once per poll, so an
+// abort lands between two polls and the waiting thread then stops with an error.
 class NcclWorld {
  public:
   struct Member {
@@ -50,22 +58,35 @@ class NcclWorld {
 
   int world() const { return world_; }
   bool multi_process() const { return multi_process_; }
+  // Fixed from construction to destruction; use the communicators only under lock_for().
   std::vector<Member>& members() { return members_; }
-  double timeout_s() const { return timeout_s_; }
-  void set_timeout_s(double t) { timeout_s_ = t; }
+  // Holds the world's lock for enqueuing work; throws NativeError naming `what` when the
+  // communicators were aborted (earlier, or by another thread).
+  std::unique_lock<std::recursive_mutex> lock_for(const std::string& what);
+  double timeout_s() const {
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    return timeout_s_;
+  }
+  void set_timeout_s(double t) {  // also while another thread waits (the runner's watch())
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    timeout_s_ = t;
+  }
 
   // Waits until every member's stream is idle, polling NCCL's asynchronous errors;
   // on an error, or no progress within the timeout, aborts every communicator
   // (ncclCommAbort) and throws NativeError naming `what`. Progress: `milestones`
   // (per member, events recorded in stream order, e.g. the end of each sample)
   // completing; without milestones the whole wait must fit in the timeout.
-  void wait(const std::string& what, const std::vector<std::vector<void*>>* milestones = nullptr);
+  // `spin`: poll without ever sleeping (host-clock timing, where a sleep would be timed).
+  void wait(const std::string& what, const std::vector<std::vector<void*>>* milestones = nullptr, bool spin = false);
   // One tiny all-reduce on every member: aligns the ranks on the GPU before a sample.
   void enqueue_barrier();
   // Element-wise max over ranks (identity in single-process mode, where the caller
   // already reduced over its devices). Synchronous; never inside a timed region.
   std::vector<double> max_over_ranks(const std::vector<double>& local);
   std::vector<long long> max_over_ranks_ll(const std::vector<long long>& local);
+  // Element-wise mean over ranks (nccl-tests' -a 1, its default); identity in single-process mode.
+  std::vector<double> mean_over_ranks(const std::vector<double>& local);
   long long sum_over_ranks(long long local);
   // Abort every communicator now (idempotent); the world is unusable afterwards.
   // Every live CUDA graph on the world is destroyed first (NCCL waits for them).
@@ -77,7 +98,7 @@ class NcclWorld {
   void* pinned(std::size_t bytes);
   // Member 0's device buffer for cross-rank reductions, grown on demand.
   void* device_scratch(std::size_t bytes);
-  bool aborted() const { return aborted_; }
+  bool aborted() const;
   // Whether communicator set-up ran under the deadline (false: single-process worlds,
   // which wait for no other process, and NCCL < 2.18, whose set-up can only block).
   bool setup_bounded() const { return setup_bounded_; }
@@ -89,10 +110,16 @@ class NcclWorld {
 
  private:
   void init_scratch();
+  void abort_locked();  // abort() with the lock held
+  // One poll of every member (the lock held): true when all are idle; on an error, aborts and throws.
+  bool poll(const std::string& what, const std::vector<std::vector<void*>>* milestones,
+            std::vector<std::size_t>& reached, std::chrono::steady_clock::time_point& t0);
+  [[noreturn]] void fail_aborted(const std::string& what) const;
   // Frees every member's communicator, stream and buffers (what the destructor does); also
   // used when a constructor fails half-way, so nothing it made leaks.
   void teardown() noexcept;
 
+  mutable std::recursive_mutex mutex_;  // recursive: a locked enqueue may run the barrier, which locks too
   std::vector<Member> members_;
   int world_ = 0;
   bool multi_process_ = false;
@@ -120,8 +147,11 @@ void in_group(Body&& body) {
 
 class NcclBench {
  public:
-  // timing: "batched" / "per-op" (events around k ops enqueued back to back; per-op is k == 1)
-  // or "graph" (k ops captured once into a CUDA graph, replayed per sample).
+  // timing: "batched" / "per-op" (events around k ops enqueued back to back; per-op is k == 1),
+  // "graph" (k ops captured once into a CUDA graph, replayed per sample), or "host"
+  // (nccl-tests' definition: the host clock around k ops enqueued back to back and one
+  // stream synchronisation, no latch), or "host-graph" (the same clock around one replay of
+  // a CUDA graph of the k ops, as nccl-tests' -G); see measure_host().
   // Buffers rotate as nccl-tests': each operation uses the next of `rotation_slots`
   // slots of a pool of at least kRotationBytes per buffer, so sizes under the L2
   // cache (60 MB on an H200) do not replay from it. Slot 0 holds the checked data.
@@ -155,6 +185,8 @@ class NcclBench {
   void enqueue_ops(int k);  // k operations, each on the next rotation slot
   void enqueue_sample(const EventSet& ev, int s, int ops_per_sample, bool latch);
   void prepare_graphs(int k);
+  Samples measure_host(int n_samples, int ops_per_sample);
+  bool host_timed() const { return timing_ == "host" || timing_ == "host-graph"; }
   void free_graphs();
 
   std::shared_ptr<NcclWorld> world_;
@@ -167,10 +199,10 @@ class NcclBench {
   std::string timing_;
   GpuPattern pattern_;
   struct PerMember {
-    void* send_alloc = nullptr;
-    void* recv_alloc = nullptr;  // null in place
-    NcclLaunch launch{};         // slot 0
-    unsigned long long* wrong = nullptr;
+    DeviceBuffer send_alloc;
+    DeviceBuffer recv_alloc;  // null in place
+    NcclLaunch launch{};      // slot 0
+    DeviceBuffer wrong;       // an unsigned long long: the check's count
     void* graph_exec = nullptr;  // cudaGraphExec_t, owned by the world's GraphRegistry
     int graph_id = -1;
   };

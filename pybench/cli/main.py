@@ -75,7 +75,12 @@ def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...]) -
                    help="batched: ops back to back, time / n (nccl-tests' way); per-op: each op timed alone after "
                         "a barrier, giving a distribution"
                         + ("; graph (nccl only): K ops captured in a CUDA graph and replayed" if "graph" in timings
-                           else "") + " (default batched)")
+                           else "")
+                        + ("; host (nccl only): nccl-tests' own definition, the host clock around K ops and one "
+                           "stream synchronisation, averaged over ranks; host-graph (nccl only): the same clock "
+                           "around one replay of a CUDA graph of the K ops, as nccl-tests -G" if "host" in timings
+                           else "")
+                        + " (default batched)")
     m.add_argument("-n", "--iters", type=_positive_int, default=None, metavar="N",
                    help="fixed number of timed iterations per size, as nccl-tests' -n (default: adaptive, see "
                         "--precision)")
@@ -160,6 +165,9 @@ def _check_backend(args) -> None:
         raise UsageError(f"unknown backend {args.backend!r}; known: {', '.join(BACKENDS)}")
     if _timing(args) == "graph" and args.backend != "nccl":
         raise UsageError("--timing graph (-G) captures CUDA graphs: it needs --backend nccl")
+    if _timing(args) in ("host", "host-graph") and args.backend != "nccl":
+        raise UsageError(f"--timing {_timing(args)} is nccl-tests' host-clock timing of GPU streams: it needs "
+                         "--backend nccl (the mpi backend's batched timing already uses the host clock)")
 
 
 def _collective_plans(args) -> list:
@@ -215,6 +223,9 @@ def _run_measurement(args) -> int:
     backend, fallback_note = cli_gpu.select_backend(requested, nccl_lib)
     if _timing(args) == "graph" and backend != "nccl":
         raise UsageError("--timing graph (-G) captures CUDA graphs: it needs a GPU and the nccl backend")
+    if _timing(args) in ("host", "host-graph") and backend != "nccl":
+        raise UsageError(f"--timing {_timing(args)} is nccl-tests' host-clock timing of GPU streams: it needs a GPU "
+                         "and the nccl backend")
     # Stand-alone: catch bad input here, before any rank starts. With NCCL one
     # process drives every local GPU; otherwise pybench starts --np MPI ranks.
     # Sizes are rounded to the world here only to validate them: the ranks round them
@@ -304,7 +315,7 @@ def _add_collective_parser(sub, name: str, coll) -> None:
         w.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
     if name == "broadcast":
         w.add_argument("-r", "--root", type=_nonneg_int, default=0, help="root rank (default 0)")
-    _add_run_options(p, "1K:64M:4", ("batched", "per-op", "graph"))
+    _add_run_options(p, "1K:64M:4", ("batched", "per-op", "graph", "host", "host-graph"))
     p.add_argument("-G", "--cudagraph", dest="graph_launches", type=_nonneg_int, default=0, metavar="N",
                    help="nccl-tests: N > 0 times CUDA graphs of the operations (--timing graph, nccl only) "
                         "(default 0: no graphs)")

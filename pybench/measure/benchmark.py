@@ -56,7 +56,7 @@ class BenchConfig:
     dtype: str = "float32"
     op: str = "sum"
     root: int = 0
-    timing: str = "batched"  # or "per-op"
+    timing: str = "batched"  # or "per-op"; nccl also "graph", "host" and "host-graph"
     stop: StopRule = field(default_factory=StopRule)
     warmup: int = 5
     check_iters: int = 2
@@ -85,8 +85,8 @@ class BenchConfig:
         device's own copy path), unlike a one-rank MPI job. ``backend`` sets the
         element-count limit (:func:`max_count`): 2**31 - 1 except for nccl.
         """
-        if self.timing not in ("batched", "per-op", "graph"):
-            raise UsageError(f"unknown timing mode {self.timing!r}; use batched, per-op or graph")
+        if self.timing not in ("batched", "per-op", "graph", "host", "host-graph"):
+            raise UsageError(f"unknown timing mode {self.timing!r}; use batched, per-op, graph, host or host-graph")
         if not 0 <= self.warmup <= MAX_WARMUP or not 0 <= self.check_iters <= MAX_CHECK:
             raise UsageError(f"--warmup must be 0 to {MAX_WARMUP:,} and --check 0 to {MAX_CHECK:,}, "
                              f"got {self.warmup} and {self.check_iters}")
@@ -204,7 +204,7 @@ def ops_per_sample(cfg: BenchConfig, bench: NativeBench) -> tuple[int, float]:
     """
     if cfg.timing == "per-op":
         return 1, 0.0
-    # batched and graph: a sample is k operations (graph mode replays them as one captured graph)
+    # every other mode: a sample is k operations (the graph modes replay them as one captured graph)
     probe, wall = bench.measure(1, 1)
     wanted = max(1, min(1000, math.ceil(cfg.batch_target_s / max(probe[0], 1e-9))))
     return cfg.stop.ops_per_sample(wanted), wall

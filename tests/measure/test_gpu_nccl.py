@@ -79,7 +79,7 @@ def test_injected_error_is_counted(gpu, world, monkeypatch):
     assert b.check(3) == 3  # one element per iteration on rank 0
 
 
-@pytest.mark.parametrize("timing", ["batched", "per-op", "graph"])
+@pytest.mark.parametrize("timing", ["batched", "per-op", "graph", "host", "host-graph"])
 def test_timing_modes_return_one_positive_sample_each(gpu, world, timing):
     b = gpu[0].NcclBench(world, "allreduce", "float32", "sum", 1 << 20, 0, False, timing)
     b.warmup(3)
@@ -87,7 +87,7 @@ def test_timing_modes_return_one_positive_sample_each(gpu, world, timing):
     samples, wall = b.measure(7, k)
     assert len(samples) == 7 and all(0 < s < 1.0 for s in samples)
     assert wall >= sum(samples) * k * 0.5
-    if timing == "graph":
+    if timing in ("graph", "host-graph"):
         again, _ = b.measure(3, k)  # the captured graph is reused for the same k
         assert len(again) == 3 and all(s > 0 for s in again)
 

@@ -484,3 +484,31 @@ def test_nccl_allgather_on_three_gpus_rounds_power_of_two_sizes(fake_gpu, capsys
     import json
     rounding = json.loads(out.read_text())["options"]["size_rounding"]
     assert rounding["world"] == 3 and rounding["dropped"] == [8] and [1024, 1020] in rounding["rounded"]
+
+
+# ---------------------------------------------------------------- --timing host (nccl-tests' definition)
+def test_timing_host_reaches_the_harness_and_is_named_in_the_header_and_the_file(fake_gpu, capsys, tmp_path):
+    import json
+
+    from pybench.cli.main import main
+    out = tmp_path / "ar.json"
+    code = main(["allreduce", "--backend", "nccl", "--timing", "host", "--sizes", "8,1M", "-n", "2", "-w", "0",
+                 "--json", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert {m[-1] for m in _FakeBench.made} == {"host"}
+    assert any(line.startswith("#") and "timing host" in line for line in captured.out.splitlines())
+    doc = json.loads(out.read_text())
+    assert doc["timing"] == "host"
+    definitions = doc["environment"]["backend"]["timing_definitions"]
+    assert "nccl-tests" in definitions["host"] and "mean over ranks" in definitions["host"]
+    assert "-G" in definitions["host-graph"] and set(definitions) == {"batched", "per-op", "graph", "host", "host-graph"}
+
+
+@pytest.mark.parametrize("backend", ["mpi", "torch"])
+@pytest.mark.parametrize("timing", ["host", "host-graph"])
+def test_timing_host_on_another_backend_is_one_line_and_exit_2(backend, timing, capsys):
+    from pybench.cli.main import main
+    assert main(["allreduce", "--backend", backend, "--timing", timing, "--sizes", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--timing {timing} is" in err[0] and "--backend nccl" in err[0]

@@ -2,7 +2,8 @@
 
 Everything inside a timed region is C++ (csrc/cuda/nccl_harness.cpp): buffers,
 warm-up, the on-device check (#wrong counted by a kernel), the event-timed loop
-(batched, per-op, or CUDA graph replay) and the max over ranks of the samples.
+(batched, per-op, or CUDA graph replay) and the max over ranks of the samples, or
+nccl-tests' own host-clock timing averaged over ranks (TIMING_DEFINITIONS).
 NCCL itself is loaded at run time (pybench.measure.gpu.nccl_lib).
 
 How ranks start, with no home-made rendezvous:
@@ -42,6 +43,18 @@ _MPI_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_L
              "SLURM_STEP_NUM_TASKS", "PYBENCH_RANK_PROCESS")
 _UNIQUE_ID_KEY = "pybench/nccl_unique_id"
 INIT_TIMEOUT_S = 120.0  # least time every rank gets to join the communicator (a large job starts slowly)
+#: What one sample's time per operation is in each timing mode (csrc/cuda/nccl_harness.cpp), for the file:
+#: figures from different modes are different quantities, and only "host" is nccl-tests' own.
+TIMING_DEFINITIONS = {
+    "batched": "CUDA events on each stream around K operations enqueued back to back (the GPU held by a latch "
+               "until all K are enqueued), / K; the slowest device and rank",
+    "per-op": "batched with K = 1",
+    "graph": "CUDA events around one replay of a CUDA graph of K operations, / K; the slowest device and rank",
+    "host": "nccl-tests' definition: the host clock around K operations enqueued back to back and one wait for the "
+            "stream(s) (no latch), / K; the mean over ranks (nccl-tests' -a 1, its default)",
+    "host-graph": "nccl-tests' -G definition: the host clock around one replay of a CUDA graph of K operations and "
+                  "one wait for the stream(s), / K; the mean over ranks",
+}
 #: What the harness does with buffers (csrc/cuda/nccl_harness.hpp: kRotationBytes), for the header and the file.
 ROTATION_TEXT = ("each operation uses the next slot of a >= 256 MiB pool per buffer (rotated as nccl-tests), "
                  "so sizes under the GPU's L2 cache are not timed from it")
@@ -254,6 +267,7 @@ class NcclBackend:
             "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
             "in_place": self._in_place,
             "buffer_rotation": ROTATION_TEXT,
+            "timing_definitions": TIMING_DEFINITIONS,
             "world_size": self._info.get("world_size"),
         }
 
