@@ -168,8 +168,8 @@ class ModelSet:
             where = (f"{collective} {model.link_class or 'any-link'} model fitted at {model.world_size} ranks, "
                      f"scaled to {world} by the ring formula")
             self._note(f"{collective} at world sizes other than its {model.world_size}-rank sweep is scaled by the "
-                       f"ring formula, an estimate without a calibrated interval: the file holds no topology model for it "
-                       f"(a log without its node count: refit with `pybench fit LOG --nodes N`)")
+                       f"ring formula, an estimate without a calibrated interval: the file holds no topology model "
+                       f"for it (a log without its node count: refit with `pybench fit LOG --nodes N`)")
         else:
             pred = model.predict(size_bytes, world=world)
             where = f"{collective} {model.link_class or 'any-link'} model fitted at {model.world_size} ranks"
