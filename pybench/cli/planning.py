@@ -50,7 +50,7 @@ _FLAGS = {
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
           "repeats": "--repeats", "warmup": "--warmup", "params": "--params", "engine": "--engine",
-          "backend": "--backend", "strategy": "--strategy", "links": "--link"}
+          "backend": "--backend", "strategy": "--strategy", "links": "--link", "system": "--system"}
 
 
 def flag_names(text: str) -> str:
@@ -157,7 +157,7 @@ def run_ccr(args: argparse.Namespace) -> int:
                      price_per_device_hour=args.price_per_device_hour,
                      big_node_price_per_hour=args.big_node_price_per_hour, straggler_cv=args.straggler_cv,
                      slow_node=args.slow_node, memory_headroom=args.memory_headroom, backend=args.backend,
-                     links=args.link, bytes_per_param=args.bytes_per_param)
+                     links=args.link, system=args.system, bytes_per_param=args.bytes_per_param)
     result = replace(result, notes=tuple(flag_names(n) for n in result.notes),
                      warnings=tuple(flag_names(w) for w in result.warnings))
     for w in result.warnings:
@@ -201,7 +201,8 @@ def run_plan(args: argparse.Namespace) -> int:
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
                       loader_samples_per_s=loader, price_per_node_hour=args.price_per_node_hour,
                       price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
-                      memory_headroom=args.memory_headroom, links=args.link, bytes_per_param=args.bytes_per_param,
+                      memory_headroom=args.memory_headroom, links=args.link, system=args.system,
+                      bytes_per_param=args.bytes_per_param,
                       straggler_cv=args.straggler_cv, slow_node=args.slow_node,
                       comm_bytes_per_value=_comm_bytes(args))
     for w in result.warnings:
@@ -227,6 +228,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--link", action="append", default=[], metavar="PRESET",
                    help="a published link rate for a link class the model file's topology models lack (repeat): "
                         "nvlink3/4/5, nvswitch, pcie4/5, ib-hdr/ndr/xdr, eth-25g/100g/200g/400g")
+    p.add_argument("--system", metavar="NAME|FILE",
+                   help="the hardware: a named system (dgx-h100, aws-p5, gb200-nvl72, ...) or a description file; it "
+                        "prices the link classes the model file did not measure, counting every NIC of a node")
     p.add_argument("--compute", metavar="COMPUTE.json", help="compute profile from `pybench compute --json`")
     p.add_argument("--tflops", type=_positive, help="use this measured TFLOP/s instead of --compute")
     p.add_argument("--device-memory-gb", type=_positive, default=80, help="device memory, GB = 1e9 B (default 80)")

@@ -297,7 +297,8 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          max_batch: int = 64, loader_samples_per_s: float | None = None,
          price_per_node_hour: float | None = None, price_per_device_hour: float | None = None,
          global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM,
-         links: Sequence[str] = (), bytes_per_param: int = 16, straggler_cv: float = 0.0,
+         links: Sequence[str] = (), system: str | None = None, bytes_per_param: int = 16,
+         straggler_cv: float = 0.0,
          slow_node: float = 1.0, comm_bytes_per_value: int | None = None) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
@@ -336,7 +337,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     shape = shape or shape_for_params(P)
     batch, seq = int(batch), int(seq)
     profile = load_compute(compute) if isinstance(compute, str) else compute
-    given = as_model_set(models, backend, links)
+    given = as_model_set(models, backend, links, system)
     warnings = unused_presets(given, links, isinstance(models, str))
     cfg = make_ccr_config(P, seq, batch, 1, "ddp", compute=profile, flops_per_s=flops_per_s, shape=shape,
                           gpus_per_node=gpus_per_node, bucket_mb=bucket_mb, device_memory_gb=device_memory_gb,

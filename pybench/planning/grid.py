@@ -162,7 +162,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         flash_attention: bool = True, price_per_node_hour: float | None = None,
         big_node_gpus: int | None = None, big_node_price_per_hour: float | None = None,
         straggler_cv: float = 0.0, slow_node: float = 1.0, memory_headroom: float = MEMORY_HEADROOM,
-        bytes_per_param: int = 16, backend: str | None = None, links: Sequence[str] = (),
+        bytes_per_param: int = 16, backend: str | None = None, links: Sequence[str] = (), system: str | None = None,
         bucket_sizes_bytes: Sequence[float] | None = None,
         overlap_profile: OverlapProfile | None = None, price_per_device_hour: float | None = None) -> CcrResult:
     """CCR, step time, scaling efficiency, cost and memory for every combination.
@@ -213,7 +213,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         For bad input (unknown strategy, zero batch, invalid layouts, missing
         models), naming the parameter.
     """
-    model_set = as_model_set(models, backend, links)
+    model_set = as_model_set(models, backend, links, system)
     unused = unused_presets(model_set, links, isinstance(models, str))
     if isinstance(params, CcrConfig):
         return evaluate(params, model_set, unused)

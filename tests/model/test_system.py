@@ -154,3 +154,19 @@ def test_every_rank_of_a_node_drives_its_own_nic():
     model = fit_topology("allgather", one_per_node)
     bare, on_b200 = model.predict(1 << 30, 16, 2), model.with_system(load_system("hgx-b200")).predict(1 << 30, 16, 2)
     assert bare.time_s / on_b200.time_s == pytest.approx(8.0, rel=0.1)
+
+
+def test_ccr_and_plan_take_a_system_description(tmp_path, capsys):
+    node = tmp_path / "node.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv"),
+                           "-o", str(node)]) == 0
+    capsys.readouterr()
+    args = ["ccr", "--params", "1.3B", "--model", str(node), "--tflops", "150", "--world", "16",
+            "--strategy", "ddp"]
+    assert main_for_tests(args) == 2  # one node measured: nothing prices 16 ranks across nodes
+    capsys.readouterr()
+    assert main_for_tests([*args, "--system", "dgx-a100"]) == 0
+    assert "system dgx-a100" in capsys.readouterr().out
+    assert main_for_tests([*args, "--system", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown system 'nope'" in err[0]
