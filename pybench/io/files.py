@@ -1,7 +1,8 @@
 """Reading and writing pybench's files safely.
 
-Writes are atomic (a temporary file in the same folder, fsync, ``os.replace``)
-so a reader sees the old file or the new one, never half of one, and the new
+Writes are atomic (a nameless O_TMPFILE file in the same folder, fsync, then a
+link and ``os.replace``) so a reader sees the old file or the new one, never half
+of one, a writer killed mid-write leaves no temporary file behind, and the new
 file gets the permissions a plain ``open()`` would give. Reads of JSON turn every
 way a hostile or broken file can fail (not UTF-8, not JSON, nested past the
 parser's recursion limit, too large) into one FileFormatError line. Nothing read
@@ -10,9 +11,11 @@ is ever executed: JSON only, never pickle.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import secrets
 import stat
 import tempfile
 from pathlib import Path
@@ -54,26 +57,95 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (a regular file only; see the module docstring)."""
+def _anonymous_file(folder: Path) -> int | None:
+    """A nameless file in ``folder``'s file system (O_TMPFILE), or None where it is not supported.
+
+    Nothing named exists until :func:`_publish` links it, so a writer killed (SIGKILL included)
+    while writing leaves nothing behind: the kernel frees a nameless file with its last descriptor.
+    """
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        return None
+    try:
+        return os.open(folder, flag | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o666 & ~_umask())
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT) and folder.is_dir():
+            return None  # a file system without O_TMPFILE (some FUSE and network mounts)
+        raise
+
+
+def _publish(fd: int, folder: Path, path: Path, replace: bool) -> None:
+    """Give the anonymous file ``fd`` the name ``path``: exclusively (``replace`` False: EEXIST when
+    ``path`` exists), or replacing it atomically through a random name that lives for one rename."""
+    source = f"/proc/self/fd/{fd}"
+    if not replace:
+        os.link(source, path, follow_symlinks=True)
+        return
+    for _ in range(16):
+        tmp = folder / f".{path.name[:200]}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.link(source, tmp, follow_symlinks=True)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def _unlink_quietly(path: str | os.PathLike) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, replace: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (a regular file only; see the module docstring).
+
+    With ``replace`` False the file must not exist yet (FileExistsError otherwise): of two runs
+    given one file name, the second fails instead of overwriting the first's results. Either way
+    the file appears complete or not at all, and a writer killed mid-write leaves no temporary.
+    """
     path = Path(path)
     refuse_non_regular(path)
     folder = path.parent if str(path.parent) else Path(".")
-    # mkstemp opens with O_EXCL in the target's own folder: nothing planted there can be followed.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
+    payload = data.encode() if isinstance(data, str) else data
+    fd = _anonymous_file(folder)
+    if fd is not None:
         try:
+            _write_all(fd, payload)
+            _publish(fd, folder, path, replace)
+        finally:
+            os.close(fd)
+        return
+    # mkstemp opens with O_EXCL in the target's own folder: nothing planted there can be followed.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=folder)
+    try:
+        try:
+            _write_all(fd, payload)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
             os.unlink(tmp)
-        except OSError:
-            pass
+    except BaseException:
+        _unlink_quietly(tmp)
         raise
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
 
 
 def null_non_finite(x: Any) -> Any:

@@ -319,13 +319,13 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
     except Terminated as t:
         handled = True
         name = signal.Signals(t.signum).name
-        kept = mark_cut_short(result_files, f"the pybench parent received {name}; the job was killed")
+        kept = mark_cut_short(result_files, f"the pybench parent received {name}; the job was killed", job.path)
         where = f"; results so far kept in {', '.join(kept)}" if kept else ""
         print(f"pybench: error: terminated by {name}{where}", file=sys.stderr, flush=True)
         return 128 + t.signum
     except LauncherStopped as stop:
         handled = True
-        mark_cut_short(result_files, f"{Path(launcher.path).name} was stopped (SIGSTOP); the job was killed")
+        mark_cut_short(result_files, f"{Path(launcher.path).name} was stopped (SIGSTOP); the job was killed", job.path)
         return stop.code
     finally:
         if guard is not None:
@@ -341,7 +341,7 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
     for attempt in range(1, START_ATTEMPTS + 1):
         rc, relay = _launch_once(command, env, job, guard, progress, interrupt_grace_s)
         if rc is None:
-            mark_cut_short(result_files, "interrupted (SIGINT)")
+            mark_cut_short(result_files, "interrupted (SIGINT)", job.path)
             print("pybench: interrupted; results written so far are kept", file=sys.stderr)
             return 130
         status = job.read_status()
@@ -354,7 +354,7 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
             continue
         break
     reason = "; ".join(relay.failures) or f"the ranks exited abnormally ({Path(launcher.path).name} returned {rc})"
-    kept = mark_cut_short(result_files, reason)
+    kept = mark_cut_short(result_files, reason, job.path)
     # A rank that timed out has already said which rank stopped answering, in one line.
     if not relay.failures or not all(f.endswith("timed out") for f in relay.failures):
         where = f"; results so far kept in {', '.join(kept)}" if kept else ""
