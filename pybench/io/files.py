@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pybench.errors import FileFormatError, UsageError
+from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.formats import FileFormat, check_document
 
 # A result or model file is kilobytes to a few hundred megabytes (raw samples);
@@ -78,23 +78,32 @@ def _publish(fd: int, folder: Path, path: Path, replace: bool) -> None:
     """Give the anonymous file ``fd`` the name ``path``: exclusively (``replace`` False: EEXIST when
     ``path`` exists), or replacing it atomically through a random name that lives for one rename."""
     source = f"/proc/self/fd/{fd}"
-    if not replace:
-        os.link(source, path, follow_symlinks=True)
-        return
-    for _ in range(16):
-        tmp = folder / f".{path.name[:200]}.{secrets.token_hex(6)}.tmp"
-        try:
-            os.link(source, tmp, follow_symlinks=True)
-            break
-        except FileExistsError:
-            continue
-    else:
-        raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
+    # linkat(AT_SYMLINK_FOLLOW) links the file /proc's entry points to; CPython calls linkat, not
+    # link, only when given a folder descriptor, hence dst_dir_fd.
+    dir_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
+        if not replace:
+            os.link(source, path.name, dst_dir_fd=dir_fd, follow_symlinks=True)
+            return
+        for _ in range(16):
+            tmp = f".{path.name[:200]}.{secrets.token_hex(6)}.tmp"
+            try:
+                os.link(source, tmp, dst_dir_fd=dir_fd, follow_symlinks=True)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
+        try:
+            os.rename(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(dir_fd)
 
 
 def _unlink_quietly(path: str | os.PathLike) -> None:
@@ -176,15 +185,44 @@ def write_json(path: str | os.PathLike, doc: Any) -> None:
 def refuse_existing(path: str | os.PathLike, force: bool) -> None:
     """One-line error when ``path`` exists and the user did not pass --force, or cannot be written."""
     p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{p} is a folder; give a file name")
-    if p.exists() and not force:
-        raise UsageError(f"{p} already exists; pass --force to overwrite it or choose another file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {p}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write {p}: folder {parent} is not writable")
+    try:
+        if p.is_dir():
+            raise UsageError(f"{p} is a folder; give a file name")
+        if p.exists() and not force:
+            raise UsageError(f"{p} already exists; pass --force to overwrite it or choose another file name")
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise UsageError(f"cannot write {p}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"cannot write {p}: folder {parent} is not writable")
+        # A name longer than the file system allows fails only when the file is made: ask it now.
+        limit = os.pathconf(parent, "PC_NAME_MAX")
+    except OSError as exc:
+        raise path_error(exc, p, "write") from None
+    if len(os.fsencode(p.name)) > limit:
+        raise UsageError(f"cannot write {_shown(p)}: its name is longer than the {limit} bytes the file system "
+                         f"allows; choose a shorter name")
+
+
+# errno values that say the path given cannot be used (bad input: choose another), as opposed
+# to a machine that failed (a full disk, an I/O error, a read-only file system mid-run).
+_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR,
+                errno.ELOOP, errno.EEXIST, errno.EINVAL}
+
+
+def _shown(path: str | os.PathLike) -> str:
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]}"
+
+
+def path_error(exc: OSError, path: str | os.PathLike | None, action: str) -> UsageError | EnvironmentFault:
+    """One line for an OSError on a path the user gave: UsageError (exit 2) when the path cannot be
+    used as given (too long, no permission, no such folder), EnvironmentFault (exit 3) otherwise."""
+    where = _shown(path if path is not None else (exc.filename or "a file"))
+    why = exc.strerror or str(exc)
+    if exc.errno in _PATH_ERRNOS:
+        return UsageError(f"cannot {action} {where}: {why}; choose another path")
+    return EnvironmentFault(f"cannot {action} {where}: {why}")
 
 
 # Deeper than any file pybench writes (a result is 4 levels deep); checked after parsing so a

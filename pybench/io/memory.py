@@ -14,7 +14,6 @@ allocates: rank buffers (measure), fits and log imports (model), GEMM operands (
 
 from __future__ import annotations
 
-import os
 import resource
 from pathlib import Path
 
@@ -105,6 +104,6 @@ def check_budget(need_bytes: float, what: str, remedy: str, available: int | Non
     left = memory_left() if available is None else available
     if left is None or need_bytes <= BUDGET_SHARE * left:
         return
-    raise SizeError(f"{what} needs {need_bytes / _GIB:.2f} GiB, more than {BUDGET_SHARE:.0%} of the "
-                    f"{left / _GIB:.2f} GiB this process may allocate (free memory, ulimit -v and cgroup "
-                    f"memory.max); {remedy}")
+    raise SizeError(f"{what} needs {need_bytes / _GIB:.2f} GiB, but {left / _GIB:.2f} GiB is available (the least "
+                    f"of free memory, ulimit -v and the cgroup's memory.max) and one request may take "
+                    f"{BUDGET_SHARE:.0%} of it; {remedy}")

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from pybench.errors import PyBenchError
 from pybench.io.files import read_json, write_json
-from pybench.measure.result_journal import JOB_DIR
 
 # The native watchdog's heartbeat tables (/dev/shm/pybench-hb-<pid of local rank 0>-<rank>-<attempt>).
 _HEARTBEATS = Path("/dev/shm")

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from pybench.errors import BackendUnavailable, EnvironmentFault, UsageError
 from pybench.measure.job import (
-    JOB_DIR,
     EndOnSignals,
     Guard,
     JobFolder,
@@ -39,6 +38,7 @@ from pybench.measure.job import (
     process_state,
     set_parent_death_signal,
 )
+from pybench.measure.result_journal import JOB_DIR
 
 # Set in the environment of the ranks pybench starts itself.
 RANK_MARKER = "PYBENCH_RANK_PROCESS"

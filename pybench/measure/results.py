@@ -199,7 +199,7 @@ REWRITE_INTERVAL_S = 10.0
 
 @dataclass
 class _WriteState:
-    force: bool = False
+    exclusive: bool = False  # claimed without --force: the first write must create each file
     written: set[Path] = field(default_factory=set)
     journal: Journal | None = None
     last_write_at: float = 0.0
@@ -238,7 +238,7 @@ class OutputFiles:
         line, and no empty file is ever left. Returns the files created (none), for :meth:`release`.
         """
         self.check_writable(force)
-        self._state.force = force
+        self._state.exclusive = not force
         return []
 
     @staticmethod
@@ -277,7 +277,7 @@ class OutputFiles:
             if path is None:
                 continue
             try:
-                write_atomic(path, text(snapshot), replace=st.force or path in st.written)
+                write_atomic(path, text(snapshot), replace=not st.exclusive or path in st.written)
             except FileExistsError:
                 raise UsageError(f"{path} already exists (another run writing it?); pass --force to overwrite "
                                  "it or choose another file name") from None

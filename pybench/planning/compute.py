@@ -301,7 +301,8 @@ _ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def _available_bytes(on_gpu: bool) -> int | None:
-    """Memory a GEMM's operands may take: free device memory on a GPU (via torch), else what this process may allocate."""
+    """Memory a GEMM's operands may take: free device memory on a GPU (via torch), else what this
+    process may allocate."""
     if on_gpu:
         try:
             import torch
