@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -153,7 +154,16 @@ std::string Watchdog::diagnose_locked() const {
     else if (state == 'T' || state == 't') named.push_back(who + " is stopped");
     else if (min_ops < max_ops && slots_[i].ops_started.load() == min_ops) named.push_back(who + " fell behind");
   }
-  if (named.empty()) return "a rank on another host stopped answering";
+  if (named.empty()) {
+    // Every rank is on this host, alive and in step: nobody stopped; one operation is simply
+    // slower than the timeout (a huge --window, say).
+    const bool one_host = !hosts_.empty() && std::all_of(hosts_.begin(), hosts_.end(),
+                                                         [this](const std::string& h) { return h == hosts_[0]; });
+    if (one_host)
+      return "every rank is alive and in step, so one operation is slower than --timeout allows; raise --timeout "
+             "or run less per operation (smaller sizes or --window)";
+    return "a rank on another host stopped answering";
+  }
   std::string out;
   for (const auto& n : named) out += (out.empty() ? "" : "; ") + n;
   return out;
