@@ -241,28 +241,57 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# No number in a pybench file needs more than a signed 64-bit integer; Python's own int() would
+# take 4300 digits, which numpy then cannot hold (OverflowError far from the reader).
+_MAX_INT_DIGITS = 19
+
+
+def _bounded_int(text: str) -> int:
+    digits = text.lstrip("-")
+    value = int(text) if len(digits) <= _MAX_INT_DIGITS else None
+    if value is None or not -(1 << 63) <= value < (1 << 63):
+        raise ValueError(f"integer {text[:24]}{'...' if len(text) > 24 else ''} does not fit in 64 bits")
+    return value
+
+
+def _printable(text: str) -> bool:
+    """Whether ``text`` can be written out as UTF-8 (JSON's \\ud800 escapes can make lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _depth(data: Any) -> int:
+    """How deeply ``data`` nests; ValueError on a string that is not text (a lone surrogate)."""
     deepest, stack = 0, [(data, 1)]
     while stack:
         node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
+        if isinstance(node, str):
+            if not _printable(node):
+                raise ValueError(f"string {node[:40]!r} holds a lone surrogate (\\ud800-\\udfff), which is not text")
+        elif isinstance(node, (dict, list)):
             deepest = max(deepest, depth)
             if depth > MAX_JSON_DEPTH:
                 break
+            if isinstance(node, dict):
+                stack.extend((k, depth) for k in node)
             children = node.values() if isinstance(node, dict) else node
-            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, str)))
     return deepest
 
 
 def parse_json(text: str, source: str) -> Any:
     """Strict ``json.loads``: every failure, NaN/Infinity, overflow and deep nesting as one FileFormatError line."""
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        deepest = _depth(data)
     except RecursionError:
         raise FileFormatError(f"{source}: JSON nested too deeply to be a pybench file") from None
     except ValueError as exc:
         raise FileFormatError(f"{source} is not JSON pybench reads: {str(exc)[:200]}") from None
-    if _depth(data) > MAX_JSON_DEPTH:
+    if deepest > MAX_JSON_DEPTH:
         raise FileFormatError(f"{source}: JSON nested more than {MAX_JSON_DEPTH} levels deep; not a pybench file")
     return data
 
