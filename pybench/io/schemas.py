@@ -108,8 +108,9 @@ def validate_body(data: dict[str, Any], fmt: FileFormat, source: str) -> None:
         schema.model_validate(data, strict=True)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "document"
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.get("loc", ())).lstrip(".")
         value = repr(first.get("input"))
         value = value if len(value) <= 40 else value[:37] + "..."
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise FileFormatError(f"{source}: {where}: {first.get('msg', 'invalid')}, got {value}{more}") from None
+        why = first.get("msg", "invalid")
+        raise FileFormatError(f"{source}: {where or 'document'}: {why}, got {value}{more}") from None
