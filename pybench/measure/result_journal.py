@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +42,16 @@ class Journal:
         self.fd: int | None = None
         self.records = 0
 
-    def append(self, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
-        """Journal ``records`` beyond those already journaled (the header goes first, once)."""
+    def append(self, header: Callable[[], dict[str, Any]], records: Sequence[Any]) -> None:
+        """Journal the records of ``records`` (SizeRecords) beyond those already journaled; ``header()``,
+        the result's metadata, goes first, once. Costs what the new records cost, whatever came before."""
         lines = []
         if self.fd is None:
             # O_EXCL: never adopt a file someone else put there; O_APPEND: each line lands whole.
             self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
                               | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600)
-            lines.append(_line(header))
-        lines += [_line(r) for r in records[self.records:]]
+            lines.append(_line(header()))
+        lines += [_line(records[i].to_dict()) for i in range(self.records, len(records))]
         if lines:
             os.write(self.fd, "".join(lines).encode())
         self.records = len(records)
@@ -66,7 +68,10 @@ class Journal:
 
 
 def _line(doc: dict[str, Any]) -> str:
-    return json.dumps(null_non_finite(doc), allow_nan=False, separators=(",", ":")) + "\n"
+    try:
+        return json.dumps(doc, allow_nan=False, separators=(",", ":")) + "\n"
+    except ValueError:  # a nan or inf: null, as in the result file
+        return json.dumps(null_non_finite(doc), allow_nan=False, separators=(",", ":")) + "\n"
 
 
 def assemble(path: Path) -> dict[str, Any] | None:
