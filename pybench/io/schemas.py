@@ -112,5 +112,7 @@ def validate_body(data: dict[str, Any], fmt: FileFormat, source: str) -> None:
         value = repr(first.get("input"))
         value = value if len(value) <= 40 else value[:37] + "..."
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        if first.get("type") == "missing":
+            raise FileFormatError(f"{source}: required field {where!r} is missing{more}") from None
         why = first.get("msg", "invalid")
         raise FileFormatError(f"{source}: {where or 'document'}: {why}, got {value}{more}") from None
