@@ -122,8 +122,17 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, replace: bool = Tru
     """
     path = Path(path)
     refuse_non_regular(path)
+    try:
+        _write_atomic(path, data.encode() if isinstance(data, str) else data, replace)
+    except OSError as exc:
+        if exc.filename == str(path) or isinstance(exc, FileExistsError) and not replace:
+            raise
+        # Name the file asked for, not the temporary name the error came from.
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
+
+
+def _write_atomic(path: Path, payload: bytes, replace: bool) -> None:
     folder = path.parent if str(path.parent) else Path(".")
-    payload = data.encode() if isinstance(data, str) else data
     fd = _anonymous_file(folder)
     if fd is not None:
         try:

@@ -38,6 +38,10 @@ def _run(cases: list[Case], tmp_path: Path) -> dict[str, dict]:
     return {r["id"]: r for r in json.loads((tmp_path / "done.json").read_text())}
 
 
+# Lines that report, not fail: warnings, notes, and fit's account of what it left out.
+_NOTES = ("pybench: warning:", "pybench: note:", "pybench: fit:", "warning:")
+
+
 def _problems(case: Case, result: dict, folder: Path) -> list[str]:
     code, err = result["code"], result["stderr"]
     found = []
@@ -49,7 +53,7 @@ def _problems(case: Case, result: dict, folder: Path) -> list[str]:
         found.append("traceback: " + err[-600:])
     if code not in README_EXIT_CODES or code not in case.codes:
         found.append(f"exit {code}, expected {case.codes}")
-    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("pybench: warning:", "pybench: note:"))]
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(_NOTES)]
     if code and (len(lines) != 1 or not lines[0].startswith("pybench: error:")):
         found.append(f"{len(lines)} stderr lines: {err[-400:]!r}")
     left = sorted(p.name for p in folder.iterdir() if p.name not in case.outputs)
