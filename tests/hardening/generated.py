@@ -152,8 +152,8 @@ WRITERS = {
 def outputs(folder: Path) -> list[Case]:
     (folder / "a-file").write_text("not a folder\n")
     bad = {"name-300-chars": "x" * 296 + ".out", "no-such-folder": "no/such/folder/x.out",
-           "file-as-folder": str(folder / "a-file" / "x.out"), "in-proc": "/proc/pybench-x.out", "in-sys": "/sys/pybench-x.out",
-           "trailing-slash": "x.out/"}
+           "file-as-folder": str(folder / "a-file" / "x.out"), "in-proc": "/proc/pybench-x.out",
+           "in-sys": "/sys/pybench-x.out", "trailing-slash": "x.out/"}
     cases = [Case(f"{writer}-{name}", tuple(path if a == "O" else a for a in argv), (2, 3))
              for writer, argv in WRITERS.items() for name, path in bad.items()]
     # "x.out/" is read as x.out (pathlib drops the slash): written there, or refused; nothing else.
