@@ -23,6 +23,7 @@ from typing import Any
 
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.formats import FileFormat, check_document
+from pybench.io.memory import check_budget
 
 # A result or model file is kilobytes to a few hundred megabytes (raw samples);
 # anything bigger is not one of ours and is refused before it is read into memory.
@@ -350,8 +351,21 @@ def read_text(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> str
         raise FileFormatError(f"{Path(path)} is not UTF-8 text") from None
 
 
+# Reading a JSON file holds its bytes, its text and then the parsed objects (about 1x the text
+# for arrays of numbers, several times that for many small objects): budgeted before reading.
+JSON_MEMORY_FACTOR = 6
+
+
 def read_json(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> Any:
-    """Read and parse a JSON file; one-line FileFormatError on any failure."""
+    """Read and parse a JSON file; one-line FileFormatError on any failure, SizeError when
+    parsing it would not fit in the memory this process may use."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # read_bytes says why in its own line
+    if size <= limit_bytes:
+        check_budget(JSON_MEMORY_FACTOR * size, f"reading {_shown(path)} ({size / 1e6:.0f} MB of JSON)",
+                     "give a smaller file or raise the limit")
     return parse_json(read_text(path, limit_bytes), str(path))
 
 

@@ -56,3 +56,14 @@ def test_under_a_3_gib_limit_the_cli_refuses_the_window_in_one_line(tmp_path):
                        preexec_fn=limit)
     assert p.returncode == 2, p.stderr
     assert p.stderr.count("\n") == 1 and "--window 65536" in p.stderr and "ulimit -v" in p.stderr
+
+
+def test_a_json_file_too_big_to_parse_in_the_memory_left_is_refused_before_reading(tmp_path, monkeypatch):
+    import pybench.io.memory as memory
+    from pybench.io.files import read_json
+    f = tmp_path / "big.json"
+    f.write_text("[" + ",".join(["1.5"] * 100_000) + "]")
+    assert len(read_json(f)) == 100_000
+    monkeypatch.setattr(memory, "memory_left", lambda: 1 << 20)  # 1 MiB left: 6 x 400 kB does not fit
+    with pytest.raises(SizeError, match=r"reading .*big\.json .* needs"):
+        read_json(f)
