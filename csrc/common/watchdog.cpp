@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,20 +68,29 @@ void Watchdog::configure(double timeout_s, std::function<void(const std::string&
   if (timeout_s > 0 && !thread_started_.exchange(true)) std::thread([this] { loop(); }).detach();
 }
 
-void Watchdog::open_heartbeat(const std::string& shm_name, int local_rank, int local_size, int rank,
+bool Watchdog::open_heartbeat(const std::string& shm_name, int local_rank, int local_size, int rank,
                               const std::vector<std::string>& hosts_by_rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   close_heartbeat_locked();
   const std::size_t bytes = sizeof(Slot) * static_cast<std::size_t>(local_size);
-  const int fd = shm_open(shm_name.c_str(), O_CREAT | O_RDWR, 0600);
-  if (fd < 0) return;  // no shared memory: the watchdog still fires, it just names no culprit
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  const bool creator = local_rank == 0;
+  // O_EXCL for the creator: a table planted under this name by anyone else is never adopted.
+  const int fd = shm_open(shm_name.c_str(), creator ? (O_CREAT | O_EXCL | O_RDWR) : O_RDWR, 0600);
+  if (fd < 0) return false;  // no shared memory: the watchdog still fires, it just names no culprit
+  struct stat st {};
+  const bool sized = creator ? ftruncate(fd, static_cast<off_t>(bytes)) == 0
+                             : fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) >= bytes;
+  if (!sized) {
     close(fd);
-    return;
+    if (creator) shm_unlink(shm_name.c_str());
+    return false;
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (p == MAP_FAILED) return;
+  if (p == MAP_FAILED) {
+    if (creator) shm_unlink(shm_name.c_str());
+    return false;
+  }
   slots_ = static_cast<Slot*>(p);
   shm_name_ = shm_name;
   local_rank_ = local_rank;
@@ -89,6 +100,7 @@ void Watchdog::open_heartbeat(const std::string& shm_name, int local_rank, int l
   slots_[local_rank].pid.store(getpid());
   slots_[local_rank].rank.store(rank);
   slots_[local_rank].ops_started.store(0);
+  return true;
 }
 
 void Watchdog::close_heartbeat() {
@@ -142,7 +154,16 @@ std::string Watchdog::diagnose_locked() const {
     else if (state == 'T' || state == 't') named.push_back(who + " is stopped");
     else if (min_ops < max_ops && slots_[i].ops_started.load() == min_ops) named.push_back(who + " fell behind");
   }
-  if (named.empty()) return "a rank on another host stopped answering";
+  if (named.empty()) {
+    // Every rank is on this host, alive and in step: nobody stopped; one operation is simply
+    // slower than the timeout (a huge --window, say).
+    const bool one_host = !hosts_.empty() && std::all_of(hosts_.begin(), hosts_.end(),
+                                                         [this](const std::string& h) { return h == hosts_[0]; });
+    if (one_host)
+      return "every rank is alive and in step, so one operation is slower than --timeout allows; raise --timeout "
+             "or run less per operation (smaller sizes or --window)";
+    return "a rank on another host stopped answering";
+  }
   std::string out;
   for (const auto& n : named) out += (out.empty() ? "" : "; ") + n;
   return out;

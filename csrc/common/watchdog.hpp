@@ -34,8 +34,10 @@ class Watchdog {
   // timeout_s <= 0 disables it. on_timeout gets the one-line message and may
   // save files; it is given a few seconds before the process exits anyway.
   void configure(double timeout_s, std::function<void(const std::string&)> on_timeout);
-  // Heartbeat table shared by the ranks of this host (name agreed over MPI).
-  void open_heartbeat(const std::string& shm_name, int local_rank, int local_size, int rank,
+  // Heartbeat table shared by the ranks of this host (name agreed over MPI). Local rank 0
+  // creates it exclusively (false when the name exists: never adopt another user's file);
+  // the others open the one it created. Returns whether the table is open.
+  bool open_heartbeat(const std::string& shm_name, int local_rank, int local_size, int rank,
                       const std::vector<std::string>& hosts_by_rank);
   void close_heartbeat();
 

@@ -176,12 +176,18 @@ void start_watchdog(double timeout_s, std::function<void(const std::string&)> on
   OwnedComm local;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local.comm));
   char name[64] = {0};
-  if (info.local_rank == 0) std::snprintf(name, sizeof(name), "/pybench-hb-%d-%d", static_cast<int>(getpid()), info.rank);
+  if (info.local_rank == 0) {
+    // Local rank 0 creates the table (exclusively) before anyone else opens it; a name already
+    // taken (a stale table, or one planted by another user) is skipped, never adopted.
+    for (int attempt = 0; attempt < 16 && name[0] == 0; ++attempt) {
+      std::snprintf(name, sizeof(name), "/pybench-hb-%d-%d-%d", static_cast<int>(getpid()), info.rank, attempt);
+      if (!Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts))
+        name[0] = 0;
+    }
+  }
   MPI_CHECK(MPI_Bcast(name, sizeof(name), MPI_CHAR, 0, local.comm));
-  // Local rank 0 creates the table before anyone else opens it.
-  if (info.local_rank == 0) Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts);
-  MPI_CHECK(MPI_Barrier(local.comm));
-  if (info.local_rank != 0) Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts);
+  if (info.local_rank != 0 && name[0] != 0)
+    Watchdog::instance().open_heartbeat(name, info.local_rank, info.local_size, info.rank, info.hosts);
 }
 
 void mpi_barrier() {

@@ -1,5 +1,11 @@
 """argparse types shared by every subcommand: numbers with bounds, fractions and
-percentages, each failing with a message that says what is accepted."""
+percentages, each failing with a message that says what is accepted.
+
+Every numeric option goes through one strict parser (:func:`parse_decimal`): ASCII digits
+only (``int()`` and ``float()`` also take Arabic-Indic or fullwidth digits and ``1_0``),
+finite (no ``nan``, ``inf`` or ``1e400``, which overflows to inf), no underflow (``1e-400``
+is not zero: a timeout of 1e-400 s must not silently mean "no timeout"), at most one ``%``.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +13,32 @@ import argparse
 import math
 import re
 
-_INT_RE = re.compile(r"^\s*[+-]?[0-9]+\s*$", re.ASCII)
-_FLOAT_RE = re.compile(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$", re.ASCII)
+_INT_RE = re.compile(r"^[+-]?[0-9]+$", re.ASCII)
+_FLOAT_RE = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$", re.ASCII)
+# Longer than any number an option means; Python's int() also refuses more than 4300 digits.
+_MAX_NUMBER_CHARS = 64
+
+
+def parse_decimal(text: str, whole: bool = False) -> int | float:
+    """``text`` as a finite int (``whole``) or float, or argparse.ArgumentTypeError saying why not."""
+    t = text.strip()
+    kind = "whole number" if whole else "number"
+    if len(t) > _MAX_NUMBER_CHARS or not (_INT_RE if whole else _FLOAT_RE).match(t):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a {kind} (ASCII digits, e.g. 10 or 2.5e-3)")
+    if whole:
+        return int(t)
+    value = float(t)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number (it overflows a double)")
+    if value == 0 and any(c in "123456789" for c in t.split("e")[0].split("E")[0]):
+        raise argparse.ArgumentTypeError(f"{text!r} is too small to be told from 0; give 0 or a larger number")
+    return value
 
 
 def number(kind: type, minimum: float, strict: bool, maximum: float | None = None):
-    """A finite number of ``kind``, at least (or, if strict, above) ``minimum`` and at most ``maximum``.
-
-    Only ASCII digits: int() and float() would also take fullwidth or Arabic-Indic digits,
-    and float() takes nan and inf, which no option means.
-    """
+    """A finite number of ``kind`` (:func:`parse_decimal`), at least (or, if strict, above) ``minimum``
+    and at most ``maximum``."""
     def show(x: float) -> str:
         return str(int(x)) if kind is int else f"{x:g}"
 
@@ -25,26 +47,28 @@ def number(kind: type, minimum: float, strict: bool, maximum: float | None = Non
         bound += f" and at most {show(maximum)}"
 
     def parse(text: str):
-        pattern = _INT_RE if kind is int else _FLOAT_RE
-        if not pattern.match(text):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number")
-        value = kind(text)
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        value = parse_decimal(text, whole=kind is int)
         if not (value > minimum if strict else value >= minimum) or (maximum is not None and value > maximum):
             raise argparse.ArgumentTypeError(f"{text!r} {bound}")
         return value
     return parse
 
 
+def _strip_percent(text: str) -> tuple[str, bool]:
+    """(the number's text, whether it ended in one ``%``); ``10%%`` is not a percentage."""
+    t = text.strip()
+    return (t[:-1], True) if t.endswith("%") else (t, False)
+
+
 def fraction(allow_zero: bool = False):
     """A fraction written 0.05 or 5%: in (0, 1), or [0, 1) with ``allow_zero``."""
     def parse(text: str) -> float:
-        t = text.strip()
+        t, pct = _strip_percent(text)
         try:
-            value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-        except ValueError:
+            value = float(parse_decimal(t))
+        except argparse.ArgumentTypeError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number; use e.g. 0.05 or 5%") from None
+        value = value / 100 if pct else value
         if not ((0 <= value < 1) if allow_zero else (0 < value < 1)):
             low = "at least 0" if allow_zero else "more than 0"
             raise argparse.ArgumentTypeError(f"{text!r} must be {low} and below 1 (100%); use e.g. 0.05 or 5%")
@@ -54,10 +78,10 @@ def fraction(allow_zero: bool = False):
 
 def percent(text: str) -> float:
     """A percentage of 0 or more, written 10 or 10%."""
-    t = text.strip().rstrip("%")
+    t, _ = _strip_percent(text)
     try:
-        value = float(t)
-    except ValueError:
+        value = float(parse_decimal(t))
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; use e.g. 10 or 10%") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more percent")

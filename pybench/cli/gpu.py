@@ -21,8 +21,15 @@ import os
 import sys
 from pathlib import Path
 
+from pybench.cli.argtypes import number
 from pybench.errors import BackendUnavailable, UsageError
 from pybench.io.formats import COPY, P2P_MATRIX, FileFormat, stamp
+
+# Parsed by the one strict parser (pybench.cli.argtypes) before any GPU is looked for, so a bad
+# number is bad input (exit 2) on a machine without a GPU too.
+_gpu_count = number(int, 1, strict=False, maximum=1 << 16)
+_samples = number(int, 1, strict=False, maximum=1_000_000)
+_share = number(float, 0, strict=True, maximum=1.0)
 
 
 # ---------------------------------------------------------------- backend choice
@@ -71,7 +78,7 @@ def add_gpu_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nccl-lib", default=None, metavar="PATH",
                    help="libnccl.so.2 (or its folder) to use; default: PYBENCH_NCCL_LIB, the nvidia-nccl wheel, "
                         "torch's copy, $NCCL_HOME/lib, the system library path")
-    g.add_argument("--gpus", type=int, default=None, metavar="N",
+    g.add_argument("--gpus", type=_gpu_count, default=None, metavar="N",
                    help="stand-alone: drive only the first N visible GPUs (default all)")
     if not any(a.dest == "in_place" for a in p._actions):
         g.add_argument("--in-place", action="store_true",
@@ -152,9 +159,10 @@ def add_parsers(sub) -> None:
                                    "memory, and between GPUs. GB/s = 1e9 B/s.")
     p.add_argument("--kinds", default="all", help="d2d, h2d, d2h, p2p, a comma list, or all (default all)")
     p.add_argument("--sizes", "-s", default="256M", help="copy sizes in bytes, as the collectives (default 256M)")
-    p.add_argument("--gpus", type=int, default=None, metavar="N", help="use the first N visible GPUs (default all)")
-    p.add_argument("--samples", type=int, default=20, help="timed samples per copy (default 20)")
-    p.add_argument("--ops", type=int, default=5, help="copies per sample (default 5)")
+    p.add_argument("--gpus", type=_gpu_count, default=None, metavar="N",
+                   help="use the first N visible GPUs (default all)")
+    p.add_argument("--samples", type=_samples, default=20, help="timed samples per copy (default 20)")
+    p.add_argument("--ops", type=_samples, default=5, help="copies per sample (default 5)")
     p.add_argument("--engine", default="ce", help="ce (copy engine, cudaMemcpy), sm (copy kernel), or all (default ce)")
     p.add_argument("--bidirectional", action="store_true",
                    help="run the reverse copy at the same time (h2d with d2h, p2p both ways), as nvbandwidth")
@@ -169,16 +177,16 @@ def add_p2p_matrix_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("GPU pair matrix (--matrix)")
     g.add_argument("--matrix", action="store_true",
                    help="NCCL send/recv bandwidth and latency for every pair of local GPUs, flagging slow pairs")
-    g.add_argument("--threshold", type=float, default=0.8,
+    g.add_argument("--threshold", type=_share, default=0.8,
                    help="flag pairs under this fraction of the median bandwidth, or over median latency / it "
                         "(default 0.8)")
     g.add_argument("--matrix-size", default="64M", help="message size for bandwidth (default 64M)")
     g.add_argument("--latency-size", default="8", help="message size for latency (default 8 bytes)")
-    g.add_argument("--samples", type=int, default=10, help="timed samples per pair and size (default 10)")
+    g.add_argument("--samples", type=_samples, default=10, help="timed samples per pair and size (default 10)")
     if not any(a.dest == "nccl_lib" for a in p._actions):
         g.add_argument("--nccl-lib", default=None, metavar="PATH", help="libnccl.so.2 to use (see --backend nccl)")
     if not any(a.dest == "gpus" for a in p._actions):
-        g.add_argument("--gpus", type=int, default=None, metavar="N", help="use the first N visible GPUs")
+        g.add_argument("--gpus", type=_gpu_count, default=None, metavar="N", help="use the first N visible GPUs")
 
 
 def run_p2p_matrix(args) -> int:

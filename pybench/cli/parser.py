@@ -12,7 +12,8 @@ import os
 import sys
 from typing import NoReturn
 
-from pybench.errors import PyBenchError, UsageError
+from pybench.errors import EnvironmentFault, PyBenchError, UsageError
+from pybench.io.files import path_error
 from pybench.sizes import parse_sizes
 
 
@@ -40,7 +41,8 @@ def run(parser: argparse.ArgumentParser, argv: list[str], no_command_hint: str) 
     """Parse ``argv`` and run its subcommand, with every error a user can cause as one line.
 
     The one place that turns exceptions into exit codes: the PyBenchError's own code (2 for
-    bad input), 130 for Ctrl-C, 141 when the reader of our output went away.
+    bad input), 130 for Ctrl-C, 141 when the reader of our output went away; an OSError nothing
+    else caught is 2 (a path that cannot be used) or 3 (the machine failed), MemoryError 3.
     """
     try:
         _reject_dash_sizes(argv)
@@ -59,3 +61,13 @@ def run(parser: argparse.ArgumentParser, argv: list[str], no_command_hint: str) 
         # `pybench ... | head`: the reader left; say nothing more and leave quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        # Any OSError no writer or reader turned into a PyBenchError itself: one line all the same.
+        error = path_error(exc, exc.filename, "use")
+        print(f"pybench: error: {error}", file=sys.stderr, flush=True)
+        return error.exit_code
+    except MemoryError:
+        print("pybench: error: out of memory (free memory, ulimit -v or the cgroup's memory.max); use smaller "
+              "inputs or raise the limit", file=sys.stderr, flush=True)
+        return EnvironmentFault.exit_code
+

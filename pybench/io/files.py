@@ -1,7 +1,8 @@
 """Reading and writing pybench's files safely.
 
-Writes are atomic (a temporary file in the same folder, fsync, ``os.replace``)
-so a reader sees the old file or the new one, never half of one, and the new
+Writes are atomic (a nameless O_TMPFILE file in the same folder, fsync, then a
+link and ``os.replace``) so a reader sees the old file or the new one, never half
+of one, a writer killed mid-write leaves no temporary file behind, and the new
 file gets the permissions a plain ``open()`` would give. Reads of JSON turn every
 way a hostile or broken file can fail (not UTF-8, not JSON, nested past the
 parser's recursion limit, too large) into one FileFormatError line. Nothing read
@@ -10,16 +11,19 @@ is ever executed: JSON only, never pickle.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import secrets
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from pybench.errors import FileFormatError, UsageError
+from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.formats import FileFormat, check_document
+from pybench.io.memory import check_budget
 
 # A result or model file is kilobytes to a few hundred megabytes (raw samples);
 # anything bigger is not one of ours and is refused before it is read into memory.
@@ -54,26 +58,113 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (a regular file only; see the module docstring)."""
+def _anonymous_file(folder: Path) -> int | None:
+    """A nameless file in ``folder``'s file system (O_TMPFILE), or None where it is not supported.
+
+    Nothing named exists until :func:`_publish` links it, so a writer killed (SIGKILL included)
+    while writing leaves nothing behind: the kernel frees a nameless file with its last descriptor.
+    """
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        return None
+    try:
+        return os.open(folder, flag | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o666 & ~_umask())
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT) and folder.is_dir():
+            return None  # a file system without O_TMPFILE (some FUSE and network mounts)
+        raise
+
+
+def _publish(fd: int, folder: Path, path: Path, replace: bool) -> None:
+    """Give the anonymous file ``fd`` the name ``path``: exclusively (``replace`` False: EEXIST when
+    ``path`` exists), or replacing it atomically through a random name that lives for one rename."""
+    source = f"/proc/self/fd/{fd}"
+    # linkat(AT_SYMLINK_FOLLOW) links the file /proc's entry points to; CPython calls linkat, not
+    # link, only when given a folder descriptor, hence dst_dir_fd.
+    dir_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not replace:
+            os.link(source, path.name, dst_dir_fd=dir_fd, follow_symlinks=True)
+            return
+        for _ in range(16):
+            tmp = f".{path.name[:200]}.{secrets.token_hex(6)}.tmp"
+            try:
+                os.link(source, tmp, dst_dir_fd=dir_fd, follow_symlinks=True)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary name", str(folder))
+        try:
+            os.rename(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(dir_fd)
+
+
+def _unlink_quietly(path: str | os.PathLike) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, replace: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically (a regular file only; see the module docstring).
+
+    With ``replace`` False the file must not exist yet (FileExistsError otherwise): of two runs
+    given one file name, the second fails instead of overwriting the first's results. Either way
+    the file appears complete or not at all, and a writer killed mid-write leaves no temporary.
+    """
     path = Path(path)
     refuse_non_regular(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    # mkstemp opens with O_EXCL in the target's own folder: nothing planted there can be followed.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
+        _write_atomic(path, data.encode() if isinstance(data, str) else data, replace)
+    except OSError as exc:
+        if exc.filename == str(path) or isinstance(exc, FileExistsError) and not replace:
+            raise
+        # Name the file asked for, not the temporary name the error came from.
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
+
+
+def _write_atomic(path: Path, payload: bytes, replace: bool) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    fd = _anonymous_file(folder)
+    if fd is not None:
         try:
+            _write_all(fd, payload)
+            _publish(fd, folder, path, replace)
+        finally:
+            os.close(fd)
+        return
+    # mkstemp opens with O_EXCL in the target's own folder: nothing planted there can be followed.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=folder)
+    try:
+        try:
+            _write_all(fd, payload)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
             os.unlink(tmp)
-        except OSError:
-            pass
+    except BaseException:
+        _unlink_quietly(tmp)
         raise
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
 
 
 def null_non_finite(x: Any) -> Any:
@@ -104,15 +195,44 @@ def write_json(path: str | os.PathLike, doc: Any) -> None:
 def refuse_existing(path: str | os.PathLike, force: bool) -> None:
     """One-line error when ``path`` exists and the user did not pass --force, or cannot be written."""
     p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{p} is a folder; give a file name")
-    if p.exists() and not force:
-        raise UsageError(f"{p} already exists; pass --force to overwrite it or choose another file name")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write {p}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write {p}: folder {parent} is not writable")
+    try:
+        if p.is_dir():
+            raise UsageError(f"{p} is a folder; give a file name")
+        if p.exists() and not force:
+            raise UsageError(f"{p} already exists; pass --force to overwrite it or choose another file name")
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise UsageError(f"cannot write {p}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"cannot write {p}: folder {parent} is not writable")
+        # A name longer than the file system allows fails only when the file is made: ask it now.
+        limit = os.pathconf(parent, "PC_NAME_MAX")
+    except OSError as exc:
+        raise path_error(exc, p, "write") from None
+    if len(os.fsencode(p.name)) > limit:
+        raise UsageError(f"cannot write {_shown(p)}: its name is longer than the {limit} bytes the file system "
+                         f"allows; choose a shorter name")
+
+
+# errno values that say the path given cannot be used (bad input: choose another), as opposed
+# to a machine that failed (a full disk, an I/O error, a read-only file system mid-run).
+_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR,
+                errno.ELOOP, errno.EEXIST, errno.EINVAL}
+
+
+def _shown(path: str | os.PathLike) -> str:
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]}"
+
+
+def path_error(exc: OSError, path: str | os.PathLike | None, action: str) -> UsageError | EnvironmentFault:
+    """One line for an OSError on a path the user gave: UsageError (exit 2) when the path cannot be
+    used as given (too long, no permission, no such folder), EnvironmentFault (exit 3) otherwise."""
+    where = _shown(path if path is not None else (exc.filename or "a file"))
+    why = exc.strerror or str(exc)
+    if exc.errno in _PATH_ERRNOS:
+        return UsageError(f"cannot {action} {where}: {why}; choose another path")
+    return EnvironmentFault(f"cannot {action} {where}: {why}")
 
 
 # Deeper than any file pybench writes (a result is 4 levels deep); checked after parsing so a
@@ -131,28 +251,57 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# No number in a pybench file needs more than a signed 64-bit integer; Python's own int() would
+# take 4300 digits, which numpy then cannot hold (OverflowError far from the reader).
+_MAX_INT_DIGITS = 19
+
+
+def _bounded_int(text: str) -> int:
+    digits = text.lstrip("-")
+    value = int(text) if len(digits) <= _MAX_INT_DIGITS else None
+    if value is None or not -(1 << 63) <= value < (1 << 63):
+        raise ValueError(f"integer {text[:24]}{'...' if len(text) > 24 else ''} does not fit in 64 bits")
+    return value
+
+
+def _printable(text: str) -> bool:
+    """Whether ``text`` can be written out as UTF-8 (JSON's \\ud800 escapes can make lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _depth(data: Any) -> int:
+    """How deeply ``data`` nests; ValueError on a string that is not text (a lone surrogate)."""
     deepest, stack = 0, [(data, 1)]
     while stack:
         node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
+        if isinstance(node, str):
+            if not _printable(node):
+                raise ValueError(f"string {node[:40]!r} holds a lone surrogate (\\ud800-\\udfff), which is not text")
+        elif isinstance(node, (dict, list)):
             deepest = max(deepest, depth)
             if depth > MAX_JSON_DEPTH:
                 break
+            if isinstance(node, dict):
+                stack.extend((k, depth) for k in node)
             children = node.values() if isinstance(node, dict) else node
-            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, str)))
     return deepest
 
 
 def parse_json(text: str, source: str) -> Any:
     """Strict ``json.loads``: every failure, NaN/Infinity, overflow and deep nesting as one FileFormatError line."""
     try:
-        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        deepest = _depth(data)
     except RecursionError:
         raise FileFormatError(f"{source}: JSON nested too deeply to be a pybench file") from None
     except ValueError as exc:
         raise FileFormatError(f"{source} is not JSON pybench reads: {str(exc)[:200]}") from None
-    if _depth(data) > MAX_JSON_DEPTH:
+    if deepest > MAX_JSON_DEPTH:
         raise FileFormatError(f"{source}: JSON nested more than {MAX_JSON_DEPTH} levels deep; not a pybench file")
     return data
 
@@ -202,8 +351,21 @@ def read_text(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> str
         raise FileFormatError(f"{Path(path)} is not UTF-8 text") from None
 
 
+# Reading a JSON file holds its bytes, its text and then the parsed objects (about 1x the text
+# for arrays of numbers, several times that for many small objects): budgeted before reading.
+JSON_MEMORY_FACTOR = 6
+
+
 def read_json(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> Any:
-    """Read and parse a JSON file; one-line FileFormatError on any failure."""
+    """Read and parse a JSON file; one-line FileFormatError on any failure, SizeError when
+    parsing it would not fit in the memory this process may use."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # read_bytes says why in its own line
+    if size <= limit_bytes:
+        check_budget(JSON_MEMORY_FACTOR * size, f"reading {_shown(path)} ({size / 1e6:.0f} MB of JSON)",
+                     "give a smaller file or raise the limit")
     return parse_json(read_text(path, limit_bytes), str(path))
 
 

@@ -2,8 +2,9 @@
 
 A pybench JSON document is an object whose first keys are ``"schema"`` (a name below) and
 ``"schema_version"`` (an integer). A writer stamps a document with :func:`stamp`; a reader
-checks one with :func:`check_document`, which accepts exactly the versions listed here and
-says in one line what was found, what was expected and what to do.
+checks one with :func:`check_document`, which accepts exactly the versions listed here, then
+validates the body against the format's schema (:mod:`pybench.io.schemas`), and says in one
+line what was found, what was expected and what to do.
 """
 
 from __future__ import annotations
@@ -75,4 +76,6 @@ def check_document(data: Any, fmt: FileFormat, source: str) -> dict[str, Any]:
         remedy = "upgrade pybench to read it" if newer else f"rewrite it with `{fmt.made_by}`"
         raise FileFormatError(f"{source}: {fmt.schema} version {version} is {'newer than' if newer else 'not'} "
                               f"what this pybench reads ({', '.join(map(str, fmt.reads))}); {remedy}")
+    from pybench.io.schemas import validate_body  # the schemas name formats: imported here, not at the top
+    validate_body(data, fmt, source)
     return data

@@ -22,8 +22,7 @@ from pathlib import Path
 from pybench.errors import PyBenchError
 from pybench.io.files import read_json, write_json
 
-JOB_DIR = "PYBENCH_JOB_DIR"
-# The native watchdog's heartbeat tables (/dev/shm/pybench-hb-<pid of local rank 0>-<rank>).
+# The native watchdog's heartbeat tables (/dev/shm/pybench-hb-<pid of local rank 0>-<rank>-<attempt>).
 _HEARTBEATS = Path("/dev/shm")
 _TERM_GRACE_S = 2.0  # SIGTERM to SIGKILL when a job is killed
 
@@ -265,26 +264,41 @@ def guard_job(argv: list[str]) -> None:
             leader = int(line.split()[1])
     if leader is not None:
         kill_session(leader)
-    mark_cut_short([Path(f) for f in files], f"the pybench parent process (pid {parent}) died; the job was killed")
+    mark_cut_short([Path(f) for f in files], f"the pybench parent process (pid {parent}) died; the job was killed",
+                   job_dir)
     JobFolder(job_dir).remove()
 
 
-def mark_cut_short(paths: Sequence[Path], reason: str) -> list[str]:
-    """Record in each unfinished result file why the run stopped; return the files that hold results."""
+def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLike | None = None) -> list[str]:
+    """Record in each unfinished result file why the run stopped; return the files that hold results.
+
+    Where rank 0 left a journal in ``job_dir`` (it died between two rewrites of the file), the
+    file is rebuilt from it first, so it holds every size measured, not only those of the last
+    rewrite; a file still saying the run is in progress is marked with ``reason``.
+    """
+    from pybench.measure.result_journal import assemble, journal_path
+    from pybench.measure.results import IN_PROGRESS
     kept = []
     for path in paths:
-        try:
-            doc = read_json(path)
-        except PyBenchError:
-            continue
+        journal = journal_path(path, job_dir) if job_dir is not None else None
+        doc = assemble(journal) if journal is not None else None
+        rebuilt = doc is not None
+        if doc is None:
+            try:
+                doc = read_json(path)
+            except PyBenchError:
+                continue
         kept.append(str(path))
-        if not isinstance(doc, dict) or doc.get("finished") or doc.get("cut_short"):
+        if not isinstance(doc, dict) or doc.get("finished"):
             continue
-        doc["cut_short"] = reason
+        said = doc.get("cut_short")
+        in_progress = isinstance(said, str) and said.startswith(IN_PROGRESS)
+        if said and not in_progress and not rebuilt:
+            continue  # rank 0 said why itself
+        if not said or in_progress:
+            doc["cut_short"] = reason
         try:
             write_json(path, doc)
         except (OSError, PyBenchError):
-            pass  # the file still holds every size; the reason went to stderr
+            pass  # the file still holds every size of its last rewrite; the reason went to stderr
     return kept
-
-

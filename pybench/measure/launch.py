@@ -26,7 +26,6 @@ from pathlib import Path
 
 from pybench.errors import BackendUnavailable, EnvironmentFault, UsageError
 from pybench.measure.job import (
-    JOB_DIR,
     EndOnSignals,
     Guard,
     JobFolder,
@@ -39,6 +38,7 @@ from pybench.measure.job import (
     process_state,
     set_parent_death_signal,
 )
+from pybench.measure.result_journal import JOB_DIR
 
 # Set in the environment of the ranks pybench starts itself.
 RANK_MARKER = "PYBENCH_RANK_PROCESS"
@@ -135,7 +135,8 @@ def _flavour(path: str) -> str:
     return "unknown"
 
 
-_BANNER_RULE = re.compile(rb"^-{20,}\s*$")
+_BANNER_RULE = re.compile(rb"^\s*-{20,}\s*$")
+_MPI_ERROR_LINE = re.compile(rb"^\s*\[[^\]]*\] \*\*\*")
 _KILLED = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+) \(([^)]*)\)")
 _NONZERO = re.compile(r"exited with non-zero status.*?Process name: \[[^\]]*?,(\d+)\].*?Exit code:\s*(\d+)")
 
@@ -152,6 +153,14 @@ def failed_to_start(stderr: str) -> bool:
     return any(m in stderr for m in _START_RACES)
 
 
+def _first_sentence(text: str, limit: int = 240) -> str:
+    """The first sentence of an Open MPI banner, on one line."""
+    text = " ".join(text.split())
+    end = text.find(". ")
+    text = text[:end + 1] if 0 < end < limit else text
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class _StderrRelay(threading.Thread):
     """Copies the ranks' stderr (through mpiexec) to ours as it comes, and turns
     Open MPI's multi-line abort banners into facts: which rank died and how."""
@@ -160,6 +169,7 @@ class _StderrRelay(threading.Thread):
         super().__init__(daemon=True)
         self.stream = stream
         self.failures: list[str] = []
+        self.banners: list[str] = []  # Open MPI messages that are not about a rank dying
         self.start_failed = False  # mpiexec itself failed before any rank ran (worth one more try)
 
     def run(self) -> None:
@@ -173,11 +183,11 @@ class _StderrRelay(threading.Thread):
             data = os.read(fd, 65536)
             if not data:
                 break
-            pending += data
+            pending += data.replace(b"\0", b"")  # Open MPI's help messages can start with a NUL
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 banner = self._line(line + b"\n", banner, out)
-            if pending and banner is None and not pending.startswith(b"-"):
+            if pending and banner is None and not pending.lstrip().startswith((b"-", b"[")):
                 self._write(out, pending)
                 pending = b""
         if pending:
@@ -194,6 +204,8 @@ class _StderrRelay(threading.Thread):
             return None
         if banner is not None:
             banner.append(raw)
+        elif _MPI_ERROR_LINE.match(raw):  # "[host:pid] *** An error occurred in MPI_Init": said in our line
+            self.banners.append(_first_sentence(raw.decode(errors="replace").split("***", 1)[1]))
         elif not raw.startswith(b"Abort is in progress"):  # prterun's Ctrl-C chatter; we say it in one line
             self._write(out, raw)
         return banner
@@ -212,9 +224,11 @@ class _StderrRelay(threading.Thread):
             rank, code = nonzero.groups()
             why = "timed out" if code == "124" else f"exited with code {code}"
             self.failures.append(f"rank {rank} {why}")
-        else:  # a banner we do not understand is shown as it is
-            rule = b"-" * 74 + b"\n"
-            self._write(out, rule + b"".join(lines) + rule)
+        elif text.strip():
+            # A banner we do not understand (MPI_Init failing: no transport, a full TMPDIR, ...): its
+            # first sentence, held back; the parent says it in its one line if the run fails, or
+            # as one warning if the run went on regardless.
+            self.banners.append(_first_sentence(text))
 
     @staticmethod
     def _write(out, data: bytes) -> None:
@@ -319,13 +333,13 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
     except Terminated as t:
         handled = True
         name = signal.Signals(t.signum).name
-        kept = mark_cut_short(result_files, f"the pybench parent received {name}; the job was killed")
+        kept = mark_cut_short(result_files, f"the pybench parent received {name}; the job was killed", job.path)
         where = f"; results so far kept in {', '.join(kept)}" if kept else ""
         print(f"pybench: error: terminated by {name}{where}", file=sys.stderr, flush=True)
         return 128 + t.signum
     except LauncherStopped as stop:
         handled = True
-        mark_cut_short(result_files, f"{Path(launcher.path).name} was stopped (SIGSTOP); the job was killed")
+        mark_cut_short(result_files, f"{Path(launcher.path).name} was stopped (SIGSTOP); the job was killed", job.path)
         return stop.code
     finally:
         if guard is not None:
@@ -341,11 +355,13 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
     for attempt in range(1, START_ATTEMPTS + 1):
         rc, relay = _launch_once(command, env, job, guard, progress, interrupt_grace_s)
         if rc is None:
-            mark_cut_short(result_files, "interrupted (SIGINT)")
+            mark_cut_short(result_files, "interrupted (SIGINT)", job.path)
             print("pybench: interrupted; results written so far are kept", file=sys.stderr)
             return 130
         status = job.read_status()
         if status is not None:
+            for banner in dict.fromkeys(relay.banners):
+                print(f"pybench: warning: Open MPI: {banner}", file=sys.stderr)
             return status
         if rc != 0 and relay.start_failed and attempt < START_ATTEMPTS:
             print(f"pybench: {relay.failures[-1]}; launching again ({attempt + 1} of {START_ATTEMPTS})",
@@ -353,13 +369,19 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
             time.sleep(0.5 * attempt)
             continue
         break
-    reason = "; ".join(relay.failures) or f"the ranks exited abnormally ({Path(launcher.path).name} returned {rc})"
-    kept = mark_cut_short(result_files, reason)
+    name = Path(launcher.path).name
+    reason = ("; ".join(relay.failures) or (f"MPI could not start or run the ranks: {relay.banners[0]}"
+                                            if relay.banners else "")
+              or f"the ranks exited abnormally ({name} returned {rc})")
+    kept = mark_cut_short(result_files, reason, job.path)
+    timed_out = bool(relay.failures) and all(f.endswith("timed out") for f in relay.failures)
     # A rank that timed out has already said which rank stopped answering, in one line.
-    if not relay.failures or not all(f.endswith("timed out") for f in relay.failures):
+    if not timed_out:
         where = f"; results so far kept in {', '.join(kept)}" if kept else ""
         print(f"pybench: error: {reason}{where}", file=sys.stderr)
-    return rc if rc else 1
+    # The README's codes: a timeout is 124; anything else the launcher or MPI failed at is the
+    # environment (3), whatever number mpiexec chose (14 for MPI_Init, 247 when it was killed).
+    return 124 if timed_out or rc == 124 else EnvironmentFault.exit_code
 
 
 def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard: Guard, progress: bool,

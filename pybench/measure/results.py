@@ -1,7 +1,9 @@
-"""Typed results and their files: versioned JSON and CSV, rewritten atomically after every size.
+"""Typed results and their files: versioned JSON and CSV, each size journaled as it is
+measured and the files rewritten whole and atomically at growing intervals.
 
-A reader never sees half a file (write to a temporary file in the same folder,
-then ``os.replace``), and an interrupted run keeps every size already measured.
+A reader never sees half a file (:func:`pybench.io.files.write_atomic`), and an interrupted
+run keeps every size already measured (in the file, or in the journal the parent turns
+into the file: :mod:`pybench.measure.result_journal`).
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import io
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
+from pybench.measure.result_journal import Journal, journal_path
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,10 @@ class SizeRecord:
         return max(self.time_s - self.time_ci_low_s, self.time_ci_high_s - self.time_s) / self.time_s
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow (dataclasses.asdict deep-copies every float): saving a size must stay cheap.
+        d = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        d["samples_s"] = list(self.samples_s)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SizeRecord:
@@ -165,8 +172,25 @@ def _checked(name: str, value: Any, type_name: str) -> Any:
 
 
 def result_json(result: RunResult) -> str:
-    # a figure that could not be measured (nan) is null; json's `default` never sees floats
-    return json.dumps(null_non_finite(result.to_dict()), indent=1, allow_nan=False) + "\n"
+    """The result document: metadata indented, then one record per line.
+
+    json.dumps uses its C encoder only without ``indent``; indenting the records too takes the
+    pure-Python one, about 20 times slower on a 65536-size result. A figure that could not be
+    measured (nan) is null.
+    """
+    doc = result.to_dict()
+    records = doc.pop("records")
+    head = json.dumps(null_non_finite(doc), indent=1, allow_nan=False)
+    lines = [_record_json(r) for r in records]
+    body = "[\n  " + ",\n  ".join(lines) + "\n ]" if lines else "[]"
+    return head[:-2] + f',\n "records": {body}\n}}\n'
+
+
+def _record_json(record: dict[str, Any]) -> str:
+    try:
+        return json.dumps(record, allow_nan=False)
+    except ValueError:  # a nan or inf somewhere: written as null (rare, so walked only then)
+        return json.dumps(null_non_finite(record), allow_nan=False)
 
 
 CSV_COLUMNS = ["size_bytes", "count", "dtype", "redop", "root", "time_s", "time_p5_s", "time_p95_s", "time_p99_s",
@@ -184,12 +208,38 @@ def result_csv(result: RunResult) -> str:
     return buf.getvalue()
 
 
+# A result file rewritten mid-run says so: its cut_short starts with this, and
+# job.mark_cut_short replaces it with the reason when the run dies before its final write.
+IN_PROGRESS = "in progress"
+# Mid-run rewrites: whenever the count of sizes doubles, and otherwise after this many seconds
+# unless the last rewrite took more than a tenth of that (then ten times its duration): the
+# total cost of rewrites stays within a constant factor of writing the file once.
+REWRITE_INTERVAL_S = 10.0
+
+
+@dataclass
+class _WriteState:
+    exclusive: bool = False  # claimed without --force: the first write must create each file
+    written: set[Path] = field(default_factory=set)
+    journal: Journal | None = None
+    last_write_at: float = 0.0
+    last_write_cost_s: float = 0.0
+    rewritten_at_count: int = -1
+
+
 @dataclass(frozen=True)
 class OutputFiles:
-    """Where a run writes its JSON and CSV; checked before measuring starts."""
+    """Where a run writes its JSON and CSV; checked before measuring starts.
+
+    Each size goes to the run's journal (:mod:`pybench.measure.result_journal`) at a constant
+    cost; the files themselves are written when the run starts, at growing intervals, and when
+    it ends, each time whole and atomically, and never before they are valid: a result file
+    exists only as a complete document.
+    """
 
     json_path: Path | None = None
     csv_path: Path | None = None
+    _state: _WriteState = field(default_factory=_WriteState, compare=False, repr=False)
 
     def paths(self) -> list[Path]:
         return [p for p in (self.json_path, self.csv_path) if p is not None]
@@ -201,27 +251,15 @@ class OutputFiles:
             refuse_non_regular(p)  # a device, FIFO or link: refused before any rank starts, --force or not
 
     def claim(self, force: bool) -> list[Path]:
-        """Create the files now, exclusively, unless ``force``: of two runs given the same file,
-        the second fails in one line instead of silently overwriting the first's results.
-        Returns the files created (empty), for :meth:`release` when the run does not start."""
-        claimed: list[Path] = []
-        for p in self.paths():
-            refuse_existing(p, force)
-            refuse_non_regular(p)
-            if force:
-                continue
-            try:
-                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-            except FileExistsError:
-                self.release(claimed)
-                raise UsageError(f"{p} already exists (another run writing it?); pass --force to overwrite it "
-                                 "or choose another file name") from None
-            except OSError as exc:
-                self.release(claimed)
-                raise EnvironmentFault(f"cannot create {p}: {exc.strerror or exc}") from None
-            os.close(fd)
-            claimed.append(p)
-        return claimed
+        """Check the files can be written (:meth:`check_writable`) and remember ``force``.
+
+        Nothing is created here: the first write creates each file exclusively (unless
+        ``force``), complete, so that of two runs given the same file the second fails in one
+        line, and no empty file is ever left. Returns the files created (none), for :meth:`release`.
+        """
+        self.check_writable(force)
+        self._state.exclusive = not force
+        return []
 
     @staticmethod
     def release(claimed: list[Path]) -> None:
@@ -234,11 +272,48 @@ class OutputFiles:
                 pass
 
     def write(self, result: RunResult) -> None:
-        """Rewrite the files; a failing write (a full disk, any OS error) is one EnvironmentFault line."""
+        """Save ``result``: its new sizes to the journal, and the files when due (see the class
+        docstring); a failing write (a full disk, any OS error) is one EnvironmentFault line."""
+        st = self._state
+        final = result.finished or result.cut_short is not None
+        try:
+            if self.json_path is not None and not final:
+                if st.journal is None:
+                    where = journal_path(self.json_path)
+                    st.journal = Journal(where) if where is not None else None
+                if st.journal is not None:
+                    st.journal.append(lambda: {**result.to_dict(), "records": []}, result.records)
+        except OSError as exc:
+            raise EnvironmentFault(f"cannot write the run's journal {exc.filename or ''}: "
+                                   f"{exc.strerror or exc}") from None
+        if not (final or self._rewrite_due(len(result.records))):
+            return
+        started = time.monotonic()
+        snapshot = result if final else replace(
+            result, cut_short=f"{IN_PROGRESS}: {len(result.records)} size(s) measured when this was written")
         for path, text in ((self.json_path, result_json), (self.csv_path, result_csv)):
             if path is None:
                 continue
             try:
-                write_atomic(path, text(result))
+                write_atomic(path, text(snapshot), replace=not st.exclusive or path in st.written)
+            except FileExistsError:
+                raise UsageError(f"{path} already exists (another run writing it?); pass --force to overwrite "
+                                 "it or choose another file name") from None
             except OSError as exc:
                 raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}") from None
+            st.written.add(path)
+        st.last_write_at = time.monotonic()
+        st.last_write_cost_s = st.last_write_at - started
+        st.rewritten_at_count = len(result.records)
+        if final and st.journal is not None:
+            st.journal.remove()
+            st.journal = None
+
+    def _rewrite_due(self, count: int) -> bool:
+        st = self._state
+        if count == st.rewritten_at_count:
+            return False
+        if not st.written or count & (count - 1) == 0:  # the first write, then at 1, 2, 4, 8 ... sizes
+            return True
+        wait = max(REWRITE_INTERVAL_S, 10 * st.last_write_cost_s)
+        return time.monotonic() - st.last_write_at >= wait

@@ -138,8 +138,7 @@ def find_anomalies(size_bytes, time_s, threshold: float = ANOMALY_RATIO,
     """
     size = np.asarray(size_bytes, dtype=float).reshape(-1)
     time = np.asarray(time_s, dtype=float).reshape(-1)
-    sizes = np.unique(size)
-    med = np.array([np.median(time[size == s]) for s in sizes])
+    sizes, med = _medians_by_size(size, time)
     limit = 1 + sizes.size // 10 if max_count is None else max_count
     keep = np.ones(sizes.size, dtype=bool)
     found: list[Anomaly] = []
@@ -155,6 +154,14 @@ def find_anomalies(size_bytes, time_s, threshold: float = ANOMALY_RATIO,
                              (int(sizes[lo]), int(sizes[hi])), int(sizes[faster[0]]) if faster else 0))
         keep[i] = False
     return tuple(sorted(found, key=lambda x: x.size_bytes))
+
+
+def _medians_by_size(size: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct sizes, median time at each) in one sort: a mask per size would be n x sizes."""
+    order = np.lexsort((time, size))
+    size, time = size[order], time[order]
+    sizes, start, count = np.unique(size, return_index=True, return_counts=True)
+    return sizes, (time[start + (count - 1) // 2] + time[start + count // 2]) / 2
 
 
 def without(size_bytes, time_s, anomalies: tuple[Anomaly, ...]) -> tuple[np.ndarray, np.ndarray]:

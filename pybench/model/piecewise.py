@@ -38,6 +38,10 @@ MIN_DISTINCT_SIZES = 3
 # keeps the search (pieces x parameters x points^2) small on dense sweeps such as vTrain's
 # 1024 sizes, where it would otherwise need gigabytes. Sweeps of up to 31 sizes never chose more than 6.
 MAX_PIECES = 10
+# Most places a breakpoint may sit (size changes) searched exactly; the search holds about a dozen
+# (cuts x cuts) float matrices, so 1024 keeps it near 100 MB and covers the densest real sweep
+# in the fixtures (vTrain's 1024 sizes) exactly. Longer sweeps search a thinned grid.
+MAX_SEARCH_CUTS = 1024
 # Huber's constant (95% efficiency on Gaussian noise) and the most search passes with robust
 # weights: one size far off every line must not hide a misfit spanning octaves.
 ROBUST_TUNING = 1.345
@@ -190,6 +194,12 @@ def _piece_costs(size: np.ndarray, time: np.ndarray, min_points: int,
     """
     n = size.size
     cuts = np.concatenate([[0], np.flatnonzero(size[1:] > size[:-1]) + 1, [n]])
+    runs = np.arange(cuts.size)
+    if cuts.size - 1 > MAX_SEARCH_CUTS:
+        # A long sweep: breakpoints on an evenly thinned grid of the size changes, so that the
+        # (cuts x cuts) matrices below stay bounded; the pieces are still fitted to every point.
+        runs = np.unique(np.round(np.linspace(0, cuts.size - 1, MAX_SEARCH_CUTS + 1)).astype(np.int64))
+        cuts = cuts[runs]
     x1 = 1.0 / time
     x2 = size / time
     z = np.zeros(1)
@@ -200,8 +210,7 @@ def _piece_costs(size: np.ndarray, time: np.ndarray, min_points: int,
     s11, s12, s22, b1, b2, wsum = (v[j] - v[i] for v in sums)
     count = (j - i).astype(float)
     rss, n_free = _physical_from_sums(s11, s12, s22, b1, b2, wsum)
-    runs = np.arange(cuts.size)
-    distinct = runs[None, :] - runs[:, None]
+    distinct = runs[None, :] - runs[:, None]  # distinct sizes in each piece
     # The same residual freedom for every piece: min_points - 2 degrees of freedom, so a
     # piece whose latency is held at 0 (one parameter) needs one point fewer.
     allowed = (j > i) & (count - n_free >= min_points - 2) & (distinct >= MIN_DISTINCT_SIZES)

@@ -30,6 +30,7 @@ from typing import Any
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_document, refuse_existing, write_json
 from pybench.io.formats import COMPUTE, check_document, stamp
+from pybench.io.memory import memory_left
 from pybench.planning.engines import Clock, CupyEngine, Engine, NumpyEngine, TorchEngine, get_engine, time_gemm
 from pybench.planning.transformer import Gemm, TransformerShape, step_gemms
 
@@ -300,17 +301,15 @@ _ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def _available_bytes(on_gpu: bool) -> int | None:
-    """Memory a GEMM's operands may take: free device memory on a GPU (via torch), else available host memory."""
+    """Memory a GEMM's operands may take: free device memory on a GPU (via torch), else what this
+    process may allocate."""
     if on_gpu:
         try:
             import torch
             return int(torch.cuda.mem_get_info()[0])
         except Exception:  # no torch or no device query: the GPU library will say so itself
             return None
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError):
-        return None
+    return memory_left()  # free RAM, but also ulimit -v and the cgroup's limit: numpy fails at any of them
 
 
 def _check_gemm_memory(shapes: list[tuple[int, int, int]], dtype: str, on_gpu: bool) -> None:

@@ -89,22 +89,25 @@ def test_output_files_refuse_to_clobber(tmp_path):
 
 def test_claim_is_exclusive_even_when_the_file_appears_after_the_check(tmp_path, monkeypatch):
     import pybench.measure.results as results
-    (tmp_path / "a.json").write_text("the other run's")
     monkeypatch.setattr(results, "refuse_existing", lambda path, force: None)  # the race window
+    files = OutputFiles(json_path=tmp_path / "a.json", csv_path=tmp_path / "a.csv")
+    files.claim(force=False)
+    (tmp_path / "a.json").write_text("the other run's")
     with pytest.raises(UsageError, match=r"a\.json already exists \(another run writing it\?\)"):
-        OutputFiles(json_path=tmp_path / "a.json", csv_path=tmp_path / "a.csv").claim(force=False)
+        files.write(_result())
     assert (tmp_path / "a.json").read_text() == "the other run's" and not (tmp_path / "a.csv").exists()
 
 
-def test_claim_creates_exclusively_and_release_removes_empty_files(tmp_path):
+def test_claim_creates_nothing_and_the_first_write_creates_each_file_whole(tmp_path):
     files = OutputFiles(json_path=tmp_path / "a.json", csv_path=tmp_path / "a.csv")
-    claimed = files.claim(force=False)
-    assert claimed == [tmp_path / "a.json", tmp_path / "a.csv"]
+    assert files.claim(force=False) == []
+    assert os.listdir(tmp_path) == []  # no empty placeholder: a result file exists only once valid
+    files.write(_result())
+    assert json.loads((tmp_path / "a.json").read_text())["records"][1]["wrong"] == 1
+    second = OutputFiles(json_path=tmp_path / "a.json")
     with pytest.raises(UsageError, match="already exists"):
-        files.claim(force=False)  # a second run on the same files
-    assert files.claim(force=True) == []
-    OutputFiles.release(claimed)
-    assert os.listdir(tmp_path) == []
+        second.claim(force=False)  # a second run on the same files
+    assert second.claim(force=True) == []
     link = tmp_path / "link.json"
     link.symlink_to(tmp_path / "elsewhere.json")
     with pytest.raises(UsageError):

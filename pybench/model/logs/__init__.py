@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json, read_bytes
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
@@ -30,6 +32,11 @@ __all__ = ["MeasurementSet", "LINK_CLASSES", "load_measurements", "sniff_format"
 
 # Larger files are not logs of a size sweep; refuse before reading them into memory.
 _MAX_BYTES = 64 << 20
+# A text log holds a header and a row per size (per dtype with nccl-tests' -d all, 5 of them)
+# of a sweep of at most MAX_SWEEP_SIZES: more lines than that is not one, and is refused before
+# any line is parsed, so a hostile log costs a count of newlines, not a parse.
+MAX_SWEEP_SIZES = 65536
+_MAX_LINES = 8 * MAX_SWEEP_SIZES
 
 
 def _read(path: Path) -> str:
@@ -106,18 +113,30 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
         data = parse_json(text, str(p))
         fmt = _json_format(data)
         if fmt == "pybench-json":
-            return parse_pybench_result(data, p)
+            return _bounded(parse_pybench_result(data, p), p)
         if fmt == "nccl-tests-json":
-            return parse_nccl_tests_json(data, p, collective, world_size)
+            return _bounded(parse_nccl_tests_json(data, p, collective, world_size), p)
         raise FileFormatError(f"{p}: JSON but neither a pybench result ('schema' key) nor an "
                               f"nccl-tests -J file ('results' key)")
+    lines = text.count("\n")
+    if lines > _MAX_LINES:
+        raise FileFormatError(f"{p}: {lines} lines, more than a log of a sweep of at most {MAX_SWEEP_SIZES} sizes "
+                              f"holds ({_MAX_LINES}); split it into one file per sweep")
     fmt = sniff_format(text)
-    if fmt == "vtrain-csv":
-        return parse_vtrain_csv(text, p, collective, world_size)
-    if fmt == "nccl-tests":
-        return parse_nccl_tests_text(text, p, collective, world_size)
-    if fmt == "osu":
-        return parse_osu_text(text, p, collective, world_size)
+    parsers = {"vtrain-csv": parse_vtrain_csv, "nccl-tests": parse_nccl_tests_text, "osu": parse_osu_text}
+    if fmt in parsers:
+        return _bounded(parsers[fmt](text, p, collective, world_size), p)
     raise FileFormatError(f"{p}: not a recognised benchmark log (expected nccl-tests output with "
                           f"a '# size count type ...' header, OSU output with '# Size ...', a vTrain "
                           f"'size(B),count,type,time(ns),...' table, or pybench/nccl-tests JSON)")
+
+
+def _bounded(sets: list[MeasurementSet], path: Path) -> list[MeasurementSet]:
+    """``sets`` when no sweep has more than MAX_SWEEP_SIZES distinct sizes (the fit's work grows
+    with the square of that count); else one FileFormatError line."""
+    for m in sets:
+        distinct = int(np.unique(m.size_bytes).size)
+        if distinct > MAX_SWEEP_SIZES:
+            raise FileFormatError(f"{path}: a {m.collective} sweep of {distinct} distinct sizes, more than the "
+                                  f"{MAX_SWEEP_SIZES} of the longest sweep pybench runs; thin it before fitting")
+    return sets

@@ -1,0 +1,52 @@
+"""Open MPI failing to start (no transport between the ranks, a TMPDIR too small for its
+shared-memory segments) is an environment fault: one line naming what MPI said, exit 3,
+never its multi-line banners or its own exit code (14)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+
+def _run(tmp_path, **env) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("PYBENCH_", "OMPI_COMM_", "PMIX_"))}
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K", "--iters", "5",
+                           "--backend", "mpi"], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=180)
+
+
+def _one_error_line(p: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip() and not ln.startswith("pybench: warning:")]
+    assert len(lines) == 1 and lines[0].startswith("pybench: error: "), p.stderr
+    return lines[0]
+
+
+def test_no_transport_between_the_ranks_is_one_line_exit_3(tmp_path, native):
+    # Inside pybench's loopback-only network the TCP transport finds no interface to use.
+    p = _run(tmp_path, OMPI_MCA_btl="tcp,self", PYBENCH_LOCAL_NETNS="1")
+    if p.returncode == 0:
+        pytest.skip("the TCP transport works here (no private network namespace)")
+    assert p.returncode == 3, p.stderr
+    assert "MPI could not start or run the ranks" in _one_error_line(p)
+
+
+def test_a_tmpdir_too_small_for_mpi_is_one_line_exit_3(tmp_path, native):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(tiny)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        p = _run(tmp_path, TMPDIR=str(tiny))
+        left = os.listdir(tiny)
+    finally:
+        subprocess.run(["umount", "-l", str(tiny)])
+    assert p.returncode == 3, p.stderr
+    assert "not enough space" in _one_error_line(p)
+    assert left == []  # the job folder went with the job

@@ -1,0 +1,59 @@
+"""One schema per format at the io boundary (pybench.io.schemas): every reader of a result gets
+the same typed, bounded document, and hostile values are refused in one line naming the field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from pybench.errors import FileFormatError
+from pybench.measure.results import load_result
+from pybench.model.logs import load_measurements
+
+RESULT = Path(__file__).resolve().parents[1] / "fixtures" / "cpu_mpi2_allreduce.json"
+
+HOSTILE = [
+    (("records", 0, "size_bytes"), 2**63 - 1, "records[0].size_bytes"),
+    (("records", 0, "size_bytes"), 2**60, "records[0].size_bytes"),
+    (("records", 0, "time_s"), 1e300, "records[0].time_s"),
+    (("records", 0, "time_s"), 0, "records[0].time_s"),
+    (("records", 0, "samples_s"), [1e-5, -1e-5], "records[0].samples_s[1]"),
+    (("world_size",), 0, "world_size"),
+    (("world_size",), -4, "world_size"),
+    (("hosts",), {"h": 0}, "hosts.h"),
+]
+
+
+@pytest.mark.parametrize("path, value, field", HOSTILE, ids=[f"{f}={v}"[:40] for _, v, f in HOSTILE])
+@pytest.mark.parametrize("reader", [load_result, load_measurements], ids=["load_result", "load_measurements"])
+def test_hostile_values_are_refused_naming_the_field(tmp_path, reader, path, value, field):
+    doc = json.loads(RESULT.read_text())
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError) as info:
+        reader(f)
+    assert field in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_4000_digit_integer_and_a_lone_surrogate_are_refused_by_the_reader(tmp_path):
+    doc = json.loads(RESULT.read_text())
+    doc["records"][0]["size_bytes"] = 123456789
+    (tmp_path / "digits.json").write_text(json.dumps(doc).replace("123456789", "9" * 4000))
+    surrogate = copy.deepcopy(json.loads(RESULT.read_text()))
+    surrogate["backend"] = "mp\ud800i"
+    (tmp_path / "surrogate.json").write_text(json.dumps(surrogate))
+    for name, why in (("digits.json", "does not fit in 64 bits"), ("surrogate.json", "lone surrogate")):
+        for reader in (load_result, load_measurements):
+            with pytest.raises(FileFormatError, match=why):
+                reader(tmp_path / name)
+
+
+def test_a_valid_result_still_reads():
+    assert len(load_result(RESULT).records) == len(json.loads(RESULT.read_text())["records"])
