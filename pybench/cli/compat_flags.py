@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from pybench.cli import argtypes
 from pybench.errors import UsageError
@@ -49,20 +50,21 @@ def add_nccl_tests_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("nccl-tests flags (accepted with nccl-tests' meaning, or refused in one line "
                              "naming pybench's option)")
     g.add_argument("-t", "--nthreads", type=_int, default=None, metavar="N",
-                   help="threads per process: 1 only (pybench runs one per process; more ranks: --np)")
+                   help="threads per process: 1 only (default 1; pybench runs one per process; more ranks: --np)")
     g.add_argument("-g", "--ngpus", type=_int, default=None, metavar="N",
-                   help="GPUs per process: 1, or N stand-alone on the nccl backend (= --gpus N)")
+                   help="GPUs per process: 1, or N stand-alone on the nccl backend (= --gpus N) (default 1)")
     g.add_argument("-a", "--average", type=_int, default=None, metavar="0-3",
-                   help="3 (the slowest rank's time) is what pybench reports; 0-2 are refused")
+                   help="3 (the slowest rank's time) is what pybench reports; 0-2 are refused (default 3)")
     g.add_argument("-z", "--blocking", type=_int, default=None, metavar="0/1",
-                   help="0 = --timing batched, 1 = --timing per-op (a barrier before each operation)")
+                   help="0 = --timing batched, 1 = --timing per-op (a barrier before each operation) (default 0)")
     g.add_argument("-I", "--per_iter_timing", type=_int, default=None, metavar="0/1",
-                   help="1 = --stats-columns (per-iteration spread: p5, p95, iterations, CI)")
-    for flag, (long, _, _) in _REFUSED_UNLESS_DEFAULT.items():
-        g.add_argument(flag, long, dest=f"nt_{long.lstrip('-')}", type=_int, default=None, help=argparse.SUPPRESS)
+                   help="1 = --stats-columns (per-iteration spread: p5, p95, iterations, CI) (default 0)")
+    for flag, (long, default, _) in _REFUSED_UNLESS_DEFAULT.items():
+        g.add_argument(flag, long, dest=f"nt_{long.lstrip('-')}", type=_int, default=None, metavar="N",
+                       help=f"only {default}, nccl-tests' default, is accepted")
     g.add_argument("-J", "--output_file", dest="nccl_tests_json", default=None, metavar="FILE",
                    help="nccl-tests' own JSON layout; never overwritten: FILE.0, FILE.1 ... as nccl-tests "
-                        "(pybench's schema: --json)")
+                        "(pybench's schema: --json) (default: none)")
 
 
 def _check_choice(flag: str, value: int | None, allowed: tuple[int, ...]) -> None:
@@ -94,6 +96,9 @@ def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> No
             raise UsageError(f"-z {args.blocking} means --timing {wanted}, but --timing {args.timing} is given; "
                              "give one of them")
         args.timing = wanted
+    if args.nccl_tests_json is not None and not Path(args.nccl_tests_json).resolve().parent.is_dir():
+        raise UsageError(f"-J {args.nccl_tests_json}: the folder {Path(args.nccl_tests_json).parent} does not exist; "
+                         "create it or choose another file")
     _check_choice("-I", args.per_iter_timing, (0, 1))
     if args.per_iter_timing == 1:
         args.stats_columns = True
@@ -164,19 +169,19 @@ def add_osu_flags(p: argparse.ArgumentParser) -> None:
     """OSU's flags on ``p2p`` (osu_latency, osu_bw, osu_bibw)."""
     g = p.add_argument_group("OSU flags (accepted with OSU's meaning, or refused in one line naming pybench's option)")
     g.add_argument("-m", "--message-size", dest="osu_sizes", default=None, metavar="[MIN:]MAX",
-                   help="OSU: sizes from MIN (default 1) to MAX, powers of two (= --sizes MIN:MAX)")
+                   help="OSU: sizes from MIN (default 1) to MAX, powers of two (= --sizes MIN:MAX) (default: --sizes)")
     g.add_argument("-i", "--iterations", dest="iters", type=argtypes.positive_int, default=None, metavar="N",
-                   help="OSU: timed iterations per size (= -n N)")
+                   help="OSU: timed iterations per size (= -n N) (default: adaptive)")
     g.add_argument("-x", "--warmup-osu", dest="osu_warmup", type=argtypes.nonneg_int, default=None, metavar="N",
-                   help="OSU: untimed iterations per size (= -w N)")
+                   help="OSU: untimed iterations per size (= -w N) (default: -w)")
     g.add_argument("-f", "--full", dest="stats_columns", action="store_true", default=None,
-                   help="OSU: full format, the spread after each figure (= --stats-columns)")
+                   help="OSU: full format, the spread after each figure (= --stats-columns) (default off)")
     g.add_argument("-c", "--validation", dest="check", type=argtypes.nonneg_int, nargs="?", const=2, default=2,
                    metavar="N", help="OSU: check the data received; pybench checks N iterations (default 2; -c alone: "
                                      "2; -c 0: no check)")
     for flag, long in (("-z", "--tail-lat"), ("-T", "--type"), ("-M", "--mem-limit"), ("-d", "--accelerator")):
-        g.add_argument(flag, long, dest=f"osu_{long.lstrip('-').replace('-', '_')}", default=None,
-                       help=argparse.SUPPRESS)
+        g.add_argument(flag, long, dest=f"osu_{long.lstrip('-').replace('-', '_')}", default=None, metavar="X",
+                       help="OSU's: refused in one line naming pybench's equivalent (default: unset)")
 
 
 _OSU_INSTEAD = {
