@@ -31,8 +31,8 @@ from pybench.report.ccr_plot import ccr_interval, load_ccr, overlapped, render_c
 from pybench.report.compare import Comparison, compare_results, run_label
 from pybench.report.compare_plot import render_comparison
 from pybench.report.heatmap import load_link_matrix, render_link_heatmap
+from pybench.report.inputs import load_one_result, load_results
 from pybench.report.plot import (
-    load_checked_result,
     matching_models,
     render_measurements,
     require_matplotlib,
@@ -279,10 +279,10 @@ def report_files(result_paths: Sequence[str | Path], output: str | Path, model_p
     require_matplotlib()
     if not result_paths:
         raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
-    results = [(load_checked_result(p), Path(p).name) for p in result_paths]
+    results = [(r, Path(p).name) for p in result_paths for r in load_results(p)]
     comparison = None
     if baseline_path is not None:
-        base = load_checked_result(baseline_path)
+        base = load_one_result(baseline_path)
         comparison = compare_results(base, results[0][0], label_a=run_label(base, Path(baseline_path).name),
                                      label_b=run_label(results[0][0], results[0][1]))
     text = build_report(results, load_models(model_path) if model_path is not None else [],
