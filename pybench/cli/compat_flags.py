@@ -120,6 +120,15 @@ def _ngpus(args: argparse.Namespace, under_launcher: bool) -> None:
     args.gpus = n
 
 
+def check_gpus_for_backend(args: argparse.Namespace, backend: str, why_not_nccl: str | None) -> None:
+    """``-g N`` (N > 1) once the backend is known: only the nccl backend drives several GPUs."""
+    n = getattr(args, "ngpus", None)
+    if n is not None and n > 1 and backend != "nccl":
+        reason = f" ({why_not_nccl})" if why_not_nccl else ""
+        raise UsageError(f"-g {n} asks for {n} GPUs per process, which needs the nccl backend{reason}; on CPUs "
+                         f"use --np {n} for {n} ranks")
+
+
 def min_busbw_gate(flag_value: float | None) -> float | None:
     """The average-busbw gate: --min-busbw, else NCCL_TESTS_MIN_BW as nccl-tests reads it (GB/s)."""
     if flag_value is not None:
@@ -179,6 +188,9 @@ def add_osu_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-c", "--validation", dest="check", type=argtypes.nonneg_int, nargs="?", const=2, default=2,
                    metavar="N", help="OSU: check the data received; pybench checks N iterations (default 2; -c alone: "
                                      "2; -c 0: no check)")
+    g.add_argument("buffers", nargs="*", metavar="H|D", default=[],
+                   help="OSU's buffer locations of the two ranks: H H (host, what pybench p2p measures); D (device) "
+                        "is refused, naming `pybench p2p --matrix` (default: H H)")
     for flag, long in (("-z", "--tail-lat"), ("-T", "--type"), ("-M", "--mem-limit"), ("-d", "--accelerator")):
         g.add_argument(flag, long, dest=f"osu_{long.lstrip('-').replace('-', '_')}", default=None, metavar="X",
                        help="OSU's: refused in one line naming pybench's equivalent (default: unset)")
@@ -199,6 +211,13 @@ def apply_osu_flags(args: argparse.Namespace) -> None:
         value = getattr(args, f"osu_{key}", None)
         if value is not None:
             raise UsageError(f"OSU's {flag} {value} has no pybench equivalent: {instead}")
+    if args.buffers:
+        if len(args.buffers) != 2 or any(b not in ("H", "D", "M") for b in args.buffers):
+            raise UsageError(f"{' '.join(args.buffers)}: OSU's buffer locations are two of H (host), D (device), "
+                             "M (managed), e.g. H H")
+        if args.buffers != ["H", "H"]:
+            raise UsageError(f"OSU's buffers {' '.join(args.buffers)} (on the GPU) have no pybench p2p equivalent: "
+                             "`pybench p2p --matrix` measures NCCL send/recv between every GPU pair")
     if args.osu_sizes is not None:
         if args.sizes is not None:
             raise UsageError(f"-m {args.osu_sizes} and --sizes {args.sizes} both give the sizes; give one of them")

@@ -248,6 +248,8 @@ def _run_measurement(args) -> int:
         backend = requested or cli_gpu.select_backend(None, nccl_lib)[0]
         return run_as_rank(plans, argv, args.force, backend, args.timeout)
     backend, fallback_note = cli_gpu.select_backend(requested, nccl_lib)
+    compat_flags.check_gpus_for_backend(args, backend, cli_gpu.nccl_unavailable_reason(nccl_lib)
+                                        if getattr(args, "ngpus", None) and backend != "nccl" else None)
     if _timing(args) == "graph" and backend != "nccl":
         raise UsageError("--timing graph (-G) captures CUDA graphs: it needs a GPU and the nccl backend")
     # Stand-alone: catch bad input here, before any rank starts. With NCCL one

@@ -250,3 +250,34 @@ def test_j_never_overwrites_as_nccl_tests(tmp_path):
     second = claim_path(tmp_path / "o.json")
     third = claim_path(tmp_path / "o.json")
     assert [first.name, second.name, third.name] == ["o.json", "o.json.0", "o.json.1"]
+
+
+# Published command lines (the tool's name becomes `pybench <collective>` / `pybench p2p`):
+PUBLISHED = [
+    # NVIDIA/nccl-tests README, multi-node: mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1
+    ("allreduce -b 8 -e 8G -f 2 -g 1", None),
+    # oracle-quickstart/oci-hpc-oke README (tests/fixtures/shared_data/nccl-tests/a100_2node_...)
+    ("allreduce -b 8 -e 8G -f 2 -g 1", None),  # the same flags as NVIDIA's multi-node line
+    # NVIDIA/nccl-tests README, one node: ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8
+    ("allreduce -b 8 -e 128M -f 2 -g 8", "--np 8"),
+    # NVIDIA/nccl-tests issue 37 (v100_dgx1_8gpu_allgather_...): all_gather_perf -g 8 -b 4294967296 -e 4294967296 -n 100
+    ("allgather -g 8 -b 4294967296 -e 4294967296 -n 100", "--np 8"),
+    # EESSI docs (osu/osu_bw_cuda_a100_nvlink_eessi716.txt): osu_bw -d cuda -m 33554432 D D
+    ("p2p -d cuda -m 33554432 D D", "p2p --matrix"),
+]
+
+
+@pytest.mark.parametrize("line,refused", PUBLISHED, ids=[line for line, _ in PUBLISHED])
+def test_published_command_lines_run_unchanged_or_are_refused_naming_the_equivalent(line, refused, monkeypatch,
+                                                                                   capsys):
+    from pybench.cli.gpu import nccl_unavailable_reason
+    monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    if refused is None:
+        (plan, *_) = _plans(line.split(), monkeypatch)["plans"]
+        assert plan.config.sizes[0] == 8 and plan.config.sizes[-1] == 8 << 30 and len(plan.config.sizes) == 31
+        return
+    if refused == "--np 8" and nccl_unavailable_reason() is None:
+        pytest.skip("a GPU is here: -g 8 would run, not be refused")
+    assert main(line.split()) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and refused in err[0], err
