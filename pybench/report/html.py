@@ -34,6 +34,7 @@ from pybench.report.heatmap import load_link_matrix, render_link_heatmap
 from pybench.report.inputs import load_one_result, load_results
 from pybench.report.plot import (
     matching_models,
+    measured_panels,
     render_measurements,
     require_matplotlib,
     run_series,
@@ -205,8 +206,8 @@ def _measurements(inputs: ReportInputs) -> dict[str, Any]:
     keys = [k for k, _ in columns[0]]
     environment = {"header": ["", *(src for _, src in results)],
                    "rows": [(k, *(dict(col)[k] for col in columns)) for k in keys], "left": 1 + len(results)}
-    images = [_img(render_measurements(series, drawn, panels=("busbw",)), "bus bandwidth against size"),
-              _img(render_measurements(series, drawn, panels=("time",)), "time per operation against size")]
+    alt = {"busbw": "bus bandwidth against size", "time": "time per operation against size"}
+    images = [_img(render_measurements(series, drawn, panels=(kind,)), alt[kind]) for kind in measured_panels(series)]
     return {"environment": environment, "models_drawn": bool(drawn), "measurement_images": images,
             "runs": [_run_section(r, src) for r, src in results]}
 

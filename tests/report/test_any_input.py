@@ -74,3 +74,16 @@ def test_report_reads_logs_and_saves(tmp_path):
     assert main(["report", str(NCCL_LOG), str(OSU_LOG), str(save), "-o", str(out)]) == 0
     html = out.read_text()
     assert "allreduce" in html and "allgather" in html and "None" not in html.replace("none", "")
+
+
+def test_the_latency_test_is_plotted_as_latency_not_bandwidth():
+    pytest.importorskip("matplotlib", reason="plots need matplotlib (pip install matplotlib)")
+    from pybench.report.plot import load_series, measurement_figure
+    latency = load_series([FIXTURES / "osu_latency_f.txt"])
+    assert [s.collective for s in latency] == ["p2p_latency"]
+    fig = measurement_figure(latency)
+    (ax,) = fig.axes
+    assert ax.get_ylabel().startswith("latency (us") and ax.get_title() == "latency against size"
+    both = measurement_figure(load_series([FIXTURES / "osu_latency_f.txt", OSU_LOG]))
+    busbw_axis = both.axes[0]
+    assert [line.get_label() for line in busbw_axis.get_lines()] == [load_series([OSU_LOG])[0].label]
