@@ -219,9 +219,18 @@ def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
     return "intra-node" if len(set(involved)) == 1 else "inter-node"
 
 
+def runs_in_place(backend: str, benchmark: str) -> bool:
+    """Whether ``backend`` runs ``benchmark`` on one buffer, so that the table prints it in
+    nccl-tests' in-place block: nccl with --in-place, and torch's all_reduce, which
+    torch.distributed only offers in place."""
+    from pybench.measure.backends.nccl import IN_PLACE_ENV
+    if backend == "nccl":
+        return env_flag(IN_PLACE_ENV)
+    return backend == "torch" and benchmark == "allreduce"
+
+
 def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict,
                 argv: list[str]) -> RunResult:
-    from pybench.measure.backends.nccl import IN_PLACE_ENV
     cfg = plan.config
     stop = cfg.stop
     return RunResult(
@@ -233,7 +242,7 @@ def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, in
                  "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
                  "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
                  "min_busbw_gbps": plan.min_busbw_gbps, "stats_columns": plan.stats_columns,
-                 "in_place": backend.name == "nccl" and env_flag(IN_PLACE_ENV),
+                 "in_place": runs_in_place(backend.name, cfg.benchmark),
                  "buffer_allocation": backend.describe_buffers(cfg),
                  **({"size_rounding": plan.size_rounding, "notes": [plan.rounding_note]}
                     if plan.size_rounding else {})},

@@ -281,3 +281,20 @@ def test_published_command_lines_run_unchanged_or_are_refused_naming_the_equival
     assert main(line.split()) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and refused in err[0], err
+
+
+def test_a_collective_run_on_one_buffer_is_printed_in_the_in_place_block(monkeypatch):
+    from pybench.measure.backends.nccl import IN_PLACE_ENV
+    from pybench.measure.runner import runs_in_place
+    assert runs_in_place("torch", "allreduce")  # torch.distributed's all_reduce works on one tensor
+    assert not runs_in_place("torch", "allgather") and not runs_in_place("mpi", "allreduce")
+    monkeypatch.delenv(IN_PLACE_ENV, raising=False)
+    assert not runs_in_place("nccl", "allreduce")
+    monkeypatch.setenv(IN_PLACE_ENV, "1")
+    assert runs_in_place("nccl", "allreduce")
+    r = _stored()
+    r.options["in_place"] = True
+    header_lines(r)
+    fields = row_line(r.records[0]).split()
+    # a reader of fields by position finds no out-of-place figure and the in-place ones at $6..$9
+    assert len(fields) == 9 and row_line(r.records[0])[52:84].strip() == ""
