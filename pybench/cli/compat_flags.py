@@ -129,6 +129,18 @@ def check_gpus_for_backend(args: argparse.Namespace, backend: str, why_not_nccl:
                          f"use --np {n} for {n} ranks")
 
 
+def refuse_options_without_effect(args: argparse.Namespace, backend: str) -> None:
+    """Options that would do nothing on ``backend`` are refused in one line, never ignored."""
+    if backend == "nccl":
+        return
+    for dest, flag, what in (("in_place", "--in-place", "runs NCCL collectives in place"),
+                             ("gpus", "--gpus", "picks the GPUs NCCL drives (on CPUs --np sets the ranks)"),
+                             ("nccl_lib", "--nccl-lib", "picks the NCCL library")):
+        if getattr(args, dest, None) not in (None, False):
+            raise UsageError(f"{flag} {what}, but this run uses the {backend} backend, where it does nothing; "
+                             f"drop {flag} or run with --backend nccl on a GPU node")
+
+
 def min_busbw_gate(flag_value: float | None) -> float | None:
     """The average-busbw gate: --min-busbw, else NCCL_TESTS_MIN_BW as nccl-tests reads it (GB/s)."""
     if flag_value is not None:

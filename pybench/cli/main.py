@@ -201,13 +201,17 @@ def _p2p_plans(args) -> list:
     from pybench.measure.runner import RunPlan
     tests = parse_p2p_tests(args.test)
     gate = compat_flags.min_busbw_gate(args.min_busbw)
+    if args.window is not None and all(t.benchmark == "p2p_latency" for t in tests):
+        raise UsageError(f"--window/-W {args.window} sets the messages in flight of the bw and bibw tests; the latency "
+                         "test sends one at a time: drop it or add --test bw")
     if gate is not None and any(t.benchmark == "p2p_latency" for t in tests):
         raise UsageError("the latency test prints latency, not bandwidth: --min-busbw (or NCCL_TESTS_MIN_BW) gates "
                          "bandwidth; use --test bw or --test bibw with it, or unset it")
     plans = []
     for t in tests:
         cfg = BenchConfig(benchmark=t.benchmark, sizes=_sizes(args), timing=_timing(args),
-                          stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check, window=args.window,
+                          stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check,
+                          window=args.window if args.window is not None else 64,
                           huge_pages=args.huge_pages == "on")
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, t.name, len(tests)),
                                               _per_test(args.csv, t.name, len(tests))), gate,
@@ -246,10 +250,12 @@ def _run_measurement(args) -> int:
     requested = args.backend or ("mpi" if args.command == "p2p" else None)
     if under_launcher():
         backend = requested or cli_gpu.select_backend(None, nccl_lib)[0]
+        compat_flags.refuse_options_without_effect(args, backend)
         return run_as_rank(plans, argv, args.force, backend, args.timeout)
     backend, fallback_note = cli_gpu.select_backend(requested, nccl_lib)
     compat_flags.check_gpus_for_backend(args, backend, cli_gpu.nccl_unavailable_reason(nccl_lib)
                                         if getattr(args, "ngpus", None) and backend != "nccl" else None)
+    compat_flags.refuse_options_without_effect(args, backend)
     if _timing(args) == "graph" and backend != "nccl":
         raise UsageError("--timing graph (-G) captures CUDA graphs: it needs a GPU and the nccl backend")
     # Stand-alone: catch bad input here, before any rank starts. With NCCL one
@@ -366,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p, "1:4M", ("batched", "per-op"), osu=True)
     compat_flags.add_osu_flags(p)
     p.add_argument("--test", default="all", help="latency, bw, bibw, a comma list, or all (default all)")
-    p.add_argument("--window", "-W", type=_positive_int, default=64,
+    p.add_argument("--window", "-W", type=_positive_int, default=None,
                    help="messages in flight for bw/bibw (default 64, as OSU)")
     cli_gpu.add_p2p_matrix_options(p)
     p.set_defaults(func=_run_measurement)

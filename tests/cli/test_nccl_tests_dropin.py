@@ -176,6 +176,12 @@ BAD = [
     (["p2p", "-m", "8:1K", "--sizes", "1:8"], "give one of them"),
     (["p2p", "-m", "8:zz"], "not a size"),
     (["p2p", "--test", "latency", "--min-busbw", "1"], "--test bw"),
+    (["p2p", "--test", "latency", "-W", "8"], "the latency test sends one at a time"),
+    (["p2p", "D", "H"], "p2p --matrix"),
+    (["p2p", "X", "Y"], "two of H (host)"),
+    (["allreduce", "--in-place", "--backend", "mpi"], "does nothing"),
+    (["allreduce", "--gpus", "2", "--backend", "mpi"], "does nothing"),
+    (["allreduce", "--nccl-lib", "/x", "--backend", "mpi"], "does nothing"),
 ]
 
 
