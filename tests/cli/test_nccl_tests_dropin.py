@@ -72,6 +72,13 @@ def test_health_check_readers_read_the_table_and_footer_as_pybench_json_says(tmp
         awk = subprocess.run(["awk", "/out-of-place/{t=1;next} t&&/^#/{if(n)exit;next} t{n++;print $8}"],
                              input=done.stdout, capture_output=True, text=True, timeout=30)
         assert [float(x) for x in awk.stdout.split()] == [row["busbw"] for row in read["rows"]]
+    # pybench's own nccl-tests importer (as `fit` reads downloaded logs) reads the same sizes and times
+    from pybench.model.logs import load_measurements
+    log = tmp_path / "stdout.txt"
+    log.write_text(done.stdout)
+    (m,) = load_measurements(log)
+    assert list(m.size_bytes) == [r["size_bytes"] for r in recs] and m.world_size == 2
+    assert list(m.time_s) == pytest.approx([r["time_s"] for r in recs], rel=0.06, abs=6e-9)
     # -J: nccl-tests' own layout with the same figures
     nt_doc = json.loads(nt.read_text())
     assert nt_doc["version"] == 2 and {"config", "results", "out_of_bounds", "average_bus_bandwidth"} <= set(nt_doc)
