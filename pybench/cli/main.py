@@ -377,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     cli_gpu.add_p2p_matrix_options(p)
     p.set_defaults(func=_run_measurement)
     p = sub.add_parser("env", help="what backends, devices, MPI and versions pybench sees",
+                       description="What pybench sees here: its version and build (MPI, CUDA module), the CPU, "
+                                   "the MPI library and launcher, the GPUs, which backends can run, and how busy "
+                                   "the machine is.",
                        epilog=_examples("pybench env", "pybench env --json env.json", "pybench env --json -"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", default=None, metavar="FILE",
