@@ -366,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="OSU's point-to-point tests between ranks 0 and 1 over MPI: latency (half a "
                                    "ping-pong), bandwidth and bidirectional bandwidth (a window of messages); the "
                                    "table is OSU's: size and latency (us) or bandwidth (MB/s = 1e6 B/s).",
-                       epilog=_examples("pybench p2p --sizes 1:4M", "pybench p2p --test latency -b 1 -e 64K -f 2",
+                       epilog=_examples("pybench p2p --sizes 1:4M",
+                                        "pybench p2p --test latency -m 1:64K -i 1000 -x 100   # OSU's options",
                                         "pybench p2p --matrix   # every GPU pair over NCCL"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_run_options(p, "1:4M", ("batched", "per-op"), osu=True)
