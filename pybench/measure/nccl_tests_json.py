@@ -62,6 +62,14 @@ def _block(r: SizeRecord) -> dict[str, Any]:
             "nwrong": float(r.wrong) if r.check_iters else None}
 
 
+def _nccl_version_code(env: dict[str, Any]) -> int | None:
+    """NCCL's version code as the nccl backend records it (environment.backend.nccl), else None."""
+    backend = env.get("backend")
+    lib = backend.get("nccl") if isinstance(backend, dict) else None
+    code = lib.get("version_code") if isinstance(lib, dict) else None
+    return code if isinstance(code, int) else None
+
+
 def _step(sizes: list[int]) -> dict[str, int]:
     if len(sizes) >= 2 and sizes[0] > 0 and sizes[1] % sizes[0] == 0 and sizes[1] // sizes[0] > 1 and all(
             b == a * (sizes[1] // sizes[0]) for a, b in zip(sizes, sizes[1:])):
@@ -74,8 +82,7 @@ def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.dat
     opts = result.options
     in_place = bool(opts.get("in_place"))
     sizes = [r.size_bytes for r in result.records]
-    nccl = (result.environment.get("backend") or {}).get("nccl_version") if isinstance(
-        result.environment.get("backend"), dict) else None
+    nccl = _nccl_version_code(result.environment)
     wrong = result.total_wrong()
     gate = opts.get("min_busbw_gbps")
     avg = average_busbw(result)

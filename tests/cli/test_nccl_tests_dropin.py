@@ -311,3 +311,19 @@ def test_a_collective_run_on_one_buffer_is_printed_in_the_in_place_block(monkeyp
     fields = row_line(r.records[0]).split()
     # a reader of fields by position finds no out-of-place figure and the in-place ones at $6..$9
     assert len(fields) == 9 and row_line(r.records[0])[52:84].strip() == ""
+
+
+def test_j_document_carries_nccl_version_step_and_null_blocks_as_nccl_tests():
+    import datetime as dt
+
+    from pybench.measure.nccl_tests_json import nccl_tests_document
+    r = _stored()
+    r.environment["backend"] = {"nccl": {"version_code": 22809, "version": "2.28.9"}}
+    r.options["in_place"] = True
+    doc = nccl_tests_document(r, dt.datetime(2026, 12, 1, 12), None)
+    assert doc["nccl_version"] == 22809 and "end_time" not in doc and doc["start_time"] == "2026-12-01 12:00:00"
+    sizes = [rec.size_bytes for rec in r.records]
+    step = sizes[1] // sizes[0]
+    assert doc["config"].get("step_factor") == step or doc["config"].get("step_bytes") == sizes[1] - sizes[0]
+    assert all(row["out_of_place"] is None and row["in_place"]["time"] > 0 for row in doc["results"])
+    assert all(row["root"] == "    -1" for row in doc["results"])  # nccl-tests writes root as "%6i"
