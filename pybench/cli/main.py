@@ -200,13 +200,14 @@ def _nccl_tests_sizes_given(args) -> bool:
 def _p2p_plans(args) -> list:
     from pybench.measure.runner import RunPlan
     tests = parse_p2p_tests(args.test)
-    gate = compat_flags.min_busbw_gate(args.min_busbw)
-    if args.window is not None and all(t.benchmark == "p2p_latency" for t in tests):
+    latency_only = all(t.benchmark == "p2p_latency" for t in tests)
+    if args.window is not None and latency_only:
         raise UsageError(f"--window/-W {args.window} sets the messages in flight of the bw and bibw tests; the latency "
                          "test sends one at a time: drop it or add --test bw")
-    if gate is not None and any(t.benchmark == "p2p_latency" for t in tests):
-        raise UsageError("the latency test prints latency, not bandwidth: --min-busbw (or NCCL_TESTS_MIN_BW) gates "
-                         "bandwidth; use --test bw or --test bibw with it, or unset it")
+    # --min-busbw gates the bandwidth tests (NCCL_TESTS_MIN_BW is nccl-tests', for the collectives)
+    if args.min_busbw is not None and latency_only:
+        raise UsageError("the latency test prints latency, not bandwidth: --min-busbw gates bandwidth; use --test bw "
+                         "or --test bibw with it, or drop it")
     plans = []
     for t in tests:
         cfg = BenchConfig(benchmark=t.benchmark, sizes=_sizes(args), timing=_timing(args),
@@ -214,7 +215,8 @@ def _p2p_plans(args) -> list:
                           window=args.window if args.window is not None else 64,
                           huge_pages=args.huge_pages == "on")
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, t.name, len(tests)),
-                                              _per_test(args.csv, t.name, len(tests))), gate,
+                                              _per_test(args.csv, t.name, len(tests))),
+                             None if t.benchmark == "p2p_latency" else args.min_busbw,
                              stats_columns=bool(args.stats_columns)))
     return plans
 

@@ -327,3 +327,10 @@ def test_j_document_carries_nccl_version_step_and_null_blocks_as_nccl_tests():
     assert doc["config"].get("step_factor") == step or doc["config"].get("step_bytes") == sizes[1] - sizes[0]
     assert all(row["out_of_place"] is None and row["in_place"]["time"] > 0 for row in doc["results"])
     assert all(row["root"] == "    -1" for row in doc["results"])  # nccl-tests writes root as "%6i"
+
+
+def test_the_p2p_gate_applies_to_the_bandwidth_tests_only(monkeypatch):
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "5")  # nccl-tests' variable gates the collectives, not OSU's tests
+    plans = _plans(["p2p", "--test", "latency,bw", "--min-busbw", "2"], monkeypatch)["plans"]
+    assert [(p.config.benchmark, p.min_busbw_gbps) for p in plans] == [("p2p_latency", None), ("p2p_bw", 2)]
+    assert _plans(["p2p", "--test", "bw"], monkeypatch)["plans"][0].min_busbw_gbps is None
