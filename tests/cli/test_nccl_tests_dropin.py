@@ -334,3 +334,14 @@ def test_the_p2p_gate_applies_to_the_bandwidth_tests_only(monkeypatch):
     plans = _plans(["p2p", "--test", "latency,bw", "--min-busbw", "2"], monkeypatch)["plans"]
     assert [(p.config.benchmark, p.min_busbw_gbps) for p in plans] == [("p2p_latency", None), ("p2p_bw", 2)]
     assert _plans(["p2p", "--test", "bw"], monkeypatch)["plans"][0].min_busbw_gbps is None
+
+
+def test_pybench_statistics_are_always_in_the_csv():
+    from pybench.measure.results import result_csv
+    r = _stored()
+    header, first = result_csv(r).splitlines()[:2]
+    cols = header.split(",")
+    for name in ("time_p5_s", "time_p95_s", "iterations", "time_ci_low_s", "time_ci_high_s"):
+        assert name in cols, name
+    row = dict(zip(cols, first.split(",")))
+    assert float(row["time_ci_low_s"]) == r.records[0].time_ci_low_s
