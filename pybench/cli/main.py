@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pybench import __version__
-from pybench.cli import argtypes
+from pybench.cli import argtypes, compat_flags
 from pybench.cli import gpu as cli_gpu
 from pybench.cli import models as cli_models
 from pybench.cli import planning as cli_planning
@@ -54,7 +54,7 @@ def _collective_epilog(name: str) -> str:
     return _examples(*lines)
 
 
-def _add_size_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
+def _add_size_options(p: argparse.ArgumentParser, default_sizes: str, osu: bool = False) -> None:
     g = p.add_argument_group("sizes (bytes; K/M/G = 2^10/2^20/2^30)")
     g.add_argument("--sizes", "-s", default=None,
                    help=f"LO:HI (powers of two), LO:HI:FACTOR, LO:HI:+STEP or a list 8,1K,1M (default {default_sizes})")
@@ -62,14 +62,15 @@ def _add_size_options(p: argparse.ArgumentParser, default_sizes: str) -> None:
                    help="nccl-tests: smallest size (default 32M when -e/-f/-i are given; not with --sizes)")
     g.add_argument("-e", "--maxbytes", default=None, metavar="SIZE",
                    help="nccl-tests: largest size (default 32M when -b/-f/-i are given)")
-    g.add_argument("-f", "--stepfactor", type=_positive_int, default=None, metavar="FACTOR",
-                   help="nccl-tests: multiply the size by FACTOR each step (default 1: add -i instead)")
-    g.add_argument("-i", "--stepbytes", default=None, metavar="SIZE",
-                   help="nccl-tests: add SIZE each step when -f is 1 (default 1M)")
+    # On p2p, -f and -i are OSU's (full format, iterations): the step options keep their long names.
+    g.add_argument(*(() if osu else ("-f",)), "--stepfactor", type=_positive_int, default=None, metavar="FACTOR",
+                   help="nccl-tests: multiply the size by FACTOR each step (default 1: add the step instead)")
+    g.add_argument(*(() if osu else ("-i",)), "--stepbytes", default=None, metavar="SIZE",
+                   help="nccl-tests: add SIZE each step when the factor is 1 (default 1M)")
     p.set_defaults(default_sizes=default_sizes)
 
 
-def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...]) -> None:
+def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...], osu: bool = False) -> None:
     m = p.add_argument_group("how to measure")
     m.add_argument("--timing", choices=timings, default=None,
                    help="batched: ops back to back, time / n (nccl-tests' way); per-op: each op timed alone after "
@@ -93,10 +94,11 @@ def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...]) -
                    help="measuring time per size after which the adaptive rule stops (default 1.0)")
     m.add_argument("-w", "--warmup", "--warmup_iters", dest="warmup", type=_nonneg_int, default=5,
                    help="untimed operations per size first (default 5)")
-    m.add_argument("-c", "--check", type=_nonneg_int, default=2,
+    m.add_argument(*(() if osu else ("-c",)), "--check", type=_nonneg_int, default=2,
                    help="iterations whose output every rank verifies exactly (default 2; 0 disables; nccl-tests' "
                         "-c 1 checks one)")
-    m.add_argument("--timeout", type=argtypes.timeout_seconds, default=30.0, metavar="SECONDS",
+    m.add_argument("--timeout", *(() if osu else ("-T",)), type=argtypes.timeout_seconds, default=30.0,
+                   metavar="SECONDS",
                    help="abort the run when one operation makes no progress for this long, naming the rank that "
                         "stopped answering (default 30; 0 or inf disables). Raise it for huge messages on slow links: "
                         "1 GiB at 200 Mbit/s takes about 43 s")
@@ -105,8 +107,9 @@ def _add_measure_options(p: argparse.ArgumentParser, timings: tuple[str, ...]) -
                         "results by 20-30%%, so match it when comparing with another tool")
 
 
-def _add_run_options(p: argparse.ArgumentParser, default_sizes: str, timings: tuple[str, ...]) -> None:
-    _add_size_options(p, default_sizes)
+def _add_run_options(p: argparse.ArgumentParser, default_sizes: str, timings: tuple[str, ...],
+                     osu: bool = False) -> None:
+    _add_size_options(p, default_sizes, osu)
     g = p.add_argument_group("where to run")
     g.add_argument("--np", "--nprocs", dest="nprocs", type=_positive_int, default=2, metavar="N",
                    help="ranks to start when run stand-alone (default 2); ignored under mpirun/srun/torchrun")
@@ -116,16 +119,20 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str, timings: tu
     g.add_argument("--backend", default=None,
                    help="nccl (GPU buffers), mpi (host buffers over MPI) or torch (torch.distributed) (default: nccl "
                         "where a GPU and NCCL are usable, else mpi with one line on stderr saying so)")
-    _add_measure_options(p, timings)
+    _add_measure_options(p, timings, osu)
     o = p.add_argument_group("output")
-    o.add_argument("-J", "--json", "--output_file", dest="json", type=Path, default=None, metavar="FILE",
-                   help="versioned JSON with raw samples, rewritten after every size (default: none)")
+    o.add_argument("--json", dest="json", type=Path, default=None, metavar="FILE",
+                   help="pybench's versioned JSON with raw samples, rewritten after every size (default: none; "
+                        "nccl-tests' own layout: -J)")
     o.add_argument("--csv", type=Path, default=None, metavar="FILE",
                    help="one row per size, rewritten after every size (default: none)")
     o.add_argument("--force", action="store_true", help="overwrite existing output files (default off)")
+    o.add_argument("--stats-columns", action="store_true", default=False,
+                   help="print pybench's p5, p95, iterations and CI after the table's own columns (always in the "
+                        "JSON and CSV files) (default off)")
     o.add_argument("--min-busbw", type=_positive_float, default=None, metavar="GBPS",
-                   help="exit 1 with a one-line reason when the peak busbw is below this, for scripts and health "
-                        "checks that do not use pytest (default: no gate)")
+                   help="exit 1 with a one-line reason when the average busbw is below 0.9 x GBPS, as nccl-tests "
+                        "gates with NCCL_TESTS_MIN_BW, which is read too (default: no gate)")
 
 
 def _sizes(args) -> tuple[int, ...]:
@@ -172,23 +179,53 @@ def _check_backend(args) -> None:
 
 def _collective_plans(args) -> list:
     from pybench.measure.runner import RunPlan
-    cfg = BenchConfig(benchmark=args.command, sizes=_sizes(args), dtype=canonical_dtype(args.dtype),
-                      op=canonical_op(getattr(args, "op", "sum")), root=getattr(args, "root", 0),
-                      timing=_timing(args), stop=_stop_rule(args),
-                      warmup=args.warmup, check_iters=args.check, huge_pages=args.huge_pages == "on")
-    return [RunPlan(cfg, OutputFiles(args.json, args.csv), args.min_busbw)]
+    # nccl-tests' -d all: one sweep per type, one file per type when files are asked for
+    dtypes = list(DTYPES) if args.dtype.strip().lower() == "all" else [canonical_dtype(args.dtype)]
+    plans = []
+    for dtype in dtypes:
+        sizes = _sizes(args)
+        if _nccl_tests_sizes_given(args):
+            sizes = tuple(compat_flags.round_down_to_elements(list(sizes), DTYPES[dtype], dtype))
+        cfg = BenchConfig(benchmark=args.command, sizes=sizes, dtype=dtype,
+                          op=canonical_op(getattr(args, "op", "sum")), root=getattr(args, "root", 0),
+                          timing=_timing(args), stop=_stop_rule(args),
+                          warmup=args.warmup, check_iters=args.check, huge_pages=args.huge_pages == "on")
+        n = len(dtypes)
+        plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, dtype, n), _per_test(args.csv, dtype, n)),
+                             compat_flags.min_busbw_gate(args.min_busbw), stats_columns=args.stats_columns,
+                             nccl_tests_json=_per_test(_path(args.nccl_tests_json), dtype, n)))
+    return plans
+
+
+def _path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
+
+
+def _nccl_tests_sizes_given(args) -> bool:
+    return any(v is not None for v in (args.minbytes, args.maxbytes, args.stepfactor, args.stepbytes))
 
 
 def _p2p_plans(args) -> list:
     from pybench.measure.runner import RunPlan
     tests = parse_p2p_tests(args.test)
+    latency_only = all(t.benchmark == "p2p_latency" for t in tests)
+    if args.window is not None and latency_only:
+        raise UsageError(f"--window/-W {args.window} sets the messages in flight of the bw and bibw tests; the latency "
+                         "test sends one at a time: drop it or add --test bw")
+    # --min-busbw gates the bandwidth tests (NCCL_TESTS_MIN_BW is nccl-tests', for the collectives)
+    if args.min_busbw is not None and latency_only:
+        raise UsageError("the latency test prints latency, not bandwidth: --min-busbw gates bandwidth; use --test bw "
+                         "or --test bibw with it, or drop it")
     plans = []
     for t in tests:
         cfg = BenchConfig(benchmark=t.benchmark, sizes=_sizes(args), timing=_timing(args),
-                          stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check, window=args.window,
+                          stop=_stop_rule(args), warmup=args.warmup, check_iters=args.check,
+                          window=args.window if args.window is not None else 64,
                           huge_pages=args.huge_pages == "on")
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, t.name, len(tests)),
-                                              _per_test(args.csv, t.name, len(tests))), args.min_busbw))
+                                              _per_test(args.csv, t.name, len(tests))),
+                             None if t.benchmark == "p2p_latency" else args.min_busbw,
+                             stats_columns=bool(args.stats_columns)))
     return plans
 
 
@@ -205,6 +242,10 @@ def _run_measurement(args) -> int:
     from pybench.measure.runner import fit_plans, run_as_rank
     if getattr(args, "matrix", False):
         return cli_gpu.run_p2p_matrix(args)
+    if args.command in COLLECTIVES:
+        compat_flags.apply_nccl_tests_flags(args, under_launcher())
+    else:
+        compat_flags.apply_osu_flags(args)
     _check_backend(args)
     cli_gpu.apply_gpu_options(args)
     plans = _collective_plans(args) if args.command in COLLECTIVES else _p2p_plans(args)
@@ -219,8 +260,12 @@ def _run_measurement(args) -> int:
     requested = args.backend or ("mpi" if args.command == "p2p" else None)
     if under_launcher():
         backend = requested or cli_gpu.select_backend(None, nccl_lib)[0]
+        compat_flags.refuse_options_without_effect(args, backend)
         return run_as_rank(plans, argv, args.force, backend, args.timeout)
     backend, fallback_note = cli_gpu.select_backend(requested, nccl_lib)
+    compat_flags.check_gpus_for_backend(args, backend, cli_gpu.nccl_unavailable_reason(nccl_lib)
+                                        if getattr(args, "ngpus", None) and backend != "nccl" else None)
+    compat_flags.refuse_options_without_effect(args, backend)
     if _timing(args) == "graph" and backend != "nccl":
         raise UsageError("--timing graph (-G) captures CUDA graphs: it needs a GPU and the nccl backend")
     if _timing(args) in ("host", "host-graph") and backend != "nccl":
@@ -310,12 +355,13 @@ def _add_collective_parser(sub, name: str, coll) -> None:
                        epilog=_collective_epilog(name), formatter_class=argparse.RawDescriptionHelpFormatter)
     w = p.add_argument_group("what to run")
     w.add_argument("-d", "--dtype", "--datatype", dest="dtype", default="float32",
-                   help=f"{', '.join(DTYPES)} (default float32)")
+                   help=f"{', '.join(DTYPES)}, or all: one sweep each, as nccl-tests' -d all (default float32)")
     if coll.reduces:
         w.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
     if name == "broadcast":
         w.add_argument("-r", "--root", type=_nonneg_int, default=0, help="root rank (default 0)")
     _add_run_options(p, "1K:64M:4", ("batched", "per-op", "graph", "host", "host-graph"))
+    compat_flags.add_nccl_tests_flags(p)
     p.add_argument("-G", "--cudagraph", dest="graph_launches", type=_nonneg_int, default=0, metavar="N",
                    help="nccl-tests: N > 0 times CUDA graphs of the operations (--timing graph, nccl only) "
                         "(default 0: no graphs)")
@@ -333,16 +379,21 @@ def build_parser() -> argparse.ArgumentParser:
                        description="OSU's point-to-point tests between ranks 0 and 1 over MPI: latency (half a "
                                    "ping-pong), bandwidth and bidirectional bandwidth (a window of messages); the "
                                    "table is OSU's: size and latency (us) or bandwidth (MB/s = 1e6 B/s).",
-                       epilog=_examples("pybench p2p --sizes 1:4M", "pybench p2p --test latency -b 1 -e 64K -f 2",
+                       epilog=_examples("pybench p2p --sizes 1:4M",
+                                        "pybench p2p --test latency -m 1:64K -i 1000 -x 100   # OSU's options",
                                         "pybench p2p --matrix   # every GPU pair over NCCL"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_run_options(p, "1:4M", ("batched", "per-op"))
+    _add_run_options(p, "1:4M", ("batched", "per-op"), osu=True)
+    compat_flags.add_osu_flags(p)
     p.add_argument("--test", default="all", help="latency, bw, bibw, a comma list, or all (default all)")
-    p.add_argument("--window", type=_positive_int, default=64,
+    p.add_argument("--window", "-W", type=_positive_int, default=None,
                    help="messages in flight for bw/bibw (default 64, as OSU)")
     cli_gpu.add_p2p_matrix_options(p)
     p.set_defaults(func=_run_measurement)
     p = sub.add_parser("env", help="what backends, devices, MPI and versions pybench sees",
+                       description="What pybench sees here: its version and build (MPI, CUDA module), the CPU, "
+                                   "the MPI library and launcher, the GPUs, which backends can run, and how busy "
+                                   "the machine is.",
                        epilog=_examples("pybench env", "pybench env --json env.json", "pybench env --json -"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", default=None, metavar="FILE",

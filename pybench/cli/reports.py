@@ -51,8 +51,9 @@ def add_parsers(subparsers) -> None:
                     "sizes must match; runs of other backends, dtypes or versions can be compared.",
         epilog=_examples("pybench compare base.json new.json", "pybench compare base.json new.json "
                          "--fail-on-regression 10 --json cmp.json", "pybench plot cmp.json -o cmp.png"))
-    p.add_argument("a", metavar="A.json", help="reference (baseline) result")
-    p.add_argument("b", metavar="B.json", help="candidate result")
+    p.add_argument("a", metavar="A", help="reference (baseline): a pybench result, a nccl-tests/OSU/vTrain log or a "
+                   "pytest-benchmark save")
+    p.add_argument("b", metavar="B", help="candidate, in any of those formats")
     p.add_argument("--fail-on-regression", type=_percent, default=None, metavar="PCT",
                    help="exit 1 when a significant slowdown exceeds PCT %% (time ratio above 1 + PCT/100) "
                         "(default: never exit 1)")
@@ -95,7 +96,8 @@ def add_parsers(subparsers) -> None:
                     "Needs matplotlib.",
         epilog=_examples("pybench report ar.json -o report.html", "pybench report new.json --baseline base.json "
                          "--model model.json --ccr ccr.json --matrix matrix.json -o report.html"))
-    r.add_argument("results", nargs="+", metavar="RESULTS.json", help="pybench result files (--json output)")
+    r.add_argument("results", nargs="+", metavar="INPUT", help="pybench results, nccl-tests/OSU/vTrain logs, "
+                   "pytest-benchmark saves")
     r.add_argument("--model", default=None, metavar="MODEL.json", help="model file from `pybench fit` (default: none)")
     r.add_argument("--ccr", default=None, metavar="CCR.json", help="CCR file from `pybench ccr ... --json` "
                    "(default: none)")
@@ -113,19 +115,25 @@ def run_compare(args) -> int:
     """Body of ``pybench compare``; returns the exit status."""
     from pybench.io.files import null_non_finite, refuse_existing, write_json
     from pybench.report.compare import compare_results, run_label
-    from pybench.report.plot import load_checked_result
+    from pybench.report.inputs import paired_results
     out = Path(args.json) if args.json else None
     if out is not None:
         refuse_existing(out, args.force)
-    a, b = load_checked_result(args.a), load_checked_result(args.b)
-    comp = compare_results(a, b, alpha=args.alpha, noise=args.noise, label_a=run_label(a, args.a),
-                           label_b=run_label(b, args.b))
-    print(comp.table())
+    pairs = paired_results(args.a, args.b)
+    comps = []
+    for a, b in pairs:
+        comp = compare_results(a, b, alpha=args.alpha, noise=args.noise, label_a=run_label(a, args.a),
+                               label_b=run_label(b, args.b))
+        if len(pairs) > 1:
+            print(f"# {a.benchmark} {a.dtype}" + (f" {a.redop}" if a.redop not in ("", "none") else ""))
+        print(comp.table())
+        comps.append(comp)
     if out is not None:
-        write_json(out, null_non_finite(comp.to_dict()))
+        doc = comps[0].to_dict() if len(comps) == 1 else {"comparisons": [c.to_dict() for c in comps]}
+        write_json(out, null_non_finite(doc))
         print(f"# wrote {out}", file=sys.stderr)
     if args.fail_on_regression is not None:
-        bad = comp.regressions_over(args.fail_on_regression / 100.0)
+        bad = [s for c in comps for s in c.regressions_over(args.fail_on_regression / 100.0)]
         if bad:
             worst = max(bad, key=lambda s: s.time_ratio)
             print(f"pybench: regression: {len(bad)} size(s) significantly slower by more than "

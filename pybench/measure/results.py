@@ -194,8 +194,8 @@ def _record_json(record: dict[str, Any]) -> str:
 
 
 CSV_COLUMNS = ["size_bytes", "count", "dtype", "redop", "root", "time_s", "time_p5_s", "time_p95_s", "time_p99_s",
-               "time_min_s", "time_max_s", "algbw_gbps", "busbw_gbps", "wrong", "iterations", "ops_per_sample",
-               "precision_met", "stop_reason"]
+               "time_min_s", "time_max_s", "time_ci_low_s", "time_ci_high_s", "algbw_gbps", "busbw_gbps", "wrong",
+               "iterations", "ops_per_sample", "precision_met", "stop_reason"]
 
 
 def result_csv(result: RunResult) -> str:

@@ -10,6 +10,7 @@ import os
 import sys
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pybench.errors import EnvironmentFault, PyBenchError
@@ -17,8 +18,9 @@ from pybench.measure.backends import Backend, get_backend
 from pybench.measure.benchmark import BenchConfig, check_device_memory, check_memory, env_flag, run_sizes
 from pybench.measure.envinfo import environment
 from pybench.measure.launch import PROGRESS, PROGRESS_MARK, register_rank, report_status
+from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
-from pybench.measure.table import footer_lines, header_lines, row_line
+from pybench.measure.table import average_busbw, footer_lines, header_lines, min_bw_failed, row_line
 from pybench.sizes import format_size
 
 # Longer than any run: a timeout from here up (inf included) means "never" (the native
@@ -43,8 +45,10 @@ class _OutputFailed(Exception):
 class RunPlan:
     config: BenchConfig
     outputs: OutputFiles
-    min_busbw_gbps: float | None = None  # gate for scripts: exit 1 when the peak busbw is lower
+    min_busbw_gbps: float | None = None  # gate for scripts: exit 1 when the average busbw is below 0.9 x this
     size_rounding: dict[str, Any] | None = None  # what fit_plans changed, for the header and the file
+    stats_columns: bool = False  # pybench's p5/p95/iters/ci columns after nccl-tests' 13
+    nccl_tests_json: Path | None = None  # -J: nccl-tests' own JSON layout, beside pybench's --json
 
     @property
     def rounding_note(self) -> str | None:
@@ -128,11 +132,15 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     # Validation runs on every rank; ranks agree before anyone allocates or opens a file.
     error: PyBenchError | None = None
     claimed: list = []
+    nccl_json: dict[int, NcclTestsJsonWriter] = {}
     try:
         plans = fit_plans(plans, world, backend.name, info["local_size"])
-        for plan in plans:
+        for k, plan in enumerate(plans):
             if is_root:
                 claimed += plan.outputs.claim(force)
+                if plan.nccl_tests_json is not None:
+                    nccl_json[k] = NcclTestsJsonWriter(plan.nccl_tests_json)
+                    claimed.append(nccl_json[k].path)
     except PyBenchError as exc:
         error = exc
     any_error, root_error = backend.agree_max([int(error is not None), int(is_root and error is not None)])
@@ -153,8 +161,8 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
         env["backend"] = backend.run_metadata()  # GPU models, driver, NCCL, links between GPU pairs
     hosts = dict(Counter(info["hosts"]))
     worst = 0
-    for plan in plans:
-        code = _run_one(backend, plan, info, hosts, env, argv, current)
+    for k, plan in enumerate(plans):
+        code = _run_one(backend, plan, info, hosts, env, argv, current, nccl_json.get(k))
         worst = max(worst, code)
         if code >= 2:
             break  # bad input or a write that failed: the next test would fail the same way
@@ -180,14 +188,17 @@ class _Saver:
     """Rank 0 rewrites the result files; after each write every rank learns whether it worked,
     so a full disk stops the whole job in step instead of leaving ranks waiting in a collective."""
 
-    def __init__(self, backend: Backend | None, outputs: OutputFiles, is_root: bool) -> None:
-        self.backend, self.outputs, self.is_root = backend, outputs, is_root
+    def __init__(self, backend: Backend | None, outputs: OutputFiles, is_root: bool,
+                 nccl_json: NcclTestsJsonWriter | None = None) -> None:
+        self.backend, self.outputs, self.is_root, self.nccl_json = backend, outputs, is_root, nccl_json
         self.error: PyBenchError | None = None
 
     def save(self, result: RunResult) -> None:
         if self.is_root:
             try:
                 self.outputs.write(result)
+                if self.nccl_json is not None:
+                    self.nccl_json.write(result, finished=result.finished)
             except PyBenchError as exc:
                 self.error = exc
         assert self.backend is not None
@@ -208,6 +219,16 @@ def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
     return "intra-node" if len(set(involved)) == 1 else "inter-node"
 
 
+def runs_in_place(backend: str, benchmark: str) -> bool:
+    """Whether ``backend`` runs ``benchmark`` on one buffer, so that the table prints it in
+    nccl-tests' in-place block: nccl with --in-place, and torch's all_reduce, which
+    torch.distributed only offers in place."""
+    from pybench.measure.backends.nccl import IN_PLACE_ENV
+    if backend == "nccl":
+        return env_flag(IN_PLACE_ENV)
+    return backend == "torch" and benchmark == "allreduce"
+
+
 def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict,
                 argv: list[str]) -> RunResult:
     cfg = plan.config
@@ -220,7 +241,8 @@ def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, in
                  "max_iters": stop.max_iters, "time_budget_s": stop.budget_s, "warmup": cfg.warmup,
                  "check": cfg.check_iters, "root": cfg.root, "window": cfg.window if cfg.is_p2p else None,
                  "batch_target_s": cfg.batch_target_s, "huge_pages": cfg.huge_pages,
-                 "min_busbw_gbps": plan.min_busbw_gbps,
+                 "min_busbw_gbps": plan.min_busbw_gbps, "stats_columns": plan.stats_columns,
+                 "in_place": runs_in_place(backend.name, cfg.benchmark),
                  "buffer_allocation": backend.describe_buffers(cfg),
                  **({"size_rounding": plan.size_rounding, "notes": [plan.rounding_note]}
                     if plan.size_rounding else {})},
@@ -237,13 +259,13 @@ def _header(result: RunResult, note: str | None) -> list[str]:
 
 
 def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
-             current: _CurrentRun) -> int:
+             current: _CurrentRun, nccl_json: NcclTestsJsonWriter | None = None) -> int:
     cfg = plan.config
     is_root = info["rank"] == 0
     result = _new_result(backend, plan, info, hosts, env, argv)
     mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
     progress = _Progress(mode, len(cfg.sizes), cfg.benchmark)
-    saver = _Saver(backend, plan.outputs, is_root)
+    saver = _Saver(backend, plan.outputs, is_root, nccl_json)
 
     def on_record(record: SizeRecord) -> None:
         progress.step()
@@ -256,6 +278,8 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
 
     try:
         if is_root:
+            if nccl_json is not None:
+                _say(f"# Writing JSON output to {nccl_json.path}")  # nccl-tests' line: which name was free
             for line in _header(result, plan.rounding_note):
                 _say(line)
             current.result, current.outputs = result, plan.outputs
@@ -286,13 +310,13 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         raise
     result.finished = True
     code = 1 if result.total_wrong() else 0
-    peak = result.peak_busbw()
-    if plan.min_busbw_gbps is not None and peak is not None and peak.busbw_gbps < plan.min_busbw_gbps:
+    if min_bw_failed(result):
         code = 1
         result.options["min_busbw_failed"] = True
         if is_root:
-            print(f"pybench: error: peak busbw {peak.busbw_gbps:.2f} GB/s (at {format_size(peak.size_bytes)}) is below "
-                  f"--min-busbw {plan.min_busbw_gbps:g} GB/s", file=sys.stderr, flush=True)
+            print(f"pybench: error: the average bus bandwidth {average_busbw(result):g} GB/s is below 0.9 x the "
+                  f"minimum {plan.min_busbw_gbps:g} GB/s (--min-busbw or NCCL_TESTS_MIN_BW, gated as nccl-tests "
+                  "gates)", file=sys.stderr, flush=True)
     try:
         saver.save(result)
     except _OutputFailed as exc:

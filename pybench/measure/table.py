@@ -1,14 +1,20 @@
-"""The stdout table, laid out so a nccl-tests user reads it at once.
+"""The stdout table: nccl-tests' own, so that scripts written for nccl-tests read it.
 
-Columns: size (B), count (elements), type, redop, root, time (us, median of the
-slowest rank), algbw and busbw (GB/s, from the median), #wrong, then what
-nccl-tests lacks: p5 and p95 time, iterations timed and the CI of the median.
-The footer ends as nccl-tests' does (``# Avg bus bandwidth    : X``), so scripts
-written for nccl-tests find their line.
+Collectives print nccl-tests' 13 columns in its order under its ``out-of-place`` /
+``in-place`` header: size (B), count (elements), type, redop, root, then time (us),
+algbw, busbw (GB/s) and #wrong, once out of place and once in place. Numbers are
+printed at nccl-tests' widths and precisions (:func:`nccl_number`). A block pybench
+did not measure is left blank, as nccl-tests leaves a block it did not run, so a
+field-position reader gets an empty field rather than another quantity. pybench's
+own statistics (p5, p95 time, iterations, CI of the median) follow only with
+``--stats-columns``; then an unmeasured in-place block prints ``N/A`` cells so that
+fields 10-13 keep nccl-tests' meaning. The footer starts with nccl-tests' two lines,
+byte for byte (``# Out of bounds values : N OK``, ``# Avg bus bandwidth    : X``),
+then pybench's own.
 
 Point-to-point tests print OSU's layout instead: ``# Size  Latency (us)`` or
 ``# Size  Bandwidth (MB/s)`` (MB/s = 1e6 B/s), two columns, as osu_latency, osu_bw
-and osu_bibw do.
+and osu_bibw do; a size that missed the precision is marked ``*``.
 
 Every header says how busy the machine was (load average against the cores, BLAS /
 OpenMP threads, CPU governor); when the load exceeded the cores or most sizes missed
@@ -18,6 +24,7 @@ to do, since such figures measure the other jobs as much as the collective.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -25,13 +32,92 @@ from pybench.measure.results import RunResult, SizeRecord
 from pybench.measure.stopping import MIN_SAMPLES_FOR_CI
 from pybench.sizes import format_size
 
-_HEADER = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "p5", "p95", "iters", "ci")
-_UNITS = ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "", "(±%)")
-_WIDTHS = (12, 12, 9, 6, 5, 10, 8, 8, 7, 10, 10, 7, 7)
+# nccl-tests' names of the element types, so `grep float` and type filters keep working.
+NCCL_TESTS_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16",
+                         "int32": "int32", "int8": "int8"}
+
+# The gate compares the average bus bandwidth with 0.9 x the threshold, as nccl-tests does.
+MIN_BW_TOLERANCE = 0.9
 
 
-def _row(cells: tuple[str, ...]) -> str:
-    return "  ".join(c.rjust(w) for c, w in zip(cells, _WIDTHS))
+def nccl_number(value: float, width: int) -> str:
+    """``value`` right-aligned in ``width`` characters with nccl-tests' precision rule.
+
+    Two decimals while the integer part leaves room, then one, then none, then an
+    exponent: a column never grows, so field positions and widths stay those of nccl-tests.
+    """
+    if value != value:  # nan
+        return "nan".rjust(width)
+    digits = len(str(int(abs(value)))) if abs(value) >= 1 else 0
+    if digits < width - 2:
+        return f"{value:{width}.2f}"
+    if digits < width - 1:
+        return f"{value:{width}.1f}"
+    if digits < width + 1:
+        return f"{value:{width}.0f}"
+    return f"{value:{width}.{1 if width >= 7 else 0}e}"
+
+
+def _prefix(cells: tuple[str, ...]) -> str:
+    size, count, dtype, redop, root = cells
+    return f"{size:>12}  {count:>12}  {dtype:>8}  {redop:>6}  {root:>6}"
+
+
+def _block(time: str, algbw: str, busbw: str, wrong: str) -> str:
+    return f"  {time:>7}  {algbw:>6}  {busbw:>6}  {wrong:>6}"
+
+
+_STATS_NAMES = ("p5", "p95", "iters", "ci")
+_STATS_UNITS = ("(us)", "(us)", "", "(±%)")
+_STATS_WIDTHS = (7, 7, 6, 7)
+
+
+def _stats(cells: tuple[str, ...]) -> str:
+    return "".join(f"  {c:>{w}}" for c, w in zip(cells, _STATS_WIDTHS))
+
+
+def nccl_tests_header(stats_columns: bool = False) -> list[str]:
+    """nccl-tests' three header lines (the ``out-of-place`` line first), plus pybench's names if asked."""
+    extra = (_stats(_STATS_NAMES), _stats(_STATS_UNITS)) if stats_columns else ("", "")
+    lines = [
+        "# " + f"{'':>10}  {'':>12}  {'':>8}  {'':>6}  {'':>6}           out-of-place                       in-place",
+        "# " + f"{'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}"
+        + _block("time", "algbw", "busbw", "#wrong") * 2 + extra[0],
+        "# " + f"{'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}"
+        + _block("(us)", "(GB/s)", "(GB/s)", "") * 2 + extra[1],
+    ]
+    return [line.rstrip() for line in lines]
+
+
+def nccl_tests_row(r: SizeRecord, in_place: bool = False, stats_columns: bool = False) -> str:
+    """One data row. ``in_place``: the record was measured in place (its block is the second)."""
+    root = str(r.root) if r.root >= 0 else "-1"
+    head = _prefix((str(r.size_bytes), str(r.count), NCCL_TESTS_TYPE_NAMES.get(r.dtype, r.dtype), r.redop, root))
+    measured = _block(nccl_number(r.time_s * 1e6, 7), nccl_number(r.algbw_gbps, 6), nccl_number(r.busbw_gbps, 6),
+                      f"{r.wrong:g}" if r.check_iters else "")
+    if not r.check_iters:
+        measured = measured[:-8] + "    N/A"  # nccl-tests' unchecked cell, one space wider than #wrong's
+    # The block not measured: blank as nccl-tests leaves it (its blank out-of-place block is 32
+    # spaces), or N/A cells when pybench's columns follow and must keep their positions.
+    if stats_columns:
+        not_run = _block("N/A", "N/A", "N/A", "N/A")
+    else:
+        not_run = " " * 32 if in_place else ""
+    line = head + (not_run + measured if in_place else measured + not_run)
+    if stats_columns:
+        line += _stats((nccl_number(r.time_p5_s * 1e6, 7), nccl_number(r.time_p95_s * 1e6, 7), str(r.iterations),
+                        _ci_text(r)))
+    return line.rstrip()
+
+
+def _ci_text(r: SizeRecord) -> str:
+    if len(r.samples_s) < MIN_SAMPLES_FOR_CI:
+        return "-"  # too few samples for a confidence interval of the median
+    return f"{100 * r.ci_rel:.1f}" + ("" if _met(r) else "*")
+
+
+def _met(r: SizeRecord) -> bool:
+    return r.precision_met or r.stop_reason == "fixed"
 
 
 def _is_p2p(result: RunResult) -> bool:
@@ -97,6 +183,8 @@ def busy_warning(result: RunResult) -> str | None:
 def header_lines(result: RunResult) -> list[str]:
     """The comment lines above the table: what ran, where, how, on how busy a machine, and the columns."""
     _Layout.benchmark = result.benchmark
+    _Layout.in_place = bool(result.options.get("in_place"))
+    _Layout.stats_columns = bool(result.options.get("stats_columns"))
     env = result.environment
     hosts = ", ".join(f"{h}: {n}" for h, n in result.hosts.items())
     opts = result.options
@@ -118,7 +206,7 @@ def header_lines(result: RunResult) -> list[str]:
         f"# cpu {env.get('cpu_model', '?')}; buffers: {opts.get('buffer_allocation', '?')}",
         machine_line(env),
         "#",
-        *(_osu_header(result) if _is_p2p(result) else ["# " + _row(_HEADER)[2:], "# " + _row(_UNITS)[2:]]),
+        *(_osu_header(result) if _is_p2p(result) else nccl_tests_header(_Layout.stats_columns)),
     ]
 
 
@@ -129,15 +217,18 @@ def _osu_header(result: RunResult) -> list[str]:
 
 
 def osu_row_line(r: SizeRecord, benchmark: str) -> str:
-    """One OSU row: size, then latency in us or bandwidth in MB/s (1e6 B/s), as OSU prints them."""
+    """One OSU row: size, then latency in us or bandwidth in MB/s (1e6 B/s), as OSU prints them;
+    ``*`` after a size whose figure missed the precision (explained in the footer)."""
     value = r.time_s * 1e6 if benchmark == "p2p_latency" else r.algbw_gbps * 1e3
-    return f"{r.size_bytes:<10d}{value:>18.2f}"
+    return f"{r.size_bytes:<10d}{value:>18.2f}" + ("" if _met(r) else " *")
 
 
 class _Layout:
-    """The benchmark whose table is being printed: the runner prints a header, then its rows."""
+    """The table being printed: the runner prints a header, then its rows."""
 
     benchmark = ""
+    in_place = False
+    stats_columns = False
 
 
 def row_line(r: SizeRecord, benchmark: str | None = None) -> str:
@@ -145,42 +236,70 @@ def row_line(r: SizeRecord, benchmark: str | None = None) -> str:
     benchmark = _Layout.benchmark if benchmark is None else benchmark
     if benchmark.startswith("p2p_"):
         return osu_row_line(r, benchmark)
-    root = str(r.root) if r.root >= 0 else "-1"
-    if len(r.samples_s) < MIN_SAMPLES_FOR_CI:
-        ci = "-"  # too few samples for a confidence interval of the median
+    return nccl_tests_row(r, _Layout.in_place, _Layout.stats_columns)
+
+
+def average_busbw(result: RunResult) -> float:
+    """nccl-tests' ``Avg bus bandwidth``: the mean busbw over every size run (nan when none was)."""
+    if not result.records:
+        return math.nan
+    return sum(r.busbw_gbps for r in result.records) / len(result.records)
+
+
+def min_bw_failed(result: RunResult) -> bool | None:
+    """None without a gate; else whether the average busbw is below 0.9 x the gate, as nccl-tests decides."""
+    gate = result.options.get("min_busbw_gbps")
+    if gate is None:
+        return None
+    return not average_busbw(result) >= MIN_BW_TOLERANCE * gate
+
+
+def _peak_line(result: RunResult) -> str | None:
+    """The peak among the sizes whose figure met the precision, or a line saying none did."""
+    if not result.records:
+        return None
+    p2p = _is_p2p(result)
+    met = [r for r in result.records if _met(r)]
+    if p2p and result.benchmark == "p2p_latency":
+        pool = met or result.records
+        low = min(pool, key=lambda r: r.time_s)
+        what = f"# Lowest latency: {low.time_s * 1e6:.2f} us at {format_size(low.size_bytes)}"
     else:
-        ci = f"{100 * r.ci_rel:.1f}" + ("" if r.precision_met or r.stop_reason == "fixed" else "*")
-    wrong = str(r.wrong) if r.check_iters else "N/A"
-    return _row((str(r.size_bytes), str(r.count), r.dtype, r.redop, root, f"{r.time_s * 1e6:.2f}",
-                 f"{r.algbw_gbps:.2f}", f"{r.busbw_gbps:.2f}", wrong, f"{r.time_p5_s * 1e6:.2f}",
-                 f"{r.time_p95_s * 1e6:.2f}", str(r.iterations), ci))
+        pool = met or result.records
+        peak = max(pool, key=lambda r: r.busbw_gbps)
+        what = (f"# Peak bandwidth: {peak.algbw_gbps * 1e3:.2f} MB/s at {format_size(peak.size_bytes)}" if p2p else
+                f"# Peak bus bandwidth: {peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)} "
+                f"(algbw {peak.algbw_gbps:.2f} GB/s)")
+    if met:
+        return what + (f" (of the {len(met)} of {len(result.records)} sizes that met the precision)"
+                       if len(met) < len(result.records) else "")
+    return what + f", but none of the {len(result.records)} sizes met the precision, so it is as noisy as they are"
 
 
 def footer_lines(result: RunResult) -> list[str]:
     """The lines below the table; also prints :func:`busy_warning` on stderr when there is one."""
     lines = []
+    wrong = result.total_wrong()
+    if not _is_p2p(result):
+        # nccl-tests' own two lines, byte for byte ("# %-20s : ..."), for the scripts that grep them
+        gate = min_bw_failed(result)
+        verdict = "" if gate is None else " FAILED" if gate else " OK"
+        lines.append(f"# {'Out of bounds values':<20} : {wrong} {'FAILED' if wrong else 'OK'}")
+        lines.append(f"# {'Avg bus bandwidth':<20} : {average_busbw(result):g}{verdict}")
+        lines.append("#")
     m = result.environment.get("machine")
     if isinstance(m, dict):
         end = m.refresh().get("load_average_end") if hasattr(m, "refresh") else m.get("load_average_end")
         lines.append(f"# machine: load {_load_text(end)} (1/5/15 min) at end")
-    peak = result.peak_busbw()
-    if result.benchmark == "p2p_latency" and result.records:
-        low = min(result.records, key=lambda r: r.time_s)
-        lines.append(f"# Lowest latency: {low.time_s * 1e6:.2f} us at {format_size(low.size_bytes)}")
-    elif peak is not None and _is_p2p(result):
-        lines.append(f"# Peak bandwidth: {peak.algbw_gbps * 1e3:.2f} MB/s at {format_size(peak.size_bytes)}")
-    elif peak is not None:
-        lines.append(f"# Peak bus bandwidth: {peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)} "
-                     f"(algbw {peak.algbw_gbps:.2f} GB/s)")
-        # nccl-tests' own line (a mean over the sizes run, so it depends on the sizes chosen), for its scripts
-        avg = sum(r.busbw_gbps for r in result.records) / len(result.records)
-        lines.append(f"# Avg bus bandwidth    : {avg:g}")
-    missed = [r for r in result.records if not r.precision_met and r.stop_reason != "fixed"]
+    peak = _peak_line(result)
+    if peak:
+        lines.append(peak)
+    missed = [r for r in result.records if not _met(r)]
     if missed:
         lines.append(f"# * precision not reached at {len(missed)} size(s) within the budget; "
                      "raise --time-budget or --max-iters, or loosen --precision")
-    wrong = result.total_wrong()
-    lines.append(f"# Out of bounds values: {wrong} " + ("OK" if wrong == 0 else "FAILED"))
+    if _is_p2p(result):
+        lines.append(f"# Out of bounds values : {wrong} " + ("OK" if wrong == 0 else "FAILED"))
     if result.cut_short:
         lines.append(f"# Run cut short: {result.cut_short}")
     warning = busy_warning(result)

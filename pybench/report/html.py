@@ -31,9 +31,10 @@ from pybench.report.ccr_plot import ccr_interval, load_ccr, overlapped, render_c
 from pybench.report.compare import Comparison, compare_results, run_label
 from pybench.report.compare_plot import render_comparison
 from pybench.report.heatmap import load_link_matrix, render_link_heatmap
+from pybench.report.inputs import load_one_result, load_results
 from pybench.report.plot import (
-    load_checked_result,
     matching_models,
+    measured_panels,
     render_measurements,
     require_matplotlib,
     run_series,
@@ -205,8 +206,8 @@ def _measurements(inputs: ReportInputs) -> dict[str, Any]:
     keys = [k for k, _ in columns[0]]
     environment = {"header": ["", *(src for _, src in results)],
                    "rows": [(k, *(dict(col)[k] for col in columns)) for k in keys], "left": 1 + len(results)}
-    images = [_img(render_measurements(series, drawn, panels=("busbw",)), "bus bandwidth against size"),
-              _img(render_measurements(series, drawn, panels=("time",)), "time per operation against size")]
+    alt = {"busbw": "bus bandwidth against size", "time": "time per operation against size"}
+    images = [_img(render_measurements(series, drawn, panels=(kind,)), alt[kind]) for kind in measured_panels(series)]
     return {"environment": environment, "models_drawn": bool(drawn), "measurement_images": images,
             "runs": [_run_section(r, src) for r, src in results]}
 
@@ -279,10 +280,10 @@ def report_files(result_paths: Sequence[str | Path], output: str | Path, model_p
     require_matplotlib()
     if not result_paths:
         raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
-    results = [(load_checked_result(p), Path(p).name) for p in result_paths]
+    results = [(r, Path(p).name) for p in result_paths for r in load_results(p)]
     comparison = None
     if baseline_path is not None:
-        base = load_checked_result(baseline_path)
+        base = load_one_result(baseline_path)
         comparison = compare_results(base, results[0][0], label_a=run_label(base, Path(baseline_path).name),
                                      label_b=run_label(results[0][0], results[0][1]))
     text = build_report(results, load_models(model_path) if model_path is not None else [],

@@ -173,9 +173,23 @@ def colours(series: Sequence[Series], models: Sequence) -> tuple[list[str], list
     return data, of_models
 
 
+def _is_latency(s: Series) -> bool:
+    return s.collective == "p2p_latency"
+
+
+def measured_panels(series: Sequence[Series], panels: Sequence[str] = ("busbw", "time")) -> tuple[str, ...]:
+    """The panels worth drawing: OSU's latency test is latency, so a figure of latency tests alone
+    has no bandwidth panel (and the latency series are left out of a bandwidth panel)."""
+    if series and all(_is_latency(s) for s in series):
+        return tuple(p for p in panels if p != "busbw") or ("time",)
+    return tuple(panels)
+
+
 def _draw_busbw(ax, series: Sequence[Series], curves: Sequence[tuple[str, dict]], data_c, model_c) -> None:
     top = 0.0
     for s, c in zip(series, data_c):
+        if _is_latency(s):
+            continue
         ok = s.busbw_gbps > 0
         ax.plot(s.size_bytes[ok], s.busbw_gbps[ok], "o-", ms=4, lw=1.4, color=c, label=s.label)
         top = max(top, float(np.max(s.busbw_gbps[ok], initial=0.0)))
@@ -220,7 +234,8 @@ def _draw_time(ax, series: Sequence[Series], curves: Sequence[tuple[str, dict]],
             ax.fill_between(x, np.maximum(lo, y_lo / 10), np.minimum(hi, y_hi * 10), color=c, alpha=0.18, lw=0,
                             label="95% band")
     ax.set_yscale("log")
-    ax.set_ylabel("time per operation (us, median; bars p5..p95)")
+    what = "latency" if series and all(_is_latency(s) for s in series) else "time per operation"
+    ax.set_ylabel(f"{what} (us, median; bars p5..p95)")
 
 
 def _draw_panel(ax, kind: str, series: Sequence[Series], models: Sequence, curves: Sequence[tuple[str, dict]]) -> None:
@@ -240,13 +255,16 @@ def measurement_figure(series: Sequence[Series], models: Sequence = (), panels: 
         raise UsageError("nothing to plot: the result file(s) hold no measured size (a run cut short before its "
                          "first size?)")
     Figure, FigureCanvasAgg = require_matplotlib()
+    panels = measured_panels(series, panels)
+    latency = bool(series) and all(_is_latency(s) for s in series)
     curves = [(model_label(m), model_curve(m)) for m in models]
     fig = Figure(figsize=(6.4 * len(panels), 4.6), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, kind in zip(axes, panels):
         _draw_panel(ax, kind, series, models, curves)
-        ax.set_title("bus bandwidth against size" if kind == "busbw" else "time against size", fontsize=10)
+        ax.set_title("bus bandwidth against size" if kind == "busbw" else
+                     "latency against size" if latency else "time against size", fontsize=10)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

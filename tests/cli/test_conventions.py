@@ -25,7 +25,7 @@ def _subparsers() -> dict:
 def test_nccl_tests_command_line_runs_as_nccl_tests_reads_it_and_grep_finds_the_average(tmp_path, native):
     out = tmp_path / "ar.json"
     # As a nccl-tests script would: the output piped to grep/awk, field 6 of the line is the value.
-    cmd = (f"{sys.executable} -m pybench allreduce -b 8 -e 1M -f 2 -n 20 -w 5 -c 1 -J {out} --backend mpi "
+    cmd = (f"{sys.executable} -m pybench allreduce -b 8 -e 1M -f 2 -n 20 -w 5 -c 1 --json {out} --backend mpi "
            "| grep 'Avg bus bandwidth' | awk '{print $6}'")
     done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, stdin=subprocess.DEVNULL)
@@ -42,7 +42,7 @@ def test_nccl_tests_command_line_runs_as_nccl_tests_reads_it_and_grep_finds_the_
 @pytest.mark.mpi
 def test_every_result_records_the_machine_load_threads_and_governor(pybench_cli, tmp_path, native):
     out = tmp_path / "r.json"
-    proc = pybench_cli("allreduce", "--sizes", "1K", "-n", "6", "--backend", "mpi", "-J", str(out),
+    proc = pybench_cli("allreduce", "--sizes", "1K", "-n", "6", "--backend", "mpi", "--json", str(out),
                        env={"OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
     machine = json.loads(out.read_text())["environment"]["machine"]
@@ -74,7 +74,7 @@ def test_ranks_beyond_the_cores_are_announced(pybench_cli, native):
 @pytest.mark.mpi
 def test_p2p_tables_are_osu_tables_that_the_osu_importer_reads(pybench_cli, tmp_path, native):
     from pybench.model.logs import load_measurements
-    proc = pybench_cli("p2p", "--test", "latency,bw", "--sizes", "1,4K", "-n", "10", "-J", str(tmp_path / "p.json"))
+    proc = pybench_cli("p2p", "--test", "latency,bw", "--sizes", "1,4K", "-n", "10", "--json", str(tmp_path / "p.json"))
     assert proc.returncode == 0, proc.stderr
     assert "# Size          Latency (us)" in proc.stdout and "# Size      Bandwidth (MB/s)" in proc.stdout
     rows = [line.split() for line in proc.stdout.splitlines() if line.strip() and not line.startswith("#")]

@@ -1,0 +1,133 @@
+"""``-J FILE``: a run written in nccl-tests' own JSON layout (its version 2), for tools that read it.
+
+pybench's own schema, with raw samples, stays under ``--json``. This file holds what
+nccl-tests' ``-J`` holds: ``version``, ``start_time``, ``args``, ``env``,
+``nccl_version``, ``config``, one ``results`` entry per size with ``out_of_place`` and
+``in_place`` objects (``time`` in us, ``alg_bw``, ``bus_bw``, ``nwrong``; null for a
+block not measured), ``out_of_bounds``, ``average_bus_bandwidth``, ``errors`` and
+``end_time``. Its booleans are the strings "true" and "false" and ``root`` is a string,
+as nccl-tests writes them. ``env`` lists only NCCL_* and PYBENCH_* variables: the whole
+environment, which nccl-tests copies, can hold secrets.
+
+As nccl-tests does, an existing file is never overwritten: the file is created
+exclusively, and when FILE exists FILE.0, FILE.1, ... are tried in turn; stdout says
+``# Writing JSON output to PATH``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from pybench.errors import EnvironmentFault
+from pybench.io.files import json_text, write_atomic
+from pybench.measure.results import RunResult, SizeRecord
+from pybench.measure.table import MIN_BW_TOLERANCE, NCCL_TESTS_TYPE_NAMES, average_busbw
+
+FILE_VERSION = 2
+_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+_MAX_TRIES = 1000
+
+
+def claim_path(path: Path) -> Path:
+    """Create ``path`` exclusively, else ``path.0``, ``path.1``, ...; return the one created."""
+    candidate = path
+    for k in range(_MAX_TRIES):
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            candidate = path.with_name(f"{path.name}.{k}")
+            continue
+        except OSError as exc:
+            raise EnvironmentFault(f"cannot create -J file {candidate}: {exc.strerror or exc}") from None
+        os.close(fd)
+        return candidate
+    raise EnvironmentFault(f"-J {path}: {path}.0 to {path}.{_MAX_TRIES - 1} all exist; remove some or choose "
+                           "another name")
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _number(value: float) -> float | str:
+    return value if math.isfinite(value) else "nan"
+
+
+def _block(r: SizeRecord) -> dict[str, Any]:
+    return {"time": _number(r.time_s * 1e6), "alg_bw": _number(r.algbw_gbps), "bus_bw": _number(r.busbw_gbps),
+            "nwrong": float(r.wrong) if r.check_iters else None}
+
+
+def _nccl_version_code(env: dict[str, Any]) -> int | None:
+    """NCCL's version code as the nccl backend records it (environment.backend.nccl), else None."""
+    backend = env.get("backend")
+    lib = backend.get("nccl") if isinstance(backend, dict) else None
+    code = lib.get("version_code") if isinstance(lib, dict) else None
+    return code if isinstance(code, int) else None
+
+
+def _step(sizes: list[int]) -> dict[str, int]:
+    if len(sizes) >= 2 and sizes[0] > 0 and sizes[1] % sizes[0] == 0 and sizes[1] // sizes[0] > 1 and all(
+            b == a * (sizes[1] // sizes[0]) for a, b in zip(sizes, sizes[1:])):
+        return {"step_factor": sizes[1] // sizes[0]}
+    return {"step_bytes": sizes[1] - sizes[0] if len(sizes) >= 2 else 0}
+
+
+def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.datetime | None) -> dict[str, Any]:
+    """``result`` as nccl-tests' JSON document (``ended`` None: the run is still going)."""
+    opts = result.options
+    in_place = bool(opts.get("in_place"))
+    sizes = [r.size_bytes for r in result.records]
+    nccl = _nccl_version_code(result.environment)
+    wrong = result.total_wrong()
+    gate = opts.get("min_busbw_gbps")
+    avg = average_busbw(result)
+    doc: dict[str, Any] = {
+        "version": FILE_VERSION,
+        "start_time": started.strftime(_TIME_FORMAT),
+        "args": list(result.command),
+        "env": [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "PYBENCH_"))],
+        "nccl_version": nccl if isinstance(nccl, int) else 0,
+        "config": {
+            "nthreads": 1, "ngpus": int(opts.get("gpus_per_process") or 1),
+            "minimum_bytes": min(sizes, default=0), "maximum_bytes": max(sizes, default=0), **_step(sizes),
+            "warmup_iters": opts.get("warmup", 0), "iterations": opts.get("iters") or 0,
+            "aggregated_iterations": 1, "validation": opts.get("check", 0),
+            "graph": 1 if result.timing == "graph" else 0,
+            "blocking_collectives": _bool(result.timing == "per-op"), "per_iter_timing": _bool(False),
+            "parallel_init": _bool(False),
+            "devices": [{"rank": -1, "group": 0, "pid": 0, "hostname": host, "device": -1, "device_hex": "",
+                         "device_info": f"{n} rank(s), {result.backend} backend"} for host, n in result.hosts.items()],
+        },
+        "results": [{
+            "size": r.size_bytes, "count": r.count, "type": NCCL_TESTS_TYPE_NAMES.get(r.dtype, r.dtype),
+            "redop": r.redop, "root": f"{r.root:6d}",
+            "out_of_place": None if in_place else _block(r), "in_place": _block(r) if in_place else None,
+            "actual_iterations": r.iterations, "experiment_name": ""} for r in result.records],
+        "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
+        "average_bus_bandwidth": {"bandwidth": _number(avg),
+                                  "okay": "unchecked" if gate is None else _bool(avg >= MIN_BW_TOLERANCE * gate)},
+        "errors": [result.cut_short] if result.cut_short else [],
+    }
+    if ended is not None:
+        doc["end_time"] = ended.strftime(_TIME_FORMAT)
+    return doc
+
+
+class NcclTestsJsonWriter:
+    """Rank 0's -J file: claimed at the start, rewritten after every size, closed at the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = claim_path(path)
+        self.started = _dt.datetime.now()
+
+    def write(self, result: RunResult, finished: bool = False) -> None:
+        doc = nccl_tests_document(result, self.started, _dt.datetime.now() if finished else None)
+        try:
+            write_atomic(self.path, json_text(doc))
+        except OSError as exc:
+            raise EnvironmentFault(f"cannot write {self.path}: {exc.strerror or exc}") from None

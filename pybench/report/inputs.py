@@ -1,0 +1,149 @@
+"""Every input a reading command takes, as pybench results: so ``compare`` and ``report`` read
+what ``fit`` and ``plot`` read.
+
+* a pybench result (``--json``): as it is;
+* a log of another tool, each sweep in it one result: nccl-tests text or ``-J`` JSON, OSU,
+  vTrain (through :func:`pybench.model.logs.load_measurements`). A size's samples are the
+  times the log prints for it (nccl-tests: out-of-place and in-place), so a comparison of
+  logs has one or two samples a size and says so in its ``n`` columns; the check is
+  unknown (``#wrong`` N/A);
+* a pytest-benchmark save (``.benchmarks/.../0001_*.json``) of pybench's suites: one result
+  per group and dtype, each benchmark one size, its samples pytest-benchmark's raw data when
+  saved with ``--benchmark-save-data``, else its median alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pybench.collectives import COLLECTIVES, DTYPES
+from pybench.errors import FileFormatError, UsageError
+from pybench.io.files import parse_json, read_text
+from pybench.measure.results import RunResult, SizeRecord
+
+
+def _looks_like_pytest_benchmark(data: Any) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("benchmarks"), list) and "machine_info" in data
+
+
+def _record(size: int, dtype: str, redop: str, samples: list[float], low: float | None = None,
+            high: float | None = None, busbw_factor: float = 1.0) -> SizeRecord:
+    samples = [s for s in samples if isinstance(s, (int, float)) and math.isfinite(s) and s > 0]
+    if not samples:
+        raise FileFormatError(f"size {size}: no positive time")
+    ordered = sorted(samples)
+    median = ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1]
+                                                                   + ordered[len(ordered) // 2]) / 2
+    lo = low if low is not None and math.isfinite(low) else ordered[0]
+    hi = high if high is not None and math.isfinite(high) else ordered[-1]
+    algbw = size / median / 1e9
+    return SizeRecord(size_bytes=size, count=size // DTYPES.get(dtype, 1), dtype=dtype, redop=redop, root=-1,
+                      time_s=median, time_mean_s=sum(samples) / len(samples), time_min_s=ordered[0],
+                      time_max_s=ordered[-1], time_p5_s=lo, time_p95_s=hi, time_p99_s=hi, time_ci_low_s=median,
+                      time_ci_high_s=median, algbw_gbps=algbw, busbw_gbps=algbw * busbw_factor, wrong=0,
+                      check_iters=0, iterations=len(samples), ops_per_sample=1, precision_met=True,
+                      stop_reason="fixed", wall_s=0.0, samples_s=samples)
+
+
+def _factor(collective: str, world: int | None) -> float:
+    coll = COLLECTIVES.get(collective)
+    return coll.busbw_factor(world) if coll is not None and world else 1.0
+
+
+def _result(benchmark: str, backend: str, dtype: str, redop: str, world: int | None, link: str | None,
+            source: str, path: Path, records: list[SizeRecord]) -> RunResult:
+    return RunResult(benchmark=benchmark, backend=backend or "?", dtype=dtype, redop=redop or "none",
+                     timing="batched", world_size=world or 0, hosts={}, link_class=link or "unknown",
+                     environment={"source": source, "path": str(path)},
+                     options={"check": 0, "buffer_allocation": f"not recorded ({source} file)"},
+                     command=[], started_at="", records=records, finished=True)
+
+
+def _from_log(path: Path) -> list[RunResult]:
+    from pybench.model.logs import load_measurements
+    results = []
+    for m in load_measurements(path):
+        factor = _factor(m.collective, m.world_size)
+        records = []
+        for k, size in enumerate(m.size_bytes):
+            samples = [float(m.time_s[k])]
+            if m.time_in_place_s is not None and math.isfinite(m.time_in_place_s[k]):
+                samples.append(float(m.time_in_place_s[k]))
+            low = float(m.time_low_s[k]) if m.time_low_s is not None else None
+            high = float(m.time_high_s[k]) if m.time_high_s is not None else None
+            if int(size) > 0:
+                records.append(_record(int(size), m.dtype, m.redop, samples, low, high, factor))
+        results.append(_result(m.collective, m.backend, m.dtype, m.redop, m.world_size, m.link_class, m.source,
+                               path, records))
+    return results
+
+
+def _from_pytest_benchmark(data: dict, path: Path) -> list[RunResult]:
+    groups: dict[tuple, list[SizeRecord]] = defaultdict(list)
+    for k, bench in enumerate(data["benchmarks"]):
+        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        stats = bench.get("stats") if isinstance(bench, dict) else None
+        if not isinstance(info, dict) or not isinstance(stats, dict) or not isinstance(info.get("size_bytes"), int):
+            raise FileFormatError(f"{path}: benchmarks[{k}] is not one of pybench's (no extra_info.size_bytes); "
+                                  "only pybench's suites (benchmarks/) can be read")
+        raw = stats.get("data")
+        samples: list[float] = raw if isinstance(raw, list) and raw else [stats.get("median")]  # type: ignore[list-item]
+        key = (str(info.get("collective", bench.get("group", "?"))), str(info.get("backend", "?")),
+               str(info.get("dtype", "float32")), str(info.get("redop", "")), info.get("world_size"))
+        world = key[4] if isinstance(key[4], int) else None
+        try:
+            groups[key].append(_record(info["size_bytes"], key[2], key[3], samples,
+                                       busbw_factor=_factor(key[0], world)))
+        except FileFormatError as exc:
+            raise FileFormatError(f"{path}: benchmarks[{k}] ({bench.get('name')}): {exc}") from None
+    if not groups:
+        raise FileFormatError(f"{path}: a pytest-benchmark save with no benchmarks")
+    return [_result(c, b, d, r, w if isinstance(w, int) else None, None, "pytest-benchmark", path,
+                    sorted(recs, key=lambda x: x.size_bytes)) for (c, b, d, r, w), recs in groups.items()]
+
+
+def load_results(path: str | Path) -> list[RunResult]:
+    """Every run a file holds, as pybench results; a FileFormatError (one line) when it holds none."""
+    from pybench.report.plot import load_checked_result
+    p = Path(path)
+    text = read_text(p)
+    if text.lstrip().startswith("{"):
+        data = parse_json(text, str(p))
+        if isinstance(data, dict) and "schema" in data:
+            return [load_checked_result(p)]
+        if _looks_like_pytest_benchmark(data):
+            return _from_pytest_benchmark(data, p)
+    return _from_log(p)
+
+
+def sweep_key(result: RunResult) -> tuple[str, str, str]:
+    """What makes two sweeps comparable: the benchmark, the element type and the reduction."""
+    return result.benchmark, result.dtype, result.redop
+
+
+def paired_results(path_a: str | Path, path_b: str | Path) -> list[tuple[RunResult, RunResult]]:
+    """The runs of two files paired for comparison: the one run of each, or, when a file holds
+    several sweeps (a pytest-benchmark save, an ``-d all`` log), every sweep found in both by
+    :func:`sweep_key`; a UsageError (one line) when none pairs."""
+    runs_a, runs_b = load_results(path_a), load_results(path_b)
+    if len(runs_a) == 1 and len(runs_b) == 1:
+        return [(runs_a[0], runs_b[0])]
+    by_key = {sweep_key(r): r for r in reversed(runs_b)}
+    pairs = [(a, by_key[sweep_key(a)]) for a in runs_a if sweep_key(a) in by_key]
+    if not pairs:
+        raise UsageError(f"{path_a} and {path_b} hold no sweep of the same collective, type and reduction; "
+                         "compare sweeps of one operation")
+    return pairs
+
+
+def load_one_result(path: str | Path) -> RunResult:
+    """The one run of a file; a log with several sweeps is refused in one line naming them."""
+    runs = load_results(path)
+    if len(runs) > 1:
+        names = ", ".join(f"{r.benchmark} {r.dtype}" + (f" {r.redop}" if r.redop != "none" else "") for r in runs)
+        raise UsageError(f"{path} holds {len(runs)} sweeps ({names}); compare needs one each side: split the log, "
+                         "or use `pybench report`, which shows them all")
+    return runs[0]

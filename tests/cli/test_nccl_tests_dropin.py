@@ -1,0 +1,347 @@
+"""pybench's collective output read by scripts written for nccl-tests, and nccl-tests' flags.
+
+The readers here work the way cluster health checks and benchmark harnesses read
+nccl-tests: the table is found by its ``out-of-place`` header line, fields are taken
+by position (awk's $8 = out-of-place busbw, $12 = in-place busbw), and the footers
+are matched as exact strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pybench.cli.main import main
+from pybench.measure.results import load_result
+from pybench.measure.table import footer_lines, header_lines, nccl_number, nccl_tests_row, row_line
+from tests.conftest import SHARED_DATA
+
+RUN = Path(__file__).resolve().parents[1] / "fixtures" / "compare_allreduce_a.json"
+
+
+def health_check_reader(stdout: str) -> dict:
+    """A reader as health checks are written: rows after the ``out-of-place`` header, fields by position."""
+    lines = stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if "out-of-place" in line and line.startswith("#"))
+    rows = []
+    for line in lines[start + 1:]:
+        if line.startswith("#"):
+            if rows:
+                break  # the footer
+            continue
+        f = line.split()
+        rows.append({"size": int(f[0]), "type": f[2], "time_us": float(f[5]), "busbw": float(f[7]),
+                     "wrong": f[8], "inplace_busbw": f[11] if len(f) > 11 else None})
+    oob = [line for line in lines if line.startswith("# Out of bounds values : ")]
+    avg = [line for line in lines if line.startswith("# Avg bus bandwidth    : ")]
+    return {"rows": rows, "oob": oob, "avg": float(avg[0].split()[5]) if avg else None}
+
+
+@pytest.mark.mpi
+def test_health_check_readers_read_the_table_and_footer_as_pybench_json_says(tmp_path, native):
+    out, nt = tmp_path / "r.json", tmp_path / "nt.json"
+    cmd = [sys.executable, "-m", "pybench", "allreduce", "-b", "1", "-e", "64K", "-f", "4", "-g", "1", "-n", "5",
+           "-w", "2", "-c", "1", "--backend", "mpi", "--json", str(out), "-J", str(nt)]
+    env = {"NCCL_TESTS_MIN_BW": "1e-9"}
+    import os
+    done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    recs = doc["records"]
+    read = health_check_reader(done.stdout)
+    # -b 1 is rounded down to whole float elements as nccl-tests counts them: 1 B holds none
+    assert [r["size"] for r in read["rows"]] == [r["size_bytes"] for r in recs] == [4, 16, 64, 256, 1024, 4096,
+                                                                                   16384, 65536]
+    for row, rec in zip(read["rows"], recs):
+        assert row["type"] == "float" and row["wrong"] == "0"
+        assert row["time_us"] == pytest.approx(rec["time_s"] * 1e6, rel=0.06, abs=0.006)
+        assert row["busbw"] == pytest.approx(rec["busbw_gbps"], rel=0.06, abs=0.006)
+        assert row["inplace_busbw"] is None  # not measured: blank, never another quantity
+    assert read["oob"] == ["# Out of bounds values : 0 OK"]
+    mean = sum(r["busbw_gbps"] for r in recs) / len(recs)
+    assert read["avg"] == pytest.approx(mean, rel=1e-5)
+    assert f"# Avg bus bandwidth    : {mean:g} OK" in done.stdout.splitlines()  # the gate was set and passed
+    if shutil.which("awk"):
+        awk = subprocess.run(["awk", "/out-of-place/{t=1;next} t&&/^#/{if(n)exit;next} t{n++;print $8}"],
+                             input=done.stdout, capture_output=True, text=True, timeout=30)
+        assert [float(x) for x in awk.stdout.split()] == [row["busbw"] for row in read["rows"]]
+    # pybench's own nccl-tests importer (as `fit` reads downloaded logs) reads the same sizes and times
+    from pybench.model.logs import load_measurements
+    log = tmp_path / "stdout.txt"
+    log.write_text(done.stdout)
+    (m,) = load_measurements(log)
+    assert list(m.size_bytes) == [r["size_bytes"] for r in recs] and m.world_size == 2
+    assert list(m.time_s) == pytest.approx([r["time_s"] for r in recs], rel=0.06, abs=6e-9)
+    # -J: nccl-tests' own layout with the same figures
+    nt_doc = json.loads(nt.read_text())
+    assert nt_doc["version"] == 2 and {"config", "results", "out_of_bounds", "average_bus_bandwidth"} <= set(nt_doc)
+    assert [r["size"] for r in nt_doc["results"]] == [r["size_bytes"] for r in recs]
+    assert all(r["in_place"] is None and r["out_of_place"]["bus_bw"] == rec["busbw_gbps"]
+               for r, rec in zip(nt_doc["results"], recs))
+    assert nt_doc["out_of_bounds"] == {"count": 0, "okay": "true"}
+    assert nt_doc["average_bus_bandwidth"]["okay"] == "true"
+
+
+def test_numbers_are_formatted_as_in_a_real_nccl_tests_log():
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    rows = [line.split() for line in log.read_text().splitlines()
+            if line.strip() and line.split()[0].isdigit() and len(line.split()) == 13]
+    assert len(rows) == 31
+    for f in rows:
+        for token in (f[6], f[7], f[10], f[11]):  # algbw, busbw: the same text
+            assert nccl_number(float(token), 6) == token.rjust(6), token
+        for token in (f[5], f[9]):  # times: this log's older nccl-tests kept 2 decimals only below 100 us
+            text = nccl_number(float(token), 7)
+            assert len(text) == 7 and float(text) == pytest.approx(float(token), abs=0.051), token
+    # today's nccl-tests rule: as many decimals as 7 characters hold, up to 2
+    assert [nccl_number(x, 7) for x in (36.47, 100.1, 1542.04, 18289.0, 123456.0)] == [
+        "  36.47", " 100.10", "1542.04", "18289.0", " 123456"]
+
+
+def _stored(**changes):
+    r = load_result(RUN)
+    r.records[:] = [dataclasses.replace(rec, **changes) for rec in r.records]
+    return r
+
+
+def test_rows_keep_nccl_tests_positions_with_in_place_and_with_pybench_columns():
+    r = _stored()
+    header_lines(r)
+    rec = r.records[0]
+    plain = nccl_tests_row(rec).split()
+    assert len(plain) == 9 and plain[2] == "float" and plain[4] == "-1"
+    in_place = nccl_tests_row(rec, in_place=True)
+    assert in_place.split()[5:] == plain[5:] and in_place.index(plain[5]) > len(nccl_tests_row(rec)) - 8
+    stats = nccl_tests_row(rec, stats_columns=True).split()
+    assert len(stats) == 17 and stats[9:13] == ["N/A"] * 4 and stats[15] == str(rec.iterations)
+    unchecked = nccl_tests_row(dataclasses.replace(rec, check_iters=0)).split()
+    assert unchecked[8] == "N/A"
+
+
+def test_footer_lines_are_nccl_tests_own_then_pybench_and_the_gate_is_the_average():
+    r = _stored()
+    mean = sum(rec.busbw_gbps for rec in r.records) / len(r.records)
+    foot = footer_lines(r)
+    assert foot[:3] == ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {mean:g}", "#"]
+    peak = max(rec.busbw_gbps for rec in r.records)
+    # between the average and the peak: nccl-tests fails it (average), a peak gate would pass it
+    r.options["min_busbw_gbps"] = (mean / 0.9 + peak) / 2 if mean / 0.9 < peak else peak
+    assert footer_lines(r)[1].endswith(" FAILED")
+    r.options["min_busbw_gbps"] = mean / 0.9 * 0.999
+    assert footer_lines(r)[1].endswith(" OK")
+
+
+def test_the_peak_comes_from_sizes_that_met_the_precision():
+    r = _stored(precision_met=True, stop_reason="precision")
+    best = max(r.records, key=lambda x: x.busbw_gbps)
+    r.records[r.records.index(best)] = dataclasses.replace(best, precision_met=False, stop_reason="budget")
+    line = next(f for f in footer_lines(r) if f.startswith("# Peak bus bandwidth"))
+    assert f"at {best.size_bytes}" not in line.replace(" ", "") and "met the precision" in line
+    none = _stored(precision_met=False, stop_reason="budget")
+    assert "none of the" in next(f for f in footer_lines(none) if f.startswith("# Peak"))
+
+
+def test_osu_rows_mark_the_sizes_that_missed_the_precision():
+    rec = _stored().records[0]
+    assert row_line(dataclasses.replace(rec, precision_met=False, stop_reason="budget"), "p2p_latency").endswith(" *")
+    assert not row_line(dataclasses.replace(rec, stop_reason="fixed"), "p2p_bw").endswith("*")
+
+
+BAD = [
+    (["allreduce", "-t", "4"], "--np 4"),
+    (["allreduce", "-t", "x"], "not a whole number"),
+    (["allreduce", "-g", "2", "--backend", "mpi"], "--np 2"),
+    (["allreduce", "-g", "0"], "1 or more"),
+    (["allreduce", "-a", "1"], "-a 3"),
+    (["allreduce", "-a", "7"], "not one of nccl-tests' values"),
+    (["allreduce", "-z", "2"], "-z 1 (--timing per-op)"),
+    (["allreduce", "-z", "1", "--timing", "batched"], "give one of them"),
+    (["allreduce", "-I", "2"], "not one of nccl-tests' values"),
+    (["allreduce", "-p", "1"], "--parallel_init"),
+    (["allreduce", "-C", "1"], "--backend mpi"),
+    (["allreduce", "-R", "1"], "--huge-pages"),
+    (["allreduce", "-N", "3"], "pybench compare"),
+    (["allreduce", "-m", "4"], "--timing"),
+    (["allreduce", "-u", "1"], "page-aligned"),
+    (["allreduce", "-T", "x"], "not a number"),
+    (["allreduce", "-J", "/nonexistent/dir/x.json"], "does not exist"),
+    (["allreduce", "-d", "bogus"], "unknown dtype"),
+    (["p2p", "-z", "P99"], "time_p99_s"),
+    (["p2p", "-T", "mpi_int"], "MPI_CHAR"),
+    (["p2p", "-M", "1G"], "memory"),
+    (["p2p", "-d", "cuda"], "p2p --matrix"),
+    (["p2p", "-i", "0"], "must be at least 1"),
+    (["p2p", "-x", "-1"], "must be at least 0"),
+    (["p2p", "-W", "0"], "must be at least 1"),
+    (["p2p", "-m", "8:1K", "--sizes", "1:8"], "give one of them"),
+    (["p2p", "-m", "8:zz"], "not a size"),
+    (["p2p", "--test", "latency", "--min-busbw", "1"], "--test bw"),
+    (["p2p", "--test", "latency", "-W", "8"], "the latency test sends one at a time"),
+    (["p2p", "D", "H"], "p2p --matrix"),
+    (["p2p", "X", "Y"], "two of H (host)"),
+    (["allreduce", "--in-place", "--backend", "mpi"], "does nothing"),
+    (["allreduce", "--gpus", "2", "--backend", "mpi"], "does nothing"),
+    (["allreduce", "--nccl-lib", "/x", "--backend", "mpi"], "does nothing"),
+]
+
+
+@pytest.mark.parametrize("argv,says", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_to_each_new_flag_is_one_line_exit_2(argv, says, capsys, monkeypatch):
+    monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pybench: error:") and says in err[0], err
+
+
+def test_a_malformed_nccl_tests_min_bw_is_one_line_exit_2(capsys, monkeypatch):
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "fast")
+    assert main(["allreduce", "-b", "8", "-e", "16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NCCL_TESTS_MIN_BW='fast'" in err[0]
+
+
+def _plans(argv, monkeypatch):
+    """The plans the CLI would run, without running them."""
+    from pybench.cli import main as cli_main
+    seen = {}
+
+    def capture(args):
+        from pybench.cli import compat_flags
+        if args.command == "p2p":
+            compat_flags.apply_osu_flags(args)
+            seen["plans"] = cli_main._p2p_plans(args)
+        else:
+            compat_flags.apply_nccl_tests_flags(args, False)
+            seen["plans"] = cli_main._collective_plans(args)
+        seen["args"] = args
+        return 0
+    monkeypatch.setattr(cli_main, "_run_measurement", capture)
+    parser = cli_main.build_parser()
+    for name in ("allreduce", "p2p", "allgather"):
+        parser._subparsers._group_actions[0].choices[name].set_defaults(func=capture)
+    from pybench.cli.parser import run
+    assert run(parser, argv, "") == 0
+    return seen
+
+
+def test_nccl_tests_flags_take_nccl_tests_meanings(monkeypatch, tmp_path):
+    monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    seen = _plans(["allreduce", "-b", "1", "-e", "8", "-f", "2", "-z", "1", "-I", "1", "-a", "3", "-t", "1",
+                   "-g", "1", "-T", "7", "-p", "0"], monkeypatch)
+    (plan,) = seen["plans"]
+    assert plan.config.sizes == (4, 8) and plan.config.timing == "per-op" and plan.stats_columns
+    assert seen["args"].timeout == 7
+    seen = _plans(["allgather", "-d", "all", "-J", str(tmp_path / "nt.json"), "--sizes", "64K"], monkeypatch)
+    assert [p.config.dtype for p in seen["plans"]] == ["float32", "float64", "float16", "bfloat16", "int32"]
+    assert seen["plans"][1].nccl_tests_json == tmp_path / "nt.float64.json"
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "12.5")
+    assert _plans(["allreduce", "--sizes", "1K"], monkeypatch)["plans"][0].min_busbw_gbps == 12.5
+    assert _plans(["allreduce", "--sizes", "1K", "--min-busbw", "3"], monkeypatch)["plans"][0].min_busbw_gbps == 3
+
+
+def test_osu_flags_take_osu_meanings(monkeypatch):
+    monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    seen = _plans(["p2p", "--test", "bw", "-m", "8:1K", "-i", "100", "-x", "10", "-W", "32", "-f", "-c"],
+                  monkeypatch)
+    (plan,) = seen["plans"]
+    cfg = plan.config
+    assert cfg.sizes == (8, 16, 32, 64, 128, 256, 512, 1024) and cfg.stop.fixed_iters == 100
+    assert cfg.warmup == 10 and cfg.window == 32 and plan.stats_columns and cfg.check_iters == 2
+    assert _plans(["p2p", "-m", "64"], monkeypatch)["plans"][0].config.sizes[:2] == (1, 2)
+
+
+def test_j_never_overwrites_as_nccl_tests(tmp_path):
+    from pybench.measure.nccl_tests_json import claim_path
+    first = claim_path(tmp_path / "o.json")
+    second = claim_path(tmp_path / "o.json")
+    third = claim_path(tmp_path / "o.json")
+    assert [first.name, second.name, third.name] == ["o.json", "o.json.0", "o.json.1"]
+
+
+# Published command lines (the tool's name becomes `pybench <collective>` / `pybench p2p`):
+PUBLISHED = [
+    # NVIDIA/nccl-tests README, multi-node: mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1
+    ("allreduce -b 8 -e 8G -f 2 -g 1", None),
+    # oracle-quickstart/oci-hpc-oke README (tests/fixtures/shared_data/nccl-tests/a100_2node_...)
+    ("allreduce -b 8 -e 8G -f 2 -g 1", None),  # the same flags as NVIDIA's multi-node line
+    # NVIDIA/nccl-tests README, one node: ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8
+    ("allreduce -b 8 -e 128M -f 2 -g 8", "--np 8"),
+    # NVIDIA/nccl-tests issue 37 (v100_dgx1_8gpu_allgather_...): all_gather_perf -g 8 -b 4294967296 -e 4294967296 -n 100
+    ("allgather -g 8 -b 4294967296 -e 4294967296 -n 100", "--np 8"),
+    # EESSI docs (osu/osu_bw_cuda_a100_nvlink_eessi716.txt): osu_bw -d cuda -m 33554432 D D
+    ("p2p -d cuda -m 33554432 D D", "p2p --matrix"),
+]
+
+
+@pytest.mark.parametrize("line,refused", PUBLISHED, ids=[line for line, _ in PUBLISHED])
+def test_published_command_lines_run_unchanged_or_are_refused_naming_the_equivalent(line, refused, monkeypatch,
+                                                                                   capsys):
+    from pybench.cli.gpu import nccl_unavailable_reason
+    monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    if refused is None:
+        (plan, *_) = _plans(line.split(), monkeypatch)["plans"]
+        assert plan.config.sizes[0] == 8 and plan.config.sizes[-1] == 8 << 30 and len(plan.config.sizes) == 31
+        return
+    if refused == "--np 8" and nccl_unavailable_reason() is None:
+        pytest.skip("a GPU is here: -g 8 would run, not be refused")
+    assert main(line.split()) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and refused in err[0], err
+
+
+def test_a_collective_run_on_one_buffer_is_printed_in_the_in_place_block(monkeypatch):
+    from pybench.measure.backends.nccl import IN_PLACE_ENV
+    from pybench.measure.runner import runs_in_place
+    assert runs_in_place("torch", "allreduce")  # torch.distributed's all_reduce works on one tensor
+    assert not runs_in_place("torch", "allgather") and not runs_in_place("mpi", "allreduce")
+    monkeypatch.delenv(IN_PLACE_ENV, raising=False)
+    assert not runs_in_place("nccl", "allreduce")
+    monkeypatch.setenv(IN_PLACE_ENV, "1")
+    assert runs_in_place("nccl", "allreduce")
+    r = _stored()
+    r.options["in_place"] = True
+    header_lines(r)
+    fields = row_line(r.records[0]).split()
+    # a reader of fields by position finds no out-of-place figure and the in-place ones at $6..$9
+    assert len(fields) == 9 and row_line(r.records[0])[52:84].strip() == ""
+
+
+def test_j_document_carries_nccl_version_step_and_null_blocks_as_nccl_tests():
+    import datetime as dt
+
+    from pybench.measure.nccl_tests_json import nccl_tests_document
+    r = _stored()
+    r.environment["backend"] = {"nccl": {"version_code": 22809, "version": "2.28.9"}}
+    r.options["in_place"] = True
+    doc = nccl_tests_document(r, dt.datetime(2026, 12, 1, 12), None)
+    assert doc["nccl_version"] == 22809 and "end_time" not in doc and doc["start_time"] == "2026-12-01 12:00:00"
+    sizes = [rec.size_bytes for rec in r.records]
+    step = sizes[1] // sizes[0]
+    assert doc["config"].get("step_factor") == step or doc["config"].get("step_bytes") == sizes[1] - sizes[0]
+    assert all(row["out_of_place"] is None and row["in_place"]["time"] > 0 for row in doc["results"])
+    assert all(row["root"] == "    -1" for row in doc["results"])  # nccl-tests writes root as "%6i"
+
+
+def test_the_p2p_gate_applies_to_the_bandwidth_tests_only(monkeypatch):
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "5")  # nccl-tests' variable gates the collectives, not OSU's tests
+    plans = _plans(["p2p", "--test", "latency,bw", "--min-busbw", "2"], monkeypatch)["plans"]
+    assert [(p.config.benchmark, p.min_busbw_gbps) for p in plans] == [("p2p_latency", None), ("p2p_bw", 2)]
+    assert _plans(["p2p", "--test", "bw"], monkeypatch)["plans"][0].min_busbw_gbps is None
+
+
+def test_pybench_statistics_are_always_in_the_csv():
+    from pybench.measure.results import result_csv
+    r = _stored()
+    header, first = result_csv(r).splitlines()[:2]
+    cols = header.split(",")
+    for name in ("time_p5_s", "time_p95_s", "iterations", "time_ci_low_s", "time_ci_high_s"):
+        assert name in cols, name
+    row = dict(zip(cols, first.split(",")))
+    assert float(row["time_ci_low_s"]) == r.records[0].time_ci_low_s
