@@ -38,7 +38,7 @@ def test_the_readme_is_short_and_names_its_commands():
     commands = readme_commands()
     assert any("pybench fit" in c for c in commands) and any("pybench report" in c for c in commands)
     for doc in re.findall(r"\]\((docs/[a-z.]+|CHANGELOG\.md|benchmarks/README\.md)\)", README.read_text()):
-        assert (REPO / doc).is_file() or doc == "docs/model.md", doc  # docs/model.md: the lead's, to come
+        assert (REPO / doc).is_file(), doc
 
 
 @pytest.mark.mpi

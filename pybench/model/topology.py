@@ -211,8 +211,9 @@ class TopologyModel:
     def spread(self, size_bytes: float, world: int, nodes: int, sharing: int = 1) -> Spread:
         """What a prediction's interval is made of (see :mod:`pybench.model.calibration`)."""
         kind, distance, one_layout = self._provenance(size_bytes, world, nodes)
-        described = any(link.is_preset or link.is_described for link in (self.intra, self.inter)[:1 + (nodes > 1)]
-                        if link is not None)
+        across = nodes > 1 and not self._inside_nvlink_domain(world)
+        priced = self.inter if across else self.intra  # the link whose figures the time rests on
+        described = priced is not None and (priced.is_preset or priced.is_described)
         time_s = self._time(size_bytes, world, nodes, sharing)[0]
         data_only = self._with_links(_without_latency)._time(size_bytes, world, nodes, sharing)[0]
         readings = self._latency_readings(size_bytes, world, nodes, sharing)
