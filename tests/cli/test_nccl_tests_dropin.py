@@ -195,6 +195,9 @@ BAD = [
 @pytest.mark.parametrize("argv,says", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_input_to_each_new_flag_is_one_line_exit_2(argv, says, capsys, monkeypatch):
     monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    for var in ("PYBENCH_NCCL_LIB", "PYBENCH_GPUS", "PYBENCH_NCCL_IN_PLACE"):
+        monkeypatch.setenv(var, "")  # recorded, so what the CLI exports for its ranks is undone after the test
+        monkeypatch.delenv(var)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pybench: error:") and says in err[0], err
