@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.errors import FileFormatError
+from pybench.io.schemas import validate_body
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,5 @@ def check_document(data: Any, fmt: FileFormat, source: str) -> dict[str, Any]:
         remedy = "upgrade pybench to read it" if newer else f"rewrite it with `{fmt.made_by}`"
         raise FileFormatError(f"{source}: {fmt.schema} version {version} is {'newer than' if newer else 'not'} "
                               f"what this pybench reads ({', '.join(map(str, fmt.reads))}); {remedy}")
-    from pybench.io.schemas import validate_body  # the schemas name formats: imported here, not at the top
-    validate_body(data, fmt, source)
+    validate_body(data, fmt.schema, source)
     return data

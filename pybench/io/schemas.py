@@ -20,7 +20,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pybench.errors import FileFormatError
-from pybench.io.formats import RESULT, FileFormat
 
 #: No message pybench measures, and no buffer any machine holds, comes near 2^60 bytes (1 EiB).
 MAX_SIZE_BYTES = 1 << 60
@@ -95,13 +94,14 @@ class ResultSchema(_Body):
     records: Annotated[list[SizeRecordSchema], Field(max_length=MAX_RECORDS)]
 
 
-SCHEMAS: dict[str, type[BaseModel]] = {RESULT.schema: ResultSchema}
+# By the "schema" name of pybench.io.formats (which imports this module, so not the reverse).
+SCHEMAS: dict[str, type[BaseModel]] = {"pybench.result": ResultSchema}
 
 
-def validate_body(data: dict[str, Any], fmt: FileFormat, source: str) -> None:
-    """Check ``data`` (a document of ``fmt``, schema and version already checked) against its schema;
-    the first problem as one FileFormatError line naming ``source``, the field and the value."""
-    schema = SCHEMAS.get(fmt.schema)
+def validate_body(data: dict[str, Any], schema_name: str, source: str) -> None:
+    """Check ``data`` (a document of ``schema_name``, schema and version already checked) against its
+    schema; the first problem as one FileFormatError line naming ``source``, the field and the value."""
+    schema = SCHEMAS.get(schema_name)
     if schema is None:
         return
     try:
