@@ -94,14 +94,10 @@ class ResultSchema(_Body):
     records: Annotated[list[SizeRecordSchema], Field(max_length=MAX_RECORDS)]
 
 
-# By the "schema" name of pybench.io.formats (which imports this module, so not the reverse).
-SCHEMAS: dict[str, type[BaseModel]] = {"pybench.result": ResultSchema}
-
-
-def validate_body(data: dict[str, Any], schema_name: str, source: str) -> None:
-    """Check ``data`` (a document of ``schema_name``, schema and version already checked) against its
-    schema; the first problem as one FileFormatError line naming ``source``, the field and the value."""
-    schema = SCHEMAS.get(schema_name)
+def validate_body(data: dict[str, Any], schema: type[BaseModel] | None, source: str) -> None:
+    """Check ``data`` (a document whose name and version are already checked) against ``schema`` (the
+    format's, from pybench.io.formats; None: not yet typed); the first problem as one FileFormatError
+    line naming ``source``, the field and the value."""
     if schema is None:
         return
     try:
