@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.errors import FileFormatError
-from pybench.io.schemas import validate_body
+from pybench.io.schemas import ResultSchema, validate_body
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,10 @@ FORMATS: dict[str, FileFormat] = {f.schema: f for f in (RESULT, MODEL, PREDICTIO
                                                          COMPARISON, COPY, P2P_MATRIX)}
 
 
+# The typed schema of each format's body (pybench.io.schemas), where one is written.
+BODY_SCHEMAS = {RESULT.schema: ResultSchema}
+
+
 def stamp(fmt: FileFormat, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` as a document of ``fmt``: schema and version first, then the body's keys."""
     return {"schema": fmt.schema, "schema_version": fmt.version, **body}
@@ -77,5 +81,5 @@ def check_document(data: Any, fmt: FileFormat, source: str) -> dict[str, Any]:
         remedy = "upgrade pybench to read it" if newer else f"rewrite it with `{fmt.made_by}`"
         raise FileFormatError(f"{source}: {fmt.schema} version {version} is {'newer than' if newer else 'not'} "
                               f"what this pybench reads ({', '.join(map(str, fmt.reads))}); {remedy}")
-    validate_body(data, fmt.schema, source)
+    validate_body(data, BODY_SCHEMAS.get(fmt.schema), source)
     return data

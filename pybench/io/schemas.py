@@ -1,12 +1,12 @@
 """The schema of each pybench file format's body, validated where a file is read.
 
-Validated with pydantic (v2) rather than jsonschema: its core is compiled (a result with a
-million raw samples validates in well under a second, where a pure-Python JSON Schema walker
-takes many), strict mode refuses the coercions a hostile file relies on (``true`` as 1,
-``"5"`` as 5), and the bounds are Python types beside the dataclasses they guard, not a
-second language. Every number is typed and bounded: finite (the JSON reader already refuses
-NaN and Infinity), positive where physical, sizes below 2^60, worlds at least 1; strings
-are text (a lone surrogate, which cannot be printed, was refused by the reader).
+Validated with pydantic (v2) rather than jsonschema: its core is compiled (jsonschema walks a
+document in pure Python, record by record, sample by sample), strict mode refuses the coercions
+a hostile file relies on (``true`` as 1, ``"5"`` as 5), and the bounds are Python types beside
+the dataclasses they guard, not a second language. Every number is typed and bounded: finite
+(the JSON reader already refuses NaN and Infinity), positive where physical, sizes below 2^60,
+worlds at least 1; strings are text (a lone surrogate, which cannot be printed, was refused by
+the reader).
 
 A schema names only what readers rely on: fields a newer pybench adds are let through
 (``extra="allow"``), and fields an older one did not write may be absent; the dataclass
@@ -94,14 +94,10 @@ class ResultSchema(_Body):
     records: Annotated[list[SizeRecordSchema], Field(max_length=MAX_RECORDS)]
 
 
-# By the "schema" name of pybench.io.formats (which imports this module, so not the reverse).
-SCHEMAS: dict[str, type[BaseModel]] = {"pybench.result": ResultSchema}
-
-
-def validate_body(data: dict[str, Any], schema_name: str, source: str) -> None:
-    """Check ``data`` (a document of ``schema_name``, schema and version already checked) against its
-    schema; the first problem as one FileFormatError line naming ``source``, the field and the value."""
-    schema = SCHEMAS.get(schema_name)
+def validate_body(data: dict[str, Any], schema: type[BaseModel] | None, source: str) -> None:
+    """Check ``data`` (a document whose name and version are already checked) against ``schema`` (the
+    format's, from pybench.io.formats; None: not yet typed); the first problem as one FileFormatError
+    line naming ``source``, the field and the value."""
     if schema is None:
         return
     try:
