@@ -196,9 +196,7 @@ class TopologyModel:
             self.system.check_layout(world, nodes)
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
-        time_s, schedule, regime = self._time(size_bytes, world, nodes, sharing)
-        spread = self.spread(size_bytes, world, nodes, sharing)
-        time_s = self._centre(time_s, size_bytes, world, nodes, sharing)
+        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing)
         links = self._links_label(nodes)
         why = self._undetermined(world, nodes)
         if why:
@@ -210,21 +208,27 @@ class TopologyModel:
 
     def spread(self, size_bytes: float, world: int, nodes: int, sharing: int = 1) -> Spread:
         """What a prediction's interval is made of (see :mod:`pybench.model.calibration`)."""
-        kind, distance, one_layout = self._provenance(size_bytes, world, nodes)
+        return self._estimate(size_bytes, world, nodes, sharing)[3]
+
+    def _estimate(self, size: float, world: int, nodes: int, sharing: int) -> tuple[float, str, str, Spread]:
+        """(time, what was priced across nodes, regime, interval inputs), each computed once.
+
+        Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
+        layout), the time is the geometric mean of the two readings and half their log ratio is the span.
+        """
+        time_s, schedule, regime = self._time(size, world, nodes, sharing)
+        kind, distance, one_layout = self._provenance(size, world, nodes)
         across = nodes > 1 and not self._inside_nvlink_domain(world)
         priced = self.inter if across else self.intra  # the link whose figures the time rests on
         described = priced is not None and (priced.is_preset or priced.is_described)
-        time_s = self._time(size_bytes, world, nodes, sharing)[0]
-        data_only = self._with_links(_without_latency)._time(size_bytes, world, nodes, sharing)[0]
-        readings = self._latency_readings(size_bytes, world, nodes, sharing)
-        span = abs(math.log(readings[0] / readings[1])) / 2.0 if readings else 0.0
-        return Spread(kind, self._local_sigma(size_bytes), distance, one_layout, described,
-                      min(data_only / time_s, 1.0), span)
-
-    def _centre(self, time_s: float, size: float, world: int, nodes: int, sharing: int) -> float:
-        """The time between the two latency readings where the inputs cannot tell them apart."""
+        data_only = self._with_links(_without_latency)._time(size, world, nodes, sharing)[0]
+        share = min(data_only / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
-        return math.sqrt(readings[0] * readings[1]) if readings else time_s
+        span = 0.0
+        if readings:
+            time_s, span = math.sqrt(readings[0] * readings[1]), abs(math.log(readings[0] / readings[1])) / 2.0
+        return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
+                                                share, span)
 
     def _latency_readings(self, size: float, world: int, nodes: int,
                           sharing: int) -> tuple[float, float] | None:
