@@ -153,8 +153,9 @@ class AlphaBetaModel:
         s = np.asarray(size_bytes, dtype=float)
         if np.any(~np.isfinite(s)) or np.any(s <= 0):
             raise UsageError("sizes to predict must be positive numbers of bytes")
-        if world is not None and (not isinstance(world, (int, np.integer)) or isinstance(world, bool) or world < 1):
-            raise UsageError(f"world {world!r} must be a positive whole number of ranks")
+        for name, value in (("world", world), ("nodes", nodes)):
+            if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1):
+                raise UsageError(f"{name} {value!r} must be a positive whole number")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
             return self._predict_elsewhere(s, int(world), nodes)
         said = "fitted sweep"
