@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.errors import FileFormatError
-from pybench.io.schemas import ResultSchema, validate_body
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,10 @@ FORMATS: dict[str, FileFormat] = {f.schema: f for f in (RESULT, MODEL, PREDICTIO
                                                          COMPARISON, COPY, P2P_MATRIX)}
 
 
-# The typed schema of each format's body (pybench.io.schemas), where one is written.
-BODY_SCHEMAS = {RESULT.schema: ResultSchema}
+# The typed schema of each format's body (a class of pybench.io.schemas), where one is written. Named, not
+# imported: pydantic loads when a document is checked, not with every module that names a format (the
+# launcher's guard process runs on a system python that may not have it).
+BODY_SCHEMAS = {RESULT.schema: "ResultSchema"}
 
 
 def stamp(fmt: FileFormat, body: dict[str, Any]) -> dict[str, Any]:
@@ -81,5 +82,9 @@ def check_document(data: Any, fmt: FileFormat, source: str) -> dict[str, Any]:
         remedy = "upgrade pybench to read it" if newer else f"rewrite it with `{fmt.made_by}`"
         raise FileFormatError(f"{source}: {fmt.schema} version {version} is {'newer than' if newer else 'not'} "
                               f"what this pybench reads ({', '.join(map(str, fmt.reads))}); {remedy}")
-    validate_body(data, BODY_SCHEMAS.get(fmt.schema), source)
+    schema = BODY_SCHEMAS.get(fmt.schema)
+    if schema is not None:
+        from pybench.io import schemas
+
+        schemas.validate_body(data, getattr(schemas, schema), source)
     return data
