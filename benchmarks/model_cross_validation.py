@@ -27,7 +27,7 @@ Run from the repository root::
     python benchmarks/model_cross_validation.py FILE...    # other logs or result files
 
 Method, the same for every file (no per-file setting, no point excluded): the piecewise
-fit of :func:`pybench.model.fit.fit_alpha_beta` with its defaults, every measurement the file
+fit of :func:`pybench.model.piecewise.fit_alpha_beta` with its defaults, every measurement the file
 holds (nccl-tests: out-of-place and in-place times, see
 :meth:`pybench.model.logs.MeasurementSet.fit_points`). The ``oop-only`` column repeats the
 piecewise cross-validation on the out-of-place column alone, for comparison.
@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 
 from pybench.errors import PyBenchError
-from pybench.model.cross_validation import neighbour_baseline, power_of_two_check, replicate_spread
-from pybench.model.fit import cross_validate, fit_alpha_beta
+from pybench.model.cross_validation import cross_validate, neighbour_baseline, power_of_two_check, replicate_spread
 from pybench.model.logs import load_measurements
+from pybench.model.piecewise import fit_alpha_beta
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -91,7 +91,7 @@ def acceptance_table(files=None) -> list:
     anomalies), ``nbrs_median``, ``nbrs_max`` (the neighbours' log-log line, same sizes),
     ``spread`` (the repeats' disagreement, %; nan when each size was measured once),
     ``verdict`` (``pass``, ``FAIL`` or why it cannot be judged), ``worst_size`` and ``cv``
-    (the :class:`~pybench.model.fit.CrossValidation` outside the anomalies).
+    (the :class:`~pybench.model.cross_validation.CrossValidation` outside the anomalies).
     """
     rows = []
     for path in (default_files() if files is None else [Path(f) for f in files]):

@@ -25,9 +25,9 @@ _API = {
     "RunResult": "pybench.measure.results", "SizeRecord": "pybench.measure.results",
     "load_result": "pybench.measure.results",
     "load_measurements": "pybench.model.logs",
-    "fit_alpha_beta": "pybench.model.fit", "cross_validate": "pybench.model.fit",
-    "AlphaBetaModel": "pybench.model.alpha_beta", "load_model": "pybench.model.alpha_beta",
-    "load_models": "pybench.model.alpha_beta",
+    "fit_alpha_beta": "pybench.model.piecewise", "cross_validate": "pybench.model.cross_validation",
+    "AlphaBetaModel": "pybench.model.piecewise_model", "load_model": "pybench.model.model_files",
+    "load_models": "pybench.model.model_files",
     "ComputeProfile": "pybench.planning.compute", "load_compute": "pybench.planning.compute",
     "profile_compute": "pybench.planning.compute",
     "ccr": "pybench.planning.ccr", "plan": "pybench.planning.ccr",
@@ -73,9 +73,11 @@ if TYPE_CHECKING:  # the static view of the lazy names, for type checkers and ID
         UsageError,
     )
     from pybench.measure.results import RunResult, SizeRecord, load_result
-    from pybench.model.alpha_beta import AlphaBetaModel, load_model, load_models
-    from pybench.model.fit import cross_validate, fit_alpha_beta
+    from pybench.model.cross_validation import cross_validate
     from pybench.model.logs import load_measurements
+    from pybench.model.model_files import load_model, load_models
+    from pybench.model.piecewise import fit_alpha_beta
+    from pybench.model.piecewise_model import AlphaBetaModel
     from pybench.planning.ccr import ccr, plan
     from pybench.planning.compute import ComputeProfile, load_compute, profile_compute
     from pybench.sizes import format_size, parse_size, parse_sizes

@@ -114,7 +114,7 @@ def test_the_rule_catches_an_upward_import(tmp_path):
     bad = PACKAGE / "measure" / "_layer_probe_tmp.py"
     assert not bad.exists()
     try:
-        bad.write_text("from pybench.model.fit import fit_alpha_beta\n")
+        bad.write_text("from pybench.model.piecewise import fit_alpha_beta\n")
         with pytest.raises(AssertionError, match="upward import"):
             test_imports_point_only_downward(bad)
     finally:

@@ -399,7 +399,7 @@ def _warn_beyond_nvlink_domain(models, world: int) -> None:
 
 def run_predict(args) -> int:
     """Body of ``pybench predict``; returns the exit status."""
-    from pybench.model.alpha_beta import load_models
+    from pybench.model.model_files import load_models
 
     if args.json:
         refuse_existing(Path(args.json), args.force)  # before any work, as every pybench output

@@ -30,7 +30,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
         Must agree on collective, backend, link class, world size and dtype (repeated runs
         are pooled).
     min_points, criterion, noise_floor, confidence
-        See :func:`pybench.model.fit.fit_alpha_beta`.
+        See :func:`pybench.model.piecewise.fit_alpha_beta`.
     anomaly_ratio : float or None
         Sizes this many times off their neighbours' trend are named in the model's
         ``anomalies`` and left out of the fit (:mod:`pybench.model.anomalies`); None keeps all.

@@ -3,6 +3,15 @@
 ``{"schema": "pybench.model", "schema_version": 1, "models": [ {...}, ... ]}``: the schema
 name and version come from the registry :mod:`pybench.io.formats` (``MODEL``); reading goes
 through :func:`pybench.io.files.read_document`, writing through ``write_atomic``.
+
+One file may hold several models (one per collective / backend / link class / world size).
+:func:`load_models` returns all of them; :func:`load_model` returns one, chosen by optional
+filters, and refuses to guess when several match. Each model is the measured curve of one sweep;
+it carries its collective's topology model from the same file, which answers for every other
+layout (:mod:`pybench.model.topology`), so ``load_model(...).predict(size, world=64)`` takes the
+same path as ``pybench predict --world 64``. A curve without one refuses other layouts in one
+line that says which input is missing. Files that hold a negative latency (from before the fit
+was constrained) are refused on load, with the remedy (refit).
 """
 
 from __future__ import annotations

@@ -6,7 +6,21 @@ the weighted residual sum of squares with a relative noise floor. The search is 
 Huber weights (:func:`_robust_split`) so that one size off every line cannot hide a misfit
 elsewhere; the pieces themselves are then fitted by plain relative least squares. Each piece
 records the fit's leave-one-size-out errors (:mod:`pybench.model.jackknife`), which the
-prediction band holds. See :mod:`pybench.model.fit`.
+prediction band holds.
+
+* Each piece is fitted by least squares on *relative* residuals ``(T_i - alpha - s_i c) / T_i``
+  (weights 1/T^2), with ``c = 1/B``: sizes span nine decades, and an absolute fit would ignore
+  every small message (:mod:`pybench.model.segment`).
+* alpha >= 0 and 1/B >= 0 in every piece, as constraints: where the unconstrained fit breaks one
+  (a CPU sweep that grows faster than linearly as buffers leave the caches), the constrained
+  optimum holds that parameter at 0 and the piece counts one parameter in the criterion, so every
+  predicted time is positive.
+* Each piece keeps ``min_points - 2`` residual degrees of freedom; breakpoints count as
+  parameters; pieces are fitted independently, so the model may jump where a protocol switches.
+* The residual sum of squares gets a floor of ``noise_floor`` relative error per point: without
+  one the criterion would keep splitting to chase noise it cannot see.
+* Between measured sizes a prediction carries the measured neighbours' relative residuals
+  (:mod:`pybench.model.residuals`); outside the measured sizes the lines answer.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Models: any object with ``collective``, ``link_class``, ``world_size`` and
 ``predict(size_bytes, world=None)`` returning a :class:`Prediction` satisfies
 :class:`CollectiveModel`; files are read through
-``pybench.model.alpha_beta.load_models`` (or ``load_model``).
+``pybench.model.model_files.load_models``.
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ _RING_SHAPED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcas
 
 def load_model_set(path: str, backend: str | None = None, links: Sequence[str] = (),
                    system: str | None = None) -> ModelSet:
-    """Load fitted models through ``pybench.model.alpha_beta.load_models`` (or ``load_model``).
+    """Load fitted models through ``pybench.model.model_files.load_models``.
 
     The file's topology models join them (:mod:`pybench.planning.topology_models`), with the
     ``links`` presets (``nvlink4``, ``eth-25g``, ...) filling the link classes they do not hold.
@@ -261,34 +261,15 @@ def load_model_set(path: str, backend: str | None = None, links: Sequence[str] =
         When the file holds something that is not a collective model.
     """
     try:
-        model_mod = importlib.import_module("pybench.model.alpha_beta")
+        files = importlib.import_module("pybench.model.model_files")
     except ImportError as exc:
         raise BackendUnavailable(f"pybench.model cannot be imported ({exc}); it reads model files") from None
-    if hasattr(model_mod, "load_models"):
-        loaded = model_mod.load_models(path)
-    elif hasattr(model_mod, "load_model"):
-        loaded = model_mod.load_model(path)
-    else:
-        raise BackendUnavailable("pybench.model has neither load_models nor load_model")
-    if hasattr(loaded, "models"):
-        loaded = loaded.models
-    if isinstance(loaded, dict):
-        loaded = list(loaded.values())
-    models = list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
+    models = list(files.load_models(path))
     for m in models:
         if not isinstance(m, CollectiveModel):
             raise FileFormatError(f"{path}: {type(m).__name__} lacks collective/link_class/world_size/predict")
-    if _reads_pybench_model_files(model_mod):  # a pybench model file may hold topology models too
-        models += topology_collectives(path, links, system)
+    models += topology_collectives(path, links, system)  # a pybench model file may hold topology models too
     return ModelSet(models, backend)
-
-
-def _reads_pybench_model_files(model_mod: object) -> bool:
-    try:
-        files = importlib.import_module("pybench.model.model_files")
-    except ImportError:
-        return False
-    return getattr(model_mod, "load_models", None) is getattr(files, "load_models", False)
 
 
 def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: str | None = None,

@@ -25,7 +25,7 @@ def fit_quick_model(sizes: Sequence[int] = QUICK_SWEEP, samples: int = 3, link_c
     import torch
     import torch.distributed as dist
 
-    from pybench.model.alpha_beta import fit_model
+    from pybench.model.build import fit_model
     from pybench.model.logs.measurements import MeasurementSet
     world = dist.get_world_size()
     times = []

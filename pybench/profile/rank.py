@@ -64,7 +64,7 @@ def run_profile_rank(params: int, batches: Sequence[int], steps: int = 5, warmup
                        label=f"MLP {layers} x Linear({width}, {width}) = {n_params / 1e6:.1f}M params, fp32, SGD",
                        trace_dir=trace_dir)
     if save_model and res.fitted is not None and dist.get_rank() == 0:
-        from pybench.model.alpha_beta import save_models
+        from pybench.model.model_files import save_models
         save_models([res.fitted], str(save_model), overwrite=True)
         res.notes.append(f"quick all-reduce model saved to {save_model}")
     return res

@@ -272,7 +272,7 @@ def report_files(result_paths: Sequence[str | Path], output: str | Path, model_p
                  ccr_path: str | Path | None = None, force: bool = False, title: str = "pybench report",
                  matrix_path: str | Path | None = None, baseline_path: str | Path | None = None) -> Path:
     """Read the inputs, build the report, write it atomically; returns the path."""
-    from pybench.model.alpha_beta import load_models
+    from pybench.model.model_files import load_models
     out = Path(output)
     if out.suffix.lower() not in (".html", ".htm"):
         raise UsageError(f"the report is HTML; name the output .html (got {out.name!r})")

@@ -334,7 +334,7 @@ def load_series(paths: Sequence[str | Path]) -> list[Series]:
 
 def render_series_files(paths: Sequence[str | Path], fmt: str, model_path: str | Path | None = None) -> bytes:
     """The busbw and time figure of result files and logs, with the matching models of ``model_path``."""
-    from pybench.model.alpha_beta import load_models
+    from pybench.model.model_files import load_models
     if not paths:
         raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`) or log")
     series = load_series(paths)

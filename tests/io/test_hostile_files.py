@@ -18,8 +18,8 @@ FIXTURES = (Path(__file__).resolve().parents[1] / "fixtures")
 
 
 def _loaders():
-    from pybench.model.alpha_beta import load_models
     from pybench.model.logs import load_measurements
+    from pybench.model.model_files import load_models
     from pybench.planning.compute import load_compute
     return {"result": load_result, "models": load_models, "measurements": load_measurements,
             "compute": load_compute}

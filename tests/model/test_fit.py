@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pybench.errors import UsageError
-from pybench.model.alpha_beta import fit_model, fit_models
 from pybench.model.anomalies import find_anomalies
-from pybench.model.fit import cross_validate, fit_alpha_beta, fit_segment, fit_single_line
+from pybench.model.build import fit_model, fit_models
+from pybench.model.cross_validation import cross_validate
 from pybench.model.logs import load_measurements
+from pybench.model.piecewise import fit_alpha_beta, fit_single_line
+from pybench.model.segment import fit_segment
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 from conftest import SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
@@ -560,7 +562,6 @@ def test_a_piece_steeper_than_the_largest_sizes_is_called_a_step_not_a_rate():
     # Issue 13: pieces across a protocol step report slopes far above any link rate. The B200
     # all-gather's 256 MiB..1 GiB piece is 709 GB/s against 280 GB/s at 2..8 GiB; A100's climb
     # to its bandwidth piece by piece and is not flagged.
-    from pybench.model.build import fit_model
 
     b200 = fit_model(_real("b200_2node_16gpu_gke_a4_allgather.txt")).report()
     steep = [ln for ln in b200.splitlines() if "step of the curve" in ln]

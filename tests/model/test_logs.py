@@ -328,7 +328,7 @@ def test_all_gather_rows_of_size_zero_are_skipped_with_a_note(tmp_path):
 
 
 def test_two_tests_in_one_log_are_two_sets_not_pooled(tmp_path):
-    from pybench.model.alpha_beta import fit_models
+    from pybench.model.build import fit_models
 
     sets = load_measurements(FIXTURES / "log_nccl_tests_two_tests_allreduce_alltoall.txt")
     assert [(m.collective, m.world_size, m.link_class, len(m)) for m in sets] == \
@@ -469,8 +469,8 @@ def _d_all_log(tmp_path):
 
 def test_a_d_all_log_gives_one_model_per_element_type_never_pooled(tmp_path):
     from pybench.cli.main import main
-    from pybench.model.alpha_beta import load_model
     from pybench.model.build import fit_models
+    from pybench.model.model_files import load_model
     from pybench.model.topology_fit import fit_topology_models
     sets = load_measurements(_d_all_log(tmp_path))
     assert sorted(m.dtype for m in sets) == ["float16", "float32", "float64"]

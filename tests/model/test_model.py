@@ -13,8 +13,9 @@ import pytest
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.formats import MODEL
-from pybench.model.alpha_beta import fit_model, fit_models, load_model, load_models, save_models
+from pybench.model.build import fit_model, fit_models
 from pybench.model.logs import MeasurementSet
+from pybench.model.model_files import load_model, load_models, save_models
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 from conftest import SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)

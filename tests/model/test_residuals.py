@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from pybench.errors import UsageError
-
-from pybench.model.fit import fit_alpha_beta, fit_single_line
+from pybench.model.piecewise import fit_alpha_beta, fit_single_line
 from pybench.model.piecewise_model import AlphaBetaModel
 from pybench.model.segment import SegmentFit
 

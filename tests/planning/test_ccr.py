@@ -294,9 +294,10 @@ def _parser():
 @pytest.fixture
 def fake_model_module(monkeypatch):
     """pybench.model as the fitter will provide it: load_models(path) -> list of models."""
-    mod = types.ModuleType("pybench.model.alpha_beta")
+    mod = types.ModuleType("pybench.model.model_files")
     mod.load_models = lambda path: all_links("allreduce")
-    monkeypatch.setitem(sys.modules, "pybench.model.alpha_beta", mod)
+    mod.load_topology = lambda path: []
+    monkeypatch.setitem(sys.modules, "pybench.model.model_files", mod)
     return mod
 
 
@@ -320,7 +321,7 @@ def test_cli_ccr_needs_compute(fake_model_module):
 
 
 def test_missing_fitter_module(monkeypatch):
-    monkeypatch.setitem(sys.modules, "pybench.model.alpha_beta", None)
+    monkeypatch.setitem(sys.modules, "pybench.model.model_files", None)
     with pytest.raises(BackendUnavailable, match="pybench.model"):
         ccr("7B", 4, 1, 8, "ddp", models="m.json", flops_per_s=1e12)
 
@@ -387,11 +388,12 @@ def test_mixed_backends_prefer_nccl_or_the_chosen_one():
 
 
 def test_real_fitted_model_file(tmp_path):
-    """A model fitted by pybench.model/pybench.model.fit, saved and loaded, drives the step model."""
-    model_mod = pytest.importorskip("pybench.model.alpha_beta")
+    """A model fitted by pybench.model.piecewise, saved and loaded, drives the step model."""
+    model_mod = pytest.importorskip("pybench.model.model_files")
     import numpy as np
 
-    from pybench.model.fit import fit_alpha_beta
+    from pybench.model.piecewise import fit_alpha_beta
+    from pybench.model.piecewise_model import AlphaBetaModel
 
     def ring_allreduce(size, p, alpha_s, bw_Bps):
         return 2 * (p - 1) * alpha_s + 2 * (p - 1) / p * size / bw_Bps
@@ -400,7 +402,7 @@ def test_real_fitted_model_file(tmp_path):
     models = []
     for link, p, alpha, bw in (("intra-node", 8, 5e-6, 150e9), ("inter-node", 16, 20e-6, 25e9)):
         fit = fit_alpha_beta(sizes, ring_allreduce(sizes, p, alpha, bw))
-        models.append(model_mod.AlphaBetaModel(collective="allreduce", backend="nccl", link_class=link,
+        models.append(AlphaBetaModel(collective="allreduce", backend="nccl", link_class=link,
                                                world_size=p, dtype="bfloat16", segments=fit.segments))
     path = tmp_path / "models.json"
     model_mod.save_models(models, path)
@@ -488,7 +490,7 @@ def test_exposed_never_exceeds_the_serial_fraction_with_buckets():
 def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
     from conftest import SHARED_DATA
 
-    from pybench.model.alpha_beta import fit_models
+    from pybench.model.build import fit_models
     from pybench.model.logs import load_measurements
     from pybench.planning.ccr import plan
     log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"

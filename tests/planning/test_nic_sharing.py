@@ -12,7 +12,7 @@ import pytest
 from conftest import SHARED_DATA
 
 from pybench.cli.main import main
-from pybench.model.alpha_beta import load_models
+from pybench.model.model_files import load_models
 from pybench.planning.nic_sharing import sharing_groups
 from pybench.planning.strategies import CommOp, Layout
 

@@ -25,7 +25,7 @@ PEAK = 989e12  # H100 SXM dense bf16 datasheet figure, a reference only
 def h100():
     if not LOG.exists():
         pytest.skip(f"shared logs not found at {SHARED_DATA}")
-    from pybench.model.alpha_beta import fit_models
+    from pybench.model.build import fit_models
     from pybench.model.logs import load_measurements
     return fit_models(load_measurements(LOG))
 

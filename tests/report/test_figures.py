@@ -27,7 +27,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def test_busbw_is_linear_against_a_labelled_log2_size_axis_with_the_model_in_the_datas_colour():
-    from pybench.model.alpha_beta import load_models
+    from pybench.model.model_files import load_models
     from pybench.report.plot import load_series, matching_models, measurement_figure
     series = load_series([RUN_A])
     models = matching_models(load_models(MODEL), series)
