@@ -333,8 +333,8 @@ def _topology_for(args, models) -> list:
     topology = list({id(m.topology): m.topology for m in models if m.topology is not None}.values())
     if not topology:
         which = f" for {args.collective}" if args.collective else ""
-        raise UsageError(f"{args.model} holds no topology model{which}, so {args.world} ranks are not determined by "
-                         f"it: refit it with this pybench (`pybench fit LOG... -o FILE`) or measure at that layout")
+        raise UsageError(f"{args.model} holds no topology model{which} ({models[0].why_no_topology()}), so "
+                         f"{args.world} ranks are not determined by it; or measure at that layout")
     if args.world % (args.nodes or 1):
         raise UsageError(f"--world {args.world} is not divisible by --nodes {args.nodes}; give ranks per node x nodes")
     out = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from pybench.errors import UsageError
 from pybench.model.anomalies import ANOMALY_RATIO, find_anomalies, without
 from pybench.model.logs.measurements import MeasurementSet, one_reduction
 from pybench.model.piecewise import fit_alpha_beta, fit_single_line
-from pybench.model.piecewise_model import AlphaBetaModel, attach_topology
+from pybench.model.piecewise_model import NO_TOPOLOGY, AlphaBetaModel, attach_topology
 from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR
 from pybench.model.system import SystemDescription
 from pybench.model.topology import TopologyModel
@@ -102,4 +103,13 @@ def fit_model_file(measurements: Sequence[MeasurementSet], *, system: SystemDesc
     topology, skipped = fit_topology_models(measurements)
     if system is not None:
         topology = [tm.with_system(system) for tm in topology]
-    return attach_topology(models, topology), topology, skipped
+    return [_with_topology_note(m, skipped) for m in attach_topology(models, topology)], topology, skipped
+
+
+def _with_topology_note(model: AlphaBetaModel, skipped: list[str]) -> AlphaBetaModel:
+    if model.topology is not None:
+        return model
+    tag = f"{model.collective}: "
+    mine = dict.fromkeys(s.split(tag, 1)[1] for s in skipped if s.startswith(tag) or f": {tag}" in s)
+    why = "; ".join(mine) or "the fit found no sweep it could use for one"
+    return dataclasses.replace(model, notes=(*model.notes, NO_TOPOLOGY + why))

@@ -26,6 +26,11 @@ from pybench.model.segment import SegmentFit
 STEEP_PIECE_RATIO = 1.5
 
 
+NO_TOPOLOGY = "no topology model: "
+"""Starts the note a curve keeps when the fit gave its collective no topology model, so that a
+question about another layout is refused with the fit's own reason, not a guess at it."""
+
+
 @dataclass(frozen=True, eq=False)
 class Prediction:
     """Predicted time per operation with its confidence band.
@@ -179,8 +184,8 @@ class AlphaBetaModel:
                              f"only; refit it with the rank count given (`pybench fit LOG --world N`)")
         if self.topology is None:
             raise UsageError(f"the {self.collective} model was fitted at {self.world_size} ranks only and holds no "
-                             f"topology model, so {world} ranks are not determined by it: fit it with this pybench "
-                             f"(`pybench fit LOG -o FILE` records one) or measure at {world} ranks")
+                             f"topology model ({self.why_no_topology()}), so {world} ranks are not determined by "
+                             f"it; or measure at {world} ranks")
         n = self._nodes_for(world) if nodes is None else int(nodes)
         preds = [self.topology.predict(int(x), world, n) for x in s.reshape(-1)]
         undetermined = [p.undetermined for p in preds if p.undetermined]
@@ -191,6 +196,13 @@ class AlphaBetaModel:
         if s.ndim == 0:
             return Prediction(float(s), world, float(t), float(lo), float(hi), kinds)
         return Prediction(s, world, t, lo, hi, kinds)
+
+    def why_no_topology(self) -> str:
+        """Why this curve carries no topology model, as the fit recorded it, with what to do."""
+        recorded = [n.removeprefix(NO_TOPOLOGY) for n in self.notes if n.startswith(NO_TOPOLOGY)]
+        if recorded:
+            return recorded[0]
+        return "the file was written by a pybench without topology models: refit it (`pybench fit LOG... -o FILE`)"
 
     # -- text ------------------------------------------------------------------------
     def _steep_note(self, k: int) -> tuple[str, ...]:

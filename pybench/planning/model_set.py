@@ -169,7 +169,7 @@ class ModelSet:
                      f"scaled to {world} by the ring formula")
             self._note(f"{collective} at world sizes other than its {model.world_size}-rank sweep is scaled by the "
                        f"ring formula, an estimate without a calibrated interval: the file holds no topology model "
-                       f"for it (a log without its node count: refit with `pybench fit LOG --nodes N`)")
+                       f"for it ({why_no_topology(model)})")
         else:
             pred = model.predict(size_bytes, world=world)
             where = f"{collective} {model.link_class or 'any-link'} model fitted at {model.world_size} ranks"
@@ -244,6 +244,12 @@ def ring_scaled(model: Any, size_bytes: float, world: int) -> _Scaled:
 
 
 _RING_SHAPED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv")
+
+
+def why_no_topology(model: CollectiveModel) -> str:
+    """Why a model carries no topology model, where it can say (pybench's own models record it)."""
+    said = getattr(model, "why_no_topology", None)
+    return said() if callable(said) else "it was not fitted by pybench"
 
 
 def load_model_set(path: str, backend: str | None = None, links: Sequence[str] = (),

@@ -292,6 +292,32 @@ def test_fit_nodes_gives_a_log_without_rank_lines_its_topology_model(tmp_path, c
     assert model.fitted == ((16, 2),) and model.inter is not None and model.intra is None
 
 
+def test_a_curve_without_topology_is_refused_with_the_fits_own_reason(tmp_path, capsys):
+    """Asked for another layout, a curve that got no topology model says why the fit gave it none (here the
+    log's node count was unknown: give --nodes), not a generic 'refit'; a file from before the reason was
+    recorded says to refit."""
+    import json
+
+    from pybench.cli.main import main
+    from pybench.model.model_files import load_model
+    log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+    out = tmp_path / "h100.json"
+    assert main(["fit", str(log), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(out), "--world", "32", "--sizes", "1M"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node count unknown" in err[0] and "give fit --nodes N" in err[0]
+    with pytest.raises(UsageError, match="node count unknown.*give fit --nodes N"):
+        load_model(out).predict(1 << 20, world=64)
+    doc = json.loads(out.read_text())
+    for m in doc["models"]:
+        m["notes"] = [n for n in m["notes"] if not n.startswith("no topology model")]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="without topology models: refit it"):
+        load_model(old).predict(1 << 20, world=64)
+
+
 @pytest.mark.parametrize("log, nodes, says", [
     ("nccl-tests/h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", "3", "16 ranks, not divisible by 3 nodes"),
     ("nccl-tests/a100_2node_16gpu_oci_roce_allreduce.txt", "4", "ran on 2 node(s) by its own record"),
