@@ -21,7 +21,9 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
   with the rest;
 * ``span``: what the inputs cannot determine at all. A link fitted at one layout cannot tell a
   per-call latency from a per-step one (both are constant there); at another layout the two
-  readings part, and the prediction is their geometric mean with half their log ratio added.
+  readings part. Across nodes the per-step reading is taken (NCCL's cost model charges a network
+  hop per step); inside a node the prediction is their geometric mean with half their log ratio
+  added.
 """
 
 from __future__ import annotations

@@ -214,7 +214,10 @@ class TopologyModel:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.
 
         Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
-        layout), the time is the geometric mean of the two readings and half their log ratio is the span.
+        layout): across nodes the latency is taken per step, as NCCL's own cost model accrues it (a
+        network hop per step, a small fixed launch cost), and the one-layout widening covers the rest;
+        inside a node, where switched fabrics make steps nearly free, neither reading is favoured: the
+        time is their geometric mean and half their log ratio is the span.
         """
         time_s, schedule, regime = self._time(size, world, nodes, sharing)
         kind, distance, one_layout = self._provenance(size, world, nodes)
@@ -225,7 +228,9 @@ class TopologyModel:
         share = min(data_only / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
         span = 0.0
-        if readings:
+        if readings and across:
+            time_s = readings[1]
+        elif readings:
             time_s, span = math.sqrt(readings[0] * readings[1]), abs(math.log(readings[0] / readings[1])) / 2.0
         return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
                                                 share, span)

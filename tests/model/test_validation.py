@@ -45,7 +45,7 @@ def test_the_generated_document_holds_todays_table(result):
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.97, 21.0, 5.0),
-         ("another GPU count", 0.95, 11.0, 3.0), ("another node count", 0.895, 82.0, 20.5),
+         ("another GPU count", 0.95, 11.0, 3.0), ("another node count", 0.89, 74.0, 17.0),
          ("system description", 0.84, 129.0, 22.5)]
 
 
