@@ -38,6 +38,7 @@ subset of GPUs has a subset of the links), the answer says so instead of a time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ class TopologyPrediction:
     """Which of the link's regimes priced it, smallest-size regime first (``2 of 4``); empty with one."""
     undetermined: str = ""
     """Why these inputs cannot determine the time (then ``time_s`` and the interval are nan); empty when they can."""
+    spread: Spread | None = field(default=None, repr=False, compare=False)
+    """What the interval is made of (:mod:`pybench.model.calibration`), for validation to recalibrate it."""
 
     @property
     def determined(self) -> bool:
@@ -137,11 +140,16 @@ class TopologyModel:
     system: SystemDescription | None = None
     """The hardware, when described: it fills the link classes not measured and bounds the layouts."""
 
+    @functools.cached_property
+    def _residual_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(log2 size, residual) of the fit, as arrays once per model: every prediction reads them."""
+        return np.log2(np.array(self.residual_sizes, dtype=float)), np.array(self.residuals, dtype=float)
+
     def _local_sigma(self, size: float) -> float:
         if not self.residuals:
             return 0.05
-        sizes, res = np.array(self.residual_sizes), np.array(self.residuals)
-        distance = np.abs(np.log2(sizes / size))
+        log_sizes, res = self._residual_arrays
+        distance = np.abs(log_sizes - math.log2(size))
         near = res[distance <= 1.0]
         if near.size < 3:  # a size far from every measured one: its nearest residuals
             near = res[np.argsort(distance)[:5]]
@@ -201,14 +209,11 @@ class TopologyModel:
         why = self._undetermined(world, nodes)
         if why:
             return TopologyPrediction(int(size_bytes), world, nodes, math.nan, math.nan, math.nan, self.algorithm,
-                                      schedule, spread.kind, links, regime, why)
+                                      schedule, spread.kind, links, regime, why, spread)
         half = spread.half_width(calibration or load_calibration())
         return TopologyPrediction(int(size_bytes), world, nodes, time_s, time_s * math.exp(-half),
-                                  time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime)
-
-    def spread(self, size_bytes: float, world: int, nodes: int, sharing: int = 1) -> Spread:
-        """What a prediction's interval is made of (see :mod:`pybench.model.calibration`)."""
-        return self._estimate(size_bytes, world, nodes, sharing)[3]
+                                  time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime,
+                                  spread=spread)
 
     def _estimate(self, size: float, world: int, nodes: int, sharing: int) -> tuple[float, str, str, Spread]:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.

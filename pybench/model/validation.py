@@ -97,7 +97,7 @@ class SystemCase:
                 continue
             p = model.predict(int(o.size_bytes), o.world, o.nodes, calibration=calibration)
             out.append(Point(self.dataset, self.group, DESCRIBED, f"{self.system} -> {o.world} on {o.nodes}",
-                             math.log(p.time_s / o.time_s), spread=model.spread(o.size_bytes, o.world, o.nodes)))
+                             math.log(p.time_s / o.time_s), spread=p.spread))
         return out
 
 
@@ -171,7 +171,8 @@ def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation
                 if o.size_bytes < SCORED_FROM:
                     continue
                 p = model.predict(int(o.size_bytes), o.world, o.nodes)
-                spread = model.spread(o.size_bytes, o.world, o.nodes)
+                spread = p.spread
+                assert spread is not None
                 out.append(Point(dataset, group, spread.kind.split(",")[0],
                                  f"fit {','.join(map(str, fitted))} -> {key}", math.log(p.time_s / o.time_s),
                                  spread=spread))
