@@ -64,6 +64,12 @@ MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
 OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
 DESCRIBED, PRESET = "system description", "preset"
 KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
+# A fitted layout the one cost shape misses by more than this (median): the layouts do not follow
+# one algorithm on one fabric, so the GPU counts in between and beyond are not determined by them.
+OWN_MISS = 0.15
+# A pipeline fill that costs more than the bytes it precedes is no fill: the fit is bending the
+# bandwidth to GPU counts that got different links.
+FILL_SHARE = 0.5
 # Per-step latency of a described intra-node link: NVLink's hop, as the intra-node presets take it.
 DESCRIBED_STEP_S = 2.0e-6
 
@@ -139,6 +145,8 @@ class TopologyModel:
     intra-node phase (no intra-node link to price it apart at fit time): that phase is then not added again."""
     system: SystemDescription | None = None
     """The hardware, when described: it fills the link classes not measured and bounds the layouts."""
+    layout_misses: tuple[tuple[int, int, float], ...] = ()
+    """(world, nodes, median relative miss) of each fitted layout: how far the one cost shape is from it."""
 
     @functools.cached_property
     def _residual_arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -183,11 +191,39 @@ class TopologyModel:
         """Why no model can answer for this layout from these inputs, or ''."""
         system = self.system
         measured = {w for w, n in self.fitted if n == 1}
+        disagree = self._gpu_counts_disagree()
+        if nodes == 1 and world not in measured and disagree:
+            return (f"not determined by these inputs: {disagree}, so the GPU counts get different links (an "
+                    f"NVLink mesh or PCIe, not a switch) and only a measurement at {world} GPUs says what they get; "
+                    f"measure it with `pybench {self.collective} --np {world}`")
         if nodes == 1 and system is not None and not system.switched and world not in measured and measured:
             return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric a subset of "
                     f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
                     f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
                     f"`pybench {self.collective} --np {world}`")
+        return ""
+
+    def _gpu_counts_disagree(self) -> str:
+        """What in the single-node fit says its GPU counts do not share one fabric, or ''.
+
+        On a switch every GPU keeps its links whatever the count, so one cost shape joins the counts
+        with a small pipeline fill. Where it misses a count, or needs a "fill" costing more than the
+        bytes themselves at some count, the counts got different links."""
+        link = self.intra
+        worlds = sorted(w for w, n in self.fitted if n == 1)
+        if link is None or link.is_preset or link.is_described or len(worlds) < 2:
+            return ""  # one GPU count cannot show that counts differ
+        missed = [(w, m) for w, n, m in self.layout_misses if n == 1 and m > OWN_MISS]
+        if missed:
+            return (f"one cost shape misses the measured "
+                    f"{', '.join(f'{w}-GPU sweep by {100 * m:.0f}%' for w, m in missed)} (median)")
+        fill = {w: link.extra_steps / (algorithm_steps(self.collective, self.algorithm, w)[1] + link.extra_steps)
+                for w in worlds}
+        heavy = {w: f for w, f in fill.items() if f > FILL_SHARE}
+        if heavy:
+            return (f"joining the measured {', '.join(map(str, worlds))}-GPU sweeps takes a pipeline fill of "
+                    f"{', '.join(f'{100 * f:.0f}% at {w}' for w, f in heavy.items())} GPUs of the bandwidth time, "
+                    f"more than the bytes themselves")
         return ""
 
     def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1,
@@ -311,7 +347,8 @@ class TopologyModel:
                 "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
                 "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
                 "inter_absorbs_intra": self.inter_absorbs_intra,
-                "system": self.system.model_dump() if self.system else None}
+                "system": self.system.model_dump() if self.system else None,
+                "layout_misses": [list(x) for x in self.layout_misses]}
 
 
     @classmethod
@@ -325,6 +362,7 @@ class TopologyModel:
             sizes = tuple(float(x) for x in d.get("residual_sizes", ()))
             residuals = tuple(float(x) for x in d.get("residuals", ()))
             collective, algorithm = str(d["collective"]), str(d["algorithm"])
+            misses = tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses", ()))
         except (KeyError, TypeError, ValueError) as exc:
             raise FileFormatError(f"a topology model is malformed ({exc!r})") from None
         if algorithm not in ALGORITHMS or len(sizes) != len(residuals) or not fitted:
@@ -339,7 +377,7 @@ class TopologyModel:
         system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
         return cls(collective, algorithm, intra, inter, fitted, (lo, hi), sizes, residuals,
                    tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")),
-                   check_schedule(d.get("schedule", "ring")), absorbs, system)
+                   check_schedule(d.get("schedule", "ring")), absorbs, system, misses)
 
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.

@@ -15,7 +15,7 @@ from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import one_reduction
 from pybench.model.regimes import Regime, envelope, fit_regimes
-from pybench.model.topology import Observation, TopologyModel, nvlink_domain_ranks, ranks_per_node
+from pybench.model.topology import OWN_MISS, Observation, TopologyModel, nvlink_domain_ranks, ranks_per_node
 from pybench.model.topology_schedules import (
     ALGORITHMS,
     algorithm_steps,
@@ -97,6 +97,12 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         if best is None or cost < best[0] * (1 - 1e-6):  # ties keep the earlier (ring first)
             best = (cost, algo, link)
     if best is None:
+        worlds = sorted({o.world for o in single})
+        if len(worlds) > 1:  # no latency or bandwidth >= 0 joins them: each GPU count got other links
+            raise UsageError(f"one cost shape with non-negative parameters cannot join the {collective} sweeps at "
+                             f"{', '.join(map(str, worlds))} GPUs in one node: they got different links (an NVLink "
+                             f"mesh or PCIe, not a switch), so other GPU counts are not determined by them: "
+                             f"measure those counts")
         raise UsageError(f"the {collective} measurements cannot be fitted with non-negative parameters")
     _, algo, intra = best
     if single and len({o.world for o in single}) == 1:
@@ -116,28 +122,39 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                      f"an NVLink domain (multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
                      f"({domain} ranks fitted), not across the network beyond it, which this data does not measure")
     residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
-    notes += _misses(fitted_obs, residuals)
+    misses = _layout_misses(fitted_obs, residuals)
+    notes += _miss_notes(misses)
     notes += _implausible(intra, "intra-node")
-    return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes))
+    return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes), layout_misses=misses)
 
 
-# A fitted layout the one cost shape misses by more than this (median): the layouts do not follow
-# one algorithm on one fabric, and the layouts in between and beyond are uncertain.
-OWN_MISS = 0.15
 # A per-call latency above this inside one node is no NVLink's or PCIe's: a misfit or an artefact.
 NODE_LATENCY_S = 1e-3
 
 
-def _misses(obs: Sequence[Observation], residuals: Sequence[float]) -> list[str]:
-    """One note per fitted layout whose own sweep the model misses by more than OWN_MISS (median)."""
+def _layout_misses(obs: Sequence[Observation], residuals: Sequence[float]) -> tuple[tuple[int, int, float], ...]:
+    """(world, nodes, median |relative residual|) of each fitted layout."""
     by_layout: dict[tuple[int, int], list[float]] = {}
     for o, r in zip(obs, residuals):
         by_layout.setdefault((o.world, o.nodes), []).append(abs(r))
+    return tuple((w, n, float(np.median(v))) for (w, n), v in sorted(by_layout.items()))
+
+
+_UNDETERMINED = "other GPU counts in one node are not determined by them"
+
+
+def _miss_notes(misses: Sequence[tuple[int, int, float]]) -> list[str]:
+    """One note per fitted layout whose own sweep the model misses by more than OWN_MISS (median)."""
+    counts = len({w for w, n, _ in misses if n == 1})
+
+    def what(n: int) -> str:
+        return _UNDETERMINED if n == 1 and counts > 1 else "other layouts are uncertain"
+
     return [f"the topology model misses its own {w}-rank{'' if n == 1 else f' {n}-node'} sweep by "
-            f"{100 * float(np.median(v)):.0f}% (median): these layouts do not follow one algorithm on one fabric "
-            f"(an NVLink mesh or PCIe?), so other layouts are uncertain; that sweep's own curve answers at its "
-            f"layout, and a --system description says which layouts no measurement determines"
-            for (w, n), v in sorted(by_layout.items()) if np.median(v) > OWN_MISS]
+            f"{100 * m:.0f}% (median): these layouts do not follow one algorithm on one fabric "
+            f"(an NVLink mesh or PCIe?), so {what(n)}; "
+            f"that sweep's own curve answers at its layout"
+            for w, n, m in misses if m > OWN_MISS]
 
 
 def _implausible(link: LinkCost | None, name: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -10,7 +11,7 @@ from conftest import SHARED_DATA
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.system import SystemDescription, load_system, named_systems
-from pybench.model.topology import Observation
+from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
 
 NAMED = ("dgx-1-v100", "dgx-a100", "dgx-h100", "dgx-h200", "hgx-b200", "gb200-nvl72", "aws-p4d", "aws-p4de",
@@ -140,6 +141,58 @@ def test_fit_says_when_it_misses_its_own_sweeps_and_outruns_the_fabric():
     on_dgx1 = model.with_system(load_system("dgx-1-v100"))
     assert any("above the 150 GB/s per GPU" in n for n in on_dgx1.notes)
     assert not on_dgx1.predict(1 << 30, 6).determined
+
+
+# Bus bandwidth at 1 GiB of a DGX-1 V100 node (hybrid cube-mesh) at 2..8 GPUs, as issue 24 quotes it.
+DGX1_BUSBW = {2: 22e9, 3: 45e9, 4: 85e9, 5: 37e9, 6: 46e9, 7: 87e9, 8: 134e9}
+
+
+def _dgx1(*worlds):
+    return [Observation(s, w, 1, 10e-6 + 2 * (w - 1) / w * s / DGX1_BUSBW[w])
+            for w in worlds for s in (2.0 ** k for k in range(16, 31))]
+
+
+@pytest.mark.parametrize("fitted, asked", [((4, 8), 5), ((4, 8), 6), ((2, 4, 8), 7), ((5, 6), 8)])
+def test_gpu_counts_the_data_show_are_not_switched_are_not_determined(fitted, asked):
+    """Without a system description, sweeps that one cost shape cannot join (each GPU count gets other
+    links) leave every unmeasured GPU count in one node undetermined: said, not guessed."""
+    model = fit_topology("allreduce", _dgx1(*fitted))
+    p = model.predict(1 << 30, asked, 1)
+    assert not p.determined and math.isnan(p.time_s)
+    assert "not determined by these inputs" in p.undetermined and f"--np {asked}" in p.undetermined
+    assert model.predict(1 << 30, fitted[0], 1).determined  # a measured count still answers
+    again = TopologyModel.from_dict(json.loads(json.dumps(model.to_dict())))
+    assert not again.predict(1 << 30, asked, 1).determined  # and so does the saved file
+
+
+def test_gpu_counts_no_cost_shape_joins_are_refused_with_that_reason():
+    """DGX-1 at 2 and 4 GPUs: no non-negative latency and bandwidth join them. The file keeps each
+    sweep's curve, and a question about 8 GPUs is refused with that reason, in one line."""
+    with pytest.raises(UsageError, match="cannot join the allreduce sweeps at 2, 4 GPUs.*not determined"):
+        fit_topology("allreduce", _dgx1(2, 4))
+    import numpy as np
+
+    from pybench.model.build import fit_model_file
+    from pybench.model.logs.measurements import MeasurementSet
+    sets = []
+    for w in (2, 4):
+        obs = _dgx1(w)
+        sets.append(MeasurementSet("pybench", "allreduce", "nccl", w, "intra-node", "float32",
+                                   np.array([o.size_bytes for o in obs]), np.array([o.time_s for o in obs]),
+                                   path=f"dgx1-{w}"))
+    models, topology, skipped = fit_model_file(sets)
+    assert topology == [] and any("cannot join" in s for s in skipped)
+    with pytest.raises(UsageError, match="holds no topology model .one cost shape.*cannot join"):
+        models[0].predict(1 << 30, world=8)
+
+
+def test_switched_gpu_counts_stay_determined():
+    """NVSwitch: the A100 tables at 2 and 4 GPUs join in one cost shape; 8 GPUs is predicted."""
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology_fit import observations_from
+    obs = [o for w in (2, 4) for o in observations_from(
+        load_measurements(SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{w}gpu.csv"), lambda _: 1)]
+    assert fit_topology("allreduce", obs).predict(1 << 30, 8, 1).determined
 
 
 def test_a_regime_with_milliseconds_of_latency_inside_a_node_is_named():
