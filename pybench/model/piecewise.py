@@ -364,6 +364,10 @@ def _sorted_points(size_bytes, time_s) -> tuple[np.ndarray, np.ndarray]:
     return size, time
 
 
+_DP_BLOCK_ELEMENTS = 1 << 21
+"""Sums the breakpoint search holds at once (16 MiB of floats), whatever the sweep's length."""
+
+
 def _best_splits(cost: np.ndarray, n_free: np.ndarray, k_cap: int) -> tuple[np.ndarray, np.ndarray]:
     """Dynamic programme: best[k, q, j] is the least RSS of the points before cut j in k pieces with q
     free line parameters in all (k <= q <= 2k); back[k, q, j] where the last piece starts.
@@ -377,20 +381,28 @@ def _best_splits(cost: np.ndarray, n_free: np.ndarray, k_cap: int) -> tuple[np.n
     best = np.full((k_cap + 1, q_cap + 1, m + 1), inf)
     back = np.full((k_cap + 1, q_cap + 1, m + 1), -1, dtype=np.int64)
     best[0, 0, 0] = 0.0
+    # A piece runs from cut i to a later cut j; its cost by free-parameter count (inf elsewhere).
+    later = np.triu(np.ones((m + 1, m + 1), dtype=bool), 1)
+    # Stored end-major (j, i): the minimum over starts i then runs along contiguous memory.
+    pieces = {f: np.ascontiguousarray(np.where(later & (n_free == f), cost, inf).T) for f in (1, 2)}
     for k in range(1, k_cap + 1):
-        for j in range(k, m + 1):
-            col = cost[:j, j]
-            if not np.any(np.isfinite(col)):
-                continue
+        # k - 1 pieces hold k - 1 to 2(k - 1) parameters: only those rows of best[k - 1] can be finite.
+        # best[k] depends on best[k - 1] alone, so the end cuts j are solved together, in blocks that
+        # keep the (parameters x start x end) sums within _DP_BLOCK_ELEMENTS.
+        lo, hi = k - 1, 2 * (k - 1) + 1
+        block = max(1, _DP_BLOCK_ELEMENTS // ((hi - lo) * (m + 1)))
+        for j0 in range(k, m + 1, block):
+            j1 = min(j0 + block, m + 1)
             for f in (1, 2):
-                piece = np.where(n_free[:j, j] == f, col, inf)
-                # prev[q', i] + piece[i] lands at q = q' + f
-                total = best[k - 1, :q_cap + 1 - f, :j] + piece[None, :]
-                arg = np.argmin(total, axis=1)
-                val = total[np.arange(total.shape[0]), arg]
-                better = val < best[k, f:, j]
-                best[k, f:, j] = np.where(better, val, best[k, f:, j])
-                back[k, f:, j] = np.where(better, arg, back[k, f:, j])
+                # prev[q', i] + piece[i, j] lands at q = q' + f
+                total = best[k - 1, lo:hi, None, :] + pieces[f][None, j0:j1, :]
+                arg = np.argmin(total, axis=2)
+                val = np.take_along_axis(total, arg[:, :, None], axis=2)[:, :, 0]
+                rows = slice(lo + f, hi + f)
+                current = best[k, rows, j0:j1]
+                better = val < current
+                best[k, rows, j0:j1] = np.where(better, val, current)
+                back[k, rows, j0:j1] = np.where(better, arg, back[k, rows, j0:j1])
     return best, back
 
 
