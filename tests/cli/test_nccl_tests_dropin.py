@@ -37,7 +37,7 @@ def health_check_reader(stdout: str) -> dict:
             continue
         f = line.split()
         rows.append({"size": int(f[0]), "type": f[2], "time_us": float(f[5]), "busbw": float(f[7]),
-                     "wrong": f[8], "inplace_busbw": f[11] if len(f) > 11 else None})
+                     "wrong": f[8], "inplace_busbw": f[11] if len(f) > 11 else None, "nf_minus_1": f[-2]})
     oob = [line for line in lines if line.startswith("# Out of bounds values : ")]
     avg = [line for line in lines if line.startswith("# Avg bus bandwidth    : ")]
     return {"rows": rows, "oob": oob, "avg": float(avg[0].split()[5]) if avg else None}
@@ -63,7 +63,8 @@ def test_health_check_readers_read_the_table_and_footer_as_pybench_json_says(tmp
         assert row["type"] == "float" and row["wrong"] == "0"
         assert row["time_us"] == pytest.approx(rec["time_s"] * 1e6, rel=0.06, abs=0.006)
         assert row["busbw"] == pytest.approx(rec["busbw_gbps"], rel=0.06, abs=0.006)
-        assert row["inplace_busbw"] is None  # not measured: blank, never another quantity
+        # not measured: N/A in its place, as nccl-tests marks a figure it lacks, never another quantity
+        assert row["inplace_busbw"] == row["nf_minus_1"] == "N/A"
     assert read["oob"] == ["# Out of bounds values : 0 OK"]
     mean = sum(r["busbw_gbps"] for r in recs) / len(recs)
     assert read["avg"] == pytest.approx(mean, rel=1e-5)
@@ -116,9 +117,9 @@ def test_rows_keep_nccl_tests_positions_with_in_place_and_with_pybench_columns()
     header_lines(r)
     rec = r.records[0]
     plain = nccl_tests_row(rec).split()
-    assert len(plain) == 9 and plain[2] == "float" and plain[4] == "-1"
+    assert len(plain) == 13 and plain[2] == "float" and plain[4] == "-1" and plain[9:] == ["N/A"] * 4
     in_place = nccl_tests_row(rec, in_place=True)
-    assert in_place.split()[5:] == plain[5:] and in_place.index(plain[5]) > len(nccl_tests_row(rec)) - 8
+    assert in_place.split()[5:] == plain[5:9] and in_place.index(plain[5]) > len(nccl_tests_row(rec)) - 40
     stats = nccl_tests_row(rec, stats_columns=True).split()
     assert len(stats) == 17 and stats[9:13] == ["N/A"] * 4 and stats[15] == str(rec.iterations)
     unchecked = nccl_tests_row(dataclasses.replace(rec, check_iters=0)).split()
