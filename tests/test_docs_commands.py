@@ -11,7 +11,8 @@ How a command is checked follows from what it needs, never from a list of except
   of 0.05 s a size (unless it fixes the iterations), since the suite has minutes for everything; the
   command exactly as shown must parse;
 - `mpirun -n N --hostfile FILE` runs on 2 local ranks; `srun` (no Slurm here) is parsed only;
-- everything else (fit, predict, ccr, plan, compute, env, scripts, Python) runs exactly as shown.
+- a benchmark script that takes `--rounds` runs one round;
+- everything else (fit, predict, ccr, plan, compute, env, Python) runs exactly as shown.
 """
 
 from __future__ import annotations
