@@ -1,36 +1,25 @@
-"""Every command the README shows runs as shown, in the README's order, in a fresh folder.
+"""Every command the README shows runs, in the README's order, in a fresh folder.
 
 The set-up commands (the install lines, which CI runs itself from `.ci/run`) are the only
 ones left out. Files one command writes are read by the next, as a reader following the
 README would have them; `ar_new.json` ("the same run another day") is a copy of `ar.json`.
+Measuring commands run at their first three sizes with a short time budget, as in
+tests/test_docs_commands.py (tests/shown_commands.py says how); the rest exactly as shown.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from shown_commands import REPO, as_run_here, fresh_folder, pybench_argv, run_here, shown_commands
 
-REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 
 
 def readme_commands() -> list[str]:
-    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", README.read_text(), flags=re.S | re.M)
-    commands = []
-    for block in blocks:
-        if "from pybench import" in block:
-            commands.append(f"python - <<'EOF'\n{block}EOF")
-            continue
-        for line in block.splitlines():
-            if line.startswith(("python -m pybench", "pytest ", "NCCL_TESTS_MIN_BW=")):
-                commands.append(line)
-    return commands
+    return shown_commands(README)
 
 
 def test_the_readme_is_short_and_names_its_commands():
@@ -44,12 +33,15 @@ def test_the_readme_is_short_and_names_its_commands():
 @pytest.mark.mpi
 @pytest.mark.slow
 def test_every_readme_command_runs(tmp_path, native):
-    for name in ("tests", "benchmarks"):
-        (tmp_path / name).symlink_to(REPO / name)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    from pybench.cli.main import build_parser
+    folder = fresh_folder(tmp_path)
     for command in readme_commands():
+        argv = pybench_argv(command)
+        if argv is not None:
+            build_parser().parse_args(argv)  # the command exactly as shown is accepted
         if "compare ar.json ar_new.json" in command:
-            shutil.copy(tmp_path / "ar.json", tmp_path / "ar_new.json")
-        done = subprocess.run(["bash", "-c", command.split("   # ")[0]], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=600, stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+            shutil.copy(folder / "ar.json", folder / "ar_new.json")
+        here = as_run_here(command)
+        assert here is not None, command
+        done = run_here(here, folder)
+        assert done.returncode == 0, f"{here}\n{done.stderr[-2000:]}"

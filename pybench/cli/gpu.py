@@ -156,7 +156,9 @@ def add_parsers(sub) -> None:
     """Add ``copy`` to the CLI's subparsers (each sets ``func(args) -> int``)."""
     p = sub.add_parser("copy", help="GPU copy bandwidth: d2d, h2d, d2h and peer (as nvbandwidth)",
                        description="Copy-engine bandwidth with CUDA events: within a GPU, to/from pinned host "
-                                   "memory, and between GPUs. GB/s = 1e9 B/s.")
+                                   "memory, and between GPUs. GB/s = 1e9 B/s.",
+                       epilog="examples:\n  pybench copy --sizes 256M --kinds d2d,h2d,d2h --bidirectional",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kinds", default="all", help="d2d, h2d, d2h, p2p, a comma list, or all (default all)")
     p.add_argument("--sizes", "-s", default="256M", help="copy sizes in bytes, as the collectives (default 256M)")
     p.add_argument("--gpus", type=_gpu_count, default=None, metavar="N",

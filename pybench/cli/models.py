@@ -14,6 +14,7 @@ Errors are PyBenchError subclasses; the CLI prints them on one line and exits 2.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import sys
@@ -52,7 +53,11 @@ def add_parsers(subparsers) -> None:
     p = subparsers.add_parser(
         "fit", help="fit piecewise alpha-beta models to measurements",
         description="Fit T(size) = alpha + size/B piecewise (regimes found from the data) to "
-                    "pybench result JSON, nccl-tests logs (text or -J JSON) or OSU logs.")
+                    "pybench result JSON, nccl-tests logs (text or -J JSON) or OSU logs.",
+        epilog="examples:\n  pybench fit tests/fixtures/shared_data/nccl-tests/"
+               "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt --nodes 2 -o h100.json   "
+               "# a published nccl-tests log, which lists no hosts",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="result or log files")
     p.add_argument("-o", "--output", required=True, metavar="MODEL.json", help="model file to write")
     p.add_argument("--force", action="store_true", help="replace MODEL.json if it exists")
@@ -75,7 +80,10 @@ def add_parsers(subparsers) -> None:
 
     q = subparsers.add_parser(
         "predict", help="predict collective times from a model file",
-        description="Predict time, algbw and busbw with 95% confidence bands from a model file.")
+        description="Predict time, algbw and busbw with 95% confidence bands from a model file.",
+        epilog="examples:\n  pybench predict h100.json --sizes 1M:1G --world 64 --nodes 8 --system aws-p5   "
+               "# 8 nodes of 8 GPUs",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     q.add_argument("model", metavar="MODEL.json")
     q.add_argument("--sizes", required=True,
                    help="sizes: 1M:1G, 1K:1G:4, 1M:1G:+1M (steps of 1 MiB) or 8,1K,1M (K/M/G = 2^10/20/30)")

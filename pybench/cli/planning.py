@@ -262,7 +262,9 @@ def _add_compute_parser(subparsers: Any) -> None:
         "compute", help="time the GEMMs of a transformer training step (achieved FLOP/s)",
         description="Time the GEMMs of one transformer layer's training step (QKV, attention output, MLP up "
                     "and down; forward, dgrad, wgrad) at their real shapes and report achieved FLOP/s. On CPU "
-                    "engines the token dimension M is scaled down to keep the run short (recorded).")
+                    "engines the token dimension M is scaled down to keep the run short (recorded).",
+        epilog="examples:\n  pybench compute --params 125M --seq 512 --json compute.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_shape_args(p, "125M")
     p.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     p.add_argument("--micro-batch", type=_count, default=1, help="sequences per micro-batch (default 1)")
@@ -286,7 +288,10 @@ def _add_ccr_parser(subparsers: Any) -> None:
         description="For every strategy x world x batch: bytes per rank and link class, communication time "
                     "from fitted models, compute time from measured FLOP/s, CCR and its band (<0.15 fits, "
                     "0.15-0.30 caution, >0.30 comm-bound), step time, samples/s, scaling efficiency, memory "
-                    "per device and, with prices, samples per dollar and breakeven.")
+                    "per device and, with prices, samples per dollar and breakeven.",
+        epilog="examples:\n  pybench ccr --params 7B --seq 4096 --batch 1,4 --world 8,16,64 --strategy ddp,zero3,tp+dp "
+               "--model h100.json --tflops 400   # h100.json: see `pybench fit --help`",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_shape_args(q, None)
     q.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     q.add_argument("--batch", default="1", help="micro-batch sizes per data-parallel replica, e.g. 1,2,4,8")
@@ -320,7 +325,10 @@ def _add_plan_parser(subparsers: Any) -> None:
                     "cheapest per sample that meets the named need (--target-samples-per-s, or memory that does "
                     "not fit one node) without being comm-bound; among equals, fewer nodes. Without a need it "
                     "stays on one node. Every step quotes CCR, samples/s, scaling efficiency and memory from the "
-                    "fitted models and the measured compute.")
+                    "fitted models and the measured compute.",
+        epilog="examples:\n  pybench plan --params 7B --seq 4096 --model h100.json --tflops 400 "
+               "--target-samples-per-s 60   # h100.json: see `pybench fit --help`",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_shape_args(r, None)
     r.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     r.add_argument("--batch", type=_count, default=1, help="micro-batch size per replica (default 1)")

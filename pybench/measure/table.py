@@ -3,12 +3,14 @@
 Collectives print nccl-tests' 13 columns in its order under its ``out-of-place`` /
 ``in-place`` header: size (B), count (elements), type, redop, root, then time (us),
 algbw, busbw (GB/s) and #wrong, once out of place and once in place. Numbers are
-printed at nccl-tests' widths and precisions (:func:`nccl_number`). A block pybench
-did not measure is left blank, as nccl-tests leaves a block it did not run, so a
-field-position reader gets an empty field rather than another quantity. pybench's
-own statistics (p5, p95 time, iterations, CI of the median) follow only with
-``--stats-columns``; then an unmeasured in-place block prints ``N/A`` cells so that
-fields 10-13 keep nccl-tests' meaning. The footer starts with nccl-tests' two lines,
+printed at nccl-tests' widths and precisions (:func:`nccl_number`). nccl-tests runs both
+blocks and prints ``N/A`` for a figure it did not produce (#wrong without a check); an in-place
+block pybench did not measure (the mpi backend's) prints ``N/A`` in each of its four cells the
+same way, so the row keeps nccl-tests' 13 fields: a reader taking ``$12`` or ``$(NF-1)`` gets
+``N/A``, never the out-of-place figure. A run on one buffer (``--in-place`` on nccl, torch's
+all-reduce) leaves its out-of-place block blank. pybench's own statistics (p5, p95 time,
+iterations, CI of the median) follow only with ``--stats-columns``, and then every unmeasured
+block prints ``N/A`` cells so that they keep their positions. The footer starts with nccl-tests' two lines,
 byte for byte (``# Out of bounds values : N OK``, ``# Avg bus bandwidth    : X``),
 then pybench's own.
 
@@ -97,12 +99,10 @@ def nccl_tests_row(r: SizeRecord, in_place: bool = False, stats_columns: bool = 
                       f"{r.wrong:g}" if r.check_iters else "")
     if not r.check_iters:
         measured = measured[:-8] + "    N/A"  # nccl-tests' unchecked cell, one space wider than #wrong's
-    # The block not measured: blank as nccl-tests leaves it (its blank out-of-place block is 32
-    # spaces), or N/A cells when pybench's columns follow and must keep their positions.
-    if stats_columns:
-        not_run = _block("N/A", "N/A", "N/A", "N/A")
-    else:
-        not_run = " " * 32 if in_place else ""
+    # The in-place block not measured: N/A cells, as nccl-tests marks a figure it lacks. An out-of-place
+    # block not measured stays blank (32 spaces), which pybench's log reader reads as a trace replay's
+    # row; with pybench's columns after it, N/A there too so that they keep their positions.
+    not_run = _block("N/A", "N/A", "N/A", "N/A") if stats_columns or not in_place else " " * 32
     line = head + (not_run + measured if in_place else measured + not_run)
     if stats_columns:
         line += _stats((nccl_number(r.time_p5_s * 1e6, 7), nccl_number(r.time_p95_s * 1e6, 7), str(r.iterations),

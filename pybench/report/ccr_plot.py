@@ -101,7 +101,7 @@ def render_ccr_figure(doc: dict, fmt: str = "png", dpi: int = 110) -> bytes:
     """CCR (or exposed fraction) against batch size, one panel per strategy, as PNG or SVG bytes."""
     from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
 
-    from pybench.report.plot import mpl_text, require_matplotlib
+    from pybench.report.plot import legend_columns, mpl_text, require_matplotlib, wrap_to
     Figure, FigureCanvasAgg = require_matplotlib()
     rows = doc["rows"]
     strategies = sorted(_groups(rows, "strategy"))
@@ -119,7 +119,7 @@ def render_ccr_figure(doc: dict, fmt: str = "png", dpi: int = 110) -> bytes:
         _panel(ax, [r for r in rows if r["strategy"] == strategy], world_colour, overlap, mpl_text)
         ax.set_title(mpl_text(strategy), fontsize=10)
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(FixedLocator(batches))
+        ax.xaxis.set_major_locator(FixedLocator(batches[::math.ceil(len(batches) / 8)]))  # labels apart
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
         ax.set_xlabel("batch size per replica")
@@ -129,29 +129,47 @@ def render_ccr_figure(doc: dict, fmt: str = "png", dpi: int = 110) -> bytes:
         ax.set_visible(False)
     axes[0].set_ylabel("exposed fraction of the step" if overlap else "CCR = t_comm / (t_comm + t_compute)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8)
-    fig.suptitle("exposed communication against batch size (shaded: CCR interval)" if overlap
-                 else "CCR against batch size (shaded: interval of the communication time)", fontsize=11)
+    fig.legend(handles, labels, loc="outside lower center", ncol=legend_columns(labels, 4.6 * cols - 0.2, 8),
+               fontsize=8)
+    fig.suptitle(wrap_to("exposed communication against batch size (shaded: CCR interval)" if overlap
+                         else "CCR against batch size (shaded: interval of the communication time)",
+                         4.6 * cols - 0.4, 11), fontsize=11)
     return _save(fig, fmt, dpi)
 
 
 def render_efficiency_figure(doc: dict, fmt: str = "png", dpi: int = 110) -> bytes:
     """Scaling efficiency against workers, one line per (strategy, batch)."""
+    import matplotlib
+    import numpy as np
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm
     from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
 
-    from pybench.report.plot import mpl_text, require_matplotlib
+    from pybench.report.plot import legend_columns, mpl_text, require_matplotlib
     Figure, FigureCanvasAgg = require_matplotlib()
     rows = doc["rows"]
     fig = Figure(figsize=(7.0, 4.4), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
-    keys = sorted({(r["strategy"], r["batch"]) for r in rows})
-    styles = {s: st for s, st in zip(sorted({k[0] for k in keys}), ("-", "--", ":", "-."))}
-    batch_colour = {b: f"C{k % 10}" for k, b in enumerate(sorted({k[1] for k in keys}))}
-    for strategy, batch in keys:
-        rs = sorted((r for r in rows if r["strategy"] == strategy and r["batch"] == batch), key=lambda r: r["world"])
-        ax.plot([r["world"] for r in rs], [r["efficiency_vs_device"] for r in rs], marker="o", ms=4,
-                ls=styles.get(strategy, "-"), color=batch_colour[batch], label=mpl_text(f"{strategy}, batch {batch}"))
+    # Strategy by line style and marker, batch by a colour from a sequential map (with its colour bar):
+    # one legend entry per strategy, so any number of batches fits.
+    strategies = sorted({r["strategy"] for r in rows})
+    batches = sorted({r["batch"] for r in rows})
+    style = {s: (("-", "--", ":", "-.")[k % 4], "osD^v<>p"[k % 8]) for k, s in enumerate(strategies)}
+    norm = LogNorm(batches[0], batches[-1]) if len(batches) > 1 else None
+    cmap = matplotlib.colormaps["viridis"]  # its top 15% (yellow) is too pale on white: left out
+    for strategy in strategies:
+        for batch in batches:
+            rs = sorted((r for r in rows if r["strategy"] == strategy and r["batch"] == batch),
+                        key=lambda r: r["world"])
+            if rs:
+                ax.plot([r["world"] for r in rs], [r["efficiency_vs_device"] for r in rs], ls=style[strategy][0],
+                        marker=style[strategy][1], ms=4, color=cmap(0.85 * norm(batch)) if norm else "C0")
+        ax.plot([], [], ls=style[strategy][0], marker=style[strategy][1], ms=4, color="0.3",
+                label=mpl_text(strategy))
+    if norm:
+        bar = ScalarMappable(norm=norm, cmap=matplotlib.colors.ListedColormap(cmap(np.linspace(0, 0.85, 256))))
+        fig.colorbar(bar, ax=ax, label="batch size per replica", shrink=0.85)
     ax.axhline(1.0, color="gray", ls=":", lw=1)
     ax.set_xscale("log", base=2)
     worlds = sorted({r["world"] for r in rows})
@@ -162,10 +180,11 @@ def render_efficiency_figure(doc: dict, fmt: str = "png", dpi: int = 110) -> byt
     ax.set_xlabel("workers (world size)")
     ax.set_ylabel("scaling efficiency = throughput(N) / (N x throughput(1))")
     ax.set_ylim(0, 1.05)
-    ax.set_title("scaling efficiency against workers", fontsize=10)
+    batch_note = f", batch {batches[0]}" if len(batches) == 1 else ""
+    ax.set_title(f"scaling efficiency against workers{batch_note}", fontsize=10)
     ax.grid(True, alpha=0.3)
     if rows:
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="best", ncol=legend_columns(strategies, 2.8, 7, most=2))
     return _save(fig, fmt, dpi)
 
 

@@ -45,7 +45,7 @@ def render_comparison(doc: dict, fmt: str = "png", dpi: int = 110) -> bytes:
     """Time ratio B/A against size with intervals and verdict colours, as PNG or SVG bytes."""
     import numpy as np
 
-    from pybench.report.plot import mpl_text, require_matplotlib, size_axis
+    from pybench.report.plot import mpl_text, require_matplotlib, size_axis, wrap_to
     Figure, FigureCanvasAgg = require_matplotlib()
     rows = [s for s in doc["sizes"] if s.get("time_ratio") is not None and math.isfinite(s["time_ratio"])]
     fig = Figure(figsize=(7.4, 4.4), layout="constrained")
@@ -71,7 +71,7 @@ def render_comparison(doc: dict, fmt: str = "png", dpi: int = 110) -> bytes:
     from matplotlib.ticker import FuncFormatter
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x"))
     ax.set_ylabel("time ratio B/A (median; bars: 95% interval)")
-    ax.set_title(mpl_text(f"B against A: {doc.get('summary', '')}")[:160], fontsize=8)
+    ax.set_title(wrap_to(mpl_text(f"B against A: {doc.get('summary', '')}"), 6.0, 8), fontsize=8)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     buf = io.BytesIO()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,21 @@ def run_series(result: RunResult, label: str) -> Series:
 def mpl_text(text: str) -> str:
     """Text from a file as matplotlib must be given it to show it as typed ($...$ would be math)."""
     return str(text).replace("$", r"\$")
+
+
+def wrap_to(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` in lines that fit ``width_in`` inches at ``fontsize`` points. Long file names are broken
+    too (matplotlib's own wrapping breaks only at spaces); 0.62 em is a wide glyph of DejaVu Sans."""
+    chars = max(16, int(width_in * 72 / (0.62 * fontsize)))
+    return "\n".join(textwrap.wrap(text, chars, break_on_hyphens=False)) or text
+
+
+def legend_columns(labels: Sequence[str], width_in: float, fontsize: float, most: int = 4) -> int:
+    """How many legend columns of ``labels`` fit side by side in ``width_in`` inches (a handle and its
+    padding take about 5 em more than the label)."""
+    widest = max((len(line) for label in labels for line in str(label).splitlines()), default=1)
+    column_in = (0.62 * widest + 5) * fontsize / 72
+    return max(1, min(most, len(labels), int(width_in / column_in)))
 
 
 def series_label(result: RunResult, source: str | None = None) -> str:
@@ -266,7 +282,7 @@ def measurement_figure(series: Sequence[Series], models: Sequence = (), panels: 
         ax.set_title("bus bandwidth against size" if kind == "busbw" else
                      "latency against size" if latency else "time against size", fontsize=10)
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(wrap_to(title, 6.4 * len(panels) - 0.4, 11), fontsize=11)
     return fig
 
 

@@ -37,7 +37,7 @@ def health_check_reader(stdout: str) -> dict:
             continue
         f = line.split()
         rows.append({"size": int(f[0]), "type": f[2], "time_us": float(f[5]), "busbw": float(f[7]),
-                     "wrong": f[8], "inplace_busbw": f[11] if len(f) > 11 else None})
+                     "wrong": f[8], "inplace_busbw": f[11] if len(f) > 11 else None, "nf_minus_1": f[-2]})
     oob = [line for line in lines if line.startswith("# Out of bounds values : ")]
     avg = [line for line in lines if line.startswith("# Avg bus bandwidth    : ")]
     return {"rows": rows, "oob": oob, "avg": float(avg[0].split()[5]) if avg else None}
@@ -63,7 +63,8 @@ def test_health_check_readers_read_the_table_and_footer_as_pybench_json_says(tmp
         assert row["type"] == "float" and row["wrong"] == "0"
         assert row["time_us"] == pytest.approx(rec["time_s"] * 1e6, rel=0.06, abs=0.006)
         assert row["busbw"] == pytest.approx(rec["busbw_gbps"], rel=0.06, abs=0.006)
-        assert row["inplace_busbw"] is None  # not measured: blank, never another quantity
+        # not measured: N/A in its place, as nccl-tests marks a figure it lacks, never another quantity
+        assert row["inplace_busbw"] == row["nf_minus_1"] == "N/A"
     assert read["oob"] == ["# Out of bounds values : 0 OK"]
     mean = sum(r["busbw_gbps"] for r in recs) / len(recs)
     assert read["avg"] == pytest.approx(mean, rel=1e-5)
@@ -116,9 +117,9 @@ def test_rows_keep_nccl_tests_positions_with_in_place_and_with_pybench_columns()
     header_lines(r)
     rec = r.records[0]
     plain = nccl_tests_row(rec).split()
-    assert len(plain) == 9 and plain[2] == "float" and plain[4] == "-1"
+    assert len(plain) == 13 and plain[2] == "float" and plain[4] == "-1" and plain[9:] == ["N/A"] * 4
     in_place = nccl_tests_row(rec, in_place=True)
-    assert in_place.split()[5:] == plain[5:] and in_place.index(plain[5]) > len(nccl_tests_row(rec)) - 8
+    assert in_place.split()[5:] == plain[5:9] and in_place.index(plain[5]) > len(nccl_tests_row(rec)) - 40
     stats = nccl_tests_row(rec, stats_columns=True).split()
     assert len(stats) == 17 and stats[9:13] == ["N/A"] * 4 and stats[15] == str(rec.iterations)
     unchecked = nccl_tests_row(dataclasses.replace(rec, check_iters=0)).split()
@@ -268,19 +269,38 @@ def test_j_never_overwrites_as_nccl_tests(tmp_path):
     assert [first.name, second.name, third.name] == ["o.json", "o.json.0", "o.json.1"]
 
 
-# Published command lines (the tool's name becomes `pybench <collective>` / `pybench p2p`):
+# Published command lines, each as its source prints it, the tool's name replaced by pybench's command
+# (all_reduce_perf -> allreduce, all_gather_perf -> allgather, osu_bw / osu_latency -> p2p --test bw / latency).
+# The second field is None where the line runs unchanged, else what the one refusal line must name.
 PUBLISHED = [
-    # NVIDIA/nccl-tests README, multi-node: mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2 -g 1
+    # https://github.com/oracle-quickstart/oci-hpc-oke/blob/8da1841c9e4774ff996017b9114ea8c743d6256e/README.md
+    # (the log in tests/fixtures/shared_data/nccl-tests/a100_2node_16gpu_oci_roce_allreduce.txt):
+    # mpirun ... all_reduce_perf -b 8 -e 8G -f 2 -g 1
     ("allreduce -b 8 -e 8G -f 2 -g 1", None),
-    # oracle-quickstart/oci-hpc-oke README (tests/fixtures/shared_data/nccl-tests/a100_2node_...)
-    ("allreduce -b 8 -e 8G -f 2 -g 1", None),  # the same flags as NVIDIA's multi-node line
-    # NVIDIA/nccl-tests README, one node: ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8
+    # https://github.com/FlagOpen/FlagPerf/blob/main/base/toolkits/interconnect-MPI_intraserver/denglin/GS40/main.sh:
+    # mpirun --allow-run-as-root -np 8 all_reduce_perf -t 1 -g 1 -b 2M -e 32M -d float -o sum
+    ("allreduce -t 1 -g 1 -b 2M -e 32M -d float -o sum", None),
+    # https://github.com/aws/deep-learning-containers/blob/master/test/sagemaker_tests/healthcheck_tests/nccl_test.sh
+    # (a health check): all_reduce_perf -b 8 -e 128M -f 2 -g 8
     ("allreduce -b 8 -e 128M -f 2 -g 8", "--np 8"),
-    # NVIDIA/nccl-tests issue 37 (v100_dgx1_8gpu_allgather_...): all_gather_perf -g 8 -b 4294967296 -e 4294967296 -n 100
+    # https://github.com/NVIDIA/nccl-tests/issues/37 (the log in
+    # tests/fixtures/shared_data/nccl-tests/v100_dgx1_8gpu_allgather_4g_issue37_oldformat.txt):
+    # all_gather_perf -g 8 -b 4294967296 -e 4294967296 -n 100
     ("allgather -g 8 -b 4294967296 -e 4294967296 -n 100", "--np 8"),
-    # EESSI docs (osu/osu_bw_cuda_a100_nvlink_eessi716.txt): osu_bw -d cuda -m 33554432 D D
-    ("p2p -d cuda -m 33554432 D D", "p2p --matrix"),
+    # https://github.com/EESSI/software-layer/pull/716 (the log in
+    # tests/fixtures/shared_data/osu/osu_bw_cuda_a100_nvlink_eessi716.txt): mpirun -np 2 osu_bw -d cuda -m 33554432 D D
+    ("p2p --test bw -d cuda -m 33554432 D D", "p2p --matrix"),
+    # https://github.com/aws/aws-parallelcluster/blob/develop/tests/integration-tests/tests/networking/
+    # test_cluster_networking/test_cluster_in_no_internet_subnet/osu_pt2pt_submit_openmpi.sh:
+    # mpirun --map-by ppr:1:node /shared/openmpi/osu-micro-benchmarks-.../mpi/pt2pt/osu_latency
+    ("p2p --test latency", None),
 ]
+# What each line that runs must measure: (first size, last size, count, dtype, fixed iterations or None).
+RUNS_AS = {
+    "allreduce -b 8 -e 8G -f 2 -g 1": (8, 8 << 30, 31, "float32", None),
+    "allreduce -t 1 -g 1 -b 2M -e 32M -d float -o sum": (2 << 20, 32 << 20, 31, "float32", None),
+    "p2p --test latency": (1, 4 << 20, 23, "float32", None),
+}
 
 
 @pytest.mark.parametrize("line,refused", PUBLISHED, ids=[line for line, _ in PUBLISHED])
@@ -290,7 +310,8 @@ def test_published_command_lines_run_unchanged_or_are_refused_naming_the_equival
     monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
     if refused is None:
         (plan, *_) = _plans(line.split(), monkeypatch)["plans"]
-        assert plan.config.sizes[0] == 8 and plan.config.sizes[-1] == 8 << 30 and len(plan.config.sizes) == 31
+        sizes = plan.config.sizes
+        assert (sizes[0], sizes[-1], len(sizes), plan.config.dtype, plan.config.stop.fixed_iters) == RUNS_AS[line]
         return
     if refused == "--np 8" and nccl_unavailable_reason() is None:
         pytest.skip("a GPU is here: -g 8 would run, not be refused")
