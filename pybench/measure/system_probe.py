@@ -11,6 +11,7 @@ and nvidia-smi runs under a timeout.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -21,8 +22,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pybench.measure.gpu_links import (NVLINK_GBPS_BY_NVML_VERSION, GpuLinks, Link, classify_fabric, normal_bus_id,
-                                       pcie_GBps, resolve_remotes)
+from pybench.measure.gpu_links import (
+    NVLINK_GBPS_BY_NVML_VERSION,
+    GpuLinks,
+    Link,
+    classify_fabric,
+    normal_bus_id,
+    pcie_GBps,
+    resolve_remotes,
+)
 from pybench.measure.nccl_topology import MAX_TOPOLOGY_BYTES, TopologyDumpError, parse_nccl_topology
 
 SMALL_FILE_BYTES = 1 << 16
@@ -103,7 +111,8 @@ _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 
 def _rdma_ports(sysfs: Path, found: _Found) -> tuple[list[dict[str, Any]], set[str]]:
     """Active RDMA ports, and the network interfaces that are those same ports seen as netdevs."""
-    ports, behind = [], set()
+    ports: list[dict[str, Any]] = []
+    behind: set[str] = set()
     base = sysfs / "class" / "infiniband"
     try:
         devices = sorted(os.listdir(base))
@@ -391,6 +400,24 @@ def probe_system(*, sysfs_root: str | Path = "/sys", proc_root: str | Path = "/p
 
 
 @cache
-def recorded_system() -> dict[str, Any]:
-    """This node as recorded in every result's environment: detected once per process."""
+def _probed_once() -> dict[str, Any]:
     return probe_system()
+
+
+def recorded_system() -> dict[str, Any]:
+    """This node as recorded in every result's environment: detected once per process, a fresh copy
+    each call so that no caller's edit reaches the next result."""
+    return copy.deepcopy(_probed_once())
+
+
+def probe_summary(probe: dict[str, Any]) -> str:
+    """One line: the GPUs, fabric and NICs detected, and what was not."""
+    f = probe.get("fields", {})
+    gpus = (f"{f['gpus_per_node']} x {f.get('gpu_name', 'GPU')}, {f.get('intra_fabric', 'fabric not detected')}"
+            + (f" at {f['intra_GBps_per_gpu']:g} GB/s per GPU" if "intra_GBps_per_gpu" in f else "")
+            if "gpus_per_node" in f else "no GPU")
+    kind = f.get("nic_kind", "network")
+    nics = ("no NIC detected" if "nics_per_node" not in f
+            else f"{f['nics_per_node']} x {f['nic_Gbps']:g} Gb/s {kind}" if "nic_Gbps" in f
+            else f"{f['nics_per_node']} {kind} NIC(s), rate not reported")
+    return f"{gpus}; {nics}; {f.get('cpu_cores', '?')} CPU core(s)"
