@@ -15,6 +15,7 @@ import copy
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 from functools import cache
@@ -24,6 +25,7 @@ from typing import Any
 
 from pybench.measure.gpu_links import (
     NVLINK_GBPS_BY_NVML_VERSION,
+    Fabric,
     GpuLinks,
     Link,
     classify_fabric,
@@ -259,7 +261,19 @@ _SMI_LINK = re.compile(r"^\s*Link \d+: ([\d.]+) GB/s", re.MULTILINE)
 def _smi_gpus(smi: str, timeout_s: float) -> list[GpuLinks]:
     """GPUs and per-link NVLink rates from nvidia-smi; it cannot say where a link ends."""
     def ask(*args: str) -> str:
-        return subprocess.run([smi, *args], capture_output=True, text=True, timeout=timeout_s, check=True).stdout
+        # Its own process group, killed whole on timeout: a wrapper script's children must not keep
+        # the pipe open (and this call waiting) after the timeout.
+        proc = subprocess.Popen([smi, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        if proc.returncode:
+            raise ValueError(f"`{args[0]}` exited with status {proc.returncode}")
+        return out
 
     rows = [r.split(",", 1) for r in ask("--query-gpu=pci.bus_id,name", "--format=csv,noheader").splitlines()
             if "," in r]
@@ -287,13 +301,11 @@ def probe_gpus(found: _Found, nvml: ModuleType | None, smi: str | None, smi_time
     if smi is not None:
         try:
             gpus = _smi_gpus(smi, smi_timeout_s)
-            _gpu_fields(gpus, "nvidia-smi", found)
-            if any(g.links for g in gpus):
-                found.miss("intra_fabric", "nvidia-smi does not say where an NVLink ends; install nvidia-ml-py")
+            _gpu_fields(gpus, "nvidia-smi", found, ends_known=False)
             return gpus
         except subprocess.TimeoutExpired:
             why.append(f"nvidia-smi did not answer within {smi_timeout_s:g} s")
-        except (OSError, subprocess.CalledProcessError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             why.append(f"nvidia-smi: {str(exc)[:120]}")
     else:
         why.append("nvidia-smi is not on PATH")
@@ -302,22 +314,27 @@ def probe_gpus(found: _Found, nvml: ModuleType | None, smi: str | None, smi_time
     return []
 
 
-def _gpu_fields(gpus: list[GpuLinks], source: str, found: _Found) -> None:
+def _gpu_fields(gpus: list[GpuLinks], source: str, found: _Found, ends_known: bool = True) -> None:
+    """GPU count, name, fabric and per-GPU rate; ``ends_known`` False when the source cannot say
+    where a link ends (nvidia-smi), so the fabric is left undetected."""
     if not gpus:
         return
     found.set("gpus_per_node", len(gpus), source)
     names = sorted({g.name for g in gpus if g.name})
     if names:
         found.set("gpu_name", ", ".join(names), source)
-    if "intra_fabric" in found.missing:
-        return
     fabric = classify_fabric(gpus)
+    if not ends_known and fabric.kind != "pcie":
+        rates = [sum(ln.GBps or 0.0 for ln in g.links) for g in gpus]
+        fabric = Fabric(None, min(rates) if all(ln.GBps for g in gpus for ln in g.links) else None,
+                        f"{source} does not say where an NVLink ends; install nvidia-ml-py",
+                        min(len(g.links) for g in gpus))
     if fabric.kind is not None:
         found.set("intra_fabric", fabric.kind, source)
-        if fabric.links_per_gpu:
-            found.set("nvlinks_per_gpu", fabric.links_per_gpu, source)
     else:
         found.miss("intra_fabric", fabric.why)
+    if fabric.links_per_gpu:
+        found.set("nvlinks_per_gpu", fabric.links_per_gpu, source)
     if fabric.GBps_per_gpu is not None:
         found.set("intra_GBps_per_gpu", fabric.GBps_per_gpu, f"{source} (nominal rate of its links)")
     else:
