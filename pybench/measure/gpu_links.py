@@ -7,6 +7,7 @@ named system (``pybench/model/systems/*.json``) speak the same units: GB/s = 1e9
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # NVML's NVLink version codes (nvml.h: NVML_NVLINK_VERSION_1_0 = 1 ... NVML_NVLINK_VERSION_5_0 = 7)
@@ -101,3 +102,33 @@ def classify_fabric(gpus: list[GpuLinks]) -> Fabric:
     if per_link_unknown:
         return Fabric(kind, None, "the rate of this NVLink generation is not in pybench's table", count)
     return Fabric(kind, min(sum(ln.GBps or 0.0 for ln in g.links) for g in gpus), "", count)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def place_links_by_matrix(gpus: list[GpuLinks], matrix: str) -> bool:
+    """Say where each GPU's links end from ``nvidia-smi topo -m`` ("NV12": 12 links to that GPU);
+    True when every link's end is then known.
+
+    Through an NVSwitch the matrix shows every peer at the GPU's full link count, more links than
+    the GPU has; direct links add up to exactly the links the GPU has.
+    """
+    rows = [_ANSI.sub("", r).split() for r in matrix.splitlines()]
+    # the rows of GPUs, not the header (which starts with GPU0 too, but has no X for "self")
+    table = [r for r in rows if r and re.fullmatch(r"GPU\d+", r[0]) and "X" in r][: len(gpus)]
+    if len(table) != len(gpus):
+        return False
+    for i, (gpu, row) in enumerate(zip(gpus, table)):
+        counts = {j: int(c[2:]) for j, c in enumerate(row[1:1 + len(gpus)]) if j != i and re.fullmatch(r"NV\d+", c)}
+        rates = [ln.GBps for ln in gpu.links]
+        if not rates:
+            continue
+        if sum(counts.values()) > len(rates):
+            gpu.links = [Link("switch", None, r) for r in rates]
+        elif sum(counts.values()) == len(rates):
+            peers = [gpus[j].bus for j, k in counts.items() for _ in range(k)]
+            gpu.links = [Link("gpu", p, r) for p, r in zip(peers, rates)]
+        else:
+            return False
+    return True

@@ -31,6 +31,7 @@ from pybench.measure.gpu_links import (
     classify_fabric,
     normal_bus_id,
     pcie_GBps,
+    place_links_by_matrix,
     resolve_remotes,
 )
 from pybench.measure.nccl_topology import MAX_TOPOLOGY_BYTES, TopologyDumpError, parse_nccl_topology
@@ -92,6 +93,9 @@ class _Found:
             self.fields[name] = value
             self.sources[name] = source
             self.missing.pop(name, None)
+        elif self.fields[name] != value:  # e.g. NCCL dumped fewer GPUs than NVML sees (CUDA_VISIBLE_DEVICES)
+            self.note(f"{name}: {source} says {value!r}, {self.sources[name]} said {self.fields[name]!r}; "
+                      f"kept the latter")
 
     def miss(self, name: str, why: str) -> None:
         if name not in self.fields and name not in self.missing:
@@ -258,8 +262,8 @@ def _nvml_gpus(nvml: ModuleType) -> list[GpuLinks]:
 _SMI_LINK = re.compile(r"^\s*Link \d+: ([\d.]+) GB/s", re.MULTILINE)
 
 
-def _smi_gpus(smi: str, timeout_s: float) -> list[GpuLinks]:
-    """GPUs and per-link NVLink rates from nvidia-smi; it cannot say where a link ends."""
+def _smi_gpus(smi: str, timeout_s: float) -> tuple[list[GpuLinks], bool]:
+    """GPUs, their NVLinks' rates and where the links end (True when that is known), from nvidia-smi."""
     def ask(*args: str) -> str:
         # Its own process group, killed whole on timeout: a wrapper script's children must not keep
         # the pipe open (and this call waiting) after the timeout.
@@ -282,7 +286,12 @@ def _smi_gpus(smi: str, timeout_s: float) -> list[GpuLinks]:
     blocks = re.split(r"^GPU \d+:", status, flags=re.MULTILINE)[1:]
     for gpu, block in zip(gpus, blocks):
         gpu.links = [Link("unknown", None, float(rate)) for rate in _SMI_LINK.findall(block)]
-    return gpus
+    if not any(g.links for g in gpus):
+        return gpus, True
+    try:
+        return gpus, place_links_by_matrix(gpus, ask("topo", "-m"))
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return gpus, False  # the GPUs and link rates stand; where the links end stays unknown
 
 
 def probe_gpus(found: _Found, nvml: ModuleType | None, smi: str | None, smi_timeout_s: float) -> list[GpuLinks]:
@@ -300,8 +309,8 @@ def probe_gpus(found: _Found, nvml: ModuleType | None, smi: str | None, smi_time
         why.append("NVML: nvidia-ml-py is not installed")
     if smi is not None:
         try:
-            gpus = _smi_gpus(smi, smi_timeout_s)
-            _gpu_fields(gpus, "nvidia-smi", found, ends_known=False)
+            gpus, ends_known = _smi_gpus(smi, smi_timeout_s)
+            _gpu_fields(gpus, "nvidia-smi", found, ends_known=ends_known)
             return gpus
         except subprocess.TimeoutExpired:
             why.append(f"nvidia-smi did not answer within {smi_timeout_s:g} s")
@@ -327,7 +336,7 @@ def _gpu_fields(gpus: list[GpuLinks], source: str, found: _Found, ends_known: bo
     if not ends_known and fabric.kind != "pcie":
         rates = [sum(ln.GBps or 0.0 for ln in g.links) for g in gpus]
         fabric = Fabric(None, min(rates) if all(ln.GBps for g in gpus for ln in g.links) else None,
-                        f"{source} does not say where an NVLink ends; install nvidia-ml-py",
+                        f"{source}'s topology matrix does not say where every NVLink ends; install nvidia-ml-py",
                         min(len(g.links) for g in gpus))
     if fabric.kind is not None:
         found.set("intra_fabric", fabric.kind, source)

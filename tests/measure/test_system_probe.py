@@ -84,15 +84,39 @@ def _script(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
-def test_nvidia_smi_gives_gpus_and_link_rates_but_not_where_links_end(tmp_path):
-    smi = _script(tmp_path, 'case "$1" in\n'
-                            '  --query-gpu*) printf "00000000:10:00.0, NVIDIA A100-SXM4-80GB\\n'
-                            '00000000:11:00.0, NVIDIA A100-SXM4-80GB\\n";;\n'
-                            '  nvlink) printf "GPU 0: A (UUID: x)\\n\\t Link 0: 25 GB/s\\n\\t Link 1: 25 GB/s\\n'
-                            'GPU 1: A (UUID: y)\\n\\t Link 0: 25 GB/s\\n\\t Link 1: 25 GB/s\\n";;\n'
-                            'esac\n')
-    p = probe(tmp_path, smi=smi)
-    assert p["fields"]["gpus_per_node"] == 2 and p["from"]["gpus_per_node"] == "nvidia-smi"
+def fake_smi(tmp_path: Path, gpus: int, links: int, matrix: str | None) -> str:
+    """An nvidia-smi answering --query-gpu, nvlink -s and (when ``matrix``) topo -m from files."""
+    (tmp_path / "query.txt").write_text("".join(f"00000000:{0x10 + i:02x}:00.0, NVIDIA H100 80GB HBM3\n"
+                                                for i in range(gpus)))
+    (tmp_path / "nvlink.txt").write_text("".join(f"GPU {i}: NVIDIA H100 (UUID: GPU-{i})\n"
+                                                 + "".join(f"\t Link {k}: 26.562 GB/s\n" for k in range(links))
+                                                 + "\t Link 18: <inactive>\n" for i in range(gpus)))
+    if matrix is not None:
+        (tmp_path / "topo.txt").write_text(matrix)
+    return _script(tmp_path, f'case "$1" in\n  --query-gpu*) cat {tmp_path}/query.txt;;\n'
+                             f'  nvlink) cat {tmp_path}/nvlink.txt;;\n  topo) cat {tmp_path}/topo.txt;;\nesac\n')
+
+
+def _matrix(cells) -> str:
+    n = len(cells)
+    head = "\t\x1b[4m" + "\t".join(f"GPU{j}" for j in range(n)) + "\tNIC0\tCPU Affinity\x1b[0m\n"
+    return head + "".join(f"GPU{i}\t" + "\t".join(row) + "\tSYS\t0-63\n" for i, row in enumerate(cells)) + \
+        "\nLegend:\n  X    = Self\n  NV#  = Connection traversing a bonded set of # NVLinks\n"
+
+
+def test_nvidia_smi_gives_gpus_link_rates_and_from_its_matrix_where_links_end(tmp_path):
+    switched = [["X" if i == j else "NV18" for j in range(8)] for i in range(8)]
+    p = probe(tmp_path, smi=fake_smi(tmp_path, 8, 18, _matrix(switched)))
+    f = p["fields"]
+    assert (f["gpus_per_node"], f["intra_fabric"], f["nvlinks_per_gpu"]) == (8, "nvswitch", 18)
+    assert f["intra_GBps_per_gpu"] == pytest.approx(18 * 26.562) and p["from"]["intra_fabric"] == "nvidia-smi"
+    pair = [["X", "NV4"], ["NV4", "X"]]  # two PCIe cards joined by a 4-link bridge
+    f = probe(tmp_path, smi=fake_smi(tmp_path, 2, 4, _matrix(pair)))["fields"]
+    assert f["intra_fabric"] == "nvlink-all-to-all"
+    # no matrix (an old nvidia-smi): the rate of the links is known, not where they end
+    (tmp_path / "topo.txt").unlink()
+    p = probe(tmp_path, smi=fake_smi(tmp_path, 2, 4, None))
+    assert p["fields"]["intra_GBps_per_gpu"] == pytest.approx(4 * 26.562)
     assert "intra_fabric" not in p["fields"] and "nvidia-ml-py" in p["not_detected"]["intra_fabric"]
 
 
@@ -195,6 +219,7 @@ def test_nvml_wins_over_the_dump_field_by_field(tmp_path):
     p = probe(tmp_path, nvml=fake_nvml(switched_gpus(n=4)), topology_dump=str(dump))
     assert p["fields"]["gpus_per_node"] == 4 and p["from"]["gpus_per_node"] == "nvml"
     assert p["from"]["nics_per_node"].startswith("NCCL topology dump")  # sysfs had none
+    assert any(n.startswith(f"gpus_per_node: NCCL topology dump {dump} says 8, nvml said 4") for n in p["notes"])
 
 
 @pytest.mark.parametrize("content, says", [
