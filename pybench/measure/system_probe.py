@@ -279,9 +279,15 @@ def _smi_gpus(smi: str, timeout_s: float) -> tuple[list[GpuLinks], bool]:
             raise ValueError(f"`{args[0]}` exited with status {proc.returncode}")
         return out
 
-    rows = [r.split(",", 1) for r in ask("--query-gpu=pci.bus_id,name", "--format=csv,noheader").splitlines()
-            if "," in r]
-    gpus = [GpuLinks(bus=normal_bus_id(bus), name=name.strip()[:80]) for bus, name in rows]
+    gpus = []
+    for row in ask("--query-gpu=pci.bus_id,name,pcie.link.gen.max,pcie.link.width.max",
+                   "--format=csv,noheader,nounits").splitlines():
+        cells = [c.strip() for c in row.split(",")]
+        if len(cells) < 4:
+            continue
+        gen, width = (int(c) if c.isdigit() else 0 for c in cells[-2:])  # "[N/A]" where not reported
+        gpus.append(GpuLinks(bus=normal_bus_id(cells[0]), name=",".join(cells[1:-2])[:80],
+                             pcie_GBps=pcie_GBps(gen, width)))
     status = ask("nvlink", "-s") if gpus else ""
     blocks = re.split(r"^GPU \d+:", status, flags=re.MULTILINE)[1:]
     for gpu, block in zip(gpus, blocks):

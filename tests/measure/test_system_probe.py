@@ -4,6 +4,8 @@ dumps built in tmp_path (the hardware is absent here), hostile files, and the re
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -86,7 +88,7 @@ def _script(tmp_path: Path, body: str) -> str:
 
 def fake_smi(tmp_path: Path, gpus: int, links: int, matrix: str | None) -> str:
     """An nvidia-smi answering --query-gpu, nvlink -s and (when ``matrix``) topo -m from files."""
-    (tmp_path / "query.txt").write_text("".join(f"00000000:{0x10 + i:02x}:00.0, NVIDIA H100 80GB HBM3\n"
+    (tmp_path / "query.txt").write_text("".join(f"00000000:{0x10 + i:02x}:00.0, NVIDIA H100 80GB HBM3, 5, 16\n"
                                                 for i in range(gpus)))
     (tmp_path / "nvlink.txt").write_text("".join(f"GPU {i}: NVIDIA H100 (UUID: GPU-{i})\n"
                                                  + "".join(f"\t Link {k}: 26.562 GB/s\n" for k in range(links))
@@ -118,6 +120,20 @@ def test_nvidia_smi_gives_gpus_link_rates_and_from_its_matrix_where_links_end(tm
     p = probe(tmp_path, smi=fake_smi(tmp_path, 2, 4, None))
     assert p["fields"]["intra_GBps_per_gpu"] == pytest.approx(4 * 26.562)
     assert "intra_fabric" not in p["fields"] and "nvidia-ml-py" in p["not_detected"]["intra_fabric"]
+    # no NVLink: PCIe at the link nvidia-smi reports (generation 5, 16 lanes)
+    f = probe(tmp_path, smi=fake_smi(tmp_path, 1, 0, None))["fields"]
+    assert (f["gpus_per_node"], f["intra_fabric"], f["intra_GBps_per_gpu"]) == (1, "pcie", 64.0)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_node_the_gpus_and_their_fabric_are_detected():
+    smi = shutil.which("nvidia-smi")
+    listed = subprocess.run([smi, "-L"], capture_output=True, text=True).stdout.count("GPU ") if smi else 0
+    if not listed:
+        pytest.skip("no NVIDIA GPU here (nvidia-smi -L lists none)")
+    p = probe_system(smi_timeout_s=10.0)
+    assert p["fields"]["gpus_per_node"] == listed, p
+    assert "intra_fabric" in p["fields"] and "intra_GBps_per_gpu" in p["fields"], p["not_detected"]
 
 
 def test_a_hanging_or_failing_nvidia_smi_is_a_note_within_its_timeout(tmp_path):
