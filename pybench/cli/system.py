@@ -27,6 +27,7 @@ def add_parsers(subparsers) -> None:
                          "pybench system --detect > here.json && pybench predict model.json --world 16 --nodes 2 "
                          "--system here.json",
                          "pybench system --detect --evidence   # every field, where it came from, what is missing",
+                         "pybench system --recorded ar.json   # the machine a result was measured on",
                          "NCCL_TOPO_DUMP_FILE=topo.xml pybench allreduce ...; pybench system --detect "
                          "--topology-dump topo.xml"))
     p.add_argument("name", nargs="?", default=None, metavar="NAME|FILE",
@@ -38,6 +39,9 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--topology-dump", default=None, metavar="XML",
                    help="with --detect: NCCL's topology dump to read as well (default: the file "
                         "NCCL_TOPO_DUMP_FILE names, if it exists)")
+    p.add_argument("--recorded", default=None, metavar="RESULT",
+                   help="the description of the machine a pybench result file was measured on, from what it "
+                        "recorded (default: none)")
     p.set_defaults(func=run_system)
 
 
@@ -47,6 +51,10 @@ def run_system(args) -> int:
 
     if not args.detect and (args.evidence or args.topology_dump):
         raise UsageError("--evidence and --topology-dump describe this machine: give them with --detect")
+    if args.recorded is not None:
+        if args.detect or args.name is not None:
+            raise UsageError("--recorded describes the machine of a result file: give it alone")
+        return _recorded(args.recorded)
     if args.detect:
         if args.name is not None:
             raise UsageError(f"--detect describes this machine; {args.name!r} names another: give one of them")
@@ -72,4 +80,21 @@ def _detect(args) -> int:
     for note in probe.get("notes", []):
         print(f"pybench: note: {note}", file=sys.stderr)
     print(json.dumps(description.model_dump(exclude_defaults=True), indent=1))
+    return 0
+
+
+def _recorded(path: str) -> int:
+    from pybench.errors import UsageError
+    from pybench.io.files import read_json
+    from pybench.model.system_detect import description_from_probe
+
+    doc = read_json(path)
+    env = doc.get("environment") if isinstance(doc, dict) else None
+    probe = env.get("system") if isinstance(env, dict) else None
+    if not isinstance(probe, dict) or not isinstance(probe.get("fields"), dict):
+        raise UsageError(f"{path} records no detected system (a result of an older pybench, or not a pybench "
+                         "result); run `pybench system --detect` on the machine it was measured on")
+    hosts = doc.get("hosts") if isinstance(doc.get("hosts"), dict) else {}
+    host = str(next(iter(hosts), "")) or None
+    print(json.dumps(description_from_probe(probe, host=host).model_dump(exclude_defaults=True), indent=1))
     return 0

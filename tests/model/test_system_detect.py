@@ -111,3 +111,17 @@ def test_detect_on_this_machine_prints_a_description_or_one_line_exit_2(capsys):
     else:
         assert code == 2 and out == "" and err.startswith("pybench: error: this host cannot be described")
         assert err.count("\n") == 1
+
+
+def test_recorded_turns_a_results_record_into_the_description_of_its_machine(capsys, tmp_path, h100_node):
+    result = tmp_path / "ar.json"
+    result.write_text(json.dumps({"schema": "pybench.result", "hosts": {"node7": 8},
+                                  "environment": {"system": h100_node}}))
+    assert main(["system", "--recorded", str(result)]) == 0
+    path = tmp_path / "node7.json"
+    path.write_text(capsys.readouterr().out)
+    assert load_system(path) == description_from_probe(h100_node, host="node7")
+    result.write_text(json.dumps({"schema": "pybench.result", "environment": {"cpu_model": "x"}}))
+    assert main(["system", "--recorded", str(result)]) == 2
+    err = capsys.readouterr().err
+    assert "records no detected system" in err and err.count("\n") == 1
