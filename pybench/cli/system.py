@@ -96,5 +96,6 @@ def _recorded(path: str) -> int:
                          "result); run `pybench system --detect` on the machine it was measured on")
     hosts = doc.get("hosts") if isinstance(doc.get("hosts"), dict) else {}
     host = str(next(iter(hosts), "")) or None
-    print(json.dumps(description_from_probe(probe, host=host).model_dump(exclude_defaults=True), indent=1))
+    description = description_from_probe(probe, host=host, machine=f"the machine {path} was measured on")
+    print(json.dumps(description.model_dump(exclude_defaults=True), indent=1))
     return 0

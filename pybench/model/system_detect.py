@@ -23,7 +23,7 @@ REQUIRED = ("gpus_per_node", "intra_fabric", "intra_GBps_per_gpu", "nics_per_nod
 OPTIONAL = ("nic_kind",)
 
 
-def description_dict(probe: Mapping[str, Any], host: str | None = None) -> dict[str, Any]:
+def description_dict(probe: Mapping[str, Any], host: str | None = None, machine: str = "this host") -> dict[str, Any]:
     """The detected node as a description file's content; UsageError naming what was not detected."""
     fields = probe.get("fields") or {}
     missing = [name for name in REQUIRED if name not in fields]
@@ -33,7 +33,7 @@ def description_dict(probe: Mapping[str, Any], host: str | None = None) -> dict[
         for name in missing:  # one GPU-less host: one reason for three fields, said once
             by_reason.setdefault(str(reasons.get(name, "not detected")), []).append(name)
         why = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items())
-        raise UsageError(f"this host cannot be described as a GPU system: {why}. Start from a named system "
+        raise UsageError(f"{machine} cannot be described as a GPU system: {why}. Start from a named system "
                          f"(`pybench system dgx-h100 > mine.json`) and edit it, then pass --system mine.json")
     host = host or platform.node() or "this-host"
     sources = probe.get("from") or {}
@@ -58,9 +58,11 @@ def description_dict(probe: Mapping[str, Any], host: str | None = None) -> dict[
     return doc
 
 
-def description_from_probe(probe: Mapping[str, Any], host: str | None = None) -> SystemDescription:
-    """The validated description of a probed node; UsageError in one line when it cannot be one."""
-    doc = description_dict(probe, host)
+def description_from_probe(probe: Mapping[str, Any], host: str | None = None,
+                           machine: str = "this host") -> SystemDescription:
+    """The validated description of a probed node; UsageError in one line, naming ``machine``, when
+    it cannot be one."""
+    doc = description_dict(probe, host, machine)
     try:
         return system_from_dict(doc, "the detected system")
     except FileFormatError as exc:  # a detected figure outside the validator's bounds
