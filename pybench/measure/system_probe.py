@@ -43,6 +43,8 @@ MAX_LISTED_NICS = 16
 # wait longer than this for it (`pybench system --detect` allows more).
 RECORD_SMI_TIMEOUT_S = 0.5
 ARPHRD_INFINIBAND = "32"  # /sys/class/net/*/type of an IPoIB interface: the HCA is counted once, as RDMA
+# The figures of a system description a node can show, in SystemDescription's names.
+DESCRIBED = ("gpus_per_node", "intra_fabric", "intra_GBps_per_gpu", "nics_per_node", "nic_Gbps", "nic_kind")
 NOT_FROM_A_HOST = {
     "rail_optimised": "a property of the switch fabric between nodes, which one host cannot see",
     "nvlink_domain_gpus": "the NVLink domain beyond this node (NVL72) is not read: one node is assumed unless "
@@ -415,17 +417,20 @@ def probe_system(*, sysfs_root: str | Path = "/sys", proc_root: str | Path = "/p
     fakes of both. ``topology_dump`` defaults to the file ``NCCL_TOPO_DUMP_FILE`` names.
     """
     found = _Found()
-    try:
-        probe_nics(Path(sysfs_root), found)
-        module = _import_nvml() if nvml == "import" else nvml
-        smi = shutil.which("nvidia-smi") if nvidia_smi == "PATH" else nvidia_smi
-        probe_gpus(found, module if not isinstance(module, str) else None, smi, smi_timeout_s)
-        dump = topology_dump if topology_dump is not None else os.environ.get("NCCL_TOPO_DUMP_FILE")
-        if dump:
-            probe_topology_dump(dump, found)
-        probe_cpu(Path(proc_root), found)
-    except Exception as exc:  # a result is never lost to the description of its machine
-        found.note(f"detection stopped: {type(exc).__name__}: {str(exc)[:160]}")
+    module = _import_nvml() if nvml == "import" else nvml
+    smi = shutil.which("nvidia-smi") if nvidia_smi == "PATH" else nvidia_smi
+    dump = topology_dump if topology_dump is not None else os.environ.get("NCCL_TOPO_DUMP_FILE")
+    steps = {"NICs": lambda: probe_nics(Path(sysfs_root), found),
+             "GPUs": lambda: probe_gpus(found, module if not isinstance(module, str) else None, smi, smi_timeout_s),
+             "NCCL topology dump": lambda: probe_topology_dump(dump, found) if dump else None,
+             "CPUs": lambda: probe_cpu(Path(proc_root), found)}
+    for what, step in steps.items():
+        try:
+            step()
+        except Exception as exc:  # a result is never lost to the description of its machine; the next step runs
+            found.note(f"detecting the {what} stopped: {type(exc).__name__}: {str(exc)[:160]}")
+    for name in DESCRIBED:  # a step that stopped early still leaves every figure detected or named
+        found.miss(name, "detection stopped early: see the notes")
     for name, why in NOT_FROM_A_HOST.items():
         found.miss(name, why)
     return found.to_dict()

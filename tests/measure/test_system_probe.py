@@ -288,3 +288,15 @@ def test_a_probe_that_breaks_inside_is_recorded_as_a_note(tmp_path):
             raise RuntimeError("boom")
     p = probe(tmp_path, nvml=Exploding())
     assert "boom" in p["not_detected"]["gpus_per_node"]
+
+
+def test_a_step_that_breaks_is_a_note_and_the_other_steps_still_run(tmp_path, monkeypatch):
+    import pybench.measure.system_probe as probe_module
+
+    def broken(*_):
+        raise TypeError("an unforeseen sysfs layout")
+    monkeypatch.setattr(probe_module, "_ethernet_ports", broken)
+    p = probe(tmp_path, nvml=fake_nvml(switched_gpus(n=2)))
+    assert "detecting the NICs stopped: TypeError: an unforeseen sysfs layout" in p["notes"]
+    assert p["fields"]["gpus_per_node"] == 2 and p["fields"]["cpu_cores"] == os.cpu_count()
+    assert p["not_detected"]["nics_per_node"] == "detection stopped early: see the notes"
