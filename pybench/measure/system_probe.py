@@ -225,9 +225,20 @@ def _s(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+# NVML's remote device types (nvml.h NVML_NVLINK_DEVICE_TYPE_*): 0 GPU, 1 IBM NPU, 2 switch, 0xFF
+# unknown. A GPU or an unknown end is told by its bus id (resolve_remotes), so a GPU of another
+# node is never taken for one of this node.
+_NVML_REMOTE = {1: "other", 2: "switch"}
+
+
 def _nvml_gpus(nvml: ModuleType) -> list[GpuLinks]:
     """Every GPU NVML sees with its active NVLinks; NVMLError from nvmlInit propagates."""
-    err = nvml.NVMLError
+    def ask(call: str, *args: Any) -> Any:
+        try:
+            return getattr(nvml, call)(*args)
+        except nvml.NVMLError:  # a call this GPU or driver does not support: that figure stays unknown
+            return None
+
     nvml.nvmlInit()
     try:
         gpus = []
@@ -236,25 +247,15 @@ def _nvml_gpus(nvml: ModuleType) -> list[GpuLinks]:
             gpu = GpuLinks(bus=normal_bus_id(_s(nvml.nvmlDeviceGetPciInfo(h).busId)),
                            name=_s(nvml.nvmlDeviceGetName(h))[:80])
             for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-                try:
-                    if nvml.nvmlDeviceGetNvLinkState(h, link) != 1:  # NVML_FEATURE_ENABLED
-                        continue
-                except err:
-                    continue  # a link this GPU does not have
-                rate, remote, peer = None, "unknown", None
-                try:
-                    rate = NVLINK_GBPS_BY_NVML_VERSION.get(int(nvml.nvmlDeviceGetNvLinkVersion(h, link)))
-                    peer = normal_bus_id(_s(nvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
-                    remote = {0: "unknown", 2: "switch"}.get(nvml.nvmlDeviceGetNvLinkRemoteDeviceType(h, link),
-                                                             "other")
-                except err:
-                    pass  # older drivers lack the remote type: the peer's bus id still tells a GPU
-                gpu.links.append(Link(remote, peer, rate))
-            try:
-                gpu.pcie_GBps = pcie_GBps(nvml.nvmlDeviceGetMaxPcieLinkGeneration(h),
-                                          nvml.nvmlDeviceGetMaxPcieLinkWidth(h))
-            except err:
-                pass
+                if ask("nvmlDeviceGetNvLinkState", h, link) != 1:  # NVML_FEATURE_ENABLED; None: no such link
+                    continue
+                version = ask("nvmlDeviceGetNvLinkVersion", h, link)
+                pci = ask("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
+                remote = _NVML_REMOTE.get(ask("nvmlDeviceGetNvLinkRemoteDeviceType", h, link), "unknown")
+                gpu.links.append(Link(remote, normal_bus_id(_s(pci.busId)) if pci is not None else None,
+                                      NVLINK_GBPS_BY_NVML_VERSION.get(version) if version is not None else None))
+            gen, width = ask("nvmlDeviceGetMaxPcieLinkGeneration", h), ask("nvmlDeviceGetMaxPcieLinkWidth", h)
+            gpu.pcie_GBps = pcie_GBps(gen, width) if gen is not None and width is not None else None
             gpus.append(gpu)
         return gpus
     finally:
