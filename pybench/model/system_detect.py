@@ -23,12 +23,16 @@ REQUIRED = ("gpus_per_node", "intra_fabric", "intra_GBps_per_gpu", "nics_per_nod
 OPTIONAL = ("nic_kind",)
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def description_dict(probe: Mapping[str, Any], host: str | None = None, machine: str = "this host") -> dict[str, Any]:
     """The detected node as a description file's content; UsageError naming what was not detected."""
-    fields = probe.get("fields") or {}
+    fields = _mapping(probe.get("fields"))
     missing = [name for name in REQUIRED if name not in fields]
     if missing:
-        reasons = probe.get("not_detected") or {}
+        reasons = _mapping(probe.get("not_detected"))
         by_reason: dict[str, list[str]] = {}
         for name in missing:  # one GPU-less host: one reason for three fields, said once
             by_reason.setdefault(str(reasons.get(name, "not detected")), []).append(name)
@@ -36,10 +40,10 @@ def description_dict(probe: Mapping[str, Any], host: str | None = None, machine:
         raise UsageError(f"{machine} cannot be described as a GPU system: {why}. Start from a named system "
                          f"(`pybench system dgx-h100 > mine.json`) and edit it, then pass --system mine.json")
     host = host or platform.node() or "this-host"
-    sources = probe.get("from") or {}
+    sources = _mapping(probe.get("from"))
     provenance = "; ".join(f"{name} from {sources.get(name, '?')}" for name in (*REQUIRED, *OPTIONAL)
                            if name in fields)
-    unknown = sorted(set(probe.get("not_detected") or {}))
+    unknown = sorted(str(k) for k in _mapping(probe.get("not_detected")))
     description = f"{fields.get('gpu_name', 'GPUs')}, detected on {host}"
     if unknown:
         description += f"; not detected (file defaults apply): {', '.join(unknown)}"
@@ -47,11 +51,8 @@ def description_dict(probe: Mapping[str, Any], host: str | None = None, machine:
         "name": f"detected-{host}"[:80],
         "description": description[:400],
         "source": f"detected by pybench {__version__} on {host}: {provenance}"[:800],
-        "gpus_per_node": int(fields["gpus_per_node"]),
-        "intra_fabric": fields["intra_fabric"],
-        "intra_GBps_per_gpu": float(fields["intra_GBps_per_gpu"]),
-        "nics_per_node": int(fields["nics_per_node"]),
-        "nic_Gbps": float(fields["nic_Gbps"]),
+        # as recorded: the validator, not a cast, says when a record (a result file) holds a bad value
+        **{name: fields[name] for name in REQUIRED},
     }
     if fields.get("nic_kind"):
         doc["nic_kind"] = fields["nic_kind"]

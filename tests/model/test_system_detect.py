@@ -125,6 +125,11 @@ def test_recorded_turns_a_results_record_into_the_description_of_its_machine(cap
     assert main(["system", "--recorded", str(result)]) == 2
     err = capsys.readouterr().err
     assert "records no detected system" in err and err.count("\n") == 1
+    hostile = dict(h100_node, fields=dict(h100_node["fields"], gpus_per_node="eight"), not_detected=[1])
+    result.write_text(json.dumps({"schema": "pybench.result", "hosts": [], "environment": {"system": hostile}}))
+    assert main(["system", "--recorded", str(result)]) == 2
+    err = capsys.readouterr().err
+    assert "gpus_per_node" in err and err.count("\n") == 1 and "Traceback" not in err
     gpu_less = probe_system(sysfs_root=tmp_path / "none", proc_root=tmp_path, nvml=None, nvidia_smi=None)
     result.write_text(json.dumps({"schema": "pybench.result", "environment": {"system": gpu_less}}))
     assert main(["system", "--recorded", str(result)]) == 2
