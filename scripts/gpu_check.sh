@@ -223,7 +223,7 @@ PY
 st_gpu_tests() {
   needs_gpu
   "$PY" -m pytest -q -rs -p no:cacheprovider -m gpu tests/measure/test_gpu_nccl.py \
-    tests/measure/test_gpu_nccl_setup.py tests/test_cuda_module.py
+    tests/measure/test_gpu_nccl_setup.py tests/test_cuda_module.py tests/measure/test_system_probe.py
 }
 
 st_cpu_tests() {

@@ -20,6 +20,7 @@ from pybench.cli import models as cli_models
 from pybench.cli import planning as cli_planning
 from pybench.cli import profile as cli_profile
 from pybench.cli import reports as cli_reports
+from pybench.cli import system as cli_system
 from pybench.cli.parser import Parser, run, subcommands
 from pybench.collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from pybench.errors import BackendUnavailable, UsageError
@@ -344,6 +345,8 @@ def _cmd_env(args) -> int:
                          f"sm {d['compute_capability']})")
     else:
         lines.append(f"gpu:      none ({gpu.get('no_gpu_reason')})")
+    from pybench.measure.system_probe import probe_summary
+    lines.append(f"system:   {probe_summary(env['system'])} (`pybench system --detect --evidence` says from where)")
     lines.append("backends: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in env["backends"].items()))
     lines.append(machine_line(env).lstrip("# ").replace("machine: ", "machine:  ", 1).replace(" at start", ""))
     print("\n".join(lines))
@@ -405,6 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_planning.add_parsers(sub)
     cli_reports.add_parsers(sub)
     cli_profile.add_parsers(sub)
+    cli_system.add_parsers(sub)
     return parser
 
 

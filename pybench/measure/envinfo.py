@@ -12,6 +12,7 @@ from typing import Any
 from pybench import __version__
 from pybench._native import build_info
 from pybench.errors import BackendUnavailable
+from pybench.measure.system_probe import recorded_system
 
 
 @cache
@@ -141,6 +142,8 @@ def environment(include_gpu: bool = True) -> dict[str, Any]:
         "build": build_info(),
         "mpi": mpi_summary(),
         "machine": machine_load(),
+        # GPUs, NVLinks, NICs and CPUs with where each came from: the system this result ran on
+        "system": recorded_system(),
     }
     if include_gpu:
         env["gpu"] = gpu_summary()

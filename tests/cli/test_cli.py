@@ -41,6 +41,9 @@ def test_allreduce_prints_a_nccl_tests_table_and_writes_complete_files(pybench_c
     assert doc["world_size"] == 2 and sum(doc["hosts"].values()) == 2
     assert doc["environment"]["mpi"]["library"].startswith("Open MPI")
     assert doc["environment"]["cpu_model"]
+    # the node as detected, each figure with its source (sysfs, NVML, /proc, os.cpu_count)
+    system = doc["environment"]["system"]
+    assert system["fields"]["cpu_cores"] >= 1 and set(system["from"]) == set(system["fields"])
     assert doc["command"][:2] == ["pybench", "allreduce"]
     for rec in doc["records"]:
         assert rec["wrong"] == 0 and rec["iterations"] >= 5
