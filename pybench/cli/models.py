@@ -70,7 +70,7 @@ def add_parsers(subparsers) -> None:
                         "needs it)")
     p.add_argument("--system", default=None, metavar="NAME|FILE",
                    help="the hardware the logs ran on: a named system (dgx-h100, aws-p5, gb200-nvl72, ...; "
-                        "`pybench predict --system list` lists them) or a description file; recorded in the model, "
+                        "`pybench system` lists them) or a description file; recorded in the model, "
                         "it prices the link classes the logs did not measure and bounds the layouts")
     p.add_argument("--min-points", type=_min_points, default=None, metavar="K",
                    help="fewest sizes in one piece (default 4)")
