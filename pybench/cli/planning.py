@@ -168,7 +168,7 @@ def run_ccr(args: argparse.Namespace) -> int:
 
 
 def _comm_bytes(args: argparse.Namespace) -> int | None:
-    """Bytes per value of the gradient exchange: --comm-dtype, else None (the gradients' dtype)."""
+    """Bytes per value of the gradient exchange and parameter gathers: --comm-dtype, else None (defaults)."""
     return None if args.comm_dtype is None else _COMM_DTYPE_BYTES[args.comm_dtype]
 
 
@@ -248,8 +248,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-flash-attention", action="store_true",
                    help="count attention-score activations (5 a s / h term)")
     p.add_argument("--comm-dtype", choices=tuple(_COMM_DTYPE_BYTES), default=None,
-                   help="dtype of the gradient exchange (default: the gradients' dtype, bf16 with --bytes-per-param "
-                        "16, fp32 with 18); parameters and activations travel as bf16")
+                   help="dtype of the gradient exchange and of ZeRO's parameter all-gathers (default: the "
+                        "gradients' dtype, bf16 with --bytes-per-param 16, fp32 with 18, and the bf16 weights); "
+                        "tensor- and pipeline-parallel activations keep the compute precision (bf16)")
 
 
 def _add_output_args(p: argparse.ArgumentParser, what: str) -> None:

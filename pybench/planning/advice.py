@@ -277,7 +277,7 @@ def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int) -> t
     else:
         reason = "max_world"
     bounds = SearchBounds(max_world, reason, world_sizes(g, max_world), batch_sizes(ev.batch, max_batch), limit,
-                          STRATEGIES_WEIGHED)
+                          STRATEGIES_WEIGHED, gpus_per_node=g)
     try:
         return search_layouts(ev.cfg, ev.models, bounds, ev.batch)
     except UsageError as exc:
@@ -311,8 +311,9 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     (whole nodes, or the devices a layout uses); ``global_batch_limit`` (sequences) bounds the
     micro-batches searched and sets the global-batch line; ``links`` are presets for link classes
     the model file lacks; ``bytes_per_param`` is 16 (bf16 gradients) or 18 (fp32 gradients, no
-    distributed optimizer); ``comm_bytes_per_value`` prices the gradient exchange (default: the
-    gradients' dtype under ``bytes_per_param``); ``straggler_cv`` and ``slow_node`` add the wait
+    distributed optimizer); ``comm_bytes_per_value`` prices the gradient exchange and ZeRO's parameter
+    all-gathers (default: the gradients' dtype under ``bytes_per_param``, and the bf16 weights;
+    tensor- and pipeline-parallel activations stay bf16); ``straggler_cv`` and ``slow_node`` add the wait
     for the slowest rank to every row.
 
     Returns
@@ -344,7 +345,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                           overlap=overlap, flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                           price_per_device_hour=price_per_device_hour, memory_headroom=memory_headroom,
                           bytes_per_param=bytes_per_param, straggler_cv=straggler_cv, slow_node=slow_node,
-                          comm_bytes_per_value=comm_bytes_per_value)
+                          comm_bytes_per_value=comm_bytes_per_value, param_comm_bytes_per_value=comm_bytes_per_value)
     ev = _Inputs(cfg, CachedModels(given), batch)
     rows, bounds = _search(ev, max_world, max_batch, global_batch_limit)
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, seq, batch),
@@ -379,6 +380,6 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     if r is not None and r.global_batch > global_batch_limit:
         records.append(GlobalBatchAdvice("above the limit", r, seq, global_batch_limit))
     records.sort(key=lambda a: RULE_ORDER.index(a.rule))
-    notes = tuple(warnings) + tuple(n for n in grid_notes(cfg, ev.models, rows) if n not in warnings)
+    notes = tuple(warnings) + tuple(n for n in grid_notes(cfg, ev.models, rows, searched=True) if n not in warnings)
     return Plan(verdict, tuple(records), one, tuple(rows), r, notes, target_samples_per_s, choice.met,
-                bounds.max_world, memory_headroom, tuple(warnings), bounds)
+                bounds.max_world, memory_headroom, tuple(warnings), bounds, cfg.comm_dtypes())

@@ -4,20 +4,30 @@ Dimensions, all of them weighed (issue 25):
 
 - strategy: ddp, zero1, zero2, zero3, tp inside one node, pp alone, tp+dp with every
   tensor-parallel degree that divides the node, and tp x pp x dp with every such degree and
-  every pipeline depth (powers of two up to the layers), on whole nodes or an equal share of one;
-- world: powers of two up to the node, then whole nodes doubling, up to ``max_world``;
-- micro-batch: powers of two from 1 to ``max_batch`` (and the user's batch), while the global
-  batch stays within ``global_batch_limit`` (the user's own batch is always kept);
+  every pipeline depth (powers of two up to the layers). tp+dp and tp x pp x dp run on any world
+  their tp x pp divides: part of a node (tp2 x dp3 on 6 of 8 devices) or whole nodes and part of
+  one (tp4 x dp3 on 12); a tp group never straddles two nodes because its degree divides the node.
+- world: every device count of one node, then whole nodes, every count up to
+  ``EVERY_NODE_COUNT_UP_TO`` nodes and doubling beyond, up to ``max_world``.
+- micro-batch and gradient accumulation: every per-replica batch S (sequences per optimizer step,
+  powers of two, the global batch within ``global_batch_limit``) split as micro-batch b (powers of
+  two up to ``max_batch``) x m micro-batches. Without a pipeline only two splits of each S are
+  priced: the largest b that fits without checkpointing and the largest that fits at all. The
+  others are provably no better: at a fixed S a smaller b computes the same FLOPs and communicates
+  no less (the gradient exchange is the same and hides under a shorter last backward; zero3's
+  gathers and tp's all-reduces go once per micro-batch). With a pipeline every split is priced:
+  more micro-batches shrink the bubble but add calls. The user's own micro-batch (with the default
+  micro-batch count) is always kept.
 - activation checkpointing: where a layout needs it to fit. Where it fits without, checkpointing
   only adds a third to compute, so such a row can never be the better choice and is not timed.
 
 Memory is checked first (arithmetic); only the layouts that fit are priced, and the fitted
-models' answers are kept per (collective, size, ranks, link class), so the search costs a few
-hundred step estimates, not thousands of model calls.
+models' answers are kept per (collective, size, ranks, link class).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,9 +35,22 @@ from pybench.errors import UsageError
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
 from pybench.planning.step import StepEstimate, default_micro_batches, estimate_step
-from pybench.planning.strategies import INTER, Workload, make_layout, memory_per_device
+from pybench.planning.strategies import (
+    INTER,
+    Layout,
+    MemoryEstimate,
+    MemoryFit,
+    Workload,
+    make_layout,
+    memory_per_device,
+)
 
-__all__ = ["SearchBounds", "CachedModels", "search_layouts", "world_sizes", "batch_sizes", "prices_inter_node"]
+__all__ = ["SearchBounds", "CachedModels", "search_layouts", "world_sizes", "batch_sizes", "prices_inter_node",
+           "EVERY_NODE_COUNT_UP_TO"]
+
+# Whole-node counts are all searched up to here (the default max_world is 8 nodes of 8), then doubled:
+# beyond it, one node more or less is within the models' own error of the step time.
+EVERY_NODE_COUNT_UP_TO = 8
 
 
 class CachedModels(ModelSet):
@@ -60,20 +83,19 @@ def prices_inter_node(models: ModelSet, gpus_per_node: int) -> bool:
 
 
 def world_sizes(gpus_per_node: int, max_world: int) -> tuple[int, ...]:
-    """Powers of two below one node, then whole nodes doubling, up to ``max_world``."""
-    worlds, w = [], 1
-    while w < gpus_per_node and w <= max_world:
-        worlds.append(w)
-        w *= 2
-    w = gpus_per_node
-    while w <= max_world:
-        worlds.append(w)
-        w *= 2
+    """Every device count of one node, every whole-node count up to ``EVERY_NODE_COUNT_UP_TO``,
+    then whole nodes doubling, up to ``max_world``."""
+    g = gpus_per_node
+    worlds = list(range(1, min(g, max_world) + 1))
+    nodes = 2
+    while nodes * g <= max_world:
+        worlds.append(nodes * g)
+        nodes = nodes + 1 if nodes < EVERY_NODE_COUNT_UP_TO else nodes * 2
     return tuple(worlds)
 
 
 def batch_sizes(batch: int, max_batch: int) -> tuple[int, ...]:
-    """Powers of two from 1 to ``max_batch``, and the user's ``batch``."""
+    """Micro-batches: powers of two from 1 to ``max_batch``, and the user's ``batch``."""
     out, b = {batch}, 1
     while b <= max_batch:
         out.add(b)
@@ -85,27 +107,24 @@ def _degrees(gpus_per_node: int) -> list[int]:
     return [t for t in range(1, gpus_per_node + 1) if gpus_per_node % t == 0]
 
 
-def _candidates(g: int, layers: int, worlds: tuple[int, ...]) -> list[tuple[str, int, int | None, int | None]]:
+def _candidates(g: int, layers: int, worlds: tuple[int, ...]) -> Iterator[tuple[str, int, int | None, int | None]]:
     """(strategy, world, tp degree, pp degree) for every layout the strategies allow at these worlds."""
-    out: list[tuple[str, int, int | None, int | None]] = []
+    degrees = _degrees(g)
     for w in worlds:
-        out.append(("ddp", w, None, None))
+        yield ("ddp", w, None, None)
         if w > 1:
-            out += [("zero1", w, None, None), ("zero2", w, None, None), ("zero3", w, None, None)]
-        if 1 < w < g:
-            out.append(("tp", w, None, None))
+            yield from (("zero1", w, None, None), ("zero2", w, None, None), ("zero3", w, None, None))
+        if 1 < w < g and w in degrees:
+            yield ("tp", w, None, None)
         if 1 < w <= layers:
-            out.append(("pp", w, None, None))
-        if w % g == 0 or g % w == 0:  # whole nodes, or an equal share of one
-            # tp alone (dp 1) inside a node is weighed above as "tp"
-            out += [("tp+dp", w, t, None) for t in _degrees(g) if t > 1 and w % t == 0 and (w >= g or t < w)]
-            p = 2
-            while p <= layers and p <= w:
-                # tp 1 with dp 1 is pp alone, weighed above
-                out += [("tp+pp+dp", w, t, p) for t in _degrees(g)
-                        if w % (t * p) == 0 and not (t == 1 and w == p)]
-                p *= 2
-    return out
+            yield ("pp", w, None, None)
+        # tp alone (dp 1) inside a node is weighed above as "tp"
+        yield from (("tp+dp", w, t, None) for t in degrees if t > 1 and w % t == 0 and (w >= g or t < w))
+        p = 2
+        while p <= layers and p <= w:
+            # tp 1 with dp 1 is pp alone, weighed above
+            yield from (("tp+pp+dp", w, t, p) for t in degrees if w % (t * p) == 0 and not (t == 1 and w == p))
+            p *= 2
 
 
 @dataclass(frozen=True)
@@ -120,18 +139,54 @@ class SearchBounds:
     strategies: tuple[str, ...]
     layouts_tried: int = 0
     rows_fitting: int = 0
+    gpus_per_node: int = 8
+    every_node_count_up_to: int = EVERY_NODE_COUNT_UP_TO
+    accumulation: str = ("per-replica batch S (powers of two, global batch within global_batch_limit) as "
+                         "micro-batch b x m micro-batches; without a pipeline the largest b that fits without "
+                         "checkpointing and the largest that fits at all (smaller b is no better), with one "
+                         "every split")
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "worlds": list(self.worlds), "batches": list(self.batches),
                 "strategies": list(self.strategies)}
 
 
+def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
+            memory: Callable[[int, int], MemoryEstimate]) -> Iterator[tuple[int, int]]:
+    """(micro-batch, micro-batches) pairs worth pricing for ``layout`` (see the module docstring)."""
+    seen: set[tuple[int, int]] = set()
+
+    def once(pair: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        if pair not in seen:
+            seen.add(pair)
+            yield pair
+
+    if memory(user_batch, user_m).fits_at_all:
+        yield from once((user_batch, user_m))
+    largest = bounds.global_batch_limit // layout.dp  # sequences per replica per step
+    micro = [b for b in bounds.batches if b & (b - 1) == 0]  # powers of two divide every larger S
+    S = 1
+    while S <= largest:
+        fitting = [b for b in micro if b <= S]
+        if layout.pp > 1:
+            for b in fitting:
+                if memory(b, S // b).fits_at_all:
+                    yield from once((b, S // b))
+        else:
+            plain = [b for b in fitting if memory(b, S // b).fits is MemoryFit.FITS]
+            any_fit = [b for b in fitting if memory(b, S // b).fits_at_all]
+            for b in {max(plain, default=0), max(any_fit, default=0)} - {0}:
+                yield from once((b, S // b))
+        S *= 2
+
+
 def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds,
                    user_batch: int) -> tuple[list[StepEstimate], SearchBounds]:
     """Every layout within ``bounds`` that fits in memory, priced; and the bounds with the counts.
 
-    ``cfg`` supplies everything but the layout (its strategies, worlds, batches and degrees are
-    ignored). Rows are sorted by world, strategy and batch.
+    ``cfg`` supplies everything but the layout (its strategies, worlds, batches, degrees and
+    micro-batch count are ignored). Rows are sorted by world, strategy, degrees, micro-batch and
+    micro-batch count.
 
     Raises
     ------
@@ -139,49 +194,53 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds,
         When a layout that fits cannot be priced (no model for its collective and link class).
     """
     g, layers = cfg.gpus_per_node, cfg.shape.layers
-    configs: dict[tuple[int | None, int | None], CcrConfig] = {}
-    estimates: dict[tuple[str, int | None, int | None, int, int], StepEstimate] = {}
+    configs: dict[tuple[int | None, int | None, int], CcrConfig] = {}
+    estimates: dict[tuple[str, int | None, int | None, int, int, int], StepEstimate] = {}
 
-    def estimate(strategy: str, tp: int | None, pp: int | None, world: int, batch: int) -> StepEstimate:
-        key = (strategy, tp, pp, world, batch)
+    def estimate(strategy: str, tp: int | None, pp: int | None, world: int, batch: int, m: int) -> StepEstimate:
+        key = (strategy, tp, pp, world, batch, m)
         if key not in estimates:
-            if (tp, pp) not in configs:
-                configs[(tp, pp)] = replace(cfg, tp_degree=tp, pp_degree=pp)
-            c = configs[(tp, pp)]
-            estimates[key] = estimate_step(c, models, strategy, world, batch)
+            if (tp, pp, m) not in configs:
+                configs[(tp, pp, m)] = replace(cfg, tp_degree=tp, pp_degree=pp, micro_batches=m)
+            estimates[key] = estimate_step(configs[(tp, pp, m)], models, strategy, world, batch)
         return estimates[key]
 
     rows: list[StepEstimate] = []
     tried = 0
+    base = replace(cfg, micro_batches=None)
     for strategy, world, tp, pp in _candidates(g, layers, bounds.worlds):
         layout = make_layout(strategy, world, g, tp, layers, pp)
-        m = default_micro_batches(cfg, layout)
-        for b in bounds.batches:
-            tried += 1
-            if b != user_batch and b * m * layout.dp > bounds.global_batch_limit:
-                continue
-            work = Workload(cfg.params, cfg.shape, cfg.seq, b, m, cfg.grad_bytes_per_value)
-            mem = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention,
-                                    cfg.memory_headroom, cfg.bytes_per_param)
-            if not mem.fits_at_all:
-                if b >= user_batch:
-                    break  # memory only grows with the batch
-                continue
-            row = estimate(strategy, tp, pp, world, b)
+        user_m = default_micro_batches(base, layout)
+        sized: dict[tuple[int, int], MemoryEstimate] = {}
+        asked: set[tuple[int, int]] = set()
+
+        def memory(b: int, m: int, layout: Layout = layout, sized: dict = sized, asked: set = asked) -> MemoryEstimate:
+            asked.add((b, m))
+            # Memory depends on m only through the pipeline's micro-batches in flight.
+            key = (b, min(m, layout.pp))
+            if key not in sized:
+                work = Workload(cfg.params, cfg.shape, cfg.seq, b, key[1], cfg.grad_bytes_per_value)
+                sized[key] = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention,
+                                               cfg.memory_headroom, cfg.bytes_per_param)
+            return sized[key]
+
+        for b, m in _splits(layout, user_batch, user_m, bounds, memory):
+            row = estimate(strategy, tp, pp, world, b, m)
             rows.append(_with_node_efficiency(row, estimate, strategy, tp, pp, g))
-    rows.sort(key=lambda r: (r.world, r.strategy, r.layout.tp, r.layout.pp, r.batch))
+        tried += len(asked)
+    rows.sort(key=lambda r: (r.world, r.strategy, r.layout.tp, r.layout.pp, r.batch, r.micro_batches))
     return rows, replace(bounds, layouts_tried=tried, rows_fitting=len(rows))
 
 
 def _with_node_efficiency(row: StepEstimate, estimate: Any, strategy: str, tp: int | None, pp: int | None,
                           g: int) -> StepEstimate:
-    """Scaling efficiency against one node running the same layout (where one node can)."""
+    """Scaling efficiency against one node running the same layout and micro-batches (where one node can)."""
     w = row.world
     if w == g:
         return replace(row, efficiency_vs_node=1.0)
     if w > g and w % g == 0:
         try:
-            node = estimate(strategy, tp, pp, g, row.batch)
+            node = estimate(strategy, tp, pp, g, row.batch, row.micro_batches)
         except UsageError:
             return row
         return replace(row, efficiency_vs_node=row.samples_per_s / (w / g * node.samples_per_s))

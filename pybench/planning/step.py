@@ -288,7 +288,7 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     g = cfg.gpus_per_node if gpus_per_node is None else gpus_per_node
     layout = make_layout(strategy, world, g, cfg.tp_degree, cfg.shape.layers, cfg.pp_degree)
     m = default_micro_batches(cfg, layout)
-    work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.grad_bytes_per_value)
+    work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.grad_bytes_per_value, cfg.param_bytes_per_value)
     timed = tuple(OpTime(op, shared_time(models, op, op.size_bytes,
                                          models.time(op.collective, op.size_bytes, op.group_size, op.link_class),
                                          sharing_groups(layout, op), layout.world))

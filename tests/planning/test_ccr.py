@@ -237,7 +237,7 @@ def test_missing_model_is_one_line_usage_error():
     ({"batch": 0}, "at least 1"),
     ({"batch": "1,x"}, "whole number"),
     ({"world": ""}, "empty|whole number"),
-    ({"strategy": "tp+dp", "world": 3}, "multiple of gpus_per_node"),
+    ({"strategy": "tp+dp", "world": 3}, "multiple of the tensor-parallel degree"),
     ({"strategy": "tp", "world": 4}, "inside one node"),
     ({"gpus_per_node": 0}, "gpus_per_node"),
     ({"bucket_mb": 0}, "bucket_mb must be positive"),
