@@ -186,10 +186,11 @@ def _batch_advice(rows: list[StepEstimate], choice: Choice, need: Need, max_batc
     if r is None:
         return None
     same = [x for x in rows if x.strategy == r.strategy and x.world == r.world and x.layout == r.layout]
+    # The user's row: their micro-batch at the fewest micro-batches (the default count).
+    mine = min((x for x in same if x.batch == need.batch), key=lambda x: x.micro_batches, default=None)
+    if mine is not None and mine != r:
+        return BatchAdvice(BatchVerdict.ADOPTED, mine, need.batch, r.batch, max_batch, r)
     if r.batch != need.batch:
-        mine = [x for x in same if x.batch == need.batch]
-        if mine:
-            return BatchAdvice(BatchVerdict.ADOPTED, mine[0], need.batch, r.batch, max_batch, r)
         return None
     if r.decisive_band == Band.FITS:
         return None

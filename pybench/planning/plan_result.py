@@ -117,7 +117,8 @@ def devices(n: int) -> str:
 
 def micro(r: StepEstimate) -> str:
     """``micro-batch 2``, or ``micro-batch 2 x 4 micro-batches`` when a step accumulates several."""
-    return f"micro-batch {r.batch}" if r.micro_batches == 1 else f"micro-batch {r.batch} x {r.micro_batches} micro-batches"
+    many = "" if r.micro_batches == 1 else f" x {r.micro_batches} micro-batches"
+    return f"micro-batch {r.batch}{many}"
 
 
 def wait_share(r: StepEstimate) -> float:
@@ -229,10 +230,10 @@ def _batch(a: BatchAdvice) -> str:
                 f"device, {x.samples_per_s:.2f} samples/s, {fmt_gb(x.memory.needed_bytes)}/device")
     if a.verdict == BatchVerdict.ADOPTED and a.at is not None:
         x = a.at
-        return (f"micro-batch {a.tried_batch} per device is recommended, not the {a.batch} asked for: "
+        return (f"{micro(x)} per device is recommended, not the {micro(r)} asked for: "
                 f"{x.strategy} on {devices(x.world)} gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
-                f"({x.decisive_band}), where at micro-batch {a.batch} it gives {r.samples_per_s:.2f} at "
-                f"{r.comm_fraction:.2f} ({start}); the global batch grows with it")
+                f"({x.decisive_band}), where at {micro(r)} it gives {r.samples_per_s:.2f} at "
+                f"{r.comm_fraction:.2f} ({start}); the global batch grows with it, to {x.global_batch} sequences")
     if a.verdict == BatchVerdict.STOPS_FITTING:
         return (f"a larger batch does not help here: at batch {a.tried_batch} {where} no longer fits in memory, "
                 f"and up to batch {a.tried_batch // 2} the band stays {start}")

@@ -4,20 +4,26 @@ Dimensions, all of them weighed (issue 25):
 
 - strategy: ddp, zero1, zero2, zero3, tp inside one node, pp alone, tp+dp with every
   tensor-parallel degree that divides the node, and tp x pp x dp with every such degree and
-  every pipeline depth (powers of two up to the layers). tp+dp and tp x pp x dp run on any world
-  their tp x pp divides: part of a node (tp2 x dp3 on 6 of 8 devices) or whole nodes and part of
-  one (tp4 x dp3 on 12); a tp group never straddles two nodes because its degree divides the node.
+  every pipeline depth (powers of two up to the layers). tp+dp and tp x pp x dp run on every
+  searched world their tp x pp divides, part of a node included (tp2 x dp3 on 6 of 8 devices); a tp
+  group never straddles two nodes because its degree divides the node.
 - world: every device count of one node, then whole nodes, every count up to
   ``EVERY_NODE_COUNT_UP_TO`` nodes and doubling beyond, up to ``max_world``.
-- micro-batch and gradient accumulation: every per-replica batch S (sequences per optimizer step,
-  powers of two, the global batch within ``global_batch_limit``) split as micro-batch b (powers of
-  two up to ``max_batch``) x m micro-batches. Without a pipeline only two splits of each S are
-  priced: the largest b that fits without checkpointing and the largest that fits at all. The
-  others are provably no better: at a fixed S a smaller b computes the same FLOPs and communicates
-  no less (the gradient exchange is the same and hides under a shorter last backward; zero3's
-  gathers and tp's all-reduces go once per micro-batch). With a pipeline every split is priced:
-  more micro-batches shrink the bubble but add calls. The user's own micro-batch (with the default
-  micro-batch count) is always kept.
+- micro-batch and gradient accumulation: micro-batch b (powers of two up to ``max_batch``) x m
+  micro-batches per step, the global batch within ``global_batch_limit``. Only the splits that
+  can win are priced; the others are no faster, no cheaper and no less comm-bound, because:
+  - at a fixed b (and fixed memory) the step time is affine in m (compute, the wait and the
+    per-micro-batch calls grow with m, the once-per-step exchange does not), so samples/s, cost
+    per sample and the comm fraction are monotone in m: the best is at an end of m's range;
+  - without a pipeline, at a fixed per-replica batch S a smaller b computes the same FLOPs and
+    communicates no less (the same exchange under a shorter last backward, more calls), and at a
+    fixed m a larger b amortises the same calls over more work;
+  so without a pipeline the largest b that fits without checkpointing and the largest that fits
+  at all are priced, each at m = 1 and at the most micro-batches within the limit. With a
+  pipeline every b is priced (a smaller b shrinks the bubble but adds calls), at every m up to
+  the stages (memory grows with the micro-batches in flight) and at the most. The user's own
+  micro-batch, with the default count (1, or 4 x stages with a pipeline), is always priced too.
+  tests/planning/test_plan_search.py prices every split of several layouts to check this.
 - activation checkpointing: where a layout needs it to fit. Where it fits without, checkpointing
   only adds a third to compute, so such a row can never be the better choice and is not timed.
 
@@ -141,10 +147,11 @@ class SearchBounds:
     rows_fitting: int = 0
     gpus_per_node: int = 8
     every_node_count_up_to: int = EVERY_NODE_COUNT_UP_TO
-    accumulation: str = ("per-replica batch S (powers of two, global batch within global_batch_limit) as "
-                         "micro-batch b x m micro-batches; without a pipeline the largest b that fits without "
-                         "checkpointing and the largest that fits at all (smaller b is no better), with one "
-                         "every split")
+    accumulation: str = ("micro-batch b x m micro-batches per step, global batch within global_batch_limit; "
+                         "without a pipeline the largest b that fits without checkpointing and the largest that "
+                         "fits at all, each at m = 1 and the most m (the rest are no better); with a pipeline "
+                         "every b at every m up to the stages and the most; and the user's micro-batch at the "
+                         "default count")
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "worlds": list(self.worlds), "batches": list(self.batches),
@@ -154,30 +161,28 @@ class SearchBounds:
 def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
             memory: Callable[[int, int], MemoryEstimate]) -> Iterator[tuple[int, int]]:
     """(micro-batch, micro-batches) pairs worth pricing for ``layout`` (see the module docstring)."""
-    seen: set[tuple[int, int]] = set()
-
-    def once(pair: tuple[int, int]) -> Iterator[tuple[int, int]]:
-        if pair not in seen:
-            seen.add(pair)
-            yield pair
-
+    pairs: list[tuple[int, int]] = []
     if memory(user_batch, user_m).fits_at_all:
-        yield from once((user_batch, user_m))
-    largest = bounds.global_batch_limit // layout.dp  # sequences per replica per step
-    micro = [b for b in bounds.batches if b & (b - 1) == 0]  # powers of two divide every larger S
-    S = 1
-    while S <= largest:
-        fitting = [b for b in micro if b <= S]
-        if layout.pp > 1:
-            for b in fitting:
-                if memory(b, S // b).fits_at_all:
-                    yield from once((b, S // b))
+        pairs.append((user_batch, user_m))
+    most = bounds.global_batch_limit // layout.dp  # sequences per replica per step
+    if most >= 1:
+        S = 1 << (most.bit_length() - 1)  # the largest power of two within the limit
+        micro = [b for b in bounds.batches if b & (b - 1) == 0 and b <= S]  # powers of two divide S
+        if layout.pp == 1:
+            # Memory does not depend on m here: the largest micro-batch that fits, without checkpointing
+            # and at all, each at both ends of its range of micro-batch counts.
+            plain = max((b for b in micro if memory(b, 1).fits is MemoryFit.FITS), default=0)
+            any_fit = max((b for b in micro if memory(b, 1).fits_at_all), default=0)
+            pairs += [(b, m) for b in sorted({plain, any_fit} - {0}) for m in (1, S // b)]
         else:
-            plain = [b for b in fitting if memory(b, S // b).fits is MemoryFit.FITS]
-            any_fit = [b for b in fitting if memory(b, S // b).fits_at_all]
-            for b in {max(plain, default=0), max(any_fit, default=0)} - {0}:
-                yield from once((b, S // b))
-        S *= 2
+            # Up to p micro-batches in flight: every count to p (memory changes there), then the most.
+            for b in micro:
+                counts = [m for m in (1 << k for k in range(layout.pp.bit_length() + 1)) if m <= min(layout.pp, S // b)]
+                fitting = [m for m in [*counts, S // b] if memory(b, m).fits_at_all]
+                if not fitting:
+                    break  # a larger micro-batch needs more memory still
+                pairs += [(b, m) for m in fitting]
+    yield from dict.fromkeys(pairs)
 
 
 def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds,

@@ -50,10 +50,12 @@ def test_the_two_node_log_alone_evaluates_every_layout_with_an_upper_bound(two_n
     assert {("tp+dp", w) for w in (8, 16, 32, 64)} <= worlds
     assert any("upper bound" in n and "--link" in n for n in p.notes)
     with_preset = plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12, links=["nvlink3"])
-    bound = {(r.strategy, r.world): r.comm_s for r in p.rows}
+    def key(r):
+        return r.layout, r.batch, r.micro_batches
+    bound = {key(r): r.comm_s for r in p.rows}
     for r in with_preset.rows:  # NVLink is faster than the bound: a preset never prices above it
-        if (r.strategy, r.world) in bound and r.layout.nodes == 1:
-            assert r.comm_s <= bound[(r.strategy, r.world)] * 1.0001
+        if key(r) in bound and r.layout.nodes == 1:
+            assert r.comm_s <= bound[key(r)] * 1.0001
     assert main(["plan", "--params", "7B", "--model", two_node_model, "--tflops", "250"]) == 0
     assert "upper bound" in capsys.readouterr().out
 
