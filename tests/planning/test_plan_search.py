@@ -299,6 +299,40 @@ def test_fp32_gradients_are_priced_as_fp32_in_the_exchange(h100n, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def test_the_comm_dtype_prices_every_exchange_it_affects_and_activations_keep_bf16(h100n, tmp_path, capsys):
+    """--comm-dtype fp32 priced only the gradient exchange: ZeRO's parameter gathers stayed bf16."""
+    P = 1_300_000_000
+
+    def sizes(strategy, world=16, **kw):
+        (row,) = ccr("1.3B", 2048, 1, world, strategy, models=h100n, flops_per_s=400e12, **kw).rows
+        return {o.op.purpose: o.op.size_bytes for o in row.ops}
+
+    assert sizes("zero1", comm_bytes_per_value=4) == {"gradients": 4 * P, "parameters (after step)": 4 * P}
+    z3 = sizes("zero3", comm_bytes_per_value=4)
+    assert z3["parameters (forward)"] == z3["parameters (backward)"] == z3["gradients"] == 4 * P
+    # without a comm dtype the weights are gathered as they are held (bf16), whatever the gradients' dtype
+    assert sizes("zero1", bytes_per_param=18) == {"gradients": 4 * P, "parameters (after step)": 2 * P}
+    # tensor- and pipeline-parallel activations keep the compute precision
+    acts = {k: v for k, v in sizes("tp+pp+dp", tp_degree=4, pp_degree=2, comm_bytes_per_value=4).items()
+            if k.startswith("activations")}
+    assert acts and acts == {k: v for k, v in sizes("tp+pp+dp", tp_degree=4, pp_degree=2).items()
+                             if k.startswith("activations")}
+    out = tmp_path / "plan.json"
+    args = ["plan", "--params", "1.3B", "--model", h100n, "--tflops", "400", "--max-world", "8"]
+    assert main([*args, "--comm-dtype", "fp32", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["comm_bytes_per_value"] == {
+        "gradients": 4, "parameters (zero all-gathers)": 4, "activations (tp, pp)": 2}
+    assert main(["ccr", "--params", "1.3B", "--model", h100n, "--tflops", "400", "--strategy", "zero1",
+                 "--comm-dtype", "fp32", "--json", str(tmp_path / "ccr.json")]) == 0
+    config = json.loads((tmp_path / "ccr.json").read_text())["config"]
+    assert (config["comm_bytes_per_value"], config["param_comm_bytes_per_value"]) == (4, 4)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "ZeRO's parameter all-gathers" in said and "activations keep the compute precision" in said
+
+
 # --- 9. the nearest is the nearest ---------------------------------------------------------------------
 
 def test_an_unreachable_target_recommends_the_fastest_of_every_layout_and_says_the_bound(h100n):
