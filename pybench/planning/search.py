@@ -20,8 +20,9 @@ Dimensions, all of them weighed (issue 25):
     fixed m a larger b amortises the same calls over more work;
   so without a pipeline the largest b that fits without checkpointing and the largest that fits
   at all are priced, each at m = 1 and at the most micro-batches within the limit. With a
-  pipeline every b is priced (a smaller b shrinks the bubble but adds calls), at every m up to
-  the stages (memory grows with the micro-batches in flight) and at the most. The user's own
+  pipeline every b is priced (a smaller b shrinks the bubble but adds calls), at the fewest and
+  the most micro-batches that fit without checkpointing, and the same of those that fit only with
+  it (memory grows with the micro-batches in flight, up to the stages). The user's own
   micro-batch, with the default count (1, or 4 x stages with a pipeline), is always priced too.
   tests/planning/test_plan_search.py prices every split of several layouts to check this.
 - activation checkpointing: where a layout needs it to fit. Where it fits without, checkpointing
@@ -60,7 +61,8 @@ EVERY_NODE_COUNT_UP_TO = 8
 
 
 class CachedModels(ModelSet):
-    """A ModelSet that asks its models once per (collective, size, ranks, link class).
+    """A ModelSet that asks its models once per (collective, size, ranks, link class), and keeps the step
+    model's time of each exchange of a layout (the search prices one layout at many micro-batches).
 
     It shares the wrapped set's models and notes (notes it adds are the wrapped set's too).
     """
@@ -68,6 +70,8 @@ class CachedModels(ModelSet):
     def __init__(self, inner: ModelSet) -> None:
         self.__dict__.update(inner.__dict__)
         self._answers: dict[tuple[str, float, int, str], CommTime] = {}
+        # The step model's answers per layout and exchange (pybench.planning.step), kept for this search.
+        self.step_cache: dict[tuple[Any, ...], Any] = {}
 
     def time(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime:
         key = (collective, float(size_bytes), int(world), link_class)
@@ -150,8 +154,8 @@ class SearchBounds:
     accumulation: str = ("micro-batch b x m micro-batches per step, global batch within global_batch_limit; "
                          "without a pipeline the largest b that fits without checkpointing and the largest that "
                          "fits at all, each at m = 1 and the most m (the rest are no better); with a pipeline "
-                         "every b at every m up to the stages and the most; and the user's micro-batch at the "
-                         "default count")
+                         "every b at the fewest and most m that fit with and without checkpointing; and the "
+                         "user's micro-batch at the default count")
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "worlds": list(self.worlds), "batches": list(self.batches),
@@ -175,13 +179,15 @@ def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
             any_fit = max((b for b in micro if memory(b, 1).fits_at_all), default=0)
             pairs += [(b, m) for b in sorted({plain, any_fit} - {0}) for m in (1, S // b)]
         else:
-            # Up to p micro-batches in flight: every count to p (memory changes there), then the most.
+            # Memory grows with the micro-batches in flight (up to p): the ends of the counts that fit
+            # without checkpointing and of those that fit only with it.
             for b in micro:
-                counts = [m for m in (1 << k for k in range(layout.pp.bit_length() + 1)) if m <= min(layout.pp, S // b)]
-                fitting = [m for m in [*counts, S // b] if memory(b, m).fits_at_all]
-                if not fitting:
+                counts = [1 << k for k in range((S // b).bit_length())]
+                plain_m = [m for m in counts if memory(b, m).fits is MemoryFit.FITS]
+                ckpt_m = [m for m in counts if memory(b, m).fits is MemoryFit.WITH_CHECKPOINTING]
+                if not plain_m and not ckpt_m:
                     break  # a larger micro-batch needs more memory still
-                pairs += [(b, m) for m in fitting]
+                pairs += [(b, m) for group in (plain_m, ckpt_m) if group for m in (group[0], group[-1])]
     yield from dict.fromkeys(pairs)
 
 
