@@ -25,7 +25,10 @@ from pybench.planning.strategies import (
 )
 from pybench.planning.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
-__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list"]
+__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list", "COMM_BYTES_PER_VALUE"]
+
+# Bytes per value of the communication dtypes ccr and plan price (--comm-dtype): bf16 or fp16, fp32.
+COMM_BYTES_PER_VALUE = (2, 4)
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,11 @@ def _check_config(c: CcrConfig) -> None:
     """One-line UsageError naming the field that cannot be used."""
     if c.bytes_per_param not in ACCOUNTINGS:
         raise UsageError(f"bytes_per_param must be one of {', '.join(map(str, ACCOUNTINGS))}, got {c.bytes_per_param}")
+    for name in ("comm_bytes_per_value", "param_comm_bytes_per_value"):
+        value = getattr(c, name)
+        if value is not None and (isinstance(value, bool) or value not in COMM_BYTES_PER_VALUE):
+            raise UsageError(f"comm_bytes_per_value must be one of {', '.join(map(str, COMM_BYTES_PER_VALUE))} "
+                             f"(bytes per value: 2 for bf16 or fp16, 4 for fp32), got {value!r}")
     for name in ("params", "seq", "gpus_per_node", "comm_bytes_per_value"):
         if getattr(c, name) is None or getattr(c, name) < 1:
             raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")

@@ -411,6 +411,16 @@ def test_bad_python_arguments_to_ccr_are_usage_errors(h100n, kw, said):
         ccr("1.3B", 2048, 1, 8, "ddp", models=h100n, flops_per_s=400e12, **kw)
 
 
+@pytest.mark.parametrize("value", ["fp32", 3, 2.5, math.inf, True])
+def test_a_comm_dtype_that_is_not_one_is_a_usage_error_in_ccr_and_plan(h100n, value):
+    """comm_bytes_per_value='fp32' raised TypeError, and 3 or 2.5 bytes per value were priced."""
+    said = "comm_bytes_per_value must be one of 2, 4"
+    with pytest.raises(UsageError, match=said):
+        ccr("1.3B", 2048, 1, 8, "zero1", models=h100n, flops_per_s=400e12, comm_bytes_per_value=value)
+    with pytest.raises(UsageError, match=said):
+        plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, max_world=8, comm_bytes_per_value=value)
+
+
 @pytest.mark.parametrize("extra, said", [
     (["--price-per-device-hour", "0"], "argument --price-per-device-hour: '0' must be more than 0"),
     (["--price-per-device-hour", "2", "--price-per-node-hour", "16"], "not both"),
