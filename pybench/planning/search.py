@@ -205,15 +205,15 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds,
         When a layout that fits cannot be priced (no model for its collective and link class).
     """
     g, layers = cfg.gpus_per_node, cfg.shape.layers
-    configs: dict[tuple[int | None, int | None, int], CcrConfig] = {}
+    configs: dict[tuple[int | None, int | None], CcrConfig] = {}
     estimates: dict[tuple[str, int | None, int | None, int, int, int], StepEstimate] = {}
 
     def estimate(strategy: str, tp: int | None, pp: int | None, world: int, batch: int, m: int) -> StepEstimate:
         key = (strategy, tp, pp, world, batch, m)
         if key not in estimates:
-            if (tp, pp, m) not in configs:
-                configs[(tp, pp, m)] = replace(cfg, tp_degree=tp, pp_degree=pp, micro_batches=m)
-            estimates[key] = estimate_step(configs[(tp, pp, m)], models, strategy, world, batch)
+            if (tp, pp) not in configs:
+                configs[(tp, pp)] = replace(cfg, tp_degree=tp, pp_degree=pp, micro_batches=None)
+            estimates[key] = estimate_step(configs[(tp, pp)], models, strategy, world, batch, micro_batches=m)
         return estimates[key]
 
     rows: list[StepEstimate] = []
