@@ -317,11 +317,14 @@ def _add_plan_parser(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "plan", help="advice: scale up or out, and how (DDP, ZeRO, TP/PP), with the figures",
         description="Checks memory on one device, then searches every layout (DDP, ZeRO-1/2/3, TP, PP, TP x PP "
-                    "x DP) on up to --max-world devices at micro-batches up to --max-batch, and recommends the "
-                    "cheapest per sample that meets the named need (--target-samples-per-s, or memory that does "
-                    "not fit one node) without being comm-bound; among equals, fewer nodes. Without a need it "
-                    "stays on one node. Every step quotes CCR, samples/s, scaling efficiency and memory from the "
-                    "fitted models and the measured compute.")
+                    "x DP; every device count of a node, then whole nodes) on up to --max-world devices, at "
+                    "micro-batches up to --max-batch with gradient accumulation (micro-batches per step) to "
+                    "global batches within --global-batch-limit, with activation checkpointing where a layout "
+                    "needs it, and recommends the cheapest per sample that meets the named need "
+                    "(--target-samples-per-s, or memory that does not fit one node) without being comm-bound; "
+                    "among equals, fewer nodes. Without a need it stays on one node. Every step quotes CCR, "
+                    "samples/s, scaling efficiency and memory from the fitted models and the measured compute; "
+                    "the plan states the bounds it searched.")
     _add_shape_args(r, None)
     r.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     r.add_argument("--batch", type=_count, default=1, help="micro-batch size per replica (default 1)")
@@ -330,7 +333,8 @@ def _add_plan_parser(subparsers: Any) -> None:
                    help="largest world size searched (default 64, or one node when the model file prices no "
                         "inter-node link)")
     r.add_argument("--max-batch", type=_count, default=64,
-                   help="largest micro-batch per device searched (default 64)")
+                   help="largest micro-batch per device searched (default 64); the micro-batches per step "
+                        "(gradient accumulation, pipeline micro-batches) are searched too")
     r.add_argument("--peak-tflops", type=_positive, default=None,
                    help="the device's datasheet peak, as a reference only: below 40%% of it the plan says to fix "
                         "utilisation before adding nodes")
@@ -350,8 +354,9 @@ def _add_plan_parser(subparsers: Any) -> None:
     r.add_argument("--price-per-device-hour", type=_positive,
                    help="price of one device per hour (instead of --price-per-node-hour)")
     r.add_argument("--global-batch-limit", type=_count, default=1024, metavar="SEQUENCES",
-                   help="above this global batch (dp x micro-batch x micro-batches) the plan says what it asks of "
-                        "the learning rate and warm-up (default 1024)")
+                   help="the largest global batch (dp x micro-batch x micro-batches) searched, the user's own "
+                        "micro-batch excepted; above it the plan says what it asks of the learning rate and "
+                        "warm-up (default 1024)")
     _add_output_args(r, "the plan")
     r.set_defaults(func=run_plan)
 
