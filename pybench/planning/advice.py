@@ -116,7 +116,8 @@ def _fits_one_device(rows: list[StepEstimate], batch: int, g: int) -> list[Advic
     node = _at(rows, batch, strategy="ddp", world=g)
     if node:
         found.append(ScaleUpAdvice("fill one node", g, node[0]))
-    multi = tuple(r for r in _at(rows, batch, strategy="ddp") if r.world > g)
+    # the user's micro-batch at its default count: one row per world (rows are sorted by micro-batch count)
+    multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp")) if r.world > g}.values())[::-1]
     if multi:
         fine = [r for r in multi if good(r)]
         last = fine[-1].world if fine else None
