@@ -332,8 +332,8 @@ def _search(a: SearchAdvice) -> str:
             f"nodes or part of one; every pipeline depth up to the layers) on {_worlds(b)}{why}, micro-batch "
             f"{b.batches[0]}-{b.batches[-1]} (max_batch) with gradient accumulation to every global batch within "
             f"{b.global_batch_limit} sequences (global_batch_limit), activation checkpointing where a layout needs "
-            f"it: {b.rows_fitting} of the {b.layouts_tried} layouts, micro-batches and accumulation steps checked "
-            f"fit in memory and were priced")
+            f"it: {b.layouts_tried} combinations of layout, micro-batch and micro-batches per step checked against "
+            f"memory, {b.rows_fitting} priced (those that fit and could win; the others are provably no better)")
     if a.bounded:
         said += f"; the answer is bounded by {devices(b.max_world)}: more may do better"
     return said
