@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import SHARED_DATA
+from shared_models import fitted
 
 from pybench.cli.main import main
 from pybench.errors import UsageError
@@ -21,20 +22,12 @@ A100_NODE = [SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{n}gpu.csv" for 
 
 @pytest.fixture(scope="module")
 def two_node_model(tmp_path_factory):
-    if not A100_2NODE.exists():
-        pytest.skip(f"shared logs not found at {SHARED_DATA}")
-    path = tmp_path_factory.mktemp("models") / "a100_2node.json"
-    assert main(["fit", str(A100_2NODE), "-o", str(path)]) == 0
-    return str(path)
+    return fitted(tmp_path_factory, "a100n", [A100_2NODE])
 
 
 @pytest.fixture(scope="module")
 def one_node_model(tmp_path_factory):
-    if not all(p.exists() for p in A100_NODE):
-        pytest.skip("vTrain fixtures not found")
-    path = tmp_path_factory.mktemp("models") / "a100_node.json"
-    assert main(["fit", *map(str, A100_NODE), "-o", str(path)]) == 0
-    return str(path)
+    return fitted(tmp_path_factory, "a100_node", A100_NODE)
 
 
 def test_the_two_node_log_alone_evaluates_every_layout_with_an_upper_bound(two_node_model, capsys):

@@ -11,12 +11,15 @@ from dataclasses import replace
 
 import pytest
 from conftest import SHARED_DATA
+from shared_models import fitted
 
 from pybench.cli.main import main
 from pybench.errors import UsageError
 from pybench.planning.advice import plan
 from pybench.planning.bands import Band
+from pybench.planning.config import make_ccr_config
 from pybench.planning.grid import ccr
+from pybench.planning.model_set import as_model_set
 from pybench.planning.records import (
     BatchAdvice,
     BatchVerdict,
@@ -25,8 +28,6 @@ from pybench.planning.records import (
     OneDevice,
     ScalingAdvice,
 )
-from pybench.planning.config import make_ccr_config
-from pybench.planning.model_set import as_model_set
 from pybench.planning.step import estimate_step
 from pybench.planning.strategies import MemoryFit, Workload, make_layout, memory_per_device
 from pybench.planning.transformer import shape_for_params
@@ -38,11 +39,7 @@ A100_NODE = [SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{n}gpu.csv" for 
 
 
 def _fit(tmp_path_factory, name, logs):
-    if not all(p.exists() for p in logs):
-        pytest.skip(f"shared logs not found at {SHARED_DATA}")
-    path = tmp_path_factory.mktemp("models") / f"{name}.json"
-    assert main(["fit", *map(str, logs), "-o", str(path)]) == 0
-    return str(path)
+    return fitted(tmp_path_factory, name, logs)  # once per session, shared with test_plan_from_one_log
 
 
 @pytest.fixture(scope="module")
