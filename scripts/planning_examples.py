@@ -40,8 +40,10 @@ EXAMPLES = [
      "ccr --params 7B --seq 4096 --batch 1,4 --world 8,16,64 --gpus-per-node 8 --strategy ddp,zero3,tp+dp "
      "--model h100n.json --tflops 400 --overlap --price-per-node-hour 98"),
     ("7B with a throughput target",
-     "The plan weighs every layout within its bounds and recommends the cheapest per sample that meets "
-     "the target without being comm-bound.",
+     "The plan weighs every layout within its bounds (strategy, tp, pp, dp, micro-batch and gradient "
+     "accumulation, checkpointing) and recommends the cheapest per sample that meets the target without "
+     "being comm-bound. Accumulating micro-batches lets a small micro-batch fit without checkpointing while "
+     "the step amortises the gradient exchange.",
      "plan --params 7B --seq 4096 --model h100n.json --tflops 400 --target-samples-per-s 66.3"),
     ("A target out of reach",
      "Nothing within `--max-world` reaches it: the nearest is the fastest layout searched, and the plan "

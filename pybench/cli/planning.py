@@ -168,7 +168,7 @@ def run_ccr(args: argparse.Namespace) -> int:
 
 
 def _comm_bytes(args: argparse.Namespace) -> int | None:
-    """Bytes per value of the gradient exchange: --comm-dtype, else None (the gradients' dtype)."""
+    """Bytes per value of the gradient exchange and parameter gathers: --comm-dtype, else None (defaults)."""
     return None if args.comm_dtype is None else _COMM_DTYPE_BYTES[args.comm_dtype]
 
 
@@ -248,8 +248,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-flash-attention", action="store_true",
                    help="count attention-score activations (5 a s / h term)")
     p.add_argument("--comm-dtype", choices=tuple(_COMM_DTYPE_BYTES), default=None,
-                   help="dtype of the gradient exchange (default: the gradients' dtype, bf16 with --bytes-per-param "
-                        "16, fp32 with 18); parameters and activations travel as bf16")
+                   help="dtype of the gradient exchange and of ZeRO's parameter all-gathers (default: the "
+                        "gradients' dtype, bf16 with --bytes-per-param 16, fp32 with 18, and the bf16 weights); "
+                        "tensor- and pipeline-parallel activations keep the compute precision (bf16)")
 
 
 def _add_output_args(p: argparse.ArgumentParser, what: str) -> None:
@@ -321,11 +322,14 @@ def _add_plan_parser(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "plan", help="advice: scale up or out, and how (DDP, ZeRO, TP/PP), with the figures",
         description="Checks memory on one device, then searches every layout (DDP, ZeRO-1/2/3, TP, PP, TP x PP "
-                    "x DP) on up to --max-world devices at micro-batches up to --max-batch, and recommends the "
-                    "cheapest per sample that meets the named need (--target-samples-per-s, or memory that does "
-                    "not fit one node) without being comm-bound; among equals, fewer nodes. Without a need it "
-                    "stays on one node. Every step quotes CCR, samples/s, scaling efficiency and memory from the "
-                    "fitted models and the measured compute.",
+                    "x DP; every device count of a node, then whole nodes) on up to --max-world devices, at "
+                    "micro-batches up to --max-batch with gradient accumulation (micro-batches per step) to "
+                    "global batches within --global-batch-limit, with activation checkpointing where a layout "
+                    "needs it, and recommends the cheapest per sample that meets the named need "
+                    "(--target-samples-per-s, or memory that does not fit one node) without being comm-bound; "
+                    "among equals, fewer nodes. Without a need it stays on one node. Every step quotes CCR, "
+                    "samples/s, scaling efficiency and memory from the fitted models and the measured compute; "
+                    "the plan states the bounds it searched.",
         epilog="examples:\n  pybench plan --params 7B --seq 4096 --model h100.json --tflops 400 "
                "--target-samples-per-s 60   # h100.json: see `pybench fit --help`",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -337,7 +341,8 @@ def _add_plan_parser(subparsers: Any) -> None:
                    help="largest world size searched (default 64, or one node when the model file prices no "
                         "inter-node link)")
     r.add_argument("--max-batch", type=_count, default=64,
-                   help="largest micro-batch per device searched (default 64)")
+                   help="largest micro-batch per device searched (default 64); the micro-batches per step "
+                        "(gradient accumulation, pipeline micro-batches) are searched too")
     r.add_argument("--peak-tflops", type=_positive, default=None,
                    help="the device's datasheet peak, as a reference only: below 40%% of it the plan says to fix "
                         "utilisation before adding nodes")
@@ -357,8 +362,9 @@ def _add_plan_parser(subparsers: Any) -> None:
     r.add_argument("--price-per-device-hour", type=_positive,
                    help="price of one device per hour (instead of --price-per-node-hour)")
     r.add_argument("--global-batch-limit", type=_count, default=1024, metavar="SEQUENCES",
-                   help="above this global batch (dp x micro-batch x micro-batches) the plan says what it asks of "
-                        "the learning rate and warm-up (default 1024)")
+                   help="the largest global batch (dp x micro-batch x micro-batches) searched, the user's own "
+                        "micro-batch excepted; above it the plan says what it asks of the learning rate and "
+                        "warm-up (default 1024)")
     _add_output_args(r, "the plan")
     r.set_defaults(func=run_plan)
 

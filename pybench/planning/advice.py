@@ -116,7 +116,8 @@ def _fits_one_device(rows: list[StepEstimate], batch: int, g: int) -> list[Advic
     node = _at(rows, batch, strategy="ddp", world=g)
     if node:
         found.append(ScaleUpAdvice("fill one node", g, node[0]))
-    multi = tuple(r for r in _at(rows, batch, strategy="ddp") if r.world > g)
+    # the user's micro-batch at its default count: one row per world (rows are sorted by micro-batch count)
+    multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp")) if r.world > g}.values())[::-1]
     if multi:
         fine = [r for r in multi if good(r)]
         last = fine[-1].world if fine else None
@@ -186,10 +187,11 @@ def _batch_advice(rows: list[StepEstimate], choice: Choice, need: Need, max_batc
     if r is None:
         return None
     same = [x for x in rows if x.strategy == r.strategy and x.world == r.world and x.layout == r.layout]
+    # The user's row: their micro-batch at the fewest micro-batches (the default count).
+    mine = min((x for x in same if x.batch == need.batch), key=lambda x: x.micro_batches, default=None)
+    if mine is not None and mine != r:
+        return BatchAdvice(BatchVerdict.ADOPTED, mine, need.batch, r.batch, max_batch, r)
     if r.batch != need.batch:
-        mine = [x for x in same if x.batch == need.batch]
-        if mine:
-            return BatchAdvice(BatchVerdict.ADOPTED, mine[0], need.batch, r.batch, max_batch, r)
         return None
     if r.decisive_band == Band.FITS:
         return None
@@ -277,7 +279,7 @@ def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int) -> t
     else:
         reason = "max_world"
     bounds = SearchBounds(max_world, reason, world_sizes(g, max_world), batch_sizes(ev.batch, max_batch), limit,
-                          STRATEGIES_WEIGHED)
+                          STRATEGIES_WEIGHED, gpus_per_node=g)
     try:
         return search_layouts(ev.cfg, ev.models, bounds, ev.batch)
     except UsageError as exc:
@@ -311,8 +313,9 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     (whole nodes, or the devices a layout uses); ``global_batch_limit`` (sequences) bounds the
     micro-batches searched and sets the global-batch line; ``links`` are presets for link classes
     the model file lacks; ``bytes_per_param`` is 16 (bf16 gradients) or 18 (fp32 gradients, no
-    distributed optimizer); ``comm_bytes_per_value`` prices the gradient exchange (default: the
-    gradients' dtype under ``bytes_per_param``); ``straggler_cv`` and ``slow_node`` add the wait
+    distributed optimizer); ``comm_bytes_per_value`` prices the gradient exchange and ZeRO's parameter
+    all-gathers (default: the gradients' dtype under ``bytes_per_param``, and the bf16 weights;
+    tensor- and pipeline-parallel activations stay bf16); ``straggler_cv`` and ``slow_node`` add the wait
     for the slowest rank to every row.
 
     Returns
@@ -344,7 +347,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                           overlap=overlap, flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                           price_per_device_hour=price_per_device_hour, memory_headroom=memory_headroom,
                           bytes_per_param=bytes_per_param, straggler_cv=straggler_cv, slow_node=slow_node,
-                          comm_bytes_per_value=comm_bytes_per_value)
+                          comm_bytes_per_value=comm_bytes_per_value, param_comm_bytes_per_value=comm_bytes_per_value)
     ev = _Inputs(cfg, CachedModels(given), batch)
     rows, bounds = _search(ev, max_world, max_batch, global_batch_limit)
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, seq, batch),
@@ -379,6 +382,6 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     if r is not None and r.global_batch > global_batch_limit:
         records.append(GlobalBatchAdvice("above the limit", r, seq, global_batch_limit))
     records.sort(key=lambda a: RULE_ORDER.index(a.rule))
-    notes = tuple(warnings) + tuple(n for n in grid_notes(cfg, ev.models, rows) if n not in warnings)
+    notes = tuple(warnings) + tuple(n for n in grid_notes(cfg, ev.models, rows, searched=True) if n not in warnings)
     return Plan(verdict, tuple(records), one, tuple(rows), r, notes, target_samples_per_s, choice.met,
-                bounds.max_world, memory_headroom, tuple(warnings), bounds)
+                bounds.max_world, memory_headroom, tuple(warnings), bounds, cfg.comm_dtypes())

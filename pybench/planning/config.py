@@ -16,10 +16,20 @@ from typing import Any
 from pybench.errors import UsageError
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.overlap import OverlapProfile
-from pybench.planning.strategies import ACCOUNTINGS, MEMORY_HEADROOM, canonical_strategy, grad_comm_bytes
+from pybench.planning.strategies import (
+    ACCOUNTINGS,
+    MEMORY_HEADROOM,
+    WIRE_BYTES_PER_VALUE,
+    canonical_strategy,
+    grad_comm_bytes,
+)
 from pybench.planning.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
-__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list"]
+__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list", "COMM_BYTES_PER_VALUE"]
+
+# Bytes per value of the communication dtypes ccr and plan price: bf16 or fp16, fp32 (--comm-dtype),
+# and fp64 (a profiled double-precision model's gradients, pybench.profile.predict).
+COMM_BYTES_PER_VALUE = (2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,10 @@ class CcrConfig:
     comm_bytes_per_value : int
         Bytes per value of the gradient exchange; None (the default) takes the gradients' dtype
         from ``bytes_per_param`` (2 for 16 B/param, 4 for 18).
+    param_comm_bytes_per_value : int, optional
+        Bytes per value of ZeRO's parameter all-gathers; None (the default) gathers the bf16
+        weights (2). ``ccr`` and ``plan`` set it with ``comm_bytes_per_value`` when the user chose a
+        communication dtype. Tensor- and pipeline-parallel activations stay at bf16.
     device_memory_bytes : float
     flash_attention : bool
     price_per_node_hour, big_node_gpus, big_node_price_per_hour : optional
@@ -86,6 +100,7 @@ class CcrConfig:
     explicit_buckets: tuple[float, ...] | None = None
     recompute: bool = False
     comm_bytes_per_value: int | None = None
+    param_comm_bytes_per_value: int | None = None
     device_memory_bytes: float = 80e9
     flash_attention: bool = True
     price_per_node_hour: float | None = None
@@ -107,6 +122,16 @@ class CcrConfig:
     def grad_bytes_per_value(self) -> int:
         """Bytes per value of the gradient exchange (resolved from the accounting when not given)."""
         return self.comm_bytes_per_value or grad_comm_bytes(self.bytes_per_param)
+
+    @property
+    def param_bytes_per_value(self) -> int:
+        """Bytes per value of ZeRO's parameter all-gathers (the bf16 weights unless a comm dtype was chosen)."""
+        return self.param_comm_bytes_per_value or WIRE_BYTES_PER_VALUE
+
+    def comm_dtypes(self) -> dict[str, int]:
+        """Bytes per value of each kind of exchange, as the JSON records them."""
+        return {"gradients": self.grad_bytes_per_value, "parameters (zero all-gathers)": self.param_bytes_per_value,
+                "activations (tp, pp)": WIRE_BYTES_PER_VALUE}
 
     def cost_per_hour(self, world: int, gpus_per_node: int | None = None) -> float | None:
         """What ``world`` devices cost per hour: per device when priced so, else whole nodes."""
@@ -132,13 +157,18 @@ def _check_config(c: CcrConfig) -> None:
     """One-line UsageError naming the field that cannot be used."""
     if c.bytes_per_param not in ACCOUNTINGS:
         raise UsageError(f"bytes_per_param must be one of {', '.join(map(str, ACCOUNTINGS))}, got {c.bytes_per_param}")
+    for name in ("comm_bytes_per_value", "param_comm_bytes_per_value"):
+        value = getattr(c, name)
+        if value is not None and (isinstance(value, bool) or value not in COMM_BYTES_PER_VALUE):
+            raise UsageError(f"comm_bytes_per_value must be one of {', '.join(map(str, COMM_BYTES_PER_VALUE))} "
+                             f"(bytes per value: 2 for bf16 or fp16, 4 for fp32), got {value!r}")
     for name in ("params", "seq", "gpus_per_node", "comm_bytes_per_value"):
         if getattr(c, name) is None or getattr(c, name) < 1:
             raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")
     for name in ("batches", "worlds", "strategies"):
         if not getattr(c, name):
             raise UsageError(f"{name} is empty")
-    for name in ("micro_batches", "tp_degree", "pp_degree", "big_node_gpus"):
+    for name in ("micro_batches", "tp_degree", "pp_degree", "big_node_gpus", "param_comm_bytes_per_value"):
         if getattr(c, name) is not None and getattr(c, name) < 1:
             raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")
     for name in ("flops_per_s", "bucket_bytes", "device_memory_bytes"):

@@ -109,7 +109,8 @@ def _breakevens(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate],
     return out
 
 
-def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> list[str]:
+def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate], searched: bool = False) -> list[str]:
+    """The notes under a table of ``rows``; ``searched``: the plan's rows, whose micro-batch counts were searched."""
     notes = list(models.notes)
     grads = "bf16 grads 2" if cfg.bytes_per_param == 16 else "fp32 grads 4"
     why = "" if cfg.bytes_per_param == 16 else ": fp32 gradients, no distributed optimizer"
@@ -119,16 +120,20 @@ def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate]) -> li
                  f"{cfg.memory_headroom:.0%} of device memory (context, fragmentation and buffers are not in the "
                  f"estimate)")
     b = cfg.grad_bytes_per_value
-    notes.append(f"comm: gradients exchanged at {b} B per value ({ {2: 'bf16', 4: 'fp32'}.get(b, 'custom') }; "
-                 f"comm_bytes_per_value sets it, by default the gradients' dtype); parameters and activations "
-                 f"as bf16 (2 B)")
+    names = {2: "bf16", 4: "fp32"}
+    w = cfg.param_bytes_per_value
+    notes.append(f"comm: gradients exchanged at {b} B per value ({names.get(b, 'custom')}), ZeRO's parameter "
+                 f"all-gathers at {w} B ({names.get(w, 'custom')}): comm_bytes_per_value sets both (by default "
+                 f"the gradients' dtype and the bf16 weights); tensor- and pipeline-parallel activations at the "
+                 f"compute precision (bf16, 2 B)")
     if any(r.recomputed and not cfg.recompute for r in rows):
         notes.append("layouts that fit only with activation checkpointing are timed with recomputation "
                      "(8 x P x tokens, not 6)")
     notes.append("eff_1dev: against one device with the same micro-batch and no communication "
                  "(whether or not the model fits on it)")
     if any(r.layout.pp > 1 for r in rows):
-        notes.append(("pp: 4 x stages micro-batches per step (set micro_batches)" if cfg.micro_batches is None
+        notes.append(("pp: micro-batches per step searched, each row says its count" if searched
+                      else "pp: 4 x stages micro-batches per step (set micro_batches)" if cfg.micro_batches is None
                       else f"pp: {cfg.micro_batches} micro-batches per step")
                      + "; bubble (p-1)/(m+p-1) counted in step time, not in CCR")
     if any(r.layout.tp > 1 for r in rows):
@@ -201,7 +206,8 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         comm_bytes_per_value, flash_attention, price_per_node_hour, big_node_gpus,
         big_node_price_per_hour, straggler_cv, slow_node, memory_headroom, bytes_per_param, overlap_profile,
         price_per_device_hour: As the CcrConfig attributes of the same names (comm_bytes_per_value: the
-        gradient exchange's bytes per value, by default its dtype under ``bytes_per_param``).
+        bytes per value of the gradient exchange and of ZeRO's parameter all-gathers, by default the
+        gradients' dtype under ``bytes_per_param`` and the bf16 weights; tp and pp activations stay bf16).
 
     Returns
     -------
@@ -225,6 +231,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
                           bucket_sizes_bytes=bucket_sizes_bytes, gpus_per_node=gpus_per_node,
                           micro_batches=micro_batches, tp_degree=tp_degree, pp_degree=pp_degree, overlap=overlap,
                           recompute=recompute, comm_bytes_per_value=comm_bytes_per_value,
+                          param_comm_bytes_per_value=comm_bytes_per_value,
                           flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,
                           big_node_gpus=big_node_gpus, big_node_price_per_hour=big_node_price_per_hour,
                           straggler_cv=straggler_cv, slow_node=slow_node, memory_headroom=memory_headroom,

@@ -69,6 +69,8 @@ class Plan:
         What the user must hear on stderr too (a link preset the models cannot use).
     search : SearchBounds, optional
         What the search weighed (:mod:`pybench.planning.search`).
+    comm_bytes_per_value : dict, optional
+        Bytes per value of each kind of exchange (gradients, ZeRO's parameter gathers, activations).
     """
 
     verdict: OneDevice
@@ -83,6 +85,7 @@ class Plan:
     headroom: float = 0.8
     warnings: tuple[str, ...] = ()
     search: Any = None
+    comm_bytes_per_value: dict[str, int] | None = None
 
     @property
     def advice(self) -> tuple[str, ...]:
@@ -110,6 +113,12 @@ class Plan:
 def devices(n: int) -> str:
     """``1 device``, ``8 devices``."""
     return f"{n} device" if n == 1 else f"{n} devices"
+
+
+def micro(r: StepEstimate) -> str:
+    """``micro-batch 2``, or ``micro-batch 2 x 4 micro-batches`` when a step accumulates several."""
+    many = "" if r.micro_batches == 1 else f" x {r.micro_batches} micro-batches"
+    return f"micro-batch {r.batch}{many}"
 
 
 def wait_share(r: StepEstimate) -> float:
@@ -192,7 +201,7 @@ def _checkpoint(a: CheckpointAdvice) -> str:
 
 
 def _zero3(a: Zero3Advice) -> str:
-    return f"ZeRO-3/FSDP fits from {devices(a.row.world)} at micro-batch {a.row.batch}: {row_figures(a.row)}."
+    return f"ZeRO-3/FSDP fits from {devices(a.row.world)} at {micro(a.row)}: {row_figures(a.row)}."
 
 
 def _tensor_parallel(a: TensorParallelAdvice) -> str:
@@ -221,10 +230,10 @@ def _batch(a: BatchAdvice) -> str:
                 f"device, {x.samples_per_s:.2f} samples/s, {fmt_gb(x.memory.needed_bytes)}/device")
     if a.verdict == BatchVerdict.ADOPTED and a.at is not None:
         x = a.at
-        return (f"micro-batch {a.tried_batch} per device is recommended, not the {a.batch} asked for: "
+        return (f"{micro(x)} per device is recommended, not the {micro(r)} asked for: "
                 f"{x.strategy} on {devices(x.world)} gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
-                f"({x.decisive_band}), where at micro-batch {a.batch} it gives {r.samples_per_s:.2f} at "
-                f"{r.comm_fraction:.2f} ({start}); the global batch grows with it")
+                f"({x.decisive_band}), where at {micro(r)} it gives {r.samples_per_s:.2f} at "
+                f"{r.comm_fraction:.2f} ({start}); the global batch grows with it, to {x.global_batch} sequences")
     if a.verdict == BatchVerdict.STOPS_FITTING:
         return (f"a larger batch does not help here: at batch {a.tried_batch} {where} no longer fits in memory, "
                 f"and up to batch {a.tried_batch // 2} the band stays {start}")
@@ -259,7 +268,7 @@ def _node_best(a: NeedAdvice) -> str:
     if a.node is None:
         return "nothing inside one node that is not comm-bound"
     n = a.node
-    said = (f"one node's best is {n.strategy} on {devices(n.world)} at micro-batch {n.batch}, "
+    said = (f"one node's best is {n.strategy} on {devices(n.world)} at {micro(n)}, "
             f"{n.samples_per_s:.2f} samples/s")
     if a.loader_samples_per_s is not None and _capped(n, a.loader_samples_per_s) < n.samples_per_s:
         said += f" by compute, {_capped(n, a.loader_samples_per_s):.2f} with this data loader"
@@ -269,7 +278,7 @@ def _node_best(a: NeedAdvice) -> str:
 def _need(a: NeedAdvice) -> str:
     r = a.row
     if a.verdict == NeedVerdict.NO_NAMED_NEED:
-        pick = "" if r is None else (f"{r.strategy} on {devices(r.world)} at micro-batch {r.batch} suffices "
+        pick = "" if r is None else (f"{r.strategy} on {devices(r.world)} at {micro(r)} suffices "
                                      f"({r.samples_per_s:.2f} samples/s, the cheapest per sample); ")
         return (f"no named need for more than one node: {pick}{_node_best(a)}, efficiency "
                 f"{a.node.efficiency_vs_device if a.node is not None else float('nan'):.2f}; more devices are "
@@ -277,7 +286,7 @@ def _need(a: NeedAdvice) -> str:
                 f"does not fit one node")
     if a.verdict == NeedVerdict.MEMORY and r is not None:
         return (f"the model's memory sets the layout: the cheapest per sample that fits and is not comm-bound is "
-                f"{r.strategy} on {devices(r.world)} [{r.layout}] at micro-batch {r.batch}, "
+                f"{r.strategy} on {devices(r.world)} [{r.layout}] at {micro(r)}, "
                 f"{r.samples_per_s:.2f} samples/s; {_node_best(a)}")
     if a.verdict == NeedVerdict.DEVICE_NOT_WELL_USED:
         said = f"no scale-out until one device is well used: stay on one node ({_node_best(a)})"
@@ -290,7 +299,7 @@ def _need(a: NeedAdvice) -> str:
         return said
     if a.verdict == NeedVerdict.TARGET_MET and r is not None:
         return (f"the target of {a.target_samples_per_s:g} samples/s is met most cheaply per sample by {r.strategy} "
-                f"on {devices(r.world)} [{r.layout}] at micro-batch {r.batch}: {r.samples_per_s:.2f} samples/s, "
+                f"on {devices(r.world)} [{r.layout}] at {micro(r)}: {r.samples_per_s:.2f} samples/s, "
                 f"{r.decisive_band} by its own bands")
     if a.verdict == NeedVerdict.TARGET_MET_ONLY_COMM_BOUND and r is not None:
         best = a.best_allowed
@@ -301,21 +310,30 @@ def _need(a: NeedAdvice) -> str:
                 f"{r.strategy} on {devices(r.world)}, {r.samples_per_s:.2f} samples/s with exposed "
                 f"communication {r.comm_fraction:.2f}; {allowed}")
     nearest = "" if r is None else (f"; the nearest is {r.strategy} on {devices(r.world)} [{r.layout}] at "
-                                    f"micro-batch {r.batch}, {r.samples_per_s:.2f} samples/s, the fastest of "
+                                    f"{micro(r)}, {r.samples_per_s:.2f} samples/s, the fastest of "
                                     f"every layout searched")
     return f"nothing searched reaches the target of {a.target_samples_per_s:g} samples/s{nearest}"
+
+
+def _worlds(b: Any) -> str:
+    """The worlds searched, in words: every count inside a node, then whole nodes."""
+    said = f"every count of {b.worlds[0]}-{devices(min(b.max_world, b.gpus_per_node))}"
+    if b.max_world > b.gpus_per_node:
+        said += (f", then whole nodes (every count up to {b.every_node_count_up_to}, doubling beyond) up to "
+                 f"{devices(b.worlds[-1])}")
+    return said
 
 
 def _search(a: SearchAdvice) -> str:
     b = a.bounds
     why = {"default": " (the default; max_world sets it)", "max_world": " (max_world)"}.get(
         b.max_world_reason, f" ({b.max_world_reason})")
-    said = (f"searched every layout of {', '.join(b.strategies)} (every tp degree dividing the node, every "
-            f"pipeline depth up to the layers) on {b.worlds[0]}-{devices(b.worlds[-1])}{why}, micro-batch "
-            f"{b.batches[0]}-{b.batches[-1]} (max_batch) with the global batch within {b.global_batch_limit} "
-            f"sequences (global_batch_limit), activation checkpointing where a layout needs it: "
-            f"{b.rows_fitting} of the {b.layouts_tried} layout and micro-batch pairs checked fit in memory and were "
-            f"priced")
+    said = (f"searched every layout of {', '.join(b.strategies)} (every tp degree dividing the node, on whole "
+            f"nodes or part of one; every pipeline depth up to the layers) on {_worlds(b)}{why}, micro-batch "
+            f"{b.batches[0]}-{b.batches[-1]} (max_batch) with gradient accumulation to every global batch within "
+            f"{b.global_batch_limit} sequences (global_batch_limit), activation checkpointing where a layout needs "
+            f"it: {b.layouts_tried} combinations of layout, micro-batch and micro-batches per step checked against "
+            f"memory, {b.rows_fitting} priced (those that fit and could win; the others are provably no better)")
     if a.bounded:
         said += f"; the answer is bounded by {devices(b.max_world)}: more may do better"
     return said
@@ -372,7 +390,7 @@ def plan_text(p: Plan) -> str:
     lines += [f"{i}. {a}" for i, a in enumerate(p.advice, 1)]
     if p.recommended is not None:
         r = p.recommended
-        line = f"recommended: {r.strategy} on {devices(r.world)} [{r.layout}], batch {r.batch}: {row_figures(r)}"
+        line = f"recommended: {r.strategy} on {devices(r.world)} [{r.layout}], {micro(r)}: {row_figures(r)}"
         loader = next((a.loader_samples_per_s for a in p.records if isinstance(a, InputPipelineAdvice)), None)
         if loader is not None and loader * r.layout.dp < r.samples_per_s:
             # the figures above are the step's; the loader caps what the job really gets
@@ -390,4 +408,5 @@ def plan_document(p: Plan) -> dict[str, Any]:
                         "recommended": None if p.recommended is None else p.recommended.to_dict(),
                         "notes": list(p.notes), "warnings": list(p.warnings),
                         "search": None if p.search is None else p.search.to_dict(),
+                        "comm_bytes_per_value": p.comm_bytes_per_value,
                         "records": [a.to_dict() for a in p.records]})

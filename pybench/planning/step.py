@@ -32,6 +32,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,6 +205,30 @@ class StepEstimate:
                 f"{self.samples_per_s:.2f} samples/s, memory {self.memory.fits})")
 
 
+def _memo(models: ModelSet, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered under ``key`` when ``models`` keeps a cache (the plan's search prices the
+    same exchange of one layout at many micro-batches)."""
+    cache = getattr(models, "step_cache", None)
+    if cache is None:
+        return compute()
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
+def _call_key(layout: Layout, op: CommOp) -> tuple[Any, ...]:
+    """What the time of one call of ``op`` depends on (not its number of calls)."""
+    return layout, op.purpose, op.collective, op.size_bytes, op.group_size, op.link_class
+
+
+def _op_time(models: ModelSet, layout: Layout, op: CommOp) -> OpTime:
+    """One kind of communication with its predicted time per call, the NICs' sharing included."""
+    def compute() -> CommTime:
+        alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class)
+        return shared_time(models, op, op.size_bytes, alone, sharing_groups(layout, op), layout.world)
+    return OpTime(op, _memo(models, ("call", *_call_key(layout, op)), compute))
+
+
 def default_micro_batches(cfg: CcrConfig, layout: Layout) -> int:
     """Micro-batches per step: the configured number, else Megatron's m = 4p with a pipeline, else 1."""
     if cfg.micro_batches is not None:
@@ -241,15 +266,21 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
         def one_bucket(size: float, o: OpTime = o) -> float:
             alone = models.time(o.op.collective, size, o.op.group_size, o.op.link_class)
             return shared_time(models, o.op, size, alone, sharing_groups(layout, o.op), layout.world).time_s
-        serial = bucketed_serial_s(o.op.size_bytes, cfg.bucket_bytes, one_bucket, cfg.explicit_buckets)
+        key = (*_call_key(layout, o.op), cfg.bucket_bytes, cfg.explicit_buckets)
+        serial = _memo(models, ("buckets", *key),
+                       lambda o=o, one_bucket=one_bucket: bucketed_serial_s(  # type: ignore[misc]
+                           o.op.size_bytes, cfg.bucket_bytes, one_bucket, cfg.explicit_buckets))
         # The exchange really runs in buckets: the serial time (and so CCR) is theirs too.
         scale = serial / o.call.time_s if o.call.time_s > 0 else 1.0
         comm_s += o.op.calls * (serial - o.call.time_s)
         comm_low += o.op.calls * o.call.time_low_s * (scale - 1)
         comm_high += o.op.calls * o.call.time_high_s * (scale - 1)
-        per_call = overlap_exposed_s(o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket,
-                                     cfg.explicit_buckets, prof.ready_fractions, prof.compute_slowdown,
-                                     prof.copy_in_s, prof.copy_out_s)
+        ready = None if prof.ready_fractions is None else tuple(prof.ready_fractions)
+        how = (ready, prof.compute_slowdown, prof.copy_in_s, prof.copy_out_s)
+        per_call = _memo(models, ("exposed", *key, backward_s, how),
+                         lambda o=o, one_bucket=one_bucket: overlap_exposed_s(  # type: ignore[misc]
+                             o.op.size_bytes, cfg.bucket_bytes, backward_s, one_bucket, cfg.explicit_buckets,
+                             prof.ready_fractions, prof.compute_slowdown, prof.copy_in_s, prof.copy_out_s))
         # Only the last micro-batch's exchange can hide; earlier calls (zero3) stay exposed.
         exposed += per_call + (o.op.calls - 1) * serial
     return _Comm(comm_s, comm_low, comm_high, exposed)
@@ -275,10 +306,11 @@ def _sync_s(cfg: CcrConfig, compute_s: float, world: int, nodes: int) -> tuple[f
 
 
 def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, batch: int,
-                  gpus_per_node: int | None = None) -> StepEstimate:
+                  gpus_per_node: int | None = None, micro_batches: int | None = None) -> StepEstimate:
     """The step model for one (strategy, world, batch) of ``cfg``.
 
-    ``gpus_per_node`` overrides the config's (a bigger reference node).
+    ``gpus_per_node`` overrides the config's (a bigger reference node); ``micro_batches`` the
+    config's micro-batches per step (the plan's search weighs many).
 
     Raises
     ------
@@ -287,12 +319,9 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     """
     g = cfg.gpus_per_node if gpus_per_node is None else gpus_per_node
     layout = make_layout(strategy, world, g, cfg.tp_degree, cfg.shape.layers, cfg.pp_degree)
-    m = default_micro_batches(cfg, layout)
-    work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.grad_bytes_per_value)
-    timed = tuple(OpTime(op, shared_time(models, op, op.size_bytes,
-                                         models.time(op.collective, op.size_bytes, op.group_size, op.link_class),
-                                         sharing_groups(layout, op), layout.world))
-                  for op in comm_ops(layout, work))
+    m = default_micro_batches(cfg, layout) if micro_batches is None else micro_batches
+    work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.grad_bytes_per_value, cfg.param_bytes_per_value)
+    timed = tuple(_op_time(models, layout, op) for op in comm_ops(layout, work))
     tokens = batch * cfg.seq * m
     memory = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention, cfg.memory_headroom,
                                cfg.bytes_per_param)

@@ -67,8 +67,9 @@ BYTES_PER_PARAM = {"weights": 2, "grads": 2, "optimizer": 12}
 # optimizer that keep gradients in fp32, e.g. Megatron's default without --use-distributed-optimizer).
 BYTES_PER_PARAM_FP32_GRADS = {"weights": 2, "grads": 4, "optimizer": 12}
 ACCOUNTINGS = {16: BYTES_PER_PARAM, 18: BYTES_PER_PARAM_FP32_GRADS}
-# Parameters and activations travel as bf16 (the weights of both accountings); only the gradient
+# Parameters and activations travel as bf16 (the weights of both accountings) by default; the gradient
 # exchange follows the gradients' dtype (``comm_bytes_per_value``, fp32 with the 18 B/param accounting).
+# A communication dtype the user chooses applies to the gradient exchange and ZeRO's parameter gathers.
 WIRE_BYTES_PER_VALUE = 2
 
 
@@ -148,10 +149,8 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     if t < 1 or t > g or g % t:
         raise UsageError(f"{strategy}: tensor-parallel degree {t} must divide the {g} GPUs per node "
                          f"(tp stays inside a node)")
-    # Whole nodes, or an equal share of one node (tp2 x dp2 on 4 of 8 GPUs) so that no tp group straddles two.
-    if world % g and (world > g or g % world):
-        raise UsageError(f"{strategy} on {world} ranks: world must be a multiple of gpus_per_node {g} "
-                         f"(tp inside each node, dp across nodes), or divide it")
+    # Any world the tp degree divides: ranks fill nodes in order and t divides the node, so no tp group
+    # straddles two nodes, on whole nodes or on part of one (tp2 x dp3 on 6 of 8, tp4 x dp3 on 12).
     if strategy == "tp+dp":
         if world % t:
             raise UsageError(f"tp+dp on {world} ranks: world must be a multiple of the tensor-parallel degree {t}")
@@ -188,8 +187,11 @@ class Workload:
     micro_batches : int
         Micro-batches per step (gradient accumulation, pipeline micro-batches).
     comm_bytes_per_value : int
-        b: bytes per value of the gradient exchange (2 = bf16, 4 = fp32 gradients). Parameters
-        and activations travel as the bf16 weights both accountings hold (``WIRE_BYTES_PER_VALUE``).
+        b: bytes per value of the gradient exchange (2 = bf16, 4 = fp32 gradients).
+    param_bytes_per_value : int
+        Bytes per value of the parameter all-gathers of ZeRO (the bf16 weights both accountings hold,
+        ``WIRE_BYTES_PER_VALUE``, unless a communication dtype says otherwise). Tensor- and
+        pipeline-parallel activations always travel at the compute precision (bf16).
     """
 
     params: int
@@ -198,9 +200,10 @@ class Workload:
     batch: int
     micro_batches: int = 1
     comm_bytes_per_value: int = 2
+    param_bytes_per_value: int = WIRE_BYTES_PER_VALUE
 
     def __post_init__(self) -> None:
-        for label in ("params", "seq", "batch", "micro_batches", "comm_bytes_per_value"):
+        for label in ("params", "seq", "batch", "micro_batches", "comm_bytes_per_value", "param_bytes_per_value"):
             if getattr(self, label) < 1:
                 raise UsageError(f"{label.replace('_', ' ')} must be at least 1, got {getattr(self, label)}")
 
@@ -211,7 +214,8 @@ class Workload:
 
     def to_dict(self) -> dict:
         return {"params": self.params, "shape": self.shape.to_dict(), "seq": self.seq, "batch": self.batch,
-                "micro_batches": self.micro_batches, "comm_bytes_per_value": self.comm_bytes_per_value}
+                "micro_batches": self.micro_batches, "comm_bytes_per_value": self.comm_bytes_per_value,
+                "param_bytes_per_value": self.param_bytes_per_value}
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,7 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
     Returns an empty tuple when nothing is communicated (world 1).
     """
     s, g, P, b = layout.strategy, layout.gpus_per_node, work.params, work.comm_bytes_per_value
-    w = WIRE_BYTES_PER_VALUE  # parameters are gathered as the bf16 weights, whatever the gradients' dtype
+    w = work.param_bytes_per_value  # the bf16 weights, unless a communication dtype was chosen
     m, L = work.micro_batches, work.shape.layers
     ops: list[CommOp] = []
     if s in ("ddp", "zero1", "zero2", "zero3") and layout.dp > 1:
@@ -293,7 +297,9 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
     if s in ("pp", "tp+pp+dp") and layout.pp > 1:
         # A middle stage sends its activations forward and their gradients backward, once per
         # micro-batch; consecutive stages are tp ranks apart, so they cross nodes when tp x pp > g.
-        link = _group_link(layout.tp * layout.pp, g)
+        replica = layout.tp * layout.pp
+        # A replica that does not divide the node can straddle a node boundary somewhere in the world.
+        link = INTER if replica > g or (g % replica and layout.world > g) else INTRA
         ops.append(CommOp("activations (pipeline)", "sendrecv", work.activation_bytes, 2 * m, 2, link))
     if s in ("tp+dp", "tp+pp+dp") and layout.dp > 1:
         # The DP group holds one rank per model replica (tp x pp ranks apart).

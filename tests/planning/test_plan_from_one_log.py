@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import SHARED_DATA
+from shared_models import fitted
 
 from pybench.cli.main import main
 from pybench.errors import UsageError
@@ -21,20 +22,12 @@ A100_NODE = [SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{n}gpu.csv" for 
 
 @pytest.fixture(scope="module")
 def two_node_model(tmp_path_factory):
-    if not A100_2NODE.exists():
-        pytest.skip(f"shared logs not found at {SHARED_DATA}")
-    path = tmp_path_factory.mktemp("models") / "a100_2node.json"
-    assert main(["fit", str(A100_2NODE), "-o", str(path)]) == 0
-    return str(path)
+    return fitted(tmp_path_factory, "a100n", [A100_2NODE])
 
 
 @pytest.fixture(scope="module")
 def one_node_model(tmp_path_factory):
-    if not all(p.exists() for p in A100_NODE):
-        pytest.skip("vTrain fixtures not found")
-    path = tmp_path_factory.mktemp("models") / "a100_node.json"
-    assert main(["fit", *map(str, A100_NODE), "-o", str(path)]) == 0
-    return str(path)
+    return fitted(tmp_path_factory, "a100_node", A100_NODE)
 
 
 def test_the_two_node_log_alone_evaluates_every_layout_with_an_upper_bound(two_node_model, capsys):
@@ -50,10 +43,12 @@ def test_the_two_node_log_alone_evaluates_every_layout_with_an_upper_bound(two_n
     assert {("tp+dp", w) for w in (8, 16, 32, 64)} <= worlds
     assert any("upper bound" in n and "--link" in n for n in p.notes)
     with_preset = plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12, links=["nvlink3"])
-    bound = {(r.strategy, r.world): r.comm_s for r in p.rows}
+    def key(r):
+        return r.layout, r.batch, r.micro_batches
+    bound = {key(r): r.comm_s for r in p.rows}
     for r in with_preset.rows:  # NVLink is faster than the bound: a preset never prices above it
-        if (r.strategy, r.world) in bound and r.layout.nodes == 1:
-            assert r.comm_s <= bound[(r.strategy, r.world)] * 1.0001
+        if key(r) in bound and r.layout.nodes == 1:
+            assert r.comm_s <= bound[key(r)] * 1.0001
     assert main(["plan", "--params", "7B", "--model", two_node_model, "--tflops", "250"]) == 0
     assert "upper bound" in capsys.readouterr().out
 

@@ -7,15 +7,19 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import pytest
 from conftest import SHARED_DATA
+from shared_models import fitted
 
 from pybench.cli.main import main
 from pybench.errors import UsageError
 from pybench.planning.advice import plan
 from pybench.planning.bands import Band
+from pybench.planning.config import make_ccr_config
 from pybench.planning.grid import ccr
+from pybench.planning.model_set import as_model_set
 from pybench.planning.records import (
     BatchAdvice,
     BatchVerdict,
@@ -24,7 +28,8 @@ from pybench.planning.records import (
     OneDevice,
     ScalingAdvice,
 )
-from pybench.planning.strategies import Workload, make_layout, memory_per_device
+from pybench.planning.step import estimate_step
+from pybench.planning.strategies import MemoryFit, Workload, make_layout, memory_per_device
 from pybench.planning.transformer import shape_for_params
 
 LOGS = SHARED_DATA / "nccl-tests"
@@ -34,11 +39,7 @@ A100_NODE = [SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{n}gpu.csv" for 
 
 
 def _fit(tmp_path_factory, name, logs):
-    if not all(p.exists() for p in logs):
-        pytest.skip(f"shared logs not found at {SHARED_DATA}")
-    path = tmp_path_factory.mktemp("models") / f"{name}.json"
-    assert main(["fit", *map(str, logs), "-o", str(path)]) == 0
-    return str(path)
+    return fitted(tmp_path_factory, name, logs)  # once per session, shared with test_plan_from_one_log
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +111,75 @@ def test_without_a_target_the_a100_plan_takes_the_cheapest_layout_per_sample_not
 def test_the_search_states_its_bounds(h100n):
     p = plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, max_world=32, max_batch=8)
     s = _search(p)
-    assert s.bounds.worlds == (1, 2, 4, 8, 16, 32) and s.bounds.batches == (1, 2, 4, 8)
+    # every device count of a node, then every node count (up to 8 nodes, doubling beyond)
+    assert s.bounds.worlds == (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32) and s.bounds.batches == (1, 2, 4, 8)
     assert s.bounds.rows_fitting == len(p.rows) and s.bounds.layouts_tried > len(p.rows)
     said = [a for a in p.advice if a.startswith("searched every layout")]
-    assert said and "1-32 devices (max_world)" in said[0] and "micro-batch 1-8" in said[0]
+    assert said and "every count of 1-8 devices, then whole nodes (every count up to 8, doubling beyond) up to " \
+                    "32 devices (max_world)" in said[0]
+    assert "micro-batch 1-8 (max_batch) with gradient accumulation to every global batch within 1024" in said[0]
+    doc = p.to_dict()["search"]  # the same bounds in the JSON
+    assert doc["worlds"] == list(s.bounds.worlds) and doc["every_node_count_up_to"] == 8
+    assert "micro-batches" in doc["accumulation"] and doc["global_batch_limit"] == 1024
+
+
+def test_gradient_accumulation_is_searched_and_wins_where_it_avoids_checkpointing(h100n):
+    """7B at 4096: micro-batch 1 fits ZeRO-1 on 32 devices only with checkpointing at 8/6 the compute
+    unless the step accumulates; the search weighs micro-batch x micro-batches, and the pick needs none."""
+    p = plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, target_samples_per_s=66.3)
+    r = p.recommended
+    assert r.layout.pp == 1 and r.micro_batches > 1 and r.memory.fits is MemoryFit.FITS and not r.recomputed
+    assert r.global_batch == r.batch * r.micro_batches * r.layout.dp <= 1024
+    single = [x for x in p.rows if x.micro_batches == 1 and x.samples_per_s >= 66.3 and good(x)]
+    assert single and cost_per_sample(r) < min(cost_per_sample(x) for x in single)
+    assert f"micro-batch {r.batch} x {r.micro_batches} micro-batches" in p.text()
+
+
+def test_the_splits_left_out_are_never_better_than_those_priced(h100n):
+    """The search prices only the micro-batch x micro-batches splits that can win; pricing every split of
+    a few layouts by brute force finds none cheaper per sample, faster or less comm-bound."""
+    limit = 64
+    p = plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, max_world=32, max_batch=8, global_batch_limit=limit)
+    cfg = make_ccr_config("7B", 4096, 1, 1, "ddp", flops_per_s=400e12, overlap=True)
+    models = as_model_set(h100n)
+    for strategy, world, tp, pp in [("zero2", 6, None, None), ("zero1", 32, None, None), ("zero3", 8, None, None),
+                                    ("tp+dp", 16, 4, None), ("tp+pp+dp", 16, 2, 2), ("pp", 4, None, None)]:
+        layout = make_layout(strategy, world, 8, tp, cfg.shape.layers, pp)
+        priced = [r for r in p.rows if r.layout == layout]
+        every = []
+        for b in (1, 2, 4, 8):
+            m = 1
+            while b * m * layout.dp <= limit:
+                c = replace(cfg, tp_degree=tp, pp_degree=pp, micro_batches=m)
+                row = estimate_step(c, models, strategy, world, b)
+                if row.memory.fits_at_all:
+                    every.append(row)
+                m *= 2
+        assert priced and every, (strategy, world)
+        assert min(map(cost_per_sample, priced)) <= min(map(cost_per_sample, every)) * (1 + 1e-9), layout
+        assert max(r.samples_per_s for r in priced) >= max(r.samples_per_s for r in every) * (1 - 1e-9), layout
+        assert min(r.comm_fraction for r in priced) <= min(r.comm_fraction for r in every) + 1e-12, layout
+
+
+def test_partial_nodes_are_searched_so_a_target_takes_no_more_devices_than_it_needs(h100n):
+    """1.3B trains at about 25 samples/s per device: 120 samples/s needs 5 devices, not the 8 a search
+    over powers of two would give; tp x dp on part of a node and on three nodes is weighed too."""
+    p = plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, target_samples_per_s=120, max_world=24)
+    r = p.recommended
+    assert r.world == 5 and r.samples_per_s >= 120 and _need(p).verdict is NeedVerdict.TARGET_MET
+    kinds = {(x.strategy, x.world, x.layout.tp, x.layout.dp) for x in p.rows}
+    assert {("tp+dp", 6, 2, 3), ("tp+dp", 24, 8, 3), ("ddp", 24, 1, 24), ("zero3", 7, 1, 7)} <= kinds
+    assert make_layout("tp+dp", 12, 8, 4).dp == 3  # in ccr too: tp groups of 4 never straddle a node of 8
+
+
+def test_the_plan_searches_micro_batch_counts_and_names_no_flag_it_lacks(h100n, capsys):
+    """The pipeline note told plan users to set --micro-batches, which plan does not have."""
+    args = ["plan", "--params", "7B", "--seq", "4096", "--model", h100n, "--tflops", "400", "--max-world", "16"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "micro-batches per step searched" in out and "--micro-batches" not in out
+    assert main([*args, "--micro-batches", "4"]) == 2  # not an option of plan: one line, exit 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
 # --- 2. a preset that cannot apply ---------------------------------------------------------------------
@@ -220,14 +286,48 @@ def test_fp32_gradients_are_priced_as_fp32_in_the_exchange(h100n, capsys):
     assert grads(bytes_per_param=18, comm_bytes_per_value=2)[0] == 2 * P  # --comm-dtype overrides
     p16 = plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, max_world=16)
     p18 = plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, max_world=16, bytes_per_param=18)
-    ddp16 = {r.world: r for r in p16.rows if r.strategy == "ddp" and r.batch == 1}
-    ddp18 = {r.world: r for r in p18.rows if r.strategy == "ddp" and r.batch == 1}
+    ddp16 = {r.world: r for r in p16.rows if r.strategy == "ddp" and (r.batch, r.micro_batches) == (1, 1)}
+    ddp18 = {r.world: r for r in p18.rows if r.strategy == "ddp" and (r.batch, r.micro_batches) == (1, 1)}
     assert ddp18[16].comm_s > ddp16[16].comm_s
     args = ["plan", "--params", "1.3B", "--model", h100n, "--tflops", "400", "--max-world", "8"]
     assert main([*args, "--comm-dtype", "fp32"]) == 0
     assert "gradients exchanged at 4 B per value (fp32" in capsys.readouterr().out
     assert main([*args, "--comm-dtype", "fp8"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_comm_dtype_prices_every_exchange_it_affects_and_activations_keep_bf16(h100n, tmp_path, capsys):
+    """--comm-dtype fp32 priced only the gradient exchange: ZeRO's parameter gathers stayed bf16."""
+    P = 1_300_000_000
+
+    def sizes(strategy, world=16, **kw):
+        (row,) = ccr("1.3B", 2048, 1, world, strategy, models=h100n, flops_per_s=400e12, **kw).rows
+        return {o.op.purpose: o.op.size_bytes for o in row.ops}
+
+    assert sizes("zero1", comm_bytes_per_value=4) == {"gradients": 4 * P, "parameters (after step)": 4 * P}
+    z3 = sizes("zero3", comm_bytes_per_value=4)
+    assert z3["parameters (forward)"] == z3["parameters (backward)"] == z3["gradients"] == 4 * P
+    # without a comm dtype the weights are gathered as they are held (bf16), whatever the gradients' dtype
+    assert sizes("zero1", bytes_per_param=18) == {"gradients": 4 * P, "parameters (after step)": 2 * P}
+    # tensor- and pipeline-parallel activations keep the compute precision
+    acts = {k: v for k, v in sizes("tp+pp+dp", tp_degree=4, pp_degree=2, comm_bytes_per_value=4).items()
+            if k.startswith("activations")}
+    assert acts and acts == {k: v for k, v in sizes("tp+pp+dp", tp_degree=4, pp_degree=2).items()
+                             if k.startswith("activations")}
+    out = tmp_path / "plan.json"
+    args = ["plan", "--params", "1.3B", "--model", h100n, "--tflops", "400", "--max-world", "8"]
+    assert main([*args, "--comm-dtype", "fp32", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["comm_bytes_per_value"] == {
+        "gradients": 4, "parameters (zero all-gathers)": 4, "activations (tp, pp)": 2}
+    assert main(["ccr", "--params", "1.3B", "--model", h100n, "--tflops", "400", "--strategy", "zero1",
+                 "--comm-dtype", "fp32", "--json", str(tmp_path / "ccr.json")]) == 0
+    config = json.loads((tmp_path / "ccr.json").read_text())["config"]
+    assert (config["comm_bytes_per_value"], config["param_comm_bytes_per_value"]) == (4, 4)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "ZeRO's parameter all-gathers" in said and "activations keep the compute precision" in said
 
 
 # --- 9. the nearest is the nearest ---------------------------------------------------------------------
@@ -292,10 +392,13 @@ def test_without_a_need_one_device_suffices_and_filling_the_node_is_quoted(h100n
 def test_a_micro_batch_other_than_the_users_is_said_beside_the_users(h100n):
     p = plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, target_samples_per_s=66.3)
     r = p.recommended
-    assert r.batch > 1 and r.decisive_band is not Band.COMM_BOUND  # cheaper per sample than any batch-1 layout
+    # cheaper per sample than any one-sequence step: a larger micro-batch or gradient accumulation
+    assert r.batch * r.micro_batches > 1 and r.decisive_band is not Band.COMM_BOUND
     (b,) = [a for a in p.records if isinstance(a, BatchAdvice)]
-    assert b.verdict is BatchVerdict.ADOPTED and b.row.batch == 1 and b.at == r and b.row.layout == r.layout
-    assert any(a.startswith(f"micro-batch {r.batch} per device is recommended, not the 1 asked for") for a in p.advice)
+    assert b.verdict is BatchVerdict.ADOPTED and (b.row.batch, b.row.micro_batches) == (1, 1) and b.at == r
+    assert b.row.layout == r.layout
+    assert any(a.startswith(f"micro-batch {r.batch} x {r.micro_batches} micro-batches per device is recommended, "
+                            f"not the micro-batch 1 asked for") for a in p.advice)
 
 
 @pytest.mark.parametrize("kw, said", [({"device_memory_gb": math.inf}, "device_memory_gb must be finite"),
@@ -303,6 +406,16 @@ def test_a_micro_batch_other_than_the_users_is_said_beside_the_users(h100n):
 def test_bad_python_arguments_to_ccr_are_usage_errors(h100n, kw, said):
     with pytest.raises(UsageError, match=said):
         ccr("1.3B", 2048, 1, 8, "ddp", models=h100n, flops_per_s=400e12, **kw)
+
+
+@pytest.mark.parametrize("value", ["fp32", 3, 2.5, math.inf, True])
+def test_a_comm_dtype_that_is_not_one_is_a_usage_error_in_ccr_and_plan(h100n, value):
+    """comm_bytes_per_value='fp32' raised TypeError, and 3 or 2.5 bytes per value were priced."""
+    said = "comm_bytes_per_value must be one of 2, 4, 8"
+    with pytest.raises(UsageError, match=said):
+        ccr("1.3B", 2048, 1, 8, "zero1", models=h100n, flops_per_s=400e12, comm_bytes_per_value=value)
+    with pytest.raises(UsageError, match=said):
+        plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, max_world=8, comm_bytes_per_value=value)
 
 
 @pytest.mark.parametrize("extra, said", [

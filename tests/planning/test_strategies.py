@@ -84,7 +84,7 @@ def test_layouts():
 
 @pytest.mark.parametrize("args, match", [
     (("tp", 16, 8), "inside one node"),
-    (("tp+dp", 12, 8), "multiple of gpus_per_node"),
+    (("tp+dp", 12, 8), "multiple of the tensor-parallel degree 8"),
     (("tp+dp", 16, 8, 3), "must divide"),
     (("tp+dp", 16, 8, 16), "must divide"),
     (("pp", 4, 8, None, 2), "layers"),
