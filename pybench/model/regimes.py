@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
 
 MAX_REGIMES = 4
 """LL, LL128 and Simple, plus one algorithm switch (ring to tree)."""
@@ -69,6 +68,8 @@ def solve_nonnegative(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] 
             kept.append(col)
     if BANDWIDTH_COLUMN not in kept:
         return None
+    from scipy.optimize import nnls  # here, not at import: reading a model file needs no solver
+
     solution, _ = nnls(unit[:, kept], np.ones_like(y), maxiter=50 * len(kept))
     theta = np.zeros(x.shape[1])
     theta[kept] = solution / norms[kept]
