@@ -37,6 +37,7 @@ Time = Annotated[float, Field(gt=0, le=MAX_TIME_S)]  # a time an operation took:
 Spread = Annotated[float, Field(ge=0, le=MAX_TIME_S)]  # a quantile or bound of such times
 Rate = Annotated[float, Field(ge=0, le=1e12)]  # GB/s; 1e12 GB/s is past any link
 Text = Annotated[str, Field(max_length=_TEXT)]
+Finite = Annotated[float, Field(ge=-1e30, le=1e30, allow_inf_nan=False)]  # a fitted figure: finite, sign free
 
 
 class _Body(BaseModel):
