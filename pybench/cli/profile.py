@@ -218,9 +218,16 @@ def _as_rank(args, params: int, batches: list[int]) -> int:
     backend = TorchBackend()
     info = backend.start()
     is_root = info["rank"] == 0
-    res = run_profile_rank(params, batches, steps=args.steps, warmup=args.warmup, bucket_mb=args.bucket_mb,
-                           models=args.model, calibrate=args.calibrate, strategy=args.strategy.strip().lower(),
-                           save_model=args.save_model, trace_dir=args.trace_dir)
+    try:
+        res = run_profile_rank(params, batches, steps=args.steps, warmup=args.warmup, bucket_mb=args.bucket_mb,
+                               models=args.model, calibrate=args.calibrate, strategy=args.strategy.strip().lower(),
+                               save_model=args.save_model, trace_dir=args.trace_dir)
+    except RuntimeError as exc:  # a peer rank died mid-step: one line, not gloo's traceback
+        from pybench.measure.peer_loss import leave_after_peer_loss, peer_lost
+        fault = peer_lost(exc)
+        if fault is None:
+            raise
+        return leave_after_peer_loss(fault, info["rank"], str(info.get("host", "?")))
     if is_root:
         res.notes.append("command: pybench " + " ".join(getattr(args, "argv", None) or sys.argv[1:]))
         print(res.table(), flush=True)
