@@ -48,7 +48,7 @@ FORMATS: dict[str, FileFormat] = {f.schema: f for f in (RESULT, MODEL, PREDICTIO
 
 # The typed schema of each format's body ("module:class" under pybench.io). Named, not imported: pydantic
 # loads when a document is checked, not with every module that names a format (the launcher's guard
-# process runs on a system python that may not have it). PREDICTION and PLAN are written, never read.
+# process runs on a system python that may not have it). PREDICTION, PLAN and COPY are written, never read.
 BODY_SCHEMAS = {RESULT.schema: "schemas:ResultSchema", MODEL.schema: "document_schemas:ModelSchema",
                 COMPUTE.schema: "document_schemas:ComputeSchema", CCR.schema: "document_schemas:CCRSchema",
                 PROFILE.schema: "document_schemas:ProfileSchema",
