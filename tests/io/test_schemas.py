@@ -84,3 +84,11 @@ def test_a_topology_model_fitted_at_zero_ranks_is_refused_where_it_is_read(tmp_p
     bad.write_text(json.dumps(doc))
     with pytest.raises(FileFormatError, match=r"topology\[0\]\.fitted\[0\]\[0\]: Input should be greater than"):
         load_models(bad)
+
+
+def test_a_list_past_its_bound_is_refused_by_its_length_before_its_items_are_checked():
+    """pydantic counts a list only after validating each item: a million bad items would each be an error."""
+    from pybench.io.formats import COMPARISON, check_document, stamp
+    doc = stamp(COMPARISON, {"sizes": [0] * ((1 << 20) + 1)})
+    with pytest.raises(FileFormatError, match=r"^c: sizes: 1048577 items, more than the 1048576 a pybench file"):
+        check_document(doc, COMPARISON, "c")
