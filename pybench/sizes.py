@@ -83,6 +83,11 @@ def parse_sizes(spec: str) -> list[int]:
             sizes.append(s)
             s *= factor
         return sizes
+    # Counted before it is split: a list of 10^7 sizes is refused without making 10^7 strings.
+    count = spec.count(",") + 1
+    if count > MAX_SIZE_COUNT:
+        raise SizeError(f"size list has {count} items, more than {MAX_SIZE_COUNT}; "
+                        f"use a range (e.g. 1K:1G or 1K:1G:+1K) or split the run")
     items = spec.split(",")
     if any(not item.strip() for item in items):
         raise SizeError(f"size list {spec!r} has an empty item; use e.g. 8,1K,1M")

@@ -75,3 +75,18 @@ def test_random_text_never_crashes(text):
 def test_every_valid_size_parses_back(n):
     assert parse_size(str(n)) == n
     assert parse_size(format_size(n)) == n
+
+
+def test_a_list_of_a_million_sizes_is_refused_before_it_is_split():
+    import tracemalloc
+
+    from pybench.sizes import MAX_SIZE_COUNT
+    spec = "8," * 1_000_000 + "8"
+    tracemalloc.start()
+    try:
+        with pytest.raises(SizeError, match=f"1000001 items, more than {MAX_SIZE_COUNT}"):
+            parse_sizes(spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # splitting it would make a million strings (tens of MB)

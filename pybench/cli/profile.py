@@ -20,6 +20,7 @@ the first namespace's address.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -166,8 +167,22 @@ def _trace_dir(folder: Path, batches: list[int], nprocs: int, force: bool) -> No
             folder.mkdir(exist_ok=True)  # exist_ok: every rank checks too
         except OSError as exc:
             raise UsageError(f"--trace-dir {folder}: cannot make it ({exc.strerror or exc})") from None
+    _probe_writable(folder)
     for name in trace_file_names(folder, batches, nprocs):
         refuse_existing(name, force)
+
+
+def _probe_writable(folder: Path) -> None:
+    """Refuse a folder no trace can be written to (/proc, /sys, read-only or not ours) before any rank
+    starts: one file made and removed there, as the ranks' traces will be."""
+    import tempfile
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".pybench-probe-")
+    except OSError as exc:
+        raise UsageError(f"--trace-dir {folder}: cannot make a file there ({exc.strerror or exc}); "
+                         "give a folder of your own") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def cmd_profile(args) -> int:
@@ -203,9 +218,16 @@ def _as_rank(args, params: int, batches: list[int]) -> int:
     backend = TorchBackend()
     info = backend.start()
     is_root = info["rank"] == 0
-    res = run_profile_rank(params, batches, steps=args.steps, warmup=args.warmup, bucket_mb=args.bucket_mb,
-                           models=args.model, calibrate=args.calibrate, strategy=args.strategy.strip().lower(),
-                           save_model=args.save_model, trace_dir=args.trace_dir)
+    try:
+        res = run_profile_rank(params, batches, steps=args.steps, warmup=args.warmup, bucket_mb=args.bucket_mb,
+                               models=args.model, calibrate=args.calibrate, strategy=args.strategy.strip().lower(),
+                               save_model=args.save_model, trace_dir=args.trace_dir)
+    except RuntimeError as exc:  # a peer rank died mid-step: one line, not gloo's traceback
+        from pybench.measure.peer_loss import leave_after_peer_loss, peer_lost
+        fault = peer_lost(exc)
+        if fault is None:
+            raise
+        return leave_after_peer_loss(fault, info["rank"], str(info.get("host", "?")))
     if is_root:
         res.notes.append("command: pybench " + " ".join(getattr(args, "argv", None) or sys.argv[1:]))
         print(res.table(), flush=True)

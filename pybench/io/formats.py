@@ -46,10 +46,14 @@ FORMATS: dict[str, FileFormat] = {f.schema: f for f in (RESULT, MODEL, PREDICTIO
                                                          COMPARISON, COPY, P2P_MATRIX)}
 
 
-# The typed schema of each format's body (a class of pybench.io.schemas), where one is written. Named, not
-# imported: pydantic loads when a document is checked, not with every module that names a format (the
-# launcher's guard process runs on a system python that may not have it).
-BODY_SCHEMAS = {RESULT.schema: "ResultSchema"}
+# The typed schema of each format's body ("module:class" under pybench.io). Named, not imported: pydantic
+# loads when a document is checked, not with every module that names a format (the launcher's guard
+# process runs on a system python that may not have it). PREDICTION, PLAN and COPY are written, never read.
+BODY_SCHEMAS = {RESULT.schema: "schemas:ResultSchema", MODEL.schema: "document_schemas:ModelSchema",
+                COMPUTE.schema: "document_schemas:ComputeSchema", CCR.schema: "document_schemas:CCRSchema",
+                PROFILE.schema: "document_schemas:ProfileSchema",
+                COMPARISON.schema: "document_schemas:ComparisonSchema",
+                P2P_MATRIX.schema: "document_schemas:PairMatrixSchema"}
 
 
 def stamp(fmt: FileFormat, body: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +88,10 @@ def check_document(data: Any, fmt: FileFormat, source: str) -> dict[str, Any]:
                               f"what this pybench reads ({', '.join(map(str, fmt.reads))}); {remedy}")
     schema = BODY_SCHEMAS.get(fmt.schema)
     if schema is not None:
-        from pybench.io import schemas
+        import importlib
 
-        schemas.validate_body(data, getattr(schemas, schema), source)
+        from pybench.io.schemas import validate_body
+
+        module, name = schema.split(":")
+        validate_body(data, getattr(importlib.import_module(f"pybench.io.{module}"), name), source)
     return data

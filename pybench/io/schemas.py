@@ -37,6 +37,7 @@ Time = Annotated[float, Field(gt=0, le=MAX_TIME_S)]  # a time an operation took:
 Spread = Annotated[float, Field(ge=0, le=MAX_TIME_S)]  # a quantile or bound of such times
 Rate = Annotated[float, Field(ge=0, le=1e12)]  # GB/s; 1e12 GB/s is past any link
 Text = Annotated[str, Field(max_length=_TEXT)]
+Finite = Annotated[float, Field(ge=-1e30, le=1e30, allow_inf_nan=False)]  # a fitted figure: finite, sign free
 
 
 class _Body(BaseModel):
@@ -100,6 +101,7 @@ def validate_body(data: dict[str, Any], schema: type[BaseModel] | None, source: 
     line naming ``source``, the field and the value."""
     if schema is None:
         return
+    _refuse_long_lists(data, schema, source)
     try:
         schema.model_validate(data, strict=True)
     except ValidationError as exc:
@@ -112,3 +114,17 @@ def validate_body(data: dict[str, Any], schema: type[BaseModel] | None, source: 
             raise FileFormatError(f"{source}: required field {where!r} is missing{more}") from None
         why = first.get("msg", "invalid")
         raise FileFormatError(f"{source}: {where or 'document'}: {why}, got {value}{more}") from None
+
+
+def _refuse_long_lists(data: dict[str, Any], schema: type[BaseModel], source: str) -> None:
+    """A top-level list past its bound, refused by its length alone: pydantic checks a length only
+    after validating every item (seconds, and an error per item, for a million of them)."""
+    for name, field in schema.model_fields.items():
+        value = data.get(name)
+        if not isinstance(value, list):
+            continue
+        for rule in field.metadata:
+            longest = getattr(rule, "max_length", None)
+            if longest is not None and len(value) > longest:
+                raise FileFormatError(f"{source}: {name}: {len(value)} items, more than the {longest} "
+                                      "a pybench file of this kind holds")

@@ -214,13 +214,20 @@ class EndOnSignals:
             signal.signal(sig, handler)
 
 
+RANK0_MARK = "rank0:"  # the guard's first argument for a rank 0 that guards its own result
+
+
 class Guard:
     """A small process in its own session that ends the job and removes its files when the
-    pybench parent dies without saying goodbye (SIGKILL): its stdin pipe closes."""
+    pybench parent dies without saying goodbye (SIGKILL): its stdin pipe closes.
 
-    def __init__(self, job: JobFolder, result_files: Sequence[Path]) -> None:
+    ``rank0``: the process guarded is rank 0 under a launcher of the user's (or none), whose journal
+    nobody else would turn into the result file; the guard's reason then names rank 0."""
+
+    def __init__(self, job: JobFolder, result_files: Sequence[Path], rank0: bool = False) -> None:
         code = "import sys; from pybench.measure.job import guard_job; guard_job(sys.argv[1:])"
-        self.proc = subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), str(job.path),
+        who = f"{RANK0_MARK}{os.getpid()}" if rank0 else str(os.getpid())
+        self.proc = subprocess.Popen([sys.executable, "-c", code, who, str(job.path),
                                       *map(str, result_files)], stdin=subprocess.PIPE,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -264,8 +271,11 @@ def guard_job(argv: list[str]) -> None:
             leader = int(line.split()[1])
     if leader is not None:
         kill_session(leader)
-    mark_cut_short([Path(f) for f in files], f"the pybench parent process (pid {parent}) died; the job was killed",
-                   job_dir)
+    if parent.startswith(RANK0_MARK):
+        reason = f"rank 0 (pid {parent[len(RANK0_MARK):]}) died before the run finished"
+    else:
+        reason = f"the pybench parent process (pid {parent}) died; the job was killed"
+    mark_cut_short([Path(f) for f in files], reason, job_dir)
     JobFolder(job_dir).remove()
 
 

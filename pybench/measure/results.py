@@ -222,6 +222,8 @@ class _WriteState:
     exclusive: bool = False  # claimed without --force: the first write must create each file
     written: set[Path] = field(default_factory=set)
     journal: Journal | None = None
+    own_job: Any = None  # JobFolder and Guard of a rank 0 no pybench launcher watches (see _open_journal)
+    own_guard: Any = None
     last_write_at: float = 0.0
     last_write_cost_s: float = 0.0
     rewritten_at_count: int = -1
@@ -279,8 +281,7 @@ class OutputFiles:
         try:
             if self.json_path is not None and not final:
                 if st.journal is None:
-                    where = journal_path(self.json_path)
-                    st.journal = Journal(where) if where is not None else None
+                    st.journal = self._open_journal()
                 if st.journal is not None:
                     st.journal.append(lambda: {**result.to_dict(), "records": []}, result.records)
         except OSError as exc:
@@ -308,6 +309,36 @@ class OutputFiles:
         if final and st.journal is not None:
             st.journal.remove()
             st.journal = None
+        if final:
+            self._end_own_job()
+
+    def _open_journal(self) -> Journal | None:
+        """The journal of this run: in the job folder of pybench's launcher when it started us (it
+        rebuilds the file if we die); as rank 0 of the user's launcher (mpirun, srun, torchrun), in a
+        job folder of our own with a guard process that does the same when this process dies; none
+        in a process of its own (the file's rewrites are all there is)."""
+        assert self.json_path is not None
+        where = journal_path(self.json_path)
+        if where is None:
+            from pybench.measure.launch import under_launcher
+            if not under_launcher():
+                return None
+            from pybench.measure.job import Guard, JobFolder
+            st = self._state
+            st.own_job = JobFolder()
+            st.own_guard = Guard(st.own_job, [self.json_path], rank0=True)
+            where = journal_path(self.json_path, st.own_job.path)
+            assert where is not None
+        return Journal(where)
+
+    def _end_own_job(self) -> None:
+        st = self._state
+        if st.own_guard is not None:
+            st.own_guard.stop(clean=True)
+            st.own_guard = None
+        if st.own_job is not None:
+            st.own_job.remove()
+            st.own_job = None
 
     def _rewrite_due(self, count: int) -> bool:
         st = self._state

@@ -19,6 +19,7 @@ from pybench.measure.benchmark import BenchConfig, check_device_memory, check_me
 from pybench.measure.envinfo import environment
 from pybench.measure.launch import PROGRESS, PROGRESS_MARK, register_rank, report_status
 from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
+from pybench.measure.peer_loss import leave_after_peer_loss, peer_lost
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
 from pybench.measure.table import average_busbw, footer_lines, header_lines, min_bw_failed, row_line
 from pybench.sizes import format_size
@@ -161,11 +162,19 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
         env["backend"] = backend.run_metadata()  # GPU models, driver, NCCL, links between GPU pairs
     hosts = dict(Counter(info["hosts"]))
     worst = 0
-    for k, plan in enumerate(plans):
-        code = _run_one(backend, plan, info, hosts, env, argv, current, nccl_json.get(k))
-        worst = max(worst, code)
-        if code >= 2:
-            break  # bad input or a write that failed: the next test would fail the same way
+    try:
+        for k, plan in enumerate(plans):
+            code = _run_one(backend, plan, info, hosts, env, argv, current, nccl_json.get(k))
+            worst = max(worst, code)
+            if code >= 2:
+                break  # bad input or a write that failed: the next test would fail the same way
+    except RuntimeError as exc:  # torch.distributed's, when a peer rank died: one line, not its traceback
+        fault = peer_lost(exc)
+        if fault is None:
+            raise
+        current.cut_short(str(fault))
+        kept = str(current.outputs.json_path or "") if is_root and current.outputs is not None else ""
+        return leave_after_peer_loss(fault, rank, info["host"], kept)
     return report_status(worst, is_root)
 
 

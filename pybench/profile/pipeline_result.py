@@ -113,29 +113,21 @@ def loader_rate(doc: dict[str, Any], source: str, batch: int | None = None) -> t
     """(samples/s, batch size) the loader sustained in a pipeline profile document.
 
     The row of ``batch`` when the profile measured it, else the row with the fastest loader
-    (the best the loader reached at any batch size measured). ``doc`` has passed
-    ``check_document(..., PROFILE, ...)``; another kind of profile, or one with no loader
-    figure, raises FileFormatError naming ``source``.
+    (the best the loader reached at any batch size measured). ``doc`` is checked against the
+    PROFILE schema; a bad field, another kind of profile, or one with no loader figure raises
+    FileFormatError naming ``source``.
     """
     kind = doc.get("kind", "ddp")
     if kind != PIPELINE_KIND:
         raise FileFormatError(f"{source}: a {kind!r} profile has no input-pipeline figure; "
                               f"make one with `pybench profile -n 1 --json FILE`")
-    rows = doc.get("rows")
-    measured = []
-    for r in rows if isinstance(rows, list) else []:
-        if not isinstance(r, dict):
-            continue
-        rate: Any = r.get("loader_samples_per_s")
-        size: Any = r.get("batch")
-        if _is_number(rate) and rate > 0 and _is_number(size):
-            measured.append((float(rate), int(size)))
+    from pybench.io.document_schemas import ProfileSchema
+    from pybench.io.schemas import validate_body
+    validate_body(doc, ProfileSchema, source)  # the rows typed: Python callers may pass any dict
+    measured = [(float(r["loader_samples_per_s"]), int(r["batch"])) for r in doc["rows"]
+                if r.get("loader_samples_per_s") and r.get("batch") is not None]
     if not measured:
         raise FileFormatError(f"{source}: no row has a loader rate (loader_samples_per_s); "
                               f"make the profile with `pybench profile -n 1 --json FILE`")
     same = [m for m in measured if m[1] == batch]
     return max(same or measured)
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -12,7 +12,6 @@ import io
 import math
 from pathlib import Path
 
-from pybench.errors import FileFormatError
 from pybench.io.files import read_document
 from pybench.io.formats import COMPARISON
 
@@ -20,25 +19,8 @@ VERDICT_COLOURS = {"slower": "#c62828", "faster": "#2e7d32", "not significant": 
 
 
 def load_comparison(path: str | Path) -> dict:
-    """Read a comparison file and check the fields the figure uses."""
-    doc = read_document(path, COMPARISON)
-    sizes = doc.get("sizes")
-    if not isinstance(sizes, list):
-        raise FileFormatError(f"{path}: 'sizes' must be a list")
-    for k, s in enumerate(sizes):
-        ok = isinstance(s, dict) and isinstance(s.get("size_bytes"), int) and s["size_bytes"] > 0 \
-            and _number_or_none(s.get("time_ratio")) and isinstance(s.get("ratio_ci"), list) \
-            and len(s["ratio_ci"]) == 2 and all(_number_or_none(x) for x in s["ratio_ci"]) \
-            and s.get("verdict") in VERDICT_COLOURS
-        if not ok:
-            raise FileFormatError(f"{path}: size {k} needs size_bytes, time_ratio, ratio_ci [low, high] and a verdict")
-    if not isinstance(doc.get("noise", 0.0), (int, float)):
-        raise FileFormatError(f"{path}: 'noise' must be a number")
-    return doc
-
-
-def _number_or_none(x) -> bool:
-    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+    """Read a comparison file, checked against its schema (pybench.io.document_schemas)."""
+    return read_document(path, COMPARISON)
 
 
 def render_comparison(doc: dict, fmt: str = "png", dpi: int = 110) -> bytes:

@@ -82,23 +82,17 @@ def _from_log(path: Path) -> list[RunResult]:
 
 
 def _from_pytest_benchmark(data: dict, path: Path) -> list[RunResult]:
+    from pybench.io.foreign_schemas import PytestBenchmarkSchema, validate_foreign
+    validate_foreign(data, PytestBenchmarkSchema, str(path),  # every benchmark one of pybench's, typed
+                     "not one of pybench's: only pybench's suites (benchmarks/) can be read")
     groups: dict[tuple, list[SizeRecord]] = defaultdict(list)
-    for k, bench in enumerate(data["benchmarks"]):
-        info = bench.get("extra_info") if isinstance(bench, dict) else None
-        stats = bench.get("stats") if isinstance(bench, dict) else None
-        if not isinstance(info, dict) or not isinstance(stats, dict) or not isinstance(info.get("size_bytes"), int):
-            raise FileFormatError(f"{path}: benchmarks[{k}] is not one of pybench's (no extra_info.size_bytes); "
-                                  "only pybench's suites (benchmarks/) can be read")
-        raw = stats.get("data")
-        samples: list[float] = raw if isinstance(raw, list) and raw else [stats.get("median")]  # type: ignore[list-item]
-        key = (str(info.get("collective", bench.get("group", "?"))), str(info.get("backend", "?")),
-               str(info.get("dtype", "float32")), str(info.get("redop", "")), info.get("world_size"))
-        world = key[4] if isinstance(key[4], int) else None
-        try:
-            groups[key].append(_record(info["size_bytes"], key[2], key[3], samples,
-                                       busbw_factor=_factor(key[0], world)))
-        except FileFormatError as exc:
-            raise FileFormatError(f"{path}: benchmarks[{k}] ({bench.get('name')}): {exc}") from None
+    for bench in data["benchmarks"]:
+        info, stats = bench["extra_info"], bench["stats"]
+        samples: list[float] = stats.get("data") or [stats["median"]]
+        key = (str(info.get("collective") or bench.get("group") or "?"), str(info.get("backend") or "?"),
+               str(info.get("dtype") or "float32"), str(info.get("redop") or ""), info.get("world_size"))
+        groups[key].append(_record(info["size_bytes"], key[2], key[3], samples,
+                                   busbw_factor=_factor(key[0], key[4])))
     if not groups:
         raise FileFormatError(f"{path}: a pytest-benchmark save with no benchmarks")
     return [_result(c, b, d, r, w if isinstance(w, int) else None, None, "pytest-benchmark", path,

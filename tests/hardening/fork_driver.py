@@ -56,7 +56,8 @@ def _child(argv: list[str], cwd: str, out: str, err: str) -> None:
 
 # Imported once, before the forks, so that each case pays only for its own work.
 _PRELOAD = ("pybench.cli.main", "pybench.model", "pybench.report.plot", "pybench.report.html", "pybench.report.compare",
-            "matplotlib.pyplot")
+            "matplotlib.pyplot", "pybench.io.schemas", "pybench.io.document_schemas", "pybench.io.foreign_schemas",
+            "pybench.model.system", "pybench.planning.compute", "pybench.cli.planning", "pybench.report.inputs")
 
 
 def run_cases(cases: list[dict]) -> list[dict]:

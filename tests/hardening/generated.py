@@ -11,6 +11,7 @@ Each class is a function ``(folder) -> list[Case]``: it writes the files its cas
 * ``outputs``: every writer given an output it cannot use (a 300-character name, a folder that
   does not exist, a file as folder, /proc, /sys);
 * ``logs``: OSU logs too long, too wide, or with numbers no run measures;
+* ``formats``: every other format pybench reads, each field attacked (format_cases.py);
 * ``memory``: p2p windows and GEMMs that must be refused before allocating, and a fit long
   enough that an n x n search would not fit in 3 GiB but must now finish.
 """
@@ -219,4 +220,6 @@ def _long_sweep(n: int) -> str:
 
 
 CLASSES: dict[str, Callable[[Path], list[Case]]] = {
-    "documents": documents, "numbers": numbers, "outputs": outputs, "logs": logs, "memory": memory}
+    "documents": documents, "numbers": numbers, "outputs": outputs, "logs": logs, "memory": memory,
+    # every other file format (format_cases.py, which takes its fixtures from here: imported when run)
+    "formats": lambda folder: __import__("format_cases").formats(folder)}

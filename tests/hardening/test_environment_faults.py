@@ -50,3 +50,19 @@ def test_a_tmpdir_too_small_for_mpi_is_one_line_exit_3(tmp_path, native):
     assert p.returncode == 3, p.stderr
     assert "not enough space" in _one_error_line(p)
     assert left == []  # the job folder went with the job
+
+
+@pytest.mark.parametrize("exe", ["/nonexistent/python3", "not-executable", ""])
+def test_a_python_that_cannot_be_run_is_one_line_exit_3(tmp_path, native, monkeypatch, capsys, exe):
+    """The ranks run sys.executable: when it cannot be run, the line says so (not "choose another path")."""
+    from pybench.cli.main import main
+    if exe == "not-executable":
+        exe = str(tmp_path / "python3")
+        (tmp_path / "python3").write_text("")
+    monkeypatch.setattr(sys, "executable", exe)
+    monkeypatch.chdir(tmp_path)
+    assert main(["allreduce", "--sizes", "1K", "--iters", "5", "--backend", "mpi", "--json", "r.json"]) == 3
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("pybench: error:")]
+    assert len(lines) == 1 and "cannot run this Python (" in lines[0], lines
+    assert "start pybench with a Python that can be run" in lines[0]
+    assert sorted(os.listdir(tmp_path)) in ([], ["python3"])  # no result file, empty or not

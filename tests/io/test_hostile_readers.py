@@ -10,6 +10,7 @@ entry point (``pybench.cli.main.main``) in this process under a SIGALRM guard, s
 from __future__ import annotations
 
 import ast
+import json
 import os
 from pathlib import Path
 
@@ -114,7 +115,8 @@ def test_the_read_stops_at_the_limit(tmp_path):
 
 
 def test_documents_are_checked_against_the_registry(tmp_path):
-    doc = stamp(MODEL, {"models": []})
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json"
+    doc = stamp(MODEL, {"models": json.loads(fixture.read_text())["models"]})
     assert list(doc)[:2] == ["schema", "schema_version"] and doc["schema"] == "pybench.model"
     assert check_document(doc, MODEL, "m") is doc
     with pytest.raises(FileFormatError, match="it is a fitted model file"):
@@ -124,8 +126,11 @@ def test_documents_are_checked_against_the_registry(tmp_path):
     with pytest.raises(FileFormatError, match="not a positive integer"):
         check_document({**doc, "schema_version": True}, MODEL, "m")
     path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    assert read_document(path, MODEL)["models"] == doc["models"]
     path.write_text('{"schema": "pybench.model", "schema_version": 1, "models": []}')
-    assert read_document(path, MODEL)["models"] == []
+    with pytest.raises(FileFormatError, match="models: List should have at least 1 item"):
+        read_document(path, MODEL)
 
 
 def test_every_schema_is_declared_once():

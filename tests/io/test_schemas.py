@@ -57,3 +57,38 @@ def test_a_4000_digit_integer_and_a_lone_surrogate_are_refused_by_the_reader(tmp
 
 def test_a_valid_result_still_reads():
     assert len(load_result(RESULT).records) == len(json.loads(RESULT.read_text())["records"])
+
+
+def test_every_format_pybench_reads_has_a_schema():
+    """The registry names a pydantic schema for every format a reader checks; the three only written
+    (a prediction, a plan, a copy bandwidth result) are the exceptions."""
+    import importlib
+
+    from pydantic import BaseModel
+
+    from pybench.io.formats import BODY_SCHEMAS, COPY, FORMATS, PLAN, PREDICTION
+    assert set(FORMATS) - set(BODY_SCHEMAS) == {PREDICTION.schema, PLAN.schema, COPY.schema}
+    for name, where in BODY_SCHEMAS.items():
+        module, cls = where.split(":")
+        assert issubclass(getattr(importlib.import_module(f"pybench.io.{module}"), cls), BaseModel), name
+
+
+def test_a_topology_model_fitted_at_zero_ranks_is_refused_where_it_is_read(tmp_path):
+    """It once reached plan, ccr and predict --world as a ZeroDivisionError."""
+    from pybench.model.model_files import load_models
+    model = Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json"
+    doc = json.loads(model.read_text())
+    doc["topology"] = [{"collective": "allreduce", "algorithm": "ring", "fitted": [[0, 0]],
+                        "size_range": [1024, 1 << 20]}]
+    bad = tmp_path / "m.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match=r"topology\[0\]\.fitted\[0\]\[0\]: Input should be greater than"):
+        load_models(bad)
+
+
+def test_a_list_past_its_bound_is_refused_by_its_length_before_its_items_are_checked():
+    """pydantic counts a list only after validating each item: a million bad items would each be an error."""
+    from pybench.io.formats import COMPARISON, check_document, stamp
+    doc = stamp(COMPARISON, {"sizes": [0] * ((1 << 20) + 1)})
+    with pytest.raises(FileFormatError, match=r"^c: sizes: 1048577 items, more than the 1048576 a pybench file"):
+        check_document(doc, COMPARISON, "c")

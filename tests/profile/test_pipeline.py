@@ -93,7 +93,8 @@ def test_the_document_is_a_pipeline_profile_and_gives_the_loader_rate(one_thread
 @pytest.mark.parametrize("doc, said", [
     ("profile_20M_loopback.json", "a 'ddp' profile has no input-pipeline figure"),
     ({"kind": "pipeline", "rows": [{"batch": 4, "loader_samples_per_s": None}]}, "no row has a loader rate"),
-    ({"kind": "pipeline", "rows": "x"}, "no row has a loader rate")])
+    ({"kind": "pipeline", "rows": "x"}, "rows: Input should be a valid list"),
+    ({"kind": "pipeline", "rows": [{"batch": 4, "loader_samples_per_s": "fast"}]}, "Input should be a valid number")])
 def test_a_profile_without_a_loader_figure_is_refused(doc, said):
     if isinstance(doc, str):
         doc = json.loads((REPO / "tests" / "fixtures" / doc).read_text())

@@ -153,7 +153,7 @@ def test_a_broken_matrix_file_is_one_line_exit_2(tmp_path, capsys):
     bad = tmp_path / "m.json"
     bad.write_text(json.dumps(doc))
     assert main_for_tests(["plot", str(bad), "-o", str(tmp_path / "m.png")]) == 2
-    assert "'bandwidth_gbps' must be a number" in capsys.readouterr().err
+    assert "pairs[0].bandwidth_gbps: Input should be a valid number, got 'fast'" in capsys.readouterr().err
 
 
 def test_report_opens_with_a_summary_and_holds_heatmap_and_comparison(tmp_path):

@@ -4,7 +4,7 @@ The document holds ``args`` (argv; argv[0] names the program), ``config`` with `
 (rank, hostname ...) and ``results``: rows with ``size``, ``count``, ``type``, ``redop``,
 ``root`` and ``out_of_place`` / ``in_place`` objects holding ``time`` (us), ``alg_bw``,
 ``bus_bw`` (GB/s) and ``nwrong``. The document is parsed by :func:`pybench.io.files.parse_json`
-before it gets here.
+before it gets here, and checked against :class:`pybench.io.foreign_schemas.NcclTestsJsonSchema`.
 """
 
 from __future__ import annotations
@@ -39,54 +39,22 @@ def _hosts(data: dict[str, Any]) -> dict[int, str]:
     return hosts
 
 
-def _time_of(block: dict[str, Any]) -> float:
-    value = block.get("time", block.get("cpu_time"))
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise TypeError("time missing")
-    return float(value)
-
-
-def _add_row(path, rows: Rows, k: int, row: Any) -> None:
-    if not isinstance(row, dict):
-        raise FileFormatError(f"{path}: results[{k}] is not an object")
+def _add_row(rows: Rows, row: dict[str, Any]) -> None:
+    """One row (typed and bounded by NcclTestsJsonSchema) into ``rows``; a row of size 0 measured nothing."""
     block = row.get("out_of_place") or row.get("in_place")
-    if not isinstance(block, dict):
-        raise FileFormatError(f"{path}: results[{k}] has neither out_of_place nor in_place timings")
-    try:
-        size = int(row["size"])
-        count = int(row.get("count", 0))
-        t, a, b = _time_of(block), float(block["alg_bw"]), float(block["bus_bw"])
-    except (KeyError, TypeError, ValueError):
-        raise FileFormatError(f"{path}: results[{k}]: size/time/alg_bw/bus_bw missing or not numbers") from None
-    if size == 0:
-        return  # fewer bytes than one element per rank: nothing was measured
+    if block is None or row["size"] == 0:
+        return
     other = row.get("in_place")
-    ip = math.nan
-    if block is not other and isinstance(other, dict):
-        try:
-            ip = _time_of(other)
-        except (TypeError, ValueError):
-            ip = math.nan
-    rows.sizes.append(size)
-    rows.counts.append(count)
-    rows.times.append(t)
-    rows.in_place.append(ip)
-    rows.algbw.append(a)
-    rows.busbw.append(b)
-    redop = str(row.get("redop", "")).strip()
-    rows.keys.append((str(row.get("type", "")), redop))
+    rows.sizes.append(row["size"])
+    rows.counts.append(row.get("count") or 0)
+    rows.times.append(float(block["time"]))
+    rows.in_place.append(float(other["time"]) if block is not other and other is not None else math.nan)
+    rows.algbw.append(float(block["alg_bw"]))
+    rows.busbw.append(float(block["bus_bw"]))
+    redop = str(row.get("redop") or "").strip()
+    rows.keys.append((str(row.get("type") or ""), redop))
     rows.redops.add(redop)
     rows.roots.add(str(row.get("root", "")).strip())
-
-
-def _check(path, rows: Rows) -> None:
-    times = np.array(rows.times, dtype=float)
-    if not rows.sizes:
-        raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 in 'results'")
-    bad = ~np.isfinite(times) | (times <= 0) | (times > 1e15) | (np.array(rows.sizes, dtype=float) > 2.0 ** 60)
-    if np.any(bad):
-        k = int(np.argmax(bad))
-        raise FileFormatError(f"{path}: results row with size {rows.sizes[k]} has an impossible size or time")
 
 
 def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = None,
@@ -104,10 +72,13 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     """
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise FileFormatError(f"{path}: not an nccl-tests JSON file: no 'results' list")
+    from pybench.io.foreign_schemas import NcclTestsJsonSchema, validate_foreign
+    validate_foreign(data, NcclTestsJsonSchema, str(path))
     rows = Rows()
-    for k, row in enumerate(data["results"]):
-        _add_row(path, rows, k, row)
-    _check(path, rows)
+    for row in data["results"]:
+        _add_row(rows, row)
+    if not rows.sizes:
+        raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 and a timing in 'results'")
     alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
     good = alg > 0.01
     coll, world, notes = infer(collective or PROGRAMS.get(_program(data) or ""), rows.redops, rows.roots,

@@ -1,0 +1,187 @@
+"""The schemas of pybench's own documents besides the result (pybench.io.schemas has that one):
+fitted models, compute profiles, CCR tables, step profiles, comparisons and pair matrices.
+
+Each names what its readers rely on, typed and bounded as the result's are (finite, positive where
+physical, sizes below 2^60, worlds at least 1, text as text, lists of a bounded length), so a
+reader gets a document it can use without checks of its own. Fields a newer pybench adds pass
+(``extra="allow"``, from the shared base class).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from pybench.io.schemas import (
+    MAX_RECORDS,
+    MAX_SIZE_BYTES,
+    MAX_WORLD,
+    Count,
+    Finite,
+    Rate,
+    Size,
+    Spread,
+    Text,
+    Time,
+    _Body,
+)
+
+World = Annotated[int, Field(ge=1, le=MAX_WORLD)]
+Positive = Annotated[float, Field(gt=0, le=1e30, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+PositiveSize = Annotated[int, Field(gt=0, lt=MAX_SIZE_BYTES)]
+Notes = Annotated[list[Text], Field(max_length=4096)]
+#: A pair matrix covers at most 1024 GPUs (an index above 1023 is not a GPU of one machine).
+MAX_GPU = 1023
+
+
+# JSON pairs as lists of two: strict validation takes no list for a tuple.
+WorldPair = Annotated[list[World], Field(min_length=2, max_length=2)]
+SizePair = Annotated[list[Size], Field(min_length=2, max_length=2)]
+Figures = Annotated[list[Finite], Field(max_length=MAX_RECORDS)]
+
+
+# ---------------------------------------------------------------- fitted models (MODEL)
+class SegmentSchema(_Body):
+    """One regime of a fitted alpha-beta curve."""
+
+    size_min_bytes: Size
+    size_max_bytes: Size
+    alpha_s: Finite
+    inv_bw_s_per_byte: Finite
+    cov: Annotated[list[Finite], Field(max_length=64)] | None = None
+    n_points: Count | None = None
+
+
+class CurveSchema(_Body):
+    """One fitted curve (pybench.model's AlphaBetaModel)."""
+
+    collective: Text
+    backend: Text | None = None
+    link_class: Text | None = None
+    world_size: World
+    dtype: Text | None = None
+    algorithm: Text | None = None
+    n_points: Count | None = None
+    sources: Notes | None = None
+    notes: Notes | None = None
+    segments: Annotated[list[SegmentSchema], Field(min_length=1, max_length=MAX_RECORDS)]
+
+
+class TopologySchema(_Body):
+    """One collective's topology model: what answers for the layouts not measured."""
+
+    collective: Text
+    algorithm: Text
+    fitted: Annotated[list[WorldPair], Field(min_length=1, max_length=4096)]  # [ranks, nodes] pairs
+    size_range: SizePair
+    residual_sizes: Figures | None = None
+    residuals: Figures | None = None
+    notes: Notes | None = None
+
+
+class ModelSchema(_Body):
+    models: Annotated[list[CurveSchema], Field(min_length=1, max_length=65536)]
+    topology: Annotated[list[TopologySchema], Field(max_length=65536)] | None = None
+
+
+# ---------------------------------------------------------------- compute profiles (COMPUTE)
+class GemmSchema(_Body):
+    m: Annotated[int, Field(ge=1, le=1 << 40)]
+    k: Annotated[int, Field(ge=1, le=1 << 40)]
+    n: Annotated[int, Field(ge=1, le=1 << 40)]
+    samples_s: Annotated[list[Time], Field(min_length=1, max_length=1 << 16)]
+    median_s: Time | None = None
+
+
+class ComputeSchema(_Body):
+    engine: Text
+    device: Text
+    dtype: Text
+    params: Annotated[int, Field(ge=1, le=1 << 50)]
+    seq: Annotated[int, Field(ge=1, le=1 << 30)]
+    micro_batch: Annotated[int, Field(ge=1, le=1 << 30)]
+    timed_tokens: Annotated[int, Field(ge=1, le=1 << 40)]
+    repeats: Annotated[int, Field(ge=1, le=1 << 30)]
+    flops_per_s: Positive | None = None
+    warnings: Notes | None = None
+    gemms: Annotated[list[GemmSchema], Field(min_length=1, max_length=4096)]
+
+
+# ---------------------------------------------------------------- CCR tables (CCR)
+class CCRRowSchema(_Body):
+    strategy: Text
+    world: World
+    batch: Annotated[int, Field(ge=1, le=1 << 40)]
+    ccr: Fraction
+    efficiency_vs_device: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+    comm_s: Spread
+    compute_s: Spread
+    step_s: Spread
+    samples_per_s: Annotated[float, Field(ge=0, le=1e30, allow_inf_nan=False)]
+    comm_low_s: Spread | None = None
+    comm_high_s: Spread | None = None
+    exposed_s: Spread | None = None
+    exposed_fraction: Fraction | None = None
+
+
+class CCRSchema(_Body):
+    rows: Annotated[list[CCRRowSchema], Field(max_length=1 << 20)]
+    config: dict | None = None
+    notes: Notes | None = None
+
+
+# ---------------------------------------------------------------- step profiles (PROFILE)
+class ProfileRowSchema(_Body):
+    batch: Annotated[int, Field(ge=1, le=1 << 40)] | None = None
+    steps: Count | None = None
+    step_s: Spread | None = None
+    compute_s: Spread | None = None
+    comm_s: Spread | None = None
+    exposed_s: Spread | None = None
+    loader_samples_per_s: Annotated[float, Field(ge=0, le=1e30, allow_inf_nan=False)] | None = None
+
+
+class ProfileSchema(_Body):
+    kind: Text | None = None
+    world_size: World | None = None
+    params: Annotated[int, Field(ge=1, le=1 << 50)] | None = None
+    notes: Notes | None = None
+    rows: Annotated[list[ProfileRowSchema], Field(max_length=1 << 16)]
+
+
+# ---------------------------------------------------------------- comparisons (COMPARISON)
+Ratio = Annotated[float, Field(gt=0, le=1e12, allow_inf_nan=False)]
+
+
+class SizeComparisonSchema(_Body):
+    size_bytes: PositiveSize
+    time_ratio: Ratio | None
+    ratio_ci: Annotated[list[Ratio | None], Field(min_length=2, max_length=2)]  # [low, high]
+    verdict: Literal["slower", "faster", "not significant"]
+
+
+class ComparisonSchema(_Body):
+    noise: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = 0.0
+    summary: Text | None = None
+    sizes: Annotated[list[SizeComparisonSchema], Field(max_length=MAX_RECORDS)]
+
+
+# ---------------------------------------------------------------- GPU pair matrices (P2P_MATRIX)
+Gpu = Annotated[int, Field(ge=0, le=MAX_GPU)]
+
+
+class PairSchema(_Body):
+    src: Gpu
+    dst: Gpu
+    bandwidth_gbps: Rate
+    latency_s: Spread
+    link: Text | None = None
+    slow_bandwidth: bool | None = None
+    slow_latency: bool | None = None
+
+
+class PairMatrixSchema(_Body):
+    bandwidth_size_bytes: PositiveSize | None = None
+    pairs: Annotated[list[PairSchema], Field(min_length=1, max_length=(MAX_GPU + 1) ** 2)]

@@ -1,0 +1,57 @@
+"""A torch.distributed rank killed mid-run under the user's own mpirun: the survivor says so in
+one line (never gloo's traceback), marks the result cut short, and exits 3."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def _rank_pid(marker: str, rank: int) -> int | None:
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace") \
+                    and f"OMPI_COMM_WORLD_RANK={rank}".encode() in (d / "environ").read_bytes().split(b"\0"):
+                return int(d.name)
+        except OSError:
+            continue
+    return None
+
+
+def test_the_survivor_of_a_killed_torch_rank_says_one_line(tmp_path, native):
+    pytest.importorskip("torch.distributed")
+    from pybench.measure.launch import find_launcher
+    out = tmp_path / "torch.json"
+    launcher = find_launcher()
+    env = {k: v for k, v in launcher.environment().items() if k not in ("PYBENCH_STATUS_FILE", "PYBENCH_JOB_DIR")}
+    argv = [sys.executable, "-m", "pybench", "allreduce", "--backend", "torch", "--sizes", "1K,2K,4K,128M",
+            "--iters", "300", "--json", str(out)]
+    proc = subprocess.Popen(launcher.command(2, argv), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None and not out.exists():
+            time.sleep(0.05)
+        time.sleep(1.0)  # inside the later sizes
+        victim = _rank_pid(str(out), 1)
+        assert victim is not None, "rank 1 never started"
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert "Traceback" not in stderr and "RuntimeError" not in stderr, stderr
+    ours = [ln for ln in stderr.splitlines() if ln.startswith("pybench:")]
+    assert len(ours) == 1 and ours[0].startswith("pybench: error: rank 0 (") and "another rank is gone" in ours[0], \
+        stderr
+    doc = json.loads(out.read_text())
+    assert doc["finished"] is False and "another rank is gone" in doc["cut_short"]
