@@ -50,7 +50,7 @@ class SegmentSchema(_Body):
     size_max_bytes: Size
     alpha_s: Finite
     inv_bw_s_per_byte: Finite
-    cov: Annotated[list[Finite | None], Field(max_length=64)] | None = None  # null: undefined (no residual dof)
+    cov: Annotated[list[Finite], Field(max_length=64)] | None = None
     n_points: Count | None = None
 
 

@@ -203,7 +203,7 @@ class SegmentFit:
             "size_max_bytes": int(self.size_max_bytes),
             "alpha_s": float(self.alpha_s),
             "inv_bw_s_per_byte": float(self.inv_bw_s_per_byte),
-            "cov": [_json_float(x) for x in self.cov],
+            "cov": [float(x) for x in self.cov],
             "dof": int(self.dof),
             "n_points": int(self.n_points),
             "confidence": float(self.confidence),
@@ -225,12 +225,9 @@ class SegmentFit:
     @classmethod
     def from_dict(cls, d: dict) -> SegmentFit:
         """Inverse of :meth:`to_dict` (raises KeyError/TypeError/ValueError on bad input)."""
-        values = [_from_json_float(x) for x in d["cov"]]
-        # A piece with no residual degree of freedom (as many points as parameters) has no covariance.
-        undefined = int(d["dof"]) == 0 and all(math.isnan(v) for v in values)
-        if len(values) != 3 or not (undefined or all(math.isfinite(v) for v in values)):
-            raise ValueError("cov must hold 3 finite numbers (var_alpha, cov, var_inv_bw), or 3 nulls without "
-                             "residual degrees of freedom")
+        values = [float(x) for x in d["cov"]]
+        if len(values) != 3 or not all(math.isfinite(v) for v in values):
+            raise ValueError("cov must hold 3 finite numbers (var_alpha, cov, var_inv_bw)")
         cov = (values[0], values[1], values[2])
         seg = cls(
             size_min_bytes=int(d["size_min_bytes"]), size_max_bytes=int(d["size_max_bytes"]),

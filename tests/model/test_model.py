@@ -442,22 +442,3 @@ def test_fit_vtrain_table_names_at_most_two_anomalies(tmp_path, capsys):
     assert len(model.anomalies) <= 2 and len(model.segments) <= 10
     assert model.median_ape < 2.0
     assert capsys.readouterr().err.count("neighbours' trend") == len(model.anomalies)
-
-
-def test_a_two_size_sweep_is_saved_and_read_back(tmp_path):
-    """Two sizes fit a line exactly: no residual degree of freedom, so no covariance. The file says so
-    (nulls) instead of refusing to write a nan, and reads back to the same predictions."""
-    sizes, times = np.array([1024, 1 << 20]), np.array([20e-6, 120e-6])
-    (model,) = fit_models([MeasurementSet("pybench", "reducescatter", "mpi", 2, "intra-node", "float32",
-                                          sizes, times)])
-    path = tmp_path / "two.json"
-    save_models([model], path)
-    (seg,) = json.loads(path.read_text())["models"][0]["segments"]
-    assert seg["dof"] == 0 and seg["cov"] == [None, None, None]
-    (back,) = load_models(path)
-    assert back.predict(1 << 19).time_s == pytest.approx(model.predict(1 << 19).time_s)
-    doc = json.loads(path.read_text())
-    doc["models"][0]["segments"][0]["dof"] = 1  # nulls with degrees of freedom: a damaged file
-    path.write_text(json.dumps(doc))
-    with pytest.raises(FileFormatError):
-        load_models(path)
