@@ -136,13 +136,15 @@ def run_fit(args) -> int:
         if m.collective not in MODELLED:
             raise UsageError(f"{m.path}: pybench has no model for {m.collective!r} (it fits "
                              f"{', '.join(MODELLED)}); give --collective if the log names it wrongly")
-    usable = [m for m in sets if len(set(m.size_bytes.tolist())) >= 2]
+    # Two points fit a line exactly and leave nothing to say how far off it is: no interval.
+    usable = [m for m in sets if len(set(m.size_bytes.tolist())) >= 2 and len(m.fit_points()[0]) >= 3]
     for m in sets:
         if m not in usable:
             print(f"warning: {m.path}: {m.label} has {len(m)} size(s); skipped (a model needs "
-                  f"at least 2 sizes; sweep more, e.g. -b 8 -e 8G)", file=sys.stderr)
+                  f"at least 2 sizes and 3 measured times; sweep more, e.g. -b 8 -e 8G)", file=sys.stderr)
     if not usable:
-        raise UsageError("no input has enough sizes to fit a model (need at least 2 distinct sizes)")
+        raise UsageError("no input has enough sizes to fit a model (need at least 2 distinct sizes and 3 "
+                         "measured times)")
     kwargs: dict[str, str | int] = {"criterion": args.criterion}
     if args.min_points is not None:
         most = max(len(set(m.size_bytes.tolist())) for m in usable)

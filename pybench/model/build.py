@@ -57,6 +57,9 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     if np.unique(size).size < 2:
         raise UsageError(f"{first.path or first.label}: {np.unique(size).size} distinct size(s); "
                          f"a model needs at least 2 (sweep more sizes, e.g. --sizes 1M:1G)")
+    if size.size < 3:  # two points fit a line exactly: nothing says how far off it is
+        raise UsageError(f"{first.path or first.label}: {size.size} measured times; a model needs at least 3 "
+                         f"(sweep more sizes, e.g. --sizes 1M:1G)")
     anomalies = find_anomalies(size, time, anomaly_ratio) if anomaly_ratio else ()
     size, time = without(size, time, anomalies)
     fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,

@@ -442,3 +442,12 @@ def test_fit_vtrain_table_names_at_most_two_anomalies(tmp_path, capsys):
     assert len(model.anomalies) <= 2 and len(model.segments) <= 10
     assert model.median_ape < 2.0
     assert capsys.readouterr().err.count("neighbours' trend") == len(model.anomalies)
+
+
+def test_two_measured_times_are_refused_in_one_line_not_written_as_nan():
+    """Two points fit a line exactly and leave no interval: fit_model refuses them in one line, and
+    `fit` skips such a set with a warning (docs/running.md fits a 2-size result beside a real log)."""
+    two = MeasurementSet("pybench", "reducescatter", "mpi", 2, "intra-node", "float32",
+                         np.array([1024, 1 << 20]), np.array([20e-6, 120e-6]))
+    with pytest.raises(UsageError, match="2 measured times; a model needs at least 3"):
+        fit_models([two])
