@@ -179,7 +179,7 @@ def test_old_v1_fixture_still_loads_and_predicts_the_same():
     ('{"schema": "pybench.result", "schema_version": 1}', "is not 'pybench.model'"),
     ('{"schema": "pybench.model", "schema_version": 2, "models": []}', "newer"),
     ('{"schema": "pybench.model", "schema_version": "1", "models": []}', "positive integer"),
-    ('{"schema": "pybench.model", "schema_version": 1, "models": []}', "'models' missing or empty"),
+    ('{"schema": "pybench.model", "schema_version": 1, "models": []}', "models: List should have at least 1 item"),
     ('{"schema": "pybench.model", "schema_version": 1, "models": [{"collective": "allreduce"}]}',
      "models[0]"),
     ('[1, 2, 3]', "a JSON list, expected an object"),
