@@ -292,7 +292,7 @@ def check_rank_count(nprocs: int, oversubscribe: bool | None, cpus: int | None =
     ``oversubscribe``: True allows more ranks than cores, False refuses them, None (no choice
     made) allows up to RANKS_PER_CORE_LIMIT per core. Every rank also needs RANK_MEMORY_BYTES.
     """
-    from pybench.measure.benchmark import available_memory_bytes
+    from pybench.io.memory import host_memory_left
     cpus = cpus or os.cpu_count() or 1
     if nprocs > cpus and oversubscribe is False:
         raise UsageError(f"{nprocs} ranks exceed the {cpus} cores of this host; allow oversubscription "
@@ -300,7 +300,7 @@ def check_rank_count(nprocs: int, oversubscribe: bool | None, cpus: int | None =
     if nprocs > RANKS_PER_CORE_LIMIT * cpus and oversubscribe is None:
         raise UsageError(f"{nprocs} ranks on {cpus} cores is more than {RANKS_PER_CORE_LIMIT} per core; "
                          f"use at most {RANKS_PER_CORE_LIMIT * cpus}")
-    available = available_memory_bytes() if available is None else available
+    available = host_memory_left() if available is None else available
     if available is not None and nprocs * RANK_MEMORY_BYTES > available:
         raise UsageError(f"{nprocs} ranks need about {nprocs * RANK_MEMORY_BYTES / 2**30:.1f} GiB "
                          f"({RANK_MEMORY_BYTES >> 20} MiB each) but {available / 2**30:.1f} GiB is available")

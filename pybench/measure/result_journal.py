@@ -24,6 +24,11 @@ from typing import Any
 
 from pybench.io.files import null_non_finite
 
+# A result file rewritten mid-run says so: its cut_short starts with this, and
+# job.mark_cut_short replaces it with the reason when the run dies before its final write
+# (here, below both: results and job read it).
+IN_PROGRESS = "in progress"
+
 JOB_DIR = "PYBENCH_JOB_DIR"  # the job folder (pybench.measure.job), set in every rank we start
 
 

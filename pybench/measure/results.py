@@ -21,7 +21,7 @@ from typing import Any
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
-from pybench.measure.result_journal import Journal, journal_path
+from pybench.measure.result_journal import IN_PROGRESS, Journal, journal_path
 
 
 @dataclass(frozen=True)
@@ -208,9 +208,6 @@ def result_csv(result: RunResult) -> str:
     return buf.getvalue()
 
 
-# A result file rewritten mid-run says so: its cut_short starts with this, and
-# job.mark_cut_short replaces it with the reason when the run dies before its final write.
-IN_PROGRESS = "in progress"
 # Mid-run rewrites: whenever the count of sizes doubles, and otherwise after this many seconds
 # unless the last rewrite took more than a tenth of that (then ten times its duration): the
 # total cost of rewrites stays within a constant factor of writing the file once.

@@ -15,7 +15,8 @@ import pytest
 
 from pybench.measure.job import mark_cut_short
 from pybench.measure.result_journal import journal_path
-from pybench.measure.results import IN_PROGRESS, OutputFiles, RunResult, SizeRecord
+from pybench.measure.result_journal import IN_PROGRESS
+from pybench.measure.results import OutputFiles, RunResult, SizeRecord
 
 
 def _record(size: int) -> SizeRecord:
