@@ -222,7 +222,7 @@ class TopologyModel:
         heavy = {w: f for w, f in fill.items() if f > FILL_SHARE}
         if heavy:
             return (f"joining the measured {', '.join(map(str, worlds))}-GPU sweeps takes a pipeline fill of "
-                    f"{', '.join(f'{100 * f:.0f}% at {w}' for w, f in heavy.items())} GPUs of the bandwidth time, "
+                    f"{', '.join(f'{100 * f:.0f}% of the bandwidth time at {w} GPUs' for w, f in heavy.items())}, "
                     f"more than the bytes themselves")
         return ""
 
