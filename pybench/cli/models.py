@@ -71,7 +71,8 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--system", default=None, metavar="NAME|FILE",
                    help="the hardware the logs ran on: a named system (dgx-h100, aws-p5, gb200-nvl72, ...; "
                         "`pybench system` lists them) or a description file; recorded in the model, "
-                        "it prices the link classes the logs did not measure and bounds the layouts")
+                        "it prices the link classes the logs did not measure and bounds the layouts (default: the "
+                        "GPU system pybench results recorded, when every input is one from the same machine)")
     p.add_argument("--min-points", type=_min_points, default=None, metavar="K",
                    help="fewest sizes in one piece (default 4)")
     p.add_argument("--criterion", choices=("bic", "aicc"), default="bic",
@@ -152,6 +153,8 @@ def run_fit(args) -> int:
             raise UsageError(f"--min-points {args.min_points} is more than the {most} sizes of the largest input; "
                              f"give at most {most}")
         kwargs["min_points"] = args.min_points
+    if system is None:
+        system = _system_recorded_by(usable)
     models, topology, skipped = fit_model_file(usable, system=system, **kwargs)
     for k, model in enumerate(models):
         if k:
@@ -169,6 +172,37 @@ def run_fit(args) -> int:
     save_models(models, out, overwrite=args.force, topology=topology)
     print(f"\nsaved {len(models)} model(s) and {len(topology)} topology model(s) to {out}")
     return 0
+
+
+def _system_recorded_by(sets):
+    """The machine every input recorded (``environment.system`` of pybench results), when all inputs
+    are pybench results that recorded one describable GPU system; None otherwise, with one stderr
+    line when they recorded systems that differ (a mix of machines prices with none of them)."""
+    from pybench.io.files import read_json
+    from pybench.model.system_detect import recorded_system
+
+    paths = sorted({m.path for m in sets})
+    if not paths or any(m.source != "pybench" or not m.path for m in sets):
+        return None
+    found = {}
+    for path in paths:
+        try:
+            described = recorded_system(read_json(path), path)
+        except UsageError:  # a CPU-only host, say: nothing the model could price with
+            return None
+        if described is None:
+            return None
+        found[path] = described
+    figures = {p: d.model_dump(exclude={"name", "description", "source"}) for p, d in found.items()}
+    first = paths[0]
+    if any(f != figures[first] for f in figures.values()):
+        differ = "; ".join(found[p].summary() for p in paths)
+        print(f"pybench: fit: the inputs were measured on systems that differ ({differ}); none is used: give "
+              f"--system NAME|FILE", file=sys.stderr)
+        return None
+    print(f"pybench: fit: pricing with the system recorded in {first}: {found[first].summary()} "
+          f"(give --system NAME|FILE for another)", file=sys.stderr)
+    return found[first]
 
 
 def _with_nodes(ms, nodes: int):

@@ -86,16 +86,11 @@ def _detect(args) -> int:
 def _recorded(path: str) -> int:
     from pybench.errors import UsageError
     from pybench.io.files import read_json
-    from pybench.model.system_detect import description_from_probe
+    from pybench.model.system_detect import recorded_system
 
-    doc = read_json(path)
-    env = doc.get("environment") if isinstance(doc, dict) else None
-    probe = env.get("system") if isinstance(env, dict) else None
-    if not isinstance(probe, dict) or not isinstance(probe.get("fields"), dict):
+    description = recorded_system(read_json(path), path)
+    if description is None:
         raise UsageError(f"{path} records no detected system (a result of an older pybench, or not a pybench "
                          "result); run `pybench system --detect` on the machine it was measured on")
-    hosts = doc.get("hosts") if isinstance(doc.get("hosts"), dict) else {}
-    host = str(next(iter(hosts), "")) or None
-    description = description_from_probe(probe, host=host, machine=f"the machine {path} was measured on")
     print(json.dumps(description.model_dump(exclude_defaults=True), indent=1))
     return 0

@@ -73,3 +73,24 @@ def description_from_probe(probe: Mapping[str, Any], host: str | None = None,
 def detect_system(topology_dump: str | None = None, smi_timeout_s: float = 5.0) -> SystemDescription:
     """This machine's description (NVML, sysfs, NCCL's dump); UsageError saying what was not detected."""
     return description_from_probe(probe_system(topology_dump=topology_dump, smi_timeout_s=smi_timeout_s))
+
+
+def recorded_probe(doc: object) -> Mapping[str, Any] | None:
+    """The probe a pybench result recorded under ``environment.system`` (None when it records none)."""
+    env = doc.get("environment") if isinstance(doc, Mapping) else None
+    probe = env.get("system") if isinstance(env, Mapping) else None
+    return probe if isinstance(probe, Mapping) and isinstance(probe.get("fields"), Mapping) else None
+
+
+def recorded_system(doc: object, path: str) -> SystemDescription | None:
+    """The description of the machine a pybench result ``doc`` (read from ``path``) was measured on.
+
+    None when the result records no probe (an older pybench, another tool's file); UsageError when
+    it records one that is not a describable GPU system (a CPU-only host), naming what is missing.
+    """
+    probe = recorded_probe(doc)
+    if probe is None:
+        return None
+    hosts = doc.get("hosts") if isinstance(doc, Mapping) else None
+    host = str(next(iter(hosts), "")) or None if isinstance(hosts, Mapping) and hosts else None
+    return description_from_probe(probe, host=host, machine=f"the machine {path} was measured on")

@@ -89,6 +89,7 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
             ("BLAS/OpenMP threads", threads_text(machine.get("threads")) if machine else _UNRECORDED),
             ("CPU governor", machine.get("cpu_governor") or "not readable" if machine else _UNRECORDED),
             ("MPI library", mpi.get("library") or mpi.get("error") or "?"),
+            ("system", _system_text(result, source)),
             ("build", ", ".join(f"{k} {v}" for k, v in build.items()) or "?"),
             ("buffers", result.options.get("buffer_allocation", "?")),
             ("huge pages", "on" if result.options.get("huge_pages", True) else "off"),
@@ -99,6 +100,19 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
 
 
 _UNRECORDED = "not recorded (a result of an older pybench)"
+
+
+def _system_text(result: RunResult, source: str) -> str:
+    """The machine the run recorded, as the description ``fit`` prices with, or why it is none."""
+    from pybench.errors import UsageError
+    from pybench.model.system_detect import recorded_system
+
+    doc = {"environment": result.environment, "hosts": dict(result.hosts)}
+    try:
+        described = recorded_system(doc, source)
+    except UsageError as exc:  # a CPU-only host: what it lacks, in the detector's words
+        return str(exc)
+    return described.summary() if described is not None else _UNRECORDED
 
 
 def _dict(x: Any) -> dict:

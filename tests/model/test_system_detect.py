@@ -5,6 +5,7 @@ own tests (tests/measure/test_system_probe.py); the real machine is detected as 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from pybench.measure.system_probe import probe_system
 from pybench.model.system import load_system, named_systems
 from pybench.model.system_detect import description_from_probe
 from tests.measure.system_fakes import fake_nvml, ib_port, netdev, switched_gpus
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture
@@ -134,3 +137,61 @@ def test_recorded_turns_a_results_record_into_the_description_of_its_machine(cap
     result.write_text(json.dumps({"schema": "pybench.result", "environment": {"system": gpu_less}}))
     assert main(["system", "--recorded", str(result)]) == 2
     assert f"the machine {result} was measured on cannot be described" in capsys.readouterr().err
+
+
+# --- fit prices with the machine its results recorded ----------------------------------------------
+
+def _result_on(tmp_path, name: str, probe) -> str:
+    doc = json.loads(FIXTURES.joinpath("cpu_mpi2_allreduce.json").read_text(encoding="utf-8"))
+    doc["environment"]["system"] = probe
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _fitted_systems(path) -> list:
+    return [t.get("system") for t in json.loads(Path(path).read_text(encoding="utf-8"))["topology"]]
+
+
+def test_fit_prices_with_the_system_its_results_recorded_and_says_so(capsys, tmp_path, h100_node):
+    first, second = _result_on(tmp_path, "a.json", h100_node), _result_on(tmp_path, "b.json", h100_node)
+    out = tmp_path / "m.json"
+    assert main(["fit", first, second, "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"pricing with the system recorded in {first}: detected-vm: 8 GPUs per node" in err
+    systems = _fitted_systems(out)
+    assert systems and all(s["nics_per_node"] == 8 and s["nic_Gbps"] == 400 for s in systems)
+    # --system wins over the record, and says nothing about it
+    assert main(["fit", first, "-o", str(out), "--force", "--system", "dgx-1-v100"]) == 0
+    assert "recorded" not in capsys.readouterr().err
+    assert {s["name"] for s in _fitted_systems(out)} == {"dgx-1-v100"}
+
+
+def test_fit_uses_no_recorded_system_when_the_inputs_disagree_or_one_cannot_be_described(capsys, tmp_path,
+                                                                                          h100_node):
+    fewer_nics = json.loads(json.dumps(h100_node))
+    fewer_nics["fields"]["nics_per_node"] = 4
+    first, other = _result_on(tmp_path, "a.json", h100_node), _result_on(tmp_path, "b.json", fewer_nics)
+    out = tmp_path / "m.json"
+    assert main(["fit", first, other, "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "systems that differ" in err and "give --system" in err and err.count("systems that differ") == 1
+    assert _fitted_systems(out) and not any(_fitted_systems(out))
+    gpu_less = probe_system(sysfs_root=tmp_path / "none", proc_root=tmp_path, nvml=None, nvidia_smi=None)
+    cpu = _result_on(tmp_path, "cpu.json", gpu_less)
+    assert main(["fit", cpu, "-o", str(out), "--force"]) == 0
+    assert "system" not in capsys.readouterr().err
+    assert not any(_fitted_systems(out))
+
+
+def test_the_html_report_shows_the_recorded_machine_or_why_there_is_none(capsys, tmp_path, h100_node):
+    pytest.importorskip("matplotlib", reason="reports need matplotlib (pip install matplotlib)")
+    gpu_less = probe_system(sysfs_root=tmp_path / "none", proc_root=tmp_path, nvml=None, nvidia_smi=None)
+    inputs = [_result_on(tmp_path, "gpu.json", h100_node), _result_on(tmp_path, "cpu.json", gpu_less),
+              str(FIXTURES / "cpu_mpi2_allreduce.json")]
+    out = tmp_path / "r.html"
+    assert main(["report", *inputs, "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "detected-vm: 8 GPUs per node, nvswitch at 450 GB/s per GPU, 8 x 400 Gb/s infiniband" in text
+    assert "cannot be described as a GPU system: gpus_per_node, intra_fabric, intra_GBps_per_gpu: no GPU" in text
+    assert "not recorded (a result of an older pybench)" in text
