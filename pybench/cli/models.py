@@ -430,7 +430,7 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
 
 def _warn_beyond_nvlink_domain(models, world: int) -> None:
     """One stderr line when a fit made inside a multi-node NVLink domain is asked about more ranks."""
-    from pybench.model.topology import nvlink_domain_ranks
+    from pybench.model.crossing import nvlink_domain_ranks
 
     for m in models:
         domain = nvlink_domain_ranks(m)

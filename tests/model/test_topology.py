@@ -17,9 +17,10 @@ import pytest
 from conftest import SHARED_DATA
 
 from pybench.errors import FileFormatError, UsageError
-from pybench.model.link_presets import PRESETS, get_preset
+from pybench.model.crossing import nic_floor_s
 from pybench.model.link_cost import LinkCost
-from pybench.model.topology import Observation, TopologyModel, nic_floor_s
+from pybench.model.link_presets import PRESETS, get_preset
+from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
 from pybench.model.topology_schedules import algorithm_steps
 
@@ -391,8 +392,8 @@ def test_hosts_of_one_nvlink_domain_are_named_and_prediction_beyond_it_is_flagge
     # more than 4 ranks could push through 800 Gbit/s NICs (400 GB/s). Inside the rack the fit
     # holds; 1440 ranks cross the network beyond it, which the log never measured.
     from pybench.cli.main import main
+    from pybench.model.crossing import nvlink_domain_ranks
     from pybench.model.model_files import load_topology
-    from pybench.model.topology import nvlink_domain_ranks
 
     head = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on tray{r // 4:02d} device  {r % 4} [0x01] NVIDIA GB200\n"
                    for r in range(72))

@@ -1,0 +1,126 @@
+"""Across nodes: what an operation pays to cross the network, given a topology model's links.
+
+The schedule's bytes go through the busiest NIC at the slower link's rate, in the fastest of the
+inter-node link's regimes, plus a leader schedule's phase inside each node; a node's NICs bound
+every layout from below (:func:`nic_floor_s`); a fitted "inter-node" link faster than any NIC is
+an NVLink domain that spans hosts (:func:`nvlink_domain_ranks`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import numpy as np
+
+from pybench.errors import UsageError
+from pybench.model.link_cost import LinkCost, regime_label
+from pybench.model.link_presets import PRESETS
+from pybench.model.system import SystemDescription
+from pybench.model.topology_schedules import crossing_terms, intra_node_ranks
+
+
+class ModelLinks(Protocol):
+    """What crossing the network reads of a :class:`pybench.model.topology.TopologyModel`."""
+
+    @property
+    def collective(self) -> str: ...
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def intra(self) -> LinkCost | None: ...
+    @property
+    def inter(self) -> LinkCost | None: ...
+    @property
+    def fitted(self) -> tuple[tuple[int, int], ...]: ...
+    @property
+    def system(self) -> SystemDescription | None: ...
+    @property
+    def inter_absorbs_intra(self) -> bool: ...
+
+
+def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
+                  nodes: int = 2) -> tuple[float, str, str]:
+    """Across nodes: the schedule's bytes through the busiest NIC (shared by ``sharing`` groups) at
+    the slower link's rate, in the fastest of the inter-node link's regimes, plus a leader
+    schedule's phase inside each node where the intra-node link prices it (:func:`_intra_phase_s`)."""
+    assert model.inter is not None
+    # A preset NIC is a port rate: the ring's legs inside each node can be the slower link. A fitted
+    # inter-node link was measured end to end, those legs included, and fitted without this cap:
+    # capping it again would move the prediction off the very sweeps it was fitted to.
+    unmeasured = model.inter.is_preset or model.inter.is_described
+    intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
+    rails = 1.0 if unmeasured else _rails(model, world // nodes)
+    times, labels = [], []
+    for r in model.inter.all_regimes():
+        hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes, r.algorithm)
+        times.append(r.base_s + hops * r.step_s
+                     + (data + fill * r.extra_steps) * size / min(r.busbw_Bps * rails / sharing, intra_bw))
+        labels.append(label)
+    k = int(np.argmin(times))
+    label = labels[k]
+    inside = _intra_phase_s(model, size, world, nodes)
+    if inside:
+        label += f" + intra-node phase on {world // nodes} ranks"
+    return times[k] + inside, label, regime_label(model.inter, k)
+
+
+def _rails(model: ModelLinks, per_node: int) -> float:
+    """How many more of a described node's NICs ``per_node`` ranks drive than the fitted layout's ranks did.
+
+    Each GPU sends through its own NIC where there are enough (rails), so a fit with one rank per node
+    measured one NIC; eight ranks on a node of eight NICs drive eight. Without a description, or with
+    several fitted ranks-per-node counts, the fitted figures stand.
+    """
+    fitted = {w // n for w, n in model.fitted if n > 1}
+    if model.system is None or len(fitted) != 1:
+        return 1.0
+    nics = model.system.nics_per_node
+    return min(per_node, nics) / min(fitted.pop(), nics)
+
+
+def _intra_phase_s(model: ModelLinks, size: float, world: int, nodes: int) -> float:
+    """Time of the schedule's phase inside each node (leader schedules), 0 without one or without an
+    intra-node link to price it with (then the inter-node fit has absorbed it)."""
+    ranks = intra_node_ranks(model.schedule, model.collective, world, nodes)
+    if not ranks or model.intra is None or model.inter_absorbs_intra:
+        return 0.0
+    return model.intra.time_s(model.collective, model.algorithm, size, ranks)
+
+
+def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) -> float:
+    """The least time any layout needs to push ``bytes_per_node`` through a node's NICs.
+
+    Every concurrent group that crosses the node boundary (tp x dp, several dp groups, pipeline
+    stages) shares the same NICs, so the bytes all of them send out of one node, over the NIC
+    bandwidth, bound the step's communication time from below.
+    """
+    if nics_per_node < 1:
+        raise UsageError(f"nics_per_node must be at least 1, got {nics_per_node}")
+    return bytes_per_node / (nic.busbw_Bps * nics_per_node)
+
+
+# The fastest NIC any preset knows, per port: a GPU behind one such port cannot move more.
+FASTEST_NIC_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.link_class == "inter-node")
+
+
+def nvlink_domain_ranks(model: ModelLinks) -> int:
+    """Ranks of the NVLink domain the "nodes" of a multi-node fit share, or 0 when they do not.
+
+    Hosts of one multi-node NVLink domain (GB200 NVL72: 18 trays of 4 GPUs) list as separate
+    hosts, yet talk over NVLink. A fitted inter-node bus bandwidth beyond what every rank of a
+    node could push through its own port of the fastest NIC (800 Gbit/s) is not a network:
+    such a fit holds inside the domain (at least its largest fitted world), not beyond it.
+    """
+    layouts = [(w, n) for w, n in model.fitted if n > 1]
+    if model.inter is None or not layouts or model.inter.is_preset or model.inter.is_described:
+        return 0
+    return max(w for w, _ in layouts) if model.inter.busbw_Bps > ranks_per_node(model) * FASTEST_NIC_BPS else 0
+
+
+def ranks_per_node(model: ModelLinks) -> int:
+    """The most ranks per node among the model's multi-node layouts (0 without one)."""
+    return max((w // n for w, n in model.fitted if n > 1), default=0)
+
