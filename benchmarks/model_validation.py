@@ -45,7 +45,11 @@ predictions are scored from 1 MiB up. What each kind means:
   every other count (2 to 540 nodes) predicted;
 - *system description*: each 2-node log predicted from its system description (NICs per node and
   rate) and, for the A100 node, the one-node A100 table at 8 GPUs; the other nodes were never
-  measured alone, so their links inside the node are the description's nominal rate.
+  measured alone, so their links inside the node are the description's nominal rate. A crossing
+  priced on a measured node keeps that node's protocol regimes, so its interval is only as wide as
+  NIC efficiency and crossing latency vary between the other systems (`crossing_*`); without a
+  measured node the middle sizes are unknown too (`described_*`). Only the A100 log has a
+  measured node: a100-oci-2x8 is the row of that case.
 
 {table}
 

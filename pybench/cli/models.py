@@ -24,7 +24,7 @@ import numpy as np
 
 from pybench.cli.argtypes import number
 from pybench.collectives import COLLECTIVES
-from pybench.errors import UsageError
+from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.io.formats import PREDICTION, stamp
 from pybench.sizes import format_size, parse_sizes
@@ -186,9 +186,9 @@ def _system_recorded_by(sets):
         return None
     found = {}
     for path in paths:
-        try:
+        try:  # pybench's own stdout is a pybench source too, but records no machine
             described = recorded_system(read_json(path), path)
-        except UsageError:  # a CPU-only host, say: nothing the model could price with
+        except PyBenchError:  # that, or a CPU-only host: nothing the model could price with
             return None
         if described is None:
             return None

@@ -18,7 +18,10 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says: its bandwidth
   part (the NICs' efficiency) weighs with the share of the time the bytes take, its latency part
-  with the rest;
+  with the rest. Where the crossing is priced on a measured node's protocol regimes, their shape
+  is measured: the bandwidth part is only how far the NICs' efficiency varies between systems, the
+  latency part how far a crossing's latency does. Without a measured node (or with a preset) the
+  shape is unknown too, and both parts are how far real logs fall from their description;
 * ``span``: what the inputs cannot determine at all. A link fitted at one layout cannot tell a
   per-call latency from a per-step one (both are constant there); at another layout the two
   readings part. Across nodes the per-step reading is taken (NCCL's cost model charges a network
@@ -60,7 +63,14 @@ class Calibration:
     described_bandwidth_half_width: float
     """Log half-width of a described (or preset) link's bandwidth: how far NIC efficiency varies."""
     described_latency_half_width: float
-    """Log half-width of a described link's latency: how far the latency of a crossing varies."""
+    """Log half-width of a described link's latency part without a measured node: how far real logs
+    fall from the description where latency and the unmeasured protocol shape rule."""
+    crossing_bandwidth_half_width: float
+    """Log half-width of the bandwidth part of a crossing priced on a measured node's regimes: how far
+    the NICs' efficiency varies between systems."""
+    crossing_latency_half_width: float
+    """Log half-width of the latency part of a crossing priced on a measured node's regimes: how far the
+    latency of a crossing varies between systems."""
     inter_latency_s: float
     """Least per-call latency of an operation across nodes, for an inter-node link from a description."""
     chosen_on: tuple[str, ...] = field(default=())
@@ -78,6 +88,7 @@ class Calibration:
         try:
             numbers = {k: float(d[k]) for k in ("widening_several_layouts", "widening_one_layout",
                                                  "described_bandwidth_half_width", "described_latency_half_width",
+                                                 "crossing_bandwidth_half_width", "crossing_latency_half_width",
                                                  "inter_latency_s")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             chosen = tuple(str(x) for x in d.get("chosen_on", ()))
@@ -91,12 +102,15 @@ class Calibration:
         return cls(**numbers, nic_efficiency=efficiency, chosen_on=chosen)
 
     def half_width(self, local: float, distance: float, one_layout: bool, described: bool,
-                   bandwidth_share: float = 1.0, span: float = 0.0) -> float:
+                   bandwidth_share: float = 1.0, span: float = 0.0, shape_measured: bool = False) -> float:
         """Log half-width of a 95% interval (see the module text)."""
         widening = self.widening_one_layout if one_layout else self.widening_several_layouts
         share = min(max(bandwidth_share, 0.0), 1.0)
-        unmeasured = (share * self.described_bandwidth_half_width
-                      + (1.0 - share) * self.described_latency_half_width) if described else 0.0
+        if shape_measured:
+            bandwidth, latency = self.crossing_bandwidth_half_width, self.crossing_latency_half_width
+        else:
+            bandwidth, latency = self.described_bandwidth_half_width, self.described_latency_half_width
+        unmeasured = (share * bandwidth + (1.0 - share) * latency) if described else 0.0
         return span + math.hypot(Z95 * local, widening * distance, unmeasured)
 
 
@@ -113,10 +127,12 @@ class Spread:
     """Share of the predicted time the bytes take (the rest is latency)."""
     span: float = 0.0
     """Half the log ratio of the readings the inputs cannot tell apart (see the module text)."""
+    shape_measured: bool = False
+    """A described crossing priced on a measured node's protocol regimes (see the module text)."""
 
     def half_width(self, calibration: Calibration) -> float:
         return calibration.half_width(self.local, self.distance, self.one_layout, self.described,
-                                      self.bandwidth_share, self.span)
+                                      self.bandwidth_share, self.span, self.shape_measured)
 
 
 @lru_cache(maxsize=1)

@@ -265,6 +265,9 @@ class TopologyModel:
         across = nodes > 1 and not self._inside_nvlink_domain(world)
         priced = self.inter if across else self.intra  # the link whose figures the time rests on
         described = priced is not None and (priced.is_preset or priced.is_described)
+        # A crossing from a description keeps the protocol regimes of the node it was measured on.
+        shape_measured = (described and across and priced is not None and priced.is_described
+                          and self.intra is not None and not (self.intra.is_described or self.intra.is_preset))
         data_only = self._with_links(_without_latency)._time(size, world, nodes, sharing)[0]
         share = min(data_only / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
@@ -274,7 +277,7 @@ class TopologyModel:
         elif readings:
             time_s, span = math.sqrt(readings[0] * readings[1]), abs(math.log(readings[0] / readings[1])) / 2.0
         return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
-                                                share, span)
+                                                share, span, shape_measured)
 
     def _latency_readings(self, size: float, world: int, nodes: int,
                           sharing: int) -> tuple[float, float] | None:

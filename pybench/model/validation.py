@@ -18,7 +18,11 @@ datasets say, none by hand:
   bandwidth over what the system description's NICs carry;
 * the latency a crossing adds: the median of the datasets' fitted small-size inter-node latency;
 * the half-width of a described link: by an inner leave-one-out over the calibration datasets,
-  the 95th percentile of each one's error beyond its other terms, the largest over datasets.
+  the 95th percentile of each one's error beyond its other terms, the largest over datasets;
+* the half-widths of a crossing priced on a measured node's regimes: by the same inner
+  leave-one-out, how far each dataset's NIC efficiency lies from the mean of the others' of its
+  family (bandwidth), and its fitted small-size inter-node latency from the median of the
+  others' (latency), the largest over datasets.
 """
 
 from __future__ import annotations
@@ -252,7 +256,7 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     several, one = _worst_percentile(needed[False]), _worst_percentile(needed[True])
     several, one = several or one, max(one, several)  # one layout knows less than several
     latency = float(np.median([c.latency_s for c in cases])) if cases else 0.0
-    base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, latency,
+    base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, *_crossing_half_widths(cases), latency,
                        tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases})))
     bandwidth, latency_half = _described_half_widths(cases, base)
     return dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
@@ -271,6 +275,20 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     return {f: mean(by_family.get(f) or pooled) for f in ("allreduce", "ring")}
 
 
+def _crossing_half_widths(cases: Sequence[SystemCase]) -> tuple[float, float]:
+    """(bandwidth, latency) log half-widths of a crossing on a measured node's regimes: how far a
+    system's NIC efficiency and crossing latency lie from what the other systems say (the largest)."""
+    bandwidth, latency = 0.0, 0.0
+    for case in cases:
+        rest = [c for c in cases if c.group != case.group]
+        if not rest:
+            continue
+        efficiency = _efficiencies(rest)[family(case.collective)]
+        bandwidth = max(bandwidth, abs(math.log(case.efficiency / efficiency)))
+        latency = max(latency, abs(math.log(case.latency_s / float(np.median([c.latency_s for c in rest])))))
+    return bandwidth, latency
+
+
 BANDWIDTH_BOUND, LATENCY_BOUND = 0.95, 0.5
 """Points whose bytes take at least the first share of the time choose the bandwidth half-width; those
 whose latency takes at least half choose the latency half-width."""
@@ -282,7 +300,8 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
     groups = sorted({c.group for c in cases})
     if len(groups) < 2:
         return 0.0, 0.0
-    misses: list[tuple[str, float, float]] = []  # (dataset, bandwidth share, error beyond the other terms)
+    # (dataset, bandwidth share, error beyond the other terms, whether a measured node gave the shape)
+    misses: list[tuple[str, float, float, bool]] = []
     for group in groups:
         rest = [c for c in cases if c.group != group]
         inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest),
@@ -292,10 +311,12 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
                 assert p.spread is not None
                 others = inner.half_width(p.spread.local, p.spread.distance, p.spread.one_layout, False,
                                           span=p.spread.span)
-                misses.append((p.dataset, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0))))
-    bandwidth = _worst_percentile(_by_dataset((d, m) for d, share, m in misses if share >= BANDWIDTH_BOUND))
+                misses.append((p.dataset, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0)),
+                               p.spread.shape_measured))
+    bandwidth = _worst_percentile(_by_dataset((d, m) for d, share, m, _ in misses if share >= BANDWIDTH_BOUND))
+    # the latency part without a measured node: a measured node's shape says nothing of it
     latency = _worst_percentile(_by_dataset((d, max(m - share * bandwidth, 0.0) / (1.0 - share))
-                                            for d, share, m in misses if share < LATENCY_BOUND))
+                                            for d, share, m, shaped in misses if share < LATENCY_BOUND and not shaped))
     return bandwidth, max(latency, bandwidth)
 
 

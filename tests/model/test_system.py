@@ -10,6 +10,8 @@ import pytest
 from conftest import SHARED_DATA
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
+from pybench.model.calibration import load_calibration
+from pybench.model.link_presets import get_preset
 from pybench.model.system import SystemDescription, load_system, named_systems
 from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
@@ -223,3 +225,28 @@ def test_ccr_and_plan_take_a_system_description(tmp_path, capsys):
     assert main_for_tests([*args, "--system", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown system 'nope'" in err[0]
+
+
+def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_vary_not_more():
+    """With the node measured, the crossing keeps its protocol shape: the interval's described part is
+    the spread of NIC efficiency and crossing latency between systems; without a node (nominal fabric)
+    or with a preset NIC the shape is unknown too, and the described part is the wider one."""
+    calibration = load_calibration()
+    assert calibration.crossing_latency_half_width < calibration.described_latency_half_width
+    assert calibration.crossing_bandwidth_half_width <= calibration.described_bandwidth_half_width
+    measured = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
+    nominal = TopologyModel("allreduce", "ring", None, None, ((2, 1),), (1, 1 << 40)).with_system(
+        load_system("dgx-h100"))
+    preset = fit_topology("allreduce", _sweep(8)).with_preset(get_preset("ib-ndr"))
+    for size in (1 << 14, 1 << 20, 1 << 30):
+        on_node, on_nothing, on_preset = (m.predict(size, 16, 2) for m in (measured, nominal, preset))
+        assert on_node.spread.shape_measured and not on_nothing.spread.shape_measured
+        assert not on_preset.spread.shape_measured
+        s = on_node.spread
+        expected = calibration.half_width(s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span,
+                                          shape_measured=True)
+        assert math.log(on_node.high_s / on_node.time_s) == pytest.approx(expected)
+        wider = calibration.half_width(s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span)
+        assert expected < wider
+    # inside the node nothing is described: no described part at all
+    assert not measured.predict(1 << 20, 8, 1).spread.described
