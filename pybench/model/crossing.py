@@ -42,17 +42,20 @@ class ModelLinks(Protocol):
 
 
 def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
-                  nodes: int = 2) -> tuple[float, str, str]:
+                 nodes: int = 2, rails: float | None = None) -> tuple[float, str, str]:
     """Across nodes: the schedule's bytes through the busiest NIC (shared by ``sharing`` groups) at
     the slower link's rate, in the fastest of the inter-node link's regimes, plus a leader
-    schedule's phase inside each node where the intra-node link prices it (:func:`_intra_phase_s`)."""
+    schedule's phase inside each node where the intra-node link prices it (:func:`_intra_phase_s`).
+    ``rails`` replaces the factor on the fitted bandwidth that the ranks per node give (:func:`_rails`)."""
     assert model.inter is not None
     # A preset NIC is a port rate: the ring's legs inside each node can be the slower link. A fitted
     # inter-node link was measured end to end, those legs included, and fitted without this cap:
     # capping it again would move the prediction off the very sweeps it was fitted to.
     unmeasured = model.inter.is_preset or model.inter.is_described
     intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
-    rails = 1.0 if unmeasured else _rails(model, world // nodes)
+    if rails is None:
+        # every group sharing the node's NICs has its ranks there: the NICs they drive together
+        rails = 1.0 if unmeasured else _rails(model, world // nodes * sharing)
     times, labels = [], []
     for r in model.inter.all_regimes():
         hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes, r.algorithm)
@@ -79,6 +82,26 @@ def _rails(model: ModelLinks, per_node: int) -> float:
         return 1.0
     nics = model.system.nics_per_node
     return min(per_node, nics) / min(fitted.pop(), nics)
+
+
+def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> float | None:
+    """The bandwidth factor of the other reading, where the inputs cannot say how many NICs the ranks
+    of a node drive: None when they can.
+
+    A fit of NCCL's ring schedule at r ranks per node, asked for q (of all ``sharing`` groups
+    together): if the node's NICs are shared, the fitted bandwidth stands; if each rank drives its own
+    NIC (rails), it scales by q/r. Only a system description (NICs per node) or fits at several
+    ranks-per-node counts tell the two apart.
+    """
+    # Open MPI's and the leader schedules price the bytes through the node's one NIC themselves
+    if model.schedule != "ring" or model.system is not None or model.inter is None or model.inter.is_preset \
+            or model.inter.is_described:
+        return None
+    fitted = {w // n for w, n in model.fitted if n > 1}
+    per_node = world // nodes * sharing  # the ranks of every group sharing the node's NICs
+    if len(fitted) != 1 or per_node in fitted:
+        return None
+    return per_node / fitted.pop()
 
 
 def _intra_phase_s(model: ModelLinks, size: float, world: int, nodes: int) -> float:

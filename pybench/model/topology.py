@@ -47,7 +47,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.calibration import Calibration, Spread, family, load_calibration
-from pybench.model.crossing import across_nodes
+from pybench.model.crossing import across_nodes, unknown_nic_share
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import SystemDescription, system_from_dict
@@ -227,21 +227,29 @@ class TopologyModel:
         return ""
 
     def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1,
-                calibration: Calibration | None = None) -> TopologyPrediction:
+                calibration: Calibration | None = None, nics_as_fitted: bool = False) -> TopologyPrediction:
         """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes.
 
         ``sharing`` groups run the same operation at once through the same node NICs (the
         data-parallel groups of a tp x dp layout, say): across nodes each gets 1/sharing of
         the inter-node bandwidth. The 95% interval is calibrated for what the prediction rests on
         (:mod:`pybench.model.calibration`; ``calibration`` replaces the shipped one, for validation).
+        ``nics_as_fitted``: the node's NICs carry what the fitted layout's did whatever the ranks per
+        node (a caller that shares them between groups itself, as the planner does); by default a
+        ranks-per-node count the inputs cannot price is a span (:func:`~pybench.model.crossing.unknown_nic_share`).
         """
         _check_layout(world, nodes)
         if self.system is not None:
             self.system.check_layout(world, nodes)
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
-        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing)
+        nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
+        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share)
         links = self._links_label(nodes)
+        if nic_share is not None:
+            links += (f"; NICs per rank unknown at {world // nodes} ranks per node (fitted at "
+                      f"{round(world // nodes / nic_share)}): between the node's NICs shared and one NIC per rank, "
+                      f"in the interval; give --system NAME|FILE to say")
         why = self._undetermined(world, nodes)
         if why:
             return TopologyPrediction(int(size_bytes), world, nodes, math.nan, math.nan, math.nan, self.algorithm,
@@ -251,7 +259,12 @@ class TopologyModel:
                                   time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime,
                                   spread=spread)
 
-    def _estimate(self, size: float, world: int, nodes: int, sharing: int) -> tuple[float, str, str, Spread]:
+    def _unknown_nic_share(self, world: int, nodes: int, sharing: int) -> float | None:
+        across = nodes > 1 and not self._inside_nvlink_domain(world)
+        return unknown_nic_share(self, world, nodes, sharing) if across else None
+
+    def _estimate(self, size: float, world: int, nodes: int, sharing: int,
+                  nic_share: float | None = None) -> tuple[float, str, str, Spread]:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.
 
         Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
@@ -276,11 +289,15 @@ class TopologyModel:
             time_s = readings[1]
         elif readings:
             time_s, span = math.sqrt(readings[0] * readings[1]), abs(math.log(readings[0] / readings[1])) / 2.0
+        if nic_share is not None:  # NICs shared, or one per rank: neither reading is favoured
+            railed = self._latency_readings(size, world, nodes, sharing, nic_share)
+            other = railed[1] if railed else self._time(size, world, nodes, sharing, nic_share)[0]
+            time_s, span = math.sqrt(time_s * other), span + abs(math.log(other / time_s)) / 2.0
         return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
                                                 share, span, shape_measured)
 
-    def _latency_readings(self, size: float, world: int, nodes: int,
-                          sharing: int) -> tuple[float, float] | None:
+    def _latency_readings(self, size: float, world: int, nodes: int, sharing: int,
+                          rails: float | None = None) -> tuple[float, float] | None:
         """(all latency per call, all latency per step) times, for a link class fitted at one layout of
         NCCL's schedule; None where the fit could tell them apart (or the link was not fitted)."""
         across = nodes > 1 and not self._inside_nvlink_domain(world)
@@ -303,8 +320,8 @@ class TopologyModel:
             return dataclasses.replace(r, base_s=0.0, step_s=r.step_s + r.base_s / h) if h > 0 else r
 
         which = "inter" if across else "intra"
-        return (self._with_links(per_call, which)._time(size, world, nodes, sharing)[0],
-                self._with_links(per_step, which)._time(size, world, nodes, sharing)[0])
+        return (self._with_links(per_call, which)._time(size, world, nodes, sharing, rails)[0],
+                self._with_links(per_step, which)._time(size, world, nodes, sharing, rails)[0])
 
     def _with_links(self, change: Callable[[LinkCost], LinkCost], which: str = "both") -> TopologyModel:
         """This model with ``change`` applied to every regime of its links (``intra``, ``inter`` or both)."""
@@ -329,8 +346,10 @@ class TopologyModel:
             labels.append(f"inter-node {self.inter.label}" if self.inter else "inter-node unknown")
         return "; ".join(labels)
 
-    def _time(self, size: float, world: int, nodes: int, sharing: int = 1) -> tuple[float, str, str]:
-        """(time, what was priced across nodes, which regime priced it)."""
+    def _time(self, size: float, world: int, nodes: int, sharing: int = 1,
+              rails: float | None = None) -> tuple[float, str, str]:
+        """(time, what was priced across nodes, which regime priced it); ``rails`` as in
+        :func:`~pybench.model.crossing.across_nodes`."""
         if nodes == 1 or self._inside_nvlink_domain(world):
             if self.intra is None:
                 raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
@@ -340,7 +359,7 @@ class TopologyModel:
         if self.inter is None:
             raise UsageError(f"the {self.collective} model holds no inter-node parameters; fit a multi-node log, "
                              f"or give an inter-node preset (--link ib-ndr, eth-100g, ...)")
-        return across_nodes(self, size, world, sharing, nodes)
+        return across_nodes(self, size, world, sharing, nodes, rails)
 
     def to_dict(self) -> dict:
         return {"collective": self.collective, "algorithm": self.algorithm,

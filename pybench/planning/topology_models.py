@@ -49,7 +49,8 @@ class TopologyCollective:
         # Across nodes the ring runs at the inter-node rate whatever the node count; two nodes (or one
         # rank per node for an odd group) is a layout the model accepts for every world.
         nodes = 1 if self.link_class == INTRA else (2 if w % 2 == 0 else w)
-        p = self.model.predict(max(1, int(size_bytes)), w, nodes)
+        # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time)
+        p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True)
         if p.undetermined:
             raise UsageError(p.undetermined)
         return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s))

@@ -208,7 +208,10 @@ def test_every_rank_of_a_node_drives_its_own_nic():
     one_per_node = [Observation(s, 2, 2, 20e-6 + s / 45e9) for s in (2.0 ** k for k in range(16, 31))]
     model = fit_topology("allgather", one_per_node)
     bare, on_b200 = model.predict(1 << 30, 16, 2), model.with_system(load_system("hgx-b200")).predict(1 << 30, 16, 2)
-    assert bare.time_s / on_b200.time_s == pytest.approx(8.0, rel=0.1)
+    assert model._time(1 << 30, 16, 2)[0] / on_b200.time_s == pytest.approx(8.0, rel=0.1)
+    # without the description the NICs 8 ranks drive are not known: both readings are in the band
+    assert "NICs per rank unknown" in bare.links and "NICs per rank unknown" not in on_b200.links
+    assert bare.low_s <= on_b200.time_s and bare.high_s >= model._time(1 << 30, 16, 2)[0]
 
 
 def test_ccr_and_plan_take_a_system_description(tmp_path, capsys):
@@ -250,3 +253,23 @@ def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_var
         assert expected < wider
     # inside the node nothing is described: no described part at all
     assert not measured.predict(1 << 20, 8, 1).spread.described
+
+
+def test_fewer_ranks_per_node_than_fitted_leaves_the_nics_they_drive_open_without_a_description():
+    """A fit at 8 ranks per node asked for 1: one NIC (rails) or all of them (shared) is not in the
+    data. The interval spans both readings and says which input decides; a description closes it."""
+    fitted = fit_topology("allreduce", _sweep(16, 2, alpha=40e-6, bw=180e9))
+    size = 1 << 30
+    open_ = fitted.predict(size, 2, 2)
+    assert "NICs per rank unknown at 1 ranks per node (fitted at 8)" in open_.links and "--system" in open_.links
+    shared = fitted._time(size, 2, 2)[0]
+    railed = fitted._time(size, 2, 2, rails=1 / 8)[0]
+    assert railed > 5 * shared
+    assert open_.low_s <= shared * 1.001 and open_.high_s >= railed * 0.999
+    described = fitted.with_system(load_system("dgx-h100")).predict(size, 2, 2)
+    assert "NICs per rank unknown" not in described.links
+    assert described.high_s / described.low_s < open_.high_s / open_.low_s
+    # the fitted layout itself, and fits at two ranks-per-node counts, are not in doubt
+    assert "NICs per rank unknown" not in fitted.predict(size, 16, 2).links
+    both = fit_topology("allreduce", _sweep(16, 2, alpha=40e-6, bw=180e9) + _sweep(4, 2, alpha=30e-6, bw=45e9))
+    assert "NICs per rank unknown" not in both.predict(size, 2, 2).links
