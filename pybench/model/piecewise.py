@@ -34,6 +34,7 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.jackknife import local_half_width, loo_relative_errors
+from pybench.model.relative_lsq import nonnegative_line_rss
 from pybench.model.residuals import correction_at, measured_residuals
 from pybench.model.segment import (
     DEFAULT_CONFIDENCE,
@@ -173,28 +174,6 @@ def _jackknife_half(segments: Sequence[SegmentFit], size: np.ndarray) -> np.ndar
     return local_half_width(sizes, errors, size)
 
 
-def _physical_from_sums(s11, s12, s22, b1, b2, n):
-    """RSS and free-parameter count of the constrained fit from normal-equation sums.
-
-    Vectorised over arrays of pieces (the breakpoint search); see :func:`_solve_physical`.
-    Returns (rss, n_free); rss is inf where the piece cannot be fitted.
-    """
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        det = s11 * s22 - s12 * s12
-        ok2 = np.isfinite(det) & (det > 1e-12 * s11 * s22)
-        a = (s22 * b1 - s12 * b2) / det
-        c = (s11 * b2 - s12 * b1) / det
-        rss2 = n - 2 * (a * b1 + c * b2) + a * a * s11 + 2 * a * c * s12 + c * c * s22
-        rss_c = n - b2 * b2 / s22            # alpha held at 0
-        rss_a = n - b1 * b1 / s11            # 1/B held at 0
-    interior = ok2 & (a >= 0) & (c >= 0)
-    rss1 = np.minimum(rss_c, rss_a)
-    rss = np.where(interior, rss2, np.where(ok2, rss1, np.inf))
-    rss = np.where(np.isfinite(rss), np.maximum(rss, 0.0), np.inf)
-    n_free = np.where(interior, 2, 1)
-    return rss, n_free
-
-
 def _piece_costs(size: np.ndarray, time: np.ndarray, min_points: int,
                  weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """RSS and free-parameter count of the constrained fit of every piece that may be chosen.
@@ -223,7 +202,7 @@ def _piece_costs(size: np.ndarray, time: np.ndarray, min_points: int,
     j = cuts[None, :]
     s11, s12, s22, b1, b2, wsum = (v[j] - v[i] for v in sums)
     count = (j - i).astype(float)
-    rss, n_free = _physical_from_sums(s11, s12, s22, b1, b2, wsum)
+    rss, n_free = nonnegative_line_rss(s11, s12, s22, b1, b2, wsum)
     distinct = runs[None, :] - runs[:, None]  # distinct sizes in each piece
     # The same residual freedom for every piece: min_points - 2 degrees of freedom, so a
     # piece whose latency is held at 0 (one parameter) needs one point fewer.

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pybench.model.relative_lsq import solve_nonnegative
+
 MAX_REGIMES = 4
 """LL, LL128 and Simple, plus one algorithm switch (ring to tree)."""
 NOISE_FLOOR = 0.03
@@ -48,36 +50,6 @@ _SEARCH_ROWS = 2048     # rows a candidate split is judged on (a 60 000-row fit 
 
 
 
-def solve_nonnegative(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float] | None:
-    """Non-negative least squares on relative error (scipy's ``nnls``), the bandwidth term positive.
-
-    Returns (theta, relative RSS), or None when the best non-negative fit has no bandwidth term
-    (it would price large messages at infinite speed). Columns the data cannot tell apart from
-    those before them in :data:`_COLUMN_PREFERENCE` (one world size cannot separate a per-call from
-    a per-step latency, nor the pipeline fill from the bandwidth) are held at 0.
-    """
-    weighted = x / y[:, None]  # relative error: every size counts alike
-    norms = np.linalg.norm(weighted, axis=0)
-    # Columns differ by 1e15 in scale (seconds per call against seconds per byte x bytes): they are
-    # compared and solved as unit columns, or a small one reads as absent.
-    unit = np.divide(weighted, norms, out=np.zeros_like(weighted), where=norms > 0)
-    kept: list[int] = []
-    for col in _COLUMN_PREFERENCE:
-        if col < x.shape[1] and norms[col] > 0 and \
-                np.linalg.matrix_rank(unit[:, [*kept, col]], tol=1e-9) == len(kept) + 1:
-            kept.append(col)
-    if BANDWIDTH_COLUMN not in kept:
-        return None
-    from scipy.optimize import nnls  # here, not at import: reading a model file needs no solver
-
-    solution, _ = nnls(unit[:, kept], np.ones_like(y), maxiter=50 * len(kept))
-    theta = np.zeros(x.shape[1])
-    theta[kept] = solution / norms[kept]
-    if theta[BANDWIDTH_COLUMN] <= 0:
-        return None
-    return theta, float(np.sum((x @ theta / y - 1.0) ** 2))
-
-
 @dataclass(frozen=True)
 class Regime:
     """One fitted frame: its parameters and which of the candidate designs (algorithms) it uses."""
@@ -91,7 +63,7 @@ def _best_design(designs: Sequence[np.ndarray], sel: np.ndarray, y: np.ndarray) 
     algorithms apart) the one listed first."""
     best: tuple[float, Regime] | None = None
     for d, x in enumerate(designs):
-        solved = solve_nonnegative(x[sel], y[sel])
+        solved = solve_nonnegative(x[sel], y[sel], _COLUMN_PREFERENCE, BANDWIDTH_COLUMN)
         if solved is not None and (best is None or solved[1] < best[0] * (1 - 1e-6) - 1e-12):
             best = (solved[1], Regime(solved[0], d))
     return None if best is None else best[1]

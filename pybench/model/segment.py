@@ -3,8 +3,8 @@
 Why relative errors: sizes span nine decades, and an absolute fit would ignore every small
 message. Why constrained: a line through a convex stretch of a CPU sweep has a negative
 intercept, which predicts negative times; the constrained optimum holds that parameter at 0
-(see :func:`_solve_physical`). Intervals come from the weighted least-squares covariance and
-Student's t, intersected with the physical range.
+(:func:`pybench.model.relative_lsq.nonnegative_line`, the model's one solver). Intervals come
+from the weighted least-squares covariance and Student's t, intersected with the physical range.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.special import stdtrit  # Student's t quantile (scipy.stats.t.ppf without its import cost)
 
 from pybench.errors import UsageError
+from pybench.model.relative_lsq import nonnegative_line, t_quantile
 
 # 4, not 3: a 3-point piece has one residual degree of freedom, so its 95% intervals use
 # t = 12.7 and say nothing; 4 points give t = 4.3, and 3-point pieces chase single noisy sizes.
@@ -106,7 +106,7 @@ class SegmentFit:
         """Student t quantile used for the intervals (inf without residual freedom)."""
         if self.dof < 1:
             return math.inf
-        return float(stdtrit(self.dof, 0.5 + self.confidence / 2.0))
+        return t_quantile(self.dof, self.confidence)
 
     @property
     def bw_Bps(self) -> float:
@@ -282,76 +282,6 @@ def _from_json_float(x) -> float:
     return float("nan") if x is None else float(x)
 
 
-def _solve_weighted(size: np.ndarray, time: np.ndarray):
-    """Weighted (1/T^2) least squares of T = a + c s; returns (a, c, cov(3), rss) or None.
-
-    Unconstrained: :func:`_solve_physical` applies alpha >= 0, c >= 0 on top of it.
-    The final fit of a piece uses an orthogonal (SVD) solve on norm-scaled columns rather
-    than the normal equations the breakpoint search uses: over nine decades of sizes the
-    normal matrix is ill-conditioned, and the reported parameters should not inherit that.
-    """
-    x = np.column_stack([1.0 / time, size / time])
-    norms = np.linalg.norm(x, axis=0)
-    if np.any(norms == 0) or not np.all(np.isfinite(norms)):
-        return None
-    xs = x / norms
-    if np.linalg.matrix_rank(xs) < 2:
-        return None
-    y = np.ones(size.size)
-    coef_s, *_ = np.linalg.lstsq(xs, y, rcond=None)
-    rss = float(np.sum((y - xs @ coef_s) ** 2))
-    dof = size.size - 2
-    sigma2 = rss / dof if dof > 0 else math.nan
-    cov_s = sigma2 * np.linalg.inv(xs.T @ xs)
-    cov = cov_s / np.outer(norms, norms)
-    a, c = coef_s / norms
-    return float(a), float(c), (float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1])), rss
-
-
-def _solve_one(x: np.ndarray):
-    """Least squares of 1 = p x (one column); returns (p, var_p, rss) with dof = n - 1."""
-    sxx = float(np.sum(x * x))
-    p = float(np.sum(x)) / sxx
-    rss = float(np.sum((1.0 - p * x) ** 2))
-    dof = x.size - 1
-    sigma2 = rss / dof if dof > 0 else math.nan
-    return p, sigma2 / sxx, rss
-
-
-def _solve_physical(size: np.ndarray, time: np.ndarray, confidence: float):
-    """Weighted least squares of T = a + c s under the physics a >= 0 and c >= 0.
-
-    Returns (a, c, cov(3), rss, held, held_ci_high, n_free) or None (one distinct size).
-
-    A convex quadratic with one violated bound has its constrained optimum on that bound,
-    so when the unconstrained fit has a < 0 (or c < 0) the optimum is the better of the
-    two one-parameter fits a = 0 (T = c s) and c = 0 (T = a); both are always feasible
-    (with positive times, the free parameter of each comes out positive). The held
-    parameter is not estimated: its variance is 0, the other's comes from the
-    one-parameter fit (n - 1 residual degrees of freedom), and the piece counts one
-    parameter, not two, in the information criterion. ``held_ci_high`` is the upper end
-    of the held parameter's interval: the unconstrained interval intersected with
-    [0, inf), which keeps its coverage for any true value >= 0 (0 when that interval lies
-    wholly below 0; inf when the unconstrained fit has no residual freedom).
-    """
-    solved = _solve_weighted(size, time)
-    if solved is None:
-        return None
-    a, c, cov, rss = solved
-    if a >= 0.0 and c >= 0.0:
-        return a, c, cov, rss, "", 0.0, 2
-    x1, x2 = 1.0 / time, size / time
-    c1, var_c1, rss_c = _solve_one(x2)      # alpha held at 0
-    a1, var_a1, rss_a = _solve_one(x1)      # 1/B held at 0 (a flat piece)
-    dof2 = size.size - 2
-    t2 = float(stdtrit(dof2, 0.5 + confidence / 2.0)) if dof2 >= 1 else math.inf
-    if rss_c <= rss_a:
-        high = a + t2 * math.sqrt(max(cov[0], 0.0)) if dof2 >= 1 else math.inf
-        return 0.0, c1, (0.0, 0.0, var_c1), rss_c, "alpha", max(high, 0.0), 1
-    high = c + t2 * math.sqrt(max(cov[2], 0.0)) if dof2 >= 1 else math.inf
-    return a1, 0.0, (var_a1, 0.0, 0.0), rss_a, "inv_bw", max(high, 0.0), 1
-
-
 def _ape(pred: np.ndarray, time: np.ndarray) -> np.ndarray:
     return 100.0 * np.abs(pred - time) / time
 
@@ -360,7 +290,7 @@ def fit_segment(size_bytes, time_s, confidence: float = DEFAULT_CONFIDENCE) -> S
     """Fit one straight piece T = alpha + size/B by relative-error least squares.
 
     The fit is constrained to the physical range alpha >= 0, 1/B >= 0 (see
-    :func:`_solve_physical`): where the unconstrained optimum breaks a bound, that
+    :func:`~pybench.model.relative_lsq.nonnegative_line`): where the unconstrained optimum breaks a bound, that
     parameter is held at 0 (``SegmentFit.held``) and the other fitted alone.
 
     Parameters
@@ -377,7 +307,7 @@ def fit_segment(size_bytes, time_s, confidence: float = DEFAULT_CONFIDENCE) -> S
     size = np.asarray(size_bytes, dtype=float)
     time = np.asarray(time_s, dtype=float)
     _check_xy(size, time)
-    solved = _solve_physical(size, time, confidence)
+    solved = nonnegative_line(size, time, confidence)
     if solved is None:
         raise UsageError("cannot fit a line: need at least two distinct sizes")
     a, c, cov, rss, held, held_high, n_free = solved
