@@ -1,4 +1,22 @@
-"""Models of communication: log importers, alpha-beta fits, algorithm formulas, fitted-model files.
+"""Models of communication: what a collective costs, fitted to real measurements.
 
-Imports only downward (foundation, io, measure).
+Imports only downward (foundation, io, measure). The files, by idea:
+
+* reading logs: ``logs/`` (nccl-tests text and JSON, OSU, vTrain, pybench results);
+* the cost model of a collective on a system: ``topology`` (the model and its predictions),
+  ``topology_fit`` (fitting it), ``regimes`` (protocol regimes as NCCL picks them: the lower
+  envelope of a few frames), ``link_cost`` (one link class's regimes), ``topology_schedules``
+  (the one table of step counts per collective, algorithm and schedule; Open MPI's own choices
+  in ``mpi_openmpi``), ``crossing`` (what crossing the network costs), ``system`` and
+  ``systems/`` (hardware as data), ``system_detect`` (this machine as a description),
+  ``link_presets`` (published link rates);
+* the measured curve at a measured layout: ``piecewise_model`` (a sweep's model and its
+  predictions), ``piecewise`` (contiguous pieces between protocol switches, for interpolating
+  between measured sizes), ``segment`` (one piece), ``jackknife``, ``residuals`` and
+  ``anomalies`` (its band, its measured residuals, the sizes it leaves out);
+* the one solver: ``relative_lsq`` (least squares on relative error, parameters >= 0);
+* uncertainty: ``calibration`` (the interval of every prediction away from a measured layout,
+  its constants in ``calibration.json``), ``validation`` (leave-one-dataset-out, which chooses
+  them), ``cross_validation`` (leave-one-size-out of one sweep);
+* files: ``build`` (fit a file's sweeps), ``model_files`` / ``model_writer`` (read / write).
 """
