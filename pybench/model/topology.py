@@ -247,8 +247,9 @@ class TopologyModel:
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share)
         links = self._links_label(nodes)
         if nic_share is not None:
-            links += (f"; NICs per rank unknown at {world // nodes} ranks per node (fitted at "
-                      f"{round(world // nodes / nic_share)}): between the node's NICs shared and one NIC per rank, "
+            per_node = world // nodes * sharing
+            links += (f"; NICs per rank unknown at {per_node} ranks per node (fitted at "
+                      f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
                       f"in the interval; give --system NAME|FILE to say")
         why = self._undetermined(world, nodes)
         if why:

@@ -271,5 +271,8 @@ def test_fewer_ranks_per_node_than_fitted_leaves_the_nics_they_drive_open_withou
     assert described.high_s / described.low_s < open_.high_s / open_.low_s
     # the fitted layout itself, and fits at two ranks-per-node counts, are not in doubt
     assert "NICs per rank unknown" not in fitted.predict(size, 16, 2).links
+    # groups that share the node's NICs count together: 8 one-rank groups drive what 8 ranks did
+    assert "NICs per rank unknown" not in fitted.predict(size, 2, 2, sharing=8).links
+    assert "unknown at 4 ranks per node (fitted at 8)" in fitted.predict(size, 2, 2, sharing=4).links
     both = fit_topology("allreduce", _sweep(16, 2, alpha=40e-6, bw=180e9) + _sweep(4, 2, alpha=30e-6, bw=45e9))
     assert "NICs per rank unknown" not in both.predict(size, 2, 2).links
