@@ -398,6 +398,23 @@ def _topology_for(args, models) -> list:
     return out
 
 
+def _nodes_asked(args, models) -> int:
+    """``--nodes``, or the nodes the Python API takes for ``--world`` ranks without it: one for a
+    single-node model, else as many as the fitted multi-node sweeps' ranks per node give."""
+    if args.nodes is not None:
+        return args.nodes
+    counts = set()
+    for m in models:
+        try:
+            counts.add(m._nodes_for(args.world))
+        except UsageError:
+            counts.add(0)
+    if len(counts) == 1 and 0 not in counts:
+        return counts.pop()
+    raise UsageError(f"--world {args.world}: give --nodes (how many nodes the ranks run on); the models' fitted "
+                     f"layouts do not say")
+
+
 def _say(line: str) -> None:
     print(f"pybench: predict: {line}", file=sys.stderr)
 
@@ -461,7 +478,7 @@ def run_predict(args) -> int:
     sizes = parse_sizes(args.sizes)
     topology = _topology_for(args, models)
     if topology:
-        records = topology_records(topology, sizes, args.world, args.nodes or 1)
+        records = topology_records(topology, sizes, args.world, _nodes_asked(args, models))
         _warn_beyond_nvlink_domain(topology, args.world)
     else:
         if args.world is not None:  # a measured layout: its own sweeps answer, one table each

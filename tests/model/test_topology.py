@@ -9,6 +9,7 @@ regression fails.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -297,6 +298,15 @@ def test_fit_nodes_gives_a_log_without_rank_lines_its_topology_model(tmp_path, c
     assert "topology model: allreduce / nccl / ring, fitted at 16 ranks on 2 nodes" in text
     (model,) = load_topology(out)
     assert model.fitted == ((16, 2),) and model.inter is not None and model.intra is None
+    # without --nodes, predict takes the nodes the Python API takes: the fitted 8 ranks per node
+    from pybench.model.model_files import load_model
+    assert main(["predict", str(out), "--sizes", "1M", "--world", "64", "--json", str(tmp_path / "p.json")]) == 0
+    capsys.readouterr()
+    (record,) = json.loads((tmp_path / "p.json").read_text())["records"]
+    expected = load_model(out).predict(1 << 20, world=64)
+    assert record["nodes"] == 8 and record["time_s"] == pytest.approx(float(expected.time_s), rel=1e-12)
+    assert main(["predict", str(out), "--sizes", "1M", "--world", "60"]) == 2
+    assert "--world 60: give --nodes" in capsys.readouterr().err
 
 
 def test_a_curve_without_topology_is_refused_with_the_fits_own_reason(tmp_path, capsys):
