@@ -92,8 +92,9 @@ def add_parsers(subparsers) -> None:
                    help="rank count to predict for (default: the fitted one; others extrapolate "
                         "through the model's algorithm formula)")
     q.add_argument("--nodes", type=_ranks, default=None, metavar="N",
-                   help="nodes the --world ranks are spread over (default 1); predicted with the file's "
-                        "topology model")
+                   help="nodes the --world ranks are spread over (default: 1 for a one-node fit, else the "
+                        "fitted sweeps' ranks per node, as load_model(...).predict does); predicted with the "
+                        "file's topology model")
     q.add_argument("--link", action="append", default=[], metavar="PRESET",
                    help="a published link rate for a link class the file does not hold: nvlink3/4/5, nvswitch, "
                         "pcie4/5, ib-hdr/ndr/xdr, eth-25g/100g/200g/400g (repeatable; labelled preset; one port "
