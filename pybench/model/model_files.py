@@ -35,21 +35,17 @@ __all__ = ["load_model", "load_models", "load_topology", "models_from_document",
 
 def models_from_document(data: Any, path: str | Path = "<model>") -> list[AlphaBetaModel]:
     """Models from a loaded model-file document; FileFormatError on anything unexpected."""
-    data = check_document(data, MODEL, str(path))
-    if not isinstance(data.get("models"), list) or not data["models"]:
-        raise FileFormatError(f"{path}: 'models' missing or empty")
+    data = check_document(data, MODEL, str(path))  # the schema: a non-empty list of models, a list of topology
     # Each model carries its collective's topology model, which answers for every other layout.
     return attach_topology(_entries(data, "models", AlphaBetaModel.from_dict, path),
                            _entries(data, "topology", TopologyModel.from_dict, path))
 
 
 def _entries(data: dict[str, Any], key: str, parse: Callable[[Any], T], path: str | Path) -> list[T]:
-    """Every entry of the list ``data[key]`` parsed, an error naming the file, the key and the index."""
-    entries = data.get(key, [])
-    if not isinstance(entries, list):
-        raise FileFormatError(f"{path}: '{key}' is {type(entries).__name__}, not a list")
+    """Every entry of the list ``data[key]`` (checked a list by the schema) parsed, an error naming the
+    file, the key and the index."""
     out = []
-    for k, entry in enumerate(entries):
+    for k, entry in enumerate(data.get(key) or []):
         try:
             out.append(parse(entry))
         except FileFormatError as e:
