@@ -181,3 +181,37 @@ def test_an_unnamed_tiny_sweep_whose_busbw_prints_above_algbw_is_an_all_reduce(t
     path.write_text(NEW_HEADER + rows)
     (m,) = load_measurements(path)
     assert m.collective == "allreduce" and any("busbw printed above algbw" in n for n in m.notes)
+
+
+def _ar_rows(world: int, rows: tuple[tuple[int, float], ...]) -> str:
+    """All-reduce rows of ``world`` ranks, bandwidths printed to 0.01 GB/s as nccl-tests does."""
+    factor = 2 * (world - 1) / world
+    return "".join(f"{s:>12} {s // 4:>12}     float     sum      -1  {t:8.1f}  {s / t / 1e3:6.2f}  "
+                   f"{s / t / 1e3 * factor:6.2f}      0  {t:8.1f}  {s / t / 1e3:6.2f}  {s / t / 1e3 * factor:6.2f}      0\n"
+                   for s, t in rows)
+
+
+def test_a_rounded_ratio_that_allows_several_worlds_gives_none_of_them(tmp_path):
+    # 96 ranks on a slow fabric: 2 x 95/96 = 1.979, but printed to 0.01 GB/s the rows allow
+    # every count from about 80 to 110. Without Rank lines no world is read; the note says the range.
+    rows = _ar_rows(96, ((1 << 28, 80000.0), (1 << 29, 160500.0)))
+    path = tmp_path / "ar96.log"
+    path.write_text(NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert m.world_size is None
+    (note,) = [n for n in m.notes if n.startswith("world size not determined")]
+    lo, hi = (int(w) for w in note.split("allows ")[1].split(" ranks")[0].split(" to "))
+    assert lo < 96 < hi and "give --world N" in note
+    assert load_measurements(path, world_size=96)[0].world_size == 96
+    # whole Rank lines inside the range pick the world; a partial list (8 of them) does not
+    ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {r:5d} on node{r // 8:02d} device  {r % 8} [0x1b] NVIDIA A100\n"
+                    for r in range(96))
+    path.write_text(ranks + NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert (m.world_size, m.link_class) == (96, "inter-node")
+    path.write_text("".join(ranks.splitlines(keepends=True)[:8]) + NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert m.world_size is None and any("Rank lines list 8" in n for n in m.notes)
+    # a fast 16-rank sweep pins its count exactly, as before
+    path.write_text(NEW_HEADER + _ar_rows(16, ((1 << 30, 4600.0), (1 << 31, 9100.0))))
+    assert load_measurements(path)[0].world_size == 16

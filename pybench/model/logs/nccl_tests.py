@@ -262,22 +262,43 @@ def _collective_for(table: Table, pre: Preamble, previous: str | None,
     return None, notes
 
 
+def _prescaled(table: Table) -> bool:
+    """Pre-2020 all-gather/reduce-scatter layout, whose world comes from algbw against size/time."""
+    raw = raw_algbw_ratio(table)
+    return table.columns.old_layout and bool(raw) and raw[0] < 0.97
+
+
 def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, notes: list[str],
-                    collective: str | None = None, table: Table | None = None) -> tuple[int | None, str | None]:
+                    collective: str | None = None, table: Table | None = None,
+                    span: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
     """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines.
 
     Rank lines 0..k-1 are the whole list when busbw/algbw, read with its printed rounding, allows
-    k ranks (at a thousand ranks the rounded ratio alone cannot tell 1024 from 1185)."""
+    k ranks (at a thousand ranks the rounded ratio alone cannot tell 1024 from 1185). ``span``:
+    the range of counts the rounded ratio allows when it allows more than one; then only whole
+    Rank lines within it give the world, else it stays unknown and a note says how to give it."""
     if world_size is not None:
         world = world_size
     elif "world" in pre.pybench:
         world = int(pre.pybench["world"])
     if pre.pybench.get("link") in LINK_CLASSES:
         return world, pre.pybench["link"]
+    listed, at_least = len(pre.ranks), (max(pre.ranks) + 1 if pre.ranks else 0)
+    if world is None and span is not None and not (listed == at_least and span[0] <= at_least <= span[1]):
+        notes.append(f"world size not determined: busbw/algbw, printed to 0.01 GB/s, allows {span[0]} to "
+                     f"{span[1]} ranks" + (f" and the Rank lines list {listed} (of ranks 0..{at_least - 1})"
+                                           if pre.ranks else " and no Rank lines are printed")
+                     + "; give --world N (world_size=N in Python)")
+        if at_least <= span[1]:
+            hosts_listed = len(set(pre.ranks.values()))
+            return None, ("inter-node" if hosts_listed > 1 else None)
+        world = at_least   # more ranks are listed than the ratio allows: the listed ranks exist
+    elif world is None and span is not None:
+        notes.append(f"world size {at_least} from the Rank lines 0..{at_least - 1}, within the {span[0]} to "
+                     f"{span[1]} ranks that busbw/algbw, printed to 0.01 GB/s, allows")
     if not pre.ranks:
         return world, None
-    listed, hosts = len(pre.ranks), len(set(pre.ranks.values()))
-    at_least = max(pre.ranks) + 1   # the ranks listed exist; a log may keep only some lines
+    hosts = len(set(pre.ranks.values()))
     # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
     # Rank lines 0..k-1 within 5% of it are the whole list.
     whole = listed == at_least and world is not None and (
@@ -295,6 +316,50 @@ def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, no
         return world, "intra-node"
     notes.append("link class unknown: the Rank lines listed are on one host, the others are not listed")
     return world, None
+
+
+def ratio_worlds(collective: str | None, table: Table) -> tuple[int, int] | None:
+    """(fewest, most) ranks that every row's busbw/algbw allows, each printed to 0.01 GB/s.
+
+    Only for the collectives whose bus factor grows with the rank count (2(n-1)/n, (n-1)/n).
+    At hundreds of ranks the factor is within a rounding step of its limit, so the rows allow
+    a range of worlds, not one. None when no row is precise enough to bound it, or none fits.
+    """
+    if collective == "allreduce":
+        def ranks(f: float) -> float:
+            return 2.0 / (2.0 - f) if f < 2.0 else math.inf
+    elif collective in ("allgather", "reducescatter", "alltoall"):
+        def ranks(f: float) -> float:
+            return 1.0 / (1.0 - f) if f < 1.0 else math.inf
+    else:
+        return None
+    half = 0.005 + 1e-9
+    lo, hi = 2.0, math.inf
+    for alg, bus in zip(table.algbw, table.busbw):
+        if alg <= 2 * half:
+            continue  # 0.00 or 0.01 GB/s bounds nothing
+        lo = max(lo, ranks(max(bus - half, 0.0) / (alg + half)))
+        hi = min(hi, ranks((bus + half) / (alg - half)))
+    if not math.isfinite(hi) or math.ceil(lo - 1e-9) > math.floor(hi + 1e-9):
+        return None
+    return math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
+
+
+def _world_from_ratio_span(coll: str, table: Table, world: int | None,
+                           notes: list[str]) -> tuple[int | None, tuple[int, int] | None]:
+    """The ratio's world checked against every row's rounding: (world, None) when one count fits,
+    (None, span) when several do (the caller's Rank lines may still pick one)."""
+    span = ratio_worlds(coll, table)
+    if span is None or world is None:
+        return world, None
+    lo, hi = span
+    if lo == hi:
+        if lo != world:
+            notes.append(f"world size {lo}: the only count every row's rounded busbw/algbw allows "
+                         f"(their median said {world})")
+        return lo, None
+    notes[:] = [n for n in notes if not n.startswith(f"world size {world} from busbw/algbw")]
+    return None, span
 
 
 def ratio_allows(collective: str | None, table: Table | None, world: int) -> bool:
@@ -326,8 +391,13 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
                               f"nccl-tests table measured (no program name, bandwidths too small); "
                               f"give --collective (collective=... in Python)")
     notes = table.notes + name_notes + notes
+    from_ratio = world
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
-    world, link = _world_and_link(world, pre, world_size, notes, coll, table)
+    span = None
+    if world == from_ratio and world_size is None and "world" not in pre.pybench \
+            and not _prescaled(table):
+        world, span = _world_from_ratio_span(coll, table, world, notes)
+    world, link = _world_and_link(world, pre, world_size, notes, coll, table, span)
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
     time = np.array(table.times) * unit
