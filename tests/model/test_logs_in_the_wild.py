@@ -215,3 +215,23 @@ def test_a_rounded_ratio_that_allows_several_worlds_gives_none_of_them(tmp_path)
     # a fast 16-rank sweep pins its count exactly, as before
     path.write_text(NEW_HEADER + _ar_rows(16, ((1 << 30, 4600.0), (1 << 31, 9100.0))))
     assert load_measurements(path)[0].world_size == 16
+
+
+def test_a_run_killed_mid_row_keeps_the_rows_it_printed(tmp_path):
+    # A job killed by its time limit (or a rank's "Test NCCL failure") leaves a block-buffered
+    # stdout cut mid-row; the rows above it were measured in full.
+    full = _ar_rows(8, ((1 << 20, 30.0), (1 << 21, 45.0), (1 << 22, 70.0)))
+    path = tmp_path / "killed.log"
+    for cut in ("     8388608", "     8388608       2097152     float     sum      -1    120.0   69.91"):
+        path.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + full + cut)
+        (m,) = load_measurements(path)
+        assert (m.collective, m.world_size, m.size_bytes.tolist()) == ("allreduce", 8, [1 << 20, 1 << 21, 1 << 22])
+        assert any(n.startswith("line 7: last row cut short") for n in m.notes), m.notes
+    # a short row with rows after it, or before the footer of a finished run, is malformed: refused
+    lines = full.splitlines(keepends=True)
+    path.write_text(NEW_HEADER + lines[0] + "     2097152        524288     float\n" + lines[2])
+    with pytest.raises(FileFormatError, match="line 4: expected 13 columns as in the header, got 3"):
+        load_measurements(path)
+    path.write_text(NEW_HEADER + full + "     8388608       2097152\n# Out of bounds values : 0 OK\n")
+    with pytest.raises(FileFormatError, match="line 6: expected 13 columns as in the header, got 2"):
+        load_measurements(path)

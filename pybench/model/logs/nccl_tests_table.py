@@ -188,15 +188,31 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
         table.unit_s = _unit_from_line(lines[j])
         j += 1
     end = j
+    cut: FileFormatError | None = None
     while j < len(lines):
         ln = lines[j].strip()
         if any(f in ln for f in _FOOTERS) or header_tokens(ln) is not None:
             break
         toks = ln.split()
         if toks and toks[0].isdigit():
-            _add_row(path, table, toks, j + 1)
+            if cut is not None:
+                raise cut  # a short row with rows after it is malformed, not cut off
+            try:
+                _add_row(path, table, toks, j + 1)
+            except FileFormatError as err:
+                if len(toks) >= len(table.columns.names):
+                    raise
+                cut = err
             end = j + 1
         j += 1
+    if cut is not None:
+        closed = j < len(lines) and any(f in lines[j] for f in _FOOTERS)
+        if closed or not table.sizes:
+            raise cut
+        # A run killed mid-print (timeout, OOM, a failed rank) leaves its last row short: the
+        # rows above it were measured in full and are kept.
+        table.notes.append(f"line {end}: last row cut short ({len(lines[end - 1].split())} of "
+                           f"{len(table.columns.names)} columns; the run ended mid-row) and skipped")
     if not table.sizes:
         skipped = f" ({len(table.notes)} row(s) of size 0)" if table.notes else ""
         raise FileFormatError(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}")
