@@ -268,6 +268,12 @@ def _prescaled(table: Table) -> bool:
     return table.columns.old_layout and bool(raw) and raw[0] < 0.97
 
 
+def _blank_redop_column(table: Table) -> bool:
+    """A redop column whose every cell is blank and no root: the fingerprint of old all_to_all_perf."""
+    return (table.columns.redop is not None and table.redops == {""}
+            and table.roots <= {"", "-1"})
+
+
 def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, notes: list[str],
                     collective: str | None = None, table: Table | None = None,
                     span: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
@@ -390,6 +396,11 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
                               f"nccl-tests table measured (no program name, bandwidths too small); "
                               f"give --collective (collective=... in Python)")
+    if name is None and coll == "allgather" and _blank_redop_column(table):
+        coll = "alltoall"
+        notes = [n for n in notes if not n.startswith("collective allgather")]
+        notes.append("collective alltoall inferred from its redop column printed blank on every row, as "
+                     "all_to_all_perf printed it in 2020-2022 (all_gather_perf then printed no redop column)")
     notes = table.notes + name_notes + notes
     from_ratio = world
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
