@@ -242,3 +242,43 @@ def test_a_run_killed_mid_row_keeps_the_rows_it_printed(tmp_path):
     path.write_text(NEW_HEADER + full + "     8388608       2097152\n# Out of bounds values : 0 OK\n")
     with pytest.raises(FileFormatError, match="line 6: expected 13 columns as in the header, got 2"):
         load_measurements(path)
+
+
+def test_osu_tests_that_are_not_send_recv_keep_their_own_names(tmp_path):
+    # Any title with "Latency" used to read as point-to-point latency on 2 ranks: a 384-rank
+    # osu_alltoallv (OSU 7.5's P50/P90/P99 columns), osu_scatterv, a one-sided put.
+    lat = "".join(f"{s:<10} {20 + s * 0.01:10.2f} {19 + s * 0.01:10.2f} {21 + s * 0.01:10.2f}  1000\n"
+                  for s in (64, 256, 1024))
+    full = "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+    cases = {
+        "mpiexec --np 384 --ppn 12 ./osu_alltoallv -f\n# OSU MPI All-to-Allv Personalized Exchange Latency Test v7.5\n"
+        "# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations"
+        "  P50 Tail Lat(us)  P90 Tail Lat(us)  P99 Tail Lat(us)\n"
+        + "".join(ln.rstrip("\n") + "    20.01    20.50    21.00\n" for ln in lat.splitlines(keepends=True)):
+        ("alltoallv", 384),
+        "# OSU MPI Scatterv Latency Test v7.2\n" + full + lat: ("scatterv", None),
+        "# OSU MPI Reduce_scatter_block Latency Test v7.2\n" + full + lat: ("reducescatter", None),
+        "# OSU MPI_Put Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("one-sided put", None),
+        "# OSU MPI Multi-threaded Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("p2p_latency", 2),
+        "# OSU MPI Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("p2p_latency", 2),
+    }
+    path = tmp_path / "osu.txt"
+    for text, want in cases.items():
+        path.write_text(text)
+        (m,) = load_measurements(path)
+        assert (m.collective, m.world_size) == want, text.splitlines()[0]
+    # osu_mbw_mr's pairs say its rank count
+    path.write_text("# OSU MPI Multiple Bandwidth / Message Rate Test v7.4\n# [ pairs: 48 ] [ window size: 64 ]\n"
+                    "# Size                  MB/s        Messages/s\n1 40.0 40000000.0\n2 80.0 40000000.0\n")
+    assert (load_measurements(path)[0].collective, load_measurements(path)[0].world_size) == ("p2p_mbw", 96)
+
+
+def test_osu_under_a_launcher_label_and_its_datatype_below_the_header(tmp_path):
+    # mpirun --tag-output prefixes every line; OSU 7.2 prints "# Datatype:" under the header
+    body = "# OSU MPI Allreduce Latency Test v7.2\n# Size       Avg Latency(us)\n# Datatype: MPI_FLOAT.\n" + \
+        "".join(f"{s:<10} {5 + s * 0.002:10.2f}\n" for s in (4, 16, 64, 256))
+    path = tmp_path / "tagged.txt"
+    path.write_text("".join(f"[1,0]<stdout>: {ln}\n" for ln in body.splitlines()))
+    (m,) = load_measurements(path)
+    assert (m.collective, m.dtype, m.size_bytes.tolist()) == ("allreduce", "float32", [4, 16, 64, 256])
+    assert m.time_s[0] == pytest.approx(5.01e-6)
