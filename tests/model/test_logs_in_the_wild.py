@@ -282,3 +282,28 @@ def test_osu_under_a_launcher_label_and_its_datatype_below_the_header(tmp_path):
     (m,) = load_measurements(path)
     assert (m.collective, m.dtype, m.size_bytes.tolist()) == ("allreduce", "float32", [4, 16, 64, 256])
     assert m.time_s[0] == pytest.approx(5.01e-6)
+
+
+def test_rccl_tests_json_lines_are_read(tmp_path, capsys):
+    # rccl-tests --output_format json: one object per line and per timing, bandwidths unrounded
+    def line(size: int, in_place: int, t_us: float, name: str = "AllReduce", factor: float = 1.75) -> str:
+        alg = size / t_us / 1e3
+        return json.dumps({"#wrong": "0", "algBw": alg, "busBw": alg * factor, "gpus": 8, "inPlace": in_place,
+                           "name": name, "redop": "sum", "size": size, "time": t_us, "type": "float"}) + "\n"
+    text = "".join(line(s, ip, 20.0 + s * 1e-5 + ip) for s in (1 << 16, 1 << 18, 1 << 20, 1 << 22) for ip in (0, 1))
+    path = tmp_path / "rccl.json"
+    path.write_text(text)
+    (m,) = load_measurements(path)
+    assert (m.source, m.collective, m.world_size, m.dtype, m.redop) == ("rccl-tests", "allreduce", 8, "float32", "sum")
+    assert m.size_bytes.tolist() == [1 << 16, 1 << 18, 1 << 20, 1 << 22]
+    assert m.time_s[0] == pytest.approx((20.0 + 0.65536) * 1e-6)
+    assert m.time_in_place_s[0] == pytest.approx((21.0 + 0.65536) * 1e-6)
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
+    capsys.readouterr()
+    # a broadcast's ratio is 1 whatever the count: the gpus field says it
+    path.write_text("".join(line(s, 0, 30.0 + s * 1e-5, "Broadcast", 1.0) for s in (1 << 16, 1 << 18)))
+    assert (load_measurements(path)[0].collective, load_measurements(path)[0].world_size) == ("broadcast", 8)
+    # a line that is not a row is refused in one line naming it
+    path.write_text(text + '{"name": "AllReduce", "size": 64}\n')
+    with pytest.raises(FileFormatError, match=r"rccl.json: line 9: .*time"):
+        load_measurements(path)
