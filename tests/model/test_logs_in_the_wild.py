@@ -307,3 +307,16 @@ def test_rccl_tests_json_lines_are_read(tmp_path, capsys):
     path.write_text(text + '{"name": "AllReduce", "size": 64}\n')
     with pytest.raises(FileFormatError, match=r"rccl.json: line 9: .*time"):
         load_measurements(path)
+
+
+def test_a_bandwidth_printed_with_fewer_decimals_is_bounded_by_its_own_last_digit(tmp_path):
+    # nccl-tests keeps each value in its 6-character column: busbw 1199.3 has one decimal, so it
+    # may be 0.05 off, not 0.005. 1440 ranks (Rank lines 0..1439): the row's ratio alone reads
+    # 1539, and with a 0.005 bound it even ruled 1440 out, leaving "1440 of 1539 ranks".
+    ranks = "".join(f"#  Rank {r:4d} Group  0 Pid {r:5d} on tray{r // 4:03d} device  {r % 4} [0x10] NVIDIA GB200\n"
+                    for r in range(1440))
+    row = "  1073741824   268435456     float     sum      -1   1789.5  600.04  1199.3      0   1789.5  600.04  1199.3      0\n"
+    path = tmp_path / "nvl72x20.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + ranks + NEW_HEADER + row)
+    (m,) = load_measurements(path)
+    assert (m.world_size, m.link_class) == (1440, "inter-node"), m.notes

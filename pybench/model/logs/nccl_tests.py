@@ -291,7 +291,7 @@ def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, no
         return world, pre.pybench["link"]
     listed, at_least = len(pre.ranks), (max(pre.ranks) + 1 if pre.ranks else 0)
     if world is None and span is not None and not (listed == at_least and span[0] <= at_least <= span[1]):
-        notes.append(f"world size not determined: busbw/algbw, printed to 0.01 GB/s, allows {span[0]} to "
+        notes.append(f"world size not determined: busbw/algbw, rounded as printed, allows {span[0]} to "
                      f"{span[1]} ranks" + (f" and the Rank lines list {listed} (of ranks 0..{at_least - 1})"
                                            if pre.ranks else " and no Rank lines are printed")
                      + "; give --world N (world_size=N in Python)")
@@ -301,7 +301,7 @@ def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, no
         world = at_least   # more ranks are listed than the ratio allows: the listed ranks exist
     elif world is None and span is not None:
         notes.append(f"world size {at_least} from the Rank lines 0..{at_least - 1}, within the {span[0]} to "
-                     f"{span[1]} ranks that busbw/algbw, printed to 0.01 GB/s, allows")
+                     f"{span[1]} ranks that busbw/algbw, rounded as printed, allows")
     if not pre.ranks:
         return world, None
     hosts = len(set(pre.ranks.values()))
@@ -325,7 +325,7 @@ def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, no
 
 
 def ratio_worlds(collective: str | None, table: Table) -> tuple[int, int] | None:
-    """(fewest, most) ranks that every row's busbw/algbw allows, each printed to 0.01 GB/s.
+    """(fewest, most) ranks that every row's busbw/algbw allows, each value known to half its last printed digit.
 
     Only for the collectives whose bus factor grows with the rank count (2(n-1)/n, (n-1)/n).
     At hundreds of ranks the factor is within a rounding step of its limit, so the rows allow
@@ -339,13 +339,12 @@ def ratio_worlds(collective: str | None, table: Table) -> tuple[int, int] | None
             return 1.0 / (1.0 - f) if f < 1.0 else math.inf
     else:
         return None
-    half = 0.005 + 1e-9
     lo, hi = 2.0, math.inf
-    for alg, bus in zip(table.algbw, table.busbw):
-        if alg <= 2 * half:
+    for alg, bus, (alg_half, bus_half) in zip(table.algbw, table.busbw, _halves(table)):
+        if alg <= 2 * alg_half:
             continue  # 0.00 or 0.01 GB/s bounds nothing
-        lo = max(lo, ranks(max(bus - half, 0.0) / (alg + half)))
-        hi = min(hi, ranks((bus + half) / (alg - half)))
+        lo = max(lo, ranks(max(bus - bus_half, 0.0) / (alg + alg_half)))
+        hi = min(hi, ranks((bus + bus_half) / (alg - alg_half)))
     if not math.isfinite(hi) or math.ceil(lo - 1e-9) > math.floor(hi + 1e-9):
         return None
     return math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
@@ -374,13 +373,22 @@ def ratio_allows(collective: str | None, table: Table | None, world: int) -> boo
     if c is None or table is None or world < 2:
         return False
     alg, bus = np.array(table.algbw, dtype=float), np.array(table.busbw, dtype=float)
-    good = alg > 0.01
+    halves = np.array(_halves(table), dtype=float).reshape(-1, 2)
+    alg_half, bus_half = halves[:, 0], halves[:, 1]
+    good = alg > 2 * alg_half
     if not np.any(good):
         return False
     factor = c.busbw_factor(world)
-    half = 0.005 + 1e-9  # half the last printed digit, and a little for the float parse
-    return bool(np.all((bus[good] - half <= factor * (alg[good] + half))
-                       & (factor * (alg[good] - half) <= bus[good] + half)))
+    return bool(np.all((bus[good] - bus_half[good] <= factor * (alg[good] + alg_half[good]))
+                       & (factor * (alg[good] - alg_half[good]) <= bus[good] + bus_half[good])))
+
+
+def _halves(table: Table) -> list[tuple[float, float]]:
+    """Each row's (algbw, busbw) rounding half-steps, and a little for the float parse; 0.005
+    (two decimals) for tables built without the printed text."""
+    if len(table.bw_half) != len(table.algbw):
+        return [(0.005 + 1e-9, 0.005 + 1e-9)] * len(table.algbw)
+    return [(a + 1e-9, b + 1e-9) for a, b in table.bw_half]
 
 
 def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,

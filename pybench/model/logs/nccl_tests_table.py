@@ -77,6 +77,8 @@ class Table(Rows):
     lines: list[int] = field(default_factory=list)
     p5: list[float] = field(default_factory=list)
     p95: list[float] = field(default_factory=list)
+    bw_half: list[tuple[float, float]] = field(default_factory=list)
+    """Half the last printed digit of each row's algbw and busbw: how far the printed value may be from the true one."""
     unit_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -115,6 +117,18 @@ def _row_layout(path, cols: Columns, toks: list[str], lineno: int) -> tuple[int,
         return cols.time[1] - 4, cols.algbw[1] - 4, cols.busbw[1] - 4, None
     raise FileFormatError(f"{path}: line {lineno}: expected {ncols} columns as in the header, "
                           f"got {len(toks)}: {' '.join(toks)[:80]}")
+
+
+def half_last_digit(token: str) -> float:
+    """Half a unit of the last digit ``token`` prints: 0.005 for ``45.87``, 0.05 for ``1234.6`` (nccl-tests
+    drops decimals to keep a value in its 6-character column), 5e2 for ``1.2e+03``."""
+    mantissa, _, exponent = token.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    try:
+        shift = int(exponent) if exponent else 0
+    except ValueError:
+        shift = 0
+    return 0.5 * 10.0 ** (shift - decimals)
 
 
 def _number(toks: list[str], index: int | None) -> float:
@@ -161,6 +175,7 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
     table.times.append(t)
     table.algbw.append(a)
     table.busbw.append(b)
+    table.bw_half.append((half_last_digit(toks[ac]), half_last_digit(toks[bc])))
     table.in_place.append(_number(toks, ic))
     table.p5.append(_number(toks, cols.p5))
     table.p95.append(_number(toks, cols.p95))
