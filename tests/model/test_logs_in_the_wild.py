@@ -320,3 +320,22 @@ def test_a_bandwidth_printed_with_fewer_decimals_is_bounded_by_its_own_last_digi
     path.write_text("# Collective test starting: all_reduce_perf\n" + ranks + NEW_HEADER + row)
     (m,) = load_measurements(path)
     assert (m.world_size, m.link_class) == (1440, "inter-node"), m.notes
+
+
+def test_a_one_gpu_sweep_is_a_one_rank_collective_not_a_reduce_scatter(tmp_path):
+    # all_reduce_perf -g 1 (a common smoke test): busbw = algbw x 2(n-1)/n prints 0.00 on one rank.
+    # The ratio 0 used to overrule the program name and read as a reduce-scatter.
+    rows = "".join(f"{s:>12} {s // 4:>12}     float     sum      -1  {t:7.2f}  {s / t / 1e3:6.2f}    0.00      0"
+                   f"  {t / 4:7.2f}  {4 * s / t / 1e3:6.1f}    0.00    N/A\n"
+                   for s, t in ((1 << 20, 9.5), (1 << 21, 15.0), (1 << 22, 26.0)))
+    one_rank = "#  Rank  0 Group  0 Pid  4242 on     box01 device  0 [0000:01:00] NVIDIA L4\n"
+    path = tmp_path / "one.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + one_rank + NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allreduce", 1), m.notes
+    assert any(n.startswith("world size 1: busbw is 0.00") for n in m.notes)
+    # unnamed, the zero ratio fits all-reduce and reduce-scatter alike: refused in one line
+    path.write_text(one_rank + NEW_HEADER + rows)
+    with pytest.raises(FileFormatError, match="cannot tell which collective.*busbw 0.00 on one rank"):
+        load_measurements(path)
+    assert load_measurements(path, collective="allreduce")[0].world_size == 1

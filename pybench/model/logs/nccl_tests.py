@@ -111,15 +111,23 @@ def looks_like_nccl_tests(text: str) -> bool:
     return False
 
 
+# Collectives whose bus factor, 2(n-1)/n or (n-1)/n, is 0 on one rank: their busbw prints 0.00.
+_ZERO_ON_ONE_RANK = ("allreduce", "allgather", "reducescatter", "alltoall")
+
+
 def ratio_agrees(collective: str, bus: float) -> bool:
     """Whether busbw/algbw = ``bus`` is possible for ``collective`` (True when it cannot tell)."""
     lo_hi = _RATIO_RANGES.get(collective)
+    if collective in _ZERO_ON_ONE_RANK and bus < 0.005:
+        return True  # one rank
     return lo_hi is None or not math.isfinite(bus) or lo_hi[0] <= bus < lo_hi[1]
 
 
-def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str:
+def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str | None:
     reduces = bool(redops - {"none", "-", ""})
     rooted = any(r not in ("-1", "") for r in roots)
+    if bus < 0.005:
+        return None  # busbw 0 on one rank, for all-reduce and reduce-scatter alike
     if bus > 1.02:
         return "allreduce"
     if bus < 0.98:
@@ -149,17 +157,22 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
         return collective, old_world, notes
     if collective is None and math.isfinite(bus):
         collective = _collective_from_ratio(bus, redops, roots)
-        twin = {"allgather": "alltoall", "sendrecv": "broadcast"}.get(collective)
-        notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
-                     f"and redop/root columns (program name not in the log)"
-                     + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else ""))
+        twin = {"allgather": "alltoall", "sendrecv": "broadcast"}.get(collective or "")
+        if collective is not None:
+            notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
+                         f"and redop/root columns (program name not in the log)"
+                         + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else ""))
     world: int | None = None
-    if math.isfinite(bus) and collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
+    if math.isfinite(bus) and collective in _ZERO_ON_ONE_RANK and bus < 0.005:
+        world = 1
+        notes.append("world size 1: busbw is 0.00 where algbw is not, as only one rank prints it "
+                     "(nothing crosses a link; the times are local copies)")
+    elif math.isfinite(bus) and collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
         world = int(round(2.0 / (2.0 - bus)))
     elif math.isfinite(bus) and collective in ("allgather", "reducescatter", "alltoall") \
             and 0.45 <= bus < 1.0 - 1e-3:
         world = int(round(1.0 / (1.0 - bus)))
-    if world is not None:
+    if world is not None and world > 1:
         notes.append(f"world size {world} from busbw/algbw = {bus:.4f}")
     return collective, world, notes
 
@@ -402,7 +415,8 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         coll = _collective_from_counts(table, notes) or _allreduce_from_rounding(table, notes)
     if coll is None:
         raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
-                              f"nccl-tests table measured (no program name, bandwidths too small); "
+                              f"nccl-tests table measured (no program name, and neither busbw/algbw nor the "
+                              f"counts tell: bandwidths too small, or busbw 0.00 on one rank); "
                               f"give --collective (collective=... in Python)")
     if name is None and coll == "allgather" and _blank_redop_column(table):
         coll = "alltoall"
