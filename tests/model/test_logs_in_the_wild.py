@@ -339,3 +339,56 @@ def test_a_one_gpu_sweep_is_a_one_rank_collective_not_a_reduce_scatter(tmp_path)
     with pytest.raises(FileFormatError, match="cannot tell which collective.*busbw 0.00 on one rank"):
         load_measurements(path)
     assert load_measurements(path, collective="allreduce")[0].world_size == 1
+
+
+def _row_parts(size: int, t_us: float, world: int = 16) -> tuple[str, str]:
+    """(start, rest) of an nccl-tests row as it prints them: size ... root, then the times."""
+    alg = size / t_us / 1e3
+    bus = alg * 2 * (world - 1) / world
+    return (f"{size:>12}  {size // 4:>12}  {'float':>8}  {'sum':>6}  {-1:>6}",
+            f"  {t_us:7.1f}  {alg:6.2f}  {bus:6.2f}  {0:6g}  {t_us:7.1f}  {alg:6.2f}  {bus:6.2f}  {0:6g}")
+
+
+HEADER_NOW = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+              "     time   algbw   busbw  #wrong\n"
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+              "             (us)  (GB/s)  (GB/s)\n")
+
+
+def test_nccl_info_lines_inside_a_row_and_mpich_rank_labels(tmp_path):
+    # NCCL connects lazily at a size's first call and prints its INFO lines right after
+    # nccl-tests printed the row's size ... root; the times follow on a later line.
+    sizes = ((1 << 20, 40.0), (1 << 21, 60.0), (1 << 22, 95.0), (1 << 23, 170.0))
+    parts = [_row_parts(s, t) for s, t in sizes]
+    info = ("gpu-a:4101:4180 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA\n"
+            "gpu-a:4101:4180 [0] NCCL INFO Connected all trees\n")
+    plain = ("# Collective test starting: all_reduce_perf\n" + HEADER_NOW
+             + parts[0][0] + parts[0][1] + "\n" + parts[1][0] + parts[1][1] + "\n"
+             + parts[2][0] + info + parts[2][1] + "\n"
+             + parts[3][0] + parts[3][1] + "\n# Out of bounds values : 0 OK\n")
+    path = tmp_path / "lazy.log"
+    path.write_text(plain)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allreduce", 16), m.notes
+    assert m.size_bytes.tolist() == [s for s, _ in sizes]
+    assert m.time_s.tolist() == pytest.approx([t * 1e-6 for _, t in sizes])
+    # MPICH's mpiexec -prepend-rank labels every write "[0] ", glued after the previous write
+    labelled = "".join("[0] " + ln + "\n" for ln in HEADER_NOW.splitlines())
+    for (start, rest), (s, _) in zip(parts, sizes):
+        if s == 1 << 22:
+            labelled += "[0] " + start + "[0] " + info.splitlines()[0] + "\n[0] " + info.splitlines()[1] + "\n"
+            labelled += "[0] " + rest.replace("  0  ", "  0[0]   ", 1).lstrip() + "\n"
+        else:
+            labelled += "[0] " + start + "[0] " + rest[1:] + "\n"
+    path.write_text("[0] # Collective test starting: all_reduce_perf\n" + labelled)
+    (m,) = load_measurements(path)
+    assert m.size_bytes.tolist() == [s for s, _ in sizes], m.notes
+    assert m.time_s.tolist() == pytest.approx([t * 1e-6 for _, t in sizes])
+    # a run that failed during a row keeps the rows above it, and says which row it lost
+    path.write_text("# Collective test starting: all_reduce_perf\n" + HEADER_NOW + parts[0][0] + parts[0][1] + "\n"
+                    + parts[1][0] + parts[1][1] + "\n" + parts[2][0]
+                    + "gpu-a:4101:4180 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion with error 12\n"
+                    + "gpu-a: Test NCCL failure common.cu:1279 'remote process exited or there was a network error'\n")
+    (m,) = load_measurements(path)
+    assert m.size_bytes.tolist() == [1 << 20, 1 << 21]
+    assert any("the row of size 4194304 has no times" in n for n in m.notes)

@@ -68,6 +68,8 @@ PROGRAMS = {
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")\b")
 _SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
 _OMPI_PREFIX_RE = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+_HYDRA_PREFIX_RE = re.compile(r"^\[\d+\] ")
+_HYDRA_GLUED_RE = re.compile(r"(?<=\S)\[\d+\] ")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)")
 _PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks\s+on\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
@@ -99,6 +101,13 @@ def clean_lines(text: str) -> list[str]:
     if lines and prefixed >= max(1, len(lines) // 2):
         lines = [_SRUN_PREFIX_RE.sub("", ln, count=1) if re.match(r"^\s*\d+:", ln) else ln
                  for ln in lines]
+    # MPICH's mpiexec -prepend-rank (and Intel MPI's -l) label every write "[<rank>] ", so a row
+    # printed in three writes reads "[0]   size ... -1[0]   time ...[0]   time ...": drop the
+    # label at the line start and where it is glued to the text before it (NCCL's own " [0] NCCL"
+    # device tag has a space before it and stays).
+    labelled = sum(1 for ln in lines if _HYDRA_PREFIX_RE.match(ln))
+    if lines and labelled >= max(1, len(lines) // 2):
+        lines = [_HYDRA_GLUED_RE.sub("", _HYDRA_PREFIX_RE.sub("", ln, count=1)) for ln in lines]
     return lines
 
 
