@@ -392,3 +392,18 @@ def test_nccl_info_lines_inside_a_row_and_mpich_rank_labels(tmp_path):
     (m,) = load_measurements(path)
     assert m.size_bytes.tolist() == [1 << 20, 1 << 21]
     assert any("the row of size 4194304 has no times" in n for n in m.notes)
+
+
+def test_nccl_1_test_programs_bytes_n_op_res_header(tmp_path):
+    # NCCL 1.x's all_reduce_test printed "bytes N type op ... res", times in ms, one size per op
+    text = ("$ ./build/test/single/broadcast_test 8000000\n"
+            "#                                                 out-of-place                    in-place\n"
+            "#      bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw      res\n"
+            "     8000000       8000000    char     sum    0.800  10.00  10.00    0e+00    0.810   9.88   9.88    0e+00\n"
+            "     8000000       2000000     int     sum    0.790  10.13  10.13    0e+00    0.800  10.00  10.00    0e+00\n")
+    path = tmp_path / "nccl1.log"
+    path.write_text(text)
+    sets = load_measurements(path)
+    assert [(m.collective, m.dtype, m.size_bytes.tolist()) for m in sets] == [
+        ("broadcast", "int8", [8000000]), ("broadcast", "int32", [8000000])]
+    assert sets[0].time_s[0] == pytest.approx(0.8e-3) and sets[0].time_in_place_s[0] == pytest.approx(0.81e-3)

@@ -65,6 +65,12 @@ PROGRAMS = {
     "gather_perf": "gather",
     "scatter_perf": "scatter",
     "hypercube_perf": "hypercube",
+    # NCCL 1.x's own test programs (nccl/build/test/single, 2016-2017)
+    "all_reduce_test": "allreduce",
+    "all_gather_test": "allgather",
+    "reduce_scatter_test": "reducescatter",
+    "broadcast_test": "broadcast",
+    "reduce_test": "reduce",
 }
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")\b")
 _SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
@@ -89,6 +95,7 @@ def redop_name(text: str) -> str:
 def canonical_dtype(name: str) -> str:
     """pybench's dtype name for a log's type column (nccl-tests' own spellings kept)."""
     key = name.strip().lower()
+    key = {"char": "int8"}.get(key, key)  # nccl-tests before 2019 (and NCCL 1.x) named int8 "char"
     key = DTYPE_ALIASES.get(key, key)
     return key if key in DTYPES else name.strip().lower()
 
@@ -115,8 +122,8 @@ def clean_lines(text: str) -> list[str]:
 def looks_like_nccl_tests(text: str) -> bool:
     """True when ``text`` holds an nccl-tests table header (used by the format sniffer)."""
     for ln in clean_lines(text[:200000]):
-        toks = ln.lstrip("#").split()
-        if toks[:2] == ["size", "count"] and ("time" in toks[2:] or "cputime" in toks[2:]):
+        toks = header_tokens(ln)
+        if toks is not None and ("time" in toks[2:] or "cputime" in toks[2:]):
             return True
     return False
 

@@ -84,9 +84,16 @@ class Table(Rows):
     notes: list[str] = field(default_factory=list)
 
 
+# The NCCL 1.x test programs (all_reduce_test ..., 2016-2017) named the columns differently.
+_NCCL1_NAMES = {"bytes": "size", "N": "count", "op": "redop", "res": "error"}
+
+
 def header_tokens(line: str) -> list[str] | None:
-    """The header's column names when ``line`` is a table header, else None."""
+    """The header's column names when ``line`` is a table header, else None (NCCL 1.x names
+    ``bytes N type op ... res`` read as ``size count type redop ... error``)."""
     toks = line.strip().lstrip("#").split()
+    if len(toks) >= 5 and toks[0] == "bytes" and toks[1] == "N":
+        toks = [_NCCL1_NAMES.get(t, t) for t in toks]
     if len(toks) >= 5 and toks[0] == "size" and toks[1] == "count":
         return toks
     return None
