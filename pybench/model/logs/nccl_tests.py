@@ -97,7 +97,7 @@ def canonical_dtype(name: str) -> str:
     key = name.strip().lower()
     key = {"char": "int8"}.get(key, key)  # nccl-tests before 2019 (and NCCL 1.x) named int8 "char"
     key = DTYPE_ALIASES.get(key, key)
-    return key if key in DTYPES else name.strip().lower()
+    return key if key in DTYPES or key == "int8" else name.strip().lower()
 
 
 def clean_lines(text: str) -> list[str]:
