@@ -7,8 +7,12 @@ Text layouts handled (all seen in real logs):
 * 2020 and older: no ``redop``/``root`` columns, an ``error`` column instead of
   ``#wrong``, header lines without a leading ``#``, and all_gather/reduce_scatter algbw
   already multiplied by (n-1)/n;
+* NCCL 1.x's test programs (``all_reduce_test``): ``bytes N type op ... res``;
 * every line prefixed by srun's task label (``0: ``) or Open MPI's ``--tag-output``
-  label (``[1,0]<stdout>:``), shell noise before, inside and after the table;
+  label (``[1,0]<stdout>:``), every write by MPICH's ``-prepend-rank`` label (``[0] ``),
+  shell noise before, inside and after the table;
+* NCCL INFO/WARN lines printed inside a row (after its size ... root, before its times):
+  the row is joined across them; a last row cut short by a killed run: skipped, with a note;
 * several tests in one log (all_reduce then alltoall): one set per table, each named by
   the program named since the previous table (checked against busbw/algbw);
 * ``-b 8`` sweeps on many ranks, whose first rows have size 0: skipped, with a note;
@@ -21,9 +25,12 @@ algbw = size / time, which only one unit satisfies.
 
 The collective comes from the program name (``all_reduce_perf``, ``# Collective test
 starting: ...``, or the JSON ``args``) when the log names it, else from the busbw/algbw
-ratio together with the ``redop`` and ``root`` columns. The rank count comes from
-busbw/algbw where the collective's bus factor depends on it (or, in the old layout, from
-algbw against size/time), else from the ``#  Rank`` lines: a log may keep only some of them.
+ratio together with the ``redop`` and ``root`` columns (an all-to-all of 2020-2022 left its
+redop cell blank). The rank count comes from busbw/algbw where the collective's bus factor
+depends on it, read with the rounding it was printed with (see :mod:`nccl_tests_world`: at
+hundreds of ranks it allows a range, and then only whole Rank lines pick the count), or, in
+the old layout, from algbw against size/time, else from the ``#  Rank`` lines: a log may keep
+only some of them. busbw 0.00 where algbw is not is one rank.
 The link class is ``inter-node`` when the ``#  Rank`` lines name more than one host,
 ``intra-node`` when they name one and list every rank, None otherwise.
 
