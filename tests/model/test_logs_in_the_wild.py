@@ -407,3 +407,21 @@ def test_nccl_1_test_programs_bytes_n_op_res_header(tmp_path):
     assert [(m.collective, m.dtype, m.size_bytes.tolist()) for m in sets] == [
         ("broadcast", "int8", [8000000]), ("broadcast", "int32", [8000000])]
     assert sets[0].time_s[0] == pytest.approx(0.8e-3) and sets[0].time_in_place_s[0] == pytest.approx(0.81e-3)
+
+
+def test_two_processes_each_running_their_own_test_under_mpirun(tmp_path):
+    # nccl-tests built without MPI=1 and started by `mpirun -np 2`: each process is a 1-rank
+    # test; both print "Rank 0" (on their own host) and their headers before any row.
+    pre = "".join(f"#   Rank  0 Pid  {p} on {h} device  0 [0x00] Tesla V100-SXM2-16GB\n"
+                  for p, h in ((1111, "node-a"), (2222, "node-b")))
+    head = ("#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+            "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n")
+    rows = "".join(f"{s:>12} {s // 4:>12}     float     sum  {t:7.1f}  {s / t / 1e3:6.2f}    0.00  0e+00"
+                   f"  {t:7.1f}  {s / t / 1e3:6.2f}    0.00  0e+00\n"
+                   for s, t in ((1 << 20, 10.0), (1 << 20, 10.4), (1 << 22, 30.0), (1 << 22, 31.0)))
+    path = tmp_path / "twice.log"
+    path.write_text("mpirun -np 2 ./all_reduce_perf -b 1M -e 4M -f 4\n" + pre + "#\n" + head + "#\n" + head + rows)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size, m.link_class) == ("allreduce", 1, None), m.notes
+    assert m.size_bytes.tolist() == [1 << 20, 1 << 20, 1 << 22, 1 << 22]
+    assert any(n.startswith("Rank 0 is listed on 2 hosts (node-a, node-b)") for n in m.notes)

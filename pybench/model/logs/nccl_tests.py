@@ -257,13 +257,18 @@ class Preamble:
     ranks: dict[int, str] = field(default_factory=dict)
     program: str | None = None
     pybench: dict[str, str] = field(default_factory=dict)
+    repeated: dict[int, set[str]] = field(default_factory=dict)
+    """Ranks listed again on another host: several processes each ran a test of their own."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
         stripped = line.strip()
         m = _RANK_RE.match(stripped)
         if m:
-            self.ranks[int(m.group(1))] = m.group(2)
+            rank, host = int(m.group(1)), m.group(2)
+            if self.ranks.get(rank, host) != host:
+                self.repeated.setdefault(rank, {self.ranks[rank]}).add(host)
+            self.ranks[rank] = host
         pm = PROGRAM_RE.search(stripped)
         # "Collective test concluded: X" closes the previous test; it does not name the next.
         if pm and "concluded" not in stripped:
@@ -274,6 +279,16 @@ class Preamble:
         m = _PYBENCH_WORLD_RE.match(stripped)
         if m:
             self.pybench.update(world=m.group(1), hosts=m.group(2), link=m.group(3))
+
+
+def _header_follows(lines: list[str], start: int) -> bool:
+    """Whether the next line after ``start`` that is not blank, a unit line or a bare ``#`` is a table header."""
+    for ln in lines[start:start + 8]:
+        body = ln.strip().lstrip("#").strip()
+        if not body or "(B)" in body or body.startswith("out-of-place") or body.startswith("in-place"):
+            continue
+        return header_tokens(ln) is not None
+    return False
 
 
 def _collective_for(table: Table, pre: Preamble, previous: str | None,
@@ -391,6 +406,11 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
         names = header_tokens(lines[i])
         if names is None:
             pre.see(lines[i])
+            i += 1
+            continue
+        if _header_follows(lines, i + 1):
+            # Several processes printed their headers before any row (nccl-tests built
+            # without MPI, started by mpirun): the rows follow the last header.
             i += 1
             continue
         table, i = scan_rows(path, lines, i, names)

@@ -24,6 +24,7 @@ class RankLines(Protocol):
 
     ranks: dict[int, str]
     pybench: dict[str, str]
+    repeated: dict[int, set[str]]
 
 def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                     collective: str | None = None, table: Table | None = None,
@@ -55,6 +56,11 @@ def world_and_link(world: int | None, pre: RankLines, world_size: int | None, no
                      f"{span[1]} ranks that busbw/algbw, rounded as printed, allows")
     if not pre.ranks:
         return world, None
+    if pre.repeated:
+        rank, hosts_of = min(pre.repeated.items())
+        notes.append(f"Rank {rank} is listed on {len(hosts_of)} hosts ({', '.join(sorted(hosts_of))}): each process "
+                     f"ran a test of its own (nccl-tests built without MPI=1?), so the hosts say nothing of the link")
+        return world if world is not None else max(pre.ranks) + 1, None
     hosts = len(set(pre.ranks.values()))
     # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
     # Rank lines 0..k-1 within 5% of it are the whole list.
