@@ -1,8 +1,10 @@
-"""Log shapes met in public issues and CI fixtures, each written here in that shape (rows are
-ours): an srun-labelled 32-rank all-gather whose 2-decimal busbw/algbw reads 31 ranks, an
-old all_to_all_perf that leaves its redop cell blank, osu_latency starting at size 0, two
-OSU tests in one log, osu_mbw_mr, which pybench has no model for, a ratio that cannot tell
-hundreds of ranks apart, and a run killed mid-row."""
+"""Log shapes met in public issues, CI fixtures and docs, each written here in that shape (rows
+are ours): an srun-labelled 32-rank all-gather whose 2-decimal busbw/algbw reads 31 ranks, an
+old all_to_all_perf that leaves its redop cell blank, OSU tests (size 0 first, several in one
+log, osu_mbw_mr, vector and one-sided tests, launcher labels), a rounded ratio that cannot tell
+hundreds of ranks apart, values printed with fewer decimals, a run killed mid-row, a 1-GPU
+sweep, NCCL INFO lines inside a row and MPICH rank labels, NCCL 1.x's test programs, rccl-tests'
+JSON lines, and two processes each running their own test."""
 
 from __future__ import annotations
 
