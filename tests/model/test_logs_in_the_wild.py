@@ -1,7 +1,10 @@
-"""Log shapes met in public issues and CI fixtures, each written here in that shape (rows are
-ours): an srun-labelled 32-rank all-gather whose 2-decimal busbw/algbw reads 31 ranks, an
-old all_to_all_perf that leaves its redop cell blank, osu_latency starting at size 0, two
-OSU tests in one log, and osu_mbw_mr, which pybench has no model for."""
+"""Log shapes met in public issues, CI fixtures and docs, each written here in that shape (rows
+are ours): an srun-labelled 32-rank all-gather whose 2-decimal busbw/algbw reads 31 ranks, an
+old all_to_all_perf that leaves its redop cell blank, OSU tests (size 0 first, several in one
+log, osu_mbw_mr, vector and one-sided tests, launcher labels), a rounded ratio that cannot tell
+hundreds of ranks apart, values printed with fewer decimals, a run killed mid-row, a 1-GPU
+sweep, NCCL INFO lines inside a row and MPICH rank labels, NCCL 1.x's test programs, rccl-tests'
+JSON lines, and two processes each running their own test."""
 
 from __future__ import annotations
 
@@ -56,9 +59,15 @@ def test_old_all_to_all_with_a_blank_redop_cell(tmp_path):
     (m,) = load_measurements(path, collective="alltoall")
     assert (m.collective, m.world_size, m.size_bytes.tolist()) == ("alltoall", 8, [262144, 524288, 1048576])
     assert m.time_s[0] == pytest.approx(40e-6)
-    # unnamed, it reads as all-gather (the same ratio) and says how to tell it otherwise
+    # unnamed, the blank redop cells say all-to-all: all_gather_perf of that era printed no redop column
     (guess,) = load_measurements(path)
-    assert guess.collective == "allgather" and any("--collective alltoall" in n for n in guess.notes)
+    assert (guess.collective, guess.world_size) == ("alltoall", 8)
+    assert any("redop column printed blank" in n for n in guess.notes)
+    # the same rows under a header without redop, as old all_gather_perf printed them, stay all-gather
+    ag = text.replace("   redop  ", "  ").replace("   float             ", "   float   ")
+    path.write_text(ag)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allgather", 8), m.notes
     # a row one cell short elsewhere (its out-of-place busbw lost) is still an error naming the line
     lines = text.splitlines()
     cells = lines[4].split()
@@ -181,3 +190,240 @@ def test_an_unnamed_tiny_sweep_whose_busbw_prints_above_algbw_is_an_all_reduce(t
     path.write_text(NEW_HEADER + rows)
     (m,) = load_measurements(path)
     assert m.collective == "allreduce" and any("busbw printed above algbw" in n for n in m.notes)
+
+
+def _ar_rows(world: int, rows: tuple[tuple[int, float], ...]) -> str:
+    """All-reduce rows of ``world`` ranks, bandwidths printed to 0.01 GB/s as nccl-tests does."""
+    factor = 2 * (world - 1) / world
+    return "".join(f"{s:>12} {s // 4:>12}     float     sum      -1  {t:8.1f}  {s / t / 1e3:6.2f}  "
+                   f"{s / t / 1e3 * factor:6.2f}      0  {t:8.1f}  {s / t / 1e3:6.2f}  {s / t / 1e3 * factor:6.2f}      0\n"
+                   for s, t in rows)
+
+
+def test_a_rounded_ratio_that_allows_several_worlds_gives_none_of_them(tmp_path):
+    # 96 ranks on a slow fabric: 2 x 95/96 = 1.979, but printed to 0.01 GB/s the rows allow
+    # every count from about 80 to 110. Without Rank lines no world is read; the note says the range.
+    rows = _ar_rows(96, ((1 << 28, 80000.0), (1 << 29, 160500.0)))
+    path = tmp_path / "ar96.log"
+    path.write_text(NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert m.world_size is None
+    (note,) = [n for n in m.notes if n.startswith("world size not determined")]
+    lo, hi = (int(w) for w in note.split("allows ")[1].split(" ranks")[0].split(" to "))
+    assert lo < 96 < hi and "give --world N" in note
+    assert load_measurements(path, world_size=96)[0].world_size == 96
+    # whole Rank lines inside the range pick the world; a partial list (8 of them) does not
+    ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {r:5d} on node{r // 8:02d} device  {r % 8} [0x1b] NVIDIA A100\n"
+                    for r in range(96))
+    path.write_text(ranks + NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert (m.world_size, m.link_class) == (96, "inter-node")
+    path.write_text("".join(ranks.splitlines(keepends=True)[:8]) + NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert m.world_size is None and any("Rank lines list 8" in n for n in m.notes)
+    # a fast 16-rank sweep pins its count exactly, as before
+    path.write_text(NEW_HEADER + _ar_rows(16, ((1 << 30, 4600.0), (1 << 31, 9100.0))))
+    assert load_measurements(path)[0].world_size == 16
+
+
+def test_a_run_killed_mid_row_keeps_the_rows_it_printed(tmp_path):
+    # A job killed by its time limit (or a rank's "Test NCCL failure") leaves a block-buffered
+    # stdout cut mid-row; the rows above it were measured in full.
+    full = _ar_rows(8, ((1 << 20, 30.0), (1 << 21, 45.0), (1 << 22, 70.0)))
+    path = tmp_path / "killed.log"
+    for cut in ("     8388608", "     8388608       2097152     float     sum      -1    120.0   69.91"):
+        path.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + full + cut)
+        (m,) = load_measurements(path)
+        assert (m.collective, m.world_size, m.size_bytes.tolist()) == ("allreduce", 8, [1 << 20, 1 << 21, 1 << 22])
+        assert any(n.startswith("line 7: last row cut short") for n in m.notes), m.notes
+    # a short row with rows after it, or before the footer of a finished run, is malformed: refused
+    lines = full.splitlines(keepends=True)
+    path.write_text(NEW_HEADER + lines[0] + "     2097152        524288     float\n" + lines[2])
+    with pytest.raises(FileFormatError, match="line 4: expected 13 columns as in the header, got 3"):
+        load_measurements(path)
+    path.write_text(NEW_HEADER + full + "     8388608       2097152\n# Out of bounds values : 0 OK\n")
+    with pytest.raises(FileFormatError, match="line 6: expected 13 columns as in the header, got 2"):
+        load_measurements(path)
+
+
+def test_osu_tests_that_are_not_send_recv_keep_their_own_names(tmp_path):
+    # Any title with "Latency" used to read as point-to-point latency on 2 ranks: a 384-rank
+    # osu_alltoallv (OSU 7.5's P50/P90/P99 columns), osu_scatterv, a one-sided put.
+    lat = "".join(f"{s:<10} {20 + s * 0.01:10.2f} {19 + s * 0.01:10.2f} {21 + s * 0.01:10.2f}  1000\n"
+                  for s in (64, 256, 1024))
+    full = "# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+    cases = {
+        "mpiexec --np 384 --ppn 12 ./osu_alltoallv -f\n# OSU MPI All-to-Allv Personalized Exchange Latency Test v7.5\n"
+        "# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations"
+        "  P50 Tail Lat(us)  P90 Tail Lat(us)  P99 Tail Lat(us)\n"
+        + "".join(ln.rstrip("\n") + "    20.01    20.50    21.00\n" for ln in lat.splitlines(keepends=True)):
+        ("alltoallv", 384),
+        "# OSU MPI Scatterv Latency Test v7.2\n" + full + lat: ("scatterv", None),
+        "# OSU MPI Reduce_scatter_block Latency Test v7.2\n" + full + lat: ("reducescatter", None),
+        "# OSU MPI_Put Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("one-sided put", None),
+        "# OSU MPI Multi-threaded Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("p2p_latency", 2),
+        "# OSU MPI Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("p2p_latency", 2),
+    }
+    path = tmp_path / "osu.txt"
+    for text, want in cases.items():
+        path.write_text(text)
+        (m,) = load_measurements(path)
+        assert (m.collective, m.world_size) == want, text.splitlines()[0]
+    # osu_mbw_mr's pairs say its rank count
+    path.write_text("# OSU MPI Multiple Bandwidth / Message Rate Test v7.4\n# [ pairs: 48 ] [ window size: 64 ]\n"
+                    "# Size                  MB/s        Messages/s\n1 40.0 40000000.0\n2 80.0 40000000.0\n")
+    assert (load_measurements(path)[0].collective, load_measurements(path)[0].world_size) == ("p2p_mbw", 96)
+
+
+def test_osu_under_a_launcher_label_and_its_datatype_below_the_header(tmp_path):
+    # mpirun --tag-output prefixes every line; OSU 7.2 prints "# Datatype:" under the header
+    body = "# OSU MPI Allreduce Latency Test v7.2\n# Size       Avg Latency(us)\n# Datatype: MPI_FLOAT.\n" + \
+        "".join(f"{s:<10} {5 + s * 0.002:10.2f}\n" for s in (4, 16, 64, 256))
+    path = tmp_path / "tagged.txt"
+    path.write_text("".join(f"[1,0]<stdout>: {ln}\n" for ln in body.splitlines()))
+    (m,) = load_measurements(path)
+    assert (m.collective, m.dtype, m.size_bytes.tolist()) == ("allreduce", "float32", [4, 16, 64, 256])
+    assert m.time_s[0] == pytest.approx(5.01e-6)
+
+
+def test_rccl_tests_json_lines_are_read(tmp_path, capsys):
+    # rccl-tests --output_format json: one object per line and per timing, bandwidths unrounded
+    def line(size: int, in_place: int, t_us: float, name: str = "AllReduce", factor: float = 1.75) -> str:
+        alg = size / t_us / 1e3
+        return json.dumps({"#wrong": "0", "algBw": alg, "busBw": alg * factor, "gpus": 8, "inPlace": in_place,
+                           "name": name, "redop": "sum", "size": size, "time": t_us, "type": "float"}) + "\n"
+    text = "".join(line(s, ip, 20.0 + s * 1e-5 + ip) for s in (1 << 16, 1 << 18, 1 << 20, 1 << 22) for ip in (0, 1))
+    path = tmp_path / "rccl.json"
+    path.write_text(text)
+    (m,) = load_measurements(path)
+    assert (m.source, m.collective, m.world_size, m.dtype, m.redop) == ("rccl-tests", "allreduce", 8, "float32", "sum")
+    assert m.size_bytes.tolist() == [1 << 16, 1 << 18, 1 << 20, 1 << 22]
+    assert m.time_s[0] == pytest.approx((20.0 + 0.65536) * 1e-6)
+    assert m.time_in_place_s[0] == pytest.approx((21.0 + 0.65536) * 1e-6)
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
+    capsys.readouterr()
+    # a broadcast's ratio is 1 whatever the count: the gpus field says it
+    path.write_text("".join(line(s, 0, 30.0 + s * 1e-5, "Broadcast", 1.0) for s in (1 << 16, 1 << 18)))
+    assert (load_measurements(path)[0].collective, load_measurements(path)[0].world_size) == ("broadcast", 8)
+    # a line that is not a row is refused in one line naming it
+    path.write_text(text + '{"name": "AllReduce", "size": 64}\n')
+    with pytest.raises(FileFormatError, match=r"rccl.json: line 9: .*time"):
+        load_measurements(path)
+
+
+def test_a_bandwidth_printed_with_fewer_decimals_is_bounded_by_its_own_last_digit(tmp_path):
+    # nccl-tests keeps each value in its 6-character column: busbw 1199.3 has one decimal, so it
+    # may be 0.05 off, not 0.005. 1440 ranks (Rank lines 0..1439): the row's ratio alone reads
+    # 1539, and with a 0.005 bound it even ruled 1440 out, leaving "1440 of 1539 ranks".
+    ranks = "".join(f"#  Rank {r:4d} Group  0 Pid {r:5d} on tray{r // 4:03d} device  {r % 4} [0x10] NVIDIA GB200\n"
+                    for r in range(1440))
+    row = "  1073741824   268435456     float     sum      -1   1789.5  600.04  1199.3      0   1789.5  600.04  1199.3      0\n"
+    path = tmp_path / "nvl72x20.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + ranks + NEW_HEADER + row)
+    (m,) = load_measurements(path)
+    assert (m.world_size, m.link_class) == (1440, "inter-node"), m.notes
+
+
+def test_a_one_gpu_sweep_is_a_one_rank_collective_not_a_reduce_scatter(tmp_path):
+    # all_reduce_perf -g 1 (a common smoke test): busbw = algbw x 2(n-1)/n prints 0.00 on one rank.
+    # The ratio 0 used to overrule the program name and read as a reduce-scatter.
+    rows = "".join(f"{s:>12} {s // 4:>12}     float     sum      -1  {t:7.2f}  {s / t / 1e3:6.2f}    0.00      0"
+                   f"  {t / 4:7.2f}  {4 * s / t / 1e3:6.1f}    0.00    N/A\n"
+                   for s, t in ((1 << 20, 9.5), (1 << 21, 15.0), (1 << 22, 26.0)))
+    one_rank = "#  Rank  0 Group  0 Pid  4242 on     box01 device  0 [0000:01:00] NVIDIA L4\n"
+    path = tmp_path / "one.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + one_rank + NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allreduce", 1), m.notes
+    assert any(n.startswith("world size 1: busbw is 0.00") for n in m.notes)
+    # unnamed, the zero ratio fits all-reduce and reduce-scatter alike: refused in one line
+    path.write_text(one_rank + NEW_HEADER + rows)
+    with pytest.raises(FileFormatError, match="cannot tell which collective.*busbw 0.00 on one rank"):
+        load_measurements(path)
+    assert load_measurements(path, collective="allreduce")[0].world_size == 1
+
+
+def _row_parts(size: int, t_us: float, world: int = 16) -> tuple[str, str]:
+    """(start, rest) of an nccl-tests row as it prints them: size ... root, then the times."""
+    alg = size / t_us / 1e3
+    bus = alg * 2 * (world - 1) / world
+    return (f"{size:>12}  {size // 4:>12}  {'float':>8}  {'sum':>6}  {-1:>6}",
+            f"  {t_us:7.1f}  {alg:6.2f}  {bus:6.2f}  {0:6g}  {t_us:7.1f}  {alg:6.2f}  {bus:6.2f}  {0:6g}")
+
+
+HEADER_NOW = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+              "     time   algbw   busbw  #wrong\n"
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+              "             (us)  (GB/s)  (GB/s)\n")
+
+
+def test_nccl_info_lines_inside_a_row_and_mpich_rank_labels(tmp_path):
+    # NCCL connects lazily at a size's first call and prints its INFO lines right after
+    # nccl-tests printed the row's size ... root; the times follow on a later line.
+    sizes = ((1 << 20, 40.0), (1 << 21, 60.0), (1 << 22, 95.0), (1 << 23, 170.0))
+    parts = [_row_parts(s, t) for s, t in sizes]
+    info = ("gpu-a:4101:4180 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/IB/0/GDRDMA\n"
+            "gpu-a:4101:4180 [0] NCCL INFO Connected all trees\n")
+    plain = ("# Collective test starting: all_reduce_perf\n" + HEADER_NOW
+             + parts[0][0] + parts[0][1] + "\n" + parts[1][0] + parts[1][1] + "\n"
+             + parts[2][0] + info + parts[2][1] + "\n"
+             + parts[3][0] + parts[3][1] + "\n# Out of bounds values : 0 OK\n")
+    path = tmp_path / "lazy.log"
+    path.write_text(plain)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allreduce", 16), m.notes
+    assert m.size_bytes.tolist() == [s for s, _ in sizes]
+    assert m.time_s.tolist() == pytest.approx([t * 1e-6 for _, t in sizes])
+    # MPICH's mpiexec -prepend-rank labels every write "[0] ", glued after the previous write
+    labelled = "".join("[0] " + ln + "\n" for ln in HEADER_NOW.splitlines())
+    for (start, rest), (s, _) in zip(parts, sizes):
+        if s == 1 << 22:
+            labelled += "[0] " + start + "[0] " + info.splitlines()[0] + "\n[0] " + info.splitlines()[1] + "\n"
+            labelled += "[0] " + rest.replace("  0  ", "  0[0]   ", 1).lstrip() + "\n"
+        else:
+            labelled += "[0] " + start + "[0] " + rest[1:] + "\n"
+    path.write_text("[0] # Collective test starting: all_reduce_perf\n" + labelled)
+    (m,) = load_measurements(path)
+    assert m.size_bytes.tolist() == [s for s, _ in sizes], m.notes
+    assert m.time_s.tolist() == pytest.approx([t * 1e-6 for _, t in sizes])
+    # a run that failed during a row keeps the rows above it, and says which row it lost
+    path.write_text("# Collective test starting: all_reduce_perf\n" + HEADER_NOW + parts[0][0] + parts[0][1] + "\n"
+                    + parts[1][0] + parts[1][1] + "\n" + parts[2][0]
+                    + "gpu-a:4101:4180 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion with error 12\n"
+                    + "gpu-a: Test NCCL failure common.cu:1279 'remote process exited or there was a network error'\n")
+    (m,) = load_measurements(path)
+    assert m.size_bytes.tolist() == [1 << 20, 1 << 21]
+    assert any("the row of size 4194304 has no times" in n for n in m.notes)
+
+
+def test_nccl_1_test_programs_bytes_n_op_res_header(tmp_path):
+    # NCCL 1.x's all_reduce_test printed "bytes N type op ... res", times in ms, one size per op
+    text = ("$ ./build/test/single/broadcast_test 8000000\n"
+            "#                                                 out-of-place                    in-place\n"
+            "#      bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw      res\n"
+            "     8000000       8000000    char     sum    0.800  10.00  10.00    0e+00    0.810   9.88   9.88    0e+00\n"
+            "     8000000       2000000     int     sum    0.790  10.13  10.13    0e+00    0.800  10.00  10.00    0e+00\n")
+    path = tmp_path / "nccl1.log"
+    path.write_text(text)
+    sets = load_measurements(path)
+    assert [(m.collective, m.dtype, m.size_bytes.tolist()) for m in sets] == [
+        ("broadcast", "int8", [8000000]), ("broadcast", "int32", [8000000])]
+    assert sets[0].time_s[0] == pytest.approx(0.8e-3) and sets[0].time_in_place_s[0] == pytest.approx(0.81e-3)
+
+
+def test_two_processes_each_running_their_own_test_under_mpirun(tmp_path):
+    # nccl-tests built without MPI=1 and started by `mpirun -np 2`: each process is a 1-rank
+    # test; both print "Rank 0" (on their own host) and their headers before any row.
+    pre = "".join(f"#   Rank  0 Pid  {p} on {h} device  0 [0x00] Tesla V100-SXM2-16GB\n"
+                  for p, h in ((1111, "node-a"), (2222, "node-b")))
+    head = ("#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+            "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n")
+    rows = "".join(f"{s:>12} {s // 4:>12}     float     sum  {t:7.1f}  {s / t / 1e3:6.2f}    0.00  0e+00"
+                   f"  {t:7.1f}  {s / t / 1e3:6.2f}    0.00  0e+00\n"
+                   for s, t in ((1 << 20, 10.0), (1 << 20, 10.4), (1 << 22, 30.0), (1 << 22, 31.0)))
+    path = tmp_path / "twice.log"
+    path.write_text("mpirun -np 2 ./all_reduce_perf -b 1M -e 4M -f 4\n" + pre + "#\n" + head + "#\n" + head + rows)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size, m.link_class) == ("allreduce", 1, None), m.notes
+    assert m.size_bytes.tolist() == [1 << 20, 1 << 20, 1 << 22, 1 << 22]
+    assert any(n.startswith("Rank 0 is listed on 2 hosts (node-a, node-b)") for n in m.notes)

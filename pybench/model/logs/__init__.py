@@ -6,7 +6,8 @@
 * pybench result JSON (``"schema": "pybench.result"``);
 * nccl-tests text output of any era, and its ``-J`` JSON;
 * OSU Micro-Benchmarks latency / bandwidth / collective output;
-* vTrain's CSV tables of nccl-tests sweeps (``size(B),count,type,time(ns),busbw(GB/s),...``).
+* vTrain's CSV tables of nccl-tests sweeps (``size(B),count,type,time(ns),busbw(GB/s),...``);
+* rccl-tests' JSON lines (``--output_format json``: one object per line).
 
 Every failure is a one-line :class:`~pybench.errors.FileFormatError` naming the file (and, in a
 text log, the line); JSON is parsed only by :func:`pybench.io.files.parse_json`.
@@ -26,6 +27,7 @@ from pybench.model.logs.nccl_tests import looks_like_nccl_tests, parse_nccl_test
 from pybench.model.logs.nccl_tests_json import parse_nccl_tests_json
 from pybench.model.logs.osu import looks_like_osu, parse_osu_text
 from pybench.model.logs.pybench_json import parse_pybench_result
+from pybench.model.logs.rccl_tests_jsonl import looks_like_json_lines, parse_rccl_tests_jsonl
 from pybench.model.logs.vtrain import looks_like_vtrain_csv, parse_vtrain_csv
 
 __all__ = ["MeasurementSet", "LINK_CLASSES", "load_measurements", "sniff_format"]
@@ -65,9 +67,12 @@ def sniff_format(text: str) -> str:
     Returns
     -------
     str
-        ``pybench-json``, ``nccl-tests-json``, ``nccl-tests``, ``osu`` or ``vtrain-csv``;
-        ``unknown`` if none matches. JSON documents are recognised by their keys, text by headers.
+        ``pybench-json``, ``nccl-tests-json``, ``rccl-tests-jsonl``, ``nccl-tests``, ``osu`` or
+        ``vtrain-csv``; ``unknown`` if none matches. JSON documents are recognised by their keys,
+        text by headers.
     """
+    if looks_like_json_lines(text):
+        return "rccl-tests-jsonl"
     if text.lstrip().startswith("{"):
         try:
             return _json_format(parse_json(text, "<text>"))
@@ -108,6 +113,8 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
     """
     p = Path(path)
     text = _read(p)
+    if looks_like_json_lines(text) and text.count("\n") <= _MAX_LINES:
+        return _bounded(parse_rccl_tests_jsonl(text, p, collective, world_size), p)
     if text.lstrip().startswith("{"):
         # Strict JSON, depth-checked: a deeply nested file is one line, never a RecursionError.
         data = parse_json(text, str(p))

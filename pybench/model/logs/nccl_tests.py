@@ -7,8 +7,12 @@ Text layouts handled (all seen in real logs):
 * 2020 and older: no ``redop``/``root`` columns, an ``error`` column instead of
   ``#wrong``, header lines without a leading ``#``, and all_gather/reduce_scatter algbw
   already multiplied by (n-1)/n;
+* NCCL 1.x's test programs (``all_reduce_test``): ``bytes N type op ... res``;
 * every line prefixed by srun's task label (``0: ``) or Open MPI's ``--tag-output``
-  label (``[1,0]<stdout>:``), shell noise before, inside and after the table;
+  label (``[1,0]<stdout>:``), every write by MPICH's ``-prepend-rank`` label (``[0] ``),
+  shell noise before, inside and after the table;
+* NCCL INFO/WARN lines printed inside a row (after its size ... root, before its times):
+  the row is joined across them; a last row cut short by a killed run: skipped, with a note;
 * several tests in one log (all_reduce then alltoall): one set per table, each named by
   the program named since the previous table (checked against busbw/algbw);
 * ``-b 8`` sweeps on many ranks, whose first rows have size 0: skipped, with a note;
@@ -21,9 +25,12 @@ algbw = size / time, which only one unit satisfies.
 
 The collective comes from the program name (``all_reduce_perf``, ``# Collective test
 starting: ...``, or the JSON ``args``) when the log names it, else from the busbw/algbw
-ratio together with the ``redop`` and ``root`` columns. The rank count comes from
-busbw/algbw where the collective's bus factor depends on it (or, in the old layout, from
-algbw against size/time), else from the ``#  Rank`` lines: a log may keep only some of them.
+ratio together with the ``redop`` and ``root`` columns (an all-to-all of 2020-2022 left its
+redop cell blank). The rank count comes from busbw/algbw where the collective's bus factor
+depends on it, read with the rounding it was printed with (see :mod:`nccl_tests_world`: at
+hundreds of ranks it allows a range, and then only whole Rank lines pick the count), or, in
+the old layout, from algbw against size/time, else from the ``#  Rank`` lines: a log may keep
+only some of them. busbw 0.00 where algbw is not is one rank.
 The link class is ``inter-node`` when the ``#  Rank`` lines name more than one host,
 ``intra-node`` when they name one and list every rank, None otherwise.
 
@@ -40,7 +47,7 @@ import numpy as np
 
 from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
 from pybench.errors import FileFormatError
-from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
+from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests_table import (
     Table,
     bus_ratios,
@@ -51,6 +58,7 @@ from pybench.model.logs.nccl_tests_table import (
     scan_rows,
     world_from_counts,
 )
+from pybench.model.logs.nccl_tests_world import world_and_link, world_from_ratio_span
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -64,10 +72,18 @@ PROGRAMS = {
     "gather_perf": "gather",
     "scatter_perf": "scatter",
     "hypercube_perf": "hypercube",
+    # NCCL 1.x's own test programs (nccl/build/test/single, 2016-2017)
+    "all_reduce_test": "allreduce",
+    "all_gather_test": "allgather",
+    "reduce_scatter_test": "reducescatter",
+    "broadcast_test": "broadcast",
+    "reduce_test": "reduce",
 }
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")\b")
 _SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
 _OMPI_PREFIX_RE = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+_HYDRA_PREFIX_RE = re.compile(r"^\[\d+\] ")
+_HYDRA_GLUED_RE = re.compile(r"(?<=\S)\[\d+\] ")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)")
 _PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks\s+on\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
@@ -86,8 +102,9 @@ def redop_name(text: str) -> str:
 def canonical_dtype(name: str) -> str:
     """pybench's dtype name for a log's type column (nccl-tests' own spellings kept)."""
     key = name.strip().lower()
+    key = {"char": "int8"}.get(key, key)  # nccl-tests before 2019 (and NCCL 1.x) named int8 "char"
     key = DTYPE_ALIASES.get(key, key)
-    return key if key in DTYPES else name.strip().lower()
+    return key if key in DTYPES or key == "int8" else name.strip().lower()
 
 
 def clean_lines(text: str) -> list[str]:
@@ -99,27 +116,42 @@ def clean_lines(text: str) -> list[str]:
     if lines and prefixed >= max(1, len(lines) // 2):
         lines = [_SRUN_PREFIX_RE.sub("", ln, count=1) if re.match(r"^\s*\d+:", ln) else ln
                  for ln in lines]
+    # MPICH's mpiexec -prepend-rank (and Intel MPI's -l) label every write "[<rank>] ", so a row
+    # printed in three writes reads "[0]   size ... -1[0]   time ...[0]   time ...": drop the
+    # label at the line start and where it is glued to the text before it (NCCL's own " [0] NCCL"
+    # device tag has a space before it and stays).
+    labelled = sum(1 for ln in lines if _HYDRA_PREFIX_RE.match(ln))
+    if lines and labelled >= max(1, len(lines) // 2):
+        lines = [_HYDRA_GLUED_RE.sub("", _HYDRA_PREFIX_RE.sub("", ln, count=1)) for ln in lines]
     return lines
 
 
 def looks_like_nccl_tests(text: str) -> bool:
     """True when ``text`` holds an nccl-tests table header (used by the format sniffer)."""
     for ln in clean_lines(text[:200000]):
-        toks = ln.lstrip("#").split()
-        if toks[:2] == ["size", "count"] and ("time" in toks[2:] or "cputime" in toks[2:]):
+        toks = header_tokens(ln)
+        if toks is not None and ("time" in toks[2:] or "cputime" in toks[2:]):
             return True
     return False
+
+
+# Collectives whose bus factor, 2(n-1)/n or (n-1)/n, is 0 on one rank: their busbw prints 0.00.
+_ZERO_ON_ONE_RANK = ("allreduce", "allgather", "reducescatter", "alltoall")
 
 
 def ratio_agrees(collective: str, bus: float) -> bool:
     """Whether busbw/algbw = ``bus`` is possible for ``collective`` (True when it cannot tell)."""
     lo_hi = _RATIO_RANGES.get(collective)
+    if collective in _ZERO_ON_ONE_RANK and bus < 0.005:
+        return True  # one rank
     return lo_hi is None or not math.isfinite(bus) or lo_hi[0] <= bus < lo_hi[1]
 
 
-def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str:
+def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str | None:
     reduces = bool(redops - {"none", "-", ""})
     rooted = any(r not in ("-1", "") for r in roots)
+    if bus < 0.005:
+        return None  # busbw 0 on one rank, for all-reduce and reduce-scatter alike
     if bus > 1.02:
         return "allreduce"
     if bus < 0.98:
@@ -149,17 +181,22 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
         return collective, old_world, notes
     if collective is None and math.isfinite(bus):
         collective = _collective_from_ratio(bus, redops, roots)
-        twin = {"allgather": "alltoall", "sendrecv": "broadcast"}.get(collective)
-        notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
-                     f"and redop/root columns (program name not in the log)"
-                     + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else ""))
+        twin = {"allgather": "alltoall", "sendrecv": "broadcast"}.get(collective or "")
+        if collective is not None:
+            notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
+                         f"and redop/root columns (program name not in the log)"
+                         + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else ""))
     world: int | None = None
-    if math.isfinite(bus) and collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
+    if math.isfinite(bus) and collective in _ZERO_ON_ONE_RANK and bus < 0.005:
+        world = 1
+        notes.append("world size 1: busbw is 0.00 where algbw is not, as only one rank prints it "
+                     "(nothing crosses a link; the times are local copies)")
+    elif math.isfinite(bus) and collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
         world = int(round(2.0 / (2.0 - bus)))
     elif math.isfinite(bus) and collective in ("allgather", "reducescatter", "alltoall") \
             and 0.45 <= bus < 1.0 - 1e-3:
         world = int(round(1.0 / (1.0 - bus)))
-    if world is not None:
+    if world is not None and world > 1:
         notes.append(f"world size {world} from busbw/algbw = {bus:.4f}")
     return collective, world, notes
 
@@ -220,13 +257,18 @@ class Preamble:
     ranks: dict[int, str] = field(default_factory=dict)
     program: str | None = None
     pybench: dict[str, str] = field(default_factory=dict)
+    repeated: dict[int, set[str]] = field(default_factory=dict)
+    """Ranks listed again on another host: several processes each ran a test of their own."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
         stripped = line.strip()
         m = _RANK_RE.match(stripped)
         if m:
-            self.ranks[int(m.group(1))] = m.group(2)
+            rank, host = int(m.group(1)), m.group(2)
+            if self.ranks.get(rank, host) != host:
+                self.repeated.setdefault(rank, {self.ranks[rank]}).add(host)
+            self.ranks[rank] = host
         pm = PROGRAM_RE.search(stripped)
         # "Collective test concluded: X" closes the previous test; it does not name the next.
         if pm and "concluded" not in stripped:
@@ -237,6 +279,16 @@ class Preamble:
         m = _PYBENCH_WORLD_RE.match(stripped)
         if m:
             self.pybench.update(world=m.group(1), hosts=m.group(2), link=m.group(3))
+
+
+def _header_follows(lines: list[str], start: int) -> bool:
+    """Whether the next line after ``start`` that is not blank, a unit line or a bare ``#`` is a table header."""
+    for ln in lines[start:start + 8]:
+        body = ln.strip().lstrip("#").strip()
+        if not body or "(B)" in body or body.startswith("out-of-place") or body.startswith("in-place"):
+            continue
+        return header_tokens(ln) is not None
+    return False
 
 
 def _collective_for(table: Table, pre: Preamble, previous: str | None,
@@ -262,54 +314,16 @@ def _collective_for(table: Table, pre: Preamble, previous: str | None,
     return None, notes
 
 
-def _world_and_link(world: int | None, pre: Preamble, world_size: int | None, notes: list[str],
-                    collective: str | None = None, table: Table | None = None) -> tuple[int | None, str | None]:
-    """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines.
-
-    Rank lines 0..k-1 are the whole list when busbw/algbw, read with its printed rounding, allows
-    k ranks (at a thousand ranks the rounded ratio alone cannot tell 1024 from 1185)."""
-    if world_size is not None:
-        world = world_size
-    elif "world" in pre.pybench:
-        world = int(pre.pybench["world"])
-    if pre.pybench.get("link") in LINK_CLASSES:
-        return world, pre.pybench["link"]
-    if not pre.ranks:
-        return world, None
-    listed, hosts = len(pre.ranks), len(set(pre.ranks.values()))
-    at_least = max(pre.ranks) + 1   # the ranks listed exist; a log may keep only some lines
-    # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
-    # Rank lines 0..k-1 within 5% of it are the whole list.
-    whole = listed == at_least and world is not None and (
-        abs(world - listed) <= 0.05 * listed or ratio_allows(collective, table, at_least))
-    if world is None or (world_size is None and (world < at_least or whole)):
-        if world is not None and world != at_least:
-            notes.append(f"Rank lines name ranks 0..{at_least - 1}; busbw/algbw said {world} ranks")
-        world = at_least
-    elif listed < world:
-        notes.append(f"Rank lines list {listed} of {world} ranks (world size from busbw/algbw)")
-    notes.append(f"{listed} ranks on {hosts} host(s) per the Rank lines")
-    if hosts > 1:
-        return world, "inter-node"
-    if listed >= world:
-        return world, "intra-node"
-    notes.append("link class unknown: the Rank lines listed are on one host, the others are not listed")
-    return world, None
+def _prescaled(table: Table) -> bool:
+    """Pre-2020 all-gather/reduce-scatter layout, whose world comes from algbw against size/time."""
+    raw = raw_algbw_ratio(table)
+    return table.columns.old_layout and bool(raw) and raw[0] < 0.97
 
 
-def ratio_allows(collective: str | None, table: Table | None, world: int) -> bool:
-    """Whether every row's printed busbw/algbw, each rounded to 0.01 GB/s, allows ``world`` ranks."""
-    c = COLLECTIVES.get(collective or "")
-    if c is None or table is None or world < 2:
-        return False
-    alg, bus = np.array(table.algbw, dtype=float), np.array(table.busbw, dtype=float)
-    good = alg > 0.01
-    if not np.any(good):
-        return False
-    factor = c.busbw_factor(world)
-    half = 0.005 + 1e-9  # half the last printed digit, and a little for the float parse
-    return bool(np.all((bus[good] - half <= factor * (alg[good] + half))
-                       & (factor * (alg[good] - half) <= bus[good] + half)))
+def _blank_redop_column(table: Table) -> bool:
+    """A redop column whose every cell is blank and no root: the fingerprint of old all_to_all_perf."""
+    return (table.columns.redop is not None and table.redops == {""}
+            and table.roots <= {"", "-1"})
 
 
 def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
@@ -323,11 +337,22 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         coll = _collective_from_counts(table, notes) or _allreduce_from_rounding(table, notes)
     if coll is None:
         raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
-                              f"nccl-tests table measured (no program name, bandwidths too small); "
+                              f"nccl-tests table measured (no program name, and neither busbw/algbw nor the "
+                              f"counts tell: bandwidths too small, or busbw 0.00 on one rank); "
                               f"give --collective (collective=... in Python)")
+    if name is None and coll == "allgather" and _blank_redop_column(table):
+        coll = "alltoall"
+        notes = [n for n in notes if not n.startswith("collective allgather")]
+        notes.append("collective alltoall inferred from its redop column printed blank on every row, as "
+                     "all_to_all_perf printed it in 2020-2022 (all_gather_perf then printed no redop column)")
     notes = table.notes + name_notes + notes
+    from_ratio = world
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
-    world, link = _world_and_link(world, pre, world_size, notes, coll, table)
+    span = None
+    if world == from_ratio and world_size is None and "world" not in pre.pybench \
+            and not _prescaled(table):
+        world, span = world_from_ratio_span(coll, table, world, notes)
+    world, link = world_and_link(world, pre, world_size, notes, coll, table, span)
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
     time = np.array(table.times) * unit
@@ -381,6 +406,11 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
         names = header_tokens(lines[i])
         if names is None:
             pre.see(lines[i])
+            i += 1
+            continue
+        if _header_follows(lines, i + 1):
+            # Several processes printed their headers before any row (nccl-tests built
+            # without MPI, started by mpirun): the rows follow the last header.
             i += 1
             continue
         table, i = scan_rows(path, lines, i, names)

@@ -10,6 +10,7 @@ not have the header's columns is an error naming the file and the line.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,13 +78,22 @@ class Table(Rows):
     lines: list[int] = field(default_factory=list)
     p5: list[float] = field(default_factory=list)
     p95: list[float] = field(default_factory=list)
+    bw_half: list[tuple[float, float]] = field(default_factory=list)
+    """Half the last printed digit of each row's algbw and busbw: how far the printed value may be from the true one."""
     unit_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
+# The NCCL 1.x test programs (all_reduce_test ..., 2016-2017) named the columns differently.
+_NCCL1_NAMES = {"bytes": "size", "N": "count", "op": "redop", "res": "error"}
+
+
 def header_tokens(line: str) -> list[str] | None:
-    """The header's column names when ``line`` is a table header, else None."""
+    """The header's column names when ``line`` is a table header, else None (NCCL 1.x names
+    ``bytes N type op ... res`` read as ``size count type redop ... error``)."""
     toks = line.strip().lstrip("#").split()
+    if len(toks) >= 5 and toks[0] == "bytes" and toks[1] == "N":
+        toks = [_NCCL1_NAMES.get(t, t) for t in toks]
     if len(toks) >= 5 and toks[0] == "size" and toks[1] == "count":
         return toks
     return None
@@ -115,6 +125,18 @@ def _row_layout(path, cols: Columns, toks: list[str], lineno: int) -> tuple[int,
         return cols.time[1] - 4, cols.algbw[1] - 4, cols.busbw[1] - 4, None
     raise FileFormatError(f"{path}: line {lineno}: expected {ncols} columns as in the header, "
                           f"got {len(toks)}: {' '.join(toks)[:80]}")
+
+
+def half_last_digit(token: str) -> float:
+    """Half a unit of the last digit ``token`` prints: 0.005 for ``45.87``, 0.05 for ``1234.6`` (nccl-tests
+    drops decimals to keep a value in its 6-character column), 5e2 for ``1.2e+03``."""
+    mantissa, _, exponent = token.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    try:
+        shift = int(exponent) if exponent else 0
+    except ValueError:
+        shift = 0
+    return 0.5 * 10.0 ** (shift - decimals)
 
 
 def _number(toks: list[str], index: int | None) -> float:
@@ -161,6 +183,7 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
     table.times.append(t)
     table.algbw.append(a)
     table.busbw.append(b)
+    table.bw_half.append((half_last_digit(toks[ac]), half_last_digit(toks[bc])))
     table.in_place.append(_number(toks, ic))
     table.p5.append(_number(toks, cols.p5))
     table.p95.append(_number(toks, cols.p95))
@@ -180,23 +203,93 @@ def _unit_from_line(line: str) -> float | None:
     return None
 
 
+def _preamble_end(header: str, index: int) -> int | None:
+    """Offset where the header's column ``index`` ends: rows print each value right-aligned under
+    its name (the header's leading ``#`` stands in the size column's padding), so a row's first
+    ``index + 1`` values end there too."""
+    masked = re.sub(r"^(\s*)(#+)", lambda m: m.group(1) + " " * len(m.group(2)), header)
+    ends = [m.end() for m in re.finditer(r"\S+", masked)]
+    return ends[index] if 0 <= index < len(ends) else None
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _split_head(line: str, table: Table, end_at: int | None) -> list[str] | None:
+    """A row's leading values (size ... root) when ``line`` holds them and then no numbers: NCCL
+    prints its INFO/WARN lines (lazy connection set-up at a size's first call, a failure) right
+    after nccl-tests printed the start of a row, so the row's times follow on a later line."""
+    first_time = table.columns.time[0]
+    if end_at is None:
+        return None
+    head, rest = line[:end_at].split(), line[end_at:].split()
+    if len(head) != first_time or not head[0].isdigit() or (rest and _is_number(rest[0])):
+        return None
+    return head
+
+
+def _continues(toks: list[str], table: Table) -> bool:
+    """Whether ``toks`` are the times and bandwidths that complete a split row."""
+    need = len(table.columns.names) - table.columns.time[0]
+    return len(toks) >= need and all(_is_number(t) or t == "N/A" for t in toks[:need])
+
+
 def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Table, int]:
     """Rows of the table whose header is ``lines[start]``; returns the table and the index after its last row."""
     table = Table(_columns(path, names, start + 1), header_line=start + 1)
+    end_at = _preamble_end(lines[start], table.columns.time[0] - 1)
     j = start + 1
     if j < len(lines) and "(B)" in lines[j]:
         table.unit_s = _unit_from_line(lines[j])
         j += 1
     end = j
+    cut: FileFormatError | None = None
+    pending: tuple[list[str], int] | None = None   # a split row's leading values and line number
     while j < len(lines):
         ln = lines[j].strip()
         if any(f in ln for f in _FOOTERS) or header_tokens(ln) is not None:
             break
         toks = ln.split()
-        if toks and toks[0].isdigit():
-            _add_row(path, table, toks, j + 1)
+        if pending is not None and toks and _continues(toks, table):
+            _add_row(path, table, pending[0] + toks, pending[1])
+            pending, end = None, j + 1
+        elif toks and toks[0].isdigit():
+            if cut is not None:
+                raise cut  # a short row with rows after it is malformed, not cut off
+            if pending is not None:
+                raise FileFormatError(f"{path}: line {pending[1]}: a row's size and type with no times after "
+                                      f"them before the next row (line {j + 1})")
+            try:
+                _add_row(path, table, toks, j + 1)
+            except FileFormatError as err:
+                # only a row that does not parse whole is taken for a split one
+                head = _split_head(lines[j], table, end_at)
+                if head is not None:
+                    pending = (head, j + 1)
+                elif len(toks) >= len(table.columns.names):
+                    raise
+                else:
+                    cut = err
             end = j + 1
         j += 1
+    closed = j < len(lines) and any(f in lines[j] for f in _FOOTERS)
+    if pending is not None:
+        if closed or not table.sizes:
+            raise FileFormatError(f"{path}: line {pending[1]}: a row's size and type with no times after them")
+        table.notes.append(f"line {pending[1]}: the row of size {pending[0][0]} has no times (the run stopped "
+                           f"during it) and is skipped")
+    if cut is not None:
+        if closed or not table.sizes:
+            raise cut
+        # A run killed mid-print (timeout, OOM, a failed rank) leaves its last row short: the
+        # rows above it were measured in full and are kept.
+        table.notes.append(f"line {end}: last row cut short ({len(lines[end - 1].split())} of "
+                           f"{len(table.columns.names)} columns; the run ended mid-row) and skipped")
     if not table.sizes:
         skipped = f" ({len(table.notes)} row(s) of size 0)" if table.notes else ""
         raise FileFormatError(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}")

@@ -19,22 +19,31 @@ import numpy as np
 
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.nccl_tests import clean_lines
 
-_TITLE_RE = re.compile(r"#\s*OSU\s+(?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*\s+(.*?)\s+Test\b", re.IGNORECASE)
+# Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
+_TITLE_RE = re.compile(r"#\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b", re.IGNORECASE)
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 # Latency in us, bandwidth in MB/s: beyond these no measurement lands (nccl-tests' reader bounds
 # its times alike), and the fit would overflow.
 _PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
-_NP_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun)\b.*?\s-(?:np|n)\s+(\d+)")
+_NP_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun)\b.*?\s(?:--?np|-n|--ntasks)[\s=](\d+)")
+# osu_mbw_mr: "# [ pairs: 48 ] [ window size: 64 ]"; each pair is two ranks.
+_PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
 
-# Words of the OSU test title -> pybench collective name.
-_TITLES = [
-    ("bi-directional bandwidth", "p2p_bibw"),
-    ("multiple bandwidth", "p2p_mbw"),
-    ("bandwidth", "p2p_bw"),
-    ("latency", "p2p_latency"),
+# The point-to-point tests' titles (what is left of them, lower case) -> pybench name. Only these
+# are point-to-point: a title naming no collective and none of these is an unknown test.
+_P2P_TITLES = [
+    (re.compile(r"^(?:multi-threaded\s+)?bi-directional bandwidth$"), "p2p_bibw"),
+    (re.compile(r"^multiple bandwidth\s*/\s*message rate$"), "p2p_mbw"),
+    (re.compile(r"^(?:multi-threaded\s+)?bandwidth$"), "p2p_bw"),
+    (re.compile(r"^(?:multi-threaded\s+)?latency$"), "p2p_latency"),
 ]
 _COLLECTIVE_WORDS = {
+    # The vector variants (equal counts in OSU, but their own call) keep their own names.
+    "allgatherv": "allgatherv", "alltoallv": "alltoallv", "all-to-allv": "alltoallv", "alltoallw": "alltoallw",
+    "all-to-allw": "alltoallw", "gatherv": "gatherv", "scatterv": "scatterv",
+    "reduce_scatter_block": "reducescatter",
     "allreduce": "allreduce", "allgather": "allgather", "reduce_scatter": "reducescatter",
     "reduce scatter": "reducescatter", "reducescatter": "reducescatter", "broadcast": "broadcast",
     "bcast": "broadcast", "all-to-all": "alltoall", "alltoall": "alltoall", "reduce": "reduce",
@@ -48,29 +57,33 @@ def looks_like_osu(text: str) -> bool:
     return bool(_TITLE_RE.search(head)) or bool(re.search(r"^#\s*Size\s+\S", head, re.MULTILINE))
 
 
-def _collective_from_title(title: str) -> str | None:
-    t = title.lower()
+def _collective_from_title(library: str, title: str) -> str:
+    """pybench's name for an OSU test from its title's library suffix and words; an unknown test
+    keeps its title, so that fit refuses it by name rather than fitting it as something else."""
+    if "_" in library:
+        return f"one-sided {library.split('_', 1)[1].lower()}"  # osu_put_latency ...: RMA, not send/recv
+    t = title.lower().strip()
     # Non-blocking tests (Iallreduce) time the same operation.
     t = re.sub(r"\bi(?=(allreduce|allgather|alltoall|bcast|reduce|gather|scatter))", "", t)
     for word in sorted(_COLLECTIVE_WORDS, key=len, reverse=True):
         if re.search(r"\b" + re.escape(word) + r"\b", t):
             return _COLLECTIVE_WORDS[word]
-    for word, name in _TITLES:
-        if word in t:
+    for pattern, name in _P2P_TITLES:
+        if pattern.match(t):
             return name
-    return None
+    return f"OSU {title.strip()} test"
 
 
-def _headers(path, lines: list[str]) -> list[tuple[int, str | None, str, bool]]:
+def _headers(path, lines: list[str]) -> list[tuple[int, tuple[str, str] | None, str, bool]]:
     """Every table: (index of its ``# Size`` header, the title above it, kind 'latency' or
     'bandwidth', has min/max columns). A log may hold several tests (one per pair, osu_bw then
     osu_bibw): each is a table of its own, none dropped."""
-    title = None
+    title: tuple[str, str] | None = None
     found = []
     for k, ln in enumerate(lines):
         m = _TITLE_RE.search(ln)
         if m:
-            title = m.group(1)
+            title = (m.group(1), m.group(2))
         if re.match(r"^#\s*Size\s+\S", ln):
             low = ln.lstrip("#").strip().lower()
             if "mb/s" in low:
@@ -143,6 +156,14 @@ _OSU_TYPES = {"MPI_CHAR": "byte", "MPI_SIGNED_CHAR": "byte", "MPI_BYTE": "byte",
               "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
 
 
+def _previous_header(lines: list[str], header: int) -> int:
+    """Index after the table header before ``header`` (0 if none): where this table's preamble starts."""
+    for k in range(header - 1, -1, -1):
+        if re.match(r"^#\s*Size\s+\S", lines[k]):
+            return k + 1
+    return 0
+
+
 def _dtype(preamble: list[str], notes: list[str]) -> str:
     for ln in preamble:
         m = re.match(r"#\s*Datatype:\s*(MPI_[A-Z_]+)", ln.strip())
@@ -155,13 +176,20 @@ def _dtype(preamble: list[str], notes: list[str]) -> str:
     return "byte"
 
 
-def _world(text: str, name: str, world_size: int | None, notes: list[str]) -> int | None:
+def _world(preamble: list[str], name: str, world_size: int | None, notes: list[str]) -> int | None:
+    """Ranks from the override, the launcher line above the table, osu_mbw_mr's pair count, or 2
+    for the other point-to-point tests."""
     if world_size is not None:
         return world_size
-    np_match = _NP_RE.search(text[:20000])
-    if np_match:
-        notes.append(f"world size {np_match.group(1)} from the launcher command line")
-        return int(np_match.group(1))
+    for ln in reversed(preamble):
+        np_match = _NP_RE.search(ln)
+        if np_match:
+            notes.append(f"world size {np_match.group(1)} from the launcher command line")
+            return int(np_match.group(1))
+        pairs = _PAIRS_RE.search(ln)
+        if pairs:
+            notes.append(f"world size {2 * int(pairs.group(1))}: {pairs.group(1)} pairs of ranks")
+            return 2 * int(pairs.group(1))
     if name.startswith("p2p_"):
         notes.append("world size 2: point-to-point test")
         return 2
@@ -192,7 +220,7 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     FileFormatError
         No ``# Size`` header, rows that are not numbers, or an unknown unit (file and line named).
     """
-    lines = text.splitlines()
+    lines = clean_lines(text)  # without mpirun --tag-output / srun --label prefixes
     tables = _headers(path, lines)
     previous_title = None
     sets: list[MeasurementSet] = []
@@ -200,17 +228,17 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
         title = title or previous_title  # a header repeated without its title belongs to the same test
         previous_title = title
         notes = [f"table {len(sets) + 1} of {len(tables)} (line {header + 1})"] if len(tables) > 1 else []
-        sets.append(_one_table(text, path, lines, header, title, kind, has_minmax, collective, world_size, notes))
+        sets.append(_one_table(path, lines, header, title, kind, has_minmax, collective, world_size, notes))
     return sets
 
 
-def _one_table(text: str, path, lines: list[str], header: int, title: str | None, kind: str, has_minmax: bool,
+def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | None, kind: str, has_minmax: bool,
                collective: str | None, world_size: int | None, notes: list[str]) -> MeasurementSet:
     """One OSU table as a MeasurementSet."""
-    name = collective or (_collective_from_title(title) if title else None)
+    name = collective or (_collective_from_title(*title) if title else None)
     if name is None:
         name = "p2p_bw" if kind == "bandwidth" else "p2p_latency"
-    world = _world(text, name, world_size, notes)
+    world = _world(lines[:header], name, world_size, notes)
     sizes, values, lows, highs = _rows(path, lines, header, kind, has_minmax, notes)
     size_arr = np.array(sizes, dtype=np.int64)
     val = np.array(values, dtype=float)
@@ -224,8 +252,9 @@ def _one_table(text: str, path, lines: list[str], header: int, title: str | None
         time_s = val * 1e-6
         if has_minmax:
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
-    backend = "nccl" if title and "nccl" in title.lower() else "mpi"
-    dtype = _dtype(lines[:header], notes)
+    backend = "nccl" if title and title[0].upper().startswith("NCCL") else "mpi"
+    # "# Datatype:" sits above the header (OSU 7.3+) or just below it (7.2)
+    dtype = _dtype(lines[_previous_header(lines, header):header + 2], notes)
     return MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
                           link_class=None, dtype=dtype, size_bytes=size_arr, time_s=time_s,
                           time_low_s=time_low, time_high_s=time_high, path=str(path),

@@ -1,0 +1,148 @@
+"""The rank count of an nccl-tests table: busbw/algbw read with the rounding it was printed
+with, and the ``#  Rank`` lines above the table; and the link class those lines imply.
+
+At hundreds of ranks the bus factor 2(n-1)/n is within a printed rounding step of its limit,
+so the ratio allows a range of counts: then whole Rank lines inside the range pick one, and
+without them the world is left unknown (a note names the range) rather than guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+import numpy as np
+
+from pybench.collectives import COLLECTIVES
+from pybench.model.logs.measurements import LINK_CLASSES
+from pybench.model.logs.nccl_tests_table import Table
+
+
+class RankLines(Protocol):
+    """What the lines above a table said: ``ranks`` (rank -> host, from the Rank lines) and
+    ``pybench`` (pybench's own header: world, hosts, link)."""
+
+    ranks: dict[int, str]
+    pybench: dict[str, str]
+    repeated: dict[int, set[str]]
+
+def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
+                    collective: str | None = None, table: Table | None = None,
+                    span: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
+    """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines.
+
+    Rank lines 0..k-1 are the whole list when busbw/algbw, read with its printed rounding, allows
+    k ranks (at a thousand ranks the rounded ratio alone cannot tell 1024 from 1185). ``span``:
+    the range of counts the rounded ratio allows when it allows more than one; then only whole
+    Rank lines within it give the world, else it stays unknown and a note says how to give it."""
+    if world_size is not None:
+        world = world_size
+    elif "world" in pre.pybench:
+        world = int(pre.pybench["world"])
+    if pre.pybench.get("link") in LINK_CLASSES:
+        return world, pre.pybench["link"]
+    listed, at_least = len(pre.ranks), (max(pre.ranks) + 1 if pre.ranks else 0)
+    if world is None and span is not None and not (listed == at_least and span[0] <= at_least <= span[1]):
+        notes.append(f"world size not determined: busbw/algbw, rounded as printed, allows {span[0]} to "
+                     f"{span[1]} ranks" + (f" and the Rank lines list {listed} (of ranks 0..{at_least - 1})"
+                                           if pre.ranks else " and no Rank lines are printed")
+                     + "; give --world N (world_size=N in Python)")
+        if at_least <= span[1]:
+            hosts_listed = len(set(pre.ranks.values()))
+            return None, ("inter-node" if hosts_listed > 1 else None)
+        world = at_least   # more ranks are listed than the ratio allows: the listed ranks exist
+    elif world is None and span is not None:
+        notes.append(f"world size {at_least} from the Rank lines 0..{at_least - 1}, within the {span[0]} to "
+                     f"{span[1]} ranks that busbw/algbw, rounded as printed, allows")
+    if not pre.ranks:
+        return world, None
+    if pre.repeated:
+        rank, hosts_of = min(pre.repeated.items())
+        notes.append(f"Rank {rank} is listed on {len(hosts_of)} hosts ({', '.join(sorted(hosts_of))}): each process "
+                     f"ran a test of its own (nccl-tests built without MPI=1?), so the hosts say nothing of the link")
+        return world if world is not None else max(pre.ranks) + 1, None
+    hosts = len(set(pre.ranks.values()))
+    # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
+    # Rank lines 0..k-1 within 5% of it are the whole list.
+    whole = listed == at_least and world is not None and (
+        abs(world - listed) <= 0.05 * listed or ratio_allows(collective, table, at_least))
+    if world is None or (world_size is None and (world < at_least or whole)):
+        if world is not None and world != at_least:
+            notes.append(f"Rank lines name ranks 0..{at_least - 1}; busbw/algbw said {world} ranks")
+        world = at_least
+    elif listed < world:
+        notes.append(f"Rank lines list {listed} of {world} ranks (world size from busbw/algbw)")
+    notes.append(f"{listed} ranks on {hosts} host(s) per the Rank lines")
+    if hosts > 1:
+        return world, "inter-node"
+    if listed >= world:
+        return world, "intra-node"
+    notes.append("link class unknown: the Rank lines listed are on one host, the others are not listed")
+    return world, None
+
+
+def ratio_worlds(collective: str | None, table: Table) -> tuple[int, int] | None:
+    """(fewest, most) ranks that every row's busbw/algbw allows, each value known to half its last printed digit.
+
+    Only for the collectives whose bus factor grows with the rank count (2(n-1)/n, (n-1)/n).
+    At hundreds of ranks the factor is within a rounding step of its limit, so the rows allow
+    a range of worlds, not one. None when no row is precise enough to bound it, or none fits.
+    """
+    if collective == "allreduce":
+        def ranks(f: float) -> float:
+            return 2.0 / (2.0 - f) if f < 2.0 else math.inf
+    elif collective in ("allgather", "reducescatter", "alltoall"):
+        def ranks(f: float) -> float:
+            return 1.0 / (1.0 - f) if f < 1.0 else math.inf
+    else:
+        return None
+    lo, hi = 2.0, math.inf
+    for alg, bus, (alg_half, bus_half) in zip(table.algbw, table.busbw, _halves(table)):
+        if alg <= 2 * alg_half:
+            continue  # 0.00 or 0.01 GB/s bounds nothing
+        lo = max(lo, ranks(max(bus - bus_half, 0.0) / (alg + alg_half)))
+        hi = min(hi, ranks((bus + bus_half) / (alg - alg_half)))
+    if not math.isfinite(hi) or math.ceil(lo - 1e-9) > math.floor(hi + 1e-9):
+        return None
+    return math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
+
+
+def world_from_ratio_span(coll: str, table: Table, world: int | None,
+                           notes: list[str]) -> tuple[int | None, tuple[int, int] | None]:
+    """The ratio's world checked against every row's rounding: (world, None) when one count fits,
+    (None, span) when several do (the caller's Rank lines may still pick one)."""
+    span = ratio_worlds(coll, table)
+    if span is None or world is None:
+        return world, None
+    lo, hi = span
+    if lo == hi:
+        if lo != world:
+            notes.append(f"world size {lo}: the only count every row's rounded busbw/algbw allows "
+                         f"(their median said {world})")
+        return lo, None
+    notes[:] = [n for n in notes if not n.startswith(f"world size {world} from busbw/algbw")]
+    return None, span
+
+
+def ratio_allows(collective: str | None, table: Table | None, world: int) -> bool:
+    """Whether every row's printed busbw/algbw, each rounded to 0.01 GB/s, allows ``world`` ranks."""
+    c = COLLECTIVES.get(collective or "")
+    if c is None or table is None or world < 2:
+        return False
+    alg, bus = np.array(table.algbw, dtype=float), np.array(table.busbw, dtype=float)
+    halves = np.array(_halves(table), dtype=float).reshape(-1, 2)
+    alg_half, bus_half = halves[:, 0], halves[:, 1]
+    good = alg > 2 * alg_half
+    if not np.any(good):
+        return False
+    factor = c.busbw_factor(world)
+    return bool(np.all((bus[good] - bus_half[good] <= factor * (alg[good] + alg_half[good]))
+                       & (factor * (alg[good] - alg_half[good]) <= bus[good] + bus_half[good])))
+
+
+def _halves(table: Table) -> list[tuple[float, float]]:
+    """Each row's (algbw, busbw) rounding half-steps, and a little for the float parse; 0.005
+    (two decimals) for tables built without the printed text."""
+    if len(table.bw_half) != len(table.algbw):
+        return [(0.005 + 1e-9, 0.005 + 1e-9)] * len(table.algbw)
+    return [(a + 1e-9, b + 1e-9) for a, b in table.bw_half]
