@@ -276,7 +276,11 @@ def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]
         except UsageError:
             skipped.append(f"{where}: no topology model for this collective")
             continue
-        if not ms.world_size or ms.world_size < 2 or len(set(ms.size_bytes.tolist())) < 3:
+        if not ms.world_size:
+            skipped.append(f"{where}: rank count unknown; not in the topology model: give fit --world N (the ranks "
+                           f"it ran on)")
+            continue
+        if ms.world_size < 2 or len(set(ms.size_bytes.tolist())) < 3:
             skipped.append(f"{where}: needs 2 or more ranks and 3 or more sizes for the topology model")
             continue
         if nodes_of(ms) is None:

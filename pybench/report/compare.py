@@ -260,16 +260,22 @@ def run_label(result: RunResult, source: str = "") -> str:
     """One line naming a run: what, where, when."""
     mpi = str(result.environment.get("mpi", {}).get("library", "")).split(",")[0] if isinstance(
         result.environment.get("mpi"), dict) else ""
-    parts = [f"{result.benchmark} / {result.backend} / {result.dtype} {result.redop} / {result.world_size} ranks "
-             f"/ {result.link_class} / {result.timing}",
-             f"pybench {result.environment.get('pybench_version', '?')}"]
-    if mpi:
-        parts.append(mpi)
-    parts.append(f"huge pages {'on' if result.options.get('huge_pages', True) else 'off'}")
+    ranks = result.world_size or "?"  # a log that does not say its rank count
+    foreign = result.environment.get("source") if "pybench_version" not in result.environment else None
+    if foreign:  # another tool's file: what pybench records of its own runs is not known
+        parts = [f"{result.benchmark} / {result.backend} / {result.dtype} {result.redop} / {ranks} ranks "
+                 f"/ {result.link_class}", f"a {foreign} file"]
+    else:
+        parts = [f"{result.benchmark} / {result.backend} / {result.dtype} {result.redop} / {ranks} ranks "
+                 f"/ {result.link_class} / {result.timing}",
+                 f"pybench {result.environment.get('pybench_version', '?')}"]
+        if mpi:
+            parts.append(mpi)
+        parts.append(f"huge pages {'on' if result.options.get('huge_pages', True) else 'off'}")
     parts.append(result.started_at)
     if source:
         parts.append(source)
-    return ", ".join(str(p) for p in parts)
+    return ", ".join(str(p) for p in parts if p != "")
 
 
 def _differences(a: RunResult, b: RunResult) -> list[str]:

@@ -101,10 +101,12 @@ def _from_pytest_benchmark(data: dict, path: Path) -> list[RunResult]:
 
 def load_results(path: str | Path) -> list[RunResult]:
     """Every run a file holds, as pybench results; a FileFormatError (one line) when it holds none."""
+    from pybench.model.logs.rccl_tests_jsonl import looks_like_json_lines
     from pybench.report.plot import load_checked_result
+
     p = Path(path)
     text = read_text(p)
-    if text.lstrip().startswith("{"):
+    if text.lstrip().startswith("{") and not looks_like_json_lines(text):  # rccl-tests' lines are a log
         data = parse_json(text, str(p))
         if isinstance(data, dict) and "schema" in data:
             return [load_checked_result(p)]

@@ -200,7 +200,7 @@ def _ar_rows(world: int, rows: tuple[tuple[int, float], ...]) -> str:
                    for s, t in rows)
 
 
-def test_a_rounded_ratio_that_allows_several_worlds_gives_none_of_them(tmp_path):
+def test_a_rounded_ratio_that_allows_several_worlds_gives_none_of_them(tmp_path, capsys):
     # 96 ranks on a slow fabric: 2 x 95/96 = 1.979, but printed to 0.01 GB/s the rows allow
     # every count from about 80 to 110. Without Rank lines no world is read; the note says the range.
     rows = _ar_rows(96, ((1 << 28, 80000.0), (1 << 29, 160500.0)))
@@ -212,6 +212,13 @@ def test_a_rounded_ratio_that_allows_several_worlds_gives_none_of_them(tmp_path)
     lo, hi = (int(w) for w in note.split("allows ")[1].split(" ranks")[0].split(" to "))
     assert lo < 96 < hi and "give --world N" in note
     assert load_measurements(path, world_size=96)[0].world_size == 96
+    # compare says the rank count is not known, not "0 ranks", nor what pybench records of its own runs
+    assert main_for_tests(["compare", str(path), str(path)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "/ ? ranks /" in head and "a nccl-tests file" in head and "huge pages" not in head
+    # and fit says which input the topology model lacks
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
+    assert "rank count unknown; not in the topology model: give fit --world N" in capsys.readouterr().err
     # whole Rank lines inside the range pick the world; a partial list (8 of them) does not
     ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {r:5d} on node{r // 8:02d} device  {r % 8} [0x1b] NVIDIA A100\n"
                     for r in range(96))
@@ -302,6 +309,10 @@ def test_rccl_tests_json_lines_are_read(tmp_path, capsys):
     assert m.time_in_place_s[0] == pytest.approx((21.0 + 0.65536) * 1e-6)
     assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
     capsys.readouterr()
+    # compare reads them as fit does (they start with "{" but are no one JSON document)
+    assert main_for_tests(["compare", str(path), str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "allreduce / nccl / float32 sum / 8 ranks" in out and "a rccl-tests file" in out
     # a broadcast's ratio is 1 whatever the count: the gpus field says it
     path.write_text("".join(line(s, 0, 30.0 + s * 1e-5, "Broadcast", 1.0) for s in (1 << 16, 1 << 18)))
     assert (load_measurements(path)[0].collective, load_measurements(path)[0].world_size) == ("broadcast", 8)
