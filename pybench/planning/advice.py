@@ -67,6 +67,7 @@ from pybench.planning.records import (
 )
 from pybench.planning.search import (
     CachedModels,
+    Search,
     SearchBounds,
     batch_sizes,
     prices_inter_node,
@@ -269,7 +270,8 @@ class _Inputs:
             return None
 
 
-def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int) -> tuple[list[StepEstimate], SearchBounds]:
+def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int, global_batch: int | None,
+            loader: float | None, target: float | None, well_used: bool) -> Search:
     g = ev.cfg.gpus_per_node
     if max_world is None:
         inter = prices_inter_node(ev.models, g)
@@ -279,9 +281,11 @@ def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int) -> t
     else:
         reason = "max_world"
     bounds = SearchBounds(max_world, reason, world_sizes(g, max_world), batch_sizes(ev.batch, max_batch), limit,
-                          STRATEGIES_WEIGHED, gpus_per_node=g)
+                          STRATEGIES_WEIGHED, gpus_per_node=g, global_batch=global_batch)
     try:
-        return search_layouts(ev.cfg, ev.models, bounds, ev.batch)
+        # Multi-node only for a named need (choice): a target on a well-used device, or memory.
+        return search_layouts(ev.cfg, ev.models, bounds, ev.batch, loader, target if well_used else None,
+                              multi_node_needs_target=True, quoted_worlds=SCALING_CHECK_WORLDS)
     except UsageError as exc:
         if "model for" not in str(exc):
             raise
@@ -301,7 +305,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM,
          links: Sequence[str] = (), system: str | None = None, bytes_per_param: int = 16,
          straggler_cv: float = 0.0,
-         slow_node: float = 1.0, comm_bytes_per_value: int | None = None) -> Plan:
+         slow_node: float = 1.0, comm_bytes_per_value: int | None = None, global_batch: int | None = None) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     The rules, in the order they apply, are in this module's docstring. Parameters are
@@ -349,7 +353,11 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                           bytes_per_param=bytes_per_param, straggler_cv=straggler_cv, slow_node=slow_node,
                           comm_bytes_per_value=comm_bytes_per_value, param_comm_bytes_per_value=comm_bytes_per_value)
     ev = _Inputs(cfg, CachedModels(given), batch)
-    rows, bounds = _search(ev, max_world, max_batch, global_batch_limit)
+    replica = batch / (training_flops(P, batch * seq, False) / cfg.flops_per_s)
+    use = _device_use(cfg.flops_per_s, peak_flops_per_s, loader_samples_per_s, replica)
+    search = _search(ev, max_world, max_batch, global_batch_limit, global_batch, loader_samples_per_s,
+                     target_samples_per_s, not use)
+    rows = search.rows
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, seq, batch),
                             cfg.device_memory_bytes, flash_attention, memory_headroom, bytes_per_param)
     verdict = {MemoryFit.FITS: OneDevice.FITS, MemoryFit.WITH_CHECKPOINTING: OneDevice.FITS_ONLY_JUST}.get(
@@ -360,14 +368,17 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     elif verdict is OneDevice.FITS_ONLY_JUST:
         records += _fits_only_just(rows, ev, one)
     else:
-        records += _does_not_fit(rows, ev, bounds.max_world)
-    records.append(_scaling(rows, batch, bounds.max_world))
-    replica = batch / (training_flops(P, batch * seq, False) / cfg.flops_per_s)
-    use = _device_use(cfg.flops_per_s, peak_flops_per_s, loader_samples_per_s, replica)
+        records += _does_not_fit(rows, ev, search.bounds.max_world)
+    records.append(_scaling(rows, batch, search.bounds.max_world))
     records += use
     need = Need(target_samples_per_s, verdict is not OneDevice.FITS, not use, gpus_per_node, batch,
                 loader_samples_per_s)
     choice = choose(rows, need)
+    if choice.row is not None:
+        # Every split of the pick, for the batch advice (those left out could not be chosen).
+        search.complete(choice.row.layout)
+        rows = search.rows
+    bounds = search.bounds
     bounded = (not choice.met and not use) or bounds.max_world_reason.startswith("one node")
     records.append(SearchAdvice("searched", bounds, bounded))
     batch_record = _batch_advice(rows, choice, need, max_batch)

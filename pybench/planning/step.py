@@ -54,6 +54,7 @@ from pybench.planning.strategies import (
     comm_ops,
     make_layout,
     memory_per_device,
+    stage_share,
 )
 from pybench.planning.transformer import training_flops
 
@@ -327,7 +328,8 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
                                cfg.bytes_per_param)
     # A layout that fits only with activation checkpointing pays for it in time too (8 x P x tokens).
     recompute = cfg.recompute or memory.fits is MemoryFit.WITH_CHECKPOINTING
-    flops = training_flops(cfg.params, tokens, recompute) / (layout.tp * layout.pp)
+    # Each device computes its tp share of the largest pipeline stage, which sets the pace.
+    flops = training_flops(cfg.params, tokens, recompute) * stage_share(layout, cfg.shape.layers) / layout.tp
     compute_s = flops / cfg.flops_per_s
     nodes = math.ceil(world / g)
     sf, sync_s = _sync_s(cfg, compute_s, world, nodes)
