@@ -118,7 +118,9 @@ def _fits_one_device(rows: list[StepEstimate], batch: int, g: int) -> list[Advic
     if node:
         found.append(ScaleUpAdvice("fill one node", g, node[0]))
     # the user's micro-batch at its default count: one row per world (rows are sorted by micro-batch count)
-    multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp")) if r.world > g}.values())[::-1]
+    # whole nodes only: a part of a node bills like the whole one in a scale-out decision
+    multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp"))
+                   if r.world > g and r.world % g == 0}.values())[::-1]
     if multi:
         fine = [r for r in multi if good(r)]
         last = fine[-1].world if fine else None
@@ -237,8 +239,9 @@ def _check_plan_inputs(values: dict[str, Any]) -> None:
     """One-line UsageError naming the bad parameter (numbers only; the config checks the rest)."""
     for name in ("batch", "max_batch", "global_batch_limit", "gpus_per_node", "seq"):
         _number(name, values[name], whole=True, minimum=1, strict=False)
-    if values["max_world"] is not None:
-        _number("max_world", values["max_world"], whole=True, minimum=1, strict=False)
+    for name in ("max_world", "global_batch"):
+        if values[name] is not None:
+            _number(name, values[name], whole=True, minimum=1, strict=False)
     for name in ("device_memory_gb", "bucket_mb", "target_samples_per_s", "loader_samples_per_s",
                  "price_per_node_hour", "price_per_device_hour", "peak_flops_per_s", "flops_per_s"):
         if values[name] is not None:
@@ -320,7 +323,9 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     distributed optimizer); ``comm_bytes_per_value`` prices the gradient exchange and ZeRO's parameter
     all-gathers (default: the gradients' dtype under ``bytes_per_param``, and the bf16 weights;
     tensor- and pipeline-parallel activations stay bf16); ``straggler_cv`` and ``slow_node`` add the wait
-    for the slowest rank to every row.
+    for the slowest rank to every row; ``global_batch`` (sequences per optimizer step) is held: every row
+    trains exactly that batch (micro-batch x micro-batches x data-parallel replicas), as Megatron's
+    ``--global-batch-size`` does; without it the global batch is free within ``global_batch_limit``.
 
     Returns
     -------
@@ -334,7 +339,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         and when no model prices a layout the advice needs (the message says which input to give).
     """
     _check_plan_inputs(dict(batch=batch, max_batch=max_batch, global_batch_limit=global_batch_limit,
-                            gpus_per_node=gpus_per_node, seq=seq, max_world=max_world,
+                            gpus_per_node=gpus_per_node, seq=seq, max_world=max_world, global_batch=global_batch,
                             device_memory_gb=device_memory_gb, bucket_mb=bucket_mb,
                             target_samples_per_s=target_samples_per_s, loader_samples_per_s=loader_samples_per_s,
                             price_per_node_hour=price_per_node_hour, price_per_device_hour=price_per_device_hour,
@@ -343,6 +348,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     P = parse_param_count(params)
     shape = shape or shape_for_params(P)
     batch, seq = int(batch), int(seq)
+    global_batch = None if global_batch is None else int(global_batch)
     profile = load_compute(compute) if isinstance(compute, str) else compute
     given = as_model_set(models, backend, links, system)
     warnings = unused_presets(given, links, isinstance(models, str))
