@@ -52,7 +52,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pybench.errors import UsageError
@@ -190,6 +190,8 @@ class SearchBounds:
     # they span nodes and nothing names a need for more than one (the module docstring).
     rows_left_out: int = 0
     rows_priced: int = 0
+    # (strategy, world, tp, pp) of every layout with a split that fits (not in the JSON: the counts are).
+    layouts_fitting: frozenset[tuple[str, int, int, int]] = field(default=frozenset(), repr=False, compare=False)
     accumulation: str = ("micro-batch b x m micro-batches per step, b x m x dp = the global batch when one is "
                          "named, else within global_batch_limit; without a pipeline the largest b that fits "
                          "without checkpointing and the largest that fits at all, each at m = 1 and the most m "
@@ -197,7 +199,8 @@ class SearchBounds:
                          "with and without checkpointing; and the user's micro-batch at the default count")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "worlds": list(self.worlds), "batches": list(self.batches),
+        doc = {k: v for k, v in self.__dict__.items() if k != "layouts_fitting"}
+        return {**doc, "worlds": list(self.worlds), "batches": list(self.batches),
                 "strategies": list(self.strategies), "tp_degrees": list(self.tp_degrees),
                 "pipeline_depths": list(self.pipeline_depths)}
 
@@ -348,7 +351,8 @@ def _quoted(candidates: list[_Candidate], user_batch: int, g: int, worlds: tuple
 
 def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_batch: int,
                    loader_samples_per_s: float | None = None, target_samples_per_s: float | None = None,
-                   multi_node_needs_target: bool = False, quoted_worlds: tuple[int, ...] = ()) -> Search:
+                   multi_node_needs_target: bool = False, quoted_worlds: tuple[int, ...] = (),
+                   prune: bool = True) -> Search:
     """Every layout within ``bounds`` that fits in memory and could be chosen or is quoted, priced.
 
     ``cfg`` supplies everything but the layout (its strategies, worlds, batches, degrees and
@@ -356,7 +360,8 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
     ``target_samples_per_s`` is the need, as in the choice; ``multi_node_needs_target``: the rules
     allow more than one node only for a throughput target (no layout across nodes is then priced
     without one, unless the advice quotes it or nothing fits inside one node); every layout at
-    ``quoted_worlds`` is priced (the advice quotes the fastest at each).
+    ``quoted_worlds`` is priced (the advice quotes the fastest at each). ``prune=False`` prices every
+    split that fits (the tests check that pruning never changes the choice).
     Rows are sorted by world, strategy, degrees, micro-batch and micro-batch count.
 
     Raises
@@ -391,6 +396,8 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
                                      loader_samples_per_s))
         tried += _weighed(layout, user_batch, bounds)
     _quoted(candidates, user_batch, g, quoted_worlds)
+    for c in candidates:
+        c.must = c.must or not prune
 
     frontier = _Frontier(loader_samples_per_s, target_samples_per_s)
     for c in candidates:
@@ -410,7 +417,9 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
         else:
             frontier.add(search.price(c))
     search.bounds = replace(bounds, layouts_tried=tried, rows_fitting=len(candidates),
-                            rows_left_out=len(search.left), rows_priced=len(search.priced))
+                            rows_left_out=len(search.left), rows_priced=len(search.priced),
+                            layouts_fitting=frozenset((c.strategy, c.layout.world, c.layout.tp, c.layout.pp)
+                                                      for c in candidates))
     return search
 
 
