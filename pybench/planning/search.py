@@ -64,7 +64,6 @@ from pybench.planning.stragglers import straggler_factor
 from pybench.planning.strategies import (
     INTER,
     Layout,
-    MemoryEstimate,
     MemoryFit,
     Workload,
     make_layout,
@@ -206,13 +205,13 @@ class SearchBounds:
 
 
 def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
-            memory: Callable[[int, int], MemoryEstimate]) -> Iterator[tuple[int, int]]:
+            fit: Callable[[int, int], MemoryFit]) -> Iterator[tuple[int, int]]:
     """(micro-batch, micro-batches) pairs worth pricing for ``layout`` (see the module docstring)."""
     if bounds.global_batch is not None:
-        yield from _fixed_splits(layout, user_batch, bounds, memory)
+        yield from _fixed_splits(layout, user_batch, bounds, fit)
         return
     pairs: list[tuple[int, int]] = []
-    if memory(user_batch, user_m).fits_at_all:
+    if fit(user_batch, user_m) is not MemoryFit.DOES_NOT_FIT:
         pairs.append((user_batch, user_m))
     most = bounds.global_batch_limit // layout.dp  # sequences per replica per step
     if most >= 1:
@@ -221,8 +220,8 @@ def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
         if layout.pp == 1:
             # Memory does not depend on m here: the largest micro-batch that fits, without checkpointing
             # and at all, each at both ends of its range of micro-batch counts.
-            plain = max((b for b in micro if memory(b, 1).fits is MemoryFit.FITS), default=0)
-            any_fit = max((b for b in micro if memory(b, 1).fits_at_all), default=0)
+            plain = max((b for b in micro if fit(b, 1) is MemoryFit.FITS), default=0)
+            any_fit = max((b for b in micro if fit(b, 1) is not MemoryFit.DOES_NOT_FIT), default=0)
             pairs += [(b, m) for b in sorted({plain, any_fit} - {0}) for m in (1, S // b)]
         else:
             # Memory grows with the micro-batches in flight (up to p): the ends of the counts that fit
@@ -231,7 +230,7 @@ def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
                 counts = [1 << k for k in range((S // b).bit_length())]
                 fits = []
                 for m in counts:
-                    fits.append(memory(b, m).fits)
+                    fits.append(fit(b, m))
                     if m >= layout.pp:
                         break  # no more micro-batches in flight beyond the stages
                 fits += [fits[-1]] * (len(counts) - len(fits))
@@ -244,23 +243,23 @@ def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
 
 
 def _fixed_splits(layout: Layout, user_batch: int, bounds: SearchBounds,
-                  memory: Callable[[int, int], MemoryEstimate]) -> Iterator[tuple[int, int]]:
+                  fit: Callable[[int, int], MemoryFit]) -> Iterator[tuple[int, int]]:
     """Splits b x m of a named global batch: every replica trains S = G / dp sequences per step."""
     G = bounds.global_batch or 0
     if G % layout.dp:
         return  # this many replicas cannot share the global batch evenly
     S = G // layout.dp
     micro = sorted(b for b in {*bounds.batches, user_batch} if S % b == 0)
-    fit = [b for b in micro if memory(b, S // b).fits_at_all]
+    fitting = [b for b in micro if fit(b, S // b) is not MemoryFit.DOES_NOT_FIT]
     if layout.pp == 1:
         # m = S / b is fixed by b; at a fixed S a larger b is no worse (the module docstring)
-        plain = [b for b in fit if memory(b, S // b).fits is MemoryFit.FITS]
+        plain = [b for b in fitting if fit(b, S // b) is MemoryFit.FITS]
         keep = {max(plain)} if plain else set()
-        keep |= {max(fit)} if fit else set()
-        keep |= {user_batch} & set(fit)
+        keep |= {max(fitting)} if fitting else set()
+        keep |= {user_batch} & set(fitting)
         yield from ((b, S // b) for b in sorted(keep))
     else:
-        yield from ((b, S // b) for b in fit)
+        yield from ((b, S // b) for b in fitting)
 
 
 @dataclass
@@ -373,27 +372,31 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
     degrees = bounds.tp_degrees or tp_degrees(g, shape.heads, shape.kv_heads)
     depths = bounds.pipeline_depths or pipeline_depths(shape.layers)
     bounds = replace(bounds, tp_degrees=degrees, pipeline_depths=depths)
-    search = Search(cfg, models, g)
+    search = Search(cfg, models, g, bounds)
     tried = 0
     candidates: list[_Candidate] = []
     base = replace(cfg, micro_batches=None)
+    # Memory depends on the layout only through how it shards (ZeRO over dp; tp and the largest stage), and on
+    # m only through the pipeline's micro-batches in flight: one answer per such key serves every world.
+    sized: dict[tuple[Any, ...], MemoryFit] = {}
     for strategy, world, tp, pp in _candidates(g, degrees, depths, bounds.worlds):
         layout = make_layout(strategy, world, g, tp, shape.layers, pp)
         user_m = default_micro_batches(base, layout)
-        sized: dict[tuple[int, int], MemoryEstimate] = {}
+        shard = (layout.strategy, layout.dp if layout.strategy in ("zero1", "zero2", "zero3") else 0,
+                 layout.tp, layout.pp)
 
-        def memory(b: int, m: int, layout: Layout = layout, sized: dict = sized) -> MemoryEstimate:
-            # Memory depends on m only through the pipeline's micro-batches in flight.
-            key = (b, min(m, layout.pp))
+        def fit(b: int, m: int, layout: Layout = layout, shard: tuple = shard) -> MemoryFit:
+            key = (*shard, b, min(m, layout.pp))
             if key not in sized:
-                work = Workload(cfg.params, shape, cfg.seq, b, key[1], cfg.grad_bytes_per_value)
+                work = Workload(cfg.params, shape, cfg.seq, b, key[-1], cfg.grad_bytes_per_value)
                 sized[key] = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention,
-                                               cfg.memory_headroom, cfg.bytes_per_param)
+                                               cfg.memory_headroom, cfg.bytes_per_param).fits
             return sized[key]
 
-        for b, m in _splits(layout, user_batch, user_m, bounds, memory):
-            candidates.append(_bound(cfg, strategy, tp, pp, layout, b, m, memory(b, m), layout.nodes == 1,
-                                     loader_samples_per_s))
+        pace = _Pace(cfg, layout, loader_samples_per_s)
+        for b, m in _splits(layout, user_batch, user_m, bounds, fit):
+            sps, cost = pace.bound(b, m, fit(b, m))
+            candidates.append(_Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost))
         tried += _weighed(layout, user_batch, bounds)
     _quoted(candidates, user_batch, g, quoted_worlds)
     for c in candidates:
@@ -427,11 +430,10 @@ class Search:
     """The rows the search priced (``rows``, sorted), its ``bounds``, and the combinations it left out
     (``left``), which :meth:`complete` prices for one layout (the advice quotes every split of the pick)."""
 
-    def __init__(self, cfg: CcrConfig, models: ModelSet, g: int) -> None:
-        self.cfg, self.models, self.g = cfg, models, g
+    def __init__(self, cfg: CcrConfig, models: ModelSet, g: int, bounds: SearchBounds) -> None:
+        self.cfg, self.models, self.g, self.bounds = cfg, models, g, bounds
         self.priced: list[StepEstimate] = []
         self.left: list[_Candidate] = []
-        self.bounds: SearchBounds | None = None
         self._configs: dict[tuple[int | None, int | None], CcrConfig] = {}
         self._estimates: dict[tuple[str, int | None, int | None, int, int, int], StepEstimate] = {}
 
@@ -458,12 +460,14 @@ class Search:
 
     def complete(self, layout: Layout) -> None:
         """Price every combination of ``layout`` left out (no choice changes: they could not win)."""
-        mine = [c for c in self.left if c.layout == layout]
-        self.left = [c for c in self.left if c.layout != layout]
+        mine: list[_Candidate] = []
+        keep: list[_Candidate] = []
+        for c in self.left:
+            (mine if c.layout == layout else keep).append(c)
+        self.left = keep
         for c in mine:
             self.price(c)
-        if self.bounds is not None:
-            self.bounds = replace(self.bounds, rows_left_out=len(self.left), rows_priced=len(self.priced))
+        self.bounds = replace(self.bounds, rows_left_out=len(self.left), rows_priced=len(self.priced))
 
 
 def _weighed(layout: Layout, user_batch: int, bounds: SearchBounds) -> int:
@@ -480,21 +484,28 @@ def _weighed(layout: Layout, user_batch: int, bounds: SearchBounds) -> int:
     return 1 + sum((S // b).bit_length() for b in bounds.batches if b & (b - 1) == 0 and b <= S)
 
 
-def _bound(cfg: CcrConfig, strategy: str, tp: int | None, pp: int | None, layout: Layout, b: int, m: int,
-           memory: MemoryEstimate, must: bool, loader: float | None) -> _Candidate:
-    """The combination's best case: compute, bubble and the wait for the slowest rank, no communication."""
-    recompute = cfg.recompute or memory.fits is MemoryFit.WITH_CHECKPOINTING
-    flops = training_flops(cfg.params, b * cfg.seq * m, recompute) * stage_share(layout, cfg.shape.layers)
-    compute_s = flops / layout.tp / cfg.flops_per_s
-    sf = straggler_factor(cfg.straggler_cv, layout.world)
-    slow = cfg.slow_node if layout.nodes > 1 else 1.0
-    step_s = compute_s * (1 + (layout.pp - 1) / m) + compute_s * (sf / slow - 1.0)
-    sps = b * m * layout.dp / step_s
-    if loader is not None:
-        sps = min(sps, loader * layout.dp)
-    price = cfg.cost_per_hour(layout.world, layout.gpus_per_node)
-    per_hour = price if price is not None else float(layout.world)
-    return _Candidate(strategy, tp, pp, layout, b, m, must, sps, per_hour / (3600.0 * sps))
+class _Pace:
+    """A layout's best case at (b, m): compute, bubble and the wait for the slowest rank, no communication."""
+
+    def __init__(self, cfg: CcrConfig, layout: Layout, loader: float | None) -> None:
+        # seconds of compute per sequence on each device (6 x P x seq FLOPs, the largest stage's tp share)
+        self.per_sequence = (training_flops(cfg.params, cfg.seq, False) * stage_share(layout, cfg.shape.layers)
+                             / layout.tp / cfg.flops_per_s)
+        slow = cfg.slow_node if layout.nodes > 1 else 1.0
+        self.wait = straggler_factor(cfg.straggler_cv, layout.world) / slow - 1.0
+        self.recompute, self.layout, self.loader = cfg.recompute, layout, loader
+        price = cfg.cost_per_hour(layout.world, layout.gpus_per_node)
+        self.per_hour = price if price is not None else float(layout.world)
+
+    def bound(self, b: int, m: int, fit: MemoryFit) -> tuple[float, float]:
+        """Samples/s from above and cost per sample from below (as the choice measures them)."""
+        recompute = self.recompute or fit is MemoryFit.WITH_CHECKPOINTING
+        compute_s = self.per_sequence * b * m * (8 / 6 if recompute else 1.0)
+        step_s = compute_s * (1 + (self.layout.pp - 1) / m + self.wait)
+        sps = b * m * self.layout.dp / step_s
+        if self.loader is not None:
+            sps = min(sps, self.loader * self.layout.dp)
+        return sps, self.per_hour / (3600.0 * sps)
 
 
 def _with_node_efficiency(row: StepEstimate, estimate: Any, strategy: str, tp: int | None, pp: int | None,
