@@ -63,9 +63,11 @@ from pybench.planning.step import StepEstimate, default_micro_batches, estimate_
 from pybench.planning.stragglers import straggler_factor
 from pybench.planning.strategies import (
     INTER,
+    CommOp,
     Layout,
     MemoryFit,
     Workload,
+    comm_ops,
     make_layout,
     memory_per_device,
     stage_share,
@@ -275,6 +277,14 @@ class _Candidate:
     must: bool
     samples_per_s_bound: float
     cost_bound: float
+    pace: _Pace | None = None
+    fit: MemoryFit = MemoryFit.FITS
+
+    def refine(self) -> None:
+        """Count the communication that never overlaps in the bounds too (model calls: only where needed)."""
+        if self.pace is not None:
+            self.samples_per_s_bound, self.cost_bound = self.pace.bound(self.batch, self.micro_batches, self.fit,
+                                                                        exposed=True)
 
 
 class _Frontier:
@@ -379,6 +389,7 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
     # Memory depends on the layout only through how it shards (ZeRO over dp; tp and the largest stage), and on
     # m only through the pipeline's micro-batches in flight: one answer per such key serves every world.
     sized: dict[tuple[Any, ...], MemoryFit] = {}
+    call_times: dict[tuple[Any, ...], float] = {}
     for strategy, world, tp, pp in _candidates(g, degrees, depths, bounds.worlds):
         layout = make_layout(strategy, world, g, tp, shape.layers, pp)
         user_m = default_micro_batches(base, layout)
@@ -393,10 +404,11 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
                                                cfg.memory_headroom, cfg.bytes_per_param).fits
             return sized[key]
 
-        pace = _Pace(cfg, layout, loader_samples_per_s)
+        pace = _Pace(cfg, models, layout, loader_samples_per_s, call_times)
         for b, m in _splits(layout, user_batch, user_m, bounds, fit):
-            sps, cost = pace.bound(b, m, fit(b, m))
-            candidates.append(_Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost))
+            f = fit(b, m)
+            sps, cost = pace.bound(b, m, f)
+            candidates.append(_Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost, pace, f))
         tried += _weighed(layout, user_batch, bounds)
     _quoted(candidates, user_batch, g, quoted_worlds)
     for c in candidates:
@@ -406,10 +418,13 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
     for c in candidates:
         if c.must:
             frontier.add(search.price(c))
-    rest = sorted((c for c in candidates if not c.must), key=lambda c: c.cost_bound)
+    rest = [c for c in candidates if not c.must]
     if multi_node_needs_target and target_samples_per_s is None and any(r.layout.nodes == 1 for r in search.rows):
         search.left.extend(rest)  # the choice stays inside the node; nothing else across nodes is quoted
         rest = []
+    for c in rest:
+        c.refine()
+    rest.sort(key=lambda c: c.cost_bound)
     if target_samples_per_s is not None:
         # Those that could meet the target first: once one its bands allow does, the others cannot be chosen.
         could = [c for c in rest if c.samples_per_s_bound >= target_samples_per_s]
@@ -485,23 +500,53 @@ def _weighed(layout: Layout, user_batch: int, bounds: SearchBounds) -> int:
 
 
 class _Pace:
-    """A layout's best case at (b, m): compute, bubble and the wait for the slowest rank, no communication."""
+    """A layout's best case at (b, m): compute, bubble, the wait for the slowest rank and the communication
+    that never overlaps (tensor- and pipeline-parallel activations, ZeRO's parameter all-gathers), each call
+    as the models price it alone (sharing a node's NICs only slows a call); the gradient exchange, which may
+    hide under backward, counts nothing."""
 
-    def __init__(self, cfg: CcrConfig, layout: Layout, loader: float | None) -> None:
+    def __init__(self, cfg: CcrConfig, models: ModelSet, layout: Layout, loader: float | None,
+                 calls: dict[tuple[Any, ...], float]) -> None:
         # seconds of compute per sequence on each device (6 x P x seq FLOPs, the largest stage's tp share)
         self.per_sequence = (training_flops(cfg.params, cfg.seq, False) * stage_share(layout, cfg.shape.layers)
                              / layout.tp / cfg.flops_per_s)
         slow = cfg.slow_node if layout.nodes > 1 else 1.0
         self.wait = straggler_factor(cfg.straggler_cv, layout.world) / slow - 1.0
         self.recompute, self.layout, self.loader = cfg.recompute, layout, loader
+        self.cfg, self.models, self.calls = cfg, models, calls
         price = cfg.cost_per_hour(layout.world, layout.gpus_per_node)
         self.per_hour = price if price is not None else float(layout.world)
+        self.exposes = layout.tp > 1 or layout.pp > 1 or layout.strategy in ("zero1", "zero2", "zero3")
+        self.floors: dict[int, tuple[float, float]] = {}
 
-    def bound(self, b: int, m: int, fit: MemoryFit) -> tuple[float, float]:
-        """Samples/s from above and cost per sample from below (as the choice measures them)."""
+    def _call(self, op: CommOp) -> float:
+        key = (op.collective, op.size_bytes, op.group_size, op.link_class)
+        if key not in self.calls:
+            try:
+                self.calls[key] = self.models.time(*key).time_s
+            except UsageError:
+                self.calls[key] = 0.0  # priced (or refused) when the row is; the bound stays a bound
+        return self.calls[key]
+
+    def _floor(self, b: int, m: int) -> float:
+        """Seconds of never-overlapped communication per step: affine in m (per-micro-batch calls)."""
+        if not self.exposes:
+            return 0.0
+        if b not in self.floors:
+            cfg = self.cfg
+            at = [sum(op.calls * self._call(op) for op in comm_ops(self.layout, Workload(
+                      cfg.params, cfg.shape, cfg.seq, b, k, cfg.grad_bytes_per_value, cfg.param_bytes_per_value))
+                      if not op.overlaps_backward) for k in (1, 2)]
+            self.floors[b] = (at[0], at[1] - at[0])
+        once, per_micro = self.floors[b]
+        return once + per_micro * (m - 1)
+
+    def bound(self, b: int, m: int, fit: MemoryFit, exposed: bool = False) -> tuple[float, float]:
+        """Samples/s from above and cost per sample from below (as the choice measures them); ``exposed``:
+        with the communication that never overlaps, else compute, bubble and wait alone."""
         recompute = self.recompute or fit is MemoryFit.WITH_CHECKPOINTING
         compute_s = self.per_sequence * b * m * (8 / 6 if recompute else 1.0)
-        step_s = compute_s * (1 + (self.layout.pp - 1) / m + self.wait)
+        step_s = compute_s * (1 + (self.layout.pp - 1) / m + self.wait) + (self._floor(b, m) if exposed else 0.0)
         sps = b * m * self.layout.dp / step_s
         if self.loader is not None:
             sps = min(sps, self.loader * self.layout.dp)

@@ -139,7 +139,12 @@ def test_gradient_accumulation_is_searched_and_wins_where_it_avoids_checkpointin
     r = p.recommended
     assert r.layout.pp == 1 and r.micro_batches > 1 and r.memory.fits is MemoryFit.FITS and not r.recomputed
     assert r.global_batch == r.batch * r.micro_batches * r.layout.dp <= 1024
-    single = [x for x in p.rows if x.micro_batches == 1 and x.samples_per_s >= 66.3 and good(x)]
+    # without accumulation (one micro-batch per step) the same strategy meets the target only dearer
+    cfg = make_ccr_config("7B", 4096, 1, 1, "ddp", flops_per_s=400e12, overlap=True)
+    models = as_model_set(h100n)
+    single = [x for w in range(r.world, 65) for b in (1, 2)
+              for x in [estimate_step(cfg, models, r.strategy, w, b, micro_batches=1)]
+              if x.memory.fits_at_all and x.samples_per_s >= 66.3 and good(x)]
     assert single and cost_per_sample(r) < min(cost_per_sample(x) for x in single)
     assert f"micro-batch {r.batch} x {r.micro_batches} micro-batches" in p.text()
 
@@ -177,8 +182,8 @@ def test_partial_nodes_are_searched_so_a_target_takes_no_more_devices_than_it_ne
     p = plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, target_samples_per_s=120, max_world=24)
     r = p.recommended
     assert r.world == 5 and r.samples_per_s >= 120 and _need(p).verdict is NeedVerdict.TARGET_MET
-    kinds = {(x.strategy, x.world, x.layout.tp, x.layout.dp) for x in p.rows}
-    assert {("tp+dp", 6, 2, 3), ("tp+dp", 24, 8, 3), ("ddp", 24, 1, 24), ("zero3", 7, 1, 7)} <= kinds
+    weighed = p.search.layouts_fitting  # (strategy, world, tp, pp)
+    assert {("tp+dp", 6, 2, 1), ("tp+dp", 24, 8, 1), ("ddp", 24, 1, 1), ("zero3", 7, 1, 1)} <= weighed
     assert make_layout("tp+dp", 12, 8, 4).dp == 3  # in ccr too: tp groups of 4 never straddle a node of 8
 
 
