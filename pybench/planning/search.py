@@ -35,13 +35,21 @@ Dimensions, all of them weighed (issue 25):
 - activation checkpointing: where a layout needs it to fit. Where it fits without, checkpointing
   only adds a third to compute, so such a row can never be the better choice and is not timed.
 
-Memory is checked first (arithmetic). Every combination inside one node is priced, and so is the
-user's micro-batch of the layouts the advice quotes (ddp, ZeRO, tp x pp x dp over whole-node tp). A
-combination across nodes is then priced only if it could be chosen: its step takes at least its compute,
-bubble and wait (communication only adds), which bounds its samples/s from above and its cost per
-sample from below; when a layout already priced, not comm-bound and on no more nodes, is faster than
-that bound and cheaper by more than the choice's tolerance, the rules can never pick the combination
-(``choice``: cheapest among those meeting the need, fastest when none does) and it is left out.
+Memory is checked first (arithmetic). Every combination inside one node is priced, and so is what the
+advice quotes whatever the choice (every layout at 2, 4 and 8 devices, ddp's user micro-batch at every
+world, the first ZeRO and tp x pp x dp layouts that fit). A combination across nodes is priced only if
+the rules (``choice``) could choose it:
+
+- without a throughput target (or while one device is not well used) the choice stays inside one node
+  whenever something fits there, so nothing else across nodes is priced;
+- otherwise its best case bounds it: its step takes at least its compute, bubble and wait for the
+  slowest rank plus the communication that never overlaps (tp and pp activations, ZeRO's parameter
+  all-gathers, each call priced alone), which bounds its samples/s from above and its cost per sample
+  from below. It is left out when a priced layout, not comm-bound and on no more nodes, is faster than
+  that bound and cheaper beyond the choice's tolerance; or, once a layout not comm-bound meets the
+  target, when its cost bound exceeds that layout's beyond the tolerance, or is no lower and it needs
+  more nodes or devices (among equals the choice takes fewer).
+  tests/planning/test_plan_search.py checks that pricing everything picks the same.
 The fitted models' answers are kept per (collective, size, ranks, link class).
 """
 

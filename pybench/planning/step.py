@@ -2,7 +2,8 @@
 
 - ``compute_s`` = FLOPs per device / measured FLOP/s, FLOPs = 6 x P x tokens
   (8 with full activation recomputation, asked for or needed because the layout
-  fits only with checkpointing) divided over the tp x pp devices of a replica.
+  fits only with checkpointing) divided over tp, for the largest pipeline stage
+  (ceil(L / p) of the L layers: 1/p when p divides L).
 - Three overheads (issue 14): ``latency_s`` = calls (buckets) x the model's time
   of a 1-byte message (its alpha), ``bandwidth_s`` = comm_s - latency_s, and
   ``sync_s``, the wait for the slowest rank: compute_s x (straggler factor /

@@ -17,7 +17,7 @@ Definitions (DESIGN.md; P = parameters, b = bytes per communicated value):
   given), data parallel (all-reduce of P b / tp) across nodes.
 - ``tp+pp+dp`` (3D): tensor parallel inside the node, pipeline stages across
   nodes (degree ``pp_degree``, default 2), data parallel over the rest
-  (all-reduce of P b / (tp pp)). TP all-reduces cover the stage's layers only;
+  (all-reduce of the largest stage's P b ceil(L / pp) / L, over tp). TP all-reduces cover the stage's layers only;
   stage boundaries send the full micro_batch x seq x hidden activations (no
   scatter-gather optimisation, so an upper bound).
 
