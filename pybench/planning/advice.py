@@ -190,8 +190,11 @@ def _batch_advice(rows: list[StepEstimate], choice: Choice, need: Need, max_batc
     if r is None:
         return None
     same = [x for x in rows if x.strategy == r.strategy and x.world == r.world and x.layout == r.layout]
-    # The user's row: their micro-batch at the fewest micro-batches (the default count).
-    mine = min((x for x in same if x.batch == need.batch), key=lambda x: x.micro_batches, default=None)
+    # The user's row: their micro-batch at the default count (1, or 4 x stages with a pipeline: one
+    # micro-batch per step would leave a pipeline idle (p - 1) / p of it), else at the fewest.
+    default_m = 4 * r.layout.pp if r.layout.pp > 1 else 1
+    mine = min((x for x in same if x.batch == need.batch),
+               key=lambda x: (x.micro_batches != default_m, x.micro_batches), default=None)
     if mine is not None and mine != r:
         return BatchAdvice(BatchVerdict.ADOPTED, mine, need.batch, r.batch, max_batch, r)
     if r.batch != need.batch:

@@ -233,7 +233,9 @@ def _batch(a: BatchAdvice) -> str:
         return (f"{micro(x)} per device is recommended, not the {micro(r)} asked for: "
                 f"{x.strategy} on {devices(x.world)} gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
                 f"({x.decisive_band}), where at {micro(r)} it gives {r.samples_per_s:.2f} at "
-                f"{r.comm_fraction:.2f} ({start}); the global batch grows with it, to {x.global_batch} sequences")
+                f"{r.comm_fraction:.2f} ({start})" + ("" if x.global_batch == r.global_batch else
+                                                      f"; the global batch grows with it, to {x.global_batch} "
+                                                      f"sequences (global_batch holds yours)"))
     if a.verdict == BatchVerdict.STOPS_FITTING:
         return (f"a larger batch does not help here: at batch {a.tried_batch} {where} no longer fits in memory, "
                 f"and up to batch {a.tried_batch // 2} the band stays {start}")

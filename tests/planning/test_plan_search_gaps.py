@@ -126,3 +126,16 @@ def test_a_bad_global_batch_is_one_line_exit_2(h100n, capsys, value):
 def test_a_bad_global_batch_in_python_is_a_usage_error(h100n, value):
     with pytest.raises(UsageError, match="global_batch"):
         plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, global_batch=value)
+
+
+def test_a_pipeline_pick_is_compared_with_the_users_batch_at_the_default_micro_batch_count(h100n):
+    """The batch the plan adopted is set beside the user's micro-batch at its default count (4 x stages
+    with a pipeline), not at one micro-batch per step, where a pipeline idles (p - 1) / p of it."""
+    from pybench.planning.records import BatchAdvice, BatchVerdict
+    p = plan("70B", 4096, 1, models=h100n, flops_per_s=400e12)
+    r = p.recommended
+    assert r.layout.pp > 1 and r.global_batch > r.layout.dp * 4 * r.layout.pp
+    (said,) = [a for a in p.records if isinstance(a, BatchAdvice)]
+    assert said.verdict is BatchVerdict.ADOPTED and said.row.micro_batches == 4 * r.layout.pp
+    assert said.row.samples_per_s > 0.8 * r.samples_per_s  # a fair comparison, not a pipeline left idle
+    assert "the global batch grows with it" in p.text()
