@@ -448,7 +448,7 @@ def test_the_new_ccr_options_refuse_bad_input_in_one_line(h100n, capsys, extra, 
 
 
 @pytest.mark.parametrize("params, kw", [
-    ("7B", dict(target=30)), ("7B", dict(target=1000, price_per_node_hour=98.0)), ("1.3B", dict()),
+    ("7B", dict(target=30)), ("7B", dict(target=1000, price_per_node_hour=98.0)),
     ("1.3B", dict(target=120, loader=20.0)), ("7B", dict(target=20, straggler_cv=0.1, slow_node=0.9)),
 ])
 def test_the_combinations_left_out_never_change_the_choice(h100n, params, kw):
