@@ -45,7 +45,8 @@ _FLAGS = {
     "timed_tokens": "--timed-tokens", "micro_batch": "--micro-batch", "flops_per_s": "--tflops",
     "peak_flops_per_s": "--peak-tflops", "loader_samples_per_s": "--loader-samples-per-s",
     "slow_node": "--slow-node", "price_per_device_hour": "--price-per-device-hour",
-    "global_batch_limit": "--global-batch-limit", "memory_headroom": "--memory-headroom",
+    "global_batch_limit": "--global-batch-limit", "global_batch": "--global-batch",
+    "memory_headroom": "--memory-headroom",
     "bytes_per_param": "--bytes-per-param", "comm_bytes_per_value": "--comm-dtype",
 }
 _WORDS = {"batch": "--batch", "seq": "--seq", "world": "--world", "hidden": "--hidden", "layers": "--layers",
@@ -201,7 +202,8 @@ def run_plan(args: argparse.Namespace) -> int:
                       backend=args.backend, peak_flops_per_s=_tflops(args.peak_tflops), max_batch=args.max_batch,
                       loader_samples_per_s=loader, price_per_node_hour=args.price_per_node_hour,
                       price_per_device_hour=args.price_per_device_hour, global_batch_limit=args.global_batch_limit,
-                      memory_headroom=args.memory_headroom, links=args.link, system=args.system,
+                      global_batch=args.global_batch, memory_headroom=args.memory_headroom, links=args.link,
+                      system=args.system,
                       bytes_per_param=args.bytes_per_param,
                       straggler_cv=args.straggler_cv, slow_node=args.slow_node,
                       comm_bytes_per_value=_comm_bytes(args))
@@ -322,9 +324,10 @@ def _add_plan_parser(subparsers: Any) -> None:
     r = subparsers.add_parser(
         "plan", help="advice: scale up or out, and how (DDP, ZeRO, TP/PP), with the figures",
         description="Checks memory on one device, then searches every layout (DDP, ZeRO-1/2/3, TP, PP, TP x PP "
-                    "x DP; every device count of a node, then whole nodes) on up to --max-world devices, at "
+                    "x DP; every device count up to 8 nodes, then whole nodes) on up to --max-world devices, at "
                     "micro-batches up to --max-batch with gradient accumulation (micro-batches per step) to "
-                    "global batches within --global-batch-limit, with activation checkpointing where a layout "
+                    "the --global-batch you train with (or any global batch within --global-batch-limit), with "
+                    "activation checkpointing where a layout "
                     "needs it, and recommends the cheapest per sample that meets the named need "
                     "(--target-samples-per-s, or memory that does not fit one node) without being comm-bound; "
                     "among equals, fewer nodes. Without a need it stays on one node. Every step quotes CCR, "
@@ -365,6 +368,11 @@ def _add_plan_parser(subparsers: Any) -> None:
                    help="the largest global batch (dp x micro-batch x micro-batches) searched, the user's own "
                         "micro-batch excepted; above it the plan says what it asks of the learning rate and "
                         "warm-up (default 1024)")
+    r.add_argument("--global-batch", type=_count, default=None, metavar="SEQUENCES",
+                   help="the global batch you train with (sequences per optimizer step, as Megatron's "
+                        "--global-batch-size): every layout is weighed at exactly this batch, split into micro-batch "
+                        "x micro-batches x data-parallel replicas; without it the global batch is free within "
+                        "--global-batch-limit")
     _add_output_args(r, "the plan")
     r.set_defaults(func=run_plan)
 

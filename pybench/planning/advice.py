@@ -67,6 +67,7 @@ from pybench.planning.records import (
 )
 from pybench.planning.search import (
     CachedModels,
+    Search,
     SearchBounds,
     batch_sizes,
     prices_inter_node,
@@ -117,7 +118,9 @@ def _fits_one_device(rows: list[StepEstimate], batch: int, g: int) -> list[Advic
     if node:
         found.append(ScaleUpAdvice("fill one node", g, node[0]))
     # the user's micro-batch at its default count: one row per world (rows are sorted by micro-batch count)
-    multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp")) if r.world > g}.values())[::-1]
+    # whole nodes only: a part of a node bills like the whole one in a scale-out decision
+    multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp"))
+                   if r.world > g and r.world % g == 0}.values())[::-1]
     if multi:
         fine = [r for r in multi if good(r)]
         last = fine[-1].world if fine else None
@@ -187,8 +190,11 @@ def _batch_advice(rows: list[StepEstimate], choice: Choice, need: Need, max_batc
     if r is None:
         return None
     same = [x for x in rows if x.strategy == r.strategy and x.world == r.world and x.layout == r.layout]
-    # The user's row: their micro-batch at the fewest micro-batches (the default count).
-    mine = min((x for x in same if x.batch == need.batch), key=lambda x: x.micro_batches, default=None)
+    # The user's row: their micro-batch at the default count (1, or 4 x stages with a pipeline: one
+    # micro-batch per step would leave a pipeline idle (p - 1) / p of it), else at the fewest.
+    default_m = 4 * r.layout.pp if r.layout.pp > 1 else 1
+    mine = min((x for x in same if x.batch == need.batch),
+               key=lambda x: (x.micro_batches != default_m, x.micro_batches), default=None)
     if mine is not None and mine != r:
         return BatchAdvice(BatchVerdict.ADOPTED, mine, need.batch, r.batch, max_batch, r)
     if r.batch != need.batch:
@@ -236,8 +242,9 @@ def _check_plan_inputs(values: dict[str, Any]) -> None:
     """One-line UsageError naming the bad parameter (numbers only; the config checks the rest)."""
     for name in ("batch", "max_batch", "global_batch_limit", "gpus_per_node", "seq"):
         _number(name, values[name], whole=True, minimum=1, strict=False)
-    if values["max_world"] is not None:
-        _number("max_world", values["max_world"], whole=True, minimum=1, strict=False)
+    for name in ("max_world", "global_batch"):
+        if values[name] is not None:
+            _number(name, values[name], whole=True, minimum=1, strict=False)
     for name in ("device_memory_gb", "bucket_mb", "target_samples_per_s", "loader_samples_per_s",
                  "price_per_node_hour", "price_per_device_hour", "peak_flops_per_s", "flops_per_s"):
         if values[name] is not None:
@@ -269,7 +276,8 @@ class _Inputs:
             return None
 
 
-def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int) -> tuple[list[StepEstimate], SearchBounds]:
+def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int, global_batch: int | None,
+            loader: float | None, target: float | None, well_used: bool) -> Search:
     g = ev.cfg.gpus_per_node
     if max_world is None:
         inter = prices_inter_node(ev.models, g)
@@ -279,9 +287,11 @@ def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int) -> t
     else:
         reason = "max_world"
     bounds = SearchBounds(max_world, reason, world_sizes(g, max_world), batch_sizes(ev.batch, max_batch), limit,
-                          STRATEGIES_WEIGHED, gpus_per_node=g)
+                          STRATEGIES_WEIGHED, gpus_per_node=g, global_batch=global_batch)
     try:
-        return search_layouts(ev.cfg, ev.models, bounds, ev.batch)
+        # Multi-node only for a named need (choice): a target on a well-used device, or memory.
+        return search_layouts(ev.cfg, ev.models, bounds, ev.batch, loader, target if well_used else None,
+                              multi_node_needs_target=True, quoted_worlds=SCALING_CHECK_WORLDS)
     except UsageError as exc:
         if "model for" not in str(exc):
             raise
@@ -301,7 +311,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
          global_batch_limit: int = GLOBAL_BATCH_LIMIT, memory_headroom: float = MEMORY_HEADROOM,
          links: Sequence[str] = (), system: str | None = None, bytes_per_param: int = 16,
          straggler_cv: float = 0.0,
-         slow_node: float = 1.0, comm_bytes_per_value: int | None = None) -> Plan:
+         slow_node: float = 1.0, comm_bytes_per_value: int | None = None, global_batch: int | None = None) -> Plan:
     """The field's advice for training ``params`` on devices like the profiled one.
 
     The rules, in the order they apply, are in this module's docstring. Parameters are
@@ -316,7 +326,9 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     distributed optimizer); ``comm_bytes_per_value`` prices the gradient exchange and ZeRO's parameter
     all-gathers (default: the gradients' dtype under ``bytes_per_param``, and the bf16 weights;
     tensor- and pipeline-parallel activations stay bf16); ``straggler_cv`` and ``slow_node`` add the wait
-    for the slowest rank to every row.
+    for the slowest rank to every row; ``global_batch`` (sequences per optimizer step) is held: every row
+    trains exactly that batch (micro-batch x micro-batches x data-parallel replicas), as Megatron's
+    ``--global-batch-size`` does; without it the global batch is free within ``global_batch_limit``.
 
     Returns
     -------
@@ -330,7 +342,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         and when no model prices a layout the advice needs (the message says which input to give).
     """
     _check_plan_inputs(dict(batch=batch, max_batch=max_batch, global_batch_limit=global_batch_limit,
-                            gpus_per_node=gpus_per_node, seq=seq, max_world=max_world,
+                            gpus_per_node=gpus_per_node, seq=seq, max_world=max_world, global_batch=global_batch,
                             device_memory_gb=device_memory_gb, bucket_mb=bucket_mb,
                             target_samples_per_s=target_samples_per_s, loader_samples_per_s=loader_samples_per_s,
                             price_per_node_hour=price_per_node_hour, price_per_device_hour=price_per_device_hour,
@@ -339,6 +351,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     P = parse_param_count(params)
     shape = shape or shape_for_params(P)
     batch, seq = int(batch), int(seq)
+    global_batch = None if global_batch is None else int(global_batch)
     profile = load_compute(compute) if isinstance(compute, str) else compute
     given = as_model_set(models, backend, links, system)
     warnings = unused_presets(given, links, isinstance(models, str))
@@ -349,7 +362,11 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                           bytes_per_param=bytes_per_param, straggler_cv=straggler_cv, slow_node=slow_node,
                           comm_bytes_per_value=comm_bytes_per_value, param_comm_bytes_per_value=comm_bytes_per_value)
     ev = _Inputs(cfg, CachedModels(given), batch)
-    rows, bounds = _search(ev, max_world, max_batch, global_batch_limit)
+    replica = batch / (training_flops(P, batch * seq, False) / cfg.flops_per_s)
+    use = _device_use(cfg.flops_per_s, peak_flops_per_s, loader_samples_per_s, replica)
+    search = _search(ev, max_world, max_batch, global_batch_limit, global_batch, loader_samples_per_s,
+                     target_samples_per_s, not use)
+    rows = search.rows
     one = memory_per_device(make_layout("ddp", 1, gpus_per_node), Workload(P, shape, seq, batch),
                             cfg.device_memory_bytes, flash_attention, memory_headroom, bytes_per_param)
     verdict = {MemoryFit.FITS: OneDevice.FITS, MemoryFit.WITH_CHECKPOINTING: OneDevice.FITS_ONLY_JUST}.get(
@@ -360,14 +377,17 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     elif verdict is OneDevice.FITS_ONLY_JUST:
         records += _fits_only_just(rows, ev, one)
     else:
-        records += _does_not_fit(rows, ev, bounds.max_world)
-    records.append(_scaling(rows, batch, bounds.max_world))
-    replica = batch / (training_flops(P, batch * seq, False) / cfg.flops_per_s)
-    use = _device_use(cfg.flops_per_s, peak_flops_per_s, loader_samples_per_s, replica)
+        records += _does_not_fit(rows, ev, search.bounds.max_world)
+    records.append(_scaling(rows, batch, search.bounds.max_world))
     records += use
     need = Need(target_samples_per_s, verdict is not OneDevice.FITS, not use, gpus_per_node, batch,
                 loader_samples_per_s)
     choice = choose(rows, need)
+    if choice.row is not None:
+        # Every split of the pick, for the batch advice (those left out could not be chosen).
+        search.complete(choice.row.layout)
+        rows = search.rows
+    bounds = search.bounds
     bounded = (not choice.met and not use) or bounds.max_world_reason.startswith("one node")
     records.append(SearchAdvice("searched", bounds, bounded))
     batch_record = _batch_advice(rows, choice, need, max_batch)

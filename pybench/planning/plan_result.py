@@ -233,7 +233,9 @@ def _batch(a: BatchAdvice) -> str:
         return (f"{micro(x)} per device is recommended, not the {micro(r)} asked for: "
                 f"{x.strategy} on {devices(x.world)} gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
                 f"({x.decisive_band}), where at {micro(r)} it gives {r.samples_per_s:.2f} at "
-                f"{r.comm_fraction:.2f} ({start}); the global batch grows with it, to {x.global_batch} sequences")
+                f"{r.comm_fraction:.2f} ({start})" + ("" if x.global_batch == r.global_batch else
+                                                      f"; the global batch grows with it, to {x.global_batch} "
+                                                      f"sequences (global_batch holds yours)"))
     if a.verdict == BatchVerdict.STOPS_FITTING:
         return (f"a larger batch does not help here: at batch {a.tried_batch} {where} no longer fits in memory, "
                 f"and up to batch {a.tried_batch // 2} the band stays {start}")
@@ -316,24 +318,39 @@ def _need(a: NeedAdvice) -> str:
 
 
 def _worlds(b: Any) -> str:
-    """The worlds searched, in words: every count inside a node, then whole nodes."""
-    said = f"every count of {b.worlds[0]}-{devices(min(b.max_world, b.gpus_per_node))}"
-    if b.max_world > b.gpus_per_node:
-        said += (f", then whole nodes (every count up to {b.every_node_count_up_to}, doubling beyond) up to "
-                 f"{devices(b.worlds[-1])}")
+    """The worlds searched, in words: every device count, then every whole-node count, then doubling."""
+    g, top = b.gpus_per_node, b.worlds[-1]
+    every = min(b.max_world, g * b.every_device_count_up_to_nodes)
+    said = f"every device count up to {every}" + (f" ({b.every_device_count_up_to_nodes} nodes of {g}, part of a "
+                                                  f"node included)" if every > g else "")
+    if top > every:
+        said += (f", then whole nodes (every count up to {b.every_node_count_up_to} nodes, then doubling: "
+                 f"node counts between the doublings are not searched) up to {devices(top)}")
     return said
+
+
+def _batches(b: Any) -> str:
+    if b.global_batch is not None:
+        return (f"micro-batch {b.batches[0]}-{b.batches[-1]} (max_batch) with gradient accumulation to the "
+                f"global batch of {b.global_batch} sequences (global_batch; a layout whose data-parallel degree "
+                f"does not divide it is not weighed)")
+    return (f"micro-batch {b.batches[0]}-{b.batches[-1]} (max_batch) with gradient accumulation to every global "
+            f"batch within {b.global_batch_limit} sequences (global_batch_limit; the global batch is free within "
+            f"it: give global_batch to hold yours)")
 
 
 def _search(a: SearchAdvice) -> str:
     b = a.bounds
     why = {"default": " (the default; max_world sets it)", "max_world": " (max_world)"}.get(
         b.max_world_reason, f" ({b.max_world_reason})")
-    said = (f"searched every layout of {', '.join(b.strategies)} (every tp degree dividing the node, on whole "
-            f"nodes or part of one; every pipeline depth up to the layers) on {_worlds(b)}{why}, micro-batch "
-            f"{b.batches[0]}-{b.batches[-1]} (max_batch) with gradient accumulation to every global batch within "
-            f"{b.global_batch_limit} sequences (global_batch_limit), activation checkpointing where a layout needs "
-            f"it: {b.layouts_tried} combinations of layout, micro-batch and micro-batches per step checked against "
-            f"memory, {b.rows_fitting} priced (those that fit and could win; the others are provably no better)")
+    depths = ", ".join(map(str, b.pipeline_depths)) or "none"
+    said = (f"searched every layout of {', '.join(b.strategies)} (tp degrees {', '.join(map(str, b.tp_degrees))}: "
+            f"those dividing the heads; pipeline depths {depths}: the fewest stages for each size of the largest "
+            f"stage) on {_worlds(b)}{why}, {_batches(b)}, activation checkpointing where a layout needs it: "
+            f"{b.layouts_tried} combinations of layout, micro-batch and micro-batches per step weighed, "
+            f"{b.rows_fitting} fit and could win, {b.rows_priced} priced; the {b.rows_left_out} others cannot be "
+            f"chosen (a priced layout on no more nodes beats their best case, no communication at all; or they "
+            f"span nodes and nothing needs more than one)")
     if a.bounded:
         said += f"; the answer is bounded by {devices(b.max_world)}: more may do better"
     return said

@@ -1,17 +1,24 @@
-"""The plan's search: every layout within stated bounds, timed wherever it fits in memory.
+"""The plan's search: every layout within stated bounds, timed wherever it fits in memory and could win.
 
 Dimensions, all of them weighed (issue 25):
 
-- strategy: ddp, zero1, zero2, zero3, tp inside one node, pp alone, tp+dp with every
-  tensor-parallel degree that divides the node, and tp x pp x dp with every such degree and
-  every pipeline depth (powers of two up to the layers). tp+dp and tp x pp x dp run on every
-  searched world their tp x pp divides, part of a node included (tp2 x dp3 on 6 of 8 devices); a tp
-  group never straddles two nodes because its degree divides the node.
-- world: every device count of one node, then whole nodes, every count up to
-  ``EVERY_NODE_COUNT_UP_TO`` nodes and doubling beyond, up to ``max_world``.
-- micro-batch and gradient accumulation: micro-batch b (powers of two up to ``max_batch``) x m
-  micro-batches per step, the global batch within ``global_batch_limit``. Only the splits that
-  can win are priced; the others are no faster, no cheaper and no less comm-bound, because:
+- strategy: ddp, zero1, zero2, zero3, tp inside one node, pp alone, tp+dp and tp x pp x dp.
+- tensor-parallel degrees: every degree up to the node's GPUs that divides the attention heads and the
+  key/value heads (Megatron's rule: each rank holds whole heads). A degree that divides the node keeps
+  its groups inside one node; one that does not (tp 5 of 40 heads on nodes of 8) leaves some groups across
+  two nodes once the world spans nodes, and pays the network for them.
+- pipeline depths: for every size of the largest stage, ceil(L / p) layers, the fewest stages that give it
+  (3 for 11 of 32 layers, not 4 to 5 of the same 11...: the step's pace is the largest stage's, so a deeper
+  pipeline with the same largest stage needs more devices, more memory in flight and a longer bubble for
+  no faster step). Depths need not be powers of two.
+- world: every device count up to ``EVERY_DEVICE_COUNT_UP_TO_NODES`` nodes (part of a node included:
+  12 devices on nodes of 8), then every whole-node count up to ``EVERY_NODE_COUNT_UP_TO`` nodes, then
+  whole nodes doubling, up to ``max_world``.
+- micro-batch and gradient accumulation: micro-batch b (powers of two up to ``max_batch``, and the
+  user's) x m micro-batches per step. With a named global batch G every split has b x m x dp = G
+  (a layout whose dp does not divide G cannot train it and is not weighed); without one, the global
+  batch is free within ``global_batch_limit``. Only the splits that can win are priced; the others are
+  no faster, no cheaper and no less comm-bound, because:
   - at a fixed b (and fixed memory) the step time is affine in m (compute, the wait and the
     per-micro-batch calls grow with m, the once-per-step exchange does not), so samples/s, cost
     per sample and the comm fraction are monotone in m: the best is at an end of m's range;
@@ -28,36 +35,54 @@ Dimensions, all of them weighed (issue 25):
 - activation checkpointing: where a layout needs it to fit. Where it fits without, checkpointing
   only adds a third to compute, so such a row can never be the better choice and is not timed.
 
-Memory is checked first (arithmetic); only the layouts that fit are priced, and the fitted
-models' answers are kept per (collective, size, ranks, link class).
+Memory is checked first (arithmetic). Every combination inside one node is priced, and so is what the
+advice quotes whatever the choice (every layout at 2, 4 and 8 devices, ddp's user micro-batch at every
+world, the first ZeRO and tp x pp x dp layouts that fit). A combination across nodes is priced only if
+the rules (``choice``) could choose it:
+
+- without a throughput target (or while one device is not well used) the choice stays inside one node
+  whenever something fits there, so nothing else across nodes is priced;
+- otherwise its best case bounds it: its step takes at least its compute, bubble and wait for the
+  slowest rank plus the communication that never overlaps (tp and pp activations, ZeRO's parameter
+  all-gathers, each call priced alone), which bounds its samples/s from above and its cost per sample
+  from below. It is left out when a priced layout, not comm-bound and on no more nodes, is faster than
+  that bound and cheaper beyond the choice's tolerance; or, once a layout not comm-bound meets the
+  target, when its cost bound exceeds that layout's beyond the tolerance, or is no lower and it needs
+  more nodes or devices (among equals the choice takes fewer).
+  tests/planning/test_plan_search.py checks that pricing everything picks the same.
+The fitted models' answers are kept per (collective, size, ranks, link class).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pybench.errors import UsageError
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
+from pybench.planning.pruning import Candidate, Frontier, Pace
 from pybench.planning.step import StepEstimate, default_micro_batches, estimate_step
 from pybench.planning.strategies import (
     INTER,
     Layout,
-    MemoryEstimate,
     MemoryFit,
     Workload,
     make_layout,
     memory_per_device,
 )
 
-__all__ = ["SearchBounds", "CachedModels", "search_layouts", "world_sizes", "batch_sizes", "prices_inter_node",
-           "EVERY_NODE_COUNT_UP_TO"]
+__all__ = ["SearchBounds", "CachedModels", "Search", "search_layouts", "world_sizes", "batch_sizes",
+           "prices_inter_node", "EVERY_NODE_COUNT_UP_TO", "EVERY_DEVICE_COUNT_UP_TO_NODES", "tp_degrees",
+           "pipeline_depths"]
 
-# Whole-node counts are all searched up to here (the default max_world is 8 nodes of 8), then doubled:
-# beyond it, one node more or less is within the models' own error of the step time.
-EVERY_NODE_COUNT_UP_TO = 8
+# Every device count is searched up to this many nodes (the default max_world is 8 nodes of 8), part of a
+# node included; then every whole-node count up to EVERY_NODE_COUNT_UP_TO nodes, then doubling: beyond
+# it, one node more or less changes the step time by less than the models' own error.
+EVERY_DEVICE_COUNT_UP_TO_NODES = 8
+EVERY_NODE_COUNT_UP_TO = 32
 
 
 class CachedModels(ModelSet):
@@ -93,11 +118,11 @@ def prices_inter_node(models: ModelSet, gpus_per_node: int) -> bool:
 
 
 def world_sizes(gpus_per_node: int, max_world: int) -> tuple[int, ...]:
-    """Every device count of one node, every whole-node count up to ``EVERY_NODE_COUNT_UP_TO``,
-    then whole nodes doubling, up to ``max_world``."""
+    """Every device count up to ``EVERY_DEVICE_COUNT_UP_TO_NODES`` nodes, then every whole-node count up to
+    ``EVERY_NODE_COUNT_UP_TO``, then whole nodes doubling, up to ``max_world``."""
     g = gpus_per_node
-    worlds = list(range(1, min(g, max_world) + 1))
-    nodes = 2
+    worlds = list(range(1, min(g * EVERY_DEVICE_COUNT_UP_TO_NODES, max_world) + 1))
+    nodes = EVERY_DEVICE_COUNT_UP_TO_NODES + 1
     while nodes * g <= max_world:
         worlds.append(nodes * g)
         nodes = nodes + 1 if nodes < EVERY_NODE_COUNT_UP_TO else nodes * 2
@@ -113,33 +138,39 @@ def batch_sizes(batch: int, max_batch: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _degrees(gpus_per_node: int) -> list[int]:
-    return [t for t in range(1, gpus_per_node + 1) if gpus_per_node % t == 0]
+def tp_degrees(gpus_per_node: int, heads: int, kv_heads: int) -> tuple[int, ...]:
+    """Tensor-parallel degrees: up to the node's GPUs, dividing the attention and key/value heads."""
+    return tuple(t for t in range(1, gpus_per_node + 1) if heads % t == 0 and kv_heads % t == 0)
 
 
-def _candidates(g: int, layers: int, worlds: tuple[int, ...]) -> Iterator[tuple[str, int, int | None, int | None]]:
+def pipeline_depths(layers: int) -> tuple[int, ...]:
+    """Pipeline depths from 2: for each size of the largest stage, ceil(L / p) layers, the fewest stages."""
+    return tuple(sorted({math.ceil(layers / math.ceil(layers / p)) for p in range(2, layers + 1)}))
+
+
+def _candidates(g: int, degrees: tuple[int, ...], depths: tuple[int, ...],
+                worlds: tuple[int, ...]) -> Iterator[tuple[str, int, int | None, int | None]]:
     """(strategy, world, tp degree, pp degree) for every layout the strategies allow at these worlds."""
-    degrees = _degrees(g)
     for w in worlds:
         yield ("ddp", w, None, None)
         if w > 1:
             yield from (("zero1", w, None, None), ("zero2", w, None, None), ("zero3", w, None, None))
         if 1 < w < g and w in degrees:
             yield ("tp", w, None, None)
-        if 1 < w <= layers:
+        if w in depths:
             yield ("pp", w, None, None)
         # tp alone (dp 1) inside a node is weighed above as "tp"
         yield from (("tp+dp", w, t, None) for t in degrees if t > 1 and w % t == 0 and (w >= g or t < w))
-        p = 2
-        while p <= layers and p <= w:
+        for p in depths:
+            if p > w:
+                break
             # tp 1 with dp 1 is pp alone, weighed above
             yield from (("tp+pp+dp", w, t, p) for t in degrees if w % (t * p) == 0 and not (t == 1 and w == p))
-            p *= 2
 
 
 @dataclass(frozen=True)
 class SearchBounds:
-    """What the search weighed: its bounds, and how many layouts it tried and found fitting."""
+    """What the search weighed: its bounds, and how many combinations it checked, priced and left out."""
 
     max_world: int
     max_world_reason: str
@@ -151,22 +182,38 @@ class SearchBounds:
     rows_fitting: int = 0
     gpus_per_node: int = 8
     every_node_count_up_to: int = EVERY_NODE_COUNT_UP_TO
-    accumulation: str = ("micro-batch b x m micro-batches per step, global batch within global_batch_limit; "
-                         "without a pipeline the largest b that fits without checkpointing and the largest that "
-                         "fits at all, each at m = 1 and the most m (the rest are no better); with a pipeline "
-                         "every b at the fewest and most m that fit with and without checkpointing; and the "
-                         "user's micro-batch at the default count")
+    every_device_count_up_to_nodes: int = EVERY_DEVICE_COUNT_UP_TO_NODES
+    # The global batch every split trains (sequences per optimizer step), or None: free within the limit.
+    global_batch: int | None = None
+    tp_degrees: tuple[int, ...] = ()
+    pipeline_depths: tuple[int, ...] = ()
+    # Combinations that fit and could win but were left out: a priced layout beats their best case, or
+    # they span nodes and nothing names a need for more than one (the module docstring).
+    rows_left_out: int = 0
+    rows_priced: int = 0
+    # (strategy, world, tp, pp) of every layout with a split that fits (not in the JSON: the counts are).
+    layouts_fitting: frozenset[tuple[str, int, int, int]] = field(default=frozenset(), repr=False, compare=False)
+    accumulation: str = ("micro-batch b x m micro-batches per step, b x m x dp = the global batch when one is "
+                         "named, else within global_batch_limit; without a pipeline the largest b that fits "
+                         "without checkpointing and the largest that fits at all, each at m = 1 and the most m "
+                         "(the rest are no better); with a pipeline every b at the fewest and most m that fit "
+                         "with and without checkpointing; and the user's micro-batch at the default count")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "worlds": list(self.worlds), "batches": list(self.batches),
-                "strategies": list(self.strategies)}
+        doc = {k: v for k, v in self.__dict__.items() if k != "layouts_fitting"}
+        return {**doc, "worlds": list(self.worlds), "batches": list(self.batches),
+                "strategies": list(self.strategies), "tp_degrees": list(self.tp_degrees),
+                "pipeline_depths": list(self.pipeline_depths)}
 
 
 def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
-            memory: Callable[[int, int], MemoryEstimate]) -> Iterator[tuple[int, int]]:
+            fit: Callable[[int, int], MemoryFit]) -> Iterator[tuple[int, int]]:
     """(micro-batch, micro-batches) pairs worth pricing for ``layout`` (see the module docstring)."""
+    if bounds.global_batch is not None:
+        yield from _fixed_splits(layout, user_batch, bounds, fit)
+        return
     pairs: list[tuple[int, int]] = []
-    if memory(user_batch, user_m).fits_at_all:
+    if fit(user_batch, user_m) is not MemoryFit.DOES_NOT_FIT:
         pairs.append((user_batch, user_m))
     most = bounds.global_batch_limit // layout.dp  # sequences per replica per step
     if most >= 1:
@@ -175,72 +222,213 @@ def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
         if layout.pp == 1:
             # Memory does not depend on m here: the largest micro-batch that fits, without checkpointing
             # and at all, each at both ends of its range of micro-batch counts.
-            plain = max((b for b in micro if memory(b, 1).fits is MemoryFit.FITS), default=0)
-            any_fit = max((b for b in micro if memory(b, 1).fits_at_all), default=0)
+            plain = max((b for b in micro if fit(b, 1) is MemoryFit.FITS), default=0)
+            any_fit = max((b for b in micro if fit(b, 1) is not MemoryFit.DOES_NOT_FIT), default=0)
             pairs += [(b, m) for b in sorted({plain, any_fit} - {0}) for m in (1, S // b)]
         else:
             # Memory grows with the micro-batches in flight (up to p): the ends of the counts that fit
             # without checkpointing and of those that fit only with it.
             for b in micro:
                 counts = [1 << k for k in range((S // b).bit_length())]
-                plain_m = [m for m in counts if memory(b, m).fits is MemoryFit.FITS]
-                ckpt_m = [m for m in counts if memory(b, m).fits is MemoryFit.WITH_CHECKPOINTING]
+                fits = []
+                for m in counts:
+                    fits.append(fit(b, m))
+                    if m >= layout.pp:
+                        break  # no more micro-batches in flight beyond the stages
+                fits += [fits[-1]] * (len(counts) - len(fits))
+                plain_m = [m for m, f in zip(counts, fits) if f is MemoryFit.FITS]
+                ckpt_m = [m for m, f in zip(counts, fits) if f is MemoryFit.WITH_CHECKPOINTING]
                 if not plain_m and not ckpt_m:
                     break  # a larger micro-batch needs more memory still
                 pairs += [(b, m) for group in (plain_m, ckpt_m) if group for m in (group[0], group[-1])]
     yield from dict.fromkeys(pairs)
 
 
-def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds,
-                   user_batch: int) -> tuple[list[StepEstimate], SearchBounds]:
-    """Every layout within ``bounds`` that fits in memory, priced; and the bounds with the counts.
+def _fixed_splits(layout: Layout, user_batch: int, bounds: SearchBounds,
+                  fit: Callable[[int, int], MemoryFit]) -> Iterator[tuple[int, int]]:
+    """Splits b x m of a named global batch: every replica trains S = G / dp sequences per step."""
+    G = bounds.global_batch or 0
+    if G % layout.dp:
+        return  # this many replicas cannot share the global batch evenly
+    S = G // layout.dp
+    micro = sorted(b for b in {*bounds.batches, user_batch} if S % b == 0)
+    fitting = [b for b in micro if fit(b, S // b) is not MemoryFit.DOES_NOT_FIT]
+    if layout.pp == 1:
+        # m = S / b is fixed by b; at a fixed S a larger b is no worse (the module docstring)
+        plain = [b for b in fitting if fit(b, S // b) is MemoryFit.FITS]
+        keep = {max(plain)} if plain else set()
+        keep |= {max(fitting)} if fitting else set()
+        keep |= {user_batch} & set(fitting)
+        yield from ((b, S // b) for b in sorted(keep))
+    else:
+        yield from ((b, S // b) for b in fitting)
+
+
+def _quoted(candidates: list[Candidate], user_batch: int, g: int, worlds: tuple[int, ...]) -> None:
+    """Mark the combinations the advice quotes whatever the choice (pybench.planning.advice): everything at
+    ``worlds`` (the scaling check), the user's micro-batch of ddp at every world (scale-out), of ZeRO-1/2
+    (and ddp beside them) and of ZeRO-3 at the fewest devices they fit, and every split of the shallowest,
+    smallest tp x pp x dp over a whole node's tp."""
+    for c in candidates:
+        c.must = c.must or c.layout.world in worlds
+    mine = [c for c in candidates if c.batch == user_batch]
+    for c in mine:
+        c.must = c.must or c.strategy == "ddp"
+    zero12 = [c.layout.world for c in mine if c.strategy in ("zero1", "zero2")]
+    for c in mine:
+        if zero12 and c.layout.world == min(zero12) and c.strategy in ("ddp", "zero1", "zero2"):
+            c.must = True
+    zero3 = [c for c in mine if c.strategy == "zero3"] or [c for c in candidates if c.strategy == "zero3"]
+    if zero3:
+        fewest = min(c.layout.world for c in zero3)
+        for c in zero3:
+            c.must = c.must or c.layout.world == fewest
+    threed = [c for c in candidates if c.strategy == "tp+pp+dp" and c.layout.tp == g]
+    if threed:
+        first = min((c.layout.pp, c.layout.world) for c in threed)
+        for c in threed:
+            c.must = c.must or (c.layout.pp, c.layout.world) == first
+
+
+def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_batch: int,
+                   loader_samples_per_s: float | None = None, target_samples_per_s: float | None = None,
+                   multi_node_needs_target: bool = False, quoted_worlds: tuple[int, ...] = (),
+                   prune: bool = True) -> Search:
+    """Every layout within ``bounds`` that fits in memory and could be chosen or is quoted, priced.
 
     ``cfg`` supplies everything but the layout (its strategies, worlds, batches, degrees and
-    micro-batch count are ignored). Rows are sorted by world, strategy, degrees, micro-batch and
-    micro-batch count.
+    micro-batch count are ignored); ``loader_samples_per_s`` caps each replica and
+    ``target_samples_per_s`` is the need, as in the choice; ``multi_node_needs_target``: the rules
+    allow more than one node only for a throughput target (no layout across nodes is then priced
+    without one, unless the advice quotes it or nothing fits inside one node); every layout at
+    ``quoted_worlds`` is priced (the advice quotes the fastest at each). ``prune=False`` prices every
+    split that fits (the tests check that pruning never changes the choice).
+    Rows are sorted by world, strategy, degrees, micro-batch and micro-batch count.
 
     Raises
     ------
     UsageError
         When a layout that fits cannot be priced (no model for its collective and link class).
     """
-    g, layers = cfg.gpus_per_node, cfg.shape.layers
-    configs: dict[tuple[int | None, int | None], CcrConfig] = {}
-    estimates: dict[tuple[str, int | None, int | None, int, int, int], StepEstimate] = {}
-
-    def estimate(strategy: str, tp: int | None, pp: int | None, world: int, batch: int, m: int) -> StepEstimate:
-        key = (strategy, tp, pp, world, batch, m)
-        if key not in estimates:
-            if (tp, pp) not in configs:
-                configs[(tp, pp)] = replace(cfg, tp_degree=tp, pp_degree=pp, micro_batches=None)
-            estimates[key] = estimate_step(configs[(tp, pp)], models, strategy, world, batch, micro_batches=m)
-        return estimates[key]
-
-    rows: list[StepEstimate] = []
+    g, shape = cfg.gpus_per_node, cfg.shape
+    degrees = bounds.tp_degrees or tp_degrees(g, shape.heads, shape.kv_heads)
+    depths = bounds.pipeline_depths or pipeline_depths(shape.layers)
+    bounds = replace(bounds, tp_degrees=degrees, pipeline_depths=depths)
+    search = Search(cfg, models, g, bounds)
     tried = 0
+    candidates: list[Candidate] = []
     base = replace(cfg, micro_batches=None)
-    for strategy, world, tp, pp in _candidates(g, layers, bounds.worlds):
-        layout = make_layout(strategy, world, g, tp, layers, pp)
+    # Memory depends on the layout only through how it shards (ZeRO over dp; tp and the largest stage), and on
+    # m only through the pipeline's micro-batches in flight: one answer per such key serves every world.
+    sized: dict[tuple[Any, ...], MemoryFit] = {}
+    call_times: dict[tuple[Any, ...], float] = {}
+    for strategy, world, tp, pp in _candidates(g, degrees, depths, bounds.worlds):
+        layout = make_layout(strategy, world, g, tp, shape.layers, pp)
         user_m = default_micro_batches(base, layout)
-        sized: dict[tuple[int, int], MemoryEstimate] = {}
-        asked: set[tuple[int, int]] = set()
+        shard = (layout.strategy, layout.dp if layout.strategy in ("zero1", "zero2", "zero3") else 0,
+                 layout.tp, layout.pp)
 
-        def memory(b: int, m: int, layout: Layout = layout, sized: dict = sized, asked: set = asked) -> MemoryEstimate:
-            asked.add((b, m))
-            # Memory depends on m only through the pipeline's micro-batches in flight.
-            key = (b, min(m, layout.pp))
+        def fit(b: int, m: int, layout: Layout = layout, shard: tuple = shard) -> MemoryFit:
+            key = (*shard, b, min(m, layout.pp))
             if key not in sized:
-                work = Workload(cfg.params, cfg.shape, cfg.seq, b, key[1], cfg.grad_bytes_per_value)
+                work = Workload(cfg.params, shape, cfg.seq, b, key[-1], cfg.grad_bytes_per_value)
                 sized[key] = memory_per_device(layout, work, cfg.device_memory_bytes, cfg.flash_attention,
-                                               cfg.memory_headroom, cfg.bytes_per_param)
+                                               cfg.memory_headroom, cfg.bytes_per_param).fits
             return sized[key]
 
-        for b, m in _splits(layout, user_batch, user_m, bounds, memory):
-            row = estimate(strategy, tp, pp, world, b, m)
-            rows.append(_with_node_efficiency(row, estimate, strategy, tp, pp, g))
-        tried += len(asked)
-    rows.sort(key=lambda r: (r.world, r.strategy, r.layout.tp, r.layout.pp, r.batch, r.micro_batches))
-    return rows, replace(bounds, layouts_tried=tried, rows_fitting=len(rows))
+        pace = Pace(cfg, models, layout, loader_samples_per_s, call_times)
+        for b, m in _splits(layout, user_batch, user_m, bounds, fit):
+            f = fit(b, m)
+            sps, cost = pace.bound(b, m, f)
+            candidates.append(Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost, pace, f))
+        tried += _weighed(layout, user_batch, bounds)
+    _quoted(candidates, user_batch, g, quoted_worlds)
+    for c in candidates:
+        c.must = c.must or not prune
+
+    frontier = Frontier(loader_samples_per_s, target_samples_per_s)
+    for c in candidates:
+        if c.must:
+            frontier.add(search.price(c))
+    rest = [c for c in candidates if not c.must]
+    if multi_node_needs_target and target_samples_per_s is None and any(r.layout.nodes == 1 for r in search.rows):
+        search.left.extend(rest)  # the choice stays inside the node; nothing else across nodes is quoted
+        rest = []
+    for c in rest:
+        c.refine()
+    rest.sort(key=lambda c: c.cost_bound)
+    if target_samples_per_s is not None:
+        # Those that could meet the target first: once one its bands allow does, the others cannot be chosen.
+        could = [c for c in rest if c.samples_per_s_bound >= target_samples_per_s]
+        rest = could + [c for c in rest if c.samples_per_s_bound < target_samples_per_s]
+    for c in rest:
+        if frontier.beaten(c):
+            search.left.append(c)
+        else:
+            frontier.add(search.price(c))
+    search.bounds = replace(bounds, layouts_tried=tried, rows_fitting=len(candidates),
+                            rows_left_out=len(search.left), rows_priced=len(search.priced),
+                            layouts_fitting=frozenset((c.strategy, c.layout.world, c.layout.tp, c.layout.pp)
+                                                      for c in candidates))
+    return search
+
+
+class Search:
+    """The rows the search priced (``rows``, sorted), its ``bounds``, and the combinations it left out
+    (``left``), which :meth:`complete` prices for one layout (the advice quotes every split of the pick)."""
+
+    def __init__(self, cfg: CcrConfig, models: ModelSet, g: int, bounds: SearchBounds) -> None:
+        self.cfg, self.models, self.g, self.bounds = cfg, models, g, bounds
+        self.priced: list[StepEstimate] = []
+        self.left: list[Candidate] = []
+        self._configs: dict[tuple[int | None, int | None], CcrConfig] = {}
+        self._estimates: dict[tuple[str, int | None, int | None, int, int, int], StepEstimate] = {}
+
+    def estimate(self, strategy: str, tp: int | None, pp: int | None, world: int, batch: int,
+                 m: int) -> StepEstimate:
+        key = (strategy, tp, pp, world, batch, m)
+        if key not in self._estimates:
+            if (tp, pp) not in self._configs:
+                self._configs[(tp, pp)] = replace(self.cfg, tp_degree=tp, pp_degree=pp, micro_batches=None)
+            self._estimates[key] = estimate_step(self._configs[(tp, pp)], self.models, strategy, world, batch,
+                                                 micro_batches=m)
+        return self._estimates[key]
+
+    def price(self, c: Candidate) -> StepEstimate:
+        row = self.estimate(c.strategy, c.tp, c.pp, c.layout.world, c.batch, c.micro_batches)
+        row = _with_node_efficiency(row, self.estimate, c.strategy, c.tp, c.pp, self.g)
+        self.priced.append(row)
+        return row
+
+    @property
+    def rows(self) -> list[StepEstimate]:
+        return sorted(self.priced, key=lambda r: (r.world, r.strategy, r.layout.tp, r.layout.pp, r.batch,
+                                                  r.micro_batches))
+
+    def complete(self, layout: Layout) -> None:
+        """Price every combination of ``layout`` left out (no choice changes: they could not win)."""
+        mine: list[Candidate] = []
+        keep: list[Candidate] = []
+        for c in self.left:
+            (mine if c.layout == layout else keep).append(c)
+        self.left = keep
+        for c in mine:
+            self.price(c)
+        self.bounds = replace(self.bounds, rows_left_out=len(self.left), rows_priced=len(self.priced))
+
+
+def _weighed(layout: Layout, user_batch: int, bounds: SearchBounds) -> int:
+    """How many (micro-batch, micro-batches) splits of ``layout`` lie within the bounds."""
+    if bounds.global_batch is not None:
+        G = bounds.global_batch
+        if G % layout.dp:
+            return 0
+        return sum(1 for b in {*bounds.batches, user_batch} if (G // layout.dp) % b == 0)
+    most = bounds.global_batch_limit // layout.dp
+    if most < 1:
+        return 1
+    S = 1 << (most.bit_length() - 1)
+    return 1 + sum((S // b).bit_length() for b in bounds.batches if b & (b - 1) == 0 and b <= S)
 
 
 def _with_node_efficiency(row: StepEstimate, estimate: Any, strategy: str, tp: int | None, pp: int | None,

@@ -2,7 +2,8 @@
 
 - ``compute_s`` = FLOPs per device / measured FLOP/s, FLOPs = 6 x P x tokens
   (8 with full activation recomputation, asked for or needed because the layout
-  fits only with checkpointing) divided over the tp x pp devices of a replica.
+  fits only with checkpointing) divided over tp, for the largest pipeline stage
+  (ceil(L / p) of the L layers: 1/p when p divides L).
 - Three overheads (issue 14): ``latency_s`` = calls (buckets) x the model's time
   of a 1-byte message (its alpha), ``bandwidth_s`` = comm_s - latency_s, and
   ``sync_s``, the wait for the slowest rank: compute_s x (straggler factor /
@@ -54,6 +55,7 @@ from pybench.planning.strategies import (
     comm_ops,
     make_layout,
     memory_per_device,
+    stage_share,
 )
 from pybench.planning.transformer import training_flops
 
@@ -327,7 +329,8 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
                                cfg.bytes_per_param)
     # A layout that fits only with activation checkpointing pays for it in time too (8 x P x tokens).
     recompute = cfg.recompute or memory.fits is MemoryFit.WITH_CHECKPOINTING
-    flops = training_flops(cfg.params, tokens, recompute) / (layout.tp * layout.pp)
+    # Each device computes its tp share of the largest pipeline stage, which sets the pace.
+    flops = training_flops(cfg.params, tokens, recompute) * stage_share(layout, cfg.shape.layers) / layout.tp
     compute_s = flops / cfg.flops_per_s
     nodes = math.ceil(world / g)
     sf, sync_s = _sync_s(cfg, compute_s, world, nodes)

@@ -17,7 +17,7 @@ Definitions (DESIGN.md; P = parameters, b = bytes per communicated value):
   given), data parallel (all-reduce of P b / tp) across nodes.
 - ``tp+pp+dp`` (3D): tensor parallel inside the node, pipeline stages across
   nodes (degree ``pp_degree``, default 2), data parallel over the rest
-  (all-reduce of P b / (tp pp)). TP all-reduces cover the stage's layers only;
+  (all-reduce of the largest stage's P b ceil(L / pp) / L, over tp). TP all-reduces cover the stage's layers only;
   stage boundaries send the full micro_batch x seq x hidden activations (no
   scatter-gather optimisation, so an upper bound).
 
@@ -45,7 +45,7 @@ __all__ = [
     "STRATEGIES", "Layout", "Workload", "CommOp", "MemoryEstimate", "canonical_strategy",
     "make_layout", "comm_ops", "grad_comm_bytes", "WIRE_BYTES_PER_VALUE", "memory_per_device",
     "activation_bytes_per_sbh", "bubble_fraction", "INTRA", "INTER",
-    "BYTES_PER_PARAM", "BYTES_PER_PARAM_FP32_GRADS", "ACCOUNTINGS", "MemoryFit", "MEMORY_HEADROOM",
+    "BYTES_PER_PARAM", "BYTES_PER_PARAM_FP32_GRADS", "ACCOUNTINGS", "MemoryFit", "MEMORY_HEADROOM", "stage_share",
 ]
 
 INTRA = "intra-node"
@@ -146,11 +146,12 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
         return Layout(strategy, world, g, dp=1, pp=world)
     # tp+dp and tp+pp+dp
     t = g if tp_degree is None else tp_degree
-    if t < 1 or t > g or g % t:
-        raise UsageError(f"{strategy}: tensor-parallel degree {t} must divide the {g} GPUs per node "
-                         f"(tp stays inside a node)")
-    # Any world the tp degree divides: ranks fill nodes in order and t divides the node, so no tp group
-    # straddles two nodes, on whole nodes or on part of one (tp2 x dp3 on 6 of 8, tp4 x dp3 on 12).
+    if t < 1 or t > g:
+        raise UsageError(f"{strategy}: tensor-parallel degree {t} must lie in 1-{g}, the GPUs per node "
+                         f"(a tp group larger than a node would cross the network for every layer)")
+    # Any world the tp degree divides. Ranks fill nodes in order: a degree dividing the node keeps every tp
+    # group inside one node (tp2 x dp3 on 6 of 8, tp4 x dp3 on 12); one that does not (tp3 on nodes of 8)
+    # leaves some groups straddling two nodes, priced over the network (comm_ops).
     if strategy == "tp+dp":
         if world % t:
             raise UsageError(f"tp+dp on {world} ranks: world must be a multiple of the tensor-parallel degree {t}")
@@ -162,6 +163,15 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     if world % (t * p):
         raise UsageError(f"tp+pp+dp on {world} ranks: world must be a multiple of tp x pp = {t} x {p} = {t * p}")
     return Layout(strategy, world, g, dp=world // (t * p), tp=t, pp=p)
+
+
+def stage_share(layout: Layout, layers: int) -> float:
+    """The share of the model's layers on the largest pipeline stage: ceil(L / p) / L (1 without a pipeline).
+
+    Stages hold whole layers, so with a depth that does not divide the layers (3 stages of 32) the
+    largest stage sets the step's pace and the memory a device needs.
+    """
+    return math.ceil(layers / layout.pp) / layers if layout.pp > 1 else 1.0
 
 
 def _check_stages(stages: int, layers: int | None) -> None:
@@ -292,8 +302,11 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
         # Megatron: one all-reduce after attention and one after the MLP, forward and backward,
         # for the layers this rank's pipeline stage holds.
         stage_layers = math.ceil(L / layout.pp)
+        # A degree that does not divide the node leaves some tp groups across two nodes once the world
+        # spans nodes; every group waits for the slowest, so the step pays the network.
+        tp_link = INTER if g % layout.tp and layout.world > g else INTRA
         ops.append(CommOp("activations (tensor parallel)", "allreduce", work.activation_bytes,
-                          4 * stage_layers * m, layout.tp, INTRA))
+                          4 * stage_layers * m, layout.tp, tp_link))
     if s in ("pp", "tp+pp+dp") and layout.pp > 1:
         # A middle stage sends its activations forward and their gradients backward, once per
         # micro-batch; consecutive stages are tp ranks apart, so they cross nodes when tp x pp > g.
@@ -305,8 +318,9 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
         # The DP group holds one rank per model replica (tp x pp ranks apart).
         stride = layout.tp * layout.pp
         span = (layout.dp - 1) * stride + 1
-        ops.append(CommOp("gradients", "allreduce", P * b // stride, 1, layout.dp,
-                          _group_link(span, g), True))
+        # The largest stage's share of the parameters (ceil(L / p) of L layers), split over tp.
+        ops.append(CommOp("gradients", "allreduce", P * b * math.ceil(L / layout.pp) // (L * layout.tp), 1,
+                          layout.dp, _group_link(span, g), True))
     return tuple(ops)
 
 
@@ -428,7 +442,8 @@ def memory_per_device(layout: Layout, work: Workload, device_bytes: float, flash
         gb, ob = gb / n, ob / n
     elif s == "zero3":
         wb, gb, ob = wb / n, gb / n, ob / n
-    model_split = layout.tp * layout.pp
+    # The largest pipeline stage holds ceil(L / p) of the L layers (1 / p when p divides L), split over tp.
+    model_split = layout.tp / stage_share(layout, work.shape.layers)
     wb, gb, ob = wb / model_split, gb / model_split, ob / model_split
 
     sh, t = work.shape, layout.tp

@@ -448,7 +448,8 @@ def test_plan_does_not_fit_tp_inside_node():
     p = make_plan(12500)  # 10000 B usable: 80% of it, the one headroom rule
     assert p.verdict == "does not fit one device"
     text = p.text()
-    assert "ZeRO-3/FSDP fits from 4 devices" in text  # 4000 + 2432 B checkpointed
+    # 16000 / 3 + 2432 B checkpointed: a node and a half (3 devices on nodes of 2) is searched too
+    assert "ZeRO-3/FSDP fits from 3 devices" in text
     assert "tensor parallel inside the node (tp=2) fits" in text  # 8000 + 1664 B checkpointed
 
 
@@ -510,7 +511,7 @@ def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
     # gradient accumulation, where it is
     at_one = [x for x in ok.rows if x.batch == 1 and x.micro_batches == 1 and x.layout == r.layout]
     assert band(r.exposed_fraction) == "fits" and r.batch * r.micro_batches > 1 and at_one
-    assert band(at_one[0].exposed_fraction) != "fits"
+    assert at_one[0].exposed_fraction > 1.5 * r.exposed_fraction and at_one[0].samples_per_s < r.samples_per_s
     said = [a for a in ok.advice if a.startswith(f"micro-batch {r.batch} x {r.micro_batches} micro-batches per device "
                                                   f"is recommended, not the micro-batch 1 asked for")]
     assert said and f"ddp on {r.world} devices" in said[0]

@@ -38,9 +38,12 @@ def test_the_two_node_log_alone_evaluates_every_layout_with_an_upper_bound(two_n
     """
     p = plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12)
     assert not any(isinstance(a, NoLayoutAdvice) for a in p.records)
-    worlds = {(r.strategy, r.world) for r in p.rows}
+    # every layout weighed; those across nodes are priced only where a named need could choose them
+    worlds = {(s, w) for s, w, _, _ in p.search.layouts_fitting}
     assert {("zero3", w) for w in (2, 4, 8, 16, 32, 64)} <= worlds
     assert {("tp+dp", w) for w in (8, 16, 32, 64)} <= worlds
+    far = plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12, target_samples_per_s=1e6)
+    assert far.recommended.layout.nodes > 1 and any(r.layout.nodes > 1 for r in far.rows)  # priced across nodes
     assert any("upper bound" in n and "--link" in n for n in p.notes)
     with_preset = plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12, links=["nvlink3"])
     def key(r):
@@ -56,7 +59,7 @@ def test_the_two_node_log_alone_evaluates_every_layout_with_an_upper_bound(two_n
 def test_the_two_node_log_with_an_intra_node_preset_evaluates_every_layout(two_node_model):
     p = plan("7B", 2048, 1, models=two_node_model, flops_per_s=250e12, links=["nvlink3"])
     assert not any(isinstance(a, NoLayoutAdvice) for a in p.records)  # no false "does not fit"
-    worlds = {(r.strategy, r.world) for r in p.rows}
+    worlds = {(s, w) for s, w, _, _ in p.search.layouts_fitting}
     assert {("zero3", w) for w in (2, 4, 8, 16, 32, 64)} <= worlds
     assert {("tp+dp", w) for w in (8, 16, 32, 64)} <= worlds
     sources = {o.call.source for r in p.rows for o in r.ops}

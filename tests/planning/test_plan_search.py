@@ -28,6 +28,7 @@ from pybench.planning.records import (
     OneDevice,
     ScalingAdvice,
 )
+from pybench.planning.search import CachedModels, SearchBounds, batch_sizes, search_layouts, world_sizes
 from pybench.planning.step import estimate_step
 from pybench.planning.strategies import MemoryFit, Workload, make_layout, memory_per_device
 from pybench.planning.transformer import shape_for_params
@@ -109,18 +110,26 @@ def test_without_a_target_the_a100_plan_takes_the_cheapest_layout_per_sample_not
 
 
 def test_the_search_states_its_bounds(h100n):
-    p = plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, max_world=32, max_batch=8)
+    p = plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, max_world=128, max_batch=8)
     s = _search(p)
-    # every device count of a node, then every node count (up to 8 nodes, doubling beyond)
-    assert s.bounds.worlds == (1, 2, 3, 4, 5, 6, 7, 8, 16, 24, 32) and s.bounds.batches == (1, 2, 4, 8)
-    assert s.bounds.rows_fitting == len(p.rows) and s.bounds.layouts_tried > len(p.rows)
+    # every device count up to 8 nodes (part of a node too), then every node count up to 32 nodes
+    assert s.bounds.worlds == tuple(range(1, 65)) + (72, 80, 88, 96, 104, 112, 120, 128)
+    assert s.bounds.batches == (1, 2, 4, 8) and s.bounds.tp_degrees == (1, 2, 4, 8)
+    assert s.bounds.pipeline_depths == (2, 3, 4, 5, 6, 7, 8, 11, 16, 32)  # 32 layers
+    assert s.bounds.rows_priced == len(p.rows) < s.bounds.rows_fitting < s.bounds.layouts_tried
+    assert s.bounds.rows_priced + s.bounds.rows_left_out == s.bounds.rows_fitting
     said = [a for a in p.advice if a.startswith("searched every layout")]
-    assert said and "every count of 1-8 devices, then whole nodes (every count up to 8, doubling beyond) up to " \
-                    "32 devices (max_world)" in said[0]
+    assert said and "every device count up to 64 (8 nodes of 8, part of a node included), then whole nodes " \
+                    "(every count up to 32 nodes, then doubling: node counts between the doublings are not " \
+                    "searched) up to 128 devices (max_world)" in said[0]
+    assert "tp degrees 1, 2, 4, 8: those dividing the heads; pipeline depths 2, 3, 4, 5, 6, 7, 8, 11, 16, 32" in said[0]
     assert "micro-batch 1-8 (max_batch) with gradient accumulation to every global batch within 1024" in said[0]
+    assert f"{s.bounds.rows_priced} priced; the {s.bounds.rows_left_out} others cannot be chosen" in said[0]
     doc = p.to_dict()["search"]  # the same bounds in the JSON
-    assert doc["worlds"] == list(s.bounds.worlds) and doc["every_node_count_up_to"] == 8
+    assert doc["worlds"] == list(s.bounds.worlds) and doc["every_node_count_up_to"] == 32
+    assert doc["every_device_count_up_to_nodes"] == 8 and doc["pipeline_depths"][:3] == [2, 3, 4]
     assert "micro-batches" in doc["accumulation"] and doc["global_batch_limit"] == 1024
+    assert doc["global_batch"] is None and doc["rows_left_out"] == s.bounds.rows_left_out
 
 
 def test_gradient_accumulation_is_searched_and_wins_where_it_avoids_checkpointing(h100n):
@@ -130,7 +139,12 @@ def test_gradient_accumulation_is_searched_and_wins_where_it_avoids_checkpointin
     r = p.recommended
     assert r.layout.pp == 1 and r.micro_batches > 1 and r.memory.fits is MemoryFit.FITS and not r.recomputed
     assert r.global_batch == r.batch * r.micro_batches * r.layout.dp <= 1024
-    single = [x for x in p.rows if x.micro_batches == 1 and x.samples_per_s >= 66.3 and good(x)]
+    # without accumulation (one micro-batch per step) the same strategy meets the target only dearer
+    cfg = make_ccr_config("7B", 4096, 1, 1, "ddp", flops_per_s=400e12, overlap=True)
+    models = as_model_set(h100n)
+    single = [x for w in range(r.world, 65) for b in (1, 2)
+              for x in [estimate_step(cfg, models, r.strategy, w, b, micro_batches=1)]
+              if x.memory.fits_at_all and x.samples_per_s >= 66.3 and good(x)]
     assert single and cost_per_sample(r) < min(cost_per_sample(x) for x in single)
     assert f"micro-batch {r.batch} x {r.micro_batches} micro-batches" in p.text()
 
@@ -139,9 +153,10 @@ def test_the_splits_left_out_are_never_better_than_those_priced(h100n):
     """The search prices only the micro-batch x micro-batches splits that can win; pricing every split of
     a few layouts by brute force finds none cheaper per sample, faster or less comm-bound."""
     limit = 64
-    p = plan("7B", 4096, 1, models=h100n, flops_per_s=400e12, max_world=32, max_batch=8, global_batch_limit=limit)
     cfg = make_ccr_config("7B", 4096, 1, 1, "ddp", flops_per_s=400e12, overlap=True)
     models = as_model_set(h100n)
+    bounds = SearchBounds(32, "max_world", world_sizes(8, 32), batch_sizes(1, 8), limit, ("ddp",))
+    p = search_layouts(cfg, CachedModels(models), bounds, 1, prune=False)
     for strategy, world, tp, pp in [("zero2", 6, None, None), ("zero1", 32, None, None), ("zero3", 8, None, None),
                                     ("tp+dp", 16, 4, None), ("tp+pp+dp", 16, 2, 2), ("pp", 4, None, None)]:
         layout = make_layout(strategy, world, 8, tp, cfg.shape.layers, pp)
@@ -167,8 +182,8 @@ def test_partial_nodes_are_searched_so_a_target_takes_no_more_devices_than_it_ne
     p = plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, target_samples_per_s=120, max_world=24)
     r = p.recommended
     assert r.world == 5 and r.samples_per_s >= 120 and _need(p).verdict is NeedVerdict.TARGET_MET
-    kinds = {(x.strategy, x.world, x.layout.tp, x.layout.dp) for x in p.rows}
-    assert {("tp+dp", 6, 2, 3), ("tp+dp", 24, 8, 3), ("ddp", 24, 1, 24), ("zero3", 7, 1, 7)} <= kinds
+    weighed = p.search.layouts_fitting  # (strategy, world, tp, pp)
+    assert {("tp+dp", 6, 2, 1), ("tp+dp", 24, 8, 1), ("ddp", 24, 1, 1), ("zero3", 7, 1, 1)} <= weighed
     assert make_layout("tp+dp", 12, 8, 4).dp == 3  # in ccr too: tp groups of 4 never straddle a node of 8
 
 
@@ -430,3 +445,23 @@ def test_the_new_ccr_options_refuse_bad_input_in_one_line(h100n, capsys, extra, 
     assert main([*args, "--price-per-device-hour", "2"]) == 0
     out = capsys.readouterr().out
     assert "samples/$" in out and "vs one 8-GPU node" in out  # breakeven against 8 devices at 2 each
+
+
+@pytest.mark.parametrize("params, kw", [
+    ("7B", dict(target=30)), ("7B", dict(target=1000, price_per_node_hour=98.0)),
+    ("1.3B", dict(target=120, loader=20.0)), ("7B", dict(target=20, straggler_cv=0.1, slow_node=0.9)),
+])
+def test_the_combinations_left_out_never_change_the_choice(h100n, params, kw):
+    """Pricing only what could be chosen (a compute-only bound against priced layouts) picks what pricing
+    every combination picks, with the same verdict, the fastest in the node and the fastest allowed."""
+    from pybench.planning.choice import Need, choose
+    target, loader = kw.pop("target", None), kw.pop("loader", None)
+    cfg = make_ccr_config(params, 2048, 1, 1, "ddp", flops_per_s=400e12, overlap=True, **kw)
+    models = as_model_set(h100n)
+    bounds = SearchBounds(40, "max_world", world_sizes(8, 40), batch_sizes(1, 4), 64, ("ddp",))
+    need = Need(target, True, True, 8, 1, loader)
+    pruned = search_layouts(cfg, CachedModels(models), bounds, 1, loader, target, multi_node_needs_target=True)
+    full = search_layouts(cfg, CachedModels(models), bounds, 1, loader, target, prune=False)
+    assert pruned.bounds.rows_left_out > 0 and full.bounds.rows_left_out == 0
+    a, b = choose(pruned.rows, need), choose(full.rows, need)
+    assert (a.row, a.verdict, a.met, a.node, a.best_allowed) == (b.row, b.verdict, b.met, b.node, b.best_allowed)

@@ -85,8 +85,8 @@ def test_layouts():
 @pytest.mark.parametrize("args, match", [
     (("tp", 16, 8), "inside one node"),
     (("tp+dp", 12, 8), "multiple of the tensor-parallel degree 8"),
-    (("tp+dp", 16, 8, 3), "must divide"),
-    (("tp+dp", 16, 8, 16), "must divide"),
+    (("tp+dp", 16, 8, 3), "multiple of the tensor-parallel degree 3"),
+    (("tp+dp", 16, 8, 16), "must lie in 1-8"),
     (("pp", 4, 8, None, 2), "layers"),
     (("ddp", 0, 8), "at least 1"),
     (("ddp", 8, 0), "gpus_per_node"),
