@@ -52,7 +52,8 @@ class SizeRecord:
     stop_reason: str
     wall_s: float
     samples_s: list[float] = field(repr=False)
-    # Share of rank 0's buffers the kernel really backed with huge pages (None: not known).
+    # Share of rank 0's buffers the kernel really backed with huge pages (None: not read, where no buffer
+    # reaches one huge page, or not known).
     huge_page_fraction: float | None = None
 
     @property

@@ -294,7 +294,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
             current.result, current.outputs = result, plan.outputs
         saver.save(result)
         progress.start(cfg.sizes[0])
-        run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench)
+        run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench, read_huge_pages=is_root)
     except _OutputFailed as exc:
         # A full disk or any write error: one line, exit 3, and the cause in the file if it still fits.
         result.cut_short = f"stopped: {exc}"
