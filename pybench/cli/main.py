@@ -316,8 +316,9 @@ def _cmd_env(args) -> int:
         env["launcher"] = {"error": str(exc)}
     env["under_launcher"] = under_launcher()
     nccl_reason = cli_gpu.nccl_unavailable_reason()
+    env["torch_version"] = optional_version("torch")  # from its metadata: importing torch takes seconds
     env["backends"] = {"mpi": env["mpi"].get("available", False), "nccl": nccl_reason is None,
-                       "torch": optional_version("torch") is not None}
+                       "torch": env["torch_version"] is not None}
     if nccl_reason:
         env["nccl_unavailable"] = nccl_reason
     if args.json == "-":
@@ -347,7 +348,9 @@ def _cmd_env(args) -> int:
         lines.append(f"gpu:      none ({gpu.get('no_gpu_reason')})")
     from pybench.measure.system_probe import probe_summary
     lines.append(f"system:   {probe_summary(env['system'])} (`pybench system --detect --evidence` says from where)")
-    lines.append("backends: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in env["backends"].items()))
+    torch = f" {env['torch_version']}" if env["torch_version"] else ""
+    lines.append("backends: " + ", ".join(f"{k} {'yes' if v else 'no'}{torch if k == 'torch' and v else ''}"
+                                          for k, v in env["backends"].items()))
     lines.append(machine_line(env).lstrip("# ").replace("machine: ", "machine:  ", 1).replace(" at start", ""))
     print("\n".join(lines))
     return 0
