@@ -19,6 +19,7 @@ from pybench.cli import gpu as cli_gpu
 from pybench.cli import models as cli_models
 from pybench.cli import planning as cli_planning
 from pybench.cli import profile as cli_profile
+from pybench.cli import recover as cli_recover
 from pybench.cli import reports as cli_reports
 from pybench.cli import system as cli_system
 from pybench.cli.parser import Parser, run, subcommands
@@ -412,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_reports.add_parsers(sub)
     cli_profile.add_parsers(sub)
     cli_system.add_parsers(sub)
+    cli_recover.add_parsers(sub)
     return parser
 
 

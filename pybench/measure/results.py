@@ -222,6 +222,7 @@ class _WriteState:
     journal: Journal | None = None
     own_job: Any = None  # JobFolder and Guard of a rank 0 no pybench launcher watches (see _open_journal)
     own_guard: Any = None
+    journal_alone: bool = False  # a process of its own journals too (the CLI's one-process run; see _open_journal)
     last_write_at: float = 0.0
     last_write_cost_s: float = 0.0
     rewritten_at_count: int = -1
@@ -260,6 +261,11 @@ class OutputFiles:
         self.check_writable(force)
         self._state.exclusive = not force
         return []
+
+    def journal_when_alone(self) -> None:
+        """Journal this run, with a guard, even in a process that no launcher started (one-process
+        NCCL): only the CLI's runs ask, so that a library or test writing results starts no guard."""
+        self._state.journal_alone = True
 
     @staticmethod
     def release(claimed: list[Path]) -> None:
@@ -312,14 +318,14 @@ class OutputFiles:
 
     def _open_journal(self) -> Journal | None:
         """The journal of this run: in the job folder of pybench's launcher when it started us (it
-        rebuilds the file if we die); as rank 0 of the user's launcher (mpirun, srun, torchrun), in a
-        job folder of our own with a guard process that does the same when this process dies; none
-        in a process of its own (the file's rewrites are all there is)."""
+        rebuilds the file if we die); as rank 0 of the user's launcher (mpirun, srun, torchrun), or
+        alone when asked (:meth:`journal_when_alone`), in a job folder of our own with a guard process
+        that does the same when this process dies; otherwise none (the file's rewrites are all there is)."""
         assert self.json_path is not None
         where = journal_path(self.json_path)
         if where is None:
             from pybench.measure.launch import under_launcher
-            if not under_launcher():
+            if not (under_launcher() or self._state.journal_alone):
                 return None
             from pybench.measure.job import Guard, JobFolder
             st = self._state

@@ -139,6 +139,7 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
         for k, plan in enumerate(plans):
             if is_root:
                 claimed += plan.outputs.claim(force)
+                plan.outputs.journal_when_alone()  # one-process NCCL: no launcher, still a journal and a guard
                 if plan.nccl_tests_json is not None:
                     nccl_json[k] = NcclTestsJsonWriter(plan.nccl_tests_json)
                     claimed.append(nccl_json[k].path)
