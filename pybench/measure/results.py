@@ -21,7 +21,7 @@ from typing import Any
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
-from pybench.measure.result_journal import IN_PROGRESS, Journal, journal_path
+from pybench.measure.result_journal import IN_PROGRESS, Journal, journal_path, orphaned_journals
 
 
 @dataclass(frozen=True)
@@ -248,6 +248,10 @@ class OutputFiles:
     def check_writable(self, force: bool) -> None:
         """Refuse to clobber existing files without --force, and fail early on unwritable folders."""
         for p in self.paths():
+            if not force and p == self.json_path and Path(p).exists() and orphaned_journals(Path(p))[0]:
+                raise UsageError(f"{p} already exists, and a run of it that was killed left a journal: "
+                                 f"`pybench recover {p}` rebuilds it with every size measured; or pass --force to "
+                                 "overwrite it")
             refuse_existing(p, force)
             refuse_non_regular(p)  # a device, FIFO or link: refused before any rank starts, --force or not
 

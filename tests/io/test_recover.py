@@ -105,6 +105,8 @@ def test_a_job_killed_whole_is_recovered_from_its_journal(tmp_path):
     _stop(p)
     doc = json.loads(out.read_text())
     assert len(doc["records"]) == 8 and doc["cut_short"].startswith(IN_PROGRESS)  # the last rewrite only
+    rerun = run_pybench(["allreduce", "--sizes", "1K", "--json", str(out)], tmp_path, env=_clean_env(tmp))
+    assert rerun.returncode == 2 and f"`pybench recover {out}`" in rerun.stderr.splitlines()[-1]
     done = run_pybench(["recover", str(out)], tmp_path, env=_clean_env(tmp))
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert "rebuilt with 10 size(s)" in done.stdout
