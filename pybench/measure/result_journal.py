@@ -90,9 +90,10 @@ class Journal:
         self.fd: int | None = None
         self.records = 0
 
-    def append(self, header: Callable[[], dict[str, Any]], records: Sequence[Any]) -> None:
-        """Journal the records of ``records`` (SizeRecords) beyond those already journaled; ``header()``,
-        the result's metadata, goes first, once. Costs what the new records cost, whatever came before."""
+    def append(self, header: Callable[[], dict[str, Any]], records: Sequence[str]) -> None:
+        """Journal the records of ``records`` (each a record encoded as one line of JSON) beyond those
+        already journaled; ``header()``, the result's metadata, goes first, once. Costs what the new
+        records cost, whatever came before."""
         lines = []
         if self.fd is None:
             # O_EXCL: never adopt a file someone else put there; O_APPEND: each line lands whole.
@@ -103,7 +104,7 @@ class Journal:
             except OSError:
                 pass  # no flock on this file system: a live run's journal then looks like a dead one's
             lines.append(_line(header()))
-        lines += [_line(records[i].to_dict()) for i in range(self.records, len(records))]
+        lines += [records[i] + "\n" for i in range(self.records, len(records))]
         if lines:
             os.write(self.fd, "".join(lines).encode())
         self.records = len(records)
