@@ -72,12 +72,18 @@ def held_by_a_live_run(journal: Path) -> bool:
     return False
 
 
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed since it was listed
+        return 0.0
+
+
 def orphaned_journals(result_path: Path, temp_dir: str | None = None) -> tuple[list[Path], list[Path]]:
     """Journals of ``result_path`` in the job folders under ``temp_dir`` (the temporary folder jobs are
     made in), split into those of dead runs (newest first) and those a live run still writes."""
     folder = Path(temp_dir or tempfile.gettempdir())
-    found = sorted(folder.glob(f"{JOB_PREFIX}*/{_journal_name(result_path)}"),
-                   key=lambda p: p.stat().st_mtime if p.exists() else 0, reverse=True)
+    found = sorted(folder.glob(f"{JOB_PREFIX}*/{_journal_name(result_path)}"), key=_mtime, reverse=True)
     live = [j for j in found if held_by_a_live_run(j)]
     return [j for j in found if j not in live], live
 
