@@ -19,6 +19,7 @@ from pybench.cli import gpu as cli_gpu
 from pybench.cli import models as cli_models
 from pybench.cli import planning as cli_planning
 from pybench.cli import profile as cli_profile
+from pybench.cli import recover as cli_recover
 from pybench.cli import reports as cli_reports
 from pybench.cli import system as cli_system
 from pybench.cli.parser import Parser, run, subcommands
@@ -316,8 +317,9 @@ def _cmd_env(args) -> int:
         env["launcher"] = {"error": str(exc)}
     env["under_launcher"] = under_launcher()
     nccl_reason = cli_gpu.nccl_unavailable_reason()
+    env["torch_version"] = optional_version("torch")  # from its metadata: importing torch takes seconds
     env["backends"] = {"mpi": env["mpi"].get("available", False), "nccl": nccl_reason is None,
-                       "torch": optional_version("torch") is not None}
+                       "torch": env["torch_version"] is not None}
     if nccl_reason:
         env["nccl_unavailable"] = nccl_reason
     if args.json == "-":
@@ -347,7 +349,9 @@ def _cmd_env(args) -> int:
         lines.append(f"gpu:      none ({gpu.get('no_gpu_reason')})")
     from pybench.measure.system_probe import probe_summary
     lines.append(f"system:   {probe_summary(env['system'])} (`pybench system --detect --evidence` says from where)")
-    lines.append("backends: " + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in env["backends"].items()))
+    torch = f" {env['torch_version']}" if env["torch_version"] else ""
+    lines.append("backends: " + ", ".join(f"{k} {'yes' if v else 'no'}{torch if k == 'torch' and v else ''}"
+                                          for k, v in env["backends"].items()))
     lines.append(machine_line(env).lstrip("# ").replace("machine: ", "machine:  ", 1).replace(" at start", ""))
     print("\n".join(lines))
     return 0
@@ -409,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_reports.add_parsers(sub)
     cli_profile.add_parsers(sub)
     cli_system.add_parsers(sub)
+    cli_recover.add_parsers(sub)
     return parser
 
 

@@ -39,6 +39,8 @@ MPI_EAGER_BYTES = 4 << 10
 #: max(size, this): on this project's 2-core host, one rank's peak RSS grew by 98 KB per message in
 #: flight for 8 KiB (p2p --test bw --window 4096) and 128 KB for 64 KiB, against 1.5 KB for 1 KiB.
 MPI_RENDEZVOUS_FLOOR_BYTES = 64 << 10
+#: Transparent huge pages are 2 MiB; the native buffers ask for them from this size (csrc/common/buffers.hpp).
+HUGE_PAGE_BYTES = 2 << 20
 
 
 def max_count(backend: str) -> int:
@@ -227,8 +229,30 @@ def ops_per_sample(cfg: BenchConfig, bench: NativeBench) -> tuple[int, float]:
     return cfg.stop.ops_per_sample(wanted), wall
 
 
-def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: int) -> SizeRecord:
-    """Warm up, check and time one size until the stop rule is satisfied."""
+def huge_page_fraction(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: int) -> float | None:
+    """Share of this rank's buffers the kernel backs with huge pages, or None where it is not read.
+
+    The native code reads it from /proc/self/smaps, which costs tens of milliseconds on a rank
+    with MPI's mappings (more than measuring a small size with --time-budget 0.001), so it is
+    read only where a buffer can hold a huge page of its own: huge pages are requested only
+    for such buffers, and they are where the backing moves results.
+    """
+    if cfg.is_p2p:
+        largest = size_bytes
+    else:
+        largest = max(get_collective(cfg.benchmark).buffer_bytes(size_bytes, world))
+    if largest < HUGE_PAGE_BYTES:
+        return None
+    return getattr(bench, "huge_page_fraction", None)
+
+
+def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: int,
+                 read_huge_pages: bool = True) -> SizeRecord:
+    """Warm up, check and time one size until the stop rule is satisfied.
+
+    ``read_huge_pages``: record :func:`huge_page_fraction` (only rank 0's is kept, so the
+    others skip reading it).
+    """
     bench.warmup(cfg.warmup)
     wrong = int(bench.check(cfg.check_iters)) if cfg.check_iters else 0
     k, elapsed = ops_per_sample(cfg, bench)
@@ -253,16 +277,17 @@ def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: i
                       check_iters=cfg.check_iters, iterations=len(samples) * k, ops_per_sample=k,
                       precision_met=decision.precision_met, stop_reason=decision.reason, wall_s=elapsed,
                       samples_s=[float(s) for s in samples],
-                      huge_page_fraction=getattr(bench, "huge_page_fraction", None))
+                      huge_page_fraction=huge_page_fraction(cfg, bench, size_bytes, world) if read_huge_pages
+                      else None)
 
 
 def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], None],
-              make_bench: Callable[[BenchConfig, int], NativeBench]) -> None:
+              make_bench: Callable[[BenchConfig, int], NativeBench], read_huge_pages: bool = True) -> None:
     """Measure every size in order, handing each record over as soon as it exists."""
     for size in cfg.sizes:
         bench = make_bench(cfg, size)
         try:
-            record = measure_size(cfg, bench, size, world)
+            record = measure_size(cfg, bench, size, world, read_huge_pages)
         finally:
             del bench  # free this size's buffers before the next (bigger) one is allocated
         on_record(record)

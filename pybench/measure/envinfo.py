@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import glob
+import importlib.metadata
+import importlib.util
 import os
 import platform
 import sys
@@ -45,11 +47,17 @@ def mpi_summary() -> dict[str, Any]:
 
 
 def optional_version(module: str) -> str | None:
+    """The installed version of the optional package ``module`` (None where it is not installed),
+    read from its metadata: importing torch to ask would take seconds."""
     try:
-        mod = __import__(module)
-    except Exception:  # an optional package that fails to import is reported as absent
+        if importlib.util.find_spec(module) is None:
+            return None
+    except (ImportError, ValueError):  # a broken parent package or a module without a spec
         return None
-    return getattr(mod, "__version__", "unknown")
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:  # importable, but installed without metadata
+        return "unknown"
 
 
 # Environment variables that set BLAS / OpenMP thread counts, read when threadpoolctl is absent.

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pybench.errors import PyBenchError
 from pybench.io.files import read_json, write_json
+from pybench.measure.result_journal import JOB_PREFIX
 
 # The native watchdog's heartbeat tables (/dev/shm/pybench-hb-<pid of local rank 0>-<rank>-<attempt>).
 _HEARTBEATS = Path("/dev/shm")
@@ -32,7 +33,7 @@ class JobFolder:
     of the ranks and Open MPI's session folder and segments; removed on every exit path."""
 
     def __init__(self, path: str | None = None) -> None:
-        self.path = Path(path) if path else Path(tempfile.mkdtemp(prefix="pybench-job-"))
+        self.path = Path(path) if path else Path(tempfile.mkdtemp(prefix=JOB_PREFIX))
         if path is None:
             (self.path / "ranks").mkdir(mode=0o700)
 

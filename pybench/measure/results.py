@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
-from pybench.measure.result_journal import IN_PROGRESS, Journal, journal_path
+from pybench.measure.result_journal import IN_PROGRESS, Journal, journal_path, orphaned_journals
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class SizeRecord:
     stop_reason: str
     wall_s: float
     samples_s: list[float] = field(repr=False)
-    # Share of rank 0's buffers the kernel really backed with huge pages (None: not known).
+    # Share of rank 0's buffers the kernel really backed with huge pages (None: not read, where no buffer
+    # reaches one huge page, or not known).
     huge_page_fraction: float | None = None
 
     @property
@@ -171,19 +173,25 @@ def _checked(name: str, value: Any, type_name: str) -> Any:
     return value
 
 
-def result_json(result: RunResult) -> str:
+def result_json(result: RunResult, record_lines: Sequence[str] | None = None) -> str:
     """The result document: metadata indented, then one record per line.
 
     json.dumps uses its C encoder only without ``indent``; indenting the records too takes the
     pure-Python one, about 20 times slower on a 65536-size result. A figure that could not be
-    measured (nan) is null.
+    measured (nan) is null. ``record_lines``: the records already encoded (:func:`record_json`, one
+    per record, in order), so that a rewrite mid-run does not encode every size again.
     """
-    doc = result.to_dict()
-    records = doc.pop("records")
+    doc = replace(result, records=[]).to_dict()
+    doc.pop("records")
     head = json.dumps(null_non_finite(doc), indent=1, allow_nan=False)
-    lines = [_record_json(r) for r in records]
+    lines = record_lines if record_lines is not None else [record_json(r) for r in result.records]
     body = "[\n  " + ",\n  ".join(lines) + "\n ]" if lines else "[]"
     return head[:-2] + f',\n "records": {body}\n}}\n'
+
+
+def record_json(record: SizeRecord) -> str:
+    """One record as one line of JSON (no newline inside), as the result file and the journal hold it."""
+    return _record_json(record.to_dict())
 
 
 def _record_json(record: dict[str, Any]) -> str:
@@ -209,9 +217,12 @@ def result_csv(result: RunResult) -> str:
 
 
 # Mid-run rewrites: whenever the count of sizes doubles, and otherwise after this many seconds
-# unless the last rewrite took more than a tenth of that (then ten times its duration): the
-# total cost of rewrites stays within a constant factor of writing the file once.
+# unless the last rewrite took more than 1/REWRITE_SHARE of that (then that many times its
+# duration): the doubling rewrites cost about twice one write of the file, the timed ones at most
+# a 1/REWRITE_SHARE share of the run, so the time per size stays flat. The journal, not these
+# rewrites, is what keeps every size when the run dies.
 REWRITE_INTERVAL_S = 10.0
+REWRITE_SHARE = 50
 
 
 @dataclass
@@ -221,6 +232,8 @@ class _WriteState:
     journal: Journal | None = None
     own_job: Any = None  # JobFolder and Guard of a rank 0 no pybench launcher watches (see _open_journal)
     own_guard: Any = None
+    journal_alone: bool = False  # a process of its own journals too (the CLI's one-process run; see _open_journal)
+    record_lines: list[str] = field(default_factory=list)  # each record encoded once (record_json)
     last_write_at: float = 0.0
     last_write_cost_s: float = 0.0
     rewritten_at_count: int = -1
@@ -246,6 +259,10 @@ class OutputFiles:
     def check_writable(self, force: bool) -> None:
         """Refuse to clobber existing files without --force, and fail early on unwritable folders."""
         for p in self.paths():
+            if not force and p == self.json_path and Path(p).exists() and orphaned_journals(Path(p))[0]:
+                raise UsageError(f"{p} already exists, and a run of it that was killed left a journal: "
+                                 f"`pybench recover {p}` rebuilds it with every size measured; or pass --force to "
+                                 "overwrite it")
             refuse_existing(p, force)
             refuse_non_regular(p)  # a device, FIFO or link: refused before any rank starts, --force or not
 
@@ -259,6 +276,11 @@ class OutputFiles:
         self.check_writable(force)
         self._state.exclusive = not force
         return []
+
+    def journal_when_alone(self) -> None:
+        """Journal this run, with a guard, even in a process that no launcher started (one-process
+        NCCL): only the CLI's runs ask, so that a library or test writing results starts no guard."""
+        self._state.journal_alone = True
 
     @staticmethod
     def release(claimed: list[Path]) -> None:
@@ -275,12 +297,16 @@ class OutputFiles:
         docstring); a failing write (a full disk, any OS error) is one EnvironmentFault line."""
         st = self._state
         final = result.finished or result.cut_short is not None
+        lines = st.record_lines
+        if len(lines) > len(result.records):  # not the result encoded so far: encode it afresh
+            lines.clear()
+        lines += [record_json(r) for r in result.records[len(lines):]]
         try:
             if self.json_path is not None and not final:
                 if st.journal is None:
                     st.journal = self._open_journal()
                 if st.journal is not None:
-                    st.journal.append(lambda: {**result.to_dict(), "records": []}, result.records)
+                    st.journal.append(lambda: replace(result, records=[]).to_dict(), lines)
         except OSError as exc:
             raise EnvironmentFault(f"cannot write the run's journal {exc.filename or ''}: "
                                    f"{exc.strerror or exc}") from None
@@ -289,7 +315,7 @@ class OutputFiles:
         started = time.monotonic()
         snapshot = result if final else replace(
             result, cut_short=f"{IN_PROGRESS}: {len(result.records)} size(s) measured when this was written")
-        for path, text in ((self.json_path, result_json), (self.csv_path, result_csv)):
+        for path, text in ((self.json_path, lambda r: result_json(r, lines)), (self.csv_path, result_csv)):
             if path is None:
                 continue
             try:
@@ -311,14 +337,14 @@ class OutputFiles:
 
     def _open_journal(self) -> Journal | None:
         """The journal of this run: in the job folder of pybench's launcher when it started us (it
-        rebuilds the file if we die); as rank 0 of the user's launcher (mpirun, srun, torchrun), in a
-        job folder of our own with a guard process that does the same when this process dies; none
-        in a process of its own (the file's rewrites are all there is)."""
+        rebuilds the file if we die); as rank 0 of the user's launcher (mpirun, srun, torchrun), or
+        alone when asked (:meth:`journal_when_alone`), in a job folder of our own with a guard process
+        that does the same when this process dies; otherwise none (the file's rewrites are all there is)."""
         assert self.json_path is not None
         where = journal_path(self.json_path)
         if where is None:
             from pybench.measure.launch import under_launcher
-            if not under_launcher():
+            if not (under_launcher() or self._state.journal_alone):
                 return None
             from pybench.measure.job import Guard, JobFolder
             st = self._state
@@ -343,5 +369,5 @@ class OutputFiles:
             return False
         if not st.written or count & (count - 1) == 0:  # the first write, then at 1, 2, 4, 8 ... sizes
             return True
-        wait = max(REWRITE_INTERVAL_S, 10 * st.last_write_cost_s)
+        wait = max(REWRITE_INTERVAL_S, REWRITE_SHARE * st.last_write_cost_s)
         return time.monotonic() - st.last_write_at >= wait

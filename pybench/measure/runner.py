@@ -139,6 +139,7 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
         for k, plan in enumerate(plans):
             if is_root:
                 claimed += plan.outputs.claim(force)
+                plan.outputs.journal_when_alone()  # one-process NCCL: no launcher, still a journal and a guard
                 if plan.nccl_tests_json is not None:
                     nccl_json[k] = NcclTestsJsonWriter(plan.nccl_tests_json)
                     claimed.append(nccl_json[k].path)
@@ -294,7 +295,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
             current.result, current.outputs = result, plan.outputs
         saver.save(result)
         progress.start(cfg.sizes[0])
-        run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench)
+        run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench, read_huge_pages=is_root)
     except _OutputFailed as exc:
         # A full disk or any write error: one line, exit 3, and the cause in the file if it still fits.
         result.cut_short = f"stopped: {exc}"

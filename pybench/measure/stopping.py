@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from pybench.errors import UsageError
-from pybench.measure.stats import SampleStats
+from pybench.measure.stats import median_ci_rel_halfwidth
 
 # Fewest samples for which the order-statistic CI of the median is narrower than [min, max].
 MIN_SAMPLES_FOR_CI = 6
@@ -95,8 +95,7 @@ class StopRule:
             done = n_iters >= self.fixed_iters
             return Decision(done, "fixed" if done else "", False)
         precision = self.precision or 0.0  # set whenever fixed_iters is not (see __post_init__)
-        met = (len(samples) >= MIN_SAMPLES_FOR_CI and
-               SampleStats.from_samples(samples).ci_rel_halfwidth <= precision)
+        met = len(samples) >= MIN_SAMPLES_FOR_CI and median_ci_rel_halfwidth(samples) <= precision
         if n_iters >= self.min_iters and met:
             return Decision(True, "precision", True)
         if n_iters + ops_per_sample > self.max_iters:  # another sample would time more than max_iters

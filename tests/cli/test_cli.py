@@ -1,6 +1,8 @@
 """The CLI end to end, as a user runs it: real ranks started by pybench itself."""
 
 import csv
+import importlib.metadata
+import importlib.util
 import json
 
 import pytest
@@ -198,9 +200,13 @@ def test_without_a_gpu_the_default_falls_back_to_mpi_in_one_line(pybench_cli, na
 def test_version_and_env(pybench_cli, native):
     proc = pybench_cli("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("pybench 0.")
-    proc = pybench_cli("env", "--json", "-")
+    proc = pybench_cli("env", "--json", "-", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert proc.returncode == 0, proc.stderr
     env = json.loads(proc.stdout)
+    # torch's version comes from its metadata: importing torch to ask took seconds
+    assert not [line for line in proc.stderr.splitlines() if line.endswith("| torch")]
+    torch = importlib.metadata.version("torch") if importlib.util.find_spec("torch") else None
+    assert env["torch_version"] == torch and env["backends"]["torch"] == (torch is not None)
     assert pybench_cli("env", "--json", "env.json").stdout == ""  # a FILE, as every other --json
     assert json.loads((pybench_cli.cwd / "env.json").read_text())["backends"] == env["backends"]
     assert pybench_cli("env", "--json", "env.json").returncode == 2  # no overwrite without --force
@@ -210,7 +216,7 @@ def test_version_and_env(pybench_cli, native):
     if env["gpu"]["device_count"] == 0:
         assert env["gpu"]["no_gpu_reason"]
     text = pybench_cli("env").stdout
-    assert "mpi:" in text and "gpu" in text
+    assert "mpi:" in text and "gpu" in text and (torch is None or f"torch yes {torch}" in text)
     assert "machine:  load" in text and "core(s)" in text and "BLAS/OpenMP threads" in text
 
 

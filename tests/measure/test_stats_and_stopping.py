@@ -165,3 +165,13 @@ def test_max_iters_holds_on_the_native_path(pybench_cli, native, tmp_path):
     records = json.loads((tmp_path / "r.json").read_text())["records"]
     assert [r["iterations"] <= 40 for r in records] == [True, True], [r["iterations"] for r in records]
     assert all(len(r["samples_s"]) * r["ops_per_sample"] == r["iterations"] for r in records)
+
+
+def test_the_stop_rules_precision_is_the_summarys_exactly():
+    # decide() reads the CI's half-width without numpy's percentiles; it must be the same number
+    from pybench.measure.stats import median_ci_rel_halfwidth
+    rng = np.random.default_rng(5)
+    for n in [*range(1, 40), 101, 1000]:
+        samples = rng.lognormal(-9, 0.3, size=n).tolist()
+        assert median_ci_rel_halfwidth(samples) == SampleStats.from_samples(samples).ci_rel_halfwidth
+    assert median_ci_rel_halfwidth([0.0, 0.0]) == math.inf
