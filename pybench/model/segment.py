@@ -94,6 +94,9 @@ class SegmentFit:
     rel_sigma: float = float("nan")
     held: str = ""
     held_ci_high: float = 0.0
+    t_recorded: float = 0.0
+    """The intervals' Student t quantile as the fit computed it (0.0: not recorded, computed when first
+    needed): reading a model file then needs no quantile function (scipy.special's import)."""
     loo_errors: tuple[tuple[int, float], ...] = ()
     residuals: tuple[tuple[int, float], ...] = ()
 
@@ -106,7 +109,7 @@ class SegmentFit:
         """Student t quantile used for the intervals (inf without residual freedom)."""
         if self.dof < 1:
             return math.inf
-        return t_quantile(self.dof, self.confidence)
+        return self.t_recorded or t_quantile(self.dof, self.confidence)
 
     @property
     def bw_Bps(self) -> float:
@@ -219,6 +222,7 @@ class SegmentFit:
             "held": self.held,
             "held_ci_high": _json_float(self.held_ci_high) if self.held else None,
             "held_ci_high_unbounded": bool(self.held and math.isinf(self.held_ci_high)),
+            "t": _json_float(self.t),
             "ci_notes": list(self.ci_notes()),
         }
 
@@ -240,7 +244,8 @@ class SegmentFit:
             loo_errors=tuple((int(size), float(err)) for size, err in d.get("loo_errors", [])),
             residuals=tuple((int(size), float(r)) for size, r in d.get("residuals", [])),
             held_ci_high=(math.inf if d.get("held_ci_high_unbounded")
-                          else float(d.get("held_ci_high") or 0.0)))
+                          else float(d.get("held_ci_high") or 0.0)),
+            t_recorded=float(d.get("t") or 0.0))
         _check_physical(seg)
         return seg
 
@@ -266,6 +271,10 @@ def _check_physical(seg: SegmentFit) -> None:
         raise ValueError("a piece's loo_errors and residuals must be relative errors above -1")
     if not all(1 <= size <= _MAX_SIZE for size, _ in seg.loo_errors + seg.residuals):
         raise ValueError(f"a piece's loo_errors and residuals must be at sizes from 1 to {_MAX_SIZE} bytes")
+    # A quantile of Student's t lies above the normal one (1.64 at the least level a file may use with
+    # any sense) and is finite with residual freedom; 0 is "not recorded".
+    if not (seg.t_recorded == 0.0 or 1.0 < seg.t_recorded < 1e6):
+        raise ValueError(f"a piece's t quantile is {seg.t_recorded!r}; refit with `pybench fit`")
     for name in ("r2", "median_ape", "max_ape", "rel_sigma"):
         value = getattr(seg, name)
         if not (math.isnan(value) or abs(value) < 1e12):
@@ -325,7 +334,7 @@ def fit_segment(size_bytes, time_s, confidence: float = DEFAULT_CONFIDENCE) -> S
         n_points=int(size.size), confidence=confidence, r2=float(r2),
         median_ape=float(np.median(ape)), max_ape=float(np.max(ape)),
         rel_sigma=math.sqrt(rss / dof) if dof > 0 else math.nan, held=held,
-        held_ci_high=float(held_high))
+        held_ci_high=float(held_high), t_recorded=t_quantile(dof, confidence) if dof >= 1 else 0.0)
 
 
 def _check_xy(size: np.ndarray, time: np.ndarray) -> None:

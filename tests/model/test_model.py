@@ -132,6 +132,30 @@ def test_save_load_round_trip(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name != "model.json"]  # no temp file left
 
 
+def test_a_model_file_records_the_t_quantile_so_reading_and_predicting_need_no_scipy(tmp_path):
+    import subprocess
+    import sys
+    (m,) = fit_models([_set()])
+    path = tmp_path / "model.json"
+    m.save(path)
+    doc = json.loads(path.read_text())
+    seg = doc["models"][0]["segments"][0]
+    assert seg["t"] == pytest.approx(m.segments[0].t) and seg["t"] > 1.96
+    probe = (f"import sys; from pybench.model.model_files import load_model; "
+             f"load_model({str(path)!r}).predict([4096, 1 << 30], band='confidence'); "
+             f"print('scipy.special' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    # a file without it (older pybench) computes it; a nonsense one is refused with the remedy
+    del seg["t"]
+    path.write_text(json.dumps(doc))
+    assert load_model(path).segments[0].t == pytest.approx(m.segments[0].t)
+    seg["t"] = 0.5
+    path.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match="t quantile is 0.5; refit"):
+        load_model(path)
+
+
 def test_save_refuses_to_overwrite(tmp_path):
     m = fit_model(_set())
     path = tmp_path / "model.json"
