@@ -25,6 +25,13 @@ def _rank_pid(marker: str, rank: int) -> int | None:
     return None
 
 
+def _measured(out: Path) -> bool:
+    try:
+        return bool(json.loads(out.read_text()).get("records"))
+    except (OSError, ValueError):
+        return False
+
+
 def test_the_survivor_of_a_killed_torch_rank_says_one_line(tmp_path, native):
     pytest.importorskip("torch.distributed")
     from pybench.measure.launch import find_launcher
@@ -36,10 +43,12 @@ def test_the_survivor_of_a_killed_torch_rank_says_one_line(tmp_path, native):
     proc = subprocess.Popen(launcher.command(2, argv), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None and not out.exists():
+        # Both ranks are in the sweep once the file holds a measured size (files are replaced whole,
+        # never seen half-written); a busy machine only makes that wait longer.
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None and not _measured(out):
             time.sleep(0.05)
-        time.sleep(1.0)  # inside the later sizes
+        assert _measured(out), f"no size measured in time: {proc.poll()=}"
         victim = _rank_pid(str(out), 1)
         assert victim is not None, "rank 1 never started"
         os.kill(victim, signal.SIGKILL)
