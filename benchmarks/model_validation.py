@@ -40,7 +40,8 @@ predictions are scored from 1 MiB up. What each kind means:
   step predicted;
 - *leave one size out*: each size of a sweep predicted by a fit that never saw it (from 64 KiB);
 - *another GPU count*: the vTrain tables fitted at some GPU counts (2+4, 2, 4, 2+3+4, 4+8, 8),
-  every other count predicted;
+  every other count predicted, on the node's description (`dgx-a100`: one GPU count alone cannot
+  show that the node is switched, and without a description the answer is "not determined");
 - *another node count*: the Polaris sweeps fitted at some node counts (2+8, 2, 8, 2+8+256, 8+256),
   every other count (2 to 540 nodes) predicted;
 - *system description*: each 2-node log predicted from its system description (NICs per node and

@@ -2,7 +2,8 @@
 
 The vTrain tables (tests/fixtures/shared_data/vtrain: one 8 x A100 NVSwitch node measured at
 2..8 GPUs, 1 MiB to 1 GiB in 1 MiB steps) are fitted at some world sizes and every other world
-size is predicted at every size. Prints, per fitted set and predicted world, the median and
+size is predicted at every size, on the node's description (``dgx-a100``: a fit at one GPU count
+cannot show that the node is switched, and without it says "not determined"). Prints, per fitted set and predicted world, the median and
 max relative error, where the max falls, and the share of measurements inside the 95%
 prediction interval. Run: ``python benchmarks/topology_extrapolation.py``.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pybench.model.system import load_system
 from pybench.model.topology import Observation
 from pybench.model.topology_fit import fit_topology
 
@@ -35,7 +37,7 @@ def main() -> int:
     data = {w: load(w) for w in range(2, 9)}
     print(f"{'fitted at':>10} {'world':>5} {'median':>8} {'max':>8} {'at':>8} {'covered':>8}  provenance")
     for fitted in FITS:
-        model = fit_topology("allreduce", [o for w in fitted for o in data[w]])
+        model = fit_topology("allreduce", [o for w in fitted for o in data[w]]).with_system(load_system("dgx-a100"))
         for world in range(2, 9):
             errs, inside = [], 0
             for o in data[world]:

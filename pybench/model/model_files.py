@@ -25,6 +25,7 @@ from pybench.io.files import read_document
 from pybench.io.formats import MODEL, check_document
 from pybench.model.model_writer import models_to_document, save_models
 from pybench.model.piecewise_model import AlphaBetaModel, attach_topology
+from pybench.model.system import SystemDescription, load_system
 from pybench.model.topology import TopologyModel
 
 T = TypeVar("T")
@@ -33,12 +34,19 @@ __all__ = ["load_model", "load_models", "load_topology", "models_from_document",
            "save_models"]
 
 
-def models_from_document(data: Any, path: str | Path = "<model>") -> list[AlphaBetaModel]:
-    """Models from a loaded model-file document; FileFormatError on anything unexpected."""
+def models_from_document(data: Any, path: str | Path = "<model>",
+                         system: str | SystemDescription | None = None) -> list[AlphaBetaModel]:
+    """Models from a loaded model-file document; FileFormatError on anything unexpected.
+
+    ``system`` (a named system, a description file or a description) prices what the file's topology
+    models did not measure, as ``pybench predict --system`` does."""
     data = check_document(data, MODEL, str(path))  # the schema: a non-empty list of models, a list of topology
+    topology = _entries(data, "topology", TopologyModel.from_dict, path)
+    if system is not None:
+        described = system if isinstance(system, SystemDescription) else load_system(system)
+        topology = [tm.with_system(described) for tm in topology]
     # Each model carries its collective's topology model, which answers for every other layout.
-    return attach_topology(_entries(data, "models", AlphaBetaModel.from_dict, path),
-                           _entries(data, "topology", TopologyModel.from_dict, path))
+    return attach_topology(_entries(data, "models", AlphaBetaModel.from_dict, path), topology)
 
 
 def _entries(data: dict[str, Any], key: str, parse: Callable[[Any], T], path: str | Path) -> list[T]:
@@ -53,15 +61,16 @@ def _entries(data: dict[str, Any], key: str, parse: Callable[[Any], T], path: st
     return out
 
 
-def load_models(path: str | Path) -> list[AlphaBetaModel]:
-    """Read every model in a model file (JSON only; never pickle, never eval).
+def load_models(path: str | Path, *, system: str | SystemDescription | None = None) -> list[AlphaBetaModel]:
+    """Read every model in a model file (JSON only; never pickle, never eval), on ``system`` when given
+    (see :func:`models_from_document`).
 
     Raises
     ------
     FileFormatError
         Unreadable, not JSON, wrong schema, newer schema version, malformed entry.
     """
-    return models_from_document(read_document(path, MODEL), path)
+    return models_from_document(read_document(path, MODEL), path, system)
 
 
 def load_topology(path: str | Path) -> list[TopologyModel]:
@@ -71,8 +80,9 @@ def load_topology(path: str | Path) -> list[TopologyModel]:
 
 def load_model(path: str | Path, *, collective: str | None = None, link_class: str | None = None,
                world_size: int | None = None, backend: str | None = None,
-               dtype: str | None = None) -> AlphaBetaModel:
-    """Read the one model in ``path`` that matches the given filters.
+               dtype: str | None = None, system: str | SystemDescription | None = None) -> AlphaBetaModel:
+    """Read the one model in ``path`` that matches the given filters, on ``system`` when given (a named
+    system such as ``"dgx-h100"``, a description file, or a description): as ``pybench predict --system``.
 
     Raises
     ------
@@ -81,7 +91,7 @@ def load_model(path: str | Path, *, collective: str | None = None, link_class: s
     UsageError
         No model matches, or several do (the message lists them).
     """
-    models = load_models(path)
+    models = load_models(path, system=system)
     match = [m for m in models
              if (collective is None or m.collective == collective)
              and (link_class is None or m.link_class == link_class)

@@ -70,6 +70,8 @@ OWN_MISS = 0.15
 # A pipeline fill that costs more than the bytes it precedes is no fill: the fit is bending the
 # bandwidth to GPU counts that got different links.
 FILL_SHARE = 0.5
+# Backends whose ranks are GPUs ("" when the caller did not say); CPU ranks share one memory.
+GPU_BACKENDS = ("nccl", "")
 # Per-step latency of a described intra-node link: NVLink's hop, as the intra-node presets take it.
 DESCRIBED_STEP_S = 2.0e-6
 
@@ -201,7 +203,18 @@ class TopologyModel:
                     f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
                     f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
                     f"`pybench {self.collective} --np {world}`")
+        if nodes == 1 and system is None and len(measured) == 1 and world not in measured and self._intra_fitted() \
+                and self.backend in GPU_BACKENDS:
+            # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.
+            return (f"not determined by these inputs: one GPU count ({measured.pop()}) measured in one node and "
+                    f"its fabric not described: on a switch (NVSwitch) every count keeps the same links, on an "
+                    f"NVLink mesh or PCIe each count gets others; give the node's description (--system NAME|FILE: "
+                    f"a switched node such as dgx-a100, or a file of yours) or measure it with "
+                    f"`pybench {self.collective} --np {world}`")
         return ""
+
+    def _intra_fitted(self) -> bool:
+        return self.intra is not None and not (self.intra.is_preset or self.intra.is_described)
 
     def _gpu_counts_disagree(self) -> str:
         """What in the single-node fit says its GPU counts do not share one fabric, or ''.

@@ -163,11 +163,14 @@ def _every(step: int, obs: Sequence[Observation]) -> list[Observation]:
 # -- kinds ------------------------------------------------------------------------------------------------
 
 def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation]], fits: Sequence[tuple[int, ...]],
-                   collective: str, thin: int = 1) -> list[Point]:
-    """Fit at each set of layouts, predict every other layout from 1 MiB up."""
+                   collective: str, thin: int = 1, system: str | None = None) -> list[Point]:
+    """Fit at each set of layouts (on ``system``, when its description is known), predict every other
+    layout from 1 MiB up."""
     out = []
     for fitted in fits:
         model = fit_topology(collective, [o for k in fitted for o in layouts[k]])
+        if system is not None:
+            model = model.with_system(load_system(system))
         for key, obs in layouts.items():
             if key in fitted:
                 continue
@@ -197,8 +200,9 @@ def fixed_points(data: Path) -> list[Point]:
     for world in range(2, 9):
         (ms,) = load_measurements(data / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv")
         points += _cv_points("vtrain-a100", "vtrain", BETWEEN_SIZES, power_of_two_check(ms))
+    # one GPU count alone cannot show the node's switch: the fits take its description (an NVSwitch A100 node)
     points += _layout_points("vtrain-a100", "vtrain", vtrain, ((2, 4), (2,), (4,), (2, 3, 4), (4, 8), (8,)),
-                             "allreduce", thin=8)
+                             "allreduce", thin=8, system="dgx-a100")
     for collective in ("allreduce", "allgather"):
         points += _layout_points(f"polaris-{collective}", "polaris", _polaris(data, collective),
                                  ((2, 8), (2,), (8,), (2, 8, 256), (8, 256)), collective)

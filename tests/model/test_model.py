@@ -16,6 +16,7 @@ from pybench.io.formats import MODEL
 from pybench.model.build import fit_model, fit_models
 from pybench.model.logs import MeasurementSet
 from pybench.model.model_files import load_model, load_models, save_models
+from pybench.model.system import load_system
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 from conftest import SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
@@ -53,12 +54,16 @@ def test_fit_and_predict_at_fitted_and_other_world():
     # Issue 24: a curve alone never extrapolates silently; it names what is missing.
     with pytest.raises(UsageError, match="holds no topology model"):
         model.predict(1 << 24, world=32)
-    # fit_models attaches the topology model, which answers at 32 ranks and says what it rests on.
+    # fit_models attaches the topology model. One GPU count cannot show that the node is switched, so
+    # without its description another count is not determined; on a described switch it answers.
     (with_topology,) = fit_models([_set(world=8)])
-    p32 = with_topology.predict(1 << 24, world=32)
-    truth32 = _ring_allreduce(1 << 24, 32, 20e-6, 100e9)
-    assert p32.world == 32 and p32.provenance == "another GPU count"
-    assert p32.time_low_s <= truth32 <= p32.time_high_s
+    with pytest.raises(UsageError, match=r"not determined by these inputs: one GPU count \(8\).*--system"):
+        with_topology.predict(1 << 24, world=4)
+    (switched,) = fit_models([_set(world=8)], system=load_system("dgx-h100"))
+    p4 = switched.predict(1 << 24, world=4)
+    truth4 = _ring_allreduce(1 << 24, 4, 20e-6, 100e9)
+    assert p4.world == 4 and p4.provenance == "another GPU count"
+    assert p4.time_low_s <= truth4 <= p4.time_high_s
 
 
 def test_predict_is_vectorised_and_band_contains_estimate():
@@ -66,7 +71,7 @@ def test_predict_is_vectorised_and_band_contains_estimate():
     base = _set()
     noisy = MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32", base.size_bytes,
                            base.time_s * (1 + 0.02 * rng.standard_normal(len(base))))
-    (model,) = fit_models([noisy])
+    (model,) = fit_models([noisy], system=load_system("dgx-h100"))
     sizes = np.array([1024, 1 << 20, 1 << 30])
     p = model.predict(sizes, world=4)
     assert p.time_s.shape == (3,)
@@ -116,15 +121,20 @@ def test_fit_model_rejects_mixed_groups_and_single_size():
 def test_save_load_round_trip(tmp_path):
     rng = np.random.default_rng(5)
     base = _set()
-    (m,) = fit_models([MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32",
-                                      base.size_bytes, base.time_s * (1 + 0.03 * rng.standard_normal(len(base))))])
+    m_set = MeasurementSet("pybench", "allreduce", "nccl", 8, "intra-node", "float32",
+                           base.size_bytes, base.time_s * (1 + 0.03 * rng.standard_normal(len(base))))
+    (m,) = fit_models([m_set])
     path = tmp_path / "model.json"
     m.save(path)
     back = load_model(path)
     assert back == m  # frozen dataclass equality, field by field
     assert back.topology == m.topology  # the topology model travels with it
+    # the description given on reading prices as the one given to the fit
+    (m,) = fit_models([m_set], system=load_system("dgx-h100"))
+    back = load_model(path, system="dgx-h100")
+    assert back.topology == m.topology
     sizes = np.array([4096, 1 << 22, 1 << 29])
-    for world in (None, 2, 64):
+    for world in (None, 2, 4):
         a, b = m.predict(sizes, world=world), back.predict(sizes, world=world)
         assert np.array_equal(a.time_s, b.time_s) and np.array_equal(a.time_high_s, b.time_high_s)
     doc = json.loads(path.read_text())
@@ -297,8 +307,8 @@ def test_cli_fit_and_predict(tmp_path, capsys):
     capsys.readouterr()
 
     pj = tmp_path / "pred.json"
-    assert main_for_tests(["predict", str(out), "--sizes", "1M:1G", "--world", "16",
-                           "--json", str(pj)]) == 0
+    assert main_for_tests(["predict", str(out), "--sizes", "1M:1G", "--world", "16", "--nodes", "2",
+                           "--system", "dgx-a100", "--json", str(pj)]) == 0
     table = capsys.readouterr().out
     assert "1M" in table and "1G" in table and "busbw" in table
     doc = json.loads(pj.read_text())
@@ -310,6 +320,11 @@ def test_cli_fit_and_predict(tmp_path, capsys):
     assert (r["collective"], r["size_bytes"], r["world"]) == ("allreduce", 1 << 20, 16)
     assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * 15 / 16)
     assert r["time_low_s"] <= r["time_s"] <= r["time_high_s"]
+    # another GPU count of a one-count fit, no description: the row says so, and the run is not an error
+    assert main_for_tests(["predict", str(out), "--sizes", "1M", "--world", "4", "--json", str(pj), "--force"]) == 0
+    assert "not determined by these inputs: one GPU count (8)" in capsys.readouterr().out
+    (r,) = json.loads(pj.read_text())["records"]
+    assert r["determined"] is False and r["time_s"] is None and "--system" in r["undetermined"]
 
 
 def test_cli_errors(tmp_path, capsys):

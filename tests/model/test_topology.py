@@ -9,6 +9,7 @@ regression fails.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -21,6 +22,7 @@ from pybench.errors import FileFormatError, UsageError
 from pybench.model.crossing import nic_floor_s
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import PRESETS, get_preset
+from pybench.model.system import load_system
 from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
 from pybench.model.topology_schedules import algorithm_steps
@@ -90,12 +92,43 @@ def test_latency_grows_with_the_hops_the_algorithm_takes():
 
 
 def test_one_world_size_is_said_and_extrapolates_with_wider_intervals():
-    model = fit_topology("allreduce", _vtrain(4))
+    model = fit_topology("allreduce", _vtrain(4)).with_system(load_system("dgx-a100"))
     assert any("one world size" in n for n in model.notes)
     near = model.predict(64 << 20, 4)
-    far = model.predict(64 << 20, 64)
+    far = model.predict(64 << 20, 8)
     assert far.provenance == "another GPU count" and near.provenance == "measured"
     assert (far.high_s / far.time_s) > (near.high_s / near.time_s)
+
+
+# Bus bandwidth at 1 GiB of a DGX-1 V100 (NVLink hybrid cube mesh) at 2..8 GPUs, as issue 24 quotes it:
+# each GPU count gets other links, so no count says what another gets.
+_CUBE_MESH_BUSBW = {2: 22e9, 3: 45e9, 4: 85e9, 5: 37e9, 6: 46e9, 7: 87e9, 8: 134e9}
+
+
+def _cube_mesh(p: int) -> list[Observation]:
+    return [Observation(s, p, 1, 8e-6 + 2 * (p - 1) * 1.5e-6 + s * 2 * (p - 1) / p / _CUBE_MESH_BUSBW[p])
+            for s in (2.0 ** k for k in range(10, 31))]
+
+
+def test_one_gpu_count_without_a_description_does_not_determine_another():
+    """Fitted at 4 GPUs of a cube mesh, the switch reading misses 8 GPUs by half (2 GPUs by 4x): without a
+    description saying the node is switched, the answer is that these inputs do not determine it."""
+    for fitted, asked in ((4, 8), (4, 2), (2, 8)):
+        model = fit_topology("allreduce", _cube_mesh(fitted))
+        p = model.predict(1 << 30, asked)
+        assert not p.determined and math.isnan(p.time_s)
+        assert f"one GPU count ({fitted})" in p.undetermined and "--system" in p.undetermined
+        assert f"--np {asked}" in p.undetermined
+        assert model.predict(1 << 30, fitted).determined  # the measured count still answers
+        # the node's description says which: a mesh keeps it undetermined, a switch answers
+        assert not model.with_system(load_system("dgx-1-v100")).predict(1 << 30, asked).determined
+        assert model.with_system(load_system("dgx-a100")).predict(1 << 30, asked).determined
+    # several counts that one switch joins need no description; a cube mesh's do not join
+    assert fit_topology("allreduce", _vtrain(2) + _vtrain(8)).predict(1 << 30, 4).determined
+    assert not fit_topology("allreduce", _cube_mesh(4) + _cube_mesh(8)).predict(1 << 30, 6).determined
+    # CPU ranks share one memory: an MPI fit at one rank count answers for another
+    mpi = dataclasses.replace(fit_topology("allreduce", _cube_mesh(4)), backend="mpi")
+    assert mpi.predict(1 << 30, 8).determined
 
 
 def test_predicted_busbw_never_exceeds_the_fitted_link():
