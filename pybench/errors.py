@@ -28,6 +28,11 @@ class SizeError(UsageError):
     """A size string or a size/world/dtype combination is not acceptable."""
 
 
+class NotDetermined(UsageError):
+    """The inputs cannot determine the answer for this layout (the message says which input is missing);
+    a caller weighing many layouts leaves this one out and says why."""
+
+
 class EnvironmentFault(PyBenchError):
     """The machine, not the input, failed: a library, device or file system error."""
 

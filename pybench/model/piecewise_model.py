@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pybench.errors import FileFormatError, UsageError
+from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.model.anomalies import Anomaly
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
@@ -190,7 +190,7 @@ class AlphaBetaModel:
         preds = [self.topology.predict(int(x), world, n) for x in s.reshape(-1)]
         undetermined = [p.undetermined for p in preds if p.undetermined]
         if undetermined:
-            raise UsageError(undetermined[0])
+            raise NotDetermined(undetermined[0])
         t, lo, hi = (np.array([getattr(p, k) for p in preds]).reshape(s.shape) for k in ("time_s", "low_s", "high_s"))
         kinds = "; ".join(sorted({p.provenance for p in preds}))
         if s.ndim == 0:

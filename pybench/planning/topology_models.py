@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pybench.errors import BackendUnavailable, UsageError
+from pybench.errors import BackendUnavailable, NotDetermined
 
 __all__ = ["TopologyCollective", "topology_collectives"]
 
@@ -52,7 +52,7 @@ class TopologyCollective:
         # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time)
         p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True)
         if p.undetermined:
-            raise UsageError(p.undetermined)
+            raise NotDetermined(p.undetermined)
         return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s))
 
 
