@@ -51,6 +51,11 @@ predictions are scored from 1 MiB up. What each kind means:
   NIC efficiency and crossing latency vary between the other systems (`crossing_*`); without a
   measured node the middle sizes are unknown too (`described_*`). Only the A100 log has a
   measured node: a100-oci-2x8 is the row of that case.
+- *preset*: the same 2-node logs predicted from link presets alone, as `--link` gives them without a
+  description: one of the node's NICs (`eth-100g`, `eth-200g`, `eth-400g`: one port per node) and,
+  where no node was measured, its GPUs' links (`nvlink3/4/5`). A preset cannot say how many ports a
+  node has: its ranks may drive one each (rails), so the prediction lies between one port per node
+  and one per rank, with that span in the interval; nodes with more NICs than GPUs fall outside it.
 
 {table}
 

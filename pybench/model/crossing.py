@@ -91,14 +91,16 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     A fit of NCCL's ring schedule at r ranks per node, asked for q (of all ``sharing`` groups
     together): if the node's NICs are shared, the fitted bandwidth stands; if each rank drives its own
     NIC (rails), it scales by q/r. Only a system description (NICs per node) or fits at several
-    ranks-per-node counts tell the two apart.
+    ranks-per-node counts tell the two apart. A preset is one port per node: with q ranks per node the
+    node may drive one port per rank, q times the preset.
     """
     # Open MPI's and the leader schedules price the bytes through the node's one NIC themselves
-    if model.schedule != "ring" or model.system is not None or model.inter is None or model.inter.is_preset \
-            or model.inter.is_described:
+    if model.schedule != "ring" or model.system is not None or model.inter is None or model.inter.is_described:
         return None
-    fitted = {w // n for w, n in model.fitted if n > 1}
     per_node = world // nodes * sharing  # the ranks of every group sharing the node's NICs
+    if model.inter.is_preset:  # one port per node; the node may have one per rank (rails)
+        return float(per_node) if per_node > 1 else None
+    fitted = {w // n for w, n in model.fitted if n > 1}
     if len(fitted) != 1 or per_node in fitted:
         return None
     return per_node / fitted.pop()

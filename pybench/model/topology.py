@@ -261,7 +261,10 @@ class TopologyModel:
         links = self._links_label(nodes)
         if nic_share is not None:
             per_node = world // nodes * sharing
-            links += (f"; NICs per rank unknown at {per_node} ranks per node (fitted at "
+            links += (f"; NICs per node unknown: the preset is one port, {per_node} ranks per node may drive one "
+                      f"each (rails); between the two, in the interval; give --system NAME|FILE to count them"
+                      if self.inter is not None and self.inter.is_preset else
+                      f"; NICs per rank unknown at {per_node} ranks per node (fitted at "
                       f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
                       f"in the interval; give --system NAME|FILE to say")
         why = self._undetermined(world, nodes)

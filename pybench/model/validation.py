@@ -37,6 +37,7 @@ import numpy as np
 
 from pybench.model.calibration import Z95, Calibration, Spread, family
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
+from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
 from pybench.model.topology import (
@@ -44,13 +45,14 @@ from pybench.model.topology import (
     DESCRIBED,
     OTHER_GPU_COUNT,
     OTHER_NODE_COUNT,
+    PRESET,
     Observation,
     TopologyModel,
 )
 from pybench.model.topology_fit import fit_topology, observations_from
 
 LEAVE_ONE_SIZE_OUT = "leave one size out"
-VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED)
+VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
 SCORED_FROM = 1 << 20
 """Extrapolated and described predictions are scored from 1 MiB up (below, one sweep's latency rules)."""
 _PERCENTILE = 95.0
@@ -90,17 +92,33 @@ class SystemCase:
     """Fitted inter-node bus bandwidth / (NICs x rate): what this dataset says, for calibration."""
     latency_s: float
     """Fitted small-size inter-node latency."""
+    preset: str = ""
+    """The link preset of one of its NICs (a user's ``--link`` without a description)."""
+    intra_preset: str = ""
+    """The preset of its GPUs' links, where no node was measured."""
+
+    def _base(self) -> TopologyModel:
+        return self.node_model or TopologyModel(self.collective, "ring", None, None, ((2, 1),), (1, 1 << 40))
 
     def points(self, calibration: Calibration) -> list[Point]:
-        system = load_system(self.system)
-        base = self.node_model or TopologyModel(self.collective, "ring", None, None, ((2, 1),), (1, 1 << 40))
-        model = base.with_system(system, calibration)
+        """Predicted from the system description."""
+        return self._scored(self._base().with_system(load_system(self.system), calibration), DESCRIBED,
+                            self.system, calibration)
+
+    def preset_points(self, calibration: Calibration) -> list[Point]:
+        """Predicted from the presets alone (one port per node; the ranks per node may drive one each)."""
+        model = self._base()
+        if model.intra is None:
+            model = model.with_preset(get_preset(self.intra_preset))
+        return self._scored(model.with_preset(get_preset(self.preset)), PRESET, self.preset, calibration)
+
+    def _scored(self, model: TopologyModel, kind: str, source: str, calibration: Calibration) -> list[Point]:
         out = []
         for o in self.observations:
             if o.size_bytes < SCORED_FROM:
                 continue
             p = model.predict(int(o.size_bytes), o.world, o.nodes, calibration=calibration)
-            out.append(Point(self.dataset, self.group, DESCRIBED, f"{self.system} -> {o.world} on {o.nodes}",
+            out.append(Point(self.dataset, self.group, kind, f"{source} -> {o.world} on {o.nodes}",
                              math.log(p.time_s / o.time_s), spread=p.spread))
         return out
 
@@ -224,20 +242,24 @@ def system_cases(data: Path) -> list[SystemCase]:
     """The 2-node logs with their system descriptions (and the one-node A100 table for the A100 node)."""
     vtrain8 = fit_topology("allreduce", _vtrain(data)[8])
     cases = []
-    for dataset, group, system, collective, log, node in (
-            ("a100-oci-2x8", "oci", "oci-bm-gpu4.8", "allreduce", "a100_2node_16gpu_oci_roce_allreduce.txt", vtrain8),
-            ("h100-p5-2x8", "p5", "aws-p5", "allreduce", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", None),
-            ("b200-a4-2x8", "a4", "gcp-a4", "allgather", "b200_2node_16gpu_gke_a4_allgather.txt", None),
+    # (..., the preset of one of its NICs, of its GPUs' links)
+    for dataset, group, system, collective, log, node, preset, intra in (
+            ("a100-oci-2x8", "oci", "oci-bm-gpu4.8", "allreduce", "a100_2node_16gpu_oci_roce_allreduce.txt", vtrain8,
+             "eth-100g", "nvlink3"),
+            ("h100-p5-2x8", "p5", "aws-p5", "allreduce", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", None,
+             "eth-100g", "nvlink4"),
+            ("b200-a4-2x8", "a4", "gcp-a4", "allgather", "b200_2node_16gpu_gke_a4_allgather.txt", None,
+             "eth-400g", "nvlink5"),
             ("polaris-allreduce", "polaris", "alcf-polaris", "allreduce",
-             "polaris_a100_2node_4gpu_slingshot_allreduce.txt", None),
+             "polaris_a100_2node_4gpu_slingshot_allreduce.txt", None, "eth-200g", "nvlink3"),
             ("polaris-allgather", "polaris", "alcf-polaris", "allgather",
-             "polaris_a100_2node_4gpu_slingshot_allgather.txt", None)):
+             "polaris_a100_2node_4gpu_slingshot_allgather.txt", None, "eth-200g", "nvlink3")):
         obs = _with_two_nodes(data / "nccl-tests" / log)
         inter = fit_topology(collective, obs).inter
         assert inter is not None
         efficiency = inter.busbw_Bps / load_system(system).nic_Bps_per_node
         cases.append(SystemCase(dataset, group, system, collective, node, tuple(obs), efficiency,
-                                inter.all_regimes()[0].base_s))
+                                inter.all_regimes()[0].base_s, preset, intra))
     return cases
 
 
@@ -352,7 +374,8 @@ def validate(data: Path, progress: Callable[[str], None] = lambda _: None) -> Va
         calibration = choose_calibration([p for p in points if p.group != group],
                                          [c for c in cases if c.group != group])
         held = [p for p in points if p.group == group]
-        held += [p for c in cases if c.group == group for p in c.points(calibration)]
+        held += [p for c in cases if c.group == group for p in (*c.points(calibration),
+                                                                 *c.preset_points(calibration))]
         scored += [(p, p.half_width(calibration)) for p in held]
     scores = []
     for kind in VALIDATED_KINDS:

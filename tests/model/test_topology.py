@@ -159,6 +159,25 @@ def test_across_nodes_the_nic_sets_the_pace_and_the_floor_holds():
     assert model.predict(size, 32, 4).time_s > pred.time_s
 
 
+def test_a_nic_preset_is_one_port_and_the_ranks_of_a_node_may_drive_one_each():
+    """A preset cannot say how many NICs a node has: 8 ranks per node lie between one port per node and one
+    per rank (the real 2 x 8 A100 node has 16 such ports), with that span in the interval; a description
+    counts the NICs, and one rank per node is one port either way."""
+    model = fit_topology("allreduce", _vtrain(8)).with_preset(get_preset("eth-100g"))
+    size = 1 << 30
+    one_port = model.predict(size, 16, 2, nics_as_fitted=True)  # the planner's reading: it shares NICs itself
+    every_rank = model._time(size, 16, 2, rails=8.0)[0]
+    p = model.predict(size, 16, 2)
+    assert p.time_s == pytest.approx(math.sqrt(one_port.time_s * every_rank), rel=1e-9)
+    assert p.low_s < every_rank < one_port.time_s < p.high_s
+    assert p.provenance == "preset" and "NICs per node unknown" in p.links and "--system" in p.links
+    assert "NICs per node unknown" not in one_port.links
+    described = fit_topology("allreduce", _vtrain(8)).with_system(load_system("oci-bm-gpu4.8")).predict(size, 16, 2)
+    assert "NICs per node unknown" not in described.links and described.high_s < p.high_s
+    single = model.predict(size, 2, 2)
+    assert "NICs per node unknown" not in single.links
+
+
 def test_bad_layouts_and_missing_link_classes_are_one_line_usage_errors():
     model = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
     with pytest.raises(UsageError, match="not divisible"):
