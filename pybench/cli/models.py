@@ -446,19 +446,6 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
     return records
 
 
-def _warn_beyond_nvlink_domain(models, world: int) -> None:
-    """One stderr line when a fit made inside a multi-node NVLink domain is asked about more ranks."""
-    from pybench.model.crossing import nvlink_domain_ranks
-
-    for m in models:
-        domain = nvlink_domain_ranks(m)
-        if domain and world > domain:
-            print(f"pybench: predict: warning: {m.collective}: the inter-node figures were fitted inside an NVLink "
-                  f"domain ({m.inter.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, {domain} ranks); {world} ranks cross the "
-                  f"network beyond it, which the file does not measure: treat these times as a lower bound",
-                  file=sys.stderr)
-
-
 def run_predict(args) -> int:
     """Body of ``pybench predict``; returns the exit status."""
     from pybench.model.model_files import load_models
@@ -480,7 +467,6 @@ def run_predict(args) -> int:
     topology = _topology_for(args, models)
     if topology:
         records = topology_records(topology, sizes, args.world, _nodes_asked(args, models))
-        _warn_beyond_nvlink_domain(topology, args.world)
     else:
         if args.world is not None:  # a measured layout: its own sweeps answer, one table each
             models = [m for m in models if m.world_size == args.world]

@@ -47,7 +47,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.calibration import Calibration, Spread, family, load_calibration
-from pybench.model.crossing import across_nodes, unknown_nic_share
+from pybench.model.crossing import across_nodes, nvlink_domain_ranks, ranks_per_node, unknown_nic_share
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import SystemDescription, system_from_dict
@@ -203,6 +203,14 @@ class TopologyModel:
                     f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
                     f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
                     f"`pybench {self.collective} --np {world}`")
+        domain = nvlink_domain_ranks(self)
+        if nodes > 1 and domain and world > domain and not self._inside_nvlink_domain(world):
+            assert self.inter is not None
+            return (f"not determined by these inputs: the inter-node figures were fitted inside an NVLink domain "
+                    f"({self.inter.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, more than {ranks_per_node(self)} ranks "
+                    f"per node push through any NIC; {domain} ranks), and {world} ranks cross the network beyond "
+                    f"it, which no input measures (those figures are only a lower bound on the time); measure it "
+                    f"with `pybench {self.collective} --np {world}`")
         if nodes == 1 and system is None and len(measured) == 1 and world not in measured and self._intra_fitted() \
                 and self.backend in GPU_BACKENDS:
             # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.

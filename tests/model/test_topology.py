@@ -477,9 +477,13 @@ def test_hosts_of_one_nvlink_domain_are_named_and_prediction_beyond_it_is_flagge
     assert nvlink_domain_ranks(model) == 72
     assert main(["predict", str(path), "--world", "72", "--nodes", "18", "--sizes", "1G"]) == 0
     assert "warning" not in capsys.readouterr().err
+    # beyond it the rows say not determined (exit 0), and Python says the same
     assert main(["predict", str(path), "--world", "1440", "--nodes", "360", "--sizes", "1G"]) == 0
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "fitted inside an NVLink domain" in err and "lower bound" in err
+    out = capsys.readouterr().out
+    assert "not determined by these inputs: the inter-node figures were fitted inside an NVLink domain" in out
+    assert "lower bound" in out and "--np 1440" in out
+    assert not model.predict(1 << 30, 1440, 360).determined
+    assert model.predict(1 << 30, 36, 9).determined  # fewer ranks of the same domain: the fit holds
     # a real network (2 x 8 GPUs, 200 GB/s bus bandwidth) is not taken for one
     nic = [Observation(2.0 ** k, 16, 2, 30e-6 + 2 * 15 / 16 * 2.0 ** k / 200e9) for k in range(20, 34)]
     assert nvlink_domain_ranks(fit_topology("allreduce", nic)) == 0
