@@ -363,7 +363,10 @@ class TopologyModel:
         """Whether ``world`` ranks on several nodes of a described multi-node NVLink domain (NVL72) all
         talk over NVLink, which the intra-node link prices."""
         system = self.system
-        return system is not None and system.domain_gpus() > system.gpus_per_node and world <= system.domain_gpus()
+        if system is None or not system.gpus_per_node < system.domain_gpus() or world > system.domain_gpus():
+            return False
+        # hosts of the domain measured together price it, not the description's nominal rate
+        return not (self.intra is not None and self.intra.is_described and nvlink_domain_ranks(self))
 
     def _links_label(self, nodes: int) -> str:
         labels = [f"intra-node {self.intra.label}" if self.intra else "intra-node unknown"]

@@ -484,6 +484,12 @@ def test_hosts_of_one_nvlink_domain_are_named_and_prediction_beyond_it_is_flagge
     assert "lower bound" in out and "--np 1440" in out
     assert not model.predict(1 << 30, 1440, 360).determined
     assert model.predict(1 << 30, 36, 9).determined  # fewer ranks of the same domain: the fit holds
+    # described as an NVL72 rack, the trays measured together still price the rack, not its nominal rate
+    rack = model.with_system(load_system("gb200-nvl72"))
+    measured, alone = model.predict(1 << 30, 72, 18), rack.predict(1 << 30, 72, 18)
+    assert alone.provenance == "measured" and alone.time_s == pytest.approx(measured.time_s)
+    assert alone.high_s / alone.time_s < 1.05
+    assert not rack.predict(1 << 30, 144, 36).determined
     # a real network (2 x 8 GPUs, 200 GB/s bus bandwidth) is not taken for one
     nic = [Observation(2.0 ** k, 16, 2, 30e-6 + 2 * 15 / 16 * 2.0 ** k / 200e9) for k in range(20, 34)]
     assert nvlink_domain_ranks(fit_topology("allreduce", nic)) == 0
