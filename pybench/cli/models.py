@@ -30,6 +30,25 @@ from pybench.io.formats import PREDICTION, stamp
 from pybench.sizes import format_size, parse_sizes
 
 _ranks = number(int, 1, strict=False, maximum=1 << 24)
+
+
+def _per_input(parse):
+    """One value for every input, or one per input in their order, comma-separated (``--nodes 2,4``)."""
+    def parse_list(text: str) -> tuple:
+        return tuple(parse(part) for part in text.split(","))
+    return parse_list
+
+
+def _one_per_input(values: tuple | None, inputs: list[str], flag: str) -> list:
+    """``values`` spread over ``inputs``: none, one for all, or one each."""
+    if values is None:
+        return [None] * len(inputs)
+    if len(values) == 1:
+        return list(values) * len(inputs)
+    if len(values) != len(inputs):
+        raise UsageError(f"{flag} gives {len(values)} values for {len(inputs)} inputs: give one for all of them, "
+                         f"or one per input in their order ({flag} {','.join(['N'] * len(inputs))})")
+    return list(values)
 # What `fit` models: the topology model's collectives and point-to-point.
 MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
             "p2p_bw", "p2p_latency", "p2p_bibw")
@@ -63,11 +82,13 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--force", action="store_true", help="replace MODEL.json if it exists")
     p.add_argument("--collective", default=None,
                    help="collective, for logs that do not name it (e.g. allreduce)")
-    p.add_argument("--world", type=_ranks, default=None, metavar="N",
-                   help="rank count, for logs that do not show it")
-    p.add_argument("--nodes", type=_ranks, default=None, metavar="N",
+    p.add_argument("--world", type=_per_input(_ranks), default=None, metavar="N[,N...]",
+                   help="rank count, for logs that do not show it (OSU's): one for every input, or one per input "
+                        "in their order")
+    p.add_argument("--nodes", type=_per_input(_ranks), default=None, metavar="N[,N...]",
                    help="nodes the ranks ran on, for logs that do not list their hosts (the topology model "
-                        "needs it)")
+                        "needs it): one for every input, or one per input in their order (--nodes 2,4 for "
+                        "the logs of a 2-node and a 4-node run)")
     p.add_argument("--system", default=None, metavar="NAME|FILE",
                    help="the hardware the logs ran on: a named system (dgx-h100, aws-p5, gb200-nvl72, ...; "
                         "`pybench system` lists them) or a description file; recorded in the model, "
@@ -126,14 +147,13 @@ def run_fit(args) -> int:
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.
     refuse_existing(out, args.force)
-    if args.world is not None and args.world < 1:
-        raise UsageError(f"--world {args.world} must be a positive number of ranks")
+    worlds = _one_per_input(args.world, args.inputs, "--world")
+    nodes = _one_per_input(args.nodes, args.inputs, "--nodes")
     system = _system(args.system)
-    sets = []
-    for path in args.inputs:
-        sets.extend(load_measurements(path, collective=args.collective, world_size=args.world))
-    if args.nodes is not None:
-        sets = [_with_nodes(m, args.nodes) for m in sets]
+    sets: list = []
+    for path, world, n in zip(args.inputs, worlds, nodes):
+        these = load_measurements(path, collective=args.collective, world_size=world)
+        sets.extend(these if n is None else [_with_nodes(m, n) for m in these])
     for m in sets:
         if m.collective not in MODELLED:
             raise UsageError(f"{m.path}: pybench has no model for {m.collective!r} (it fits "

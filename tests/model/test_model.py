@@ -490,3 +490,30 @@ def test_two_measured_times_are_refused_in_one_line_not_written_as_nan():
                          np.array([1024, 1 << 20]), np.array([20e-6, 120e-6]))
     with pytest.raises(UsageError, match="2 measured times; a model needs at least 3"):
         fit_models([two])
+
+
+def _osu_allreduce(path: Path, ranks: int) -> Path:
+    """An osu_allreduce log (OSU prints neither the rank count nor the hosts) of a tree-like allreduce."""
+    rows = [f"{s:<12d}{5 + 3 * math.log2(ranks) + 2 * (ranks - 1) / ranks * s / 10e3:16.2f}"
+            for s in (4 << k for k in range(25))]
+    path.write_text("# OSU MPI Allreduce Latency Test v7.3\n# Datatype: MPI_FLOAT.\n# Size       Avg Latency(us)\n"
+                    + "\n".join(rows) + "\n")
+    return path
+
+
+def test_fit_takes_the_world_and_nodes_of_each_log_that_does_not_say_them(tmp_path, capsys):
+    """OSU logs of a 2-node and a 4-node run: --world and --nodes take one value per input, in order, so one
+    fit spans both node counts and predicts a third."""
+    logs = [str(_osu_allreduce(tmp_path / f"osu_{n}n.txt", 8 * n)) for n in (2, 4)]
+    out = tmp_path / "osu.json"
+    assert main_for_tests(["fit", *logs, "--world", "16,32", "--nodes", "2,4", "-o", str(out)]) == 0
+    assert "fitted at 16 ranks on 2 nodes, 32 ranks on 4 nodes" in capsys.readouterr().out
+    p = load_model(out, world_size=16).predict(1 << 20, world=64, nodes=8)
+    truth = (5 + 3 * 6 + 2 * 63 / 64 * (1 << 20) / 10e3) * 1e-6
+    assert p.provenance == "another node count" and p.time_low_s <= truth <= p.time_high_s
+    assert p.time_s == pytest.approx(truth, rel=0.05)
+    for bad, said in ((["--world", "16,32,64", "--nodes", "2"], "--world gives 3 values for 2 inputs"),
+                      (["--world", "16", "--nodes", "2,0"], "--nodes"), (["--world", "16,x"], "--world")):
+        assert main_for_tests(["fit", *logs, *bad, "-o", str(tmp_path / "x.json")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and said in err[0], err
