@@ -102,7 +102,7 @@ def add_parsers(subparsers) -> None:
 
     q = subparsers.add_parser(
         "predict", help="predict collective times from a model file",
-        description="Predict time, algbw and busbw with 95% confidence bands from a model file.",
+        description="Predict time, algbw and busbw with a 95% interval (where one new run lands, by default) from a model file, and what each figure rests on.",
         epilog="examples:\n  pybench predict h100.json --sizes 1M:1G --world 64 --nodes 8 --system aws-p5   "
                "# 8 nodes of 8 GPUs",
         formatter_class=argparse.RawDescriptionHelpFormatter)
