@@ -30,6 +30,19 @@ from pybench.io.formats import PREDICTION, stamp
 from pybench.sizes import format_size, parse_sizes
 
 _ranks = number(int, 1, strict=False, maximum=1 << 24)
+_min_points = number(int, 2, strict=False, maximum=1000)
+# What `fit` models: the topology model's collectives and point-to-point.
+MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
+            "p2p_bw", "p2p_latency", "p2p_bibw")
+
+
+def _system(name: str | None):
+    """The system description ``--system`` names (None without one)."""
+    if name is None:
+        return None
+    from pybench.model.system import load_system
+
+    return load_system(name)
 
 
 def _per_input(parse):
@@ -49,19 +62,6 @@ def _one_per_input(values: tuple | None, inputs: list[str], flag: str) -> list:
         raise UsageError(f"{flag} gives {len(values)} values for {len(inputs)} inputs: give one for all of them, "
                          f"or one per input in their order ({flag} {','.join(['N'] * len(inputs))})")
     return list(values)
-# What `fit` models: the topology model's collectives and point-to-point.
-MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
-            "p2p_bw", "p2p_latency", "p2p_bibw")
-
-
-def _system(name: str | None):
-    """The system description ``--system`` names (None without one)."""
-    if name is None:
-        return None
-    from pybench.model.system import load_system
-
-    return load_system(name)
-_min_points = number(int, 2, strict=False, maximum=1000)
 
 
 def add_parsers(subparsers) -> None:
@@ -102,7 +102,8 @@ def add_parsers(subparsers) -> None:
 
     q = subparsers.add_parser(
         "predict", help="predict collective times from a model file",
-        description="Predict time, algbw and busbw with a 95% interval (where one new run lands, by default) from a model file, and what each figure rests on.",
+        description="Predict time, algbw and busbw with a 95% interval (by default where one new run lands) "
+                    "from a model file, and what each figure rests on.",
         epilog="examples:\n  pybench predict h100.json --sizes 1M:1G --world 64 --nodes 8 --system aws-p5   "
                "# 8 nodes of 8 GPUs",
         formatter_class=argparse.RawDescriptionHelpFormatter)
