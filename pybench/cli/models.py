@@ -267,6 +267,10 @@ def describe_topology(tm) -> str:
                          f"bus bandwidth {r.busbw_Bps / 1e9:.2f} GB/s, pipeline steps c {r.extra_steps:.3f}"
                          f"{spans.get(f'{k} of {len(regimes)}', '')}")
     lines += [f"  note: {n}" for n in tm.notes]
+    single = {w for w, n in tm.fitted if n == 1}
+    # one fitted GPU count: whether another count in the node is determined (asked at 2 GPUs, or 4)
+    if len(single) == 1 and (why := tm.why_undetermined(4 if 2 in single else 2, 1)):
+        lines.append(f"  note: other GPU counts in one node: {why}")
     return "\n".join(lines)
 
 

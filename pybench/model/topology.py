@@ -189,6 +189,10 @@ class TopologyModel:
         assert link is not None
         return link
 
+    def why_undetermined(self, world: int, nodes: int) -> str:
+        """Why these inputs cannot determine a layout's time ('' when they can)."""
+        return self._undetermined(world, nodes)
+
     def _undetermined(self, world: int, nodes: int) -> str:
         """Why no model can answer for this layout from these inputs, or ''."""
         system = self.system

@@ -320,6 +320,7 @@ def test_cli_fit_and_predict(tmp_path, capsys):
     assert (r["collective"], r["size_bytes"], r["world"]) == ("allreduce", 1 << 20, 16)
     assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * 2 * 15 / 16)
     assert r["time_low_s"] <= r["time_s"] <= r["time_high_s"]
+    assert "note: other GPU counts in one node: not determined by these inputs" in text  # fit says so too
     # another GPU count of a one-count fit, no description: the row says so, and the run is not an error
     assert main_for_tests(["predict", str(out), "--sizes", "1M", "--world", "4", "--json", str(pj), "--force"]) == 0
     assert "not determined by these inputs: one GPU count (8)" in capsys.readouterr().out
