@@ -55,6 +55,7 @@ The fitted models' answers are kept per (collective, size, ranks, link class).
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -266,14 +267,14 @@ def _fixed_splits(layout: Layout, user_batch: int, bounds: SearchBounds,
 
 def _quoted(candidates: list[Candidate], user_batch: int, g: int, worlds: tuple[int, ...]) -> None:
     """Mark the combinations the advice quotes whatever the choice (pybench.planning.advice): everything at
-    ``worlds`` (the scaling check), the user's micro-batch of ddp at every world (scale-out), of ZeRO-1/2
-    (and ddp beside them) and of ZeRO-3 at the fewest devices they fit, and every split of the shallowest,
-    smallest tp x pp x dp over a whole node's tp."""
+    ``worlds`` (the scaling check), the user's micro-batch of ddp inside one node and on every whole number
+    of nodes (filling the node, scale-out), of ZeRO-1/2 (and ddp beside them) and of ZeRO-3 at the fewest
+    devices they fit, and every split of the shallowest, smallest tp x pp x dp over a whole node's tp."""
     for c in candidates:
         c.must = c.must or c.layout.world in worlds
     mine = [c for c in candidates if c.batch == user_batch]
     for c in mine:
-        c.must = c.must or c.strategy == "ddp"
+        c.must = c.must or (c.strategy == "ddp" and (c.layout.world <= g or c.layout.world % g == 0))
     zero12 = [c.layout.world for c in mine if c.strategy in ("zero1", "zero2")]
     for c in mine:
         if zero12 and c.layout.world == min(zero12) and c.strategy in ("ddp", "zero1", "zero2"):
@@ -288,6 +289,23 @@ def _quoted(candidates: list[Candidate], user_batch: int, g: int, worlds: tuple[
         first = min((c.layout.pp, c.layout.world) for c in threed)
         for c in threed:
             c.must = c.must or (c.layout.pp, c.layout.world) == first
+
+
+def _price_unbeaten(candidates: list[Candidate], search: Search, frontier: Frontier) -> None:
+    """Price those of ``candidates`` the rules could still choose, by rising cost bound; the others are left
+    out. Each is first checked on its compute-only bound, and its never-overlapped communication is counted
+    (model calls) only if that does not settle it: the bound only rises, so the order stays rising."""
+    heap = [(c.cost_bound, i, c) for i, c in enumerate(candidates)]
+    heapq.heapify(heap)
+    while heap:
+        _, i, c = heapq.heappop(heap)
+        if frontier.beaten(c):
+            search.left.append(c)
+        elif not c.refined:
+            c.refine()
+            heapq.heappush(heap, (c.cost_bound, i, c))
+        else:
+            frontier.add(search.price(c))
 
 
 def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_batch: int,
@@ -340,32 +358,30 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
         for b, m in _splits(layout, user_batch, user_m, bounds, fit):
             f = fit(b, m)
             sps, cost = pace.bound(b, m, f)
-            candidates.append(Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost, pace, f))
+            candidates.append(Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost, pace, f,
+                                        refined=not pace.exposes))
         tried += _weighed(layout, user_batch, bounds)
     _quoted(candidates, user_batch, g, quoted_worlds)
     for c in candidates:
         c.must = c.must or not prune
 
-    frontier = Frontier(loader_samples_per_s, target_samples_per_s)
+    frontier = Frontier(loader_samples_per_s, target_samples_per_s,
+                        min((c.cost_bound for c in candidates), default=0.0))
     for c in candidates:
         if c.must:
             frontier.add(search.price(c))
-    rest = [c for c in candidates if not c.must]
+    rest = [c for c in candidates if not c.priced]
     if multi_node_needs_target and target_samples_per_s is None and any(r.layout.nodes == 1 for r in search.rows):
         search.left.extend(rest)  # the choice stays inside the node; nothing else across nodes is quoted
         rest = []
-    for c in rest:
-        c.refine()
-    rest.sort(key=lambda c: c.cost_bound)
     if target_samples_per_s is not None:
         # Those that could meet the target first: once one its bands allow does, the others cannot be chosen.
         could = [c for c in rest if c.samples_per_s_bound >= target_samples_per_s]
-        rest = could + [c for c in rest if c.samples_per_s_bound < target_samples_per_s]
-    for c in rest:
-        if frontier.beaten(c):
-            search.left.append(c)
-        else:
-            frontier.add(search.price(c))
+        cannot = [c for c in rest if c.samples_per_s_bound < target_samples_per_s]
+        _price_unbeaten(could, search, frontier)
+        _price_unbeaten(cannot, search, frontier)
+    else:
+        _price_unbeaten(rest, search, frontier)
     search.bounds = replace(bounds, layouts_tried=tried, rows_fitting=len(candidates),
                             rows_left_out=len(search.left), rows_priced=len(search.priced),
                             layouts_fitting=frozenset((c.strategy, c.layout.world, c.layout.tp, c.layout.pp)
@@ -398,6 +414,7 @@ class Search:
         row = self.estimate(c.strategy, c.tp, c.pp, c.layout.world, c.batch, c.micro_batches)
         row = _with_node_efficiency(row, self.estimate, c.strategy, c.tp, c.pp, self.g)
         self.priced.append(row)
+        c.priced = True
         return row
 
     @property
