@@ -75,7 +75,7 @@ from pybench.planning.strategies import (
     memory_per_device,
 )
 
-__all__ = ["SearchBounds", "CachedModels", "Search", "search_layouts", "world_sizes", "batch_sizes",
+__all__ = ["SearchBounds", "CachedModels", "Search", "search_layouts", "world_sizes", "batch_sizes", "quoted_scale_out",
            "prices_inter_node", "EVERY_NODE_COUNT_UP_TO", "EVERY_DEVICE_COUNT_UP_TO_NODES", "tp_degrees",
            "pipeline_depths"]
 
@@ -128,6 +128,14 @@ def world_sizes(gpus_per_node: int, max_world: int) -> tuple[int, ...]:
         worlds.append(nodes * g)
         nodes = nodes + 1 if nodes < EVERY_NODE_COUNT_UP_TO else nodes * 2
     return tuple(worlds)
+
+
+def quoted_scale_out(world: int, g: int) -> bool:
+    """Whether the scale-out line quotes DDP at ``world`` devices: whole nodes, every count up to
+    ``EVERY_DEVICE_COUNT_UP_TO_NODES`` nodes, then powers of two (a line of every count to 32 nodes and
+    beyond says no more, and each costs the models' time)."""
+    nodes, whole = divmod(world, g)
+    return world > g and not whole and (nodes <= EVERY_DEVICE_COUNT_UP_TO_NODES or nodes & (nodes - 1) == 0)
 
 
 def batch_sizes(batch: int, max_batch: int) -> tuple[int, ...]:
@@ -245,6 +253,15 @@ def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
     yield from dict.fromkeys(pairs)
 
 
+def _per_replica(layout: Layout, bounds: SearchBounds) -> int:
+    """What ``_splits`` reads of the world: sequences per replica per step (G / dp with a named global batch,
+    -1 when dp does not divide it; else the largest power of two within the limit, 0 when none)."""
+    if bounds.global_batch is not None:
+        return -1 if bounds.global_batch % layout.dp else bounds.global_batch // layout.dp
+    most = bounds.global_batch_limit // layout.dp
+    return 1 << (most.bit_length() - 1) if most >= 1 else 0
+
+
 def _fixed_splits(layout: Layout, user_batch: int, bounds: SearchBounds,
                   fit: Callable[[int, int], MemoryFit]) -> Iterator[tuple[int, int]]:
     """Splits b x m of a named global batch: every replica trains S = G / dp sequences per step."""
@@ -267,14 +284,14 @@ def _fixed_splits(layout: Layout, user_batch: int, bounds: SearchBounds,
 
 def _quoted(candidates: list[Candidate], user_batch: int, g: int, worlds: tuple[int, ...]) -> None:
     """Mark the combinations the advice quotes whatever the choice (pybench.planning.advice): everything at
-    ``worlds`` (the scaling check), the user's micro-batch of ddp inside one node and on every whole number
-    of nodes (filling the node, scale-out), of ZeRO-1/2 (and ddp beside them) and of ZeRO-3 at the fewest
+    ``worlds`` (the scaling check), the user's micro-batch of ddp inside one node and at the node counts the
+    scale-out line quotes (``quoted_scale_out``), of ZeRO-1/2 (and ddp beside them) and of ZeRO-3 at the fewest
     devices they fit, and every split of the shallowest, smallest tp x pp x dp over a whole node's tp."""
     for c in candidates:
         c.must = c.must or c.layout.world in worlds
     mine = [c for c in candidates if c.batch == user_batch]
     for c in mine:
-        c.must = c.must or (c.strategy == "ddp" and (c.layout.world <= g or c.layout.world % g == 0))
+        c.must = c.must or (c.strategy == "ddp" and (c.layout.world <= g or quoted_scale_out(c.layout.world, g)))
     zero12 = [c.layout.world for c in mine if c.strategy in ("zero1", "zero2")]
     for c in mine:
         if zero12 and c.layout.world == min(zero12) and c.strategy in ("ddp", "zero1", "zero2"):
@@ -340,6 +357,9 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
     # m only through the pipeline's micro-batches in flight: one answer per such key serves every world.
     sized: dict[tuple[Any, ...], MemoryFit] = {}
     call_times: dict[tuple[Any, ...], float] = {}
+    # The splits worth pricing depend on the layout only through how it shards and how many sequences each
+    # replica trains per step (a power of two, or G / dp): one list serves every world sharing both.
+    split_lists: dict[tuple[Any, ...], list[tuple[int, int, MemoryFit]]] = {}
     for strategy, world, tp, pp in _candidates(g, degrees, depths, bounds.worlds):
         layout = make_layout(strategy, world, g, tp, shape.layers, pp)
         user_m = default_micro_batches(base, layout)
@@ -355,8 +375,10 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
             return sized[key]
 
         pace = Pace(cfg, models, layout, loader_samples_per_s, call_times)
-        for b, m in _splits(layout, user_batch, user_m, bounds, fit):
-            f = fit(b, m)
+        key = (*shard, _per_replica(layout, bounds), user_m)
+        if key not in split_lists:
+            split_lists[key] = [(b, m, fit(b, m)) for b, m in _splits(layout, user_batch, user_m, bounds, fit)]
+        for b, m, f in split_lists[key]:
             sps, cost = pace.bound(b, m, f)
             candidates.append(Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost, pace, f,
                                         refined=not pace.exposes))
