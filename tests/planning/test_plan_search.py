@@ -471,3 +471,13 @@ def test_the_combinations_left_out_never_change_the_plan(h100n, params, kw, monk
         return [x for x in p.text().splitlines() if not x.startswith("note:") and "combinations of layout" not in x]
     assert pruned.recommended == full.recommended
     assert said(pruned) == said(full)
+
+
+def test_scale_out_quotes_every_node_count_to_8_nodes_then_powers_of_two(h100n):
+    """A line of every node count to 32 nodes and beyond said no more than this one, and each count it
+    quoted was priced at every split the advice needs."""
+    from pybench.planning.records import ScaleOutAdvice
+    p = plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, max_world=1024)
+    (out,) = [a for a in p.records if isinstance(a, ScaleOutAdvice)]
+    assert [r.world // 8 for r in out.rows] == [2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128]
+    assert {9, 17, 31} <= {w // 8 for w in p.search.worlds if w % 8 == 0}  # the search still weighs them
