@@ -137,8 +137,12 @@ def _zero_record(rows: list[StepEstimate], batch: int) -> list[Advice]:
     if not zs:
         return []
     at = min(r.world for r in zs)
-    by = [r for r in rows if r.batch == batch and r.world == at and r.strategy in ("ddp", "zero1", "zero2")]
-    return [ZeroAdvice("shard the optimizer state", at, tuple(by))]
+    # One row per strategy: the user's micro-batch at the fewest micro-batches per step (rows are sorted by it)
+    by: dict[str, StepEstimate] = {}
+    for r in rows:
+        if r.batch == batch and r.world == at and r.strategy in ("ddp", "zero1", "zero2"):
+            by.setdefault(r.strategy, r)
+    return [ZeroAdvice("shard the optimizer state", at, tuple(by.values()))]
 
 
 def _fits_only_just(rows: list[StepEstimate], ev: _Inputs, one: MemoryEstimate) -> list[Advice]:

@@ -481,3 +481,13 @@ def test_scale_out_quotes_every_node_count_to_8_nodes_then_powers_of_two(h100n):
     (out,) = [a for a in p.records if isinstance(a, ScaleOutAdvice)]
     assert [r.world // 8 for r in out.rows] == [2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128]
     assert {9, 17, 31} <= {w // 8 for w in p.search.worlds if w % 8 == 0}  # the search still weighs them
+
+
+def test_the_zero_sentence_quotes_one_row_per_strategy(h100n):
+    """7B at micro-batch 4: ZeRO-1 fits at m = 1 and m = 64 alike; the sentence quoted both as two zero1s."""
+    from pybench.planning.records import ZeroAdvice
+    p = plan("7B", 4096, 4, models=h100n, flops_per_s=400e12)
+    (zero,) = [a for a in p.records if isinstance(a, ZeroAdvice)]
+    strategies = [r.strategy for r in zero.rows]
+    assert len(strategies) == len(set(strategies)) and "zero1" in strategies
+    assert all(r.batch == 4 and r.micro_batches == 1 for r in zero.rows)
