@@ -5,8 +5,9 @@ Dimensions, all of them weighed (issue 25):
 - strategy: ddp, zero1, zero2, zero3, tp inside one node, pp alone, tp+dp and tp x pp x dp.
 - tensor-parallel degrees: every degree up to the node's GPUs that divides the attention heads and the
   key/value heads (Megatron's rule: each rank holds whole heads). A degree that divides the node keeps
-  its groups inside one node; one that does not (tp 5 of 40 heads on nodes of 8) leaves some groups across
-  two nodes once the world spans nodes, and pays the network for them.
+  its groups inside one node; one that does not (tp 5 of 40 heads on nodes of 8) runs, once the world
+  spans nodes, as many ranks per node as whole groups fit (5 of 8), the other GPUs idle
+  (``pybench.planning.strategies.make_layout``): what a Megatron or NeMo user launches.
 - pipeline depths: for every size of the largest stage, ceil(L / p) layers, the fewest stages that give it
   (3 for 11 of 32 layers, not 4 to 5 of the same 11...: the step's pace is the largest stage's, so a deeper
   pipeline with the same largest stage needs more devices, more memory in flight and a longer bubble for
@@ -36,9 +37,9 @@ Dimensions, all of them weighed (issue 25):
   only adds a third to compute, so such a row can never be the better choice and is not timed.
 
 Memory is checked first (arithmetic). Every combination inside one node is priced, and so is what the
-advice quotes whatever the choice (every layout at 2, 4 and 8 devices, ddp's user micro-batch at every
-world, the first ZeRO and tp x pp x dp layouts that fit). A combination across nodes is priced only if
-the rules (``choice``) could choose it:
+advice quotes whatever the choice (every layout at 2, 4 and 8 devices, ddp's user micro-batch inside one
+node and at the node counts the scale-out line quotes, the first ZeRO and tp x pp x dp layouts that fit).
+A combination across nodes is priced only if the rules (``choice``) could choose it:
 
 - without a throughput target (or while one device is not well used) the choice stays inside one node
   whenever something fits there, so nothing else across nodes is priced;
@@ -47,8 +48,11 @@ the rules (``choice``) could choose it:
   all-gathers, each call priced alone), which bounds its samples/s from above and its cost per sample
   from below. It is left out when a priced layout, not comm-bound and on no more nodes, is faster than
   that bound and cheaper beyond the choice's tolerance; or, once a layout not comm-bound meets the
-  target, when its cost bound exceeds that layout's beyond the tolerance, or is no lower and it needs
-  more nodes or devices (among equals the choice takes fewer).
+  target, when it cannot meet the target, when its cost bound exceeds that layout's beyond the tolerance,
+  or is no lower and it needs more nodes or devices (among equals the choice takes fewer), or it needs
+  more nodes or devices and that layout costs within the tolerance of the least bound of any combination
+  (it is then among the equals whatever else is priced). The never-overlapped communication (model calls)
+  is added to a bound only where compute, bubble and wait alone do not settle it.
   tests/planning/test_plan_search.py checks that pricing everything picks the same.
 The fitted models' answers are kept per (collective, size, ranks, link class).
 """
