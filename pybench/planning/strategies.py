@@ -113,7 +113,9 @@ class Layout:
         return math.ceil(self.world / self.gpus_per_node)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "nodes": self.nodes}
+        # gpus_per_node is the node's in the file; ranks_per_node what the layout runs on each
+        return {**asdict(self), "gpus_per_node": self.gpus_per_node + self.idle_per_node,
+                "ranks_per_node": self.gpus_per_node, "nodes": self.nodes}
 
     def __str__(self) -> str:
         # "@5/node": 5 ranks on each node, the rest of its GPUs idle

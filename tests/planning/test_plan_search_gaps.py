@@ -90,6 +90,8 @@ def test_a_tp_degree_not_dividing_the_node_runs_whole_groups_per_node_with_gpus_
     assert "across nodes tp 5 runs 5 ranks per node, 3 GPUs idle" in p.text()
     across = make_layout("tp+dp", 10, 8, 5)
     assert (across.gpus_per_node, across.idle_per_node, across.nodes) == (5, 3, 2)
+    assert {k: across.to_dict()[k] for k in ("gpus_per_node", "ranks_per_node", "idle_per_node")} == {
+        "gpus_per_node": 8, "ranks_per_node": 5, "idle_per_node": 3}
     assert make_layout("tp+dp", 12, 8, 3).nodes == 2 and make_layout("tp+dp", 5, 8, 5).idle_per_node == 0
     for world in (5, 10, 40):
         tp_op = [o for o in make_layout_ops(p, "tp+dp", world, 5) if o.purpose.startswith("activations")]
