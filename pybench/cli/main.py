@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pybench import __version__
 from pybench.cli import argtypes, compat_flags
@@ -25,13 +26,13 @@ from pybench.cli import system as cli_system
 from pybench.cli.parser import Parser, run, subcommands
 from pybench.collectives import COLLECTIVES, DTYPES, OPS, canonical_dtype, canonical_op
 from pybench.errors import BackendUnavailable, UsageError
-from pybench.measure.benchmark import BenchConfig
-from pybench.measure.launch import check_rank_count
-from pybench.measure.p2p_tests import parse_p2p_tests
-from pybench.measure.results import OutputFiles
-from pybench.measure.stopping import StopRule
-from pybench.measure.table import machine_line
 from pybench.sizes import parse_sizes
+
+if TYPE_CHECKING:
+    from pybench.measure.stopping import StopRule
+
+# pybench.measure is imported where a measuring command needs it: plan, ccr, fit and the reports do not,
+# and they should not pay for it at start-up.
 
 _precision = argtypes.fraction()
 _positive_int, _nonneg_int = argtypes.positive_int, argtypes.nonneg_int
@@ -157,6 +158,7 @@ def _timing(args) -> str:
 
 
 def _stop_rule(args) -> StopRule:
+    from pybench.measure.stopping import StopRule
     if args.iters is not None and args.precision is not None:
         raise UsageError("-n/--iters and --precision are exclusive: give a fixed count or a precision, not both")
     return StopRule(precision=None if args.iters else (args.precision or 0.02), fixed_iters=args.iters,
@@ -180,6 +182,8 @@ def _check_backend(args) -> None:
 
 
 def _collective_plans(args) -> list:
+    from pybench.measure.benchmark import BenchConfig
+    from pybench.measure.results import OutputFiles
     from pybench.measure.runner import RunPlan
     # nccl-tests' -d all: one sweep per type, one file per type when files are asked for
     dtypes = list(DTYPES) if args.dtype.strip().lower() == "all" else [canonical_dtype(args.dtype)]
@@ -208,6 +212,9 @@ def _nccl_tests_sizes_given(args) -> bool:
 
 
 def _p2p_plans(args) -> list:
+    from pybench.measure.benchmark import BenchConfig
+    from pybench.measure.p2p_tests import parse_p2p_tests
+    from pybench.measure.results import OutputFiles
     from pybench.measure.runner import RunPlan
     tests = parse_p2p_tests(args.test)
     latency_only = all(t.benchmark == "p2p_latency" for t in tests)
@@ -240,7 +247,7 @@ def _per_test(path: Path | None, test: str, n_tests: int) -> Path | None:
 
 def _run_measurement(args) -> int:
     argv = args.argv
-    from pybench.measure.launch import spawn_local_ranks, under_launcher
+    from pybench.measure.launch import check_rank_count, spawn_local_ranks, under_launcher
     from pybench.measure.runner import fit_plans, run_as_rank
     if getattr(args, "matrix", False):
         return cli_gpu.run_p2p_matrix(args)
@@ -309,6 +316,7 @@ def _warn_oversubscribed(nprocs: int) -> None:
 def _cmd_env(args) -> int:
     from pybench.measure.envinfo import environment, optional_version
     from pybench.measure.launch import find_launcher, under_launcher
+    from pybench.measure.table import machine_line
     env = environment()
     try:
         launcher = find_launcher()

@@ -71,6 +71,7 @@ from pybench.planning.search import (
     SearchBounds,
     batch_sizes,
     prices_inter_node,
+    quoted_scale_out,
     search_layouts,
     world_sizes,
 )
@@ -120,7 +121,7 @@ def _fits_one_device(rows: list[StepEstimate], batch: int, g: int) -> list[Advic
     # the user's micro-batch at its default count: one row per world (rows are sorted by micro-batch count)
     # whole nodes only: a part of a node bills like the whole one in a scale-out decision
     multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp"))
-                   if r.world > g and r.world % g == 0}.values())[::-1]
+                   if quoted_scale_out(r.world, g)}.values())[::-1]
     if multi:
         fine = [r for r in multi if good(r)]
         last = fine[-1].world if fine else None
@@ -136,8 +137,12 @@ def _zero_record(rows: list[StepEstimate], batch: int) -> list[Advice]:
     if not zs:
         return []
     at = min(r.world for r in zs)
-    by = [r for r in rows if r.batch == batch and r.world == at and r.strategy in ("ddp", "zero1", "zero2")]
-    return [ZeroAdvice("shard the optimizer state", at, tuple(by))]
+    # One row per strategy: the user's micro-batch at the fewest micro-batches per step (rows are sorted by it)
+    by: dict[str, StepEstimate] = {}
+    for r in rows:
+        if r.batch == batch and r.world == at and r.strategy in ("ddp", "zero1", "zero2"):
+            by.setdefault(r.strategy, r)
+    return [ZeroAdvice("shard the optimizer state", at, tuple(by.values()))]
 
 
 def _fits_only_just(rows: list[StepEstimate], ev: _Inputs, one: MemoryEstimate) -> list[Advice]:

@@ -344,13 +344,17 @@ def _search(a: SearchAdvice) -> str:
     why = {"default": " (the default; max_world sets it)", "max_world": " (max_world)"}.get(
         b.max_world_reason, f" ({b.max_world_reason})")
     depths = ", ".join(map(str, b.pipeline_depths)) or "none"
+    g = b.gpus_per_node
+    idle = "".join(f"; across nodes tp {t} runs {g - g % t} ranks per node, {g % t} GPUs idle"
+                   for t in b.tp_degrees if g % t)
     said = (f"searched every layout of {', '.join(b.strategies)} (tp degrees {', '.join(map(str, b.tp_degrees))}: "
-            f"those dividing the heads; pipeline depths {depths}: the fewest stages for each size of the largest "
-            f"stage) on {_worlds(b)}{why}, {_batches(b)}, activation checkpointing where a layout needs it: "
-            f"{b.layouts_tried} combinations of layout, micro-batch and micro-batches per step weighed, "
+            f"those dividing the heads{idle}; pipeline depths {depths}: the fewest stages for each size of the "
+            f"largest stage) on {_worlds(b)}{why}, {_batches(b)}, activation checkpointing where a layout needs "
+            f"it: {b.layouts_tried} combinations of layout, micro-batch and micro-batches per step weighed, "
             f"{b.rows_fitting} fit and could win, {b.rows_priced} priced; the {b.rows_left_out} others cannot be "
-            f"chosen (a priced layout on no more nodes beats their best case, no communication at all; or they "
-            f"span nodes and nothing needs more than one)")
+            f"chosen (a priced layout on no more nodes beats their best case: compute, bubble, the wait and the "
+            f"communication that never overlaps; once a layout meets the target, those that cannot meet it or "
+            f"would cost no less on more nodes; or they span nodes and nothing needs more than one)")
     if a.bounded:
         said += f"; the answer is bounded by {devices(b.max_world)}: more may do better"
     return said

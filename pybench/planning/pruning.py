@@ -28,7 +28,7 @@ from pybench.planning.transformer import training_flops
 __all__ = ["Candidate", "Frontier", "Pace"]
 
 
-@dataclass
+@dataclass(eq=False)
 class Candidate:
     """A combination that fits, with the bounds of its best case (no communication at all)."""
 
@@ -43,19 +43,23 @@ class Candidate:
     cost_bound: float
     pace: Pace | None = None
     fit: MemoryFit = MemoryFit.FITS
+    refined: bool = False
+    priced: bool = False
 
     def refine(self) -> None:
         """Count the communication that never overlaps in the bounds too (model calls: only where needed)."""
-        if self.pace is not None:
-            self.samples_per_s_bound, self.cost_bound = self.pace.bound(self.batch, self.micro_batches, self.fit,
-                                                                        exposed=True)
+        if self.pace is not None and not self.refined:
+            self.samples_per_s_bound, self.cost_bound = self.pace.bound(
+                self.batch, self.micro_batches, self.fit, exposed=True)
+        self.refined = True
 
 
 class Frontier:
     """Priced rows not comm-bound, by cost, to tell when a combination can never be chosen (``beaten``)."""
 
-    def __init__(self, loader: float | None, target: float | None) -> None:
-        self.loader, self.target = loader, target
+    def __init__(self, loader: float | None, target: float | None, lowest: float = 0.0) -> None:
+        # ``lowest``: no combination costs less per sample (the least of their bounds)
+        self.loader, self.target, self.lowest = loader, target, lowest
         self.pending: list[tuple[float, int, int, float]] = []  # (cost x (1 + tolerance), id, nodes, samples/s)
         self.best: dict[int, float] = {}
         self.keys: list[int] = []
@@ -78,9 +82,15 @@ class Frontier:
         if self.meeting is not None:
             # The target is met by a row its bands allow: only rows meeting it are weighed, the cheapest
             # wins and among costs within the tolerance fewer nodes, then fewer devices.
+            if self.target is not None and c.samples_per_s_bound < self.target:
+                return True  # only layouts meeting the target are weighed now
             cost, nodes, world = self.meeting
             if c.cost_bound > cost * (1 + COST_TOLERANCE) or (c.cost_bound >= cost and
                                                                (nodes, world) < (c.layout.nodes, c.layout.world)):
+                return True
+            # That row is within the tolerance of the cheapest there can be, so it is among the equals
+            # whatever else is priced, and it wins against any layout on more nodes or devices.
+            if cost <= self.lowest * (1 + COST_TOLERANCE) and (nodes, world) < (c.layout.nodes, c.layout.world):
                 return True
         # A row on no more nodes that is faster than c can be and cheaper by more than the tolerance.
         while self.pending and self.pending[0][0] < c.cost_bound:

@@ -108,7 +108,7 @@ def _columns(overlap: bool, priced: bool) -> str:
 
 
 def _row_line(r: StepEstimate, overlap: bool, priced: bool) -> str:
-    line = (f"{r.strategy:<8}{r.world:>6}{r.batch:>6}{str(r.layout):>14}{fmt_bytes(r.bytes_per_rank):>11}"
+    line = (f"{r.strategy:<8}{r.world:>6}{r.batch:>6}{' ' + str(r.layout):>14}{fmt_bytes(r.bytes_per_rank):>11}"
             f"{_short_links(r.links):>12}{fmt_seconds(r.compute_s):>11}{fmt_seconds(r.comm_s):>11}"
             f"{fmt_seconds(r.latency_s):>11}{fmt_seconds(r.bandwidth_s):>11}{fmt_seconds(r.sync_s):>11}"
             f"{r.ccr:>7.3f}{r.band:>11}")

@@ -5,8 +5,9 @@ Dimensions, all of them weighed (issue 25):
 - strategy: ddp, zero1, zero2, zero3, tp inside one node, pp alone, tp+dp and tp x pp x dp.
 - tensor-parallel degrees: every degree up to the node's GPUs that divides the attention heads and the
   key/value heads (Megatron's rule: each rank holds whole heads). A degree that divides the node keeps
-  its groups inside one node; one that does not (tp 5 of 40 heads on nodes of 8) leaves some groups across
-  two nodes once the world spans nodes, and pays the network for them.
+  its groups inside one node; one that does not (tp 5 of 40 heads on nodes of 8) runs, once the world
+  spans nodes, as many ranks per node as whole groups fit (5 of 8), the other GPUs idle
+  (``pybench.planning.strategies.make_layout``): what a Megatron or NeMo user launches.
 - pipeline depths: for every size of the largest stage, ceil(L / p) layers, the fewest stages that give it
   (3 for 11 of 32 layers, not 4 to 5 of the same 11...: the step's pace is the largest stage's, so a deeper
   pipeline with the same largest stage needs more devices, more memory in flight and a longer bubble for
@@ -36,9 +37,9 @@ Dimensions, all of them weighed (issue 25):
   only adds a third to compute, so such a row can never be the better choice and is not timed.
 
 Memory is checked first (arithmetic). Every combination inside one node is priced, and so is what the
-advice quotes whatever the choice (every layout at 2, 4 and 8 devices, ddp's user micro-batch at every
-world, the first ZeRO and tp x pp x dp layouts that fit). A combination across nodes is priced only if
-the rules (``choice``) could choose it:
+advice quotes whatever the choice (every layout at 2, 4 and 8 devices, ddp's user micro-batch inside one
+node and at the node counts the scale-out line quotes, the first ZeRO and tp x pp x dp layouts that fit).
+A combination across nodes is priced only if the rules (``choice``) could choose it:
 
 - without a throughput target (or while one device is not well used) the choice stays inside one node
   whenever something fits there, so nothing else across nodes is priced;
@@ -47,14 +48,18 @@ the rules (``choice``) could choose it:
   all-gathers, each call priced alone), which bounds its samples/s from above and its cost per sample
   from below. It is left out when a priced layout, not comm-bound and on no more nodes, is faster than
   that bound and cheaper beyond the choice's tolerance; or, once a layout not comm-bound meets the
-  target, when its cost bound exceeds that layout's beyond the tolerance, or is no lower and it needs
-  more nodes or devices (among equals the choice takes fewer).
+  target, when it cannot meet the target, when its cost bound exceeds that layout's beyond the tolerance,
+  or is no lower and it needs more nodes or devices (among equals the choice takes fewer), or it needs
+  more nodes or devices and that layout costs within the tolerance of the least bound of any combination
+  (it is then among the equals whatever else is priced). The never-overlapped communication (model calls)
+  is added to a bound only where compute, bubble and wait alone do not settle it.
   tests/planning/test_plan_search.py checks that pricing everything picks the same.
 The fitted models' answers are kept per (collective, size, ranks, link class).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -74,7 +79,7 @@ from pybench.planning.strategies import (
     memory_per_device,
 )
 
-__all__ = ["SearchBounds", "CachedModels", "Search", "search_layouts", "world_sizes", "batch_sizes",
+__all__ = ["SearchBounds", "CachedModels", "Search", "search_layouts", "world_sizes", "batch_sizes", "quoted_scale_out",
            "prices_inter_node", "EVERY_NODE_COUNT_UP_TO", "EVERY_DEVICE_COUNT_UP_TO_NODES", "tp_degrees",
            "pipeline_depths"]
 
@@ -127,6 +132,14 @@ def world_sizes(gpus_per_node: int, max_world: int) -> tuple[int, ...]:
         worlds.append(nodes * g)
         nodes = nodes + 1 if nodes < EVERY_NODE_COUNT_UP_TO else nodes * 2
     return tuple(worlds)
+
+
+def quoted_scale_out(world: int, g: int) -> bool:
+    """Whether the scale-out line quotes DDP at ``world`` devices: whole nodes, every count up to
+    ``EVERY_DEVICE_COUNT_UP_TO_NODES`` nodes, then powers of two (a line of every count to 32 nodes and
+    beyond says no more, and each costs the models' time)."""
+    nodes, whole = divmod(world, g)
+    return world > g and not whole and (nodes <= EVERY_DEVICE_COUNT_UP_TO_NODES or nodes & (nodes - 1) == 0)
 
 
 def batch_sizes(batch: int, max_batch: int) -> tuple[int, ...]:
@@ -244,6 +257,15 @@ def _splits(layout: Layout, user_batch: int, user_m: int, bounds: SearchBounds,
     yield from dict.fromkeys(pairs)
 
 
+def _per_replica(layout: Layout, bounds: SearchBounds) -> int:
+    """What ``_splits`` reads of the world: sequences per replica per step (G / dp with a named global batch,
+    -1 when dp does not divide it; else the largest power of two within the limit, 0 when none)."""
+    if bounds.global_batch is not None:
+        return -1 if bounds.global_batch % layout.dp else bounds.global_batch // layout.dp
+    most = bounds.global_batch_limit // layout.dp
+    return 1 << (most.bit_length() - 1) if most >= 1 else 0
+
+
 def _fixed_splits(layout: Layout, user_batch: int, bounds: SearchBounds,
                   fit: Callable[[int, int], MemoryFit]) -> Iterator[tuple[int, int]]:
     """Splits b x m of a named global batch: every replica trains S = G / dp sequences per step."""
@@ -266,14 +288,14 @@ def _fixed_splits(layout: Layout, user_batch: int, bounds: SearchBounds,
 
 def _quoted(candidates: list[Candidate], user_batch: int, g: int, worlds: tuple[int, ...]) -> None:
     """Mark the combinations the advice quotes whatever the choice (pybench.planning.advice): everything at
-    ``worlds`` (the scaling check), the user's micro-batch of ddp at every world (scale-out), of ZeRO-1/2
-    (and ddp beside them) and of ZeRO-3 at the fewest devices they fit, and every split of the shallowest,
-    smallest tp x pp x dp over a whole node's tp."""
+    ``worlds`` (the scaling check), the user's micro-batch of ddp inside one node and at the node counts the
+    scale-out line quotes (``quoted_scale_out``), of ZeRO-1/2 (and ddp beside them) and of ZeRO-3 at the fewest
+    devices they fit, and every split of the shallowest, smallest tp x pp x dp over a whole node's tp."""
     for c in candidates:
         c.must = c.must or c.layout.world in worlds
     mine = [c for c in candidates if c.batch == user_batch]
     for c in mine:
-        c.must = c.must or c.strategy == "ddp"
+        c.must = c.must or (c.strategy == "ddp" and (c.layout.world <= g or quoted_scale_out(c.layout.world, g)))
     zero12 = [c.layout.world for c in mine if c.strategy in ("zero1", "zero2")]
     for c in mine:
         if zero12 and c.layout.world == min(zero12) and c.strategy in ("ddp", "zero1", "zero2"):
@@ -288,6 +310,23 @@ def _quoted(candidates: list[Candidate], user_batch: int, g: int, worlds: tuple[
         first = min((c.layout.pp, c.layout.world) for c in threed)
         for c in threed:
             c.must = c.must or (c.layout.pp, c.layout.world) == first
+
+
+def _price_unbeaten(candidates: list[Candidate], search: Search, frontier: Frontier) -> None:
+    """Price those of ``candidates`` the rules could still choose, by rising cost bound; the others are left
+    out. Each is first checked on its compute-only bound, and its never-overlapped communication is counted
+    (model calls) only if that does not settle it: the bound only rises, so the order stays rising."""
+    heap = [(c.cost_bound, i, c) for i, c in enumerate(candidates)]
+    heapq.heapify(heap)
+    while heap:
+        _, i, c = heapq.heappop(heap)
+        if frontier.beaten(c):
+            search.left.append(c)
+        elif not c.refined:
+            c.refine()
+            heapq.heappush(heap, (c.cost_bound, i, c))
+        else:
+            frontier.add(search.price(c))
 
 
 def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_batch: int,
@@ -322,6 +361,9 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
     # m only through the pipeline's micro-batches in flight: one answer per such key serves every world.
     sized: dict[tuple[Any, ...], MemoryFit] = {}
     call_times: dict[tuple[Any, ...], float] = {}
+    # The splits worth pricing depend on the layout only through how it shards and how many sequences each
+    # replica trains per step (a power of two, or G / dp): one list serves every world sharing both.
+    split_lists: dict[tuple[Any, ...], list[tuple[int, int, MemoryFit]]] = {}
     for strategy, world, tp, pp in _candidates(g, degrees, depths, bounds.worlds):
         layout = make_layout(strategy, world, g, tp, shape.layers, pp)
         user_m = default_micro_batches(base, layout)
@@ -337,35 +379,35 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
             return sized[key]
 
         pace = Pace(cfg, models, layout, loader_samples_per_s, call_times)
-        for b, m in _splits(layout, user_batch, user_m, bounds, fit):
-            f = fit(b, m)
+        key = (*shard, _per_replica(layout, bounds), user_m)
+        if key not in split_lists:
+            split_lists[key] = [(b, m, fit(b, m)) for b, m in _splits(layout, user_batch, user_m, bounds, fit)]
+        for b, m, f in split_lists[key]:
             sps, cost = pace.bound(b, m, f)
-            candidates.append(Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost, pace, f))
+            candidates.append(Candidate(strategy, tp, pp, layout, b, m, layout.nodes == 1, sps, cost, pace, f,
+                                        refined=not pace.exposes))
         tried += _weighed(layout, user_batch, bounds)
     _quoted(candidates, user_batch, g, quoted_worlds)
     for c in candidates:
         c.must = c.must or not prune
 
-    frontier = Frontier(loader_samples_per_s, target_samples_per_s)
+    frontier = Frontier(loader_samples_per_s, target_samples_per_s,
+                        min((c.cost_bound for c in candidates), default=0.0))
     for c in candidates:
         if c.must:
             frontier.add(search.price(c))
-    rest = [c for c in candidates if not c.must]
+    rest = [c for c in candidates if not c.priced]
     if multi_node_needs_target and target_samples_per_s is None and any(r.layout.nodes == 1 for r in search.rows):
         search.left.extend(rest)  # the choice stays inside the node; nothing else across nodes is quoted
         rest = []
-    for c in rest:
-        c.refine()
-    rest.sort(key=lambda c: c.cost_bound)
     if target_samples_per_s is not None:
         # Those that could meet the target first: once one its bands allow does, the others cannot be chosen.
         could = [c for c in rest if c.samples_per_s_bound >= target_samples_per_s]
-        rest = could + [c for c in rest if c.samples_per_s_bound < target_samples_per_s]
-    for c in rest:
-        if frontier.beaten(c):
-            search.left.append(c)
-        else:
-            frontier.add(search.price(c))
+        cannot = [c for c in rest if c.samples_per_s_bound < target_samples_per_s]
+        _price_unbeaten(could, search, frontier)
+        _price_unbeaten(cannot, search, frontier)
+    else:
+        _price_unbeaten(rest, search, frontier)
     search.bounds = replace(bounds, layouts_tried=tried, rows_fitting=len(candidates),
                             rows_left_out=len(search.left), rows_priced=len(search.priced),
                             layouts_fitting=frozenset((c.strategy, c.layout.world, c.layout.tp, c.layout.pp)
@@ -398,6 +440,7 @@ class Search:
         row = self.estimate(c.strategy, c.tp, c.pp, c.layout.world, c.batch, c.micro_batches)
         row = _with_node_efficiency(row, self.estimate, c.strategy, c.tp, c.pp, self.g)
         self.priced.append(row)
+        c.priced = True
         return row
 
     @property

@@ -32,7 +32,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -332,7 +331,7 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     # Each device computes its tp share of the largest pipeline stage, which sets the pace.
     flops = training_flops(cfg.params, tokens, recompute) * stage_share(layout, cfg.shape.layers) / layout.tp
     compute_s = flops / cfg.flops_per_s
-    nodes = math.ceil(world / g)
+    nodes = layout.nodes  # a tp degree not dividing the node leaves GPUs idle: more nodes
     sf, sync_s = _sync_s(cfg, compute_s, world, nodes)
     one_device_s = training_flops(cfg.params, tokens, cfg.recompute) / cfg.flops_per_s
     if cfg.overlap:
@@ -341,7 +340,7 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
         serial = sum(o.time_s for o in timed)
         comm = _Comm(serial, sum(o.op.calls * o.call.time_low_s for o in timed),
                      sum(o.op.calls * o.call.time_high_s for o in timed), serial)
-    cost = cfg.cost_per_hour(world, g)
+    cost = cfg.cost_per_hour(world, layout.gpus_per_node)
     return StepEstimate(strategy=layout.strategy, world=world, batch=batch, layout=layout, micro_batches=m,
                         global_batch=batch * m * layout.dp, ops=timed, compute_s=compute_s,
                         bubble_s=compute_s * (layout.pp - 1) / m, comm_s=comm.serial_s, comm_low_s=comm.low_s,

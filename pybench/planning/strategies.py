@@ -28,7 +28,9 @@ algorithms (size x bus-bandwidth factor).
 
 Link class: a group whose ranks live on more than one node is ``inter-node``
 (its ring is limited by the network), else ``intra-node``. Ranks fill nodes in
-order: rank r sits on node r // gpus_per_node.
+order: rank r sits on node r // gpus_per_node, where a layout's ``gpus_per_node`` is
+the ranks it runs per node: all the node's GPUs, except for a tensor-parallel degree
+that does not divide them (``make_layout``).
 """
 
 from __future__ import annotations
@@ -100,20 +102,25 @@ class Layout:
 
     strategy: str
     world: int
-    gpus_per_node: int
+    gpus_per_node: int  # ranks per node: the node's GPUs less those left idle
     dp: int
     tp: int = 1
     pp: int = 1
+    idle_per_node: int = 0  # GPUs of each node left idle so that no tp group straddles two nodes
 
     @property
     def nodes(self) -> int:
         return math.ceil(self.world / self.gpus_per_node)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "nodes": self.nodes}
+        # gpus_per_node is the node's in the file; ranks_per_node what the layout runs on each
+        return {**asdict(self), "gpus_per_node": self.gpus_per_node + self.idle_per_node,
+                "ranks_per_node": self.gpus_per_node, "nodes": self.nodes}
 
     def __str__(self) -> str:
-        return f"dp{self.dp}xtp{self.tp}xpp{self.pp}"
+        # "@5/node": 5 ranks on each node, the rest of its GPUs idle
+        idle = f"@{self.gpus_per_node}/node" if self.idle_per_node else ""
+        return f"dp{self.dp}xtp{self.tp}xpp{self.pp}{idle}"
 
 
 def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None = None,
@@ -150,19 +157,25 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
         raise UsageError(f"{strategy}: tensor-parallel degree {t} must lie in 1-{g}, the GPUs per node "
                          f"(a tp group larger than a node would cross the network for every layer)")
     # Any world the tp degree divides. Ranks fill nodes in order: a degree dividing the node keeps every tp
-    # group inside one node (tp2 x dp3 on 6 of 8, tp4 x dp3 on 12); one that does not (tp3 on nodes of 8)
-    # leaves some groups straddling two nodes, priced over the network (comm_ops).
+    # group inside one node (tp2 x dp3 on 6 of 8, tp4 x dp3 on 12). One that does not (tp 5 or 3 on nodes of
+    # 8) runs as Megatron and NeMo users run it once the world spans nodes: as many ranks per node as whole tp
+    # groups fit (5 or 6 of 8), the other GPUs idle, so no group's per-layer all-reduce crosses the network.
+    used = g - g % t
+    if world > used:
+        g, idle = used, g - used
+    else:
+        idle = 0
     if strategy == "tp+dp":
         if world % t:
             raise UsageError(f"tp+dp on {world} ranks: world must be a multiple of the tensor-parallel degree {t}")
-        return Layout(strategy, world, g, dp=world // t, tp=t)
+        return Layout(strategy, world, g, dp=world // t, tp=t, idle_per_node=idle)
     p = 2 if pp_degree is None else pp_degree
     if p < 1:
         raise UsageError(f"tp+pp+dp: pipeline degree must be at least 1, got {p}")
     _check_stages(p, layers)
     if world % (t * p):
         raise UsageError(f"tp+pp+dp on {world} ranks: world must be a multiple of tp x pp = {t} x {p} = {t * p}")
-    return Layout(strategy, world, g, dp=world // (t * p), tp=t, pp=p)
+    return Layout(strategy, world, g, dp=world // (t * p), tp=t, pp=p, idle_per_node=idle)
 
 
 def stage_share(layout: Layout, layers: int) -> float:
@@ -302,8 +315,7 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
         # Megatron: one all-reduce after attention and one after the MLP, forward and backward,
         # for the layers this rank's pipeline stage holds.
         stage_layers = math.ceil(L / layout.pp)
-        # A degree that does not divide the node leaves some tp groups across two nodes once the world
-        # spans nodes; every group waits for the slowest, so the step pays the network.
+        # A degree that does not divide the node runs whole groups per node (make_layout): never across.
         tp_link = INTER if g % layout.tp and layout.world > g else INTRA
         ops.append(CommOp("activations (tensor parallel)", "allreduce", work.activation_bytes,
                           4 * stage_layers * m, layout.tp, tp_link))

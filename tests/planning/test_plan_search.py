@@ -448,20 +448,46 @@ def test_the_new_ccr_options_refuse_bad_input_in_one_line(h100n, capsys, extra, 
 
 
 @pytest.mark.parametrize("params, kw", [
-    ("7B", dict(target=30)), ("7B", dict(target=1000, price_per_node_hour=98.0)),
-    ("1.3B", dict(target=120, loader=20.0)), ("7B", dict(target=20, straggler_cv=0.1, slow_node=0.9)),
+    ("7B", dict(target_samples_per_s=30)), ("7B", dict(target_samples_per_s=1000, price_per_node_hour=98.0)),
+    ("1.3B", dict(target_samples_per_s=120, loader_samples_per_s=20.0)),
+    ("7B", dict(target_samples_per_s=20, straggler_cv=0.1, slow_node=0.9)),
+    # met within the tolerance of the least cost any combination could reach: layouts on more nodes left out
+    ("1.3B", dict(target_samples_per_s=500)),
 ])
-def test_the_combinations_left_out_never_change_the_choice(h100n, params, kw):
-    """Pricing only what could be chosen (a compute-only bound against priced layouts) picks what pricing
-    every combination picks, with the same verdict, the fastest in the node and the fastest allowed."""
-    from pybench.planning.choice import Need, choose
-    target, loader = kw.pop("target", None), kw.pop("loader", None)
-    cfg = make_ccr_config(params, 2048, 1, 1, "ddp", flops_per_s=400e12, overlap=True, **kw)
-    models = as_model_set(h100n)
-    bounds = SearchBounds(40, "max_world", world_sizes(8, 40), batch_sizes(1, 4), 64, ("ddp",))
-    need = Need(target, True, True, 8, 1, loader)
-    pruned = search_layouts(cfg, CachedModels(models), bounds, 1, loader, target, multi_node_needs_target=True)
-    full = search_layouts(cfg, CachedModels(models), bounds, 1, loader, target, prune=False)
-    assert pruned.bounds.rows_left_out > 0 and full.bounds.rows_left_out == 0
-    a, b = choose(pruned.rows, need), choose(full.rows, need)
-    assert (a.row, a.verdict, a.met, a.node, a.best_allowed) == (b.row, b.verdict, b.met, b.node, b.best_allowed)
+def test_the_combinations_left_out_never_change_the_plan(h100n, params, kw, monkeypatch):
+    """Pricing only what could be chosen or is quoted (a best-case bound against priced layouts) says what
+    pricing every combination says, sentence for sentence: the pick, the verdict, the node's best, the
+    fastest allowed, the scaling check, scale-out, ZeRO and the batch line."""
+    import functools
+
+    import pybench.planning.advice as advice
+    args = dict(models=h100n, flops_per_s=400e12, max_world=40, max_batch=4, **kw)
+    pruned = plan(params, 2048, 1, **args)
+    monkeypatch.setattr(advice, "search_layouts", functools.partial(search_layouts, prune=False))
+    full = plan(params, 2048, 1, **args)
+    assert pruned.search.rows_left_out > 0 and full.search.rows_left_out == 0
+
+    def said(p):  # every sentence but the search's counts and the notes (those say what the models were asked)
+        return [x for x in p.text().splitlines() if not x.startswith("note:") and "combinations of layout" not in x]
+    assert pruned.recommended == full.recommended
+    assert said(pruned) == said(full)
+
+
+def test_scale_out_quotes_every_node_count_to_8_nodes_then_powers_of_two(h100n):
+    """A line of every node count to 32 nodes and beyond said no more than this one, and each count it
+    quoted was priced at every split the advice needs."""
+    from pybench.planning.records import ScaleOutAdvice
+    p = plan("1.3B", 2048, 1, models=h100n, flops_per_s=400e12, max_world=1024)
+    (out,) = [a for a in p.records if isinstance(a, ScaleOutAdvice)]
+    assert [r.world // 8 for r in out.rows] == [2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128]
+    assert {9, 17, 31} <= {w // 8 for w in p.search.worlds if w % 8 == 0}  # the search still weighs them
+
+
+def test_the_zero_sentence_quotes_one_row_per_strategy(h100n):
+    """7B at micro-batch 4: ZeRO-1 fits at m = 1 and m = 64 alike; the sentence quoted both as two zero1s."""
+    from pybench.planning.records import ZeroAdvice
+    p = plan("7B", 4096, 4, models=h100n, flops_per_s=400e12)
+    (zero,) = [a for a in p.records if isinstance(a, ZeroAdvice)]
+    strategies = [r.strategy for r in zero.rows]
+    assert len(strategies) == len(set(strategies)) and "zero1" in strategies
+    assert all(r.batch == 4 and r.micro_batches == 1 for r in zero.rows)

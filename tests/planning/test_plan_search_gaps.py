@@ -78,18 +78,31 @@ def test_a_pipeline_that_does_not_divide_the_layers_is_paced_by_its_largest_stag
     assert not {9, 10, 12} & {pp for _, _, _, pp in p.search.layouts_fitting}
 
 
-def test_tp_degrees_divide_the_heads_and_one_that_does_not_divide_the_node_pays_the_network(h100n):
-    """13B has 40 heads: tp 5 is a degree Megatron can run (whole heads per rank); on nodes of 8 its groups
-    straddle two nodes once the world spans nodes, and that all-reduce is priced across the network."""
+def test_a_tp_degree_not_dividing_the_node_runs_whole_groups_per_node_with_gpus_idle(h100n):
+    """13B has 40 heads: tp 5 is a degree Megatron can run (whole heads per rank). On nodes of 8 a Megatron or
+    NeMo user runs 5 ranks per node rather than let a group straddle two nodes (its per-layer all-reduce over
+    the network): 3 GPUs idle per node, paid for when nodes are billed, not when devices are."""
     shape = shape_for_params(13_000_000_000)
     assert shape.heads == 40 and tp_degrees(8, shape.heads, shape.kv_heads) == (1, 2, 4, 5, 8)
     assert tp_degrees(8, 32, 8) == (1, 2, 4, 8)  # grouped-query attention: the key/value heads too
     p = plan("13B", 4096, 1, models=h100n, flops_per_s=400e12, target_samples_per_s=60)
     assert {("tp+dp", 10, 5, 1), ("tp+dp", 5 * 8, 5, 1)} <= p.search.layouts_fitting
-    tp_op = [o for o in make_layout_ops(p, "tp+dp", 10, 5) if o.purpose.startswith("activations")]
-    assert tp_op and tp_op[0].link_class == INTER
-    inside = [o for o in make_layout_ops(p, "tp+dp", 5, 5) if o.purpose.startswith("activations")]
-    assert inside[0].link_class != INTER  # one group inside one node
+    assert "across nodes tp 5 runs 5 ranks per node, 3 GPUs idle" in p.text()
+    across = make_layout("tp+dp", 10, 8, 5)
+    assert (across.gpus_per_node, across.idle_per_node, across.nodes) == (5, 3, 2)
+    assert {k: across.to_dict()[k] for k in ("gpus_per_node", "ranks_per_node", "idle_per_node")} == {
+        "gpus_per_node": 8, "ranks_per_node": 5, "idle_per_node": 3}
+    assert make_layout("tp+dp", 12, 8, 3).nodes == 2 and make_layout("tp+dp", 5, 8, 5).idle_per_node == 0
+    for world in (5, 10, 40):
+        tp_op = [o for o in make_layout_ops(p, "tp+dp", world, 5) if o.purpose.startswith("activations")]
+        assert tp_op[0].link_class != INTER, world  # every group inside one node
+    models = as_model_set(h100n)
+    by_node = estimate_step(make_ccr_config("13B", 4096, 1, 40, "tp+dp", flops_per_s=400e12, tp_degree=5,
+                                            price_per_node_hour=98.0), models, "tp+dp", 40, 1)
+    assert by_node.layout.nodes == 8 and by_node.cost_per_hour == 8 * 98.0  # 40 ranks at 5 a node
+    by_device = estimate_step(make_ccr_config("13B", 4096, 1, 40, "tp+dp", flops_per_s=400e12, tp_degree=5,
+                                              price_per_device_hour=12.0), models, "tp+dp", 40, 1)
+    assert by_device.cost_per_hour == 40 * 12.0
 
 
 def make_layout_ops(p, strategy, world, tp):
