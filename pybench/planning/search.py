@@ -65,7 +65,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pybench.errors import UsageError
+from pybench.errors import NotDetermined, UsageError
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
 from pybench.planning.pruning import Candidate, Frontier, Pace
@@ -326,7 +326,12 @@ def _price_unbeaten(candidates: list[Candidate], search: Search, frontier: Front
             c.refine()
             heapq.heappush(heap, (c.cost_bound, i, c))
         else:
-            frontier.add(search.price(c))
+            _add(frontier, search.price(c))
+
+
+def _add(frontier: Frontier, row: StepEstimate | None) -> None:
+    if row is not None:  # None: the inputs do not determine that layout's communication
+        frontier.add(row)
 
 
 def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_batch: int,
@@ -395,7 +400,7 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
                         min((c.cost_bound for c in candidates), default=0.0))
     for c in candidates:
         if c.must:
-            frontier.add(search.price(c))
+            _add(frontier, search.price(c))
     rest = [c for c in candidates if not c.priced]
     if multi_node_needs_target and target_samples_per_s is None and any(r.layout.nodes == 1 for r in search.rows):
         search.left.extend(rest)  # the choice stays inside the node; nothing else across nodes is quoted
@@ -423,6 +428,8 @@ class Search:
         self.cfg, self.models, self.g, self.bounds = cfg, models, g, bounds
         self.priced: list[StepEstimate] = []
         self.left: list[Candidate] = []
+        self.undetermined: dict[str, set[str]] = {}
+        """Why the inputs do not determine some layouts' communication -> those layouts (never priced)."""
         self._configs: dict[tuple[int | None, int | None], CcrConfig] = {}
         self._estimates: dict[tuple[str, int | None, int | None, int, int, int], StepEstimate] = {}
 
@@ -436,8 +443,14 @@ class Search:
                                                  micro_batches=m)
         return self._estimates[key]
 
-    def price(self, c: Candidate) -> StepEstimate:
-        row = self.estimate(c.strategy, c.tp, c.pp, c.layout.world, c.batch, c.micro_batches)
+    def price(self, c: Candidate) -> StepEstimate | None:
+        """``c`` priced and kept, or None (recorded in ``undetermined``) where the inputs cannot price it."""
+        try:
+            row = self.estimate(c.strategy, c.tp, c.pp, c.layout.world, c.batch, c.micro_batches)
+        except NotDetermined as exc:
+            self.undetermined.setdefault(str(exc), set()).add(f"{c.strategy} on {c.layout.world}")
+            c.priced = True  # weighed, and left out for good
+            return None
         row = _with_node_efficiency(row, self.estimate, c.strategy, c.tp, c.pp, self.g)
         self.priced.append(row)
         c.priced = True

@@ -85,3 +85,19 @@ def test_ccr_takes_link_presets_too(one_node_model):
         ccr("1.3B", 2048, 1, "8,16", "ddp", models=one_node_model, flops_per_s=250e12)
     with pytest.raises(UsageError, match="unknown link preset"):
         ccr("1.3B", 2048, 1, 8, "ddp", models=one_node_model, flops_per_s=250e12, links=["carrier-pigeon"])
+
+
+def test_one_gpu_count_prices_only_that_count_and_says_why_not_the_others(tmp_path_factory, capsys):
+    """Issue 24: one GPU count (8) without the node's description does not determine 2- or 4-GPU groups. The
+    plan leaves those layouts out, says so with the remedy, and answers from the 8-GPU ones; described as
+    the switched node it is, every count is priced."""
+    one_count = fitted(tmp_path_factory, "a100_8gpu", A100_NODE[1:])
+    p = plan("7B", 2048, 1, models=one_count, flops_per_s=250e12)
+    assert p.recommended is not None and {r.world for r in p.rows if r.world > 1} == {8}
+    (why,) = [n for n in p.notes if n.startswith("not priced")]
+    assert "one GPU count (8)" in why and "--system" in why and "tp on 2" in why
+    described = plan("7B", 2048, 1, models=one_count, flops_per_s=250e12, system="dgx-a100")
+    assert not any(n.startswith("not priced") for n in described.notes)
+    assert {2, 4, 8} <= {r.world for r in described.rows}
+    assert main(["plan", "--params", "7B", "--seq", "2048", "--model", one_count, "--tflops", "250"]) == 0
+    assert "note: not priced" in capsys.readouterr().out
