@@ -287,7 +287,13 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
     file is rebuilt from it first, so it holds every size measured, not only those of the last
     rewrite; a file still saying the run is in progress is marked with ``reason``.
     """
-    from pybench.measure.result_journal import IN_PROGRESS, document_chunks, journal_path, journaled_records, read_header
+    from pybench.measure.result_journal import (
+        IN_PROGRESS,
+        document_chunks,
+        journal_path,
+        journaled_records,
+        read_header,
+    )
     kept = []
     for path in paths:
         journal = journal_path(path, job_dir) if job_dir is not None else None

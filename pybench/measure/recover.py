@@ -17,7 +17,13 @@ from pathlib import Path
 from pybench.errors import EnvironmentFault, FileFormatError, PyBenchError, UsageError
 from pybench.io.files import read_json, write_atomic
 from pybench.measure.job import JobFolder
-from pybench.measure.result_journal import JOB_PREFIX, document_chunks, journaled_records, orphaned_journals, read_header
+from pybench.measure.result_journal import (
+    JOB_PREFIX,
+    document_chunks,
+    journaled_records,
+    orphaned_journals,
+    read_header,
+)
 
 REASON = "the run died before it finished, its guard too (the file was rebuilt from its journal by pybench recover)"
 
