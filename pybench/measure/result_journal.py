@@ -191,7 +191,7 @@ def _line(doc: dict[str, Any]) -> str:
         return json.dumps(null_non_finite(doc), allow_nan=False, separators=(",", ":")) + "\n"
 
 
-_CHUNK_BYTES = 1 << 20
+_CHUNK_BYTES = 256 << 10
 
 
 def _lines(fd: int) -> Iterator[bytes]:
