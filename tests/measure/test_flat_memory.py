@@ -81,9 +81,11 @@ def test_a_rank_holds_no_more_after_300_sizes_than_after_60(tmp_path, rank, capf
     assert code == 0
     (held_early, bytes_early), (held_late, bytes_late) = backend.readings[EARLY], backend.readings[SIZES - 1]
     # the records of sizes already measured are not held: a few extremes (the footer's peak), not hundreds
-    assert held_late <= 8 and held_late - held_early <= 4, (held_early, held_late)
-    # nor anything else per size (capfd, not capsys: the rows printed go to a file, not to memory)
-    assert bytes_late - bytes_early < 50_000, (bytes_early, bytes_late)
+    # (a difference: records another test left alive are in both counts)
+    assert held_late - held_early <= 4, (held_early, held_late)
+    # nor anything else per size (capfd, not capsys: the rows printed go to a file, not to memory): holding
+    # the 240 records measured between the readings took 448 KB on rank 0 (with their JSON lines), 250 KB on rank 1
+    assert bytes_late - bytes_early < 100_000, (bytes_early, bytes_late)
     if rank == 0:  # and every record is in the files, streamed back from the journal
         doc = json.loads((tmp_path / "r.json").read_text())
         assert [r["size_bytes"] for r in doc["records"]] == list(sizes) and doc["finished"] is True
