@@ -5,8 +5,9 @@ The document holds ``args`` (argv; argv[0] names the program), ``config`` with `
 ``root`` and ``out_of_place`` / ``in_place`` objects holding ``time`` (us), ``alg_bw``,
 ``bus_bw`` (GB/s) and ``nwrong``. With ``-C 1`` the time is ``cpu_time``: the host's time per
 operation (for non-blocking collectives, the time to launch them), while the bandwidths still
-come from the operation's own time; the measurement sets say so in their notes. The document is parsed by :func:`pybench.io.files.parse_json`
-before it gets here, and checked against :class:`pybench.io.foreign_schemas.NcclTestsJsonSchema`.
+come from the operation's own time; the measurement sets say so in their notes. The document is
+parsed by :func:`pybench.io.files.parse_json` before it gets here, and checked against
+:class:`pybench.io.foreign_schemas.NcclTestsJsonSchema`.
 """
 
 from __future__ import annotations
