@@ -9,14 +9,39 @@ so both paths print the same summary.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pybench.measure.results import SizeRecord
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 
-def precision_met(r: SizeRecord) -> bool:
+class Record(Protocol):
+    """What the tally reads of a record (pybench.measure.results.SizeRecord, which imports this module)."""
+
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def time_s(self) -> float: ...
+    @property
+    def algbw_gbps(self) -> float: ...
+    @property
+    def busbw_gbps(self) -> float: ...
+    @property
+    def wrong(self) -> int: ...
+    @property
+    def precision_met(self) -> bool: ...
+    @property
+    def stop_reason(self) -> str: ...
+
+
+class Extreme(NamedTuple):
+    """The figures of one record the footer names (its raw samples are not kept)."""
+
+    size_bytes: int
+    time_s: float
+    algbw_gbps: float
+    busbw_gbps: float
+
+
+def precision_met(r: Record) -> bool:
     """Whether a record's figure is as precise as asked (a fixed iteration count always is)."""
     return r.precision_met or r.stop_reason == "fixed"
 
@@ -31,10 +56,10 @@ class RecordTally:
     adaptive_missed: int = 0
     # The extremes the footer names, without their raw samples: highest busbw and lowest time,
     # among all records and among those that met the precision.
-    peak_any: SizeRecord | None = None
-    peak_met: SizeRecord | None = None
-    lowest_any: SizeRecord | None = None
-    lowest_met: SizeRecord | None = None
+    peak_any: Extreme | None = None
+    peak_met: Extreme | None = None
+    lowest_any: Extreme | None = None
+    lowest_met: Extreme | None = None
     # Sizes, for nccl-tests' config block: the first two, the extremes, and whether every step
     # so far kept the first step's factor.
     first_sizes: tuple[int, ...] = ()
@@ -44,13 +69,13 @@ class RecordTally:
     same_factor: bool = True
 
     @classmethod
-    def of(cls, records: Iterable[SizeRecord]) -> RecordTally:
+    def of(cls, records: Iterable[Record]) -> RecordTally:
         tally = cls()
         for r in records:
             tally.add(r)
         return tally
 
-    def add(self, r: SizeRecord) -> None:
+    def add(self, r: Record) -> None:
         self.count += 1
         self.wrong += r.wrong
         self.busbw_sum += r.busbw_gbps
@@ -59,21 +84,15 @@ class RecordTally:
         if r.stop_reason != "fixed":
             self.adaptive += 1
             self.adaptive_missed += not r.precision_met
-        lean = None
-
-        def kept() -> SizeRecord:
-            nonlocal lean
-            lean = lean or replace(r, samples_s=[])
-            return lean
-
+        lean = Extreme(r.size_bytes, r.time_s, r.algbw_gbps, r.busbw_gbps)
         if self.peak_any is None or r.busbw_gbps > self.peak_any.busbw_gbps:
-            self.peak_any = kept()
+            self.peak_any = lean
         if self.lowest_any is None or r.time_s < self.lowest_any.time_s:
-            self.lowest_any = kept()
+            self.lowest_any = lean
         if met and (self.peak_met is None or r.busbw_gbps > self.peak_met.busbw_gbps):
-            self.peak_met = kept()
+            self.peak_met = lean
         if met and (self.lowest_met is None or r.time_s < self.lowest_met.time_s):
-            self.lowest_met = kept()
+            self.lowest_met = lean
         self._add_size(r.size_bytes)
 
     def _add_size(self, size: int) -> None:
