@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <utility>
+#include <vector>
 
 #include "common/native_error.hpp"
 
@@ -49,14 +50,23 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& other) noexcept {
   return *this;
 }
 
-std::size_t HostBuffer::huge_page_bytes() const {
-  if (!data_ || bytes_ == 0) return 0;
-  const auto begin = reinterpret_cast<std::uintptr_t>(data_), end = begin + bytes_;
+std::size_t huge_page_bytes(std::initializer_list<const HostBuffer*> buffers) {
+  struct Range {
+    std::uintptr_t begin, end;
+    std::size_t kb;
+  };
+  std::vector<Range> ranges;
+  for (const HostBuffer* b : buffers) {
+    if (b->data() && b->bytes() > 0) {
+      const auto begin = reinterpret_cast<std::uintptr_t>(b->data());
+      ranges.push_back({begin, begin + b->bytes(), 0});
+    }
+  }
+  if (ranges.empty()) return 0;
   std::ifstream smaps("/proc/self/smaps");
   std::string line;
-  std::size_t total_kb = 0;
-  bool inside = false;
   std::uintptr_t lo = 0, hi = 0;
+  bool inside = false;
   while (std::getline(smaps, line)) {
     // A mapping header looks like "7f0a2c000000-7f0a2e000000 rw-p ..."; fields follow it.
     const auto dash = line.find('-');
@@ -65,16 +75,23 @@ std::size_t HostBuffer::huge_page_bytes() const {
         line.find_first_not_of("0123456789abcdef") == dash) {
       lo = std::stoull(line.substr(0, dash), nullptr, 16);
       hi = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
-      inside = lo < end && hi > begin;
+      inside = std::any_of(ranges.begin(), ranges.end(), [&](const Range& r) { return lo < r.end && hi > r.begin; });
       continue;
     }
     if (inside && line.rfind("AnonHugePages:", 0) == 0) {
-      // The mapping may be larger than the buffer (malloc arenas): count at most the overlap.
-      const std::size_t overlap_kb = (std::min(hi, end) - std::max(lo, begin)) / 1024;
-      total_kb += std::min<std::size_t>(std::stoull(line.substr(14)), overlap_kb);
+      const std::size_t huge_kb = std::stoull(line.substr(14));
+      for (Range& r : ranges) {
+        if (lo < r.end && hi > r.begin) {
+          // The mapping may be larger than the buffer (malloc arenas): count at most the overlap.
+          const std::size_t overlap_kb = (std::min(hi, r.end) - std::max(lo, r.begin)) / 1024;
+          r.kb += std::min(huge_kb, overlap_kb);
+        }
+      }
     }
   }
-  return std::min(total_kb * 1024, bytes_);
+  std::size_t total = 0;
+  for (const Range& r : ranges) total += std::min<std::size_t>(r.kb * 1024, r.end - r.begin);
+  return total;
 }
 
 std::string host_allocation_description(bool huge_pages) {

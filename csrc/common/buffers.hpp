@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 
 namespace pybench {
@@ -23,19 +24,22 @@ class HostBuffer {
 
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
-  // Bytes of this buffer the kernel actually backs with transparent huge pages
-  // (from /proc/self/smaps; 0 where that cannot be read). Asking is not getting.
-  std::size_t huge_page_bytes() const;
 
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
 };
 
+// Bytes of the given buffers the kernel actually backs with transparent huge pages (asking is
+// not getting; 0 where that cannot be read), summed, from one read of
+// /proc/self/smaps: the file lists every mapping of the process (thousands under MPI), so
+// reading it costs tens of milliseconds, once per buffer would double that.
+std::size_t huge_page_bytes(std::initializer_list<const HostBuffer*> buffers);
+
 // Share of the bytes of a benchmark's two buffers that the kernel backs with huge pages.
 inline double huge_page_fraction(const HostBuffer& send, const HostBuffer& recv) {
   const std::size_t all = send.bytes() + recv.bytes();
-  return all ? static_cast<double>(send.huge_page_bytes() + recv.huge_page_bytes()) / all : 0.0;
+  return all ? static_cast<double>(huge_page_bytes({&send, &recv})) / all : 0.0;
 }
 
 // One line describing how HostBuffer allocates, for result files.

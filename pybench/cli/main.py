@@ -125,10 +125,11 @@ def _add_run_options(p: argparse.ArgumentParser, default_sizes: str, timings: tu
     _add_measure_options(p, timings, osu)
     o = p.add_argument_group("output")
     o.add_argument("--json", dest="json", type=Path, default=None, metavar="FILE",
-                   help="pybench's versioned JSON with raw samples, rewritten after every size (default: none; "
+                   help="pybench's versioned JSON with raw samples, journaled after every size and written whole "
+                        "at growing intervals and at the end (default: none; "
                         "nccl-tests' own layout: -J)")
     o.add_argument("--csv", type=Path, default=None, metavar="FILE",
-                   help="one row per size, rewritten after every size (default: none)")
+                   help="one row per size, written with the JSON (default: none)")
     o.add_argument("--force", action="store_true", help="overwrite existing output files (default off)")
     o.add_argument("--stats-columns", action="store_true", default=False,
                    help="print pybench's p5, p95, iterations and CI after the table's own columns (always in the "

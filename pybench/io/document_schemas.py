@@ -9,10 +9,11 @@ reader gets a document it can use without checks of its own. Fields a newer pybe
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, model_validator
 
+from pybench.io.model_names import TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
 from pybench.io.schemas import (
     MAX_RECORDS,
     MAX_SIZE_BYTES,
@@ -69,16 +70,47 @@ class CurveSchema(_Body):
     segments: Annotated[list[SegmentSchema], Field(min_length=1, max_length=MAX_RECORDS)]
 
 
+def _one_of(names: tuple[str, ...], what: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if value not in names:
+            raise ValueError(f"{what} {value[:40]!r} is not one of {', '.join(names)}")
+        return value
+    return AfterValidator(check)
+
+
+# A layout the fit missed: [ranks, nodes, median relative miss].
+LayoutMiss = Annotated[list[Finite], Field(min_length=3, max_length=3)]
+
+
 class TopologySchema(_Body):
-    """One collective's topology model: what answers for the layouts not measured."""
+    """One collective's topology model: what answers for the layouts not measured
+    (pybench.model.topology.TopologyModel; its link costs and system are checked where they are read)."""
 
     collective: Text
-    algorithm: Text
+    algorithm: Annotated[Text, _one_of(TOPOLOGY_ALGORITHMS, "algorithm")]
+    schedule: Annotated[Text, _one_of(TOPOLOGY_SCHEDULES, "schedule")] = "ring"
     fitted: Annotated[list[WorldPair], Field(min_length=1, max_length=4096)]  # [ranks, nodes] pairs
     size_range: SizePair
     residual_sizes: Figures | None = None
     residuals: Figures | None = None
     notes: Notes | None = None
+    backend: Text | None = None
+    inter_absorbs_intra: bool = True
+    intra: dict[str, Any] | None = None
+    inter: dict[str, Any] | None = None
+    system: dict[str, Any] | None = None
+    layout_misses: Annotated[list[LayoutMiss], Field(max_length=4096)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TopologySchema:
+        sizes, residuals = self.residual_sizes or [], self.residuals or []
+        if len(sizes) != len(residuals):
+            raise ValueError(f"{len(sizes)} residual_sizes but {len(residuals)} residuals: one residual per size")
+        for miss in self.layout_misses or []:
+            if not all(x == int(x) and 1 <= x <= MAX_WORLD for x in miss[:2]):
+                shown = ", ".join(f"{x:g}" for x in miss)
+                raise ValueError(f"layout_misses entry [{shown}] does not start with a world and a node count")
+        return self
 
 
 class ModelSchema(_Body):

@@ -18,6 +18,7 @@ import os
 import secrets
 import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +115,11 @@ def _unlink_quietly(path: str | os.PathLike) -> None:
         pass
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes, replace: bool = True) -> None:
+def write_atomic(path: str | os.PathLike, data: str | bytes | Iterable[bytes], replace: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically (a regular file only; see the module docstring).
+
+    ``data`` may be an iterable of byte chunks, written as they come, so that a document
+    streamed from a journal is never held whole in memory; if it raises, nothing is published.
 
     With ``replace`` False the file must not exist yet (FileExistsError otherwise): of two runs
     given one file name, the second fails instead of overwriting the first's results. Either way
@@ -132,7 +136,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, replace: bool = Tru
         raise type(exc)(exc.errno, exc.strerror, str(path)) from None
 
 
-def _write_atomic(path: Path, payload: bytes, replace: bool) -> None:
+def _write_atomic(path: Path, payload: bytes | Iterable[bytes], replace: bool) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     fd = _anonymous_file(folder)
     if fd is not None:
@@ -160,10 +164,11 @@ def _write_atomic(path: Path, payload: bytes, replace: bool) -> None:
         raise
 
 
-def _write_all(fd: int, payload: bytes) -> None:
-    view = memoryview(payload)
-    while view:
-        view = view[os.write(fd, view):]
+def _write_all(fd: int, payload: bytes | Iterable[bytes]) -> None:
+    for chunk in (payload,) if isinstance(payload, bytes) else payload:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view):]
     os.fsync(fd)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from pybench.errors import FileFormatError
 from pybench.io.schemas import MAX_RECORDS, MAX_SAMPLES, MAX_WORLD, Count, Rate, Size, Text, Time, _Body, validate_body
@@ -19,13 +19,24 @@ from pybench.io.schemas import MAX_RECORDS, MAX_SAMPLES, MAX_WORLD, Count, Rate,
 MAX_TIME_US = 86_400.0 * 1e6
 
 
-class NcclTimingSchema(_Body):
-    """One of a row's ``out_of_place`` / ``in_place`` blocks."""
+TimeUs = Annotated[float, Field(gt=0, le=MAX_TIME_US, allow_inf_nan=False)]
 
-    time: Annotated[float, Field(gt=0, le=MAX_TIME_US, allow_inf_nan=False)]
+
+class NcclTimingSchema(_Body):
+    """One of a row's ``out_of_place`` / ``in_place`` blocks: ``time`` (us), or ``cpu_time`` in its
+    place when nccl-tests ran with ``-C 1`` (``--report_cputime``), never both."""
+
+    time: TimeUs | None = None
+    cpu_time: TimeUs | None = None
     alg_bw: Rate
     bus_bw: Rate
     nwrong: Annotated[float, Field(ge=0, le=2.0 ** 62, allow_inf_nan=False)] | Text | None = None
+
+    @model_validator(mode="after")
+    def _one_time(self) -> NcclTimingSchema:
+        if (self.time is None) == (self.cpu_time is None):
+            raise ValueError("a timing block needs one of 'time' and 'cpu_time' (nccl-tests -C 1)")
+        return self
 
 
 class NcclRowSchema(_Body):

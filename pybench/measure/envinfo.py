@@ -119,8 +119,8 @@ def cpu_governor() -> str | None:
 class MachineLoad(dict):
     """The machine's load, recorded at the start and taken again each time it is read.
 
-    A result file is rewritten after every size, so ``load_average_end`` as written by the
-    last rewrite is the load at the end of the run; JSON writers read a mapping through
+    A result file is written last when the run ends, so ``load_average_end`` as written by the
+    last write is the load at the end of the run; JSON writers read a mapping through
     ``items()``, which is where the end figure is refreshed.
     """
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pybench.errors import PyBenchError
-from pybench.io.files import read_json, write_json
+from pybench.io.files import read_json, write_atomic, write_json
 from pybench.measure.result_journal import JOB_PREFIX
 
 # The native watchdog's heartbeat tables (/dev/shm/pybench-hb-<pid of local rank 0>-<rank>-<attempt>).
@@ -287,11 +287,17 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
     file is rebuilt from it first, so it holds every size measured, not only those of the last
     rewrite; a file still saying the run is in progress is marked with ``reason``.
     """
-    from pybench.measure.result_journal import IN_PROGRESS, assemble, journal_path
+    from pybench.measure.result_journal import (
+        IN_PROGRESS,
+        document_chunks,
+        journal_path,
+        journaled_records,
+        read_header,
+    )
     kept = []
     for path in paths:
         journal = journal_path(path, job_dir) if job_dir is not None else None
-        doc = assemble(journal) if journal is not None else None
+        doc = read_header(journal) if journal is not None else None
         rebuilt = doc is not None
         if doc is None:
             try:
@@ -308,7 +314,12 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
         if not said or in_progress:
             doc["cut_short"] = reason
         try:
-            write_json(path, doc)
+            if rebuilt:
+                assert journal is not None
+                # streamed from the journal: the records are never all in memory
+                write_atomic(path, document_chunks(doc, journaled_records(journal)))
+            else:
+                write_json(path, doc)
         except (OSError, PyBenchError):
             pass  # the file still holds every size of its last rewrite; the reason went to stderr
     return kept

@@ -17,15 +17,18 @@ exclusively, and when FILE exists FILE.0, FILE.1, ... are tried in turn; stdout 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pybench.errors import EnvironmentFault
-from pybench.io.files import json_text, write_atomic
-from pybench.measure.results import RunResult, SizeRecord
-from pybench.measure.table import MIN_BW_TOLERANCE, NCCL_TESTS_TYPE_NAMES, average_busbw
+from pybench.io.files import json_text, null_non_finite, write_atomic
+from pybench.measure.record_tally import RecordTally
+from pybench.measure.results import RunResult
+from pybench.measure.table import MIN_BW_TOLERANCE, NCCL_TESTS_TYPE_NAMES
 
 FILE_VERSION = 2
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -53,13 +56,9 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _number(value: float) -> float | str:
-    return value if math.isfinite(value) else "nan"
-
-
-def _block(r: SizeRecord) -> dict[str, Any]:
-    return {"time": _number(r.time_s * 1e6), "alg_bw": _number(r.algbw_gbps), "bus_bw": _number(r.busbw_gbps),
-            "nwrong": float(r.wrong) if r.check_iters else None}
+def _block(r: dict[str, Any]) -> dict[str, Any]:
+    return {"time": _number(None if r["time_s"] is None else r["time_s"] * 1e6), "alg_bw": _number(r["algbw_gbps"]),
+            "bus_bw": _number(r["busbw_gbps"]), "nwrong": float(r["wrong"]) if r["check_iters"] else None}
 
 
 def _nccl_version_code(env: dict[str, Any]) -> int | None:
@@ -70,22 +69,32 @@ def _nccl_version_code(env: dict[str, Any]) -> int | None:
     return code if isinstance(code, int) else None
 
 
-def _step(sizes: list[int]) -> dict[str, int]:
-    if len(sizes) >= 2 and sizes[0] > 0 and sizes[1] % sizes[0] == 0 and sizes[1] // sizes[0] > 1 and all(
-            b == a * (sizes[1] // sizes[0]) for a, b in zip(sizes, sizes[1:])):
-        return {"step_factor": sizes[1] // sizes[0]}
-    return {"step_bytes": sizes[1] - sizes[0] if len(sizes) >= 2 else 0}
+def _number(value: float | None) -> float | str:
+    return value if value is not None and math.isfinite(value) else "nan"
 
 
 def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.datetime | None) -> dict[str, Any]:
-    """``result`` as nccl-tests' JSON document (``ended`` None: the run is still going)."""
+    """``result`` (the records it holds) as nccl-tests' JSON document (``ended`` None: the run is still going)."""
+    doc = _head(result, result.tally(), started, ended)
+    doc["results"] = [_entry(r.to_dict(), bool(result.options.get("in_place"))) for r in result.records]
+    return doc
+
+
+def _entry(r: dict[str, Any], in_place: bool) -> dict[str, Any]:
+    return {"size": r["size_bytes"], "count": r["count"], "type": NCCL_TESTS_TYPE_NAMES.get(r["dtype"], r["dtype"]),
+            "redop": r["redop"], "root": f"{r['root']:6d}",
+            "out_of_place": None if in_place else _block(r), "in_place": _block(r) if in_place else None,
+            "actual_iterations": r["iterations"], "experiment_name": ""}
+
+
+def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _dt.datetime | None
+          ) -> dict[str, Any]:
+    """Every key of the document but ``results`` (an empty list), in nccl-tests' order."""
     opts = result.options
-    in_place = bool(opts.get("in_place"))
-    sizes = [r.size_bytes for r in result.records]
     nccl = _nccl_version_code(result.environment)
-    wrong = result.total_wrong()
+    wrong = tally.wrong
     gate = opts.get("min_busbw_gbps")
-    avg = average_busbw(result)
+    avg = tally.average_busbw()
     doc: dict[str, Any] = {
         "version": FILE_VERSION,
         "start_time": started.strftime(_TIME_FORMAT),
@@ -94,7 +103,7 @@ def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.dat
         "nccl_version": nccl if isinstance(nccl, int) else 0,
         "config": {
             "nthreads": 1, "ngpus": int(opts.get("gpus_per_process") or 1),
-            "minimum_bytes": min(sizes, default=0), "maximum_bytes": max(sizes, default=0), **_step(sizes),
+            "minimum_bytes": tally.min_size or 0, "maximum_bytes": tally.max_size or 0, **tally.size_step(),
             "warmup_iters": opts.get("warmup", 0), "iterations": opts.get("iters") or 0,
             "aggregated_iterations": 1, "validation": opts.get("check", 0),
             "graph": 1 if result.timing == "graph" else 0,
@@ -103,11 +112,7 @@ def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.dat
             "devices": [{"rank": -1, "group": 0, "pid": 0, "hostname": host, "device": -1, "device_hex": "",
                          "device_info": f"{n} rank(s), {result.backend} backend"} for host, n in result.hosts.items()],
         },
-        "results": [{
-            "size": r.size_bytes, "count": r.count, "type": NCCL_TESTS_TYPE_NAMES.get(r.dtype, r.dtype),
-            "redop": r.redop, "root": f"{r.root:6d}",
-            "out_of_place": None if in_place else _block(r), "in_place": _block(r) if in_place else None,
-            "actual_iterations": r.iterations, "experiment_name": ""} for r in result.records],
+        "results": [],
         "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
         "average_bus_bandwidth": {"bandwidth": _number(avg),
                                   "okay": "unchecked" if gate is None else _bool(avg >= MIN_BW_TOLERANCE * gate)},
@@ -118,16 +123,37 @@ def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.dat
     return doc
 
 
+_RESULTS_SLOT = '"results": []'
+
+
 class NcclTestsJsonWriter:
-    """Rank 0's -J file: claimed at the start, rewritten after every size, closed at the end."""
+    """Rank 0's -J file: claimed at the start, rewritten with the result files (from their journal:
+    :meth:`pybench.measure.results.OutputFiles.also_write`), closed at the end."""
 
     def __init__(self, path: Path) -> None:
         self.path = claim_path(path)
         self.started = _dt.datetime.now()
 
+    def chunks(self, result: RunResult, records: Iterable[dict[str, Any]], finished: bool = False) -> Iterator[bytes]:
+        """The document, streamed: ``records`` are every record of ``result`` (as dicts), in order."""
+        head = json_text(_head(result, result.tally(), self.started, _dt.datetime.now() if finished else None))
+        before, after = head.split(_RESULTS_SLOT, 1)
+        yield (before + '"results": [').encode()
+        in_place = bool(result.options.get("in_place"))
+        batch: list[str] = []
+        n = 0
+        for r in records:
+            batch.append(("\n  " if n == 0 else ",\n  ") + json.dumps(null_non_finite(_entry(r, in_place)),
+                                                                   allow_nan=False))
+            n += 1
+            if len(batch) >= 4096:
+                yield "".join(batch).encode()
+                batch = []
+        yield ("".join(batch) + ("\n ]" if n else "]") + after).encode()
+
     def write(self, result: RunResult, finished: bool = False) -> None:
-        doc = nccl_tests_document(result, self.started, _dt.datetime.now() if finished else None)
+        """Write the records ``result`` holds (a result not streamed through a journal)."""
         try:
-            write_atomic(self.path, json_text(doc))
+            write_atomic(self.path, self.chunks(result, (r.to_dict() for r in result.records), finished))
         except OSError as exc:
             raise EnvironmentFault(f"cannot write {self.path}: {exc.strerror or exc}") from None

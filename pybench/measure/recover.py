@@ -15,9 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pybench.errors import EnvironmentFault, FileFormatError, PyBenchError, UsageError
-from pybench.io.files import read_json, write_json
+from pybench.io.files import read_json, write_atomic
 from pybench.measure.job import JobFolder
-from pybench.measure.result_journal import JOB_PREFIX, assemble, orphaned_journals
+from pybench.measure.result_journal import (
+    JOB_PREFIX,
+    document_chunks,
+    journaled_records,
+    orphaned_journals,
+    read_header,
+)
 
 REASON = "the run died before it finished, its guard too (the file was rebuilt from its journal by pybench recover)"
 
@@ -43,7 +49,7 @@ def recover_result(path: str | os.PathLike, temp_dir: str | None = None) -> Reco
         raise UsageError(f"no journal of {path} in {where}: nothing to recover (a run removes its journal once the "
                          "file is complete; run this where rank 0 ran, with the same TMPDIR)")
     journal = dead[0]
-    doc = assemble(journal)
+    doc = read_header(journal)
     if doc is None:
         raise FileFormatError(f"{journal}: not even its first line is whole; nothing to recover")
     current = _current(path)
@@ -54,12 +60,13 @@ def recover_result(path: str | os.PathLike, temp_dir: str | None = None) -> Reco
         _remove(journal)
         return Recovered(path, journal, len(current.get("records") or []), already_complete=True)
     doc["cut_short"] = REASON
-    try:
-        write_json(path, doc)
+    counted = [0]
+    try:  # streamed from the journal: the records are never all in memory
+        write_atomic(path, document_chunks(doc, journaled_records(journal), counted))
     except OSError as exc:
         raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}; the journal {journal} is kept") from None
     _remove(journal)
-    return Recovered(path, journal, len(doc["records"]))
+    return Recovered(path, journal, counted[0])
 
 
 def _current(path: Path) -> dict | None:

@@ -4,8 +4,9 @@ Rank 0 appends one JSON line per size measured (after a first line holding the r
 metadata), so saving a size costs the same at the 65536th size as at the first. The result
 file itself is rewritten only at growing intervals (:class:`pybench.measure.results.OutputFiles`);
 when rank 0 dies between two rewrites, the pybench parent (or its guard, when the parent
-died too) assembles the full document from the journal, marked cut short, and the job
-folder, journal included, is then removed with everything else the job left.
+died too) streams the full document from the journal, marked cut short, and the job
+folder, journal included, is then removed with everything else the job left. Rank 0's own
+rewrites stream their records from the journal too, so no process holds every record.
 
 Under pybench's own launcher the journal is in its job folder (``PYBENCH_JOB_DIR``); under a
 user's launcher (mpirun, srun, torchrun), and in a process run alone (one-process NCCL), rank 0
@@ -20,12 +21,13 @@ journal from a live one, and ``pybench recover FILE`` turns it into the file.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,41 +91,97 @@ def orphaned_journals(result_path: Path, temp_dir: str | None = None) -> tuple[l
 
 
 class Journal:
-    """Rank 0's append-only journal of one result file (see the module docstring)."""
+    """Rank 0's append-only journal of one result file (see the module docstring): a header line (the
+    result's metadata when it started), then one line per record.
 
-    def __init__(self, path: Path) -> None:
+    It is also where a run's records are kept between rewrites of its files, which stream them
+    back (:meth:`record_lines`), so rank 0 holds no record in memory. ``path`` None: a nameless
+    spool in the temporary folder, for a run nobody could recover anyway (no job folder): the
+    kernel frees it with the process, however the process ends.
+    """
+
+    def __init__(self, path: Path | None) -> None:
         self.path = path
         self.fd: int | None = None
         self.records = 0
 
+    def __del__(self) -> None:
+        if self.path is None and self.fd is not None:  # a spool nobody removed: freed with its descriptor
+            os.close(self.fd)
+            self.fd = None
+
+    def _open(self) -> int:
+        if self.path is None:
+            return _nameless_file()
+        # O_EXCL: never adopt a file someone else put there; O_APPEND: each line lands whole.
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND
+                     | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:  # held until this process exits, however it exits: the mark of a live run
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # no flock on this file system: a live run's journal then looks like a dead one's
+        return fd
+
     def append(self, header: Callable[[], dict[str, Any]], records: Sequence[str]) -> None:
-        """Journal the records of ``records`` (each a record encoded as one line of JSON) beyond those
-        already journaled; ``header()``, the result's metadata, goes first, once. Costs what the new
-        records cost, whatever came before."""
+        """Journal ``records`` (new records, each encoded as one line of JSON); ``header()``, the
+        result's metadata, goes first, once. Costs what the new records cost, whatever came before."""
         lines = []
         if self.fd is None:
-            # O_EXCL: never adopt a file someone else put there; O_APPEND: each line lands whole.
-            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
-                              | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), 0o600)
-            try:  # held until this process exits, however it exits: the mark of a live run
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                pass  # no flock on this file system: a live run's journal then looks like a dead one's
+            self.fd = self._open()
             lines.append(_line(header()))
-        lines += [records[i] + "\n" for i in range(self.records, len(records))]
+        lines += [r + "\n" for r in records]
         if lines:
-            os.write(self.fd, "".join(lines).encode())
-        self.records = len(records)
+            _write_all(self.fd, "".join(lines).encode())
+        self.records += len(records)
+
+    def reset(self) -> None:
+        """Forget every record (the writer was handed another result than the one journaled)."""
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            if self.path is not None:
+                os.close(self.fd)
+                os.unlink(self.path)
+            self.fd = None
+        self.records = 0
+
+    def record_lines(self) -> Iterator[bytes]:
+        """The records journaled so far, one encoded line each, read back in chunks."""
+        if self.fd is None:
+            return iter(())
+        return _records(_lines(self.fd), validate=False)
 
     def remove(self) -> None:
         """The result file is complete: the journal is no longer needed."""
         if self.fd is not None:
             os.close(self.fd)
-            self.fd = None
+        self.fd = None
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+
+def _nameless_file() -> int:
+    """A file with no name in the temporary folder (O_TMPFILE; else one unlinked at once)."""
+    folder = tempfile.gettempdir()
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+    if hasattr(os, "O_TMPFILE"):
         try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+            return os.open(folder, flags | os.O_TMPFILE, 0o600)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, name = tempfile.mkstemp(prefix=JOB_PREFIX, dir=folder)
+    os.unlink(name)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _line(doc: dict[str, Any]) -> str:
@@ -133,22 +191,90 @@ def _line(doc: dict[str, Any]) -> str:
         return json.dumps(null_non_finite(doc), allow_nan=False, separators=(",", ":")) + "\n"
 
 
-def assemble(path: Path) -> dict[str, Any] | None:
-    """The result document a journal holds (metadata and every whole record line), or None
-    when there is no journal or not even its first line is whole."""
+_CHUNK_BYTES = 256 << 10
+
+
+def _lines(fd: int) -> Iterator[bytes]:
+    """Every whole line of the file ``fd`` (without its newline), read with pread in chunks, so that
+    neither the file's offset nor its size matter; a last line with no newline is one unfinished."""
+    offset, rest = 0, b""
+    while True:
+        chunk = os.pread(fd, _CHUNK_BYTES, offset)
+        if not chunk:
+            return
+        offset += len(chunk)
+        parts = (rest + chunk).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+
+
+def _records(lines: Iterator[bytes], validate: bool) -> Iterator[bytes]:
+    next(lines, None)  # the header
+    for raw in lines:
+        if validate:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                return  # a line rank 0 did not finish: nothing after it is whole
+            if not isinstance(record, dict):
+                continue
+        yield raw
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    """The result's metadata a journal starts with, or None when there is no journal or not even its
+    first line is whole."""
     try:
         with open(path, "rb") as f:
-            lines = f.read().split(b"\n")
+            first = f.readline(MAX_HEADER_BYTES)
     except OSError:
         return None
-    docs = []
-    for raw in lines[:-1]:  # the part after the last newline is a line rank 0 did not finish
-        try:
-            docs.append(json.loads(raw))
-        except ValueError:
-            break
-    if not docs or not isinstance(docs[0], dict):
+    if not first.endswith(b"\n"):
         return None
-    doc = dict(docs[0])
-    doc["records"] = [r for r in docs[1:] if isinstance(r, dict)]
-    return doc
+    try:
+        header = json.loads(first)
+    except ValueError:
+        return None
+    if not isinstance(header, dict):
+        return None
+    header.pop("records", None)
+    return header
+
+
+# The header holds the run's metadata (environment, options, command): kilobytes, not more.
+MAX_HEADER_BYTES = 16 << 20
+
+
+def journaled_records(path: Path) -> Iterator[bytes]:
+    """The record lines of the journal at ``path`` that are whole JSON objects, streamed."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        yield from _records(_lines(fd), validate=True)
+    finally:
+        os.close(fd)
+
+
+def document_chunks(head: dict[str, Any], record_lines: Iterable[bytes], counted: list[int] | None = None
+                    ) -> Iterator[bytes]:
+    """The result document, streamed: ``head`` (the metadata) indented, then the records, one per line.
+
+    json.dumps uses its C encoder only without ``indent``, so the records, already encoded one per
+    line, are joined as they are. ``counted``: a one-item list that ends holding the count of records.
+    """
+    text = json.dumps(null_non_finite({k: v for k, v in head.items() if k != "records"}), indent=1,
+                      allow_nan=False)
+    yield (text[:-2] + ',\n "records": [').encode()
+    batch: list[bytes] = []
+    size = n = 0
+    for line in record_lines:
+        batch.append((b"\n  " if n == 0 else b",\n  ") + line)
+        n += 1
+        size += len(line)
+        if size >= _CHUNK_BYTES:
+            yield b"".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield b"".join(batch)
+    if counted is not None:
+        counted[:] = [n]
+    yield b"\n ]\n}\n" if n else b"]\n}\n"

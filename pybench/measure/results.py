@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from typing import Any
 from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
-from pybench.measure.result_journal import IN_PROGRESS, Journal, journal_path, orphaned_journals
+from pybench.measure.record_tally import RecordTally
+from pybench.measure.result_journal import IN_PROGRESS, Journal, document_chunks, journal_path, orphaned_journals
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,9 @@ class SizeRecord:
 class RunResult:
     """One run of one benchmark (one collective or p2p test over a list of sizes).
 
-    Mutable on purpose: records are appended as sizes complete and the file is
-    rewritten each time.
+    Mutable on purpose: records are appended as sizes complete. A running sweep hands each
+    record to its files and then drops it (:meth:`spill`), keeping only its :class:`RecordTally`,
+    so ``records`` holds the records not yet spilled: all of them for a result read from a file.
     """
 
     benchmark: str  # collective name, or p2p_latency / p2p_bw / p2p_bibw
@@ -109,16 +111,35 @@ class RunResult:
     records: list[SizeRecord] = field(default_factory=list)
     finished: bool = False
     cut_short: str | None = None
+    spilled: RecordTally = field(default_factory=RecordTally, compare=False, repr=False)
 
     @property
     def collective(self) -> str:
         return self.benchmark
 
+    @property
+    def size_count(self) -> int:
+        """Sizes measured: those spilled and those held."""
+        return self.spilled.count + len(self.records)
+
+    def spill(self) -> None:
+        """Drop the records held, keeping their tally: the files (the journal) hold them now."""
+        for r in self.records:
+            self.spilled.add(r)
+        self.records.clear()
+
+    def tally(self) -> RecordTally:
+        """The summary of every record, spilled or held."""
+        tally = replace(self.spilled)
+        for r in self.records:
+            tally.add(r)
+        return tally
+
     def peak_busbw(self) -> SizeRecord | None:
         return max(self.records, key=lambda r: r.busbw_gbps, default=None)
 
     def total_wrong(self) -> int:
-        return sum(r.wrong for r in self.records)
+        return self.tally().wrong
 
     def to_dict(self) -> dict[str, Any]:
         return stamp(RESULT, {
@@ -173,20 +194,11 @@ def _checked(name: str, value: Any, type_name: str) -> Any:
     return value
 
 
-def result_json(result: RunResult, record_lines: Sequence[str] | None = None) -> str:
-    """The result document: metadata indented, then one record per line.
-
-    json.dumps uses its C encoder only without ``indent``; indenting the records too takes the
-    pure-Python one, about 20 times slower on a 65536-size result. A figure that could not be
-    measured (nan) is null. ``record_lines``: the records already encoded (:func:`record_json`, one
-    per record, in order), so that a rewrite mid-run does not encode every size again.
-    """
-    doc = replace(result, records=[]).to_dict()
-    doc.pop("records")
-    head = json.dumps(null_non_finite(doc), indent=1, allow_nan=False)
-    lines = record_lines if record_lines is not None else [record_json(r) for r in result.records]
-    body = "[\n  " + ",\n  ".join(lines) + "\n ]" if lines else "[]"
-    return head[:-2] + f',\n "records": {body}\n}}\n'
+def result_json(result: RunResult) -> str:
+    """The result document (the records held): metadata indented, then one record per line
+    (:func:`pybench.measure.result_journal.document_chunks`)."""
+    head = replace(result, records=[]).to_dict()
+    return b"".join(document_chunks(head, (record_json(r).encode() for r in result.records))).decode()
 
 
 def record_json(record: SizeRecord) -> str:
@@ -207,13 +219,24 @@ CSV_COLUMNS = ["size_bytes", "count", "dtype", "redop", "root", "time_s", "time_
 
 
 def result_csv(result: RunResult) -> str:
+    """The records held as CSV, one row per size."""
+    return b"".join(csv_chunks(result, (r.to_dict() for r in result.records))).decode()
+
+
+def csv_chunks(result: RunResult, records: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    """The CSV file, streamed from ``records`` (dicts as :meth:`SizeRecord.to_dict` makes them, or as
+    the journal holds them: a figure that could not be measured, null there, is nan here)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["benchmark", "backend", "world_size", "timing"] + CSV_COLUMNS)
-    for r in result.records:
-        d = r.to_dict()
-        w.writerow([result.benchmark, result.backend, result.world_size, result.timing] + [d[c] for c in CSV_COLUMNS])
-    return buf.getvalue()
+    lead = [result.benchmark, result.backend, result.world_size, result.timing]
+    for k, d in enumerate(records):
+        w.writerow(lead + [math.nan if d[c] is None else d[c] for c in CSV_COLUMNS])
+        if k % 4096 == 4095:
+            yield buf.getvalue().encode()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue().encode()
 
 
 # Mid-run rewrites: whenever the count of sizes doubles, and otherwise after this many seconds
@@ -233,7 +256,7 @@ class _WriteState:
     own_job: Any = None  # JobFolder and Guard of a rank 0 no pybench launcher watches (see _open_journal)
     own_guard: Any = None
     journal_alone: bool = False  # a process of its own journals too (the CLI's one-process run; see _open_journal)
-    record_lines: list[str] = field(default_factory=list)  # each record encoded once (record_json)
+    nccl_tests: Any = None  # the -J file's writer (pybench.measure.nccl_tests_json), rewritten with the others
     last_write_at: float = 0.0
     last_write_cost_s: float = 0.0
     rewritten_at_count: int = -1
@@ -292,34 +315,55 @@ class OutputFiles:
             except OSError:
                 pass
 
+    def also_write(self, nccl_tests: Any) -> None:
+        """Rewrite nccl-tests' ``-J`` file too (a :class:`pybench.measure.nccl_tests_json.NcclTestsJsonWriter`),
+        from the same journal and at the same times as the others."""
+        self._state.nccl_tests = nccl_tests
+
     def write(self, result: RunResult) -> None:
         """Save ``result``: its new sizes to the journal, and the files when due (see the class
-        docstring); a failing write (a full disk, any OS error) is one EnvironmentFault line."""
+        docstring); a failing write (a full disk, any OS error) is one EnvironmentFault line.
+
+        The records of ``result`` beyond those journaled are new; the caller may then drop them
+        (:meth:`RunResult.spill`): every rewrite streams the records back from the journal.
+        """
         st = self._state
         final = result.finished or result.cut_short is not None
-        lines = st.record_lines
-        if len(lines) > len(result.records):  # not the result encoded so far: encode it afresh
-            lines.clear()
-        lines += [record_json(r) for r in result.records[len(lines):]]
+        if not (self.paths() or st.nccl_tests is not None):
+            return
         try:
-            if self.json_path is not None and not final:
-                if st.journal is None:
-                    st.journal = self._open_journal()
-                if st.journal is not None:
-                    st.journal.append(lambda: replace(result, records=[]).to_dict(), lines)
+            journal = st.journal
+            if journal is not None and result.size_count < journal.records:  # another result than journaled
+                if result.spilled.count:
+                    raise UsageError("a result whose records were spilled cannot be written to other files")
+                journal.reset()
+            if journal is None:
+                journal = st.journal = self._open_journal(final)
+            new = result.records[max(0, journal.records - result.spilled.count):]
+            journal.append(lambda: replace(result, records=[]).to_dict(), [record_json(r) for r in new])
         except OSError as exc:
             raise EnvironmentFault(f"cannot write the run's journal {exc.filename or ''}: "
                                    f"{exc.strerror or exc}") from None
-        if not (final or self._rewrite_due(len(result.records))):
+        count = result.size_count
+        if not (final or self._rewrite_due(count)):
             return
         started = time.monotonic()
         snapshot = result if final else replace(
-            result, cut_short=f"{IN_PROGRESS}: {len(result.records)} size(s) measured when this was written")
-        for path, text in ((self.json_path, lambda r: result_json(r, lines)), (self.csv_path, result_csv)):
-            if path is None:
-                continue
+            result, cut_short=f"{IN_PROGRESS}: {count} size(s) measured when this was written")
+
+        def documents() -> Iterator[tuple[Path, Any, bool]]:
+            if self.json_path is not None:
+                yield self.json_path, document_chunks(replace(snapshot, records=[]).to_dict(),
+                                                      journal.record_lines()), True
+            if self.csv_path is not None:
+                yield self.csv_path, csv_chunks(snapshot, map(json.loads, journal.record_lines())), True
+            if st.nccl_tests is not None:
+                yield st.nccl_tests.path, st.nccl_tests.chunks(result, map(json.loads, journal.record_lines()),
+                                                               finished=result.finished), False
+
+        for path, chunks, exclusive in documents():
             try:
-                write_atomic(path, text(snapshot), replace=not st.exclusive or path in st.written)
+                write_atomic(path, chunks, replace=not (exclusive and st.exclusive) or path in st.written)
             except FileExistsError:
                 raise UsageError(f"{path} already exists (another run writing it?); pass --force to overwrite "
                                  "it or choose another file name") from None
@@ -328,24 +372,25 @@ class OutputFiles:
             st.written.add(path)
         st.last_write_at = time.monotonic()
         st.last_write_cost_s = st.last_write_at - started
-        st.rewritten_at_count = len(result.records)
-        if final and st.journal is not None:
-            st.journal.remove()
-            st.journal = None
+        st.rewritten_at_count = count
         if final:
+            journal.remove()
+            st.journal = None
             self._end_own_job()
 
-    def _open_journal(self) -> Journal | None:
+    def _open_journal(self, final: bool) -> Journal:
         """The journal of this run: in the job folder of pybench's launcher when it started us (it
         rebuilds the file if we die); as rank 0 of the user's launcher (mpirun, srun, torchrun), or
         alone when asked (:meth:`journal_when_alone`), in a job folder of our own with a guard process
-        that does the same when this process dies; otherwise none (the file's rewrites are all there is)."""
-        assert self.json_path is not None
+        that does the same when this process dies; otherwise (no JSON file, or nobody to rebuild it,
+        or a first write that is the last) a nameless one that only holds the records between rewrites."""
+        if self.json_path is None or final:
+            return Journal(None)
         where = journal_path(self.json_path)
         if where is None:
             from pybench.measure.launch import under_launcher
             if not (under_launcher() or self._state.journal_alone):
-                return None
+                return Journal(None)
             from pybench.measure.job import Guard, JobFolder
             st = self._state
             st.own_job = JobFolder()

@@ -1,6 +1,8 @@
 """One rank's run of one or more benchmarks: agree that the run can start, then
-measure size by size; rank 0 prints rows and rewrites the result files after
-every size, so a crash loses nothing already measured.
+measure size by size; rank 0 prints rows and journals every size (rewriting the
+result files at growing intervals), so a crash loses nothing already measured.
+No rank keeps its records: each keeps only their tally, so memory stays flat
+however many sizes a sweep has.
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
                 if plan.nccl_tests_json is not None:
                     nccl_json[k] = NcclTestsJsonWriter(plan.nccl_tests_json)
                     claimed.append(nccl_json[k].path)
+                    plan.outputs.also_write(nccl_json[k])
     except PyBenchError as exc:
         error = exc
     any_error, root_error = backend.agree_max([int(error is not None), int(is_root and error is not None)])
@@ -191,29 +194,29 @@ class _CurrentRun:
             return
         self.result.cut_short = reason
         _Saver(None, self.outputs, True).best_effort(self.result)
-        _say(f"# Run cut short: {reason}; {len(self.result.records)} size(s) kept")
+        _say(f"# Run cut short: {reason}; {self.result.size_count} size(s) kept")
 
 
 class _Saver:
     """Rank 0 rewrites the result files; after each write every rank learns whether it worked,
     so a full disk stops the whole job in step instead of leaving ranks waiting in a collective."""
 
-    def __init__(self, backend: Backend | None, outputs: OutputFiles, is_root: bool,
-                 nccl_json: NcclTestsJsonWriter | None = None) -> None:
-        self.backend, self.outputs, self.is_root, self.nccl_json = backend, outputs, is_root, nccl_json
+    def __init__(self, backend: Backend | None, outputs: OutputFiles, is_root: bool) -> None:
+        self.backend, self.outputs, self.is_root = backend, outputs, is_root
         self.error: PyBenchError | None = None
 
     def save(self, result: RunResult) -> None:
+        """Write (rank 0), agree that it worked, then drop the records held (every rank): rank 0's
+        journal holds them now, and the summary needs only their tally, so memory stays flat."""
         if self.is_root:
             try:
                 self.outputs.write(result)
-                if self.nccl_json is not None:
-                    self.nccl_json.write(result, finished=result.finished)
             except PyBenchError as exc:
                 self.error = exc
         assert self.backend is not None
         if self.backend.agree_max([int(self.error is not None)])[0]:
             raise _OutputFailed(self.error)
+        result.spill()
 
     def best_effort(self, result: RunResult) -> None:
         """Write without raising: the files already hold every size before this one."""
@@ -275,7 +278,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
     result = _new_result(backend, plan, info, hosts, env, argv)
     mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
     progress = _Progress(mode, len(cfg.sizes), cfg.benchmark)
-    saver = _Saver(backend, plan.outputs, is_root, nccl_json)
+    saver = _Saver(backend, plan.outputs, is_root)
 
     def on_record(record: SizeRecord) -> None:
         progress.step()
@@ -283,8 +286,8 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         if is_root:
             _say(row_line(record))
         saver.save(result)
-        if len(result.records) < len(cfg.sizes):
-            progress.start(cfg.sizes[len(result.records)])
+        if result.size_count < len(cfg.sizes):
+            progress.start(cfg.sizes[result.size_count])
 
     try:
         if is_root:
@@ -307,7 +310,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         result.cut_short = "interrupted (SIGINT)"
         saver.best_effort(result)
         if is_root:
-            _say(f"# Run cut short: {result.cut_short}; {len(result.records)} size(s) kept")
+            _say(f"# Run cut short: {result.cut_short}; {result.size_count} size(s) kept")
         os._exit(130)
     except PyBenchError as exc:
         # A failure on one rank mid-sweep leaves the others inside a collective:

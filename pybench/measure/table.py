@@ -26,10 +26,10 @@ to do, since such figures measure the other jobs as much as the collective.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 
+from pybench.measure.record_tally import precision_met
 from pybench.measure.results import RunResult, SizeRecord
 from pybench.measure.stopping import MIN_SAMPLES_FOR_CI
 from pybench.sizes import format_size
@@ -113,11 +113,7 @@ def nccl_tests_row(r: SizeRecord, in_place: bool = False, stats_columns: bool = 
 def _ci_text(r: SizeRecord) -> str:
     if len(r.samples_s) < MIN_SAMPLES_FOR_CI:
         return "-"  # too few samples for a confidence interval of the median
-    return f"{100 * r.ci_rel:.1f}" + ("" if _met(r) else "*")
-
-
-def _met(r: SizeRecord) -> bool:
-    return r.precision_met or r.stop_reason == "fixed"
+    return f"{100 * r.ci_rel:.1f}" + ("" if precision_met(r) else "*")
 
 
 def _is_p2p(result: RunResult) -> bool:
@@ -165,9 +161,8 @@ def busy_warning(result: RunResult) -> str | None:
     cores = m.get("cores") if isinstance(m.get("cores"), int) else None
     loads = [x[0] for x in (m.get("load_average_start"), m.get("load_average_end")) if isinstance(x, list) and x]
     busy = cores is not None and bool(loads) and max(loads) > cores
-    adaptive = [r for r in result.records if r.stop_reason != "fixed"]
-    missed = [r for r in adaptive if not r.precision_met]
-    noisy = bool(adaptive) and 2 * len(missed) > len(adaptive)
+    tally = result.tally()
+    noisy = tally.adaptive > 0 and 2 * tally.adaptive_missed > tally.adaptive
     if not (busy or noisy):
         return None
     why, remedy = [], []
@@ -175,7 +170,7 @@ def busy_warning(result: RunResult) -> str | None:
         why.append(f"the machine was busy (load {max(loads):.2f} on {cores} core(s))")
         remedy.append("rerun when `uptime` shows a load below the cores")
     if noisy:
-        why.append(f"{len(missed)} of {len(adaptive)} sizes missed the precision")
+        why.append(f"{tally.adaptive_missed} of {tally.adaptive} sizes missed the precision")
         remedy.append("raise --time-budget or --max-iters, or loosen --precision")
     return f"pybench: warning: {' and '.join(why)}, so these figures are noisy; {'; '.join(remedy)}"
 
@@ -220,7 +215,7 @@ def osu_row_line(r: SizeRecord, benchmark: str) -> str:
     """One OSU row: size, then latency in us or bandwidth in MB/s (1e6 B/s), as OSU prints them;
     ``*`` after a size whose figure missed the precision (explained in the footer)."""
     value = r.time_s * 1e6 if benchmark == "p2p_latency" else r.algbw_gbps * 1e3
-    return f"{r.size_bytes:<10d}{value:>18.2f}" + ("" if _met(r) else " *")
+    return f"{r.size_bytes:<10d}{value:>18.2f}" + ("" if precision_met(r) else " *")
 
 
 class _Layout:
@@ -241,9 +236,7 @@ def row_line(r: SizeRecord, benchmark: str | None = None) -> str:
 
 def average_busbw(result: RunResult) -> float:
     """nccl-tests' ``Avg bus bandwidth``: the mean busbw over every size run (nan when none was)."""
-    if not result.records:
-        return math.nan
-    return sum(r.busbw_gbps for r in result.records) / len(result.records)
+    return result.tally().average_busbw()
 
 
 def min_bw_failed(result: RunResult) -> bool | None:
@@ -256,30 +249,30 @@ def min_bw_failed(result: RunResult) -> bool | None:
 
 def _peak_line(result: RunResult) -> str | None:
     """The peak among the sizes whose figure met the precision, or a line saying none did."""
-    if not result.records:
+    tally = result.tally()
+    if not tally.count:
         return None
     p2p = _is_p2p(result)
-    met = [r for r in result.records if _met(r)]
     if p2p and result.benchmark == "p2p_latency":
-        pool = met or result.records
-        low = min(pool, key=lambda r: r.time_s)
+        low = tally.lowest_met or tally.lowest_any
+        assert low is not None
         what = f"# Lowest latency: {low.time_s * 1e6:.2f} us at {format_size(low.size_bytes)}"
     else:
-        pool = met or result.records
-        peak = max(pool, key=lambda r: r.busbw_gbps)
+        peak = tally.peak_met or tally.peak_any
+        assert peak is not None
         what = (f"# Peak bandwidth: {peak.algbw_gbps * 1e3:.2f} MB/s at {format_size(peak.size_bytes)}" if p2p else
                 f"# Peak bus bandwidth: {peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)} "
                 f"(algbw {peak.algbw_gbps:.2f} GB/s)")
-    if met:
-        return what + (f" (of the {len(met)} of {len(result.records)} sizes that met the precision)"
-                       if len(met) < len(result.records) else "")
-    return what + f", but none of the {len(result.records)} sizes met the precision, so it is as noisy as they are"
+    if tally.met:
+        return what + (f" (of the {tally.met} of {tally.count} sizes that met the precision)"
+                       if tally.met < tally.count else "")
+    return what + f", but none of the {tally.count} sizes met the precision, so it is as noisy as they are"
 
 
 def footer_lines(result: RunResult) -> list[str]:
     """The lines below the table; also prints :func:`busy_warning` on stderr when there is one."""
     lines = []
-    wrong = result.total_wrong()
+    wrong = result.tally().wrong
     if not _is_p2p(result):
         # nccl-tests' own two lines, byte for byte ("# %-20s : ..."), for the scripts that grep them
         gate = min_bw_failed(result)
@@ -294,9 +287,10 @@ def footer_lines(result: RunResult) -> list[str]:
     peak = _peak_line(result)
     if peak:
         lines.append(peak)
-    missed = [r for r in result.records if not _met(r)]
+    tally = result.tally()
+    missed = tally.count - tally.met
     if missed:
-        lines.append(f"# * precision not reached at {len(missed)} size(s) within the budget; "
+        lines.append(f"# * precision not reached at {missed} size(s) within the budget; "
                      "raise --time-budget or --max-iters, or loosen --precision")
     if _is_p2p(result):
         lines.append(f"# Out of bounds values : {wrong} " + ("OK" if wrong == 0 else "FAILED"))

@@ -52,9 +52,7 @@ from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import SystemDescription, system_from_dict
 from pybench.model.topology_schedules import (
-    ALGORITHMS,
     algorithm_steps,
-    check_schedule,
     crossing_algorithms,
     crossing_terms,
 )
@@ -407,31 +405,28 @@ class TopologyModel:
 
     @classmethod
     def from_dict(cls, d: object) -> TopologyModel:
-        """A model from its JSON form (a model file's ``topology`` entry); FileFormatError if malformed."""
+        """A model from its JSON form (a model file's ``topology`` entry); FileFormatError if malformed.
+
+        Every rule of that form (names, lengths, types, bounds) is the file format's schema,
+        :class:`pybench.io.document_schemas.TopologySchema`, checked here too so that a dict given
+        in Python is held to the rules a file is; the link costs and the system check their own.
+        """
+        from pybench.io.document_schemas import TopologySchema
+        from pybench.io.schemas import validate_body
         if not isinstance(d, dict):
             raise FileFormatError(f"a topology model is {type(d).__name__}, not an object")
-        try:
-            fitted = tuple((int(w), int(n)) for w, n in d["fitted"])
-            lo, hi = (int(x) for x in d["size_range"])
-            sizes = tuple(float(x) for x in d.get("residual_sizes", ()))
-            residuals = tuple(float(x) for x in d.get("residuals", ()))
-            collective, algorithm = str(d["collective"]), str(d["algorithm"])
-            misses = tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses", ()))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FileFormatError(f"a topology model is malformed ({exc!r})") from None
-        if algorithm not in ALGORITHMS or len(sizes) != len(residuals) or not fitted:
-            raise FileFormatError(f"a topology model is malformed (algorithm {algorithm!r}, "
-                                  f"{len(sizes)} sizes vs {len(residuals)} residuals)")
+        validate_body(d, TopologySchema, "a topology model")
         intra = LinkCost.from_dict(d["intra"]) if d.get("intra") is not None else None
         inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
         # Files from before the intra-node phase was priced fitted their inter-node link over it.
         absorbs = d.get("inter_absorbs_intra", inter is not None)
-        if not isinstance(absorbs, bool):
-            raise FileFormatError(f"a topology model's inter_absorbs_intra is {absorbs!r}, not true or false")
         system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
-        return cls(collective, algorithm, intra, inter, fitted, (lo, hi), sizes, residuals,
-                   tuple(str(n) for n in d.get("notes", ())), str(d.get("backend", "")),
-                   check_schedule(d.get("schedule", "ring")), absorbs, system, misses)
+        lo, hi = d["size_range"]
+        return cls(d["collective"], d["algorithm"], intra, inter, tuple((w, n) for w, n in d["fitted"]), (lo, hi),
+                   tuple(float(x) for x in d.get("residual_sizes") or ()),
+                   tuple(float(x) for x in d.get("residuals") or ()), tuple(d.get("notes") or ()),
+                   d.get("backend") or "", d.get("schedule", "ring"), absorbs, system,
+                   tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()))
 
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.

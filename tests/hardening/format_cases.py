@@ -27,7 +27,7 @@ def _fixture(name: str) -> Callable[[], dict]:
 
 def _with_topology() -> dict:
     doc = json.loads(MODEL.read_text())
-    doc["topology"] = [{"collective": "allreduce", "algorithm": "ring", "fitted": [[8, 1]],
+    doc["topology"] = [{"collective": "allreduce", "algorithm": "ring", "schedule": "ring", "fitted": [[8, 1]],
                         "size_range": [1024, 1 << 20], "residual_sizes": [], "residuals": [], "notes": []}]
     return doc
 
@@ -63,7 +63,9 @@ FORMATS: dict[str, tuple[Callable[[], dict], tuple[str, ...], dict[str, tuple]]]
     "model": (_with_topology, ("predict", "F", "--sizes", "1M"), {
         "world": ("models", 0, "world_size"), "size": ("models", 0, "segments", 0, "size_max_bytes"),
         "alpha": ("models", 0, "segments", 0, "alpha_s"), "text": ("models", 0, "collective"),
-        "topology-world": ("topology", 0, "fitted", 0, 0), "topology-nodes": ("topology", 0, "fitted", 0, 1)}),
+        "topology-world": ("topology", 0, "fitted", 0, 0), "topology-nodes": ("topology", 0, "fitted", 0, 1),
+        "topology-algorithm": ("topology", 0, "algorithm"), "topology-schedule": ("topology", 0, "schedule"),
+        "topology-residuals": ("topology", 0, "residuals")}),
     "compute": (_fixture("compute_profile_v1.json"),
                 ("ccr", "--params", "125M", "--model", str(MODEL), "--compute", "F", "--world", "8"), {
         "time": ("gemms", 0, "samples_s", 0), "size": ("params",), "world": ("seq",), "text": ("engine",),

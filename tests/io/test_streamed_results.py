@@ -3,6 +3,7 @@ at growing intervals and only once valid, rebuilt from the journal when rank 0 d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -142,3 +143,24 @@ def _rank0_and_job(marker: str) -> tuple[int | None, str | None]:
             job = next((e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"PYBENCH_JOB_DIR=")), None)
             return int(d.name), job
     return None, None
+
+
+def test_a_journal_is_rebuilt_into_the_file_by_streaming_not_by_holding_every_record(tmp_path, monkeypatch):
+    import tracemalloc
+
+    from pybench.measure.result_journal import Journal
+    from pybench.measure.results import record_json
+    out = tmp_path / "r.json"
+    journal = Journal(journal_path(out, tmp_path))
+    line = record_json(dataclasses.replace(_record(8), samples_s=[1e-5] * 60))
+    n = 2000  # about 3 MB of records
+    journal.append(lambda: dataclasses.replace(_result(), records=[]).to_dict(), [line] * n)
+    tracemalloc.start()
+    try:
+        assert mark_cut_short([out], "rank 0 was killed by signal 9", tmp_path) == [str(out)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20, peak  # chunks of 256 KiB, never the whole document
+    doc = json.loads(out.read_text())
+    assert len(doc["records"]) == n and doc["cut_short"] == "rank 0 was killed by signal 9"

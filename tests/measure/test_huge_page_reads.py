@@ -2,6 +2,12 @@
 per read on an MPI rank) only where a buffer can hold a huge page, and only by rank 0, whose
 record is the one kept: a long sweep of small sizes pays nothing for it."""
 
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_under_mpiexec
+
 from pybench.measure.benchmark import HUGE_PAGE_BYTES, BenchConfig, measure_size, run_sizes
 from pybench.measure.stopping import StopRule
 
@@ -60,3 +66,15 @@ def test_only_the_rank_that_keeps_the_record_reads_it():
         run_sizes(_cfg(sizes=sizes), 2, records.append, lambda cfg, size: CountingBench(), read_huge_pages=is_root)
         assert CountingBench.reads == reads
         assert [r.huge_page_fraction for r in records] == ([0.5, 0.5] if is_root else [None, None])
+
+
+@pytest.mark.mpi
+def test_the_native_reader_reads_smaps_once_for_both_buffers(tmp_path, native):
+    out = tmp_path / "reads.json"
+    script = Path(__file__).parents[1] / "mpi_scripts" / "smaps_reads.py"
+    proc = run_under_mpiexec(script, [str(out)], cwd=tmp_path, nprocs=1)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    # one read of the file (it changes a little between reads), where each buffer used to read it
+    assert got["read_bytes"] < 1.5 * got["smaps_bytes"], got
+    assert 0.0 <= got["fraction"] <= 1.0

@@ -3,8 +3,11 @@
 The document holds ``args`` (argv; argv[0] names the program), ``config`` with ``devices``
 (rank, hostname ...) and ``results``: rows with ``size``, ``count``, ``type``, ``redop``,
 ``root`` and ``out_of_place`` / ``in_place`` objects holding ``time`` (us), ``alg_bw``,
-``bus_bw`` (GB/s) and ``nwrong``. The document is parsed by :func:`pybench.io.files.parse_json`
-before it gets here, and checked against :class:`pybench.io.foreign_schemas.NcclTestsJsonSchema`.
+``bus_bw`` (GB/s) and ``nwrong``. With ``-C 1`` the time is ``cpu_time``: the host's time per
+operation (for non-blocking collectives, the time to launch them), while the bandwidths still
+come from the operation's own time; the measurement sets say so in their notes. The document is
+parsed by :func:`pybench.io.files.parse_json` before it gets here, and checked against
+:class:`pybench.io.foreign_schemas.NcclTestsJsonSchema`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,14 @@ def _hosts(data: dict[str, Any]) -> dict[int, str]:
     return hosts
 
 
+def _time(block: dict[str, Any]) -> float:
+    return block["time"] if block.get("time") is not None else block["cpu_time"]
+
+
+CPU_TIME_NOTE = ("times are nccl-tests' cpu_time (-C 1): measured on the host, for non-blocking collectives the "
+                 "time to launch them, not to complete them; its alg_bw and bus_bw come from the operations' own time")
+
+
 def _add_row(rows: Rows, row: dict[str, Any]) -> None:
     """One row (typed and bounded by NcclTestsJsonSchema) into ``rows``; a row of size 0 measured nothing."""
     block = row.get("out_of_place") or row.get("in_place")
@@ -47,8 +58,8 @@ def _add_row(rows: Rows, row: dict[str, Any]) -> None:
     other = row.get("in_place")
     rows.sizes.append(row["size"])
     rows.counts.append(row.get("count") or 0)
-    rows.times.append(float(block["time"]))
-    rows.in_place.append(float(other["time"]) if block is not other and other is not None else math.nan)
+    rows.times.append(float(_time(block)))
+    rows.in_place.append(float(_time(other)) if block is not other and other is not None else math.nan)
     rows.algbw.append(float(block["alg_bw"]))
     rows.busbw.append(float(block["bus_bw"]))
     redop = str(row.get("redop") or "").strip()
@@ -75,8 +86,11 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     from pybench.io.foreign_schemas import NcclTestsJsonSchema, validate_foreign
     validate_foreign(data, NcclTestsJsonSchema, str(path))
     rows = Rows()
+    host_timed = False
     for row in data["results"]:
         _add_row(rows, row)
+        block = row.get("out_of_place") or row.get("in_place") or {}
+        host_timed = host_timed or block.get("time") is None and block.get("cpu_time") is not None
     if not rows.sizes:
         raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 and a timing in 'results'")
     alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
@@ -94,6 +108,8 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         notes.append(f"{len(hosts)} ranks on {len(set(hosts.values()))} host(s) per config.devices")
     if world_size is not None:
         world = world_size
+    if host_timed:
+        notes.append(CPU_TIME_NOTE)
     return _sets(path, rows, coll, world, link, notes)
 
 

@@ -1,0 +1,13 @@
+"""The names a model file may give a topology model's algorithm and schedule.
+
+They are part of the file format, so they live at the io boundary, where the schema checks
+them (:class:`pybench.io.document_schemas.TopologySchema`); the model layer, above it, prices
+each of them (``pybench.model.topology_schedules``) and imports them from here.
+"""
+
+from __future__ import annotations
+
+#: How an operation moves its data within the fitted link classes.
+TOPOLOGY_ALGORITHMS = ("ring", "tree", "nvls")
+#: How a world spread over nodes is scheduled: one ring, intra- then inter-node, or Open MPI's choice.
+TOPOLOGY_SCHEDULES = ("ring", "hierarchical", "openmpi")
