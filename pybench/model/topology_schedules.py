@@ -24,10 +24,12 @@ from __future__ import annotations
 import math
 
 from pybench.errors import FileFormatError, UsageError
+from pybench.io.model_names import TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
 from pybench.model.mpi_openmpi import openmpi_allreduce_plan
 
-ALGORITHMS = ("ring", "tree", "nvls")
-SCHEDULES = ("ring", "hierarchical", "openmpi")
+# the file format's names (pybench.io.model_names), priced here
+ALGORITHMS = TOPOLOGY_ALGORITHMS
+SCHEDULES = TOPOLOGY_SCHEDULES
 # Collectives whose ring moves (p-1) steps of S/p each way (all-reduce moves two such passes).
 _ONE_PASS = ("allgather", "reducescatter", "alltoall")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pybench.errors import FileFormatError
+from pybench.errors import FileFormatError, UsageError
 from pybench.io.model_names import TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
 from pybench.model.model_files import load_models
 from pybench.model.topology import TopologyModel
@@ -43,8 +43,16 @@ def _file(tmp_path: Path, change: dict) -> Path:
 
 
 def test_the_names_are_those_the_model_prices():
-    from pybench.model.topology_schedules import ALGORITHMS, SCHEDULES
-    assert (ALGORITHMS, SCHEDULES) == (TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES)
+    """Every name the file format accepts is one the model prices (one copy of the names: the model's are
+    these), and a name outside them is refused by the model too."""
+    from pybench.model.topology_schedules import algorithm_steps, check_schedule
+    for algorithm in TOPOLOGY_ALGORITHMS:
+        hops, steps = algorithm_steps("allreduce", algorithm, 8)
+        assert hops > 0 and steps > 0
+    for schedule in TOPOLOGY_SCHEDULES:
+        assert check_schedule(schedule) == schedule
+    with pytest.raises(UsageError):
+        algorithm_steps("allreduce", "butterfly", 8)
 
 
 def test_a_good_entry_is_read(tmp_path):
