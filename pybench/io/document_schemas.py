@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from pybench.io.model_names import TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
+from pybench.io.model_names import LINK_ALGORITHMS, MAX_LINK_REGIMES, TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
 from pybench.io.schemas import (
     MAX_RECORDS,
     MAX_SIZE_BYTES,
@@ -78,13 +78,41 @@ def _one_of(names: tuple[str, ...], what: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+NonNegative = Annotated[float, Field(ge=0, le=1e30, allow_inf_nan=False)]
+
+
+class SmallRegimeSchema(_Body):
+    """A link regime that wins below its link's bandwidth regime (no regimes of its own)."""
+
+    base_s: NonNegative
+    step_s: NonNegative
+    busbw_Bps: Positive
+    extra_steps: NonNegative
+    label: Text | None = None
+    algorithm: Annotated[Text, _one_of(LINK_ALGORITHMS, "algorithm")] = "ring"
+    regimes: Annotated[list[Any], Field(max_length=0)] | None = None  # none of its own
+
+
+class LinkSchema(SmallRegimeSchema):
+    """One link class of a topology model (pybench.model.link_cost.LinkCost): its bandwidth regime, and
+    the regimes that win below it, none faster."""
+
+    regimes: Annotated[list[SmallRegimeSchema], Field(max_length=MAX_LINK_REGIMES - 1)] | None = None
+
+    @model_validator(mode="after")
+    def _bandwidth_regime_is_fastest(self) -> LinkSchema:
+        if any(r.busbw_Bps > self.busbw_Bps for r in self.regimes or []):
+            raise ValueError("a small-size regime has more bandwidth than its link's bandwidth regime")
+        return self
+
+
 # A layout the fit missed: [ranks, nodes, median relative miss].
 LayoutMiss = Annotated[list[Finite], Field(min_length=3, max_length=3)]
 
 
 class TopologySchema(_Body):
     """One collective's topology model: what answers for the layouts not measured
-    (pybench.model.topology.TopologyModel; its link costs and system are checked where they are read)."""
+    (pybench.model.topology.TopologyModel; its system is a description, checked by its own schema)."""
 
     collective: Text
     algorithm: Annotated[Text, _one_of(TOPOLOGY_ALGORITHMS, "algorithm")]
@@ -96,8 +124,8 @@ class TopologySchema(_Body):
     notes: Notes | None = None
     backend: Text | None = None
     inter_absorbs_intra: bool = True
-    intra: dict[str, Any] | None = None
-    inter: dict[str, Any] | None = None
+    intra: LinkSchema | None = None
+    inter: LinkSchema | None = None
     system: dict[str, Any] | None = None
     layout_misses: Annotated[list[LayoutMiss], Field(max_length=4096)] | None = None
 

@@ -8,14 +8,12 @@ protocol. Across nodes each regime also names the algorithm it runs between them
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from pybench.errors import FileFormatError
 from pybench.model.link_presets import LinkPreset
-from pybench.model.regimes import MAX_REGIMES
 from pybench.model.topology_schedules import algorithm_steps
 
 
@@ -72,34 +70,24 @@ class LinkCost:
                 "regimes": [r.to_dict() for r in self.regimes]}
 
     @classmethod
-    def from_dict(cls, d: object, nested: bool = False) -> LinkCost:
+    def from_dict(cls, d: object) -> LinkCost:
+        """A link from its JSON form; FileFormatError if it breaks the file format's rules
+        (:class:`pybench.io.document_schemas.LinkSchema`, checked here too for a dict given in Python)."""
+        from pybench.io.document_schemas import LinkSchema
+        from pybench.io.schemas import validate_body
         if not isinstance(d, dict):
             raise FileFormatError(f"a link cost is {type(d).__name__}, not an object")
-        base, step, busbw, extra = (_number(d, k) for k in ("base_s", "step_s", "busbw_Bps", "extra_steps"))
-        if min(base, step, extra) < 0 or busbw <= 0:
-            raise FileFormatError("a link cost needs base_s, step_s, extra_steps >= 0 and busbw_Bps > 0")
-        raw = d.get("regimes") or []
-        if not isinstance(raw, list) or (raw and nested) or len(raw) >= MAX_REGIMES:
-            raise FileFormatError(f"a link cost's regimes must be a list of at most {MAX_REGIMES - 1} link costs "
-                                  f"without regimes of their own")
-        regimes = tuple(cls.from_dict(r, nested=True) for r in raw)
-        if any(r.busbw_Bps > busbw for r in regimes):
-            raise FileFormatError("a small-size regime has more bandwidth than its link's bandwidth regime")
-        algorithm = d.get("algorithm", "ring")
-        if algorithm not in ("ring", "tree"):
-            raise FileFormatError(f"a link cost's algorithm is {algorithm!r}, not ring or tree")
-        return cls(base, step, busbw, extra, str(d.get("label", "")), regimes, algorithm)
+        validate_body(d, LinkSchema, "a link cost")
+        return cls._read(d, tuple(cls._read(r, ()) for r in d.get("regimes") or ()))
+
+    @classmethod
+    def _read(cls, d: dict, regimes: tuple[LinkCost, ...]) -> LinkCost:
+        return cls(float(d["base_s"]), float(d["step_s"]), float(d["busbw_Bps"]), float(d["extra_steps"]),
+                   str(d.get("label") or ""), regimes, d.get("algorithm", "ring"))
 
     @classmethod
     def from_preset(cls, preset: LinkPreset) -> LinkCost:
         return cls(0.0, preset.step_latency_s, preset.bandwidth_Bps, 0.0, f"preset {preset.name}")
-
-
-def _number(d: dict, key: str) -> float:
-    value = d.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise FileFormatError(f"a link cost's {key} is {value!r}, not a finite number")
-    return float(value)
 
 
 def regime_label(link: LinkCost, k: int) -> str:

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pybench.io.model_names import MAX_LINK_REGIMES
 from pybench.model.relative_lsq import solve_nonnegative
 
-MAX_REGIMES = 4
-"""LL, LL128 and Simple, plus one algorithm switch (ring to tree)."""
+MAX_REGIMES = MAX_LINK_REGIMES
+"""LL, LL128 and Simple, plus one algorithm switch (ring to tree): what a model file may hold."""
 NOISE_FLOOR = 0.03
 """Relative rms below which a sweep is not split further (see the module text)."""
 MIN_DISTINCT_SIZES = 3

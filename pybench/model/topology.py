@@ -409,7 +409,7 @@ class TopologyModel:
 
         Every rule of that form (names, lengths, types, bounds) is the file format's schema,
         :class:`pybench.io.document_schemas.TopologySchema`, checked here too so that a dict given
-        in Python is held to the rules a file is; the link costs and the system check their own.
+        in Python is held to the rules a file is (its link costs too); the system description checks its own.
         """
         from pybench.io.document_schemas import TopologySchema
         from pybench.io.schemas import validate_body

@@ -22,6 +22,8 @@ ENTRY = {"collective": "allreduce", "algorithm": "ring", "fitted": [[8, 1]], "si
          "residual_sizes": [1024.0, 2048.0], "residuals": [0.01, -0.02], "notes": [], "schedule": "hierarchical",
          "inter_absorbs_intra": False, "layout_misses": [[16, 2, 0.2]]}
 
+LINK = {"base_s": 1e-5, "step_s": 1e-6, "busbw_Bps": 1e11, "extra_steps": 0.0, "label": "fitted at 8 ranks"}
+
 BAD = {
     "algorithm": ({"algorithm": "warp"}, "topology[0].algorithm: Value error, algorithm 'warp' is not one of "
                                          "ring, tree, nvls"),
@@ -31,6 +33,16 @@ BAD = {
     "layout-miss": ({"layout_misses": [[8.5, 1, 0.1]]}, "layout_misses entry [8.5, 1, 0.1] does not start with a "
                                                         "world and a node count"),
     "absorbs": ({"inter_absorbs_intra": "yes"}, "topology[0].inter_absorbs_intra: Input should be a valid boolean"),
+    # the link costs are the same schema's: typed and bounded there, not by their reader
+    "link-bandwidth": ({"intra": {**LINK, "busbw_Bps": -1.0}}, "topology[0].intra.busbw_Bps: Input should be "
+                                                                "greater than 0"),
+    "link-latency": ({"intra": {**LINK, "base_s": -1e-6}}, "topology[0].intra.base_s: Input should be greater "
+                                                            "than or equal to 0"),
+    "link-algorithm": ({"intra": {**LINK, "algorithm": "warp"}}, "algorithm 'warp' is not one of ring, tree"),
+    "link-nested": ({"intra": {**LINK, "regimes": [{**LINK, "regimes": [LINK]}]}},
+                    "topology[0].intra.regimes[0].regimes: List should have at most 0 items"),
+    "link-fastest": ({"intra": {**LINK, "regimes": [{**LINK, "busbw_Bps": 2e11}]}},
+                     "a small-size regime has more bandwidth than its link's bandwidth regime"),
 }
 
 
