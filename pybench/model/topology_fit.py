@@ -213,7 +213,7 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
             rows.append((1.0, hops, o.size_bytes * data, o.size_bytes * fill))
         designs.append(np.array(rows, dtype=float))
     solved = _fit_link(designs, between,
-                       "fitted at " + ", ".join(sorted({f"{o.world} ranks on {o.nodes} nodes" for o in multi})),
+                       _fitted_label(sorted({(o.world, o.nodes) for o in multi})),
                        algorithms)
     if solved is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
@@ -222,6 +222,15 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
                      "may include in-network reduction (NVLS/SHARP)")
     return link, bool(absorbs)
+
+
+def _fitted_label(layouts: Sequence[tuple[int, int]]) -> str:
+    """What an inter-node link was fitted at, short enough for any number of layouts (a model file's text
+    fields are bounded)."""
+    if len(layouts) <= 12:
+        return "fitted at " + ", ".join(f"{w} ranks on {n} nodes" for w, n in layouts)
+    return (f"fitted at {len(layouts)} layouts, {min(w for w, _ in layouts)} to {max(w for w, _ in layouts)} ranks "
+            f"on {min(n for _, n in layouts)} to {max(n for _, n in layouts)} nodes")
 
 
 def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] | None = None) -> list[Observation]:

@@ -513,3 +513,15 @@ def test_a_fitted_inter_node_link_answers_its_own_sweep_even_when_faster_than_th
     big = preset.predict(1 << 30, 16, 2)
     # the node's 20 GB/s, not the NIC's 100
     assert big.time_s == pytest.approx(2 * 15 / 16 * (1 << 30) / 20e9, rel=0.05)
+
+
+def test_a_fit_over_hundreds_of_node_counts_writes_a_file_it_reads_back():
+    """A model file's text fields are bounded (4096 characters): the inter-node link's label names a long
+    list of fitted layouts by their count and range, so pybench never writes a file it then refuses."""
+    obs = [Observation(2.0 ** k, 8 * n, n, 2e-5 + 8e-6 * n + 2.0 ** k / 40e9) for n in range(2, 300)
+           for k in range(16, 24)]
+    model = fit_topology("allgather", obs)
+    assert model.inter is not None and model.inter.label == "fitted at 298 layouts, 16 to 2392 ranks on 2 to 299 nodes"
+    assert TopologyModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model
+    few = fit_topology("allgather", [o for o in obs if o.nodes in (2, 8)])
+    assert few.inter is not None and few.inter.label == "fitted at 16 ranks on 2 nodes, 64 ranks on 8 nodes"
