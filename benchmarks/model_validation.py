@@ -43,19 +43,27 @@ predictions are scored from 1 MiB up. What each kind means:
   every other count predicted, on the node's description (`dgx-a100`: one GPU count alone cannot
   show that the node is switched, and without a description the answer is "not determined");
 - *another node count*: the Polaris sweeps fitted at some node counts (2+8, 2, 8, 2+8+256, 8+256),
-  every other count (2 to 540 nodes) predicted;
+  every other count (2 to 540 nodes) predicted. The widening per unit of distance is chosen per
+  kind; Polaris is the only cluster measured at several node counts, so with it held out no
+  dataset says how node-count predictions stray, and they take the widest widening of any kind
+  (the shipped constant is chosen on Polaris). An all-reduce fitted at one node count cannot say
+  whether it crossed by NCCL's tree (bytes per node growing with the nodes) or its ring: the
+  prediction lies between the two, with that span in the interval;
 - *system description*: each 2-node log predicted from its system description (NICs per node and
   rate) and, for the A100 node, the one-node A100 table at 8 GPUs; the other nodes were never
   measured alone, so their links inside the node are the description's nominal rate. A crossing
   priced on a measured node keeps that node's protocol regimes, so its interval is only as wide as
   NIC efficiency and crossing latency vary between the other systems (`crossing_*`); without a
   measured node the middle sizes are unknown too (`described_*`). Only the A100 log has a
-  measured node: a100-oci-2x8 is the row of that case.
+  measured node: a100-oci-2x8 is the row of that case. A described all-reduce crosses the nodes
+  by NCCL's tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many),
+  so `nic_efficiency` is what the NICs carry, not a bus bandwidth;
 - *preset*: the same 2-node logs predicted from link presets alone, as `--link` gives them without a
   description: one of the node's NICs (`eth-100g`, `eth-200g`, `eth-400g`: one port per node) and,
   where no node was measured, its GPUs' links (`nvlink3/4/5`). A preset cannot say how many ports a
-  node has: its ranks may drive one each (rails), so the prediction lies between one port per node
-  and one per rank, with that span in the interval; nodes with more NICs than GPUs fall outside it.
+  node has: its ranks may drive one each (rails), or more (named systems built on 100 Gb/s ports
+  hold up to four per GPU), so the prediction lies between one port per node and the most ports of
+  that rate per rank any named system has, with that span in the interval.
 
 {table}
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 TOPOLOGY_ALGORITHMS = ("ring", "tree", "nvls")
 #: How a world spread over nodes is scheduled: one ring, intra- then inter-node, or Open MPI's choice.
 TOPOLOGY_SCHEDULES = ("ring", "hierarchical", "openmpi")
-#: The algorithms a link's fitted regime may price with (a crossing: NCCL's ring or its tree).
-LINK_ALGORITHMS = ("ring", "tree")
+#: The algorithms a link's fitted regime may price with across nodes: NCCL's ring; ``tree``, the tree's
+#: latency with the ring's bytes; ``double-tree``, NCCL's double binary tree, its latency and its bytes.
+LINK_ALGORITHMS = ("ring", "tree", "double-tree")
 #: A link's regimes at most: LL, LL128 and Simple, plus one algorithm switch (ring to tree).
 MAX_LINK_REGIMES = 4

@@ -12,9 +12,12 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
 
 * ``local``: the fit's own relative scatter near the size (its residuals there);
 * ``distance``: how far the layout asked for lies from every fitted one, in log ranks plus log
-  nodes plus log size beyond the measured range; ``widening`` is per unit of it, one value for
-  fits at several layouts of the link class and a larger one for a fit at a single layout (which
-  cannot separate per-call from per-step latency);
+  nodes plus log size beyond the measured range; ``widening`` is per unit of it, chosen per kind of
+  prediction (another GPU count, another node count: a node's fabric and a cluster's network stray
+  from one cost shape differently), one value for fits at several layouts of the link class and a
+  larger one for a fit at a single layout (which cannot separate per-call from per-step latency).
+  A kind fewer than two calibration systems hold takes the widest value of any kind, and sizes
+  beyond the measured range at a measured layout take the widest too;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says: its bandwidth
   part (the NICs' efficiency) weighs with the share of the time the bytes take, its latency part
@@ -42,6 +45,12 @@ from pybench.errors import FileFormatError
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 Z95 = 1.959963984540054
 FAMILIES = ("allreduce", "ring")
+"""NIC efficiency is kept per family: an all-reduce crosses by NCCL's tree or its ring, as NCCL picks on
+each system, and is priced in the tree's bytes; the other collectives cross as one ring."""
+OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
+EXTRAPOLATED_KINDS = (OTHER_GPU_COUNT, OTHER_NODE_COUNT)
+"""The kinds of prediction (:data:`pybench.model.topology.KINDS`) whose widening per unit of distance is
+chosen apart."""
 """NIC efficiency is kept per family: the all-reduce crosses nodes by a tree (NCCL), the rest as a ring."""
 
 
@@ -54,12 +63,15 @@ def family(collective: str) -> str:
 class Calibration:
     """Constants of the interval scheme and of links priced from a system description."""
 
-    widening_several_layouts: float
-    """Log half-width per unit of log distance from the fitted layouts, fits at 2+ layouts."""
-    widening_one_layout: float
+    widening_several_layouts: dict[str, float]
+    """Per kind of prediction (:data:`EXTRAPOLATED_KINDS`): log half-width per unit of log distance from
+    the fitted layouts, fits at 2+ layouts."""
+    widening_one_layout: dict[str, float]
     """The same for a link class fitted at one layout."""
     nic_efficiency: dict[str, float]
-    """Inter-node bus bandwidth / (NICs per node x NIC rate), per family, as real logs reach it."""
+    """Per family (:data:`FAMILIES`): what a node's NICs carry / (NICs per node x NIC rate), as real logs
+    reach it, in the bytes a described crossing prices (an all-reduce: the tree's, S per node on two
+    nodes; a ring: 2(p-1)/p S)."""
     described_bandwidth_half_width: float
     """Log half-width of a described (or preset) link's bandwidth: how far NIC efficiency varies."""
     described_latency_half_width: float
@@ -86,25 +98,38 @@ class Calibration:
         if not isinstance(d, dict):
             raise FileFormatError(f"{source}: not a JSON object")
         try:
-            numbers = {k: float(d[k]) for k in ("widening_several_layouts", "widening_one_layout",
-                                                 "described_bandwidth_half_width", "described_latency_half_width",
+            numbers = {k: float(d[k]) for k in ("described_bandwidth_half_width", "described_latency_half_width",
                                                  "crossing_bandwidth_half_width", "crossing_latency_half_width",
                                                  "inter_latency_s")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
+            widening = {k: {str(kind): float(v) for kind, v in d[k].items()}
+                        for k in ("widening_several_layouts", "widening_one_layout")}
             chosen = tuple(str(x) for x in d.get("chosen_on", ()))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise FileFormatError(f"{source}: malformed calibration ({exc!r})") from None
-        values = [*numbers.values(), *efficiency.values()]
+        values = [*numbers.values(), *efficiency.values(), *(v for w in widening.values() for v in w.values())]
         if not all(math.isfinite(v) and v >= 0 for v in values) or set(efficiency) != set(FAMILIES) \
-                or min(efficiency.values()) <= 0:
+                or min(efficiency.values()) <= 0 or any(set(w) != set(EXTRAPOLATED_KINDS) for w in widening.values()):
             raise FileFormatError(f"{source}: calibration values must be finite, >= 0, with a positive NIC "
-                                  f"efficiency for each of {', '.join(FAMILIES)}")
-        return cls(**numbers, nic_efficiency=efficiency, chosen_on=chosen)
+                                  f"efficiency for each of {', '.join(FAMILIES)} and a widening for each of "
+                                  f"{', '.join(EXTRAPOLATED_KINDS)}")
+        return cls(widening["widening_several_layouts"], widening["widening_one_layout"], efficiency,
+                   chosen_on=chosen, **numbers)
 
-    def half_width(self, local: float, distance: float, one_layout: bool, described: bool,
+    def efficiency(self, collective: str) -> float:
+        """The NIC efficiency of ``collective``'s family."""
+        return self.nic_efficiency["allreduce" if collective == "allreduce" else "ring"]
+
+    def widening(self, kind: str, one_layout: bool) -> float:
+        """Log half-width per unit of distance for a prediction of ``kind`` (the widest where no kind's own)."""
+        table = self.widening_one_layout if one_layout else self.widening_several_layouts
+        base = kind.split(",")[0]
+        return table[base] if base in table else max(table.values())
+
+    def half_width(self, kind: str, local: float, distance: float, one_layout: bool, described: bool,
                    bandwidth_share: float = 1.0, span: float = 0.0, shape_measured: bool = False) -> float:
         """Log half-width of a 95% interval (see the module text)."""
-        widening = self.widening_one_layout if one_layout else self.widening_several_layouts
+        widening = self.widening(kind, one_layout)
         share = min(max(bandwidth_share, 0.0), 1.0)
         if shape_measured:
             bandwidth, latency = self.crossing_bandwidth_half_width, self.crossing_latency_half_width
@@ -131,7 +156,7 @@ class Spread:
     """A described crossing priced on a measured node's protocol regimes (see the module text)."""
 
     def half_width(self, calibration: Calibration) -> float:
-        return calibration.half_width(self.local, self.distance, self.one_layout, self.described,
+        return calibration.half_width(self.kind, self.local, self.distance, self.one_layout, self.described,
                                       self.bandwidth_share, self.span, self.shape_measured)
 
 

@@ -8,16 +8,18 @@ an NVLink domain that spans hosts (:func:`nvlink_domain_ranks`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Protocol
 
 import numpy as np
 
 from pybench.errors import UsageError
+from pybench.model.calibration import Calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS
-from pybench.model.system import SystemDescription
-from pybench.model.topology_schedules import crossing_terms, intra_node_ranks
+from pybench.model.system import SystemDescription, most_ports_per_gpu
+from pybench.model.topology_schedules import crossing_algorithms, crossing_bytes, crossing_terms, intra_node_ranks
 
 
 class ModelLinks(Protocol):
@@ -92,14 +94,15 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     together): if the node's NICs are shared, the fitted bandwidth stands; if each rank drives its own
     NIC (rails), it scales by q/r. Only a system description (NICs per node) or fits at several
     ranks-per-node counts tell the two apart. A preset is one port per node: with q ranks per node the
-    node may drive one port per rank, q times the preset.
+    node may drive one port per rank or more, up to what named systems hold of that rate
+    (:func:`~pybench.model.system.most_ports_per_gpu`).
     """
     # Open MPI's and the leader schedules price the bytes through the node's one NIC themselves
     if model.schedule != "ring" or model.system is not None or model.inter is None or model.inter.is_described:
         return None
     per_node = world // nodes * sharing  # the ranks of every group sharing the node's NICs
-    if model.inter.is_preset:  # one port per node; the node may have one per rank (rails)
-        return float(per_node) if per_node > 1 else None
+    if model.inter.is_preset:  # one port per node; the node may have one per rank (rails), or more
+        return per_node * most_ports_per_gpu(model.inter.busbw_Bps) if per_node > 1 else None
     fitted = {w // n for w, n in model.fitted if n > 1}
     if len(fitted) != 1 or per_node in fitted:
         return None
@@ -149,3 +152,66 @@ def ranks_per_node(model: ModelLinks) -> int:
     """The most ranks per node among the model's multi-node layouts (0 without one)."""
     return max((w // n for w, n in model.fitted if n > 1), default=0)
 
+
+
+def unknown_tree_bytes(model: ModelLinks, world: int, nodes: int) -> LinkCost | None:
+    """The inter-node link read with the double binary tree's bytes, where the inputs cannot say whether
+    the fitted all-reduce ran NCCL's tree or its ring across nodes: None when they can.
+
+    At the one layout of the fit the two readings are the same time, so nothing measured tells them
+    apart; at another node count they part by up to 2x (the tree's bytes per node grow from S on two
+    nodes towards 2S, the ring's stay put; see :func:`~pybench.model.topology_schedules.crossing_bytes`).
+    Fits at several layouts choose per regime; a system description chooses in
+    :func:`tree_bytes_on_nics`.
+    """
+    inter = model.inter
+    layouts = {(w, n) for w, n in model.fitted if n > 1}
+    if (inter is None or inter.is_preset or inter.is_described or model.system is not None or len(layouts) != 1
+            or model.schedule != "ring" or model.collective != "allreduce"):
+        return None
+    ((w0, n0),) = layouts
+    if nodes == n0 or not all(r.algorithm == "tree" for r in inter.all_regimes()):
+        return None
+    return as_double_tree(inter, w0, n0)
+
+
+def as_double_tree(inter: LinkCost, world: int, nodes: int) -> LinkCost:
+    """``inter``'s ``tree`` regimes (ring bytes) as ``double-tree`` ones, the same time at (world, nodes)."""
+    ratio = crossing_bytes("allreduce", "double-tree", world, nodes) / crossing_bytes("allreduce", "tree", world, nodes)
+    regimes = [dataclasses.replace(r, busbw_Bps=r.busbw_Bps * ratio, extra_steps=r.extra_steps * ratio,
+                                   algorithm="double-tree") if r.algorithm == "tree" else r
+               for r in inter.all_regimes()]
+    return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
+
+
+def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost | None:
+    """With the node's NICs described: an ambiguous all-reduce crossing (see :func:`unknown_tree_bytes`)
+    read with the tree's bytes where the ring's would need more than the NICs carry (no ring can), else
+    None (the ring's bytes, which an efficiency below one allows, or not ambiguous)."""
+    inter = model.inter
+    layouts = {(w, n) for w, n in model.fitted if n > 1}
+    if (inter is None or inter.is_preset or inter.is_described or len(layouts) != 1 or model.schedule != "ring"
+            or model.collective != "allreduce" or not all(r.algorithm == "tree" for r in inter.all_regimes())):
+        return None
+    ((w0, n0),) = layouts
+    return as_double_tree(inter, w0, n0) if inter.busbw_Bps > nic_Bps_per_node else None
+
+
+def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
+                       calibration: Calibration) -> LinkCost:
+    """The inter-node link of a node from its description: the node's protocol regimes, each at most
+    at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and at least
+    at the latency of a crossing (:mod:`pybench.model.calibration`); an all-reduce priced with the
+    tree's bytes, the ones NCCL's tree sends through a node's NICs."""
+    algorithm = crossing_algorithms(schedule, collective)[-1]
+    efficiency = calibration.efficiency(collective)
+    cap = efficiency * system.nic_Bps_per_node
+    label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
+             f"per node at {efficiency:.2f} of their rate")
+    # every protocol keeps its share of the bandwidth regime's rate: LL at half of Simple's on NVLink
+    # is at half of it through the NICs too
+    scale = min(1.0, cap / intra.busbw_Bps)
+    regimes = [dataclasses.replace(r, base_s=max(r.base_s, calibration.inter_latency_s),
+                                   busbw_Bps=r.busbw_Bps * scale, label=label, algorithm=algorithm)
+               for r in intra.all_regimes()]
+    return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))

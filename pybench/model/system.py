@@ -105,6 +105,17 @@ def named_systems() -> list[str]:
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.json"))
 
 
+def most_ports_per_gpu(nic_Bps: float) -> float:
+    """The most NIC ports of rate ``nic_Bps`` (per direction) per GPU that a named system has, at least 1.
+
+    A link preset is one port's rate, not a count: nodes built on 100 Gb/s ports hold up to four per
+    GPU (AWS p5: 32 for 8 GPUs), while 400 Gb/s nodes hold one. The named descriptions (public
+    specifications) bound how many ports of a rate a rank may drive."""
+    counts = [d.nics_per_node / d.gpus_per_node for d in map(_named, named_systems())
+              if abs(d.nic_Gbps * 1e9 / 8.0 - nic_Bps) <= 1e-6 * nic_Bps]
+    return max([1.0, *counts])
+
+
 def system_from_dict(data: object, source: str) -> SystemDescription:
     """A validated description; FileFormatError naming the first problem otherwise."""
     try:

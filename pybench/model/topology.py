@@ -46,20 +46,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
-from pybench.model.calibration import Calibration, Spread, family, load_calibration
-from pybench.model.crossing import across_nodes, nvlink_domain_ranks, ranks_per_node, unknown_nic_share
+from pybench.model.calibration import OTHER_GPU_COUNT, OTHER_NODE_COUNT, Calibration, Spread, load_calibration
+from pybench.model.crossing import (
+    across_nodes,
+    described_crossing,
+    nvlink_domain_ranks,
+    ranks_per_node,
+    tree_bytes_on_nics,
+    unknown_nic_share,
+    unknown_tree_bytes,
+)
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import SystemDescription, system_from_dict
 from pybench.model.topology_schedules import (
     algorithm_steps,
-    crossing_algorithms,
     crossing_terms,
 )
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
-OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
 DESCRIBED, PRESET = "system description", "preset"
 KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
 # A fitted layout the one cost shape misses by more than this (median): the layouts do not follow
@@ -269,10 +275,15 @@ class TopologyModel:
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share)
         links = self._links_label(nodes)
+        if nodes > 1 and not self._inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
+            links += ("; fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
+                      "node grow with the nodes) or its ring (they do not): between the two, in the interval; fit "
+                      "a second node count or give --system NAME|FILE to tell them apart")
         if nic_share is not None:
             per_node = world // nodes * sharing
-            links += (f"; NICs per node unknown: the preset is one port, {per_node} ranks per node may drive one "
-                      f"each (rails); between the two, in the interval; give --system NAME|FILE to count them"
+            links += (f"; NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "
+                      f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at this "
+                      f"rate); between the two, in the interval; give --system NAME|FILE to count them"
                       if self.inter is not None and self.inter.is_preset else
                       f"; NICs per rank unknown at {per_node} ranks per node (fitted at "
                       f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
@@ -301,6 +312,7 @@ class TopologyModel:
         time is their geometric mean and half their log ratio is the span.
         """
         time_s, schedule, regime = self._time(size, world, nodes, sharing)
+        fitted_s = time_s
         kind, distance, one_layout = self._provenance(size, world, nodes)
         across = nodes > 1 and not self._inside_nvlink_domain(world)
         priced = self.inter if across else self.intra  # the link whose figures the time rests on
@@ -316,6 +328,10 @@ class TopologyModel:
             time_s = readings[1]
         elif readings:
             time_s, span = math.sqrt(readings[0] * readings[1]), abs(math.log(readings[0] / readings[1])) / 2.0
+        tree = unknown_tree_bytes(self, world, nodes) if across else None
+        if tree is not None:  # the tree's bytes or the ring's: neither reading is favoured
+            other = time_s * dataclasses.replace(self, inter=tree)._time(size, world, nodes, sharing)[0] / fitted_s
+            time_s, span = math.sqrt(time_s * other), span + abs(math.log(other / time_s)) / 2.0
         if nic_share is not None:  # NICs shared, or one per rank: neither reading is favoured
             railed = self._latency_readings(size, world, nodes, sharing, nic_share)
             other = railed[1] if railed else self._time(size, world, nodes, sharing, nic_share)[0]
@@ -431,29 +447,26 @@ class TopologyModel:
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.
 
-        Inter-node: the node's measured protocol regimes, each at most at what all its NICs carry
-        (``nics x rate`` at the NIC efficiency real logs reach) and at least at the latency of a
-        crossing (:mod:`pybench.model.calibration`). Intra-node, where no node was measured: the fabric's
-        nominal per-GPU rate. Measured link classes are kept as fitted.
+        Inter-node: :func:`~pybench.model.crossing.described_crossing`. Intra-node, where no node was
+        measured: the fabric's nominal per-GPU rate. Measured link classes are kept as fitted; an
+        all-reduce fitted at one node count takes the tree's bytes where the ring's would need more than
+        the NICs carry, else the ring's (:func:`~pybench.model.crossing.tree_bytes_on_nics`).
         """
         calibration = calibration or load_calibration()
         intra = self.intra or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
                                        f"system {system.name}: {system.intra_fabric} at "
                                        f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")
-        inter = self.inter
+        inter, notes = self.inter, [f"system {system.summary()}", *self._beyond_the_fabric(system)]
+        decided = tree_bytes_on_nics(self, system.nic_Bps_per_node)
+        if decided is not None:
+            inter = decided
+            assert self.inter is not None
+            notes.append(f"on {system.name}'s NICs the fitted all-reduce crossed by NCCL's tree (the ring's bytes "
+                         f"would need {self.inter.busbw_Bps / system.nic_Bps_per_node:.2f} of their rate): other node "
+                         f"counts are priced with the tree's bytes")
         if inter is None:
-            efficiency = calibration.nic_efficiency[family(self.collective)]
-            cap = efficiency * system.nic_Bps_per_node
-            label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
-                     f"per node at {efficiency:.2f} of their rate")
-            algorithm = crossing_algorithms(self.schedule, self.collective)[0]
-            # A crossing costs at least what a small operation across two nodes costs on real systems.
-            regimes = [dataclasses.replace(r, base_s=max(r.base_s, calibration.inter_latency_s),
-                                           busbw_Bps=min(r.busbw_Bps, cap), label=label, algorithm=algorithm)
-                       for r in intra.all_regimes()]
-            inter = dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
-        notes = (*self.notes, f"system {system.summary()}", *self._beyond_the_fabric(system))
-        return dataclasses.replace(self, intra=intra, inter=inter, system=system, notes=notes)
+            inter = described_crossing(self.collective, self.schedule, intra, system, calibration)
+        return dataclasses.replace(self, intra=intra, inter=inter, system=system, notes=(*self.notes, *notes))
 
     def _beyond_the_fabric(self, system: SystemDescription) -> list[str]:
         """Notes on fitted intra-node regimes faster than the described fabric carries per GPU."""

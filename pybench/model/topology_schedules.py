@@ -77,10 +77,27 @@ def crossing_algorithms(schedule: str, collective: str) -> tuple[str, ...]:
     NCCL's all-reduce crosses nodes by a tree for the sizes where latency counts, and picks the ring
     only where it is cheaper. A ring's per-step latency fitted at a few nodes, multiplied by the
     thousands of steps of a ring over hundreds of nodes, is a cost NCCL never pays (it switches to the
-    tree), so the all-reduce is priced across nodes with the tree's latency, 2 ceil(log2 nodes) steps.
-    Collectives without a tree (all-gather, reduce-scatter, ...) cross as one ring.
+    tree), so the all-reduce is priced across nodes with the tree's latency, 2 ceil(log2 nodes) steps,
+    and either the ring's bytes (``tree``) or the double binary tree's own (``double-tree``, see
+    :func:`crossing_bytes`). Collectives without a tree (all-gather, reduce-scatter, ...) cross as one ring.
     """
-    return ("tree",) if schedule == "ring" and collective == "allreduce" else ("ring",)
+    return ("tree", "double-tree") if schedule == "ring" and collective == "allreduce" else ("ring",)
+
+
+def crossing_bytes(collective: str, algorithm: str, world: int, nodes: int) -> float:
+    """Bytes through a node's NICs each way, in units of S, for NCCL's schedule across ``nodes`` nodes.
+
+    A ring over every rank sends 2(p-1)/p S out of each node for an all-reduce, (p-1)/p S for one
+    pass. NCCL's double binary tree sends each half of the data up one tree and down the other: a
+    node is inside one tree and a leaf of the other, 2S out of each node on many nodes but only S on
+    two (each node is the other's root in one tree), 2(N-1)/N S in between. That is why a 2-node
+    all-reduce's bus bandwidth can exceed what the NICs carry, and falls by up to half on more nodes.
+    """
+    if algorithm == "double-tree":
+        if collective != "allreduce":
+            raise UsageError(f"{collective} has no tree across nodes, only the ring")
+        return 2.0 * (nodes - 1) / nodes if nodes > 1 else 0.0
+    return algorithm_steps(collective, "ring", world)[1] / world
 
 
 def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int,
@@ -100,8 +117,9 @@ def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int
         return plan.hops, plan.nic_bytes, 1.0 / plan.ranks, f"openmpi {plan.name}"
     ranks = nodes if schedule == "hierarchical" else world
     hops, steps = algorithm_steps(collective, "ring", ranks)
-    if algorithm == "tree" and schedule == "ring" and collective == "allreduce":
-        return 2.0 * math.ceil(math.log2(max(nodes, 1))), steps / ranks, 1.0 / ranks, "tree"
+    if algorithm in ("tree", "double-tree") and schedule == "ring" and collective == "allreduce":
+        tree_hops = 2.0 * math.ceil(math.log2(max(nodes, 1)))
+        return tree_hops, crossing_bytes(collective, algorithm, ranks, nodes), 1.0 / ranks, algorithm
     if algorithm != "ring":
         raise UsageError(f"{collective} crosses nodes with the ring only under the {schedule} schedule, "
                          f"not {algorithm!r}")

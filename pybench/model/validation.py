@@ -13,9 +13,11 @@ datasets say, none by hand:
 * the widening per unit of log distance: for each extrapolated point, the widening that would
   just cover its error beyond the local scatter; per dataset the 95th percentile of those, and the
   largest over datasets (an interval must hold on the worst system seen, not the typical one);
-  fits at one layout and at several are chosen apart;
-* the NIC efficiency per family: the geometric mean over datasets of the fitted inter-node bus
-  bandwidth over what the system description's NICs carry;
+  per kind (another GPU count, another node count) where at least two systems hold the kind, else
+  the widest of any kind; fits at one layout and at several are chosen apart;
+* the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of what the
+  fitted inter-node link carries through a node's NICs, in the bytes a described crossing is priced
+  with (an all-reduce in the tree's, whichever NCCL ran), over what the description's NICs carry;
 * the latency a crossing adds: the median of the datasets' fitted small-size inter-node latency;
 * the half-width of a described link: by an inner leave-one-out over the calibration datasets,
   the 95th percentile of each one's error beyond its other terms, the largest over datasets;
@@ -35,8 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pybench.model.calibration import Z95, Calibration, Spread, family
+from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
+from pybench.model.crossing import as_double_tree
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
@@ -89,7 +92,7 @@ class SystemCase:
     """A one-node fit of the same node type, when one exists; else the description's nominal rate."""
     observations: tuple[Observation, ...]
     efficiency: float
-    """Fitted inter-node bus bandwidth / (NICs x rate): what this dataset says, for calibration."""
+    """What the fitted inter-node link carries through a node's NICs / (NICs x rate), for calibration."""
     latency_s: float
     """Fitted small-size inter-node latency."""
     preset: str = ""
@@ -255,10 +258,14 @@ def system_cases(data: Path) -> list[SystemCase]:
             ("polaris-allgather", "polaris", "alcf-polaris", "allgather",
              "polaris_a100_2node_4gpu_slingshot_allgather.txt", None, "eth-200g", "nvlink3")):
         obs = _with_two_nodes(data / "nccl-tests" / log)
-        inter = fit_topology(collective, obs).inter
+        fitted = fit_topology(collective, obs)
+        nics = load_system(system).nic_Bps_per_node
+        inter = fitted.inter
         assert inter is not None
-        efficiency = inter.busbw_Bps / load_system(system).nic_Bps_per_node
-        cases.append(SystemCase(dataset, group, system, collective, node, tuple(obs), efficiency,
+        if collective == "allreduce":  # in the bytes a described all-reduce is priced with: the tree's
+            ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
+            inter = as_double_tree(inter, w0, n0)
+        cases.append(SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                                 inter.all_regimes()[0].base_s, preset, intra))
     return cases
 
@@ -273,14 +280,26 @@ def _worst_percentile(values_by_dataset: dict[str, list[float]]) -> float:
 
 def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> Calibration:
     """Constants chosen on ``points`` and ``cases`` alone (see the module text)."""
-    needed: dict[bool, dict[str, list[float]]] = {True: {}, False: {}}
+    needed: dict[tuple[str, bool], dict[str, list[float]]] = {}
+    systems: dict[str, set[str]] = {}
     for p in points:
-        if p.spread is None or p.kind not in (OTHER_GPU_COUNT, OTHER_NODE_COUNT) or p.spread.distance <= 0:
+        if p.spread is None or p.kind not in EXTRAPOLATED_KINDS or p.spread.distance <= 0:
             continue
         beyond = math.sqrt(max((abs(p.error) - p.spread.span) ** 2 - (Z95 * p.spread.local) ** 2, 0.0))
-        needed[p.spread.one_layout].setdefault(p.dataset, []).append(beyond / p.spread.distance)
-    several, one = _worst_percentile(needed[False]), _worst_percentile(needed[True])
-    several, one = several or one, max(one, several)  # one layout knows less than several
+        systems.setdefault(p.kind, set()).add(p.group)
+        by_dataset = needed.setdefault((p.kind, p.spread.one_layout), {})
+        by_dataset.setdefault(p.dataset, []).append(beyond / p.spread.distance)
+    several, one = {}, {}
+    for kind in EXTRAPOLATED_KINDS:
+        s, o = _worst_percentile(needed.get((kind, False), {})), _worst_percentile(needed.get((kind, True), {}))
+        if s or o:
+            several[kind], one[kind] = s or o, max(o, s)  # one layout knows less than several
+    # A kind seen on one system alone has no other to be checked on: it takes the widest value of any
+    # kind (nothing says it strays less), so what ships follows the rule that held-out scores check.
+    widest = max([*several.values(), *one.values()], default=0.0)
+    for kind in EXTRAPOLATED_KINDS:
+        if len(systems.get(kind, ())) < 2:
+            several[kind], one[kind] = widest, widest
     latency = float(np.median([c.latency_s for c in cases])) if cases else 0.0
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, *_crossing_half_widths(cases), latency,
                        tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases})))
@@ -290,15 +309,17 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
 
 
 def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
-    by_family: dict[str, list[float]] = {}
-    for c in cases:
-        by_family.setdefault(family(c.collective), []).append(c.efficiency)
-    pooled = [e for v in by_family.values() for e in v] or [1.0]
-
+    """Per family, the geometric mean of the cases' NIC efficiencies (of every case where the family has
+    none; 1 without a case)."""
     def mean(values: list[float]) -> float:
-        return float(np.exp(np.mean(np.log(values))))
+        return float(np.exp(np.mean(np.log(values)))) if values else 1.0
 
-    return {f: mean(by_family.get(f) or pooled) for f in ("allreduce", "ring")}
+    pooled = [c.efficiency for c in cases]
+    return {f: mean([c.efficiency for c in cases if _family(c.collective) == f] or pooled) for f in FAMILIES}
+
+
+def _family(collective: str) -> str:
+    return "allreduce" if collective == "allreduce" else "ring"
 
 
 def _crossing_half_widths(cases: Sequence[SystemCase]) -> tuple[float, float]:
@@ -309,7 +330,7 @@ def _crossing_half_widths(cases: Sequence[SystemCase]) -> tuple[float, float]:
         rest = [c for c in cases if c.group != case.group]
         if not rest:
             continue
-        efficiency = _efficiencies(rest)[family(case.collective)]
+        efficiency = _efficiencies(rest)[_family(case.collective)]
         bandwidth = max(bandwidth, abs(math.log(case.efficiency / efficiency)))
         latency = max(latency, abs(math.log(case.latency_s / float(np.median([c.latency_s for c in rest])))))
     return bandwidth, latency
@@ -335,7 +356,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
         for case in (c for c in cases if c.group == group):
             for p in case.points(inner):
                 assert p.spread is not None
-                others = inner.half_width(p.spread.local, p.spread.distance, p.spread.one_layout, False,
+                others = inner.half_width(p.spread.kind, p.spread.local, p.spread.distance, p.spread.one_layout, False,
                                           span=p.spread.span)
                 misses.append((p.dataset, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0)),
                                p.spread.shape_measured))

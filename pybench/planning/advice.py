@@ -26,7 +26,6 @@ The decisions live here and in :mod:`pybench.planning.choice`; the sentences liv
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Real
@@ -37,7 +36,7 @@ from pybench.planning.bands import Band
 from pybench.planning.choice import Choice, Need, choose, good
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, make_ccr_config
-from pybench.planning.grid import grid_notes
+from pybench.planning.grid import grid_notes, not_priced_notes
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.plan_result import Plan
 from pybench.planning.preset_check import unused_presets
@@ -282,20 +281,6 @@ class _Inputs:
             return None
 
 
-def _not_priced(undetermined: dict[str, set[str]]) -> list[str]:
-    """One note per reason (whatever group size it names) for the layouts whose communication these inputs
-    do not determine: they were weighed and left out, never priced."""
-    by_reason: dict[str, set[str]] = {}
-    for why, layouts in undetermined.items():
-        by_reason.setdefault(re.sub(r"--np \d+", "--np N", why), set()).update(layouts)
-    out = []
-    for why, layouts in sorted(by_reason.items()):
-        shown = sorted(layouts, key=lambda x: (int(x.rsplit(" ", 1)[1]), x))
-        more = ", ..." if len(shown) > 6 else ""
-        out.append(f"not priced, {len(shown)} layout(s) (strategy on devices: {', '.join(shown[:6])}{more}): {why}")
-    return out
-
-
 def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int, global_batch: int | None,
             loader: float | None, target: float | None, well_used: bool) -> Search:
     g = ev.cfg.gpus_per_node
@@ -422,7 +407,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     if r is not None and r.global_batch > global_batch_limit:
         records.append(GlobalBatchAdvice("above the limit", r, seq, global_batch_limit))
     records.sort(key=lambda a: RULE_ORDER.index(a.rule))
-    notes = (*warnings, *_not_priced(search.undetermined),
+    notes = (*warnings, *not_priced_notes(search.undetermined),
              *(n for n in grid_notes(cfg, ev.models, rows, searched=True) if n not in warnings))
     return Plan(verdict, tuple(records), one, tuple(rows), r, notes, target_samples_per_s, choice.met,
                 bounds.max_world, memory_headroom, tuple(warnings), bounds, cfg.comm_dtypes())

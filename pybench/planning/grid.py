@@ -10,10 +10,11 @@ scaling efficiency against one node, breakeven against a reference machine, and 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from pybench.errors import UsageError
+from pybench.errors import NotDetermined, UsageError
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
@@ -50,8 +51,11 @@ def _with_node_efficiency(cfg: CcrConfig, models: ModelSet, est: StepEstimate) -
     return est
 
 
-def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str]) -> list[StepEstimate]:
+def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str],
+          undetermined: dict[str, set[str]]) -> list[StepEstimate]:
+    """Every row these models price; the rest, by reason, in ``undetermined`` (none priced: the first reason)."""
     rows: list[StepEstimate] = []
+    first: NotDetermined | None = None
     g, layers = cfg.gpus_per_node, cfg.shape.layers
     for s in cfg.strategies:
         for b in cfg.batches:
@@ -67,8 +71,28 @@ def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str]) -> list[StepEsti
                     if str(exc) not in skipped:
                         skipped.append(str(exc))
                     continue
-                rows.append(_with_node_efficiency(cfg, models, estimate_step(cfg, models, s, w, b)))
+                try:
+                    rows.append(_with_node_efficiency(cfg, models, estimate_step(cfg, models, s, w, b)))
+                except NotDetermined as exc:  # not these inputs' to price: the other rows still are
+                    first = first or exc
+                    undetermined.setdefault(str(exc), set()).add(f"{s} on {w}")
+    if first is not None and not rows:
+        raise first
     return rows
+
+
+def not_priced_notes(undetermined: dict[str, set[str]]) -> list[str]:
+    """One note per reason (whatever group size it names) for the layouts whose communication these inputs
+    do not determine: they were weighed and left out, never priced."""
+    by_reason: dict[str, set[str]] = {}
+    for why, layouts in undetermined.items():
+        by_reason.setdefault(re.sub(r"--np \d+", "--np N", why), set()).update(layouts)
+    out = []
+    for why, layouts in sorted(by_reason.items()):
+        shown = sorted(layouts, key=lambda x: (int(x.rsplit(" ", 1)[1]), x))
+        more = ", ..." if len(shown) > 6 else ""
+        out.append(f"not priced, {len(shown)} layout(s) (strategy on devices: {', '.join(shown[:6])}{more}): {why}")
+    return out
 
 
 # Samples per dollar within this share of the reference's count as "as cheap": the models'
@@ -150,11 +174,13 @@ def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate], searc
 def evaluate(cfg: CcrConfig, models: ModelSet, warnings: Sequence[str] = ()) -> CcrResult:
     """The CCR grid of ``cfg`` with these models (``warnings`` are carried into the result)."""
     skipped: list[str] = []
-    rows = _rows(cfg, models, skipped)
+    undetermined: dict[str, set[str]] = {}
+    rows = _rows(cfg, models, skipped, undetermined)
     found = list(warnings)
     breakevens = _breakevens(cfg, models, rows, found)
     found += [f"skipped: {why}" for why in skipped]
-    return CcrResult(cfg, tuple(rows), tuple(breakevens), tuple(grid_notes(cfg, models, rows)), tuple(found))
+    notes = (*not_priced_notes(undetermined), *grid_notes(cfg, models, rows))
+    return CcrResult(cfg, tuple(rows), tuple(breakevens), notes, tuple(found))
 
 
 def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str | Sequence[int] = 1,

@@ -22,7 +22,7 @@ from pybench.errors import FileFormatError, UsageError
 from pybench.model.crossing import nic_floor_s
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import PRESETS, get_preset
-from pybench.model.system import load_system
+from pybench.model.system import load_system, most_ports_per_gpu
 from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
 from pybench.model.topology_schedules import algorithm_steps
@@ -160,16 +160,21 @@ def test_across_nodes_the_nic_sets_the_pace_and_the_floor_holds():
 
 
 def test_a_nic_preset_is_one_port_and_the_ranks_of_a_node_may_drive_one_each():
-    """A preset cannot say how many NICs a node has: 8 ranks per node lie between one port per node and one
-    per rank (the real 2 x 8 A100 node has 16 such ports), with that span in the interval; a description
-    counts the NICs, and one rank per node is one port either way."""
+    """A preset cannot say how many NICs a node has: 8 ranks per node lie between one port per node and as
+    many per rank as a named system holds of that rate (AWS p5: four 100 Gb/s ports per GPU; the real
+    2 x 8 A100 node has 16 such ports), with that span in the interval; a description counts the NICs,
+    and one rank per node is one port either way."""
+    assert most_ports_per_gpu(get_preset("eth-100g").bandwidth_Bps) == 4.0
+    assert most_ports_per_gpu(get_preset("ib-ndr").bandwidth_Bps) == 1.0
+    assert most_ports_per_gpu(get_preset("ib-xdr").bandwidth_Bps) == 1.0  # no named system: one per rank
     model = fit_topology("allreduce", _vtrain(8)).with_preset(get_preset("eth-100g"))
     size = 1 << 30
     one_port = model.predict(size, 16, 2, nics_as_fitted=True)  # the planner's reading: it shares NICs itself
-    every_rank = model._time(size, 16, 2, rails=8.0)[0]
+    every_port = model._time(size, 16, 2, rails=32.0)[0]
     p = model.predict(size, 16, 2)
-    assert p.time_s == pytest.approx(math.sqrt(one_port.time_s * every_rank), rel=1e-9)
-    assert p.low_s < every_rank < one_port.time_s < p.high_s
+    assert p.time_s == pytest.approx(math.sqrt(one_port.time_s * every_port), rel=1e-9)
+    assert p.low_s < every_port < one_port.time_s < p.high_s
+    assert "may drive 32" in p.links and "up to 4 per GPU" in p.links
     assert p.provenance == "preset" and "NICs per node unknown" in p.links and "--system" in p.links
     assert "NICs per node unknown" not in one_port.links
     described = fit_topology("allreduce", _vtrain(8)).with_system(load_system("oci-bm-gpu4.8")).predict(size, 16, 2)

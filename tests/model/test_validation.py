@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_DATA
-from pybench.model.calibration import Calibration, load_calibration
+from pybench.model.calibration import Calibration, Spread, load_calibration
 from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
-from pybench.model.topology import OTHER_NODE_COUNT
+from pybench.model.topology import OTHER_GPU_COUNT, OTHER_NODE_COUNT
 from pybench.model.topology_fit import fit_topology, observations_from
-from pybench.model.validation import LEAVE_ONE_SIZE_OUT, validate
+from pybench.model.validation import LEAVE_ONE_SIZE_OUT, Point, choose_calibration, validate
 
 REPO = Path(__file__).resolve().parents[2]
 NCCL = SHARED_DATA / "nccl-tests"
@@ -45,8 +45,8 @@ def test_the_generated_document_holds_todays_table(result):
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.97, 21.0, 5.0),
-         ("another GPU count", 0.95, 11.0, 3.0), ("another node count", 0.89, 74.0, 17.0),
-         ("system description", 0.84, 121.5, 22.5), ("preset", 0.69, 383.0, 85.0)]
+         ("another GPU count", 0.90, 9.1, 3.0), ("another node count", 0.99, 272.0, 17.0),
+         ("system description", 0.84, 110.0, 24.5), ("preset", 0.96, 511.0, 85.0)]
 
 
 @pytest.mark.parametrize("kind, coverage, half_width, error", TODAY)
@@ -59,7 +59,7 @@ def test_held_out_accuracy_is_pinned(result, kind, coverage, half_width, error):
 
 def test_a_measured_node_with_its_description_is_pinned_held_out(result):
     score = result.score("system description", "a100-oci-2x8")  # the one log with its node measured alone
-    assert score.coverage == 1.0 and score.median_error <= 12.5 and score.median_half_width <= 71.0, score
+    assert score.coverage == 1.0 and score.median_error <= 14.0 and score.median_half_width <= 62.0, score
 
 
 def test_no_kind_has_near_zero_coverage_on_any_dataset(result):
@@ -70,8 +70,8 @@ def _polaris(collective, nodes):
     return observations_from(load_measurements(NCCL / f"polaris_a100_{nodes}node_4gpu_slingshot_{collective}.txt"))
 
 
-@pytest.mark.parametrize("collective, median_at_256, median_at_540", [("allreduce", 17.0, 23.7),
-                                                                       ("allgather", 12.4, 11.6)])
+@pytest.mark.parametrize("collective, median_at_256, median_at_540", [("allreduce", 18.4, 24.1),
+                                                                       ("allgather", 12.5, 9.9)])
 def test_polaris_fitted_at_2_and_8_nodes_predicts_256_and_540(collective, median_at_256, median_at_540):
     model = fit_topology(collective, _polaris(collective, 2) + _polaris(collective, 8))
     for nodes, pinned in ((256, median_at_256), (540, median_at_540)):
@@ -89,21 +89,41 @@ def test_polaris_fitted_at_2_and_8_nodes_predicts_256_and_540(collective, median
 def test_one_node_and_its_system_description_predict_two_nodes():
     """The A100 node measured alone (vTrain, 8 GPUs) and the OCI A100 shape's NICs: the 2 x 8 RoCE log.
 
-    With the shipped constants (chosen with this log among the others) the median error from 1 MiB
-    to 1 GiB is 17.2%; held out (docs/model-validation.md) it is 12.2% from 1 MiB up."""
+    The shipped constants were chosen with this log among the others; its held-out figure is in
+    docs/model-validation.md. Pinned a little above today's median error, from 1 MiB to 1 GiB."""
     node = fit_topology("allreduce", observations_from(
         load_measurements(SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv"), lambda _: 1))
     model = node.with_system(load_system("oci-bm-gpu4.8"))
     errors = [abs(model.predict(int(o.size_bytes), 16, 2).time_s / o.time_s - 1)
               for o in observations_from(load_measurements(NCCL / "a100_2node_16gpu_oci_roce_allreduce.txt"))
               if 1 << 20 <= o.size_bytes <= 1 << 30]
-    assert 100 * np.median(errors) <= 17.5
+    assert 100 * np.median(errors) <= 18.8
+
+
+def test_a_kind_seen_on_one_system_takes_the_widest_widening():
+    """Node-count predictions checked on one cluster alone have no other system to be checked on: they
+    take the widest widening of any kind; a kind two systems hold is chosen on its own points."""
+    def point(kind, group, error):
+        return Point(group, group, kind, "case", error, spread=Spread(kind, 0.0, 1.0, False, False))
+
+    calibration = choose_calibration([point(OTHER_GPU_COUNT, "a", 0.1), point(OTHER_NODE_COUNT, "b", 0.5),
+                                      point(OTHER_NODE_COUNT, "c", 0.3)], [])
+    assert calibration.widening_several_layouts == {OTHER_NODE_COUNT: pytest.approx(0.5),
+                                                    OTHER_GPU_COUNT: pytest.approx(0.5)}
+    calibration = choose_calibration([point(OTHER_GPU_COUNT, "a", 0.1), point(OTHER_GPU_COUNT, "d", 0.2),
+                                      point(OTHER_NODE_COUNT, "b", 0.5), point(OTHER_NODE_COUNT, "c", 0.3)], [])
+    assert calibration.widening_several_layouts == {OTHER_NODE_COUNT: pytest.approx(0.5),
+                                                    OTHER_GPU_COUNT: pytest.approx(0.2)}
+    assert calibration.widening(OTHER_GPU_COUNT + ", beyond the measured sizes", False) == pytest.approx(0.2)
+    assert calibration.widening("measured, beyond the measured sizes", False) == pytest.approx(0.5)
 
 
 def test_calibration_files_are_validated(tmp_path):
     good = load_calibration().to_dict()
     assert Calibration.from_dict(good) == load_calibration()
     for bad in ({**good, "widening_one_layout": -1}, {**good, "nic_efficiency": {"ring": 1.0}},
+                {**good, "widening_one_layout": {OTHER_GPU_COUNT: 0.1}},
+                {**good, "widening_several_layouts": {OTHER_GPU_COUNT: 0.1, OTHER_NODE_COUNT: -0.1}},
                 {k: v for k, v in good.items() if k != "crossing_latency_half_width"},
                 {**good, "crossing_bandwidth_half_width": math.nan},
                 {**good, "inter_latency_s": math.inf}, {k: v for k, v in good.items() if k != "widening_one_layout"}):

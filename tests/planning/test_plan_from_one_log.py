@@ -101,3 +101,25 @@ def test_one_gpu_count_prices_only_that_count_and_says_why_not_the_others(tmp_pa
     assert {2, 4, 8} <= {r.world for r in described.rows}
     assert main(["plan", "--params", "7B", "--seq", "2048", "--model", one_count, "--tflops", "250"]) == 0
     assert "note: not priced" in capsys.readouterr().out
+
+
+def test_ccr_prices_the_rows_one_gpu_count_determines_and_names_the_rest(tmp_path_factory, capsys):
+    """ccr over worlds 4 and 8 on a model fitted at 8 GPUs alone: the 8-GPU rows are priced, the 4-GPU
+    ones are named in a note with the missing input (exit 0); asked for 4 GPUs alone, nothing can be
+    priced and the one-line error says why (exit 2)."""
+    one_count = fitted(tmp_path_factory, "a100_8gpu_ccr", A100_NODE[1:])
+    result = ccr("7B", 2048, 1, [4, 8], ["ddp", "tp"], models=one_count, flops_per_s=250e12)
+    assert {(r.strategy, r.world) for r in result.rows} == {("ddp", 8), ("tp", 8)}
+    (why,) = [n for n in result.notes if n.startswith("not priced")]
+    assert "2 layout(s)" in why and "ddp on 4" in why and "tp on 4" in why and "--system" in why
+    described = ccr("7B", 2048, 1, [4, 8], ["ddp", "tp"], models=one_count, flops_per_s=250e12, system="dgx-a100")
+    assert len(described.rows) == 4 and not any(n.startswith("not priced") for n in described.notes)
+    with pytest.raises(UsageError, match="not determined by these inputs"):
+        ccr("7B", 2048, 1, 4, "ddp", models=one_count, flops_per_s=250e12)
+    args = ["ccr", "--params", "7B", "--seq", "2048", "--world", "4,8", "--strategy", "ddp", "--model", one_count,
+            "--tflops", "250"]
+    assert main(args) == 0
+    assert "note: not priced, 1 layout(s) (strategy on devices: ddp on 4)" in capsys.readouterr().out
+    assert main([*args[:6], "4", *args[7:]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not determined by these inputs" in err[0]

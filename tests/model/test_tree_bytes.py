@@ -1,0 +1,101 @@
+"""An all-reduce across nodes by NCCL's tree or its ring: the bytes through a node's NICs, and what decides.
+
+NCCL's double binary tree sends S out of each of two nodes, towards 2S on many; a ring sends 2(p-1)/p S
+whatever the node count. A fit at one node count cannot tell them apart (same time there); several node
+counts, or a description of the NICs (no ring carries more than its NICs), can.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from pybench.model.crossing import as_double_tree, unknown_tree_bytes
+from pybench.model.system import load_system
+from pybench.model.topology import Observation
+from pybench.model.topology_fit import fit_topology
+from pybench.model.topology_schedules import crossing_algorithms, crossing_bytes
+
+SIZES = [float(2 ** k) for k in range(20, 31)]
+
+
+def _sweep(world: int, nodes: int, data: float, nic_Bps: float, latency: float = 30e-6) -> list[Observation]:
+    """A multi-node all-reduce whose NICs carry ``data`` x S at ``nic_Bps`` per node."""
+    return [Observation(s, world, nodes, latency + data * s / nic_Bps) for s in SIZES]
+
+
+def test_the_tree_sends_s_on_two_nodes_and_towards_2s_on_many():
+    assert crossing_bytes("allreduce", "double-tree", 16, 2) == 1.0
+    assert crossing_bytes("allreduce", "double-tree", 64, 8) == pytest.approx(1.75)
+    assert crossing_bytes("allreduce", "tree", 16, 2) == pytest.approx(2 * 15 / 16)  # the ring's bytes
+    assert crossing_bytes("allgather", "ring", 16, 2) == pytest.approx(15 / 16)
+    assert crossing_algorithms("ring", "allreduce") == ("tree", "double-tree")
+    assert crossing_algorithms("ring", "allgather") == ("ring",)
+    with pytest.raises(Exception, match="no tree"):
+        crossing_bytes("allgather", "double-tree", 16, 2)
+
+
+@pytest.mark.parametrize("algorithm", ["tree", "double-tree"])
+def test_two_node_counts_tell_the_tree_from_the_ring(algorithm):
+    """Data made by one reading at 2 and 8 nodes: the fit takes that reading, and 32 nodes follow it."""
+    truth = lambda w, n: crossing_bytes("allreduce", algorithm, w, n)  # noqa: E731
+    obs = _sweep(16, 2, truth(16, 2), 100e9) + _sweep(64, 8, truth(64, 8), 100e9)
+    model = fit_topology("allreduce", obs)
+    assert model.inter is not None and model.inter.algorithm == algorithm
+    for s in SIZES[-3:]:
+        p = model.predict(int(s), 256, 32)
+        assert p.time_s == pytest.approx(30e-6 + truth(256, 32) * s / 100e9, rel=0.02)
+        assert p.low_s < p.time_s < p.high_s
+        assert "may have crossed by NCCL's tree" not in p.links
+
+
+def test_one_node_count_cannot_tell_them_apart_and_the_interval_spans_both():
+    obs = _sweep(16, 2, 1.0, 100e9)  # a tree on two nodes: S through each node's NICs
+    model = fit_topology("allreduce", obs)
+    assert {r.algorithm for r in model.inter.all_regimes()} == {"tree"}  # a tie goes to the first
+    assert unknown_tree_bytes(model, 16, 2) is None  # at the fitted layout both readings are one time
+    size = 1 << 30
+    ring = model._time(size, 128, 16)[0]
+    tree = dataclasses.replace(model, inter=unknown_tree_bytes(model, 128, 16))._time(size, 128, 16)[0]
+    grows = crossing_bytes("allreduce", "double-tree", 128, 16) / crossing_bytes("allreduce", "double-tree", 16, 2)
+    stays = crossing_bytes("allreduce", "tree", 128, 16) / crossing_bytes("allreduce", "tree", 16, 2)
+    assert tree / ring == pytest.approx(grows / stays, rel=0.05)
+    p = model.predict(size, 128, 16)
+    assert p.time_s == pytest.approx(math.sqrt(ring * tree), rel=0.02)
+    assert p.low_s < ring < tree < p.high_s
+    assert "may have crossed by NCCL's tree" in p.links and "--system" in p.links
+    assert p.spread is not None and p.spread.span >= abs(math.log(tree / ring)) / 2 - 1e-9
+
+
+def test_a_description_of_the_nics_decides():
+    """Above the NICs' rate in the ring's bytes: only the tree carries it; below: the ring's bytes stand."""
+    system = load_system("dgx-h100")  # 8 x 400 Gb/s: 400 GB/s per node
+    nics = system.nic_Bps_per_node
+    fast = fit_topology("allreduce", _sweep(16, 2, 1.0, 0.7 * nics)).with_system(system)
+    assert {r.algorithm for r in fast.inter.all_regimes()} == {"double-tree"}
+    assert any("crossed by NCCL's tree" in n for n in fast.notes)
+    slow = fit_topology("allreduce", _sweep(16, 2, 2 * 15 / 16, 0.7 * nics)).with_system(system)
+    assert {r.algorithm for r in slow.inter.all_regimes()} == {"tree"}
+    for model in (fast, slow):
+        assert "may have crossed" not in model.predict(1 << 30, 128, 16).links
+    size = 1 << 30
+    assert fast.predict(size, 128, 16).time_s > 1.6 * fast.predict(size, 16, 2).time_s  # bytes 1 -> 1.875
+    assert slow.predict(size, 128, 16).time_s == pytest.approx(
+        slow.predict(size, 16, 2).time_s * (2 * 127 / 128) / (2 * 15 / 16), rel=0.02)
+
+
+def test_the_conversion_keeps_the_fitted_time():
+    model = fit_topology("allreduce", _sweep(16, 2, 1.0, 100e9))
+    tree = as_double_tree(model.inter, 16, 2)
+    converted = dataclasses.replace(model, inter=tree)
+    for s in SIZES:
+        assert converted._time(s, 16, 2)[0] == pytest.approx(model._time(s, 16, 2)[0], rel=1e-12)
+
+
+def test_a_fit_across_nodes_has_no_pipeline_fill():
+    """Over a few node counts a fill is free to bend the bandwidth; across nodes the fit holds it at zero."""
+    obs = _sweep(32, 8, 31 / 32, 50e9) + _sweep(1024, 256, 1023 / 1024, 50e9)
+    model = fit_topology("allgather", obs)
+    assert all(r.extra_steps == 0.0 for r in model.inter.all_regimes())
