@@ -11,13 +11,13 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
     h = span + hypot(z * local, widening * distance, described)
 
 * ``local``: the fit's own relative scatter near the size (its residuals there);
-* ``distance``: how far the layout asked for lies from every fitted one, in log ranks plus log
-  nodes plus log size beyond the measured range; ``widening`` is per unit of it, chosen per kind of
-  prediction (another GPU count, another node count: a node's fabric and a cluster's network stray
-  from one cost shape differently), one value for fits at several layouts of the link class and a
-  larger one for a fit at a single layout (which cannot separate per-call from per-step latency).
-  A kind fewer than two calibration systems hold takes the widest value of any kind, and sizes
-  beyond the measured range at a measured layout take the widest too;
+* ``distance``: how far the layout asked for lies from every fitted one, in log nodes plus log
+  ranks per node plus log size beyond the measured range; ``widening`` is per unit of it, chosen
+  per kind of prediction (another GPU count, another node count: a node's fabric and a cluster's
+  network stray from one cost shape differently), one value for fits at several layouts of the
+  link class and a larger one for a fit at a single layout (which cannot separate per-call from
+  per-step latency). A kind fewer than two calibration systems hold takes the widest value of any
+  kind, and sizes beyond the measured range at a measured layout take the widest too;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says: its bandwidth
   part (the NICs' efficiency) weighs with the share of the time the bytes take, its latency part

@@ -177,9 +177,9 @@ class TopologyModel:
         beyond = ", beyond the measured sizes" if size_distance else ""
         if not layouts:  # that link class was never measured: a described or preset link prices it
             return (DESCRIBED if self._link(nodes).is_described else PRESET) + beyond, size_distance, True
-        # Distance from what was measured, in log world size and in log node count (4 nodes from a
-        # 2-node fit is as far out as 4 ranks from 2).
-        distance = min(abs(math.log(world / w)) + abs(math.log(nodes / n)) for w, n in layouts)
+        # Distance from what was measured, in log node count plus log ranks per node: 4 nodes from a
+        # 2-node fit are as far out as 4 GPUs of a node from 2, and twice the world is one step, not two.
+        distance = min(abs(math.log(nodes / n)) + abs(math.log(world * n / (w * nodes))) for w, n in layouts)
         if (world, nodes) in self.fitted:
             kind = MEASURED if size in self.residual_sizes else BETWEEN_SIZES
         elif nodes > 1 and nodes not in {n for _, n in layouts}:

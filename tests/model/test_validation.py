@@ -45,7 +45,7 @@ def test_the_generated_document_holds_todays_table(result):
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.97, 21.0, 5.0),
-         ("another GPU count", 0.90, 9.1, 3.0), ("another node count", 0.99, 272.0, 17.0),
+         ("another GPU count", 0.995, 18.0, 3.0), ("another node count", 0.94, 99.5, 17.0),
          ("system description", 0.84, 110.0, 24.5), ("preset", 0.96, 511.0, 85.0)]
 
 
@@ -59,7 +59,7 @@ def test_held_out_accuracy_is_pinned(result, kind, coverage, half_width, error):
 
 def test_a_measured_node_with_its_description_is_pinned_held_out(result):
     score = result.score("system description", "a100-oci-2x8")  # the one log with its node measured alone
-    assert score.coverage == 1.0 and score.median_error <= 14.0 and score.median_half_width <= 62.0, score
+    assert score.coverage == 1.0 and score.median_error <= 14.0 and score.median_half_width <= 73.0, score
 
 
 def test_no_kind_has_near_zero_coverage_on_any_dataset(result):
