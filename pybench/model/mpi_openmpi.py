@@ -190,10 +190,9 @@ def han_nic_bytes(nodes: int, size_bytes: float, element_bytes: int = 4, overlap
     # receiver, and over TCP (one stream per peer) that message queues behind the receiver's own
     # bulk sends. At the root the two overlap when the reduce only receives (a chain); when it also
     # sends (the reduce-scatter exchanges) they run one after the other, unless ``overlap`` (a
-    # transport whose control messages do not wait behind data). Netns testbed, 4 hosts x 2 ranks:
-    # 4.6-5.4 S/B with Open MPI's default TCP BTL; 3.74 S/B with its put protocol off
-    # (btl_tcp_flags=send,inplace,need-ack,need-csum), the overlapped figure 3.75; 4.4-5.0 S/B
-    # at 4 and 16 MiB with the testbed's 128 KiB fragments (netns_mpi.TCP_FULL_DUPLEX): not overlapped.
+    # transport whose control messages do not wait behind data): on the netns testbed Open MPI's
+    # default TCP BTL runs them one after the other, and overlaps them with its put protocol off
+    # (btl_tcp_flags=send,inplace,need-ack,need-csum), as measured side by side there.
     if red[0] > 0 and not overlap:
         root = root_out + max(red[0], red[1])
     else:

@@ -21,8 +21,8 @@ from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
 
-# A piece below the largest sizes with this many times their B is a step, not a rate (the B200
-# all-gather's 256 MiB..1 GiB piece: 709 GB/s against 280 GB/s at 2..8 GiB).
+# A piece below the largest sizes with this many times their B is a step, not a rate (a protocol or
+# algorithm switch that a few sizes make look like a faster link).
 STEEP_PIECE_RATIO = 1.5
 
 

@@ -4,8 +4,7 @@ NCCL prices every algorithm x protocol pair (LL: the least latency at half the b
 LL128, Simple: the full bandwidth at the most latency) and runs the fastest. A measured sweep
 is therefore the lower envelope of a few lines, concave in the size: each regime's line wins
 over a range of sizes, and the switch between two falls where NCCL finds them equal. One frame
-``T = base + hops step + data S / B`` through a full 8 B .. 8 GiB sweep misses its middle by
-tens of percent.
+``T = base + hops step + data S / B`` through a full 8 B .. 8 GiB sweep misses its middle.
 
 :func:`fit_regimes` fits K such frames and predicts their minimum (the fastest regime), by
 min-assignment: start from K contiguous size ranges (the first split point tried at up to 40

@@ -105,6 +105,7 @@ def named_systems() -> list[str]:
     return sorted(p.stem for p in SYSTEMS_DIR.glob("*.json"))
 
 
+@lru_cache(maxsize=64)
 def most_ports_per_gpu(nic_Bps: float) -> float:
     """The most NIC ports of rate ``nic_Bps`` (per direction) per GPU that a named system has, at least 1.
 

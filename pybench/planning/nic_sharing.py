@@ -7,8 +7,8 @@ pipeline stages that are whole nodes (every rank of the node sends across). Ther
 groups push their bytes through the same NICs at once, and each gets 1/sharing of the
 bandwidth: the bandwidth part of a call grows ``sharing`` times, its latency does not. The
 bytes all of them send out of one node, over the NICs' bus bandwidth, are then the floor any
-layout pays (issue 13: a tp8 x dp2 gradient all-reduce priced as if alone came out 8x too
-optimistic against the same log's 16-rank all-reduce).
+layout pays (issue 13: a tp8 x dp2 gradient all-reduce priced as if alone came out several times
+too optimistic against the same log's 16-rank all-reduce).
 """
 
 from __future__ import annotations
