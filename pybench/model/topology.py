@@ -153,6 +153,10 @@ class TopologyModel:
     """The hardware, when described: it fills the link classes not measured and bounds the layouts."""
     layout_misses: tuple[tuple[int, int, float], ...] = ()
     """(world, nodes, median relative miss) of each fitted layout: how far the one cost shape is from it."""
+    hosts_per_node: int = 1
+    """Hosts one of the model's nodes spans: the trays of an NVLink domain when it was fitted on a system
+    whose domain spans hosts (GB200 NVL72), so that the network joins domains, not trays. Layouts are
+    asked in hosts and counted in domains (:meth:`network_nodes`); ``fitted`` holds domains."""
 
     @functools.cached_property
     def _residual_arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -194,8 +198,20 @@ class TopologyModel:
         return link
 
     def why_undetermined(self, world: int, nodes: int) -> str:
-        """Why these inputs cannot determine a layout's time ('' when they can)."""
-        return self._undetermined(world, nodes)
+        """Why these inputs cannot determine a layout's time ('' when they can); ``nodes`` in hosts."""
+        return self._undetermined(world, self.network_nodes(world, nodes))
+
+    def network_nodes(self, world: int, hosts: int) -> int:
+        """The model's nodes that ``hosts`` hosts make: NVLink domains where a node is one (partly filled
+        ones count), else the hosts themselves. UsageError when the hosts cannot hold the ranks."""
+        if self.hosts_per_node == 1:
+            return hosts
+        _check_layout(world, hosts)
+        per_host = self.system.gpus_per_node // self.hosts_per_node if self.system else 0
+        if per_host and world // hosts > per_host:
+            raise UsageError(f"{world // hosts} ranks per host exceed the {per_host} GPUs per host of "
+                             f"{self.system.name if self.system else 'the system'}; give more --nodes")
+        return -(-hosts // self.hosts_per_node)
 
     def _undetermined(self, world: int, nodes: int) -> str:
         """Why no model can answer for this layout from these inputs, or ''."""
@@ -218,7 +234,8 @@ class TopologyModel:
                     f"({self.inter.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, more than {ranks_per_node(self)} ranks "
                     f"per node push through any NIC; {domain} ranks), and {world} ranks cross the network beyond "
                     f"it, which no input measures (those figures are only a lower bound on the time); measure it "
-                    f"with `pybench {self.collective} --np {world}`")
+                    f"with `pybench {self.collective} --np {world}`, or, where they spanned several domains, fit "
+                    f"them with --system NAME|FILE (its NVLink domain size) so that the network joins domains")
         if nodes == 1 and system is None and len(measured) == 1 and world not in measured and self._intra_fitted() \
                 and self.backend in GPU_BACKENDS:
             # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.
@@ -267,9 +284,11 @@ class TopologyModel:
         node (a caller that shares them between groups itself, as the planner does); by default a
         ranks-per-node count the inputs cannot price is a span (:func:`~pybench.model.crossing.unknown_nic_share`).
         """
+        asked = nodes
         _check_layout(world, nodes)
-        if self.system is not None:
+        if self.system is not None and self.hosts_per_node == 1:
             self.system.check_layout(world, nodes)
+        nodes = self.network_nodes(world, nodes)
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
@@ -290,10 +309,10 @@ class TopologyModel:
                       f"in the interval; give --system NAME|FILE to say")
         why = self._undetermined(world, nodes)
         if why:
-            return TopologyPrediction(int(size_bytes), world, nodes, math.nan, math.nan, math.nan, self.algorithm,
+            return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, spread.kind, links, regime, why, spread)
         half = spread.half_width(calibration or load_calibration())
-        return TopologyPrediction(int(size_bytes), world, nodes, time_s, time_s * math.exp(-half),
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, time_s * math.exp(-half),
                                   time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime,
                                   spread=spread)
 
@@ -379,9 +398,9 @@ class TopologyModel:
 
     def _inside_nvlink_domain(self, world: int) -> bool:
         """Whether ``world`` ranks on several nodes of a described multi-node NVLink domain (NVL72) all
-        talk over NVLink, which the intra-node link prices."""
+        talk over NVLink, which the intra-node link prices (never where a node is a domain)."""
         system = self.system
-        if system is None or not system.gpus_per_node < system.domain_gpus() or world > system.domain_gpus():
+        if system is None or self.hosts_per_node > 1 or not system.gpus_per_node < system.domain_gpus() or world > system.domain_gpus():
             return False
         # hosts of the domain measured together price it, not the description's nominal rate
         return not (self.intra is not None and self.intra.is_described and nvlink_domain_ranks(self))
@@ -416,7 +435,7 @@ class TopologyModel:
                 "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
                 "inter_absorbs_intra": self.inter_absorbs_intra,
                 "system": self.system.model_dump() if self.system else None,
-                "layout_misses": [list(x) for x in self.layout_misses]}
+                "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node}
 
 
     @classmethod
@@ -442,7 +461,8 @@ class TopologyModel:
                    tuple(float(x) for x in d.get("residual_sizes") or ()),
                    tuple(float(x) for x in d.get("residuals") or ()), tuple(d.get("notes") or ()),
                    d.get("backend") or "", d.get("schedule", "ring"), absorbs, system,
-                   tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()))
+                   tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()),
+                   int(d.get("hosts_per_node", 1)))
 
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.
@@ -450,9 +470,14 @@ class TopologyModel:
         Inter-node: :func:`~pybench.model.crossing.described_crossing`. Intra-node, where no node was
         measured: the fabric's nominal per-GPU rate. Measured link classes are kept as fitted; an
         all-reduce fitted at one node count takes the tree's bytes where the ring's would need more than
-        the NICs carry, else the ring's (:func:`~pybench.model.crossing.tree_bytes_on_nics`).
+        the NICs carry (:func:`~pybench.model.crossing.tree_bytes_on_nics`); else it stays between the two.
         """
         calibration = calibration or load_calibration()
+        if self.hosts_per_node > 1:  # fitted with a node as one NVLink domain: the same system, per domain
+            if system.hosts_per_domain() != self.hosts_per_node:
+                raise UsageError(f"this model counts NVLink domains of {self.hosts_per_node} hosts as its nodes; "
+                                 f"{system.name}'s span {system.hosts_per_domain()}: refit with --system {system.name}")
+            system = system.per_nvlink_domain()
         intra = self.intra or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
                                        f"system {system.name}: {system.intra_fabric} at "
                                        f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")
