@@ -91,6 +91,7 @@ def test_a_domain_model_takes_only_its_own_system_and_reads_back():
     model = fit_topology("allreduce", _racks(2, 800e9), system=NVL72).with_system(NVL72)
     with pytest.raises(UsageError, match="refit with --system dgx-h100"):
         model.with_system(load_system("dgx-h100"))
+    assert model.with_system(model.system).system == model.system  # its own description, already per domain
     again = TopologyModel.from_dict(model.to_dict())
     assert again.hosts_per_node == 18 and again.predict(1 << 34, 1440, 360).time_s == pytest.approx(
         model.predict(1 << 34, 1440, 360).time_s)
