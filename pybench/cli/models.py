@@ -92,7 +92,8 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--system", default=None, metavar="NAME|FILE",
                    help="the hardware the logs ran on: a named system (dgx-h100, aws-p5, gb200-nvl72, ...; "
                         "`pybench system` lists them) or a description file; recorded in the model, "
-                        "it prices the link classes the logs did not measure and bounds the layouts (default: the "
+                        "it prices the link classes the logs did not measure and bounds the layouts; where its "
+                        "NVLink domain spans hosts (gb200-nvl72), a domain is one node of the fit (default: the "
                         "GPU system pybench results recorded, when every input is one from the same machine)")
     p.add_argument("--min-points", type=_min_points, default=None, metavar="K",
                    help="fewest sizes in one piece (default 4)")

@@ -128,6 +128,7 @@ class TopologySchema(_Body):
     inter: LinkSchema | None = None
     system: dict[str, Any] | None = None
     layout_misses: Annotated[list[LayoutMiss], Field(max_length=4096)] | None = None
+    hosts_per_node: Annotated[int, Field(ge=1, le=MAX_WORLD)] = 1  # an NVLink domain's hosts, where it is the node
 
     @model_validator(mode="after")
     def _consistent(self) -> TopologySchema:

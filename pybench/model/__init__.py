@@ -7,7 +7,8 @@ Imports only downward (foundation, io, measure). The files, by idea:
   ``topology_fit`` (fitting it), ``regimes`` (protocol regimes as NCCL picks them: the lower
   envelope of a few frames), ``link_cost`` (one link class's regimes), ``topology_schedules``
   (the one table of step counts per collective, algorithm and schedule; Open MPI's own choices
-  in ``mpi_openmpi``), ``crossing`` (what crossing the network costs), ``system`` and
+  in ``mpi_openmpi``), ``crossing`` (what crossing the network costs), ``determined`` (the
+  layouts the inputs cannot determine, and why), ``system`` and
   ``systems/`` (hardware as data), ``system_detect`` (this machine as a description),
   ``link_presets`` (published link rates);
 * the measured curve at a measured layout: ``piecewise_model`` (a sweep's model and its

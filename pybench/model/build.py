@@ -103,7 +103,7 @@ def fit_model_file(measurements: Sequence[MeasurementSet], *, system: SystemDesc
         key = (m.collective, m.backend, m.link_class, m.dtype)
         groups.setdefault(key, {}).setdefault(m.world_size, []).append(m)
     models = [fit_model(sets, **kwargs) for by_world in groups.values() for sets in by_world.values()]
-    topology, skipped = fit_topology_models(measurements)
+    topology, skipped = fit_topology_models(measurements, system)
     if system is not None:
         topology = [tm.with_system(system) for tm in topology]
     return [_with_topology_note(m, skipped) for m in attach_topology(models, topology)], topology, skipped

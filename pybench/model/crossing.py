@@ -161,12 +161,12 @@ def unknown_tree_bytes(model: ModelLinks, world: int, nodes: int) -> LinkCost | 
     At the one layout of the fit the two readings are the same time, so nothing measured tells them
     apart; at another node count they part by up to 2x (the tree's bytes per node grow from S on two
     nodes towards 2S, the ring's stay put; see :func:`~pybench.model.topology_schedules.crossing_bytes`).
-    Fits at several layouts choose per regime; a system description chooses in
-    :func:`tree_bytes_on_nics`.
+    Fits at several layouts choose per regime; a system description chooses only where the ring's
+    bytes could not have gone through its NICs (:func:`tree_bytes_on_nics`).
     """
     inter = model.inter
     layouts = {(w, n) for w, n in model.fitted if n > 1}
-    if (inter is None or inter.is_preset or inter.is_described or model.system is not None or len(layouts) != 1
+    if (inter is None or inter.is_preset or inter.is_described or len(layouts) != 1
             or model.schedule != "ring" or model.collective != "allreduce"):
         return None
     ((w0, n0),) = layouts
@@ -187,7 +187,7 @@ def as_double_tree(inter: LinkCost, world: int, nodes: int) -> LinkCost:
 def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost | None:
     """With the node's NICs described: an ambiguous all-reduce crossing (see :func:`unknown_tree_bytes`)
     read with the tree's bytes where the ring's would need more than the NICs carry (no ring can), else
-    None (the ring's bytes, which an efficiency below one allows, or not ambiguous)."""
+    None (either reading fits the NICs, and the prediction stays between them; or it is not ambiguous)."""
     inter = model.inter
     layouts = {(w, n) for w, n in model.fitted if n > 1}
     if (inter is None or inter.is_preset or inter.is_described or len(layouts) != 1 or model.schedule != "ring"

@@ -83,6 +83,25 @@ class SystemDescription(BaseModel):
     def domain_gpus(self) -> int:
         return self.nvlink_domain_gpus or self.gpus_per_node
 
+    def hosts_per_domain(self) -> int:
+        """Hosts (trays) one NVLink domain spans: 1 unless the domain is larger than a node."""
+        return self.domain_gpus() // self.gpus_per_node
+
+    def per_nvlink_domain(self) -> SystemDescription:
+        """This system with one NVLink domain as its node (the GPUs and NICs of all its hosts): what the
+        network joins. Itself when a domain is one node."""
+        hosts = self.hosts_per_domain()
+        if hosts == 1:
+            return self
+        data = {**self.model_dump(), "gpus_per_node": self.domain_gpus(), "nics_per_node": self.nics_per_node * hosts,
+                "nvlink_domain_gpus": None,
+                "description": f"{self.description} (per NVLink domain of {hosts} hosts)"[:400]}
+        try:
+            return SystemDescription.model_validate(data)
+        except ValidationError as exc:
+            raise UsageError(f"{self.name}: one NVLink domain of {hosts} hosts does not make a node this model can "
+                             f"hold ({exc.errors()[0]['msg']})") from None
+
     def check_layout(self, world: int, nodes: int) -> None:
         """UsageError when ``world`` ranks on ``nodes`` nodes cannot run on this system (one GPU per rank)."""
         if nodes < 1 or world < nodes or world % nodes:
@@ -95,6 +114,7 @@ class SystemDescription(BaseModel):
     def summary(self) -> str:
         """One line: what the description says, for reports and notes."""
         domain = f", NVLink domain {self.nvlink_domain_gpus} GPUs" if self.nvlink_domain_gpus else ""
+        domain += " (a node here is one NVLink domain)" if "per NVLink domain" in self.description else ""
         return (f"{self.name}: {self.gpus_per_node} GPUs per node, {self.intra_fabric} at "
                 f"{self.intra_GBps_per_gpu:g} GB/s per GPU, {self.nics_per_node} x {self.nic_Gbps:g} Gb/s "
                 f"{self.nic_kind} per node{domain}")

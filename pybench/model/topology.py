@@ -51,11 +51,11 @@ from pybench.model.crossing import (
     across_nodes,
     described_crossing,
     nvlink_domain_ranks,
-    ranks_per_node,
     tree_bytes_on_nics,
     unknown_nic_share,
     unknown_tree_bytes,
 )
+from pybench.model.determined import undetermined
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import SystemDescription, system_from_dict
@@ -68,14 +68,6 @@ from pybench.model.topology_schedules import (
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
 DESCRIBED, PRESET = "system description", "preset"
 KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
-# A fitted layout the one cost shape misses by more than this (median): the layouts do not follow
-# one algorithm on one fabric, so the GPU counts in between and beyond are not determined by them.
-OWN_MISS = 0.15
-# A pipeline fill that costs more than the bytes it precedes is no fill: the fit is bending the
-# bandwidth to GPU counts that got different links.
-FILL_SHARE = 0.5
-# Backends whose ranks are GPUs ("" when the caller did not say); CPU ranks share one memory.
-GPU_BACKENDS = ("nccl", "")
 # Per-step latency of a described intra-node link: NVLink's hop, as the intra-node presets take it.
 DESCRIBED_STEP_S = 2.0e-6
 
@@ -153,6 +145,10 @@ class TopologyModel:
     """The hardware, when described: it fills the link classes not measured and bounds the layouts."""
     layout_misses: tuple[tuple[int, int, float], ...] = ()
     """(world, nodes, median relative miss) of each fitted layout: how far the one cost shape is from it."""
+    hosts_per_node: int = 1
+    """Hosts one of the model's nodes spans: the trays of an NVLink domain when it was fitted on a system
+    whose domain spans hosts (GB200 NVL72), so that the network joins domains, not trays. Layouts are
+    asked in hosts and counted in domains (:meth:`network_nodes`); ``fitted`` holds domains."""
 
     @functools.cached_property
     def _residual_arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -194,66 +190,24 @@ class TopologyModel:
         return link
 
     def why_undetermined(self, world: int, nodes: int) -> str:
-        """Why these inputs cannot determine a layout's time ('' when they can)."""
-        return self._undetermined(world, nodes)
+        """Why these inputs cannot determine a layout's time ('' when they can); ``nodes`` in hosts."""
+        return self._undetermined(world, self.network_nodes(world, nodes))
+
+    def network_nodes(self, world: int, hosts: int) -> int:
+        """The model's nodes that ``hosts`` hosts make: NVLink domains where a node is one (partly filled
+        ones count), else the hosts themselves. UsageError when the hosts cannot hold the ranks."""
+        if self.hosts_per_node == 1:
+            return hosts
+        _check_layout(world, hosts)
+        per_host = self.system.gpus_per_node // self.hosts_per_node if self.system else 0
+        if per_host and world // hosts > per_host:
+            raise UsageError(f"{world // hosts} ranks per host exceed the {per_host} GPUs per host of "
+                             f"{self.system.name if self.system else 'the system'}; give more --nodes")
+        return -(-hosts // self.hosts_per_node)
 
     def _undetermined(self, world: int, nodes: int) -> str:
-        """Why no model can answer for this layout from these inputs, or ''."""
-        system = self.system
-        measured = {w for w, n in self.fitted if n == 1}
-        disagree = self._gpu_counts_disagree()
-        if nodes == 1 and world not in measured and disagree:
-            return (f"not determined by these inputs: {disagree}, so the GPU counts get different links (an "
-                    f"NVLink mesh or PCIe, not a switch) and only a measurement at {world} GPUs says what they get; "
-                    f"measure it with `pybench {self.collective} --np {world}`")
-        if nodes == 1 and system is not None and not system.switched and world not in measured and measured:
-            return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric a subset of "
-                    f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
-                    f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
-                    f"`pybench {self.collective} --np {world}`")
-        domain = nvlink_domain_ranks(self)
-        if nodes > 1 and domain and world > domain and not self._inside_nvlink_domain(world):
-            assert self.inter is not None
-            return (f"not determined by these inputs: the inter-node figures were fitted inside an NVLink domain "
-                    f"({self.inter.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, more than {ranks_per_node(self)} ranks "
-                    f"per node push through any NIC; {domain} ranks), and {world} ranks cross the network beyond "
-                    f"it, which no input measures (those figures are only a lower bound on the time); measure it "
-                    f"with `pybench {self.collective} --np {world}`")
-        if nodes == 1 and system is None and len(measured) == 1 and world not in measured and self._intra_fitted() \
-                and self.backend in GPU_BACKENDS:
-            # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.
-            return (f"not determined by these inputs: one GPU count ({measured.pop()}) measured in one node and "
-                    f"its fabric not described: on a switch (NVSwitch) every count keeps the same links, on an "
-                    f"NVLink mesh or PCIe each count gets others; give the node's description (--system NAME|FILE: "
-                    f"a switched node such as dgx-a100, or a file of yours) or measure it with "
-                    f"`pybench {self.collective} --np {world}`")
-        return ""
-
-    def _intra_fitted(self) -> bool:
-        return self.intra is not None and not (self.intra.is_preset or self.intra.is_described)
-
-    def _gpu_counts_disagree(self) -> str:
-        """What in the single-node fit says its GPU counts do not share one fabric, or ''.
-
-        On a switch every GPU keeps its links whatever the count, so one cost shape joins the counts
-        with a small pipeline fill. Where it misses a count, or needs a "fill" costing more than the
-        bytes themselves at some count, the counts got different links."""
-        link = self.intra
-        worlds = sorted(w for w, n in self.fitted if n == 1)
-        if link is None or link.is_preset or link.is_described or len(worlds) < 2:
-            return ""  # one GPU count cannot show that counts differ
-        missed = [(w, m) for w, n, m in self.layout_misses if n == 1 and m > OWN_MISS]
-        if missed:
-            return (f"one cost shape misses the measured "
-                    f"{', '.join(f'{w}-GPU sweep by {100 * m:.0f}%' for w, m in missed)} (median)")
-        fill = {w: link.extra_steps / (algorithm_steps(self.collective, self.algorithm, w)[1] + link.extra_steps)
-                for w in worlds}
-        heavy = {w: f for w, f in fill.items() if f > FILL_SHARE}
-        if heavy:
-            return (f"joining the measured {', '.join(map(str, worlds))}-GPU sweeps takes a pipeline fill of "
-                    f"{', '.join(f'{100 * f:.0f}% of the bandwidth time at {w} GPUs' for w, f in heavy.items())}, "
-                    f"more than the bytes themselves")
-        return ""
+        """Why no model can answer for this layout from these inputs, or '' (:mod:`pybench.model.determined`)."""
+        return undetermined(self, world, nodes)
 
     def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1,
                 calibration: Calibration | None = None, nics_as_fitted: bool = False) -> TopologyPrediction:
@@ -267,15 +221,17 @@ class TopologyModel:
         node (a caller that shares them between groups itself, as the planner does); by default a
         ranks-per-node count the inputs cannot price is a span (:func:`~pybench.model.crossing.unknown_nic_share`).
         """
+        asked = nodes
         _check_layout(world, nodes)
-        if self.system is not None:
+        if self.system is not None and self.hosts_per_node == 1:
             self.system.check_layout(world, nodes)
+        nodes = self.network_nodes(world, nodes)
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share)
         links = self._links_label(nodes)
-        if nodes > 1 and not self._inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
+        if nodes > 1 and not self.inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
             links += ("; fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
                       "node grow with the nodes) or its ring (they do not): between the two, in the interval; fit "
                       "a second node count or give --system NAME|FILE to tell them apart")
@@ -290,15 +246,15 @@ class TopologyModel:
                       f"in the interval; give --system NAME|FILE to say")
         why = self._undetermined(world, nodes)
         if why:
-            return TopologyPrediction(int(size_bytes), world, nodes, math.nan, math.nan, math.nan, self.algorithm,
+            return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, spread.kind, links, regime, why, spread)
         half = spread.half_width(calibration or load_calibration())
-        return TopologyPrediction(int(size_bytes), world, nodes, time_s, time_s * math.exp(-half),
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, time_s * math.exp(-half),
                                   time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime,
                                   spread=spread)
 
     def _unknown_nic_share(self, world: int, nodes: int, sharing: int) -> float | None:
-        across = nodes > 1 and not self._inside_nvlink_domain(world)
+        across = nodes > 1 and not self.inside_nvlink_domain(world)
         return unknown_nic_share(self, world, nodes, sharing) if across else None
 
     def _estimate(self, size: float, world: int, nodes: int, sharing: int,
@@ -314,7 +270,7 @@ class TopologyModel:
         time_s, schedule, regime = self._time(size, world, nodes, sharing)
         fitted_s = time_s
         kind, distance, one_layout = self._provenance(size, world, nodes)
-        across = nodes > 1 and not self._inside_nvlink_domain(world)
+        across = nodes > 1 and not self.inside_nvlink_domain(world)
         priced = self.inter if across else self.intra  # the link whose figures the time rests on
         described = priced is not None and (priced.is_preset or priced.is_described)
         # A crossing from a description keeps the protocol regimes of the node it was measured on.
@@ -343,7 +299,7 @@ class TopologyModel:
                           rails: float | None = None) -> tuple[float, float] | None:
         """(all latency per call, all latency per step) times, for a link class fitted at one layout of
         NCCL's schedule; None where the fit could tell them apart (or the link was not fitted)."""
-        across = nodes > 1 and not self._inside_nvlink_domain(world)
+        across = nodes > 1 and not self.inside_nvlink_domain(world)
         layouts = [(w, n) for w, n in self.fitted if (n > 1) == across]
         link = self.inter if across else self.intra
         if len(layouts) != 1 or link is None or link.is_preset or link.is_described or self.schedule != "ring":
@@ -377,11 +333,12 @@ class TopologyModel:
         return dataclasses.replace(self, intra=apply(self.intra) if which != "inter" else self.intra,
                                    inter=apply(self.inter) if which != "intra" else self.inter)
 
-    def _inside_nvlink_domain(self, world: int) -> bool:
+    def inside_nvlink_domain(self, world: int) -> bool:
         """Whether ``world`` ranks on several nodes of a described multi-node NVLink domain (NVL72) all
-        talk over NVLink, which the intra-node link prices."""
+        talk over NVLink, which the intra-node link prices (never where a node is a domain)."""
         system = self.system
-        if system is None or not system.gpus_per_node < system.domain_gpus() or world > system.domain_gpus():
+        if system is None or self.hosts_per_node > 1 or system.hosts_per_domain() == 1 \
+                or world > system.domain_gpus():
             return False
         # hosts of the domain measured together price it, not the description's nominal rate
         return not (self.intra is not None and self.intra.is_described and nvlink_domain_ranks(self))
@@ -396,7 +353,7 @@ class TopologyModel:
               rails: float | None = None) -> tuple[float, str, str]:
         """(time, what was priced across nodes, which regime priced it); ``rails`` as in
         :func:`~pybench.model.crossing.across_nodes`."""
-        if nodes == 1 or self._inside_nvlink_domain(world):
+        if nodes == 1 or self.inside_nvlink_domain(world):
             if self.intra is None:
                 raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
                                  f"log too, or give an intra-node preset (--link nvlink4, ...)")
@@ -416,7 +373,7 @@ class TopologyModel:
                 "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
                 "inter_absorbs_intra": self.inter_absorbs_intra,
                 "system": self.system.model_dump() if self.system else None,
-                "layout_misses": [list(x) for x in self.layout_misses]}
+                "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node}
 
 
     @classmethod
@@ -442,7 +399,8 @@ class TopologyModel:
                    tuple(float(x) for x in d.get("residual_sizes") or ()),
                    tuple(float(x) for x in d.get("residuals") or ()), tuple(d.get("notes") or ()),
                    d.get("backend") or "", d.get("schedule", "ring"), absorbs, system,
-                   tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()))
+                   tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()),
+                   int(d.get("hosts_per_node", 1)))
 
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.
@@ -450,9 +408,14 @@ class TopologyModel:
         Inter-node: :func:`~pybench.model.crossing.described_crossing`. Intra-node, where no node was
         measured: the fabric's nominal per-GPU rate. Measured link classes are kept as fitted; an
         all-reduce fitted at one node count takes the tree's bytes where the ring's would need more than
-        the NICs carry, else the ring's (:func:`~pybench.model.crossing.tree_bytes_on_nics`).
+        the NICs carry (:func:`~pybench.model.crossing.tree_bytes_on_nics`); else it stays between the two.
         """
         calibration = calibration or load_calibration()
+        if self.hosts_per_node > 1 and system != self.system:  # a node is one NVLink domain: the system per domain
+            if system.hosts_per_domain() != self.hosts_per_node:
+                raise UsageError(f"this model counts NVLink domains of {self.hosts_per_node} hosts as its nodes; "
+                                 f"{system.name}'s span {system.hosts_per_domain()}: refit with --system {system.name}")
+            system = system.per_nvlink_domain()
         intra = self.intra or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
                                        f"system {system.name}: {system.intra_fabric} at "
                                        f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")

@@ -12,11 +12,13 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.crossing import nvlink_domain_ranks, ranks_per_node
+from pybench.model.determined import OWN_MISS
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import one_reduction
 from pybench.model.regimes import Regime, envelope, fit_regimes
-from pybench.model.topology import OWN_MISS, Observation, TopologyModel
+from pybench.model.system import SystemDescription
+from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_schedules import (
     ALGORITHMS,
     algorithm_steps,
@@ -66,7 +68,8 @@ def nodes_of(ms: object) -> int | None:
 
 def fit_topology(collective: str, observations: Sequence[Observation], *,
                  algorithm: str | None = None, intra_preset: LinkPreset | None = None,
-                 inter_preset: LinkPreset | None = None, schedule: str = "ring") -> TopologyModel:
+                 inter_preset: LinkPreset | None = None, schedule: str = "ring",
+                 system: SystemDescription | None = None) -> TopologyModel:
     """Fit a :class:`TopologyModel` to sweeps at one or more (world, nodes).
 
     Single-node observations give the intra-node link; multi-node ones the inter-node link
@@ -74,10 +77,15 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     whose fit has the least relative error is taken (ring when the data cannot tell). ``schedule``
     says how the multi-node sweeps crossed nodes (``ring``, ``hierarchical``, or ``openmpi`` for
     what Open MPI 5 runs by ranks, nodes and size): one layout cannot tell them apart, so it is
-    the caller's knowledge of the library.
+    the caller's knowledge of the library. ``system``: where its NVLink domain spans hosts (GB200
+    NVL72), one domain is one node of the model (the network joins domains, not trays); the model
+    still takes layouts in hosts (:attr:`TopologyModel.hosts_per_node`). Other systems change nothing
+    here (:meth:`TopologyModel.with_system` applies them).
     """
     check_schedule(schedule)
-    obs = [o for o in observations if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
+    hosts = system.hosts_per_domain() if system is not None and schedule == "ring" else 1
+    obs = [dataclasses.replace(o, nodes=-(-o.nodes // hosts)) for o in observations
+           if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
     if not obs:
         raise UsageError(f"no {collective} measurements with 2 or more ranks to fit a topology model to")
     single = [o for o in obs if o.nodes == 1]
@@ -126,7 +134,12 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     misses = _layout_misses(fitted_obs, residuals)
     notes += _miss_notes(misses)
     notes += _implausible(intra, "intra-node")
-    return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes), layout_misses=misses)
+    if hosts > 1:
+        assert system is not None
+        notes.append(f"a node here is one NVLink domain of {system.name} ({hosts} hosts, {system.domain_gpus()} GPUs): "
+                     f"the network joins domains; layouts are given in hosts and counted in domains")
+    return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes), layout_misses=misses,
+                               hosts_per_node=hosts)
 
 
 # A per-call latency above this inside one node is no NVLink's or PCIe's: a misfit or an artefact.
@@ -266,7 +279,8 @@ def _ran_on_open_mpi(ms) -> bool:
     return ms.backend == "mpi" and any(n.startswith("MPI library: Open MPI") for n in ms.notes)
 
 
-def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]:
+def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
+                        ) -> tuple[list[TopologyModel], list[str]]:
     """One topology model per (collective, backend) over every usable sweep; and why sweeps were left out.
 
     An all-reduce measured over Open MPI (the MPI library a pybench result records) is fitted with
@@ -312,7 +326,8 @@ def fit_topology_models(sets: Sequence) -> tuple[list[TopologyModel], list[str]]
         # Open MPI's all-reduce across nodes is HAN or coll/tuned's pick, not one ring over every rank.
         schedule = "openmpi" if collective == "allreduce" and (collective, backend) in open_mpi else "ring"
         try:
-            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule), backend=backend))
+            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule, system=system),
+                                              backend=backend))
         except UsageError as exc:
             skipped.append(f"{collective}: {exc}")
     return models, skipped

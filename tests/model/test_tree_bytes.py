@@ -69,8 +69,9 @@ def test_one_node_count_cannot_tell_them_apart_and_the_interval_spans_both():
     assert p.spread is not None and p.spread.span >= abs(math.log(tree / ring)) / 2 - 1e-9
 
 
-def test_a_description_of_the_nics_decides():
-    """Above the NICs' rate in the ring's bytes: only the tree carries it; below: the ring's bytes stand."""
+def test_a_description_of_the_nics_decides_where_no_ring_could_carry_it():
+    """Above the NICs' rate in the ring's bytes: only the tree carries it; below, either could: the
+    prediction stays between the two."""
     system = load_system("dgx-h100")  # 8 x 400 Gb/s: 400 GB/s per node
     nics = system.nic_Bps_per_node
     fast = fit_topology("allreduce", _sweep(16, 2, 1.0, 0.7 * nics)).with_system(system)
@@ -78,12 +79,11 @@ def test_a_description_of_the_nics_decides():
     assert any("crossed by NCCL's tree" in n for n in fast.notes)
     slow = fit_topology("allreduce", _sweep(16, 2, 2 * 15 / 16, 0.7 * nics)).with_system(system)
     assert {r.algorithm for r in slow.inter.all_regimes()} == {"tree"}
-    for model in (fast, slow):
-        assert "may have crossed" not in model.predict(1 << 30, 128, 16).links
+    assert not any("crossed by NCCL's tree" in n for n in slow.notes)
     size = 1 << 30
+    assert "may have crossed" not in fast.predict(size, 128, 16).links
+    assert "may have crossed" in slow.predict(size, 128, 16).links
     assert fast.predict(size, 128, 16).time_s > 1.6 * fast.predict(size, 16, 2).time_s  # bytes 1 -> 1.875
-    assert slow.predict(size, 128, 16).time_s == pytest.approx(
-        slow.predict(size, 16, 2).time_s * (2 * 127 / 128) / (2 * 15 / 16), rel=0.02)
 
 
 def test_the_conversion_keeps_the_fitted_time():

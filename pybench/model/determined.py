@@ -1,0 +1,95 @@
+"""What these inputs cannot determine: the layouts for which a topology model says so instead of a time.
+
+A GPU count never measured on a node whose GPUs are not switched (a mesh, PCIe), shown by its
+description or by measured counts that one cost shape cannot join; one GPU count of a GPU node
+without a description (one count cannot show a switch); a world beyond the hosts of an NVLink
+domain that its fit never crossed. Each answer names the missing input and the measurement to make.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node
+from pybench.model.topology_schedules import algorithm_steps
+
+
+class FittedModel(ModelLinks, Protocol):
+    """What deciding reads of a :class:`pybench.model.topology.TopologyModel`."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def layout_misses(self) -> tuple[tuple[int, int, float], ...]: ...
+    def inside_nvlink_domain(self, world: int) -> bool: ...
+
+# A fitted layout the one cost shape misses by more than this (median): the layouts do not follow
+# one algorithm on one fabric, so the GPU counts in between and beyond are not determined by them.
+OWN_MISS = 0.15
+# A pipeline fill that costs more than the bytes it precedes is no fill: the fit is bending the
+# bandwidth to GPU counts that got different links.
+FILL_SHARE = 0.5
+# Backends whose ranks are GPUs ("" when the caller did not say); CPU ranks share one memory.
+GPU_BACKENDS = ("nccl", "")
+
+
+def undetermined(model: FittedModel, world: int, nodes: int) -> str:
+    """Why no model can answer for this layout (``nodes`` in the model's nodes) from these inputs, or ''."""
+    system = model.system
+    measured = {w for w, n in model.fitted if n == 1}
+    disagree = _gpu_counts_disagree(model)
+    if nodes == 1 and world not in measured and disagree:
+        return (f"not determined by these inputs: {disagree}, so the GPU counts get different links (an "
+                f"NVLink mesh or PCIe, not a switch) and only a measurement at {world} GPUs says what they get; "
+                f"measure it with `pybench {model.collective} --np {world}`")
+    if nodes == 1 and system is not None and not system.switched and world not in measured and measured:
+        return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric a subset of "
+                f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
+                f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
+                f"`pybench {model.collective} --np {world}`")
+    domain = nvlink_domain_ranks(model)
+    if nodes > 1 and domain and world > domain and not model.inside_nvlink_domain(world):
+        assert model.inter is not None
+        return (f"not determined by these inputs: the inter-node figures were fitted inside an NVLink domain "
+                f"({model.inter.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, more than {ranks_per_node(model)} ranks "
+                f"per node push through any NIC; {domain} ranks), and {world} ranks cross the network beyond "
+                f"it, which no input measures (those figures are only a lower bound on the time); measure it "
+                f"with `pybench {model.collective} --np {world}`, or, where they spanned several domains, fit "
+                f"them with --system NAME|FILE (its NVLink domain size) so that the network joins domains")
+    if nodes == 1 and system is None and len(measured) == 1 and world not in measured and _intra_fitted(model) \
+            and model.backend in GPU_BACKENDS:
+        # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.
+        return (f"not determined by these inputs: one GPU count ({measured.pop()}) measured in one node and "
+                f"its fabric not described: on a switch (NVSwitch) every count keeps the same links, on an "
+                f"NVLink mesh or PCIe each count gets others; give the node's description (--system NAME|FILE: "
+                f"a switched node such as dgx-a100, or a file of yours) or measure it with "
+                f"`pybench {model.collective} --np {world}`")
+    return ""
+
+
+def _intra_fitted(model: FittedModel) -> bool:
+    return model.intra is not None and not (model.intra.is_preset or model.intra.is_described)
+
+
+def _gpu_counts_disagree(model: FittedModel) -> str:
+    """What in the single-node fit says its GPU counts do not share one fabric, or ''.
+
+    On a switch every GPU keeps its links whatever the count, so one cost shape joins the counts
+    with a small pipeline fill. Where it misses a count, or needs a "fill" costing more than the
+    bytes themselves at some count, the counts got different links."""
+    link = model.intra
+    worlds = sorted(w for w, n in model.fitted if n == 1)
+    if link is None or link.is_preset or link.is_described or len(worlds) < 2:
+        return ""  # one GPU count cannot show that counts differ
+    missed = [(w, m) for w, n, m in model.layout_misses if n == 1 and m > OWN_MISS]
+    if missed:
+        return (f"one cost shape misses the measured "
+                f"{', '.join(f'{w}-GPU sweep by {100 * m:.0f}%' for w, m in missed)} (median)")
+    fill = {w: link.extra_steps / (algorithm_steps(model.collective, model.algorithm, w)[1] + link.extra_steps)
+            for w in worlds}
+    heavy = {w: f for w, f in fill.items() if f > FILL_SHARE}
+    if heavy:
+        return (f"joining the measured {', '.join(map(str, worlds))}-GPU sweeps takes a pipeline fill of "
+                f"{', '.join(f'{100 * f:.0f}% of the bandwidth time at {w} GPUs' for w, f in heavy.items())}, "
+                f"more than the bytes themselves")
+    return ""

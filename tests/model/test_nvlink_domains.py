@@ -1,0 +1,97 @@
+"""Racks of one NVLink domain each (GB200 NVL72: 18 trays of 4 GPUs): the network joins domains, not trays.
+
+Fitted with the system's description, one domain is one node of the model, so a 2-rack all-reduce is a
+2-node crossing: NCCL's tree sends S out of each of two domains and towards 2S on many, which is why a
+2-rack bus bandwidth near 800 GB/s falls towards half on 20 racks. Without the description, hosts are the
+nodes and a fit whose bus bandwidth no NIC carries says the world beyond it is not determined.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pybench.errors import UsageError
+from pybench.model.system import load_system
+from pybench.model.topology import OTHER_NODE_COUNT, Observation, TopologyModel
+from pybench.model.topology_fit import fit_topology
+from pybench.model.topology_schedules import crossing_bytes
+
+SIZES = [float(2 ** k) for k in range(20, 35)]
+NVL72 = load_system("gb200-nvl72")
+
+
+def _racks(racks: int, busbw: float, latency: float = 40e-6) -> list[Observation]:
+    """A sweep over ``racks`` racks, as nccl-tests lists it: 72 ranks and 18 hosts per rack."""
+    world = 72 * racks
+    return [Observation(s, world, 18 * racks, latency + 2 * (world - 1) / world * s / busbw) for s in SIZES]
+
+
+def test_a_domain_is_one_node_of_the_model():
+    assert NVL72.hosts_per_domain() == 18
+    domain = NVL72.per_nvlink_domain()
+    assert (domain.gpus_per_node, domain.nics_per_node, domain.nvlink_domain_gpus) == (72, 72, None)
+    assert domain.nic_Bps_per_node == 18 * NVL72.nic_Bps_per_node
+    assert load_system("dgx-h100").per_nvlink_domain() == load_system("dgx-h100")
+    model = fit_topology("allreduce", _racks(2, 800e9), system=NVL72)
+    assert model.hosts_per_node == 18 and model.fitted == ((144, 2),)
+    assert any("one NVLink domain" in n for n in model.notes)
+    assert model.network_nodes(1440, 360) == 20 and model.network_nodes(8, 2) == 1
+    with pytest.raises(UsageError, match="ranks per host exceed the 4 GPUs"):
+        model.with_system(NVL72).predict(1 << 30, 1440, 36)
+
+
+def test_two_racks_predict_twenty_between_the_trees_bytes_and_the_rings():
+    """One rack count cannot say tree or ring; the interval holds both, the halving among them."""
+    model = fit_topology("allreduce", _racks(2, 800e9), system=NVL72).with_system(NVL72)
+    size = 1 << 34
+    p = model.predict(size, 1440, 360)
+    assert p.determined and p.provenance == OTHER_NODE_COUNT and p.nodes == 360
+    tree_busbw = 800e9 / crossing_bytes("allreduce", "double-tree", 1440, 20)  # what the tree's bytes leave
+    busbw = p.busbw_Bps
+    assert tree_busbw < busbw < 800e9
+    high_busbw, low_busbw = p.busbw_Bps * p.time_s / p.low_s, p.busbw_Bps * p.time_s / p.high_s
+    assert low_busbw < 0.9 * tree_busbw and high_busbw > 800e9
+    assert "may have crossed by NCCL's tree" in p.links
+    assert model.predict(size, 144, 36).provenance.startswith("measured") or \
+        model.predict(size, 144, 36).provenance.startswith("between")
+
+
+def test_two_rack_counts_choose_the_tree_and_follow_it():
+    """Data made with the tree's bytes per domain at 2 and 4 racks: 20 racks follow them."""
+    def tree_racks(racks):
+        world, domains = 72 * racks, racks
+        data = crossing_bytes("allreduce", "double-tree", world, domains)
+        return [Observation(s, world, 18 * racks, 40e-6 + data * s / 400e9) for s in SIZES]
+
+    model = fit_topology("allreduce", tree_racks(2) + tree_racks(4), system=NVL72).with_system(NVL72)
+    assert model.inter is not None and model.inter.algorithm == "double-tree"
+    for s in SIZES[-3:]:
+        truth = 40e-6 + crossing_bytes("allreduce", "double-tree", 1440, 20) * s / 400e9
+        p = model.predict(int(s), 1440, 360)
+        assert p.time_s == pytest.approx(truth, rel=0.03) and p.low_s < truth < p.high_s
+
+
+def test_one_rack_is_the_node_and_two_cross_the_network():
+    """Fitted with the description, one rack (18 hosts) is one node: its NVLink is the intra-node link."""
+    model = fit_topology("allreduce", _racks(1, 900e9) + _racks(2, 800e9), system=NVL72).with_system(NVL72)
+    assert model.fitted == ((72, 1), (144, 2))
+    assert model.intra is not None and model.intra.busbw_Bps == pytest.approx(900e9, rel=0.02)
+    assert model.predict(1 << 34, 1440, 360).determined
+    assert model.predict(1 << 30, 36, 9).provenance != OTHER_NODE_COUNT  # half a rack: inside one domain
+
+
+def test_without_the_description_the_world_beyond_the_fitted_racks_is_not_determined():
+    model = fit_topology("allreduce", _racks(2, 800e9))
+    assert model.hosts_per_node == 1
+    p = model.predict(1 << 34, 1440, 360)
+    assert not p.determined and "--system" in p.undetermined and "NVLink domain" in p.undetermined
+
+
+def test_a_domain_model_takes_only_its_own_system_and_reads_back():
+    model = fit_topology("allreduce", _racks(2, 800e9), system=NVL72).with_system(NVL72)
+    with pytest.raises(UsageError, match="refit with --system dgx-h100"):
+        model.with_system(load_system("dgx-h100"))
+    assert model.with_system(model.system).system == model.system  # its own description, already per domain
+    again = TopologyModel.from_dict(model.to_dict())
+    assert again.hosts_per_node == 18 and again.predict(1 << 34, 1440, 360).time_s == pytest.approx(
+        model.predict(1 << 34, 1440, 360).time_s)
