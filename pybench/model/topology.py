@@ -233,8 +233,10 @@ class TopologyModel:
         links = self._links_label(nodes)
         if nodes > 1 and not self.inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
             links += ("; fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
-                      "node grow with the nodes) or its ring (they do not): between the two, in the interval; fit "
-                      "a second node count or give --system NAME|FILE to tell them apart")
+                      "node grow with the nodes) or its ring (they do not): between the two, in the interval; "
+                      + ("a second node count tells them apart" if self.system is not None else
+                         "a second node count tells them apart, and so may --system NAME|FILE (NICs too slow for "
+                         "the ring's bytes)"))
         if nic_share is not None:
             per_node = world // nodes * sharing
             links += (f"; NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "

@@ -95,3 +95,33 @@ def test_a_domain_model_takes_only_its_own_system_and_reads_back():
     again = TopologyModel.from_dict(model.to_dict())
     assert again.hosts_per_node == 18 and again.predict(1 << 34, 1440, 360).time_s == pytest.approx(
         model.predict(1 << 34, 1440, 360).time_s)
+
+
+def test_fit_and_predict_a_two_rack_log_as_a_user_would(tmp_path, capsys):
+    """nccl-tests lists the 144 ranks of 2 racks on 36 trays: `fit --system gb200-nvl72` counts 2 domains,
+    and `predict --world 1440 --nodes 360` (20 racks, given in hosts) answers with the span in its row."""
+    from pybench.cli.main import main
+
+    header = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
+              "     time   algbw   busbw #wrong\n")
+    ranks = "".join(f"#  Rank {r:4d} Group  0 Pid {r:5d} on tray{r // 4:03d} device  {r % 4} [0x10] NVIDIA GB200\n"
+                    for r in range(144))
+    rows = ""
+    for o in _racks(2, 800e9):
+        s, t = int(o.size_bytes), o.time_s * 1e6
+        algbw, busbw = s / t / 1e3, s / t / 1e3 * 2 * 143 / 144
+        rows += f"{s:>12} {s // 4:>12}     float     sum      -1 {t:8.1f} {algbw:7.2f} {busbw:7.2f}      0" \
+                f" {t:8.1f} {algbw:7.2f} {busbw:7.2f}      0\n"
+    log = tmp_path / "nvl72x2.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + ranks + header + rows)
+    model = tmp_path / "m.json"
+    assert main(["fit", str(log), "--system", "gb200-nvl72", "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(model), "--sizes", "16G", "--world", "1440", "--nodes", "360", "--json",
+                 str(tmp_path / "p.json")]) == 0
+    out = capsys.readouterr().out
+    assert "another node count" in out and "not determined" not in out
+    assert main(["fit", str(log), "-o", str(tmp_path / "hosts.json")]) == 0  # no description: hosts are nodes
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "hosts.json"), "--sizes", "16G", "--world", "1440", "--nodes", "360"]) == 0
+    assert "not determined by these inputs" in capsys.readouterr().out
