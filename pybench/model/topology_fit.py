@@ -12,7 +12,7 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.crossing import nvlink_domain_ranks, ranks_per_node
-from pybench.model.determined import OWN_MISS
+from pybench.model.determined import GPU_BACKENDS, OWN_MISS
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import one_reduction
@@ -80,9 +80,16 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     the caller's knowledge of the library. ``system``: where its NVLink domain spans hosts (GB200
     NVL72), one domain is one node of the model (the network joins domains, not trays); the model
     still takes layouts in hosts (:attr:`TopologyModel.hosts_per_node`). Other systems change nothing
-    here (:meth:`TopologyModel.with_system` applies them).
+    here (:meth:`TopologyModel.with_system` applies them), but a sweep with more ranks per node than
+    its GPUs is refused (one GPU per rank; CPU ranks are fitted without a system).
     """
     check_schedule(schedule)
+    crowded = [o for o in observations if system is not None and o.world > o.nodes * system.gpus_per_node]
+    if system is not None and crowded:  # one GPU per rank on the described nodes
+        o = crowded[0]
+        raise UsageError(f"a {collective} sweep ran {o.world} ranks on {o.nodes} node(s), more per node than the "
+                         f"{system.gpus_per_node} GPUs of {system.name}: give the system it ran on (--system) or "
+                         f"its node count (--nodes)")
     hosts = system.hosts_per_domain() if system is not None and schedule == "ring" else 1
     obs = [dataclasses.replace(o, nodes=-(-o.nodes // hosts)) for o in observations
            if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
@@ -318,6 +325,11 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
         if ms.dtype != chosen:
             skipped.append(f"{where}: {ms.dtype}; the topology model of {ms.collective} uses the {chosen} sweeps")
             continue
+        nodes = nodes_of(ms)
+        if system is not None and ms.backend in GPU_BACKENDS and nodes and ms.world_size > nodes * system.gpus_per_node:
+            raise UsageError(f"{where}: {ms.world_size} ranks on {nodes} node(s), more per node than the "
+                             f"{system.gpus_per_node} GPUs of {system.name}: give the system it ran on (--system) "
+                             f"or its node count (--nodes)")
         groups.setdefault((ms.collective, ms.backend), []).extend(observations_from([ms]))
         if _ran_on_open_mpi(ms):
             open_mpi.add((ms.collective, ms.backend))
@@ -326,7 +338,8 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
         # Open MPI's all-reduce across nodes is HAN or coll/tuned's pick, not one ring over every rank.
         schedule = "openmpi" if collective == "allreduce" and (collective, backend) in open_mpi else "ring"
         try:
-            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule, system=system),
+            on = system if backend in GPU_BACKENDS else None  # CPU ranks are not the described GPUs
+            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule, system=on),
                                               backend=backend))
         except UsageError as exc:
             skipped.append(f"{collective}: {exc}")

@@ -9,6 +9,7 @@ nodes and a fit whose bus bandwidth no NIC carries says the world beyond it is n
 from __future__ import annotations
 
 import pytest
+from conftest import SHARED_DATA
 
 from pybench.errors import UsageError
 from pybench.model.system import load_system
@@ -85,6 +86,16 @@ def test_without_the_description_the_world_beyond_the_fitted_racks_is_not_determ
     assert model.hosts_per_node == 1
     p = model.predict(1 << 34, 1440, 360)
     assert not p.determined and "--system" in p.undetermined and "NVLink domain" in p.undetermined
+
+
+def test_a_sweep_with_more_ranks_per_node_than_the_described_gpus_is_refused(tmp_path, capsys):
+    with pytest.raises(UsageError, match="144 ranks on 18 node.*4 GPUs of gb200-nvl72"):
+        fit_topology("allreduce", [Observation(s, 144, 18, 1e-3) for s in SIZES], system=NVL72)
+    from pybench.cli.main import main
+    vtrain = SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv"
+    assert main(["fit", str(vtrain), "--system", "gb200-nvl72", "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "8 ranks on 1 node(s)" in err[0] and "--system" in err[0]
 
 
 def test_a_domain_model_takes_only_its_own_system_and_reads_back():
