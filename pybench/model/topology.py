@@ -210,7 +210,8 @@ class TopologyModel:
         return undetermined(self, world, nodes)
 
     def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1,
-                calibration: Calibration | None = None, nics_as_fitted: bool = False) -> TopologyPrediction:
+                calibration: Calibration | None = None, nics_as_fitted: bool = False,
+                nodes_are_hosts: bool = True) -> TopologyPrediction:
         """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes.
 
         ``sharing`` groups run the same operation at once through the same node NICs (the
@@ -220,12 +221,14 @@ class TopologyModel:
         ``nics_as_fitted``: the node's NICs carry what the fitted layout's did whatever the ranks per
         node (a caller that shares them between groups itself, as the planner does); by default a
         ranks-per-node count the inputs cannot price is a span (:func:`~pybench.model.crossing.unknown_nic_share`).
+        ``nodes`` counts hosts, as a log lists them; ``nodes_are_hosts=False``: the model's own nodes
+        (NVLink domains where a node is one, :attr:`hosts_per_node`), as the planner's crossings mean them.
         """
         asked = nodes
         _check_layout(world, nodes)
         if self.system is not None and self.hosts_per_node == 1:
             self.system.check_layout(world, nodes)
-        nodes = self.network_nodes(world, nodes)
+        nodes = self.network_nodes(world, nodes) if nodes_are_hosts else nodes
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None

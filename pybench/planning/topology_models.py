@@ -46,14 +46,22 @@ class TopologyCollective:
 
     def predict(self, size_bytes: float, world: int | None = None) -> _Prediction:
         w = max(2, int(world or 2))
-        # Across nodes the ring runs at the inter-node rate whatever the node count; two nodes (or one
-        # rank per node for an odd group) is a layout the model accepts for every world.
-        nodes = 1 if self.link_class == INTRA else (2 if w % 2 == 0 else w)
-        # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time)
-        p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True)
+        nodes = 1 if self.link_class == INTRA else _fewest_nodes(w, self.model.system)
+        # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time); its
+        # nodes are what the network joins (an NVLink domain where the model's node is one)
+        p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True, nodes_are_hosts=False)
         if p.undetermined:
             raise NotDetermined(p.undetermined)
         return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s))
+
+
+def _fewest_nodes(world: int, system: Any) -> int:
+    """Nodes a group of ``world`` ranks that crosses the network spans at least: two (the least that
+    crosses) or as many as the described nodes' GPUs need, a count that divides the ranks evenly
+    (one rank per node for a prime)."""
+    per_node = system.gpus_per_node if system is not None else world
+    least = max(2, -(-world // per_node))
+    return next(n for n in range(least, world + 1) if world % n == 0)
 
 
 def topology_collectives(path: str, links: Sequence[str] = (), system: str | None = None) -> list[TopologyCollective]:
