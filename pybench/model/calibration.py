@@ -47,16 +47,17 @@ Z95 = 1.959963984540054
 FAMILIES = ("allreduce", "ring")
 """NIC efficiency is kept per family: an all-reduce crosses by NCCL's tree or its ring, as NCCL picks on
 each system, and is priced in the tree's bytes; the other collectives cross as one ring."""
+
+
+def family(collective: str) -> str:
+    """The NIC-efficiency family of a collective (:data:`FAMILIES`)."""
+    return "allreduce" if collective == "allreduce" else "ring"
+
+
 OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
 EXTRAPOLATED_KINDS = (OTHER_GPU_COUNT, OTHER_NODE_COUNT)
 """The kinds of prediction (:data:`pybench.model.topology.KINDS`) whose widening per unit of distance is
 chosen apart."""
-"""NIC efficiency is kept per family: the all-reduce crosses nodes by a tree (NCCL), the rest as a ring."""
-
-
-def family(collective: str) -> str:
-    """The NIC-efficiency family of a collective."""
-    return "allreduce" if collective == "allreduce" else "ring"
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class Calibration:
 
     def efficiency(self, collective: str) -> float:
         """The NIC efficiency of ``collective``'s family."""
-        return self.nic_efficiency["allreduce" if collective == "allreduce" else "ring"]
+        return self.nic_efficiency[family(collective)]
 
     def widening(self, kind: str, one_layout: bool) -> float:
         """Log half-width per unit of distance for a prediction of ``kind`` (the widest where no kind's own)."""

@@ -153,7 +153,6 @@ def ranks_per_node(model: ModelLinks) -> int:
     return max((w // n for w, n in model.fitted if n > 1), default=0)
 
 
-
 def unknown_tree_bytes(model: ModelLinks, world: int, nodes: int) -> LinkCost | None:
     """The inter-node link read with the double binary tree's bytes, where the inputs cannot say whether
     the fitted all-reduce ran NCCL's tree or its ring across nodes: None when they can.
@@ -164,15 +163,22 @@ def unknown_tree_bytes(model: ModelLinks, world: int, nodes: int) -> LinkCost | 
     Fits at several layouts choose per regime; a system description chooses only where the ring's
     bytes could not have gone through its NICs (:func:`tree_bytes_on_nics`).
     """
+    fitted = _tree_or_ring(model)
+    if fitted is None or nodes == fitted[1]:
+        return None
+    assert model.inter is not None
+    return as_double_tree(model.inter, *fitted)
+
+
+def _tree_or_ring(model: ModelLinks) -> tuple[int, int] | None:
+    """The one (world, nodes) an all-reduce's crossing was fitted at, where its regimes cannot tell NCCL's
+    tree from its ring (all ``tree``: the ring's bytes, a tie); None otherwise."""
     inter = model.inter
     layouts = {(w, n) for w, n in model.fitted if n > 1}
-    if (inter is None or inter.is_preset or inter.is_described or len(layouts) != 1
-            or model.schedule != "ring" or model.collective != "allreduce"):
+    if (inter is None or inter.is_preset or inter.is_described or len(layouts) != 1 or model.schedule != "ring"
+            or model.collective != "allreduce" or not all(r.algorithm == "tree" for r in inter.all_regimes())):
         return None
-    ((w0, n0),) = layouts
-    if nodes == n0 or not all(r.algorithm == "tree" for r in inter.all_regimes()):
-        return None
-    return as_double_tree(inter, w0, n0)
+    return next(iter(layouts))
 
 
 def as_double_tree(inter: LinkCost, world: int, nodes: int) -> LinkCost:
@@ -188,13 +194,10 @@ def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost |
     """With the node's NICs described: an ambiguous all-reduce crossing (see :func:`unknown_tree_bytes`)
     read with the tree's bytes where the ring's would need more than the NICs carry (no ring can), else
     None (either reading fits the NICs, and the prediction stays between them; or it is not ambiguous)."""
-    inter = model.inter
-    layouts = {(w, n) for w, n in model.fitted if n > 1}
-    if (inter is None or inter.is_preset or inter.is_described or len(layouts) != 1 or model.schedule != "ring"
-            or model.collective != "allreduce" or not all(r.algorithm == "tree" for r in inter.all_regimes())):
+    fitted = _tree_or_ring(model)
+    if fitted is None or model.inter is None or model.inter.busbw_Bps <= nic_Bps_per_node:
         return None
-    ((w0, n0),) = layouts
-    return as_double_tree(inter, w0, n0) if inter.busbw_Bps > nic_Bps_per_node else None
+    return as_double_tree(model.inter, *fitted)
 
 
 def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread
+from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread, family
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
 from pybench.model.crossing import as_double_tree
 from pybench.model.link_presets import get_preset
@@ -315,11 +315,7 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
         return float(np.exp(np.mean(np.log(values)))) if values else 1.0
 
     pooled = [c.efficiency for c in cases]
-    return {f: mean([c.efficiency for c in cases if _family(c.collective) == f] or pooled) for f in FAMILIES}
-
-
-def _family(collective: str) -> str:
-    return "allreduce" if collective == "allreduce" else "ring"
+    return {f: mean([c.efficiency for c in cases if family(c.collective) == f] or pooled) for f in FAMILIES}
 
 
 def _crossing_half_widths(cases: Sequence[SystemCase]) -> tuple[float, float]:
@@ -330,7 +326,7 @@ def _crossing_half_widths(cases: Sequence[SystemCase]) -> tuple[float, float]:
         rest = [c for c in cases if c.group != case.group]
         if not rest:
             continue
-        efficiency = _efficiencies(rest)[_family(case.collective)]
+        efficiency = _efficiencies(rest)[family(case.collective)]
         bandwidth = max(bandwidth, abs(math.log(case.efficiency / efficiency)))
         latency = max(latency, abs(math.log(case.latency_s / float(np.median([c.latency_s for c in rest])))))
     return bandwidth, latency
