@@ -226,6 +226,9 @@ class TopologyModel:
         """
         asked = nodes
         _check_layout(world, nodes)
+        if world < 2:  # nothing crosses a link: the cost shape has no steps to price
+            raise UsageError(f"world {world}: a collective over one rank moves nothing between ranks, so the "
+                             f"topology model has nothing to price; give --world 2 or more")
         if self.system is not None and self.hosts_per_node == 1:
             self.system.check_layout(world, nodes)
         nodes = self.network_nodes(world, nodes) if nodes_are_hosts else nodes

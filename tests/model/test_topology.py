@@ -187,6 +187,8 @@ def test_bad_layouts_and_missing_link_classes_are_one_line_usage_errors():
     model = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
     with pytest.raises(UsageError, match="not divisible"):
         model.predict(1 << 20, 12, 5)
+    with pytest.raises(UsageError, match="world 1: a collective over one rank.*--world 2"):
+        model.predict(1 << 20, 1, 1)  # was a ZeroDivisionError
     with pytest.raises(UsageError, match="no inter-node parameters.*--link"):
         model.predict(1 << 20, 16, 2)
     with pytest.raises(UsageError, match="unknown link preset 'nvlink9'"):
