@@ -200,6 +200,7 @@ def write_json(path: str | os.PathLike, doc: Any) -> None:
 def refuse_existing(path: str | os.PathLike, force: bool) -> None:
     """One-line error when ``path`` exists and the user did not pass --force, or cannot be written."""
     p = Path(path)
+    refuse_non_regular(p)  # before any work: --force replaces a file, never a device, FIFO or link
     try:
         if p.is_dir():
             raise UsageError(f"{p} is a folder; give a file name")

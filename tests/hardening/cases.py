@@ -18,7 +18,7 @@ makes them fail until they are taken off the list.
 from __future__ import annotations
 
 MODEL = "{fix}/model_v1_allreduce.json"
-RESULT = "{fix}/pybench_result_allreduce_mpi2.json"
+RESULT = "{fix}/cpu_mpi2_allreduce.json"  # a complete result: the corpus must reach the hostile part
 COMPUTE = "{fix}/compute_profile_v1.json"
 RUN = ["allreduce", "--sizes", "1K", "--iters", "5", "--backend", "mpi"]  # a two-rank run of a second
 
