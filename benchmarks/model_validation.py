@@ -52,12 +52,17 @@ predictions are scored from 1 MiB up. What each kind means:
 - *system description*: each 2-node log predicted from its system description (NICs per node and
   rate) and, for the A100 node, the one-node A100 table at 8 GPUs; the other nodes were never
   measured alone, so their links inside the node are the description's nominal rate. A crossing
-  priced on a measured node keeps that node's protocol regimes, so its interval is only as wide as
-  NIC efficiency and crossing latency vary between the other systems (`crossing_*`); without a
-  measured node the middle sizes are unknown too (`described_*`). Only the A100 log has a
-  measured node: a100-oci-2x8 is the row of that case. A described all-reduce crosses the nodes
-  by NCCL's tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many),
-  so `nic_efficiency` is what the NICs carry, not a bus bandwidth;
+  priced on a measured node keeps that node's protocol regimes, so the latency part of its interval
+  is only as wide as the latency per step across nodes varies between the other systems
+  (`crossing_latency_half_width`); without a measured node the middle sizes are unknown too
+  (`described_latency_half_width`). Only the A100 log has a measured node: a100-oci-2x8 is the row
+  of that case. A crossing's latency is priced per step of its schedule (a ring's p-1 steps, a
+  tree's levels): `crossing_step_latency_s`. A described all-reduce crosses the nodes by NCCL's
+  tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
+  `nic_efficiency` is what the NICs carry, not a bus bandwidth; where GPUs share NICs (Polaris:
+  four GPUs, two NICs) the logs cannot say whether NCCL picks its tree or its ring, the prediction
+  lies between the two readings with that span in the interval, and such a log chooses no
+  efficiency;
 - *preset*: the same 2-node logs predicted from link presets alone, as `--link` gives them without a
   description: one of the node's NICs (`eth-100g`, `eth-200g`, `eth-400g`: one port per node) and,
   where no node was measured, its GPUs' links (`nvlink3/4/5`). A preset cannot say how many ports a

@@ -200,7 +200,6 @@ def write_json(path: str | os.PathLike, doc: Any) -> None:
 def refuse_existing(path: str | os.PathLike, force: bool) -> None:
     """One-line error when ``path`` exists and the user did not pass --force, or cannot be written."""
     p = Path(path)
-    refuse_non_regular(p)  # before any work: --force replaces a file, never a device, FIFO or link
     try:
         if p.is_dir():
             raise UsageError(f"{p} is a folder; give a file name")
@@ -218,6 +217,7 @@ def refuse_existing(path: str | os.PathLike, force: bool) -> None:
     if len(os.fsencode(p.name)) > limit:
         raise UsageError(f"cannot write {_shown(p)}: its name is longer than the {limit} bytes the file system "
                          f"allows; choose a shorter name")
+    refuse_non_regular(p)  # before any work: --force replaces a file, never a device, FIFO or link
 
 
 # errno values that say the path given cannot be used (bad input: choose another), as opposed

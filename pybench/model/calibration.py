@@ -22,9 +22,9 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
   measurement, how far real multi-node logs fall from what their description says: its bandwidth
   part (the NICs' efficiency) weighs with the share of the time the bytes take, its latency part
   with the rest. Where the crossing is priced on a measured node's protocol regimes, their shape
-  is measured: the bandwidth part is only how far the NICs' efficiency varies between systems, the
-  latency part how far a crossing's latency does. Without a measured node (or with a preset) the
-  shape is unknown too, and both parts are how far real logs fall from their description;
+  is measured: the latency part is only how far a crossing's latency per step varies between
+  systems. Without a measured node (or with a preset) the shape is unknown too, and the latency
+  part is how far real logs fall from their description where latency rules;
 * ``span``: what the inputs cannot determine at all. A link fitted at one layout cannot tell a
   per-call latency from a per-step one (both are constant there); at another layout the two
   readings part. Across nodes the per-step reading is taken (NCCL's cost model charges a network
@@ -74,18 +74,18 @@ class Calibration:
     reach it, in the bytes a described crossing prices (an all-reduce: the tree's, S per node on two
     nodes; a ring: 2(p-1)/p S)."""
     described_bandwidth_half_width: float
-    """Log half-width of a described (or preset) link's bandwidth: how far NIC efficiency varies."""
+    """Log half-width of a described (or preset) link's bandwidth: how far real logs fall from what their
+    NICs' rate at the calibrated efficiency says, whether or not the node was measured (the largest sizes
+    cross at the NICs' pace either way)."""
     described_latency_half_width: float
     """Log half-width of a described link's latency part without a measured node: how far real logs
     fall from the description where latency and the unmeasured protocol shape rule."""
-    crossing_bandwidth_half_width: float
-    """Log half-width of the bandwidth part of a crossing priced on a measured node's regimes: how far
-    the NICs' efficiency varies between systems."""
     crossing_latency_half_width: float
     """Log half-width of the latency part of a crossing priced on a measured node's regimes: how far the
     latency of a crossing varies between systems."""
-    inter_latency_s: float
-    """Least per-call latency of an operation across nodes, for an inter-node link from a description."""
+    crossing_step_latency_s: float
+    """Least latency of one step of the schedule across nodes (a level of NCCL's tree, a step of its ring),
+    for an inter-node link from a description: a ring over more ranks pays it more often."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -100,8 +100,8 @@ class Calibration:
             raise FileFormatError(f"{source}: not a JSON object")
         try:
             numbers = {k: float(d[k]) for k in ("described_bandwidth_half_width", "described_latency_half_width",
-                                                 "crossing_bandwidth_half_width", "crossing_latency_half_width",
-                                                 "inter_latency_s")}
+                                                 "crossing_latency_half_width",
+                                                 "crossing_step_latency_s")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): float(v) for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}
@@ -132,10 +132,8 @@ class Calibration:
         """Log half-width of a 95% interval (see the module text)."""
         widening = self.widening(kind, one_layout)
         share = min(max(bandwidth_share, 0.0), 1.0)
-        if shape_measured:
-            bandwidth, latency = self.crossing_bandwidth_half_width, self.crossing_latency_half_width
-        else:
-            bandwidth, latency = self.described_bandwidth_half_width, self.described_latency_half_width
+        bandwidth = self.described_bandwidth_half_width
+        latency = self.crossing_latency_half_width if shape_measured else self.described_latency_half_width
         unmeasured = (share * bandwidth + (1.0 - share) * latency) if described else 0.0
         return span + math.hypot(Z95 * local, widening * distance, unmeasured)
 

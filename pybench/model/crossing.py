@@ -201,20 +201,38 @@ def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost |
 
 
 def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
-                       calibration: Calibration) -> LinkCost:
+                       calibration: Calibration, by_ring: bool = False) -> LinkCost:
     """The inter-node link of a node from its description: the node's protocol regimes, each at most
-    at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and at least
-    at the latency of a crossing (:mod:`pybench.model.calibration`); an all-reduce priced with the
-    tree's bytes, the ones NCCL's tree sends through a node's NICs."""
-    algorithm = crossing_algorithms(schedule, collective)[-1]
-    efficiency = calibration.efficiency(collective)
+    at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach), each step of the
+    schedule across nodes at least as slow as a network step (:mod:`pybench.model.calibration`); an
+    all-reduce priced with the tree's bytes, the ones NCCL's tree sends through a node's NICs, or with
+    ``by_ring`` the ring's, at the efficiency rings reach (see :func:`tree_or_ring_undescribed`)."""
+    algorithm = "tree" if by_ring else crossing_algorithms(schedule, collective)[-1]
+    efficiency = calibration.nic_efficiency["ring"] if by_ring else calibration.efficiency(collective)
     cap = efficiency * system.nic_Bps_per_node
     label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
              f"per node at {efficiency:.2f} of their rate")
     # every protocol keeps its share of the bandwidth regime's rate: LL at half of Simple's on NVLink
     # is at half of it through the NICs too
     scale = min(1.0, cap / intra.busbw_Bps)
-    regimes = [dataclasses.replace(r, base_s=max(r.base_s, calibration.inter_latency_s),
+    # The latency per step, not per call: a ring over 16 ranks waits on the network 15 times, a tree
+    # across 2 nodes twice, and the logs of different systems agree better per step than per call.
+    # It was calibrated as a whole 2-node crossing's latency, which holds the node's own per-call part:
+    # on two full nodes the latency is the larger of the node's and the crossing's, not their sum.
+    step = calibration.crossing_step_latency_s
+    hops = crossing_terms(schedule, collective, 1.0, 2 * system.gpus_per_node, 2, algorithm)[0]
+    regimes = [dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0), step_s=max(r.step_s, step),
                                    busbw_Bps=r.busbw_Bps * scale, label=label, algorithm=algorithm)
                for r in intra.all_regimes()]
     return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
+
+
+def tree_or_ring_undescribed(collective: str, schedule: str, system: SystemDescription) -> bool:
+    """Whether a described all-reduce crossing may run NCCL's ring rather than its tree.
+
+    The logs of nodes that give every GPU a NIC of its own (or several) carry more than the ring's
+    bytes could through those NICs: NCCL ran the tree there. Where GPUs share NICs, the logs seen so far
+    are too few to say which NCCL picks, so the prediction lies between the tree's reading and the
+    ring's, with that span in the interval.
+    """
+    return collective == "allreduce" and schedule == "ring" and system.nics_per_node < system.gpus_per_node

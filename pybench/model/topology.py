@@ -52,6 +52,7 @@ from pybench.model.crossing import (
     described_crossing,
     nvlink_domain_ranks,
     tree_bytes_on_nics,
+    tree_or_ring_undescribed,
     unknown_nic_share,
     unknown_tree_bytes,
 )
@@ -235,7 +236,8 @@ class TopologyModel:
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
-        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share)
+        calibration = calibration or load_calibration()
+        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, calibration)
         links = self._links_label(nodes)
         if nodes > 1 and not self.inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
             links += ("; fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
@@ -252,11 +254,14 @@ class TopologyModel:
                       f"; NICs per rank unknown at {per_node} ranks per node (fitted at "
                       f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
                       f"in the interval; give --system NAME|FILE to say")
+        if self._ring_reading(world, nodes, calibration) is not None:
+            links += ("; GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, in "
+                      "the interval; a 2-node measurement tells them apart")
         why = self._undetermined(world, nodes)
         if why:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, spread.kind, links, regime, why, spread)
-        half = spread.half_width(calibration or load_calibration())
+        half = spread.half_width(calibration)
         return TopologyPrediction(int(size_bytes), world, asked, time_s, time_s * math.exp(-half),
                                   time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime,
                                   spread=spread)
@@ -265,8 +270,17 @@ class TopologyModel:
         across = nodes > 1 and not self.inside_nvlink_domain(world)
         return unknown_nic_share(self, world, nodes, sharing) if across else None
 
-    def _estimate(self, size: float, world: int, nodes: int, sharing: int,
-                  nic_share: float | None = None) -> tuple[float, str, str, Spread]:
+    def _ring_reading(self, world: int, nodes: int, calibration: Calibration) -> LinkCost | None:
+        """The described crossing read with the ring's bytes, where the description cannot say which NCCL
+        runs (:func:`~pybench.model.crossing.tree_or_ring_undescribed`); None elsewhere."""
+        if (nodes < 2 or self.inside_nvlink_domain(world) or self.system is None or self.intra is None
+                or self.inter is None or not self.inter.is_described
+                or not tree_or_ring_undescribed(self.collective, self.schedule, self.system)):
+            return None
+        return described_crossing(self.collective, self.schedule, self.intra, self.system, calibration, by_ring=True)
+
+    def _estimate(self, size: float, world: int, nodes: int, sharing: int, nic_share: float | None,
+                  calibration: Calibration) -> tuple[float, str, str, Spread]:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.
 
         Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
@@ -295,6 +309,10 @@ class TopologyModel:
         tree = unknown_tree_bytes(self, world, nodes) if across else None
         if tree is not None:  # the tree's bytes or the ring's: neither reading is favoured
             other = time_s * dataclasses.replace(self, inter=tree)._time(size, world, nodes, sharing)[0] / fitted_s
+            time_s, span = math.sqrt(time_s * other), span + abs(math.log(other / time_s)) / 2.0
+        ring = self._ring_reading(world, nodes, calibration) if across else None
+        if ring is not None:  # a described all-reduce by NCCL's tree or its ring: neither is favoured
+            other = time_s * dataclasses.replace(self, inter=ring)._time(size, world, nodes, sharing)[0] / fitted_s
             time_s, span = math.sqrt(time_s * other), span + abs(math.log(other / time_s)) / 2.0
         if nic_share is not None:  # NICs shared, or one per rank: neither reading is favoured
             railed = self._latency_readings(size, world, nodes, sharing, nic_share)

@@ -17,14 +17,15 @@ datasets say, none by hand:
   the widest of any kind; fits at one layout and at several are chosen apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of what the
   fitted inter-node link carries through a node's NICs, in the bytes a described crossing is priced
-  with (an all-reduce in the tree's, whichever NCCL ran), over what the description's NICs carry;
-* the latency a crossing adds: the median of the datasets' fitted small-size inter-node latency;
+  with (an all-reduce in the tree's), over what the description's NICs carry; an all-reduce on
+  GPUs that share NICs, which NCCL may cross by its ring, chooses neither;
+* the latency of one step across nodes: the median over datasets of the fitted small-size inter-node
+  latency divided by the steps of the schedule that crossed (a ring's p-1, a tree's levels);
 * the half-width of a described link: by an inner leave-one-out over the calibration datasets,
   the 95th percentile of each one's error beyond its other terms, the largest over datasets;
-* the half-widths of a crossing priced on a measured node's regimes: by the same inner
-  leave-one-out, how far each dataset's NIC efficiency lies from the mean of the others' of its
-  family (bandwidth), and its fitted small-size inter-node latency from the median of the
-  others' (latency), the largest over datasets.
+* the latency half-width of a crossing priced on a measured node's regimes (its bandwidth part is
+  the described one): how far each dataset's latency per step across nodes lies from the median
+  of the others', the largest over datasets.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import brentq
 
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread, family
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
-from pybench.model.crossing import as_double_tree
+from pybench.model.crossing import as_double_tree, tree_or_ring_undescribed
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
@@ -53,6 +55,7 @@ from pybench.model.topology import (
     TopologyModel,
 )
 from pybench.model.topology_fit import fit_topology, observations_from
+from pybench.model.topology_schedules import crossing_terms
 
 LEAVE_ONE_SIZE_OUT = "leave one size out"
 VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
@@ -93,12 +96,16 @@ class SystemCase:
     observations: tuple[Observation, ...]
     efficiency: float
     """What the fitted inter-node link carries through a node's NICs / (NICs x rate), for calibration."""
-    latency_s: float
-    """Fitted small-size inter-node latency."""
+    step_latency_s: float
+    """Fitted small-size inter-node latency per step of the schedule that crossed."""
     preset: str = ""
     """The link preset of one of its NICs (a user's ``--link`` without a description)."""
     intra_preset: str = ""
     """The preset of its GPUs' links, where no node was measured."""
+    tree_or_ring: bool = False
+    """An all-reduce whose description cannot say whether NCCL crosses by its tree or its ring
+    (:func:`~pybench.model.crossing.tree_or_ring_undescribed`): it chooses no family's efficiency, as
+    which one it belongs to is unknown."""
 
     def _base(self) -> TopologyModel:
         return self.node_model or TopologyModel(self.collective, "ring", None, None, ((2, 1),), (1, 1 << 40))
@@ -265,9 +272,31 @@ def system_cases(data: Path) -> list[SystemCase]:
         if collective == "allreduce":  # in the bytes a described all-reduce is priced with: the tree's
             ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
             inter = as_double_tree(inter, w0, n0)
-        cases.append(SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
-                                inter.all_regimes()[0].base_s, preset, intra))
+        first = inter.all_regimes()[0]
+        (w0, n0), = {(o.world, o.nodes) for o in obs if o.nodes > 1}
+        hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
+        case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
+                          (first.base_s + hops * first.step_s) / hops, preset, intra,
+                          tree_or_ring_undescribed(collective, "ring", load_system(system)))
+        cases.append(dataclasses.replace(case, efficiency=_matching_efficiency(case)))
     return cases
+
+
+def _matching_efficiency(case: SystemCase) -> float:
+    """The NIC efficiency at which the case's own description meets its log: the median log error of its
+    points whose bytes take most of the time is zero. The fitted bandwidth regime's rate is what the
+    largest sizes reach; NCCL gets there only at the top of the sweep, and the scored sizes run below it.
+    Where no efficiency meets the log (the node's own links are the slower), the fitted rate's."""
+    def median_error(efficiency: float) -> float:
+        calibration = Calibration(dict.fromkeys(EXTRAPOLATED_KINDS, 0.0), dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
+                                  dict.fromkeys(FAMILIES, efficiency), 0.0, 0.0, 0.0, case.step_latency_s)
+        points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
+        return float(np.median([p.error for p in points])) if points else 0.0
+
+    low, high = case.efficiency / 4.0, case.efficiency * 4.0
+    if median_error(low) <= 0.0 or median_error(high) >= 0.0:
+        return case.efficiency
+    return float(brentq(median_error, low, high, xtol=1e-4))
 
 
 # -- calibration --------------------------------------------------------------------------------------------
@@ -300,8 +329,8 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     for kind in EXTRAPOLATED_KINDS:
         if len(systems.get(kind, ())) < 2:
             several[kind], one[kind] = widest, widest
-    latency = float(np.median([c.latency_s for c in cases])) if cases else 0.0
-    base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, *_crossing_half_widths(cases), latency,
+    latency = float(np.median([c.step_latency_s for c in cases])) if cases else 0.0
+    base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), latency,
                        tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases})))
     bandwidth, latency_half = _described_half_widths(cases, base)
     return dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
@@ -314,22 +343,20 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     def mean(values: list[float]) -> float:
         return float(np.exp(np.mean(np.log(values)))) if values else 1.0
 
-    pooled = [c.efficiency for c in cases]
-    return {f: mean([c.efficiency for c in cases if family(c.collective) == f] or pooled) for f in FAMILIES}
+    known = [c for c in cases if not c.tree_or_ring]
+    pooled = [c.efficiency for c in known]
+    return {f: mean([c.efficiency for c in known if family(c.collective) == f] or pooled) for f in FAMILIES}
 
 
-def _crossing_half_widths(cases: Sequence[SystemCase]) -> tuple[float, float]:
-    """(bandwidth, latency) log half-widths of a crossing on a measured node's regimes: how far a
-    system's NIC efficiency and crossing latency lie from what the other systems say (the largest)."""
-    bandwidth, latency = 0.0, 0.0
+def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
+    """Log half-width of the latency part of a crossing on a measured node's regimes: how far a system's
+    latency per step across nodes lies from the median of the other systems' (the largest)."""
+    latency = 0.0
     for case in cases:
-        rest = [c for c in cases if c.group != case.group]
-        if not rest:
-            continue
-        efficiency = _efficiencies(rest)[family(case.collective)]
-        bandwidth = max(bandwidth, abs(math.log(case.efficiency / efficiency)))
-        latency = max(latency, abs(math.log(case.latency_s / float(np.median([c.latency_s for c in rest])))))
-    return bandwidth, latency
+        rest = [c.step_latency_s for c in cases if c.group != case.group]
+        if rest:
+            latency = max(latency, abs(math.log(case.step_latency_s / float(np.median(rest)))))
+    return latency
 
 
 BANDWIDTH_BOUND, LATENCY_BOUND = 0.95, 0.5
@@ -348,7 +375,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
     for group in groups:
         rest = [c for c in cases if c.group != group]
         inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest),
-                                    inter_latency_s=float(np.median([c.latency_s for c in rest])))
+                                    crossing_step_latency_s=float(np.median([c.step_latency_s for c in rest])))
         for case in (c for c in cases if c.group == group):
             for p in case.points(inner):
                 assert p.spread is not None

@@ -233,12 +233,12 @@ def test_ccr_and_plan_take_a_system_description(tmp_path, capsys):
 
 
 def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_vary_not_more():
-    """With the node measured, the crossing keeps its protocol shape: the interval's described part is
-    the spread of NIC efficiency and crossing latency between systems; without a node (nominal fabric)
-    or with a preset NIC the shape is unknown too, and the described part is the wider one."""
+    """With the node measured, the crossing keeps its protocol shape: the latency part of the interval is
+    the spread of the latency per step between systems; without a node (nominal fabric) or with a preset
+    NIC the shape is unknown too, and that part is the wider one. The bytes cross at the NICs' pace
+    either way: the bandwidth part is the same."""
     calibration = load_calibration()
     assert calibration.crossing_latency_half_width < calibration.described_latency_half_width
-    assert calibration.crossing_bandwidth_half_width <= calibration.described_bandwidth_half_width
     measured = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
     nominal = TopologyModel("allreduce", "ring", None, None, ((2, 1),), (1, 1 << 40)).with_system(
         load_system("dgx-h100"))
@@ -252,7 +252,7 @@ def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_var
                                           shape_measured=True)
         assert math.log(on_node.high_s / on_node.time_s) == pytest.approx(expected)
         wider = calibration.half_width(s.kind, s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span)
-        assert expected < wider
+        assert expected <= wider and (expected < wider or s.bandwidth_share == 1.0)
     # inside the node nothing is described: no described part at all
     assert not measured.predict(1 << 20, 8, 1).spread.described
 
