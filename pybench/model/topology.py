@@ -256,7 +256,7 @@ class TopologyModel:
                       f"in the interval; give --system NAME|FILE to say")
         if self._ring_reading(world, nodes, calibration) is not None:
             links += ("; GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, in "
-                      "the interval; a 2-node measurement tells them apart")
+                      "the interval; a measurement across nodes replaces this reading")
         why = self._undetermined(world, nodes)
         if why:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,

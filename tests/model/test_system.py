@@ -278,3 +278,20 @@ def test_fewer_ranks_per_node_than_fitted_leaves_the_nics_they_drive_open_withou
     assert "unknown at 4 ranks per node (fitted at 8)" in fitted.predict(size, 2, 2, sharing=4).links
     both = fit_topology("allreduce", _sweep(16, 2, alpha=40e-6, bw=180e9) + _sweep(4, 2, alpha=30e-6, bw=45e9))
     assert "NICs per rank unknown" not in both.predict(size, 2, 2).links
+
+
+def test_a_described_crossing_pays_a_network_step_at_every_step_of_its_schedule():
+    """A ring over every rank waits on the network at each of its p-1 steps, NCCL's tree at each level
+    between nodes: the latency of a described crossing grows with those steps, from the whole 2-node
+    crossing's latency the calibration was chosen on (the node's own per-call part held inside it)."""
+    step = load_calibration().crossing_step_latency_s
+    node = fit_topology("allgather", [Observation(float(s), 8, 1, 10e-6 + 7 / 8 * s / 200e9)
+                                      for s in (2.0 ** k for k in range(10, 31))])
+    model = node.with_system(load_system("dgx-h100"))
+    tiny = 1 << 10
+    full, sparse = model.predict(tiny, 16, 2).time_s, model.predict(tiny, 4, 2).time_s
+    assert full - sparse == pytest.approx((15 - 3) * step, rel=0.05)  # a 16-rank ring against a 4-rank one
+    assert full == pytest.approx(max(10e-6, 15 * step), rel=0.05)
+    tree = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
+    two, sixteen = tree.predict(tiny, 16, 2).time_s, tree.predict(tiny, 128, 16).time_s
+    assert sixteen - two == pytest.approx((8 - 2) * step, rel=0.05)  # 2 ceil(log2 nodes) levels

@@ -12,7 +12,8 @@ import math
 
 import pytest
 
-from pybench.model.crossing import as_double_tree, unknown_tree_bytes
+from pybench.model.calibration import load_calibration
+from pybench.model.crossing import as_double_tree, described_crossing, unknown_tree_bytes
 from pybench.model.system import load_system
 from pybench.model.topology import Observation
 from pybench.model.topology_fit import fit_topology
@@ -99,3 +100,32 @@ def test_a_fit_across_nodes_has_no_pipeline_fill():
     obs = _sweep(32, 8, 31 / 32, 50e9) + _sweep(1024, 256, 1023 / 1024, 50e9)
     model = fit_topology("allgather", obs)
     assert all(r.extra_steps == 0.0 for r in model.inter.all_regimes())
+
+
+@pytest.mark.parametrize("system, shared", [("aws-p4d", True), ("alcf-polaris", True), ("aws-p5", False),
+                                            ("dgx-h100", False)])
+def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_and_the_ring(system, shared):
+    """Nodes with a NIC per GPU (or more) ran NCCL's tree in the logs (more than the ring's bytes went
+    through their NICs); where GPUs share NICs nothing in a description says which NCCL picks: the
+    prediction is the geometric mean of the two readings and its interval holds both."""
+    described = load_system(system)
+    per_node = min(described.gpus_per_node, 8)
+    node = fit_topology("allreduce", [Observation(s, per_node, 1, 20e-6 + 2 * (per_node - 1) / per_node * s / 200e9)
+                                      for s in SIZES])
+    model = node.with_system(described)
+    assert (model.inter is not None and model.intra is not None and model.system is not None)
+    calibration = load_calibration()
+    tree, ring = (dataclasses.replace(model, system=None, inter=described_crossing(
+        "allreduce", "ring", model.intra, model.system, calibration, by_ring=by_ring)) for by_ring in (False, True))
+    for nodes in (2, 16):
+        world = nodes * per_node
+        p = model.predict(1 << 30, world, nodes)
+        by_tree, by_ring = tree.predict(1 << 30, world, nodes).time_s, ring.predict(1 << 30, world, nodes).time_s
+        assert ("GPUs share the described NICs" in p.links) == shared
+        if shared:
+            assert p.time_s == pytest.approx(math.sqrt(by_tree * by_ring), rel=1e-9)
+            assert p.low_s < min(by_tree, by_ring) and p.high_s > max(by_tree, by_ring)
+            if nodes == 2:  # S through each node's NICs for the tree, 2(p-1)/p S for the ring
+                assert by_ring > 1.2 * by_tree
+        else:
+            assert p.time_s == pytest.approx(by_tree, rel=1e-9)
