@@ -109,6 +109,13 @@ def get_collective(name: str) -> Collective:
         raise UsageError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}") from None
 
 
+def busbw_factor(collective: str, world: int | None) -> float:
+    """busbw / algbw of ``collective`` on ``world`` ranks: 1 for point-to-point, anything not in the table
+    and an unknown world (send/recv's)."""
+    c = COLLECTIVES.get(collective)
+    return c.busbw_factor(world) if c is not None and world else 1.0
+
+
 def canonical_dtype(name: str) -> str:
     """Map a dtype name or alias (fp16, bf16, ...) to its canonical name."""
     key = name.strip().lower()

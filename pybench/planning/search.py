@@ -8,10 +8,8 @@ Dimensions, all of them weighed (issue 25):
   its groups inside one node; one that does not (tp 5 of 40 heads on nodes of 8) runs, once the world
   spans nodes, as many ranks per node as whole groups fit (5 of 8), the other GPUs idle
   (``pybench.planning.strategies.make_layout``): what a Megatron or NeMo user launches.
-- pipeline depths: for every size of the largest stage, ceil(L / p) layers, the fewest stages that give it
-  (3 for 11 of 32 layers, not 4 to 5 of the same 11...: the step's pace is the largest stage's, so a deeper
-  pipeline with the same largest stage needs more devices, more memory in flight and a longer bubble for
-  no faster step). Depths need not be powers of two.
+- pipeline depths: for every size of the largest stage, the fewest stages that give it (the step's pace
+  is the largest stage's; a deeper pipeline with it is no faster). Depths need not be powers of two.
 - world: every device count up to ``EVERY_DEVICE_COUNT_UP_TO_NODES`` nodes (part of a node included:
   12 devices on nodes of 8), then every whole-node count up to ``EVERY_NODE_COUNT_UP_TO`` nodes, then
   whole nodes doubling, up to ``max_world``.

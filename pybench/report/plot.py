@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybench.collectives import COLLECTIVES
+from pybench.collectives import busbw_factor
 from pybench.errors import BackendUnavailable, UsageError
 from pybench.measure.results import RunResult
 from pybench.sizes import format_size
@@ -122,18 +122,13 @@ def series_label(result: RunResult, source: str | None = None) -> str:
     return mpl_text(f"{label} ({source})" if source else label)
 
 
-def _busbw_factor(collective: str, world: int | None) -> float:
-    c = COLLECTIVES.get(collective)
-    return c.busbw_factor(world) if c is not None and world else 1.0
-
-
 def model_curve(model, world: int | None = None, points: int = 200) -> dict:
     """Model line and 95% band on a log grid over its measured sizes: sizes, time, low, high, busbw and band."""
     lo, hi = max(model.size_min_bytes, 1), max(model.size_max_bytes, 1)
     sizes = np.geomspace(lo, hi, points) if hi > lo else np.array([float(lo)])
     pred = model.predict(sizes, world=world)
     w = pred.world if pred.world else model.world_size
-    factor = _busbw_factor(model.collective, w)
+    factor = busbw_factor(model.collective, w)
     t, t_lo, t_hi = (np.asarray(x, dtype=float) for x in (pred.time_s, pred.time_low_s, pred.time_high_s))
     with np.errstate(divide="ignore", invalid="ignore"):
         bus = np.where(t > 0, sizes / t / 1e9 * factor, np.nan)
@@ -319,7 +314,7 @@ def log_series(m, label: str) -> Series:
     lo = np.asarray(m.time_low_s, dtype=float)[order] if m.time_low_s is not None else t
     hi = np.asarray(m.time_high_s, dtype=float)[order] if m.time_high_s is not None else t
     ok = np.isfinite(t) & (t > 0)
-    factor = _busbw_factor(m.collective, m.world_size)
+    factor = busbw_factor(m.collective, m.world_size)
     return Series(label=label, collective=m.collective, world_size=m.world_size or 0, size_bytes=size[ok],
                   time_s=t[ok], time_p5_s=np.where(np.isfinite(lo[ok]), lo[ok], t[ok]),
                   time_p95_s=np.where(np.isfinite(hi[ok]), hi[ok], t[ok]), busbw_gbps=size[ok] / t[ok] / 1e9 * factor)
