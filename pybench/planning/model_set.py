@@ -13,7 +13,7 @@ import importlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from pybench.errors import BackendUnavailable, FileFormatError, UsageError
 from pybench.planning.topology_models import TopologyCollective, topology_collectives
@@ -148,7 +148,8 @@ class ModelSet:
 
         return min(cands, key=lambda m: (m.link_class is None, distance(m)))
 
-    def _direct(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime | None:
+    def _direct(self, collective: str, size_bytes: float, world: int, link_class: str,
+                nodes: int | None = None) -> CommTime | None:
         model = self._pick(collective, link_class, world)
         if model is None:
             return None
@@ -157,8 +158,10 @@ class ModelSet:
             self._note(f"{collective} model of unknown link class used for {link_class} links "
                        f"(fit one per link class for a better answer)")
         if getattr(model, "any_world", False):
-            pred = model.predict(size_bytes, world=world)
+            pred = cast(Any, model).predict(size_bytes, world=world, nodes=nodes)  # a topology model: any layout
             where = f"{collective} {getattr(model, 'label', 'topology model')} at {world} ranks"
+            if nodes:
+                where += f" on {nodes} nodes"
             self._note(f"{collective} over {link_class} links from the {getattr(model, 'label', 'topology model')}")
         elif model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
@@ -178,9 +181,11 @@ class ModelSet:
         t = float(pred.time_s)
         return CommTime(t, float(getattr(pred, "time_low_s", t)), float(getattr(pred, "time_high_s", t)), where)
 
-    def _derived(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime | None:
+    def _derived(self, collective: str, size_bytes: float, world: int, link_class: str,
+                 nodes: int | None = None) -> CommTime | None:
         for parts, why in _DERIVATIONS.get(collective, []):
-            pieces = [self._direct(pc, size_bytes, w or world, link_class) for pc, _, w in parts]
+            pieces = [self._direct(pc, size_bytes, w or world, link_class, nodes if not w else None)
+                      for pc, _, w in parts]
             found = [p.scaled(factor) for p, (_, factor, _) in zip(pieces, parts) if p is not None]
             if len(found) == len(parts):
                 self._note(f"derived {why} over {link_class} links (no {collective} model)")
@@ -188,8 +193,10 @@ class ModelSet:
                                 sum(p.time_high_s for p in found), f"derived: {why}")
         return None
 
-    def time(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime:
-        """Predicted time of one call.
+    def time(self, collective: str, size_bytes: float, world: int, link_class: str,
+             nodes: int | None = None) -> CommTime:
+        """Predicted time of one call (on ``nodes`` nodes where the caller knows them: a topology model prices
+        the tree's bytes and levels with them; by default the fewest the group can span).
 
         Raises
         ------
@@ -197,7 +204,8 @@ class ModelSet:
             When no model, direct or derived, covers the collective on this link class.
         """
         c = _norm_collective(collective)
-        found = self._direct(c, size_bytes, world, link_class) or self._derived(c, size_bytes, world, link_class)
+        found = (self._direct(c, size_bytes, world, link_class, nodes)
+                 or self._derived(c, size_bytes, world, link_class, nodes))
         if found is not None:
             return found
         if link_class == "intra-node":

@@ -127,7 +127,7 @@ class Pace:
         self.floors: dict[int, tuple[float, float]] = {}
 
     def _call(self, op: CommOp) -> float:
-        key = (op.collective, op.size_bytes, op.group_size, op.link_class)
+        key = (op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes)
         if key not in self.calls:
             try:
                 self.calls[key] = self.models.time(*key).time_s

@@ -89,7 +89,7 @@ EVERY_NODE_COUNT_UP_TO = 32
 
 
 class CachedModels(ModelSet):
-    """A ModelSet that asks its models once per (collective, size, ranks, link class), and keeps the step
+    """A ModelSet that asks its models once per (collective, size, ranks, link class, nodes), and keeps the step
     model's time of each exchange of a layout (the search prices one layout at many micro-batches).
 
     It shares the wrapped set's models and notes (notes it adds are the wrapped set's too).
@@ -97,14 +97,15 @@ class CachedModels(ModelSet):
 
     def __init__(self, inner: ModelSet) -> None:
         self.__dict__.update(inner.__dict__)
-        self._answers: dict[tuple[str, float, int, str], CommTime] = {}
+        self._answers: dict[tuple[str, float, int, str, int | None], CommTime] = {}
         # The step model's answers per layout and exchange (pybench.planning.step), kept for this search.
         self.step_cache: dict[tuple[Any, ...], Any] = {}
 
-    def time(self, collective: str, size_bytes: float, world: int, link_class: str) -> CommTime:
-        key = (collective, float(size_bytes), int(world), link_class)
+    def time(self, collective: str, size_bytes: float, world: int, link_class: str,
+             nodes: int | None = None) -> CommTime:
+        key = (collective, float(size_bytes), int(world), link_class, nodes)
         if key not in self._answers:
-            self._answers[key] = super().time(collective, size_bytes, world, link_class)
+            self._answers[key] = super().time(collective, size_bytes, world, link_class, nodes)
         return self._answers[key]
 
 

@@ -219,13 +219,13 @@ def _memo(models: ModelSet, key: tuple[Any, ...], compute: Callable[[], Any]) ->
 
 def _call_key(layout: Layout, op: CommOp) -> tuple[Any, ...]:
     """What the time of one call of ``op`` depends on (not its number of calls)."""
-    return layout, op.purpose, op.collective, op.size_bytes, op.group_size, op.link_class
+    return layout, op.purpose, op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes
 
 
 def _op_time(models: ModelSet, layout: Layout, op: CommOp) -> OpTime:
     """One kind of communication with its predicted time per call, the NICs' sharing included."""
     def compute() -> CommTime:
-        alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class)
+        alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes)
         return shared_time(models, op, op.size_bytes, alone, sharing_groups(layout, op), layout.world)
     return OpTime(op, _memo(models, ("call", *_call_key(layout, op)), compute))
 
@@ -265,7 +265,7 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
             continue
 
         def one_bucket(size: float, o: OpTime = o) -> float:
-            alone = models.time(o.op.collective, size, o.op.group_size, o.op.link_class)
+            alone = models.time(o.op.collective, size, o.op.group_size, o.op.link_class, o.op.nodes)
             return shared_time(models, o.op, size, alone, sharing_groups(layout, o.op), layout.world).time_s
         key = (*_call_key(layout, o.op), cfg.bucket_bytes, cfg.explicit_buckets)
         serial = _memo(models, ("buckets", *key),
@@ -294,7 +294,7 @@ def _latency_s(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...]) -> f
         op = o.op
         pieces = (len(bucket_sizes(op.size_bytes, cfg.bucket_bytes, cfg.explicit_buckets))
                   if cfg.overlap and op.overlaps_backward else 1)
-        alpha = min(o.call.time_s, models.time(op.collective, 1, op.group_size, op.link_class).time_s)
+        alpha = min(o.call.time_s, models.time(op.collective, 1, op.group_size, op.link_class, op.nodes).time_s)
         total += op.calls * pieces * alpha
     return total
 

@@ -261,6 +261,9 @@ class CommOp:
         ``intra-node`` or ``inter-node``.
     overlaps_backward : bool
         True for the gradient exchange, which can run in buckets under backward.
+    nodes : int
+        Nodes the group's ranks lie on, as the layout places them (1 inside a node): what the network
+        joins for it, which sets the bytes and levels of NCCL's tree across nodes.
     """
 
     purpose: str
@@ -270,6 +273,7 @@ class CommOp:
     group_size: int
     link_class: str
     overlaps_backward: bool = False
+    nodes: int = 1
 
     @property
     def bytes_per_step(self) -> int:
@@ -290,6 +294,11 @@ def _group_link(group_span_ranks: int, gpus_per_node: int) -> str:
     return INTER if group_span_ranks > gpus_per_node else INTRA
 
 
+def _nodes_of(ranks: range, gpus_per_node: int) -> int:
+    """Nodes the ranks lie on, ranks placed node by node (``gpus_per_node`` on each)."""
+    return len({r // gpus_per_node for r in ranks})
+
+
 def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
     """The communication of one step for one rank (a middle stage for ``pp``).
 
@@ -301,16 +310,16 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
     ops: list[CommOp] = []
     if s in ("ddp", "zero1", "zero2", "zero3") and layout.dp > 1:
         link = _group_link(layout.world, g)
-        n = layout.dp
+        n, spans = layout.dp, layout.nodes
         if s == "ddp":
-            ops.append(CommOp("gradients", "allreduce", P * b, 1, n, link, True))
+            ops.append(CommOp("gradients", "allreduce", P * b, 1, n, link, True, spans))
         elif s in ("zero1", "zero2"):
-            ops.append(CommOp("gradients", "reducescatter", P * b, 1, n, link, True))
-            ops.append(CommOp("parameters (after step)", "allgather", P * w, 1, n, link))
+            ops.append(CommOp("gradients", "reducescatter", P * b, 1, n, link, True, spans))
+            ops.append(CommOp("parameters (after step)", "allgather", P * w, 1, n, link, nodes=spans))
         else:
-            ops.append(CommOp("parameters (forward)", "allgather", P * w, m, n, link))
-            ops.append(CommOp("parameters (backward)", "allgather", P * w, m, n, link))
-            ops.append(CommOp("gradients", "reducescatter", P * b, m, n, link, True))
+            ops.append(CommOp("parameters (forward)", "allgather", P * w, m, n, link, nodes=spans))
+            ops.append(CommOp("parameters (backward)", "allgather", P * w, m, n, link, nodes=spans))
+            ops.append(CommOp("gradients", "reducescatter", P * b, m, n, link, True, spans))
     if s in ("tp", "tp+dp", "tp+pp+dp") and layout.tp > 1:
         # Megatron: one all-reduce after attention and one after the MLP, forward and backward,
         # for the layers this rank's pipeline stage holds.
@@ -318,21 +327,23 @@ def comm_ops(layout: Layout, work: Workload) -> tuple[CommOp, ...]:
         # A degree that does not divide the node runs whole groups per node (make_layout): never across.
         tp_link = INTER if g % layout.tp and layout.world > g else INTRA
         ops.append(CommOp("activations (tensor parallel)", "allreduce", work.activation_bytes,
-                          4 * stage_layers * m, layout.tp, tp_link))
+                          4 * stage_layers * m, layout.tp, tp_link,
+                          nodes=_nodes_of(range(layout.tp), g) if tp_link == INTER else 1))
     if s in ("pp", "tp+pp+dp") and layout.pp > 1:
         # A middle stage sends its activations forward and their gradients backward, once per
         # micro-batch; consecutive stages are tp ranks apart, so they cross nodes when tp x pp > g.
         replica = layout.tp * layout.pp
         # A replica that does not divide the node can straddle a node boundary somewhere in the world.
         link = INTER if replica > g or (g % replica and layout.world > g) else INTRA
-        ops.append(CommOp("activations (pipeline)", "sendrecv", work.activation_bytes, 2 * m, 2, link))
+        ops.append(CommOp("activations (pipeline)", "sendrecv", work.activation_bytes, 2 * m, 2, link,
+                          nodes=2 if link == INTER else 1))
     if s in ("tp+dp", "tp+pp+dp") and layout.dp > 1:
         # The DP group holds one rank per model replica (tp x pp ranks apart).
         stride = layout.tp * layout.pp
         span = (layout.dp - 1) * stride + 1
         # The largest stage's share of the parameters (ceil(L / p) of L layers), split over tp.
         ops.append(CommOp("gradients", "allreduce", P * b * math.ceil(L / layout.pp) // (L * layout.tp), 1,
-                          layout.dp, _group_link(span, g), True))
+                          layout.dp, _group_link(span, g), True, _nodes_of(range(0, span, stride), g)))
     return tuple(ops)
 
 

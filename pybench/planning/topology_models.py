@@ -44,9 +44,9 @@ class TopologyCollective:
         link = model.intra if link_class == INTRA else model.inter
         self.label = f"topology model, {link_class} {link.label}" if link is not None else "topology model"
 
-    def predict(self, size_bytes: float, world: int | None = None) -> _Prediction:
+    def predict(self, size_bytes: float, world: int | None = None, nodes: int | None = None) -> _Prediction:
         w = max(2, int(world or 2))
-        nodes = 1 if self.link_class == INTRA else _fewest_nodes(w, self.model.system)
+        nodes = 1 if self.link_class == INTRA else _fewest_nodes(w, self.model.system, nodes)
         # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time); its
         # nodes are what the network joins (an NVLink domain where the model's node is one)
         p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True, nodes_are_hosts=False)
@@ -55,12 +55,13 @@ class TopologyCollective:
         return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s))
 
 
-def _fewest_nodes(world: int, system: Any) -> int:
-    """Nodes a group of ``world`` ranks that crosses the network spans at least: two (the least that
-    crosses) or as many as the described nodes' GPUs need, a count that divides the ranks evenly
-    (one rank per node for a prime)."""
+def _fewest_nodes(world: int, system: Any, spans: int | None = None) -> int:
+    """Nodes a group of ``world`` ranks that crosses the network is priced on: the ``spans`` its layout
+    places it on where the caller knows them (the planner does), else two (the least that crosses); at
+    least as many as the described nodes' GPUs need; a count that divides the ranks evenly (one rank per
+    node for a prime)."""
     per_node = system.gpus_per_node if system is not None else world
-    least = max(2, -(-world // per_node))
+    least = max(2, -(-world // per_node), min(spans or 0, world))
     return next(n for n in range(least, world + 1) if world % n == 0)
 
 

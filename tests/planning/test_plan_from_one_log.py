@@ -131,3 +131,26 @@ def test_a_described_system_prices_groups_on_as_many_nodes_as_its_gpus_need(two_
     assert main(["plan", "--params", "70B", "--seq", "4096", "--model", two_node_model, "--tflops", "250",
                  "--system", "oci-bm-gpu4.8", "--max-world", "256"]) == 0
     assert "recommended: " in capsys.readouterr().out
+
+
+def test_a_group_is_priced_on_the_nodes_its_layout_places_it_on(two_node_model):
+    """A data-parallel group of 64 ranks on nodes of 8 spans 8 nodes, not the 2 the log measured: NCCL's
+    tree sends more through each node's NICs and has more levels there. Priced as 2 nodes of 32 ranks
+    (what the plan did), DDP scaled out at no extra cost per node."""
+    from pybench.model.model_files import load_topology
+    from pybench.planning.model_set import load_model_set
+    from pybench.planning.strategies import Workload, comm_ops, make_layout
+    from pybench.planning.transformer import shape_for_params
+
+    work = Workload(7_000_000_000, shape_for_params(7_000_000_000), 2048, 1)
+    ops = {(s, w): comm_ops(make_layout(s, w, 8, tp_degree=8 if s == "tp+dp" else None), work)
+           for s, w in (("ddp", 64), ("ddp", 12), ("tp+dp", 64))}
+    assert [o.nodes for o in ops["ddp", 64]] == [8] and [o.nodes for o in ops["ddp", 12]] == [2]
+    assert [(o.purpose, o.nodes) for o in ops["tp+dp", 64]] == [("activations (tensor parallel)", 1),
+                                                                ("gradients", 8)]
+    models = load_model_set(two_node_model)
+    (tm,) = load_topology(two_node_model)
+    on_8, on_2 = (models.time("allreduce", 1 << 28, 64, "inter-node", n).time_s for n in (8, None))
+    assert on_8 == pytest.approx(tm.predict(1 << 28, 64, 8, nics_as_fitted=True).time_s, rel=1e-9)
+    assert on_2 == pytest.approx(tm.predict(1 << 28, 64, 2, nics_as_fitted=True).time_s, rel=1e-9)
+    assert on_8 > 1.2 * on_2
