@@ -43,17 +43,18 @@ def _bus_factor(collective: str, n: int) -> float:
 
 
 def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime, sharing: int,
-                world: int) -> CommTime:
+                world: int, nodes: int | None = None) -> CommTime:
     """``call`` (one call of ``op`` as if alone) with the NICs shared by ``sharing`` groups.
 
-    The NICs' bus bandwidth is read off the op's inter-node model at the layout's ``world``
-    (every rank of every node in one ring: what a whole-node sweep measures); the call then
+    The NICs' bus bandwidth is read off the op's inter-node model at the layout's ``world`` on its
+    ``nodes`` (every rank of every node in one ring: what a whole-node sweep measures); the call then
     takes at least its latency plus the bytes all ``sharing`` groups send out of the node
     over that bandwidth.
     """
     if sharing <= 1 or call.time_s <= 0:
         return call
-    probe = models.time(op.collective, _PROBE_BYTES, max(world, op.group_size), op.link_class)
+    probe = models.time(op.collective, _PROBE_BYTES, max(world, op.group_size), op.link_class,
+                        max(nodes or 0, op.nodes) or None)
     busbw = _PROBE_BYTES * _bus_factor(op.collective, max(world, op.group_size)) / probe.time_s
     latency_s = models.time(op.collective, 1, op.group_size, op.link_class, op.nodes).time_s
     floor_s = latency_s + sharing * _bus_factor(op.collective, op.group_size) * size_bytes / busbw

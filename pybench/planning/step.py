@@ -226,7 +226,8 @@ def _op_time(models: ModelSet, layout: Layout, op: CommOp) -> OpTime:
     """One kind of communication with its predicted time per call, the NICs' sharing included."""
     def compute() -> CommTime:
         alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes)
-        return shared_time(models, op, op.size_bytes, alone, sharing_groups(layout, op), layout.world)
+        return shared_time(models, op, op.size_bytes, alone, sharing_groups(layout, op), layout.world,
+                           layout.nodes)
     return OpTime(op, _memo(models, ("call", *_call_key(layout, op)), compute))
 
 
@@ -266,7 +267,8 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
 
         def one_bucket(size: float, o: OpTime = o) -> float:
             alone = models.time(o.op.collective, size, o.op.group_size, o.op.link_class, o.op.nodes)
-            return shared_time(models, o.op, size, alone, sharing_groups(layout, o.op), layout.world).time_s
+            return shared_time(models, o.op, size, alone, sharing_groups(layout, o.op), layout.world,
+                               layout.nodes).time_s
         key = (*_call_key(layout, o.op), cfg.bucket_bytes, cfg.explicit_buckets)
         serial = _memo(models, ("buckets", *key),
                        lambda o=o, one_bucket=one_bucket: bucketed_serial_s(  # type: ignore[misc]
