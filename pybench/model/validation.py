@@ -15,10 +15,10 @@ datasets say, none by hand:
   largest over datasets (an interval must hold on the worst system seen, not the typical one);
   per kind (another GPU count, another node count) where at least two systems hold the kind, else
   the widest of any kind; fits at one layout and at several are chosen apart;
-* the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of what the
-  fitted inter-node link carries through a node's NICs, in the bytes a described crossing is priced
-  with (an all-reduce in the tree's), over what the description's NICs carry; an all-reduce on
-  GPUs that share NICs, which NCCL may cross by its ring, chooses neither;
+* the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
+  the description's NICs at which the described crossing meets the log on the sizes whose bytes
+  rule, in the bytes it is priced with (an all-reduce in the tree's); an all-reduce on GPUs that
+  share NICs, which NCCL may cross by its ring, chooses neither;
 * the latency of one step across nodes: the median over datasets of the fitted small-size inter-node
   latency divided by the steps of the schedule that crossed (a ring's p-1, a tree's levels);
 * the half-width of a described link: by an inner leave-one-out over the calibration datasets,
@@ -95,7 +95,7 @@ class SystemCase:
     """A one-node fit of the same node type, when one exists; else the description's nominal rate."""
     observations: tuple[Observation, ...]
     efficiency: float
-    """What the fitted inter-node link carries through a node's NICs / (NICs x rate), for calibration."""
+    """The share of the NICs' rate at which its description meets the log (:func:`_matching_efficiency`)."""
     step_latency_s: float
     """Fitted small-size inter-node latency per step of the schedule that crossed."""
     preset: str = ""
