@@ -46,7 +46,10 @@ class TopologyCollective:
 
     def predict(self, size_bytes: float, world: int | None = None, nodes: int | None = None) -> _Prediction:
         w = max(2, int(world or 2))
-        nodes = 1 if self.link_class == INTRA else _fewest_nodes(w, self.model.system, nodes)
+        # the planner's nodes hold its --gpus-per-node; where the model's node is an NVLink domain of
+        # several hosts they are not the model's, and the fewest domains the group needs stand in
+        spans = nodes if getattr(self.model, "hosts_per_node", 1) == 1 else None
+        nodes = 1 if self.link_class == INTRA else _fewest_nodes(w, self.model.system, spans)
         # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time); its
         # nodes are what the network joins (an NVLink domain where the model's node is one)
         p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True, nodes_are_hosts=False)

@@ -136,3 +136,15 @@ def test_fit_and_predict_a_two_rack_log_as_a_user_would(tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", str(tmp_path / "hosts.json"), "--sizes", "16G", "--world", "1440", "--nodes", "360"]) == 0
     assert "not determined by these inputs" in capsys.readouterr().out
+
+
+def test_the_planner_prices_a_domain_model_on_domains_not_on_its_own_nodes():
+    """The plan's nodes hold its --gpus-per-node; a model whose node is an NVLink domain prices a group on
+    the fewest domains it needs, whatever node count the plan's layout gives (144 ranks: 2 racks)."""
+    from pybench.planning.topology_models import TopologyCollective
+
+    model = fit_topology("allreduce", _racks(2, 800e9), system=NVL72).with_system(NVL72)
+    racks = model.predict(1 << 30, 144, 2, nics_as_fitted=True, nodes_are_hosts=False).time_s
+    for planner_nodes in (None, 18, 36):
+        assert TopologyCollective(model, "inter-node").predict(1 << 30, 144, planner_nodes).time_s == \
+            pytest.approx(racks, rel=1e-12)
