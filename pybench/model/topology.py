@@ -96,6 +96,8 @@ class TopologyPrediction:
     """Why these inputs cannot determine the time (then ``time_s`` and the interval are nan); empty when they can."""
     spread: Spread | None = field(default=None, repr=False, compare=False)
     """What the interval is made of (:mod:`pybench.model.calibration`), for validation to recalibrate it."""
+    caveats: tuple[str, ...] = ()
+    """What the inputs leave open, each spanned by the interval (also at the end of ``links``)."""
 
     @property
     def determined(self) -> bool:
@@ -238,33 +240,34 @@ class TopologyModel:
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
         calibration = calibration or load_calibration()
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, calibration)
-        links = self._links_label(nodes)
+        caveats = []
         if nodes > 1 and not self.inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
-            links += ("; fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
-                      "node grow with the nodes) or its ring (they do not): between the two, in the interval; "
-                      + ("a second node count tells them apart" if self.system is not None else
-                         "a second node count tells them apart, and so may --system NAME|FILE (NICs too slow for "
-                         "the ring's bytes)"))
+            caveats.append("fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
+                           "node grow with the nodes) or its ring (they do not): between the two, in the interval; "
+                           + ("a second node count tells them apart" if self.system is not None else
+                              "a second node count tells them apart, and so may --system NAME|FILE (NICs too slow "
+                              "for the ring's bytes)"))
         if nic_share is not None:
             per_node = world // nodes * sharing
-            links += (f"; NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "
-                      f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at this "
-                      f"rate); between the two, in the interval; give --system NAME|FILE to count them"
-                      if self.inter is not None and self.inter.is_preset else
-                      f"; NICs per rank unknown at {per_node} ranks per node (fitted at "
-                      f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
-                      f"in the interval; give --system NAME|FILE to say")
+            caveats.append(f"NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "
+                           f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at "
+                           f"this rate); between the two, in the interval; give --system NAME|FILE to count them"
+                           if self.inter is not None and self.inter.is_preset else
+                           f"NICs per rank unknown at {per_node} ranks per node (fitted at "
+                           f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
+                           f"in the interval; give --system NAME|FILE to say")
         if self._ring_reading(world, nodes, calibration) is not None:
-            links += ("; GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, in "
-                      "the interval; a measurement across nodes replaces this reading")
+            caveats.append("GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, "
+                           "in the interval; a measurement across nodes replaces this reading")
+        links = "; ".join([self._links_label(nodes), *caveats])
         why = self._undetermined(world, nodes)
         if why:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
-                                      schedule, spread.kind, links, regime, why, spread)
+                                      schedule, spread.kind, links, regime, why, spread, tuple(caveats))
         half = spread.half_width(calibration)
         return TopologyPrediction(int(size_bytes), world, asked, time_s, time_s * math.exp(-half),
                                   time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime,
-                                  spread=spread)
+                                  spread=spread, caveats=tuple(caveats))
 
     def _unknown_nic_share(self, world: int, nodes: int, sharing: int) -> float | None:
         across = nodes > 1 and not self.inside_nvlink_domain(world)

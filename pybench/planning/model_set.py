@@ -162,6 +162,8 @@ class ModelSet:
             where = f"{collective} {getattr(model, 'label', 'topology model')} at {world} ranks"
             if nodes:
                 where += f" on {nodes} nodes"
+            for caveat in getattr(pred, "caveats", ()):
+                self._note(f"{collective} across nodes: {caveat}")
             self._note(f"{collective} over {link_class} links from the {getattr(model, 'label', 'topology model')}")
         elif model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so

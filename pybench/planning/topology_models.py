@@ -28,6 +28,7 @@ class _Prediction:
     time_s: float
     time_low_s: float
     time_high_s: float
+    caveats: tuple[str, ...] = ()
 
 
 class TopologyCollective:
@@ -55,7 +56,7 @@ class TopologyCollective:
         p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True, nodes_are_hosts=False)
         if p.undetermined:
             raise NotDetermined(p.undetermined)
-        return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s))
+        return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s), p.caveats)
 
 
 def _fewest_nodes(world: int, system: Any, spans: int | None = None) -> int:

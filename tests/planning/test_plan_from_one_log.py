@@ -154,3 +154,5 @@ def test_a_group_is_priced_on_the_nodes_its_layout_places_it_on(two_node_model):
     assert on_8 == pytest.approx(tm.predict(1 << 28, 64, 8, nics_as_fitted=True).time_s, rel=1e-9)
     assert on_2 == pytest.approx(tm.predict(1 << 28, 64, 2, nics_as_fitted=True).time_s, rel=1e-9)
     assert on_8 > 1.2 * on_2
+    # one node count measured: NCCL's tree or its ring across 8 nodes, and the plan says so
+    assert any(n.startswith("allreduce across nodes: fitted at one node count") for n in models.notes)
