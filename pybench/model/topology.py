@@ -239,7 +239,8 @@ class TopologyModel:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
         calibration = calibration or load_calibration()
-        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, calibration)
+        ring = self._ring_reading(world, nodes, calibration)
+        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, ring)
         caveats = []
         if nodes > 1 and not self.inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
             caveats.append("fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
@@ -256,7 +257,7 @@ class TopologyModel:
                            f"NICs per rank unknown at {per_node} ranks per node (fitted at "
                            f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
                            f"in the interval; give --system NAME|FILE to say")
-        if self._ring_reading(world, nodes, calibration) is not None:
+        if ring is not None:
             caveats.append("GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, "
                            "in the interval; a measurement across nodes replaces this reading")
         links = "; ".join([self._links_label(nodes), *caveats])
@@ -283,7 +284,7 @@ class TopologyModel:
         return described_crossing(self.collective, self.schedule, self.intra, self.system, calibration, by_ring=True)
 
     def _estimate(self, size: float, world: int, nodes: int, sharing: int, nic_share: float | None,
-                  calibration: Calibration) -> tuple[float, str, str, Spread]:
+                  ring: LinkCost | None) -> tuple[float, str, str, Spread]:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.
 
         Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
@@ -308,19 +309,17 @@ class TopologyModel:
         if readings and across:
             time_s = readings[1]
         elif readings:
-            time_s, span = math.sqrt(readings[0] * readings[1]), abs(math.log(readings[0] / readings[1])) / 2.0
+            time_s, span = _between(readings[0], readings[1], 0.0)
         tree = unknown_tree_bytes(self, world, nodes) if across else None
-        if tree is not None:  # the tree's bytes or the ring's: neither reading is favoured
-            other = time_s * dataclasses.replace(self, inter=tree)._time(size, world, nodes, sharing)[0] / fitted_s
-            time_s, span = math.sqrt(time_s * other), span + abs(math.log(other / time_s)) / 2.0
-        ring = self._ring_reading(world, nodes, calibration) if across else None
-        if ring is not None:  # a described all-reduce by NCCL's tree or its ring: neither is favoured
-            other = time_s * dataclasses.replace(self, inter=ring)._time(size, world, nodes, sharing)[0] / fitted_s
-            time_s, span = math.sqrt(time_s * other), span + abs(math.log(other / time_s)) / 2.0
+        # the tree's bytes or the ring's (fitted at one node count, or described on shared NICs): neither favoured
+        for link in (tree, ring):
+            if link is not None:
+                other = time_s * dataclasses.replace(self, inter=link)._time(size, world, nodes, sharing)[0] / fitted_s
+                time_s, span = _between(time_s, other, span)
         if nic_share is not None:  # NICs shared, or one per rank: neither reading is favoured
             railed = self._latency_readings(size, world, nodes, sharing, nic_share)
-            other = railed[1] if railed else self._time(size, world, nodes, sharing, nic_share)[0]
-            time_s, span = math.sqrt(time_s * other), span + abs(math.log(other / time_s)) / 2.0
+            time_s, span = _between(time_s, railed[1] if railed else
+                                    self._time(size, world, nodes, sharing, nic_share)[0], span)
         return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
                                                 share, span, shape_measured)
 
@@ -476,6 +475,11 @@ class TopologyModel:
         if preset.link_class == "intra-node":
             return dataclasses.replace(self, intra=self.intra or link)
         return dataclasses.replace(self, inter=self.inter or link)
+
+
+def _between(one: float, other: float, span: float) -> tuple[float, float]:
+    """Two readings the inputs cannot tell apart: their geometric mean, and ``span`` plus half their log ratio."""
+    return math.sqrt(one * other), span + abs(math.log(other / one)) / 2.0
 
 
 def _without_latency(r: LinkCost) -> LinkCost:

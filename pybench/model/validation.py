@@ -269,11 +269,10 @@ def system_cases(data: Path) -> list[SystemCase]:
         nics = load_system(system).nic_Bps_per_node
         inter = fitted.inter
         assert inter is not None
+        ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
         if collective == "allreduce":  # in the bytes a described all-reduce is priced with: the tree's
-            ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
             inter = as_double_tree(inter, w0, n0)
         first = inter.all_regimes()[0]
-        (w0, n0), = {(o.world, o.nodes) for o in obs if o.nodes > 1}
         hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
         case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                           (first.base_s + hops * first.step_s) / hops, preset, intra,
