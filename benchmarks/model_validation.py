@@ -57,7 +57,9 @@ predictions are scored from 1 MiB up. What each kind means:
   (`crossing_latency_half_width`); without a measured node the middle sizes are unknown too
   (`described_latency_half_width`). Only the A100 log has a measured node: a100-oci-2x8 is the row
   of that case. A crossing's latency is priced per step of its schedule (a ring's p-1 steps, a
-  tree's levels): `crossing_step_latency_s`. A described all-reduce crosses the nodes by NCCL's
+  tree's levels), in the small-size protocols (`crossing_step_latency_s`, at the bus bandwidth they reach
+  across nodes, `small_protocol_busbw_Bps`) and in the bandwidth protocol that runs the middle sizes
+  (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB). A described all-reduce crosses the nodes by NCCL's
   tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
   `nic_efficiency` is what the NICs carry, not a bus bandwidth; where GPUs share NICs (Polaris:
   four GPUs, two NICs) the logs cannot say whether NCCL picks its tree or its ring, the prediction
@@ -68,7 +70,8 @@ predictions are scored from 1 MiB up. What each kind means:
   where no node was measured, its GPUs' links (`nvlink3/4/5`). A preset cannot say how many ports a
   node has: its ranks may drive one each (rails), or more (named systems built on 100 Gb/s ports
   hold up to four per GPU), so the prediction lies between one port per node and the most ports of
-  that rate per rank any named system has, with that span in the interval.
+  that rate per rank any named system has, with that span in the interval, and at least the preset's own
+  half-width (`preset_half_width`: how far the other logs' preset predictions miss beyond that span).
 
 {table}
 

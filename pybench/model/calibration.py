@@ -19,7 +19,8 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
   per-step latency). A kind fewer than two calibration systems hold takes the widest value of any
   kind, and sizes beyond the measured range at a measured layout take the widest too;
 * ``described``: when a link class comes from a system description or a preset rather than a
-  measurement, how far real multi-node logs fall from what their description says: its bandwidth
+  measurement, how far real multi-node logs fall from what their description says (a preset: at
+  least how far they fall from one port of its rate): its bandwidth
   part (the NICs' efficiency) weighs with the share of the time the bytes take, its latency part
   with the rest. Where the crossing is priced on a measured node's protocol regimes, their shape
   is measured: the latency part is only how far a crossing's latency per step varies between
@@ -83,9 +84,20 @@ class Calibration:
     crossing_latency_half_width: float
     """Log half-width of the latency part of a crossing priced on a measured node's regimes: how far the
     latency of a crossing varies between systems."""
+    preset_half_width: float
+    """Log half-width of a link from a preset (``--link``): how far real logs fall from what one port of
+    the preset's rate says, beyond the span between one port per node and one per rank. A preset knows
+    neither the node's NICs nor its protocols' latencies, so it misses more than a description does."""
     crossing_step_latency_s: float
-    """Least latency of one step of the schedule across nodes (a level of NCCL's tree, a step of its ring),
-    for an inter-node link from a description: a ring over more ranks pays it more often."""
+    """Least latency of one step of the schedule across nodes (a level of NCCL's tree, a step of its ring)
+    in the small-size protocols, for an inter-node link from a description: a ring over more ranks pays it
+    more often."""
+    bandwidth_step_latency_s: float
+    """The same in the bandwidth protocol (NCCL's Simple), which every log runs in the middle sizes: each
+    of its steps across nodes waits on a network transfer of a whole chunk."""
+    small_protocol_busbw_Bps: float
+    """Bus bandwidth the small-size protocols (LL, LL128) reach across nodes: their buffers are small, so
+    they move little per network round trip whatever the NICs' rate."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -101,7 +113,8 @@ class Calibration:
         try:
             numbers = {k: float(d[k]) for k in ("described_bandwidth_half_width", "described_latency_half_width",
                                                  "crossing_latency_half_width",
-                                                 "crossing_step_latency_s")}
+                                                 "preset_half_width", "crossing_step_latency_s", "bandwidth_step_latency_s",
+                                                 "small_protocol_busbw_Bps")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): float(v) for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}
@@ -128,13 +141,16 @@ class Calibration:
         return table[base] if base in table else max(table.values())
 
     def half_width(self, kind: str, local: float, distance: float, one_layout: bool, described: bool,
-                   bandwidth_share: float = 1.0, span: float = 0.0, shape_measured: bool = False) -> float:
+                   bandwidth_share: float = 1.0, span: float = 0.0, shape_measured: bool = False,
+                   preset: bool = False) -> float:
         """Log half-width of a 95% interval (see the module text)."""
         widening = self.widening(kind, one_layout)
         share = min(max(bandwidth_share, 0.0), 1.0)
         bandwidth = self.described_bandwidth_half_width
         latency = self.crossing_latency_half_width if shape_measured else self.described_latency_half_width
         unmeasured = (share * bandwidth + (1.0 - share) * latency) if described else 0.0
+        if preset:
+            unmeasured = max(unmeasured, self.preset_half_width)
         return span + math.hypot(Z95 * local, widening * distance, unmeasured)
 
 
@@ -153,10 +169,12 @@ class Spread:
     """Half the log ratio of the readings the inputs cannot tell apart (see the module text)."""
     shape_measured: bool = False
     """A described crossing priced on a measured node's protocol regimes (see the module text)."""
+    preset: bool = False
+    """The link the time rests on is a preset (``--link``)."""
 
     def half_width(self, calibration: Calibration) -> float:
         return calibration.half_width(self.kind, self.local, self.distance, self.one_layout, self.described,
-                                      self.bandwidth_share, self.span, self.shape_measured)
+                                      self.bandwidth_share, self.span, self.shape_measured, self.preset)
 
 
 @lru_cache(maxsize=1)

@@ -219,11 +219,20 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     # across 2 nodes twice, and the logs of different systems agree better per step than per call.
     # It was calibrated as a whole 2-node crossing's latency, which holds the node's own per-call part:
     # on two full nodes the latency is the larger of the node's and the crossing's, not their sum.
-    step = calibration.crossing_step_latency_s
+    # The small-size protocols move little per round trip across nodes, whatever the NICs' rate; the
+    # bandwidth protocol waits longer per step, on a whole chunk.
     hops = crossing_terms(schedule, collective, 1.0, 2 * system.gpus_per_node, 2, algorithm)[0]
-    regimes = [dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0), step_s=max(r.step_s, step),
-                                   busbw_Bps=r.busbw_Bps * scale, label=label, algorithm=algorithm)
-               for r in intra.all_regimes()]
+    small, bandwidth = intra.all_regimes()[:-1], intra.all_regimes()[-1]
+    if not small:  # a nominal rate has no protocols of its own: the small-size one at the bandwidth one's latency
+        small = (bandwidth,)
+
+    def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
+        return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0), step_s=max(r.step_s, step),
+                                   busbw_Bps=busbw, label=label, algorithm=algorithm, extra_steps=r.extra_steps)
+
+    regimes = [across(r, calibration.crossing_step_latency_s,
+                      min(r.busbw_Bps * scale, calibration.small_protocol_busbw_Bps)) for r in small]
+    regimes.append(across(bandwidth, calibration.bandwidth_step_latency_s, bandwidth.busbw_Bps * scale))
     return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
 
 

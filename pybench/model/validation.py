@@ -19,8 +19,13 @@ datasets say, none by hand:
   the description's NICs at which the described crossing meets the log on the sizes whose bytes
   rule, in the bytes it is priced with (an all-reduce in the tree's); an all-reduce on GPUs that
   share NICs, which NCCL may cross by its ring, chooses neither;
-* the latency of one step across nodes: the median over datasets of the fitted small-size inter-node
-  latency divided by the steps of the schedule that crossed (a ring's p-1, a tree's levels);
+* the latency of one step across nodes, per protocol: the median over datasets of the fitted small-size
+  inter-node latency, and of the latency of the regime the fit runs at 16 MiB (NCCL's Simple protocol),
+  divided by the steps of the schedule that crossed (a ring's p-1, a tree's levels); an all-reduce that
+  may have crossed by either cannot say how many steps it paid and chooses neither; and the median bus
+  bandwidth of the small-size regime across nodes;
+* the half-width of a preset: the 95th percentile of each dataset's preset miss beyond the other terms,
+  the largest over datasets;
 * the half-width of a described link: by an inner leave-one-out over the calibration datasets,
   the 95th percentile of each one's error beyond its other terms, the largest over datasets;
 * the latency half-width of a crossing priced on a measured node's regimes (its bandwidth part is
@@ -42,6 +47,7 @@ from scipy.optimize import brentq
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread, family
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
 from pybench.model.crossing import as_double_tree, tree_or_ring_undescribed
+from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
@@ -98,6 +104,10 @@ class SystemCase:
     """The share of the NICs' rate at which its description meets the log (:func:`_matching_efficiency`)."""
     step_latency_s: float
     """Fitted small-size inter-node latency per step of the schedule that crossed."""
+    bandwidth_step_latency_s: float
+    """The same of the regime its fit runs at :data:`PROTOCOL_PROBE_BYTES` (the bandwidth protocol)."""
+    small_busbw_Bps: float
+    """Bus bandwidth of its fit's smallest-size regime across nodes, in the bytes its crossing is priced with."""
     preset: str = ""
     """The link preset of one of its NICs (a user's ``--link`` without a description)."""
     intra_preset: str = ""
@@ -272,13 +282,25 @@ def system_cases(data: Path) -> list[SystemCase]:
         ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
         if collective == "allreduce":  # in the bytes a described all-reduce is priced with: the tree's
             inter = as_double_tree(inter, w0, n0)
-        first = inter.all_regimes()[0]
+        first, middle = inter.all_regimes()[0], _regime_at(inter, collective, w0, n0, PROTOCOL_PROBE_BYTES)
         hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
         case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
-                          (first.base_s + hops * first.step_s) / hops, preset, intra,
-                          tree_or_ring_undescribed(collective, "ring", load_system(system)))
+                          (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
+                          first.busbw_Bps, preset, intra, tree_or_ring_undescribed(collective, "ring", load_system(system)))
         cases.append(dataclasses.replace(case, efficiency=_matching_efficiency(case)))
     return cases
+
+
+PROTOCOL_PROBE_BYTES = 16 << 20
+"""A size every 2-node log runs in NCCL's bandwidth protocol (Simple) with its latency still ruling."""
+
+
+def _regime_at(inter: LinkCost, collective: str, world: int, nodes: int, size: float) -> LinkCost:
+    """The fitted inter-node regime that is the fastest at ``size`` on (world, nodes)."""
+    def time(r: LinkCost) -> float:
+        hops, data, fill, _ = crossing_terms("ring", collective, size, world, nodes, r.algorithm)
+        return r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / r.busbw_Bps
+    return min(inter.all_regimes(), key=time)
 
 
 def _matching_efficiency(case: SystemCase) -> float:
@@ -288,7 +310,8 @@ def _matching_efficiency(case: SystemCase) -> float:
     Where no efficiency meets the log (the node's own links are the slower), the fitted rate's."""
     def median_error(efficiency: float) -> float:
         calibration = Calibration(dict.fromkeys(EXTRAPOLATED_KINDS, 0.0), dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
-                                  dict.fromkeys(FAMILIES, efficiency), 0.0, 0.0, 0.0, case.step_latency_s)
+                                  dict.fromkeys(FAMILIES, efficiency), 0.0, 0.0, 0.0, 0.0, case.step_latency_s,
+                                  case.bandwidth_step_latency_s, case.small_busbw_Bps)
         points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
         return float(np.median([p.error for p in points])) if points else 0.0
 
@@ -328,12 +351,25 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     for kind in EXTRAPOLATED_KINDS:
         if len(systems.get(kind, ())) < 2:
             several[kind], one[kind] = widest, widest
-    latency = float(np.median([c.step_latency_s for c in cases])) if cases else 0.0
-    base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), latency,
-                       tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases})))
+    base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
+                       *_crossing_protocols(cases), tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases})))
     bandwidth, latency_half = _described_half_widths(cases, base)
-    return dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
-                               described_latency_half_width=latency_half)
+    described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
+                                    described_latency_half_width=latency_half)
+    return dataclasses.replace(described, preset_half_width=_preset_half_width(cases, described))
+
+
+def _preset_half_width(cases: Sequence[SystemCase], calibration: Calibration) -> float:
+    """How far the cases' preset predictions miss beyond their other terms (a description's included):
+    per dataset the 95th percentile, the largest over datasets. A preset's time does not depend on the
+    calibration, so no inner hold-out is needed."""
+    misses: dict[str, list[float]] = {}
+    for case in cases:
+        for p in case.preset_points(calibration):
+            assert p.spread is not None
+            others = dataclasses.replace(p.spread, preset=False).half_width(calibration)
+            misses.setdefault(p.dataset, []).append(math.sqrt(max(p.error ** 2 - others ** 2, 0.0)))
+    return _worst_percentile(misses)
 
 
 def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
@@ -347,14 +383,34 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     return {f: mean([c.efficiency for c in known if family(c.collective) == f] or pooled) for f in FAMILIES}
 
 
+def _crossing_protocols(cases: Sequence[SystemCase], named: bool = False):
+    """The medians over ``cases`` of the small-size and the bandwidth protocols' latency per step across nodes,
+    and of the small-size protocols' bus bandwidth (0 without a case). An all-reduce that may have crossed by
+    the tree or the ring (:attr:`SystemCase.tree_or_ring`) cannot say how many steps it paid: it says
+    nothing of the latency per step."""
+    def median(values: list[float]) -> float:
+        return float(np.median(values)) if values else 0.0
+
+    known = [c for c in cases if not c.tree_or_ring] or list(cases)
+    values = (median([c.step_latency_s for c in known]), median([c.bandwidth_step_latency_s for c in known]),
+              median([c.small_busbw_Bps for c in cases]))
+    if named:
+        return dict(zip(("crossing_step_latency_s", "bandwidth_step_latency_s", "small_protocol_busbw_Bps"), values))
+    return values
+
+
 def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
     """Log half-width of the latency part of a crossing on a measured node's regimes: how far a system's
-    latency per step across nodes lies from the median of the other systems' (the largest)."""
+    latency per step across nodes, in either protocol, lies from the median of the other systems' (the
+    largest)."""
     latency = 0.0
-    for case in cases:
-        rest = [c.step_latency_s for c in cases if c.group != case.group]
+    known = [c for c in cases if not c.tree_or_ring]
+    for case in known:
+        rest = [c for c in known if c.group != case.group]
         if rest:
-            latency = max(latency, abs(math.log(case.step_latency_s / float(np.median(rest)))))
+            latency = max(latency, abs(math.log(case.step_latency_s / float(np.median([c.step_latency_s for c in rest])))),
+                          abs(math.log(case.bandwidth_step_latency_s
+                                       / float(np.median([c.bandwidth_step_latency_s for c in rest])))))
     return latency
 
 
@@ -373,8 +429,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
     misses: list[tuple[str, float, float, bool]] = []
     for group in groups:
         rest = [c for c in cases if c.group != group]
-        inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest),
-                                    crossing_step_latency_s=float(np.median([c.step_latency_s for c in rest])))
+        inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest), **_crossing_protocols(rest, named=True))
         for case in (c for c in cases if c.group == group):
             for p in case.points(inner):
                 assert p.spread is not None

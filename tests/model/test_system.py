@@ -295,3 +295,22 @@ def test_a_described_crossing_pays_a_network_step_at_every_step_of_its_schedule(
     tree = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
     two, sixteen = tree.predict(tiny, 16, 2).time_s, tree.predict(tiny, 128, 16).time_s
     assert sixteen - two == pytest.approx((8 - 2) * step, rel=0.05)  # 2 ceil(log2 nodes) levels
+
+
+def test_a_described_crossing_runs_its_middle_sizes_in_the_bandwidth_protocol():
+    """Every 2-node log runs its middle sizes in NCCL's Simple protocol, at a network step several
+    times the small-size protocols' own, and those (LL, LL128) move little per round trip across nodes
+    whatever the NICs' rate: a described crossing prices both, and its middle sizes pay the first."""
+    calibration = load_calibration()
+    assert calibration.bandwidth_step_latency_s > calibration.crossing_step_latency_s
+    node = fit_topology("allgather", [Observation(float(s), 8, 1, 10e-6 + 7 / 8 * s / 200e9)
+                                      for s in (2.0 ** k for k in range(10, 31))])
+    model = node.with_system(load_system("dgx-h100"))
+    assert model.inter is not None
+    *small, bandwidth = model.inter.all_regimes()
+    assert small and all(r.busbw_Bps <= calibration.small_protocol_busbw_Bps for r in small)
+    assert bandwidth.step_s == pytest.approx(calibration.bandwidth_step_latency_s)
+    middle = model.predict(4 << 20, 16, 2)
+    assert middle.time_s >= 15 * calibration.bandwidth_step_latency_s
+    assert middle.regime == f"{len(small) + 1} of {len(small) + 1}"
+    assert model.predict(1 << 10, 16, 2).regime == "1 of 2"

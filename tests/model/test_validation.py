@@ -46,7 +46,7 @@ def test_the_generated_document_holds_todays_table(result):
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.97, 21.0, 5.0),
          ("another GPU count", 0.995, 18.0, 3.0), ("another node count", 0.94, 99.5, 17.0),
-         ("system description", 0.92, 74.0, 17.5), ("preset", 0.90, 331.0, 85.0)]
+         ("system description", 0.92, 84.5, 23.5), ("preset", 0.96, 1215.0, 85.0)]
 
 
 @pytest.mark.parametrize("kind, coverage, half_width, error", TODAY)
@@ -59,7 +59,19 @@ def test_held_out_accuracy_is_pinned(result, kind, coverage, half_width, error):
 
 def test_a_measured_node_with_its_description_is_pinned_held_out(result):
     score = result.score("system description", "a100-oci-2x8")  # the one log with its node measured alone
-    assert score.coverage == 1.0 and score.median_error <= 14.5 and score.median_half_width <= 68.0, score
+    assert score.coverage >= 0.92 and score.median_error <= 13.0 and score.median_half_width <= 56.0, score
+
+
+# Held-out median error of each described log: the middle sizes, where the bandwidth protocol's steps
+# across nodes rule, are what a description misses most.
+DESCRIBED_TODAY = {"a100-oci-2x8": 13.0, "b200-a4-2x8": 41.0, "h100-p5-2x8": 38.0, "polaris-allgather": 11.5,
+                   "polaris-allreduce": 9.5}
+
+
+@pytest.mark.parametrize("dataset", sorted(DESCRIBED_TODAY))
+def test_each_described_log_is_pinned_held_out(result, dataset):
+    score = result.score("system description", dataset)
+    assert score.median_error <= DESCRIBED_TODAY[dataset], score
 
 
 def test_no_kind_has_near_zero_coverage_on_any_dataset(result):
@@ -97,7 +109,7 @@ def test_one_node_and_its_system_description_predict_two_nodes():
     errors = [abs(model.predict(int(o.size_bytes), 16, 2).time_s / o.time_s - 1)
               for o in observations_from(load_measurements(NCCL / "a100_2node_16gpu_oci_roce_allreduce.txt"))
               if 1 << 20 <= o.size_bytes <= 1 << 30]
-    assert 100 * np.median(errors) <= 8.0
+    assert 100 * np.median(errors) <= 10.5
 
 
 def test_a_kind_seen_on_one_system_takes_the_widest_widening():
@@ -126,6 +138,7 @@ def test_calibration_files_are_validated(tmp_path):
                 {**good, "widening_several_layouts": {OTHER_GPU_COUNT: 0.1, OTHER_NODE_COUNT: -0.1}},
                 {k: v for k, v in good.items() if k != "crossing_latency_half_width"},
                 {**good, "described_bandwidth_half_width": math.nan},
-                {**good, "crossing_step_latency_s": math.inf}, {k: v for k, v in good.items() if k != "widening_one_layout"}):
+                {**good, "crossing_step_latency_s": math.inf}, {**good, "small_protocol_busbw_Bps": -1.0},
+                {k: v for k, v in good.items() if k != "bandwidth_step_latency_s"}, {k: v for k, v in good.items() if k != "widening_one_layout"}):
         with pytest.raises(Exception, match="calibration"):
             Calibration.from_dict(bad)
