@@ -59,8 +59,8 @@ predictions are scored from 1 MiB up. What each kind means:
   of that case. A crossing's latency is priced per step of its schedule (a ring's p-1 steps, a
   tree's levels), in the small-size protocols (`crossing_step_latency_s`, at the bus bandwidth they reach
   across nodes, `small_protocol_busbw_Bps`) and in the bandwidth protocol that runs the middle sizes
-  (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB). A described all-reduce crosses the nodes by NCCL's
-  tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
+  (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB). A described all-reduce crosses
+  the nodes by NCCL's tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
   `nic_efficiency` is what the NICs carry, not a bus bandwidth; where GPUs share NICs (Polaris:
   four GPUs, two NICs) the logs cannot say whether NCCL picks its tree or its ring, the prediction
   lies between the two readings with that span in the interval, and such a log chooses no

@@ -112,8 +112,8 @@ class Calibration:
             raise FileFormatError(f"{source}: not a JSON object")
         try:
             numbers = {k: float(d[k]) for k in ("described_bandwidth_half_width", "described_latency_half_width",
-                                                 "crossing_latency_half_width",
-                                                 "preset_half_width", "crossing_step_latency_s", "bandwidth_step_latency_s",
+                                                 "crossing_latency_half_width", "preset_half_width",
+                                                 "crossing_step_latency_s", "bandwidth_step_latency_s",
                                                  "small_protocol_busbw_Bps")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): float(v) for kind, v in d[k].items()}
@@ -123,10 +123,11 @@ class Calibration:
             raise FileFormatError(f"{source}: malformed calibration ({exc!r})") from None
         values = [*numbers.values(), *efficiency.values(), *(v for w in widening.values() for v in w.values())]
         if not all(math.isfinite(v) and v >= 0 for v in values) or set(efficiency) != set(FAMILIES) \
-                or min(efficiency.values()) <= 0 or any(set(w) != set(EXTRAPOLATED_KINDS) for w in widening.values()):
-            raise FileFormatError(f"{source}: calibration values must be finite, >= 0, with a positive NIC "
-                                  f"efficiency for each of {', '.join(FAMILIES)} and a widening for each of "
-                                  f"{', '.join(EXTRAPOLATED_KINDS)}")
+                or min(efficiency.values()) <= 0 or numbers["small_protocol_busbw_Bps"] <= 0 \
+                or any(set(w) != set(EXTRAPOLATED_KINDS) for w in widening.values()):
+            raise FileFormatError(f"{source}: calibration values must be finite, >= 0, with a positive small-size "
+                                  f"protocol bandwidth, a positive NIC efficiency for each of {', '.join(FAMILIES)} "
+                                  f"and a widening for each of {', '.join(EXTRAPOLATED_KINDS)}")
         return cls(widening["widening_several_layouts"], widening["widening_one_layout"], efficiency,
                    chosen_on=chosen, **numbers)
 

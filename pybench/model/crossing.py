@@ -203,8 +203,9 @@ def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost |
 def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
                        calibration: Calibration, by_ring: bool = False) -> LinkCost:
     """The inter-node link of a node from its description: the node's protocol regimes, each at most
-    at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach), each step of the
-    schedule across nodes at least as slow as a network step (:mod:`pybench.model.calibration`); an
+    at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and the small-size
+    ones at what those protocols reach across nodes, each step of the schedule across nodes at least as
+    slow as a network step in its protocol (:mod:`pybench.model.calibration`); an
     all-reduce priced with the tree's bytes, the ones NCCL's tree sends through a node's NICs, or with
     ``by_ring`` the ring's, at the efficiency rings reach (see :func:`tree_or_ring_undescribed`)."""
     algorithm = "tree" if by_ring else crossing_algorithms(schedule, collective)[-1]
@@ -212,8 +213,8 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     cap = efficiency * system.nic_Bps_per_node
     label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
              f"per node at {efficiency:.2f} of their rate")
-    # every protocol keeps its share of the bandwidth regime's rate: LL at half of Simple's on NVLink
-    # is at half of it through the NICs too
+    # every protocol keeps its share of the bandwidth regime's rate (LL at half of Simple's on NVLink
+    # is at half of it through the NICs too), the small-size ones capped below
     scale = min(1.0, cap / intra.busbw_Bps)
     # The latency per step, not per call: a ring over 16 ranks waits on the network 15 times, a tree
     # across 2 nodes twice, and the logs of different systems agree better per step than per call.
@@ -223,15 +224,15 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     # bandwidth protocol waits longer per step, on a whole chunk.
     hops = crossing_terms(schedule, collective, 1.0, 2 * system.gpus_per_node, 2, algorithm)[0]
     small, bandwidth = intra.all_regimes()[:-1], intra.all_regimes()[-1]
-    if not small:  # a nominal rate has no protocols of its own: the small-size one at the bandwidth one's latency
+    if not small:  # a nominal rate, or a one-regime node: its one regime stands for both protocols
         small = (bandwidth,)
 
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
         return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0), step_s=max(r.step_s, step),
-                                   busbw_Bps=busbw, label=label, algorithm=algorithm, extra_steps=r.extra_steps)
+                                   busbw_Bps=busbw, label=label, algorithm=algorithm)
 
-    regimes = [across(r, calibration.crossing_step_latency_s,
-                      min(r.busbw_Bps * scale, calibration.small_protocol_busbw_Bps)) for r in small]
+    small_cap = calibration.small_protocol_busbw_Bps or math.inf  # 0: chosen on no log, nothing to cap with
+    regimes = [across(r, calibration.crossing_step_latency_s, min(r.busbw_Bps * scale, small_cap)) for r in small]
     regimes.append(across(bandwidth, calibration.bandwidth_step_latency_s, bandwidth.busbw_Bps * scale))
     return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
 

@@ -321,7 +321,7 @@ class TopologyModel:
             time_s, span = _between(time_s, railed[1] if railed else
                                     self._time(size, world, nodes, sharing, nic_share)[0], span)
         return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
-                                                share, span, shape_measured, described and priced.is_preset)
+                                                share, span, shape_measured, priced is not None and priced.is_preset)
 
     def _latency_readings(self, size: float, world: int, nodes: int, sharing: int,
                           rails: float | None = None) -> tuple[float, float] | None:

@@ -286,7 +286,8 @@ def system_cases(data: Path) -> list[SystemCase]:
         hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
         case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                           (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
-                          first.busbw_Bps, preset, intra, tree_or_ring_undescribed(collective, "ring", load_system(system)))
+                          first.busbw_Bps, preset, intra,
+                          tree_or_ring_undescribed(collective, "ring", load_system(system)))
         cases.append(dataclasses.replace(case, efficiency=_matching_efficiency(case)))
     return cases
 
@@ -351,8 +352,9 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     for kind in EXTRAPOLATED_KINDS:
         if len(systems.get(kind, ())) < 2:
             several[kind], one[kind] = widest, widest
+    chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
-                       *_crossing_protocols(cases), tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases})))
+                       *_crossing_protocols(cases), chosen_on)
     bandwidth, latency_half = _described_half_widths(cases, base)
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
                                     described_latency_half_width=latency_half)
@@ -383,7 +385,7 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     return {f: mean([c.efficiency for c in known if family(c.collective) == f] or pooled) for f in FAMILIES}
 
 
-def _crossing_protocols(cases: Sequence[SystemCase], named: bool = False):
+def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, float]:
     """The medians over ``cases`` of the small-size and the bandwidth protocols' latency per step across nodes,
     and of the small-size protocols' bus bandwidth (0 without a case). An all-reduce that may have crossed by
     the tree or the ring (:attr:`SystemCase.tree_or_ring`) cannot say how many steps it paid: it says
@@ -392,11 +394,8 @@ def _crossing_protocols(cases: Sequence[SystemCase], named: bool = False):
         return float(np.median(values)) if values else 0.0
 
     known = [c for c in cases if not c.tree_or_ring] or list(cases)
-    values = (median([c.step_latency_s for c in known]), median([c.bandwidth_step_latency_s for c in known]),
-              median([c.small_busbw_Bps for c in cases]))
-    if named:
-        return dict(zip(("crossing_step_latency_s", "bandwidth_step_latency_s", "small_protocol_busbw_Bps"), values))
-    return values
+    return (median([c.step_latency_s for c in known]), median([c.bandwidth_step_latency_s for c in known]),
+            median([c.small_busbw_Bps for c in cases]))
 
 
 def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
@@ -407,10 +406,9 @@ def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
     known = [c for c in cases if not c.tree_or_ring]
     for case in known:
         rest = [c for c in known if c.group != case.group]
-        if rest:
-            latency = max(latency, abs(math.log(case.step_latency_s / float(np.median([c.step_latency_s for c in rest])))),
-                          abs(math.log(case.bandwidth_step_latency_s
-                                       / float(np.median([c.bandwidth_step_latency_s for c in rest])))))
+        for step in (lambda c: c.step_latency_s, lambda c: c.bandwidth_step_latency_s):
+            if rest:
+                latency = max(latency, abs(math.log(step(case) / float(np.median([step(c) for c in rest])))))
     return latency
 
 
@@ -429,7 +427,9 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
     misses: list[tuple[str, float, float, bool]] = []
     for group in groups:
         rest = [c for c in cases if c.group != group]
-        inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest), **_crossing_protocols(rest, named=True))
+        step, bandwidth_step, small_busbw = _crossing_protocols(rest)
+        inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest), crossing_step_latency_s=step,
+                                    bandwidth_step_latency_s=bandwidth_step, small_protocol_busbw_Bps=small_busbw)
         for case in (c for c in cases if c.group == group):
             for p in case.points(inner):
                 assert p.spread is not None

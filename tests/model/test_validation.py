@@ -138,7 +138,8 @@ def test_calibration_files_are_validated(tmp_path):
                 {**good, "widening_several_layouts": {OTHER_GPU_COUNT: 0.1, OTHER_NODE_COUNT: -0.1}},
                 {k: v for k, v in good.items() if k != "crossing_latency_half_width"},
                 {**good, "described_bandwidth_half_width": math.nan},
-                {**good, "crossing_step_latency_s": math.inf}, {**good, "small_protocol_busbw_Bps": -1.0},
-                {k: v for k, v in good.items() if k != "bandwidth_step_latency_s"}, {k: v for k, v in good.items() if k != "widening_one_layout"}):
+                {**good, "crossing_step_latency_s": math.inf}, {**good, "small_protocol_busbw_Bps": 0.0},
+                {k: v for k, v in good.items() if k != "bandwidth_step_latency_s"},
+                {k: v for k, v in good.items() if k != "widening_one_layout"}):
         with pytest.raises(Exception, match="calibration"):
             Calibration.from_dict(bad)
