@@ -98,6 +98,10 @@ class Calibration:
     small_protocol_busbw_Bps: float
     """Bus bandwidth the small-size protocols (LL, LL128) reach across nodes: their buffers are small, so
     they move little per network round trip whatever the NICs' rate."""
+    crossing_ranks_per_node: float
+    """The most ranks per node of any log the steps across nodes were calibrated on: up to there every step
+    of a ring is known to wait on the network; beyond, the logs cannot say whether the steps inside a node
+    do (:func:`pybench.model.crossing.network_steps_undescribed`)."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -114,7 +118,7 @@ class Calibration:
             numbers = {k: float(d[k]) for k in ("described_bandwidth_half_width", "described_latency_half_width",
                                                  "crossing_latency_half_width", "preset_half_width",
                                                  "crossing_step_latency_s", "bandwidth_step_latency_s",
-                                                 "small_protocol_busbw_Bps")}
+                                                 "small_protocol_busbw_Bps", "crossing_ranks_per_node")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): float(v) for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}

@@ -201,13 +201,15 @@ def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost |
 
 
 def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
-                       calibration: Calibration, by_ring: bool = False) -> LinkCost:
+                       calibration: Calibration, by_ring: bool = False, network_share: float = 1.0) -> LinkCost:
     """The inter-node link of a node from its description: the node's protocol regimes, each at most
     at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and the small-size
     ones at what those protocols reach across nodes, each step of the schedule across nodes at least as
     slow as a network step in its protocol (:mod:`pybench.model.calibration`); an
     all-reduce priced with the tree's bytes, the ones NCCL's tree sends through a node's NICs, or with
-    ``by_ring`` the ring's, at the efficiency rings reach (see :func:`tree_or_ring_undescribed`)."""
+    ``by_ring`` the ring's, at the efficiency rings reach (see :func:`tree_or_ring_undescribed`). With
+    ``network_share`` below 1, only that share of a ring's steps waits on the network, the others on the
+    node's own links (see :func:`network_steps_undescribed`)."""
     algorithm = "tree" if by_ring else crossing_algorithms(schedule, collective)[-1]
     efficiency = calibration.nic_efficiency["ring"] if by_ring else calibration.efficiency(collective)
     cap = efficiency * system.nic_Bps_per_node
@@ -227,14 +229,53 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     if not small:  # a nominal rate, or a one-regime node: its one regime stands for both protocols
         small = (bandwidth,)
 
+    share = network_share if algorithm == "ring" else 1.0  # a tree's levels across nodes are all network hops
+
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
-        return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0), step_s=max(r.step_s, step),
+        return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
+                                   step_s=max(r.step_s, share * step + (1.0 - share) * r.step_s),
                                    busbw_Bps=busbw, label=label, algorithm=algorithm)
 
     small_cap = calibration.small_protocol_busbw_Bps or math.inf  # 0: chosen on no log, nothing to cap with
     regimes = [across(r, calibration.crossing_step_latency_s, min(r.busbw_Bps * scale, small_cap)) for r in small]
     regimes.append(across(bandwidth, calibration.bandwidth_step_latency_s, bandwidth.busbw_Bps * scale))
     return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
+
+
+def other_described_readings(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
+                             calibration: Calibration) -> tuple[tuple[LinkCost, str], ...]:
+    """The readings of a described crossing that its description cannot rule out besides its own, each with
+    the caveat that says why: the prediction lies between them all, their span in the interval."""
+    out = []
+    if tree_or_ring_undescribed(collective, schedule, system):
+        out.append((described_crossing(collective, schedule, intra, system, calibration, by_ring=True),
+                    "GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, in "
+                    "the interval; a measurement across nodes replaces this reading"))
+    known = network_steps_undescribed(collective, schedule, system, calibration)
+    if known:
+        out.append((described_crossing(collective, schedule, intra, system, calibration,
+                                       network_share=known / system.gpus_per_node),
+                    f"{system.name} holds {system.gpus_per_node} GPUs per node, and the network step was calibrated "
+                    f"on logs of at most {known:g}: whether every step of a ring inside a node waits on the network "
+                    f"is not known; between every step and {known:g} per node, in the interval; a measurement "
+                    f"across nodes replaces this reading"))
+    return tuple(out)
+
+
+def network_steps_undescribed(collective: str, schedule: str, system: SystemDescription,
+                              calibration: Calibration) -> float:
+    """The ranks per node up to which a described ring's steps are known to wait on the network each, where
+    the described node holds more; 0 where every step of its crossing is known to.
+
+    The 2-node logs the network step was calibrated on agree better per step of a ring than per crossing
+    of a node boundary, but they hold at most a few ranks per node. A node of many more (an NVL72 rack of
+    72 GPUs as one node) may pay the network step at each of its ring's steps, or only at about as many
+    per node as those logs did, the steps inside it at NVLink's pace: nothing measured tells them apart.
+    A tree's levels across nodes are network hops whatever the node holds.
+    """
+    known = calibration.crossing_ranks_per_node
+    ring = crossing_algorithms(schedule, collective)[-1] == "ring"
+    return known if ring and known > 0 and system.gpus_per_node > known else 0.0
 
 
 def tree_or_ring_undescribed(collective: str, schedule: str, system: SystemDescription) -> bool:

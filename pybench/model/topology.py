@@ -51,8 +51,8 @@ from pybench.model.crossing import (
     across_nodes,
     described_crossing,
     nvlink_domain_ranks,
+    other_described_readings,
     tree_bytes_on_nics,
-    tree_or_ring_undescribed,
     unknown_nic_share,
     unknown_tree_bytes,
 )
@@ -239,8 +239,9 @@ class TopologyModel:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
         calibration = calibration or load_calibration()
-        ring = self._ring_reading(world, nodes, calibration)
-        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, ring)
+        readings = self._described_readings(world, nodes, calibration)
+        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share,
+                                                          tuple(link for link, _ in readings))
         caveats = []
         if nodes > 1 and not self.inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
             caveats.append("fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
@@ -257,9 +258,7 @@ class TopologyModel:
                            f"NICs per rank unknown at {per_node} ranks per node (fitted at "
                            f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
                            f"in the interval; give --system NAME|FILE to say")
-        if ring is not None:
-            caveats.append("GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, "
-                           "in the interval; a measurement across nodes replaces this reading")
+        caveats += [why for _, why in readings]
         links = "; ".join([self._links_label(nodes), *caveats])
         why = self._undetermined(world, nodes)
         if why:
@@ -274,17 +273,17 @@ class TopologyModel:
         across = nodes > 1 and not self.inside_nvlink_domain(world)
         return unknown_nic_share(self, world, nodes, sharing) if across else None
 
-    def _ring_reading(self, world: int, nodes: int, calibration: Calibration) -> LinkCost | None:
-        """The described crossing read with the ring's bytes, where the description cannot say which NCCL
-        runs (:func:`~pybench.model.crossing.tree_or_ring_undescribed`); None elsewhere."""
+    def _described_readings(self, world: int, nodes: int,
+                            calibration: Calibration) -> tuple[tuple[LinkCost, str], ...]:
+        """The readings of a described crossing its description cannot rule out, with why
+        (:func:`~pybench.model.crossing.other_described_readings`); none elsewhere."""
         if (nodes < 2 or self.inside_nvlink_domain(world) or self.system is None or self.intra is None
-                or self.inter is None or not self.inter.is_described
-                or not tree_or_ring_undescribed(self.collective, self.schedule, self.system)):
-            return None
-        return described_crossing(self.collective, self.schedule, self.intra, self.system, calibration, by_ring=True)
+                or self.inter is None or not self.inter.is_described):
+            return ()
+        return other_described_readings(self.collective, self.schedule, self.intra, self.system, calibration)
 
     def _estimate(self, size: float, world: int, nodes: int, sharing: int, nic_share: float | None,
-                  ring: LinkCost | None) -> tuple[float, str, str, Spread]:
+                  others: tuple[LinkCost, ...]) -> tuple[float, str, str, Spread]:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.
 
         Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
@@ -311,8 +310,9 @@ class TopologyModel:
         elif readings:
             time_s, span = _between(readings[0], readings[1], 0.0)
         tree = unknown_tree_bytes(self, world, nodes) if across else None
-        # the tree's bytes or the ring's (fitted at one node count, or described on shared NICs): neither favoured
-        for link in (tree, ring):
+        # the tree's bytes or the ring's (fitted at one node count), or what a description cannot rule out
+        # (its other readings): neither favoured
+        for link in (tree, *others):
             if link is not None:
                 other = time_s * dataclasses.replace(self, inter=link)._time(size, world, nodes, sharing)[0] / fitted_s
                 time_s, span = _between(time_s, other, span)

@@ -108,6 +108,8 @@ class SystemCase:
     """The same of the regime its fit runs at :data:`PROTOCOL_PROBE_BYTES` (the bandwidth protocol)."""
     small_busbw_Bps: float
     """Bus bandwidth of its fit's smallest-size regime across nodes, in the bytes its crossing is priced with."""
+    ranks_per_node: int
+    """Ranks per node of its log."""
     preset: str = ""
     """The link preset of one of its NICs (a user's ``--link`` without a description)."""
     intra_preset: str = ""
@@ -286,7 +288,7 @@ def system_cases(data: Path) -> list[SystemCase]:
         hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
         case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                           (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
-                          first.busbw_Bps, preset, intra,
+                          first.busbw_Bps, w0 // n0, preset, intra,
                           tree_or_ring_undescribed(collective, "ring", load_system(system)))
         cases.append(dataclasses.replace(case, efficiency=_matching_efficiency(case)))
     return cases
@@ -312,7 +314,7 @@ def _matching_efficiency(case: SystemCase) -> float:
     def median_error(efficiency: float) -> float:
         calibration = Calibration(dict.fromkeys(EXTRAPOLATED_KINDS, 0.0), dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
                                   dict.fromkeys(FAMILIES, efficiency), 0.0, 0.0, 0.0, 0.0, case.step_latency_s,
-                                  case.bandwidth_step_latency_s, case.small_busbw_Bps)
+                                  case.bandwidth_step_latency_s, case.small_busbw_Bps, case.ranks_per_node)
         points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
         return float(np.median([p.error for p in points])) if points else 0.0
 
@@ -385,17 +387,17 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     return {f: mean([c.efficiency for c in known if family(c.collective) == f] or pooled) for f in FAMILIES}
 
 
-def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, float]:
+def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, float, float]:
     """The medians over ``cases`` of the small-size and the bandwidth protocols' latency per step across nodes,
-    and of the small-size protocols' bus bandwidth (0 without a case). An all-reduce that may have crossed by
-    the tree or the ring (:attr:`SystemCase.tree_or_ring`) cannot say how many steps it paid: it says
-    nothing of the latency per step."""
+    and of the small-size protocols' bus bandwidth (0 without a case), and the most ranks per node among them.
+    An all-reduce that may have crossed by the tree or the ring (:attr:`SystemCase.tree_or_ring`) cannot say
+    how many steps it paid: it says nothing of the latency per step."""
     def median(values: list[float]) -> float:
         return float(np.median(values)) if values else 0.0
 
     known = [c for c in cases if not c.tree_or_ring] or list(cases)
     return (median([c.step_latency_s for c in known]), median([c.bandwidth_step_latency_s for c in known]),
-            median([c.small_busbw_Bps for c in cases]))
+            median([c.small_busbw_Bps for c in cases]), float(max((c.ranks_per_node for c in cases), default=0)))
 
 
 def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
@@ -427,7 +429,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
     misses: list[tuple[str, float, float, bool]] = []
     for group in groups:
         rest = [c for c in cases if c.group != group]
-        step, bandwidth_step, small_busbw = _crossing_protocols(rest)
+        step, bandwidth_step, small_busbw, _ = _crossing_protocols(rest)
         inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest), crossing_step_latency_s=step,
                                     bandwidth_step_latency_s=bandwidth_step, small_protocol_busbw_Bps=small_busbw)
         for case in (c for c in cases if c.group == group):

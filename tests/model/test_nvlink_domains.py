@@ -8,6 +8,8 @@ nodes and a fit whose bus bandwidth no NIC carries says the world beyond it is n
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import SHARED_DATA
 
@@ -148,3 +150,38 @@ def test_the_planner_prices_a_domain_model_on_domains_not_on_its_own_nodes():
     for planner_nodes in (None, 18, 36):
         assert TopologyCollective(model, "inter-node").predict(1 << 30, 144, planner_nodes).time_s == \
             pytest.approx(racks, rel=1e-12)
+
+
+def _one_rack_allgather(busbw: float = 700e9, latency: float = 30e-6) -> list[Observation]:
+    return [Observation(s, 72, 18, latency + 71 / 72 * s / busbw) for s in SIZES]
+
+
+def test_a_described_ring_over_a_rack_is_between_every_step_and_the_calibrated_ranks_per_node():
+    """The network step was calibrated on logs of at most 8 ranks per node: a ring over two 72-GPU domains
+    may wait on the network at each of its 143 steps, or at about 8 per domain and at NVLink's pace inside.
+    Nothing measured tells them apart: the prediction lies between them, says so, and spans both."""
+    from pybench.model.calibration import load_calibration
+    from pybench.model.crossing import across_nodes, described_crossing
+
+    calibration = load_calibration()
+    assert calibration.crossing_ranks_per_node == 8
+    model = fit_topology("allgather", _one_rack_allgather(), system=NVL72).with_system(NVL72)
+    assert model.inter is not None and model.inter.is_described and model.intra is not None
+    size = 4 << 20
+    p = model.predict(size, 144, 36)
+    assert p.determined and "whether every step of a ring inside a node waits on the network" in p.links
+    domain = NVL72.per_nvlink_domain()
+    every = described_crossing("allgather", "ring", model.intra, domain, calibration)
+    sparse = described_crossing("allgather", "ring", model.intra, domain, calibration, network_share=8 / 72)
+    assert sparse.step_s < every.step_s / 4  # 8 of 72 steps at the network's pace, the others at NVLink's
+    by_every = across_nodes(dataclasses.replace(model, inter=every), size, 144, nodes=2)[0]
+    by_sparse = across_nodes(dataclasses.replace(model, inter=sparse), size, 144, nodes=2)[0]
+    assert by_sparse < by_every / 2
+    assert p.time_s == pytest.approx((by_every * by_sparse) ** 0.5, rel=0.02)
+    assert p.low_s < by_sparse and p.high_s > by_every
+    # an all-reduce crosses by the tree, whose levels across nodes are network hops whatever a node holds
+    reduce = fit_topology("allreduce", _racks(1, 900e9), system=NVL72).with_system(NVL72)
+    assert "waits on the network" not in reduce.predict(size, 144, 36).links
+    # eight GPUs per node: as many as the calibration logs held, nothing in doubt
+    h100 = fit_topology("allgather", [Observation(s, 8, 1, 10e-6 + 7 / 8 * s / 300e9) for s in SIZES])
+    assert "waits on the network" not in h100.with_system(load_system("dgx-h100")).predict(size, 16, 2).links
