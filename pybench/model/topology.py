@@ -422,6 +422,10 @@ class TopologyModel:
         # Files from before the intra-node phase was priced fitted their inter-node link over it.
         absorbs = d.get("inter_absorbs_intra", inter is not None)
         system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
+        if inter is not None and inter.is_described and intra is not None and system is not None:
+            # not a measurement: priced again from the description with the shipped calibration, as
+            # `predict --system` prices it, whichever calibration the file was written with
+            inter = described_crossing(d["collective"], d.get("schedule", "ring"), intra, system, load_calibration())
         lo, hi = d["size_range"]
         return cls(d["collective"], d["algorithm"], intra, inter, tuple((w, n) for w, n in d["fitted"]), (lo, hi),
                    tuple(float(x) for x in d.get("residual_sizes") or ()),

@@ -314,3 +314,16 @@ def test_a_described_crossing_runs_its_middle_sizes_in_the_bandwidth_protocol():
     assert middle.time_s >= 15 * calibration.bandwidth_step_latency_s
     assert middle.regime == f"{len(small) + 1} of {len(small) + 1}"
     assert model.predict(1 << 10, 16, 2).regime == "1 of 2"
+
+
+def test_a_described_crossing_read_from_a_file_is_priced_again_with_the_shipped_calibration():
+    """A described link is not a measurement: a file written with other constants (an older calibration)
+    predicts what `predict --system` does today, and a file written today reads back unchanged."""
+    node = fit_topology("allgather", [Observation(float(s), 8, 1, 10e-6 + 7 / 8 * s / 200e9)
+                                      for s in (2.0 ** k for k in range(10, 31))])
+    model = node.with_system(load_system("dgx-h100"))
+    assert model.inter is not None and model.inter.is_described
+    assert TopologyModel.from_dict(model.to_dict()) == model
+    older = model.to_dict()
+    older["inter"] = {**older["inter"], "busbw_Bps": 1e9, "step_s": 1e-6, "regimes": []}
+    assert TopologyModel.from_dict(older) == model
