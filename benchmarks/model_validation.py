@@ -64,7 +64,7 @@ predictions are scored from 1 MiB up. What each kind means:
   `nic_efficiency` is what the NICs carry, not a bus bandwidth; where GPUs share NICs (Polaris:
   four GPUs, two NICs) the logs cannot say whether NCCL picks its tree or its ring, the prediction
   lies between the two readings with that span in the interval, and such a log chooses no
-  efficiency;
+  efficiency and no step latency (it cannot say how many steps it paid);
 - *preset*: the same 2-node logs predicted from link presets alone, as `--link` gives them without a
   description: one of the node's NICs (`eth-100g`, `eth-200g`, `eth-400g`: one port per node) and,
   where no node was measured, its GPUs' links (`nvlink3/4/5`). A preset cannot say how many ports a
