@@ -60,9 +60,9 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
         rails = 1.0 if unmeasured else _rails(model, world // nodes * sharing)
     times, labels = [], []
     for r in model.inter.all_regimes():
-        hops, data, fill, label = crossing_terms(model.schedule, model.collective, size, world, nodes, r.algorithm)
-        times.append(r.base_s + hops * r.step_s
-                     + (data + fill * r.extra_steps) * size / min(r.busbw_Bps * rails / sharing, intra_bw))
+        time_s, label = regime_crossing_s(r, model.schedule, model.collective, size, world, nodes,
+                                          min(r.busbw_Bps * rails / sharing, intra_bw))
+        times.append(time_s)
         labels.append(label)
     k = int(np.argmin(times))
     label = labels[k]
@@ -70,6 +70,15 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     if inside:
         label += f" + intra-node phase on {world // nodes} ranks"
     return times[k] + inside, label, regime_label(model.inter, k)
+
+
+def regime_crossing_s(r: LinkCost, schedule: str, collective: str, size: float, world: int, nodes: int,
+                      busbw_Bps: float | None = None) -> tuple[float, str]:
+    """(time, what is priced) of one inter-node regime across ``nodes`` nodes, at ``busbw_Bps`` if given
+    (the NICs shared, or the node's links slower) else at its own."""
+    hops, data, fill, label = crossing_terms(schedule, collective, size, world, nodes, r.algorithm)
+    busbw = r.busbw_Bps if busbw_Bps is None else busbw_Bps
+    return r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / busbw, label
 
 
 def _rails(model: ModelLinks, per_node: int) -> float:

@@ -46,7 +46,7 @@ from scipy.optimize import brentq
 
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread, family
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
-from pybench.model.crossing import as_double_tree, tree_or_ring_undescribed
+from pybench.model.crossing import as_double_tree, regime_crossing_s, tree_or_ring_undescribed
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
@@ -300,10 +300,7 @@ PROTOCOL_PROBE_BYTES = 16 << 20
 
 def _regime_at(inter: LinkCost, collective: str, world: int, nodes: int, size: float) -> LinkCost:
     """The fitted inter-node regime that is the fastest at ``size`` on (world, nodes)."""
-    def time(r: LinkCost) -> float:
-        hops, data, fill, _ = crossing_terms("ring", collective, size, world, nodes, r.algorithm)
-        return r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / r.busbw_Bps
-    return min(inter.all_regimes(), key=time)
+    return min(inter.all_regimes(), key=lambda r: regime_crossing_s(r, "ring", collective, size, world, nodes)[0])
 
 
 def _matching_efficiency(case: SystemCase) -> float:
