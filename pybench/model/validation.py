@@ -309,9 +309,13 @@ def _matching_efficiency(case: SystemCase) -> float:
     largest sizes reach; NCCL gets there only at the top of the sweep, and the scored sizes run below it.
     Where no efficiency meets the log (the node's own links are the slower), the fitted rate's."""
     def median_error(efficiency: float) -> float:
-        calibration = Calibration(dict.fromkeys(EXTRAPOLATED_KINDS, 0.0), dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
-                                  dict.fromkeys(FAMILIES, efficiency), 0.0, 0.0, 0.0, 0.0, case.step_latency_s,
-                                  case.bandwidth_step_latency_s, case.small_busbw_Bps, case.ranks_per_node)
+        calibration = Calibration(
+            widening_several_layouts=dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
+            widening_one_layout=dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
+            nic_efficiency=dict.fromkeys(FAMILIES, efficiency), described_bandwidth_half_width=0.0,
+            described_latency_half_width=0.0, crossing_latency_half_width=0.0, preset_half_width=0.0,
+            crossing_step_latency_s=case.step_latency_s, bandwidth_step_latency_s=case.bandwidth_step_latency_s,
+            small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node)
         points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
         return float(np.median([p.error for p in points])) if points else 0.0
 
