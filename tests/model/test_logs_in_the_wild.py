@@ -438,3 +438,29 @@ def test_two_processes_each_running_their_own_test_under_mpirun(tmp_path):
     assert (m.collective, m.world_size, m.link_class) == ("allreduce", 1, None), m.notes
     assert m.size_bytes.tolist() == [1 << 20, 1 << 20, 1 << 22, 1 << 22]
     assert any(n.startswith("Rank 0 is listed on 2 hosts (node-a, node-b)") for n in m.notes)
+
+
+@pytest.mark.parametrize("redop, collective", [("none", "allgather"), ("sum", "reducescatter")])
+def test_an_unnamed_sweep_over_hundreds_of_ranks_takes_its_collective_from_the_per_rank_count(tmp_path, redop,
+                                                                                             collective):
+    # busbw/algbw = 1023/1024 prints as 1.00: send/recv's ratio without a redop, a 2-rank all-reduce's with
+    # one. The per-rank count (size = count x 1024 x 4 B) is exact (ALCF's Polaris all-gather at 256 nodes).
+    rows = "".join(f"{s:>12} {s // 4096:>12}     float {redop:>7}      -1   {t:8.1f}   {s / t / 1e3:5.2f}   "
+                   f"{s / t / 1e3 * 1023 / 1024:5.2f}      0   {t:8.1f}   {s / t / 1e3:5.2f}   "
+                   f"{s / t / 1e3 * 1023 / 1024:5.2f}      0\n"
+                   for s, t in ((64 << 20, 29744.0), (128 << 20, 29460.0), (256 << 20, 45143.0),
+                                (512 << 20, 44203.0), (1 << 30, 45853.0)))
+    path = tmp_path / "wide.log"
+    path.write_text(NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == (collective, 1024)
+    worlds = [n for n in m.notes if n.startswith("world size")]
+    assert worlds == ["world size 1024 from size = count x ranks x type size (busbw/algbw said "
+                      f"{worlds[0].split('said ')[1]}"], m.notes  # no note names another world as the one used
+
+
+def test_the_shared_polaris_all_gather_over_1024_ranks_is_an_all_gather():
+    from conftest import SHARED_DATA  # the repo's copies of ../shared/data
+
+    (m,) = load_measurements(SHARED_DATA / "nccl-tests" / "polaris_a100_256node_4gpu_slingshot_allgather.txt")
+    assert (m.collective, m.world_size) == ("allgather", 1024)

@@ -246,6 +246,7 @@ def exact_world(collective: str | None, sizes: list[int], counts: list[int], key
     if exact is None or exact < 2 or exact == world:  # 1: count = size/width, nothing per rank to read
         return world
     said = f" (busbw/algbw said {world})" if world is not None else ""
+    notes[:] = [n for n in notes if not n.startswith(f"world size {world} from busbw/algbw")]  # superseded
     notes.append(f"world size {exact} from size = count x ranks x type size{said}")
     return exact
 
@@ -331,10 +332,15 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     check_values(path, table)
     unit = resolve_unit(path, table)
     name, name_notes = _collective_for(table, pre, previous, collective)
-    coll, world, notes = infer(name, table.redops, table.roots, bus_ratios(table), raw_algbw_ratio(table),
-                               table.columns.old_layout)
+    # A per-rank count is exact, where busbw/algbw = (n-1)/n of an all-gather or reduce-scatter over
+    # hundreds of ranks reads as send/recv's or a 2-rank all-reduce's 1.00: the counts speak first.
+    count_notes: list[str] = []
+    by_counts = None if name else _collective_from_counts(table, count_notes)
+    coll, world, notes = infer(name or by_counts, table.redops, table.roots, bus_ratios(table),
+                               raw_algbw_ratio(table), table.columns.old_layout)
+    notes = count_notes + notes
     if coll is None:
-        coll = _collective_from_counts(table, notes) or _allreduce_from_rounding(table, notes)
+        coll = _allreduce_from_rounding(table, notes)
     if coll is None:
         raise FileFormatError(f"{path}: line {table.header_line}: cannot tell which collective this "
                               f"nccl-tests table measured (no program name, and neither busbw/algbw nor the "
