@@ -333,7 +333,8 @@ def _topology_for(args, models) -> list:
                      f"({held.label}); the preset is not used")
             tm = tm.with_preset(preset)
         if system is not None:
-            if tm.intra is not None and tm.inter is not None and not (tm.inter.is_preset or tm.intra.is_preset):
+            if tm.intra is not None and tm.inter is not None and not any(
+                    link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
                 _say(f"--system {system.name}: the {tm.collective} model measured both link classes; the description "
                      f"only bounds the layouts and says which are not determined")
             tm = tm.with_system(system)

@@ -93,3 +93,7 @@ class LinkCost:
 def regime_label(link: LinkCost, k: int) -> str:
     return f"{k + 1} of {len(link.regimes) + 1}" if link.regimes else ""
 
+
+def unless_described(link: LinkCost | None) -> LinkCost | None:
+    """``link`` where it was measured or preset, None where a system description priced it."""
+    return None if link is None or link.is_described else link

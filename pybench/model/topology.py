@@ -57,13 +57,10 @@ from pybench.model.crossing import (
     unknown_tree_bytes,
 )
 from pybench.model.determined import undetermined
-from pybench.model.link_cost import LinkCost, regime_label
+from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import SystemDescription, system_from_dict
-from pybench.model.topology_schedules import (
-    algorithm_steps,
-    crossing_terms,
-)
+from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
@@ -448,10 +445,12 @@ class TopologyModel:
                 raise UsageError(f"this model counts NVLink domains of {self.hosts_per_node} hosts as its nodes; "
                                  f"{system.name}'s span {system.hosts_per_domain()}: refit with --system {system.name}")
             system = system.per_nvlink_domain()
-        intra = self.intra or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
-                                       f"system {system.name}: {system.intra_fabric} at "
-                                       f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")
-        inter, notes = self.inter, [f"system {system.summary()}", *self._beyond_the_fabric(system)]
+        # A link priced from an earlier description (a model fitted with --system) is no measurement:
+        # this description prices it again.
+        intra = unless_described(self.intra) or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
+                                                  f"system {system.name}: {system.intra_fabric} at "
+                                                  f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")
+        inter, notes = unless_described(self.inter), [f"system {system.summary()}", *self._beyond_the_fabric(system)]
         decided = tree_bytes_on_nics(self, system.nic_Bps_per_node)
         if decided is not None:
             inter = decided

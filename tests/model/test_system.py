@@ -327,3 +327,25 @@ def test_a_described_crossing_read_from_a_file_is_priced_again_with_the_shipped_
     older = model.to_dict()
     older["inter"] = {**older["inter"], "busbw_Bps": 1e9, "step_s": 1e-6, "regimes": []}
     assert TopologyModel.from_dict(older) == model
+
+
+def test_a_model_fitted_with_one_system_is_priced_by_another_given_at_predict(tmp_path, capsys):
+    # The file's crossing was priced from dgx-a100's NICs, not measured: --system aws-p4d prices it from
+    # p4d's (four 100 Gb/s EFA ports, not eight 200 Gb/s), as a model fitted without a system would be.
+    log = str(SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv")
+    with_a100, plain = tmp_path / "a100.json", tmp_path / "plain.json"
+    assert main_for_tests(["fit", log, "-o", str(with_a100), "--system", "dgx-a100"]) == 0
+    assert main_for_tests(["fit", log, "-o", str(plain)]) == 0
+    capsys.readouterr()
+    times = {}
+    for model in (with_a100, plain):
+        out = tmp_path / f"p-{model.name}"
+        assert main_for_tests(["predict", str(model), "--sizes", "1M,1G", "--world", "16", "--nodes", "2",
+                               "--system", "aws-p4d", "--json", str(out)]) == 0
+        assert "measured both link classes" not in capsys.readouterr().err
+        times[model] = [r["time_s"] for r in json.loads(out.read_text())["records"]]
+    assert times[with_a100] == pytest.approx(times[plain], rel=1e-9)
+    assert main_for_tests(["predict", str(with_a100), "--sizes", "1G", "--world", "16", "--nodes", "2",
+                           "--json", str(tmp_path / "own.json")]) == 0
+    own = json.loads((tmp_path / "own.json").read_text())["records"][0]["time_s"]
+    assert own < times[with_a100][1] / 2  # eight 200 Gb/s NICs against four 100 Gb/s
