@@ -92,7 +92,8 @@ def main() -> int:
     args = parser.parse_args()
     if not (args.root / POLARIS).is_dir():
         parser.error(f"{args.root} holds no {POLARIS}: give a clone of argonne-lcf/alcf-nccl-tests")
-    print("| check | sizes | median error | max error | covered | median half-width | kind |\n|---|---|---|---|---|---|---|")
+    print("| check | sizes | median error | max error | covered | median half-width | kind |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
         for name, *rest in CHECKS:
             print(f"| {name} " + check(args.root, Path(work), *rest), flush=True)
