@@ -156,6 +156,9 @@ def run_fit(args) -> int:
         these = load_measurements(path, collective=args.collective, world_size=world)
         sets.extend(these if n is None else [_with_nodes(m, n) for m in these])
     for m in sets:
+        if m.world_size is None:
+            raise UsageError(f"{m.path}: the log does not say how many ranks ran its {m.collective} (no launcher "
+                             f"line, Rank lines or exact bandwidth ratio); give --world N (one per input)")
         if m.collective not in MODELLED:
             raise UsageError(f"{m.path}: pybench has no model for {m.collective!r} (it fits "
                              f"{', '.join(MODELLED)}); give --collective if the log names it wrongly")

@@ -17,6 +17,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.model.anomalies import Anomaly
+from pybench.model.calibration import load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
@@ -25,6 +26,8 @@ from pybench.model.segment import SegmentFit
 # algorithm switch that a few sizes make look like a faster link).
 STEEP_PIECE_RATIO = 1.5
 
+
+BEYOND_SIZES = "beyond the measured sizes"
 
 NO_TOPOLOGY = "no topology model: "
 """Starts the note a curve keeps when the fit gave its collective no topology model, so that a
@@ -173,6 +176,14 @@ class AlphaBetaModel:
         t_arr, h_arr = np.asarray(t, dtype=float), np.asarray(half, dtype=float)
         low = np.maximum(t_arr - h_arr, 0.0)
         high = t_arr + h_arr
+        # Beyond the measured sizes nothing measured says how the curve goes on (a sweep that ends while
+        # latency rules has no bandwidth at all): the band widens with the log distance, at the widest
+        # widening the calibration holds for any kind, as the topology model's does there.
+        beyond = np.maximum(np.log(self.size_min_bytes / s), 0.0) + np.maximum(np.log(s / self.size_max_bytes), 0.0)
+        if np.any(beyond > 0):
+            log_half = np.log1p(h_arr / t_arr) + load_calibration().widening(BEYOND_SIZES, True) * beyond
+            low = np.where(beyond > 0, t_arr * np.exp(-log_half), low)
+            high = np.where(beyond > 0, t_arr * np.exp(log_half), high)
         if s.ndim == 0:
             return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
         return Prediction(s, self.world_size, t_arr, low, high, said)

@@ -216,9 +216,11 @@ def test_a_rounded_ratio_that_allows_several_worlds_gives_none_of_them(tmp_path,
     assert main_for_tests(["compare", str(path), str(path)]) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert "/ ? ranks /" in head and "a nccl-tests file" in head and "huge pages" not in head
-    # and fit says which input the topology model lacks
-    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
-    assert "rank count unknown; not in the topology model: give fit --world N" in capsys.readouterr().err
+    # and fit refuses it in one line (a model of unknown ranks could not be read back), naming --world
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "does not say how many ranks ran its allreduce" in err and "give --world N" in err and "\n" not in err
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json"), "--world", "96"]) == 0
     # whole Rank lines inside the range pick the world; a partial list (8 of them) does not
     ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {r:5d} on node{r // 8:02d} device  {r % 8} [0x1b] NVIDIA A100\n"
                     for r in range(96))
@@ -464,3 +466,82 @@ def test_the_shared_polaris_all_gather_over_1024_ranks_is_an_all_gather():
 
     (m,) = load_measurements(SHARED_DATA / "nccl-tests" / "polaris_a100_256node_4gpu_slingshot_allgather.txt")
     assert (m.collective, m.world_size) == ("allgather", 1024)
+
+
+def _osu(title: str, rows: str, header: str = "# Size       Avg Latency(us)\n") -> str:
+    return f"# OSU MPI {title} Latency Test v7.3\n# Datatype: MPI_CHAR.\n{header}{rows}"
+
+
+@pytest.mark.parametrize("title, collective", [("Allgather", "allgather"), ("All-to-All", "alltoall")])
+def test_osu_all_gather_and_all_to_all_sizes_are_each_ranks_block(tmp_path, title, collective):
+    # OSU calls MPI_Allgather(sendbuf, size, ...): its size is one rank's block; pybench's is the whole buffer.
+    path = tmp_path / "osu.txt"
+    path.write_text(_osu(title, "".join(f"{s:<10} {30 + s * 16 / 1e4:10.2f}\n" for s in (1 << 10, 1 << 16, 1 << 20))))
+    (m,) = load_measurements(path, world_size=16)
+    assert m.collective == collective and m.size_bytes.tolist() == [16 << 10, 16 << 16, 16 << 20]
+    assert any("OSU prints each rank's block" in n for n in m.notes)
+    (ar,) = load_measurements(path, collective="allreduce", world_size=16)  # a whole-buffer collective
+    assert ar.size_bytes.tolist() == [1 << 10, 1 << 16, 1 << 20]
+
+
+def test_osu_rows_that_failed_validation_are_left_out_and_said(tmp_path):
+    path = tmp_path / "checked.txt"
+    path.write_text(_osu("Allreduce", "4   3.1   Pass\n16   3.2   Fail\n64   3.4   Pass\n256   3.9   Pass\n",
+                         "# Size       Avg Latency(us)        Validation\n"))
+    (m,) = load_measurements(path, world_size=4)
+    assert m.size_bytes.tolist() == [4, 64, 256]
+    assert any("size 16 left out: it failed OSU's validation" in n for n in m.notes)
+
+
+def test_osu_neighbourhood_collectives_and_logs_without_a_world_are_refused_in_one_line(tmp_path, capsys):
+    rows = "".join(f"{s:<10} {5 + s / 1e3:10.2f}\n" for s in (1, 64, 4096, 65536))
+    for title, argv, said in (("Neighborhood Allgather", ["--world", "16"], "no model for 'OSU Neighborhood"),
+                              ("Allreduce", [], "does not say how many ranks ran its allreduce")):
+        path = tmp_path / "osu.txt"
+        path.write_text(_osu(title, rows))
+        assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json"), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert said in err and "\n" not in err and err.startswith("pybench: error: ")
+        assert not (tmp_path / "m.json").exists()
+
+
+def _rows(world: int, per_rank: bool, ratio: float, redop: str = "sum") -> str:
+    out = ""
+    for k, s in enumerate(1 << e for e in range(20, 31)):
+        t = 30.0 + s / 70e3
+        alg = s / t / 1e3
+        out += (f"{s:>12} {s // 4 // (world if per_rank else 1):>12}     float {redop:>7}      -1 {t:9.2f} {alg:7.2f} "
+                f"{alg * ratio:7.2f}      0 {t:9.2f} {alg:7.2f} {alg * ratio:7.2f}      0\n")
+    return out
+
+
+def test_a_per_rank_count_pins_the_world_even_where_the_rounded_ratio_agrees_with_it(tmp_path):
+    # 512 ranks: the median ratio says 512, but the rows' rounding alone allows 500-524; the counts are exact
+    rows = "".join(f"{s:>12} {s // 2048:>12}     float     sum      -1 {t:9.2f} {a:7.2f} {b:7.2f}      0 {t:9.2f} "
+                   f"{a:7.2f} {b:7.2f}      0\n"
+                   for s, t, a, b in ((1 << 20, 30.49, 34.40, 34.33), (1 << 21, 40.97, 51.19, 51.09),
+                                      (1 << 22, 61.94, 67.71, 67.58), (1 << 23, 103.89, 80.75, 80.59),
+                                      (1 << 24, 187.77, 89.35, 89.17), (1 << 25, 355.54, 94.37, 94.19),
+                                      (1 << 26, 691.09, 97.11, 96.92), (1 << 27, 1362.2, 98.53, 98.34),
+                                      (1 << 28, 2704.4, 99.26, 99.07), (1 << 29, 5388.7, 99.63, 99.43),
+                                      (1 << 30, 10757.0, 99.81, 99.62)))
+    path = tmp_path / "rs512.log"
+    path.write_text("# Collective test starting: reduce_scatter_perf\n" + NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("reducescatter", 512)
+    assert not any(n.startswith("world size not determined") for n in m.notes)
+
+
+def test_an_unnamed_send_recv_over_more_ranks_than_two_is_not_a_two_rank_all_reduce(tmp_path):
+    # sendrecv_perf prints redop sum (nccl-tests issue 214): busbw/algbw = 1 reads as a 2-rank all-reduce,
+    # which the Rank lines' 8 ranks rule out; without them the note names the twin
+    ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {r:5d} on node{r // 4} device  {r % 4} [0x1b] NVIDIA A100\n"
+                    for r in range(8))
+    path = tmp_path / "sr8.log"
+    path.write_text(ranks + NEW_HEADER + _rows(8, False, 1.0))
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("sendrecv", 8)
+    assert not any("world size 2" in n for n in m.notes)
+    path.write_text(NEW_HEADER + _rows(8, False, 1.0))
+    (m,) = load_measurements(path)
+    assert m.collective == "allreduce" and any("give --collective sendrecv" in n for n in m.notes)

@@ -518,3 +518,19 @@ def test_fit_takes_the_world_and_nodes_of_each_log_that_does_not_say_them(tmp_pa
         assert main_for_tests(["fit", *logs, *bad, "-o", str(tmp_path / "x.json")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err
+
+
+def test_beyond_the_measured_sizes_the_measured_curves_band_widens_with_the_distance():
+    # A sweep that ends while latency rules (4 B .. 8 KiB, flat) has no bandwidth to go on: at 1 GiB its
+    # band must not stay the few percent it has at the measured sizes.
+    sizes = np.array([4 << k for k in range(12)])
+    ms = MeasurementSet(source="osu", collective="allreduce", backend="mpi", world_size=8, link_class=None,
+                        dtype="byte", size_bytes=sizes, time_s=5e-6 * (1 + 0.003 * np.sin(np.arange(12))),
+                        path="flat.txt")
+    model = fit_model(ms)
+    inside = model.predict(1024.0)
+    far = model.predict(float(1 << 30))
+    assert inside.time_high_s / inside.time_low_s < 1.1
+    assert far.time_high_s / far.time_low_s > 100 and far.time_low_s < 5e-6 < far.time_high_s
+    assert model.predict(float(1 << 14)).time_high_s / model.predict(float(1 << 14)).time_low_s < \
+        far.time_high_s / far.time_low_s  # nearer, narrower

@@ -182,6 +182,8 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
     if collective is None and math.isfinite(bus):
         collective = _collective_from_ratio(bus, redops, roots)
         twin = {"allgather": "alltoall", "sendrecv": "broadcast"}.get(collective or "")
+        if collective == "allreduce" and bus <= 1.02:  # 2(n-1)/n = 1: two ranks, or a send/recv printing redop sum
+            twin = "sendrecv"
         if collective is not None:
             notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
                          f"and redop/root columns (program name not in the log)"
@@ -339,6 +341,12 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     coll, world, notes = infer(name or by_counts, table.redops, table.roots, bus_ratios(table),
                                raw_algbw_ratio(table), table.columns.old_layout)
     notes = count_notes + notes
+    if name is None and coll == "allreduce" and world == 2 and len(pre.ranks) > 2:
+        # busbw/algbw = 1 said a 2-rank all-reduce; Rank lines of more ranks say send/recv (which prints redop sum)
+        coll, world = "sendrecv", None
+        notes = [f"collective sendrecv inferred from busbw/algbw = 1 over the {len(pre.ranks)} ranks the Rank lines "
+                 f"list (an all-reduce over them would print {2 * (len(pre.ranks) - 1) / len(pre.ranks):.2f}); "
+                 f"broadcast has the same ratio: give --collective broadcast if it was"]
     if coll is None:
         coll = _allreduce_from_rounding(table, notes)
     if coll is None:
@@ -354,8 +362,10 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     notes = table.notes + name_notes + notes
     from_ratio = world
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
+    counted = coll in ("allgather", "reducescatter", "alltoall") and world is not None and world > 1 and \
+        world_from_counts(table.sizes, table.counts, table.keys, _type_bytes(table.keys)) == world
     span = None
-    if world == from_ratio and world_size is None and "world" not in pre.pybench \
+    if world == from_ratio and not counted and world_size is None and "world" not in pre.pybench \
             and not _prescaled(table):
         world, span = world_from_ratio_span(coll, table, world, notes)
     world, link = world_and_link(world, pre, world_size, notes, coll, table, span)

@@ -51,6 +51,10 @@ _COLLECTIVE_WORDS = {
 }
 
 
+PER_RANK_SIZES = ("allgather", "alltoall")
+"""Collectives whose OSU size is one rank's block; pybench's size is the whole buffer (DESIGN.md)."""
+
+
 def looks_like_osu(text: str) -> bool:
     """True when ``text`` has an OSU title or an OSU ``# Size`` header."""
     head = text[:20000]
@@ -63,6 +67,8 @@ def _collective_from_title(library: str, title: str) -> str:
     if "_" in library:
         return f"one-sided {library.split('_', 1)[1].lower()}"  # osu_put_latency ...: RMA, not send/recv
     t = title.lower().strip()
+    if "neighbo" in t:  # MPI_Neighbor_*: a graph's neighbours, not every rank: no collective pybench models
+        return f"OSU {title.strip()} test"
     # Non-blocking tests (Iallreduce) time the same operation.
     t = re.sub(r"\bi(?=(allreduce|allgather|alltoall|bcast|reduce|gather|scatter))", "", t)
     for word in sorted(_COLLECTIVE_WORDS, key=len, reverse=True):
@@ -129,6 +135,9 @@ def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
         except (ValueError, IndexError):
             raise FileFormatError(f"{path}: line {k + 1}: expected size and {kind} numbers, "
                                   f"got {ln[:60]!r}") from None
+        if toks[-1].lower() == "fail":  # -c: OSU checked the result and it was wrong
+            notes.append(f"line {k + 1}: size {toks[0]} left out: it failed OSU's validation (-c)")
+            continue
         if int(toks[0]) == 0:
             notes.append(f"line {k + 1}: size 0 skipped (no data moved)")
             zeros += 1
@@ -241,6 +250,10 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
     world = _world(lines[:header], name, world_size, notes)
     sizes, values, lows, highs = _rows(path, lines, header, kind, has_minmax, notes)
     size_arr = np.array(sizes, dtype=np.int64)
+    if name in PER_RANK_SIZES and world is not None:
+        # OSU's size is each rank's block (MPI_Allgather(sendbuf, size, ...)); pybench's is the whole buffer
+        size_arr = size_arr * world
+        notes.append(f"sizes x {world} ranks: OSU prints each rank's block of an {name}, pybench the whole buffer")
     val = np.array(values, dtype=float)
     time_low = time_high = None
     if kind == "bandwidth":
