@@ -42,6 +42,16 @@ def _hosts(data: dict[str, Any]) -> dict[int, str]:
     return hosts
 
 
+def _per_process(data: dict[str, Any]) -> int:
+    """Ranks each listed process drives: config's nthreads x ngpus (1 each where absent or not whole)."""
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    count = 1
+    for key in ("nthreads", "ngpus"):
+        value = config.get(key)
+        count *= value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024 else 1
+    return count
+
+
 def _time(block: dict[str, Any]) -> float:
     return block["time"] if block.get("time") is not None else block["cpu_time"]
 
@@ -103,9 +113,16 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     world = exact_world(coll, rows.sizes, rows.counts, rows.keys, world, notes)
     hosts, link = _hosts(data), None
     if hosts:
-        world = max(world or 0, max(hosts) + 1)   # the devices listed exist; the ratio may say more
+        # nccl-tests lists one device per process (its first Rank line): each drives nthreads x ngpus ranks
+        per_process = _per_process(data)
+        ranks = sorted(hosts)
+        if per_process > 1 and any(b - a != per_process for a, b in zip(ranks, ranks[1:])):
+            per_process = 1  # the entries are ranks, not processes (consecutive): each is one
+        listed = max(len(hosts) * per_process, ranks[-1] + 1)
+        world = max(world or 0, listed)   # the ranks listed exist; the ratio may say more
         link = "inter-node" if len(set(hosts.values())) > 1 else "intra-node"
-        notes.append(f"{len(hosts)} ranks on {len(set(hosts.values()))} host(s) per config.devices")
+        notes.append(f"{listed} ranks on {len(set(hosts.values()))} host(s) per config.devices"
+                     + (f" ({len(hosts)} processes x {per_process} ranks each, -t x -g)" if per_process > 1 else ""))
     if world_size is not None:
         world = world_size
     if host_timed:
