@@ -44,7 +44,9 @@ def _hosts(data: dict[str, Any]) -> dict[int, str]:
 
 def _per_process(data: dict[str, Any]) -> int:
     """Ranks each listed process drives: config's nthreads x ngpus (1 each where absent or not whole)."""
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    config = data.get("config")
+    if not isinstance(config, dict):
+        return 1
     count = 1
     for key in ("nthreads", "ngpus"):
         value = config.get(key)
