@@ -274,9 +274,10 @@ def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] |
     return out
 
 
-def _topology_dtype(sets: Sequence, ms) -> str:
+def topology_dtype(sets: Sequence, ms) -> str:
     """The element type a (collective, backend) topology model is fitted on: float32 when any sweep
-    of it has that type, else the first sweep's (types are not pooled: bytes per element differ)."""
+    of it has that type, else the first sweep's (types are not pooled: bytes per element differ).
+    ``sets``: the sweeps (or the fitted curves of a model file, which carry the same fields)."""
     types = [s.dtype for s in sets if (s.collective, s.backend) == (ms.collective, ms.backend)]
     return "float32" if "float32" in types else ms.dtype
 
@@ -321,7 +322,7 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
             skipped.append(f"{where}: node count unknown ({why}); not in the topology model: "
                            f"give fit --nodes N (the nodes it ran on)")
             continue
-        chosen = dtype_of.setdefault((ms.collective, ms.backend), _topology_dtype(sets, ms))
+        chosen = dtype_of.setdefault((ms.collective, ms.backend), topology_dtype(sets, ms))
         if ms.dtype != chosen:
             skipped.append(f"{where}: {ms.dtype}; the topology model of {ms.collective} uses the {chosen} sweeps")
             continue

@@ -534,3 +534,25 @@ def test_beyond_the_measured_sizes_the_measured_curves_band_widens_with_the_dist
     assert far.time_high_s / far.time_low_s > 100 and far.time_low_s < 5e-6 < far.time_high_s
     assert model.predict(float(1 << 14)).time_high_s / model.predict(float(1 << 14)).time_low_s < \
         far.time_high_s / far.time_low_s  # nearer, narrower
+
+
+def test_a_curve_of_another_element_type_than_the_topology_models_refuses_other_layouts(tmp_path):
+    # The topology model is fitted on the float32 sweeps (types are not pooled): the byte curve must not
+    # borrow it silently at 4 nodes, where byte runs 1.3x slower than float32 at the measured 2.
+    from pybench.model.build import fit_model_file
+
+    sizes = np.array([1 << k for k in range(10, 25)])
+    sets = [MeasurementSet(source="osu", collective="allreduce", backend="mpi", world_size=16, link_class="inter-node",
+                           dtype=dtype, size_bytes=sizes, time_s=slow * (20e-6 + sizes / 2e9), path=f"{dtype}.txt",
+                           notes=("16 ranks on 2 host(s) per --nodes",))
+            for dtype, slow in (("float32", 1.0), ("byte", 1.3))]
+    models, topology, _ = fit_model_file(sets)
+    path = tmp_path / "m.json"
+    save_models(models, path, topology=topology)
+    for loaded in (models, load_models(path)):
+        by_type = {m.dtype: m for m in loaded}
+        assert by_type["float32"].predict(1 << 20, world=32, nodes=4).time_s > 0
+        with pytest.raises(UsageError, match="fitted on the float32 sweeps only"):
+            by_type["byte"].predict(1 << 20, world=32, nodes=4)
+        assert by_type["byte"].predict(1 << 20).time_s > 0  # its own layout still answers
+    assert sum("fitted on the float32 sweeps only" in n for n in load_models(path)[1].notes) == 1
