@@ -15,7 +15,6 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
     records = []
     for m in models:
         w = m.world_size
-        measured = {float(size) for seg in m.segments for size, _ in seg.residuals}
         pred = m.predict([float(s) for s in sizes], band=band)
         factor = busbw_factor(m.collective, w) if w else math.nan
         anomalies = {a.size_bytes: a for a in m.anomalies}
@@ -30,7 +29,7 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
                 "algbw_gbps": None if algbw is None else float(algbw),
                 "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
                 "algorithm": "fitted sweep",
-                "provenance": _curve_provenance(m, float(s), measured),
+                "provenance": m.provenance_at(float(s)),
                 "extrapolated_world": False,
                 "extrapolated_size": not (m.size_min_bytes <= s <= m.size_max_bytes),
                 # The band is wider than the time itself, so its low end is clipped at 0:
@@ -41,12 +40,6 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
                 "measured_anomaly_ratio": float(anomalies[int(s)].ratio) if int(s) in anomalies else None,
             })
     return records
-
-
-def _curve_provenance(model, size: float, measured: set[float]) -> str:
-    if not model.size_min_bytes <= size <= model.size_max_bytes:
-        return "fitted sweep, beyond the measured sizes"
-    return "measured" if size in measured else "between measured sizes"
 
 
 def format_prediction_table(records) -> str:

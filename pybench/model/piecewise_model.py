@@ -47,8 +47,9 @@ class Prediction:
     time_s: float | np.ndarray
     time_low_s: float | np.ndarray
     time_high_s: float | np.ndarray
-    provenance: str = "fitted sweep"
-    """What the prediction rests on: the fitted sweep, or the topology model's kinds."""
+    provenance: str = "measured"
+    """What the prediction rests on (:meth:`AlphaBetaModel.provenance_at` at the fitted layout, the topology
+    model's kinds elsewhere); for several sizes, each kind once."""
 
 
 @dataclass(frozen=True)
@@ -166,12 +167,12 @@ class AlphaBetaModel:
                 raise UsageError(f"{name} {value!r} must be a positive whole number")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
             return self._predict_elsewhere(s, int(world), nodes)
-        said = "fitted sweep"
+        said = "; ".join(sorted({self.provenance_at(float(x)) for x in s.reshape(-1)}))
         if band is None:
             band = "prediction"
             if not all(math.isfinite(seg.rel_sigma) for seg in self.segments):
                 band = "confidence"
-                said = "fitted sweep (confidence band: the file predates prediction bands; refit it)"
+                said += " (confidence band: the file predates prediction bands; refit it)"
         t, half = predict_segments(self.segments, size_bytes if s.ndim else float(s), band)
         t_arr, h_arr = np.asarray(t, dtype=float), np.asarray(half, dtype=float)
         low = np.maximum(t_arr - h_arr, 0.0)
@@ -187,6 +188,15 @@ class AlphaBetaModel:
         if s.ndim == 0:
             return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
         return Prediction(s, self.world_size, t_arr, low, high, said)
+
+    def provenance_at(self, size: float) -> str:
+        """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""
+        if any(a.size_bytes == size for a in self.anomalies):
+            return "measured, left out of the fit as an anomaly"
+        if not self.size_min_bytes <= size <= self.size_max_bytes:
+            return f"fitted sweep, {BEYOND_SIZES}"
+        measured = {float(x) for seg in self.segments for x, _ in seg.residuals}
+        return "measured" if size in measured else "between measured sizes"
 
     def _predict_elsewhere(self, s: np.ndarray, world: int, nodes: int | None) -> Prediction:
         """Another layout: the topology model's answer, or a one-line refusal naming what is missing."""

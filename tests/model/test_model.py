@@ -556,3 +556,16 @@ def test_a_curve_of_another_element_type_than_the_topology_models_refuses_other_
             by_type["byte"].predict(1 << 20, world=32, nodes=4)
         assert by_type["byte"].predict(1 << 20).time_s > 0  # its own layout still answers
     assert sum("fitted on the float32 sweeps only" in n for n in load_models(path)[1].notes) == 1
+
+
+def test_python_and_the_cli_say_alike_what_a_prediction_at_the_fitted_layout_rests_on(tmp_path):
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    path, out = tmp_path / "m.json", tmp_path / "p.json"
+    assert main_for_tests(["fit", str(log), "-o", str(path)]) == 0
+    sizes = [1 << 20, 3 << 20, 1 << 40]
+    assert main_for_tests(["predict", str(path), "--sizes", ",".join(map(str, sizes)), "--json", str(out)]) == 0
+    said = [r["provenance"] for r in json.loads(out.read_text())["records"]]
+    model = load_model(path)
+    assert said == [model.predict(s).provenance for s in sizes] == \
+        ["measured", "between measured sizes", "fitted sweep, beyond the measured sizes"]
+    assert model.predict(sizes).provenance == "; ".join(sorted(set(said)))
