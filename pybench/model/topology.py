@@ -381,7 +381,9 @@ class TopologyModel:
         if nodes == 1 or self.inside_nvlink_domain(world):
             if self.intra is None:
                 raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
-                                 f"log too, or give an intra-node preset (--link nvlink4, ...)")
+                                 f"log too" + (" (CPU ranks share a node's memory: no preset prices it)"
+                                               if self.backend == "mpi" else
+                                               ", or give an intra-node preset (--link nvlink4, ...)"))
             time_s, k = self.intra.fastest(self.collective, self.algorithm, size, world)
             return time_s, "ring", regime_label(self.intra, k)
         if self.inter is None:
