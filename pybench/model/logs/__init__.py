@@ -7,7 +7,11 @@
 * nccl-tests text output of any era, and its ``-J`` JSON;
 * OSU Micro-Benchmarks latency / bandwidth / collective output;
 * vTrain's CSV tables of nccl-tests sweeps (``size(B),count,type,time(ns),busbw(GB/s),...``);
-* rccl-tests' JSON lines (``--output_format json``: one object per line).
+* rccl-tests' JSON (``-Z json``): an array with one object to a line, or (older) JSON lines.
+
+Text logs are read without the labels launchers and log collectors put before each line
+(srun -l, Open MPI --tag-output, MPICH -prepend-rank, kubectl --timestamps: see
+:mod:`pybench.model.logs.launcher_labels`).
 
 Every failure is a one-line :class:`~pybench.errors.FileFormatError` naming the file (and, in a
 text log, the line); JSON is parsed only by :func:`pybench.io.files.parse_json`.
@@ -22,6 +26,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json, read_bytes
+from pybench.model.logs.launcher_labels import strip_launcher_labels
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
 from pybench.model.logs.nccl_tests import looks_like_nccl_tests, parse_nccl_tests_text
 from pybench.model.logs.nccl_tests_json import parse_nccl_tests_json
@@ -39,6 +44,8 @@ _MAX_BYTES = 64 << 20
 # any line is parsed, so a hostile log costs a count of newlines, not a parse.
 MAX_SWEEP_SIZES = 65536
 _MAX_LINES = 8 * MAX_SWEEP_SIZES
+# sniff_format looks no further into a text than the nccl-tests sniffer does for its first header.
+_SNIFF_CHARS = 200000
 
 
 def _read(path: Path) -> str:
@@ -69,7 +76,7 @@ def sniff_format(text: str) -> str:
     str
         ``pybench-json``, ``nccl-tests-json``, ``rccl-tests-jsonl``, ``nccl-tests``, ``osu`` or
         ``vtrain-csv``; ``unknown`` if none matches. JSON documents are recognised by their keys,
-        text by headers.
+        text by headers (under launcher labels, if any).
     """
     if looks_like_json_lines(text):
         return "rccl-tests-jsonl"
@@ -78,6 +85,11 @@ def sniff_format(text: str) -> str:
             return _json_format(parse_json(text, "<text>"))
         except FileFormatError:
             return "unknown"
+    return _text_format(strip_launcher_labels(text[:_SNIFF_CHARS]))
+
+
+def _text_format(text: str) -> str:
+    """The format of a text log already stripped of launcher labels."""
     if looks_like_vtrain_csv(text):
         return "vtrain-csv"
     if looks_like_nccl_tests(text):
@@ -129,7 +141,10 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
     if lines > _MAX_LINES:
         raise FileFormatError(f"{p}: {lines} lines, more than a log of a sweep of at most {MAX_SWEEP_SIZES} sizes "
                               f"holds ({_MAX_LINES}); split it into one file per sweep")
-    fmt = sniff_format(text)
+    # Stripped here, line for line, for every text format: srun -l labels only the lines srun printed,
+    # and a collector may indent or timestamp them (nccl_tests.clean_lines then finds nothing left to strip).
+    text = strip_launcher_labels(text)
+    fmt = _text_format(text)
     parsers = {"vtrain-csv": parse_vtrain_csv, "nccl-tests": parse_nccl_tests_text, "osu": parse_osu_text}
     if fmt in parsers:
         return _bounded(parsers[fmt](text, p, collective, world_size), p)

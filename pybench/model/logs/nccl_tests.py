@@ -47,6 +47,7 @@ import numpy as np
 
 from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
 from pybench.errors import FileFormatError
+from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests_table import (
     Table,
@@ -80,10 +81,6 @@ PROGRAMS = {
     "reduce_test": "reduce",
 }
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")\b")
-_SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
-_OMPI_PREFIX_RE = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
-_HYDRA_PREFIX_RE = re.compile(r"^\[\d+\] ")
-_HYDRA_GLUED_RE = re.compile(r"(?<=\S)\[\d+\] ")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)")
 _PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks\s+on\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
@@ -105,25 +102,6 @@ def canonical_dtype(name: str) -> str:
     key = {"char": "int8"}.get(key, key)  # nccl-tests before 2019 (and NCCL 1.x) named int8 "char"
     key = DTYPE_ALIASES.get(key, key)
     return key if key in DTYPES or key == "int8" else name.strip().lower()
-
-
-def clean_lines(text: str) -> list[str]:
-    """Lines without launcher labels: Open MPI's ``[1,0]<stdout>:`` always, srun's ``0: `` when most lines have it."""
-    lines = [_OMPI_PREFIX_RE.sub("", ln, count=1) for ln in text.splitlines()]
-    # srun --label prefixes every line with "<task>: "; strip it only when most lines have
-    # it, so a data row is never mistaken for a prefixed line.
-    prefixed = sum(1 for ln in lines if _SRUN_PREFIX_RE.match(ln) and ":" in ln[:8])
-    if lines and prefixed >= max(1, len(lines) // 2):
-        lines = [_SRUN_PREFIX_RE.sub("", ln, count=1) if re.match(r"^\s*\d+:", ln) else ln
-                 for ln in lines]
-    # MPICH's mpiexec -prepend-rank (and Intel MPI's -l) label every write "[<rank>] ", so a row
-    # printed in three writes reads "[0]   size ... -1[0]   time ...[0]   time ...": drop the
-    # label at the line start and where it is glued to the text before it (NCCL's own " [0] NCCL"
-    # device tag has a space before it and stays).
-    labelled = sum(1 for ln in lines if _HYDRA_PREFIX_RE.match(ln))
-    if lines and labelled >= max(1, len(lines) // 2):
-        lines = [_HYDRA_GLUED_RE.sub("", _HYDRA_PREFIX_RE.sub("", ln, count=1)) for ln in lines]
-    return lines
 
 
 def looks_like_nccl_tests(text: str) -> bool:

@@ -18,6 +18,8 @@ import numpy as np
 from pybench.errors import FileFormatError
 
 _FOOTERS = ("Avg bus bandwidth", "Out of bounds", "Collective test concluded")
+CPUTIME_NOTE = ("times are nccl-tests' cputime columns (-C 1): measured on the host, for non-blocking collectives "
+                "the time to launch them, not to complete them; its algbw and busbw come from the operations' own time")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class Columns:
     def old_layout(self) -> bool:
         """Pre-2020 layout: an ``error`` column and no ``redop``."""
         return "error" in self.names or "redop" not in self.names
+
+    @property
+    def cputime(self) -> bool:
+        """``-C 1`` (nccl-tests 2022 and later): the time columns are named ``cputime``."""
+        return "cputime" in self.names
 
 
 @dataclass(kw_only=True)
@@ -318,6 +325,12 @@ def resolve_unit(path, table: Table) -> float:
     Also returns, through ``table.notes``, how the unit was found. The printed algbw divided by
     size/time is kept in :func:`raw_algbw_ratio` for the pre-2020 layout's world size.
     """
+    if table.columns.cputime:
+        # -C 1 prints the host's time but the bandwidths of the operations' own: they need not agree,
+        # and -C came (2022) long after the unit became microseconds.
+        table.unit_s = table.unit_s or 1e-6
+        table.notes.append(CPUTIME_NOTE)
+        return table.unit_s
     size, time, alg = (np.array(v, dtype=float) for v in (table.sizes, table.times, table.algbw))
     good = alg >= 1.0   # bandwidths with 3+ significant digits
     est = {scale: float(np.median(alg[good] / (size[good] / (time[good] * scale) / 1e9)))
@@ -338,7 +351,10 @@ def resolve_unit(path, table: Table) -> float:
 
 
 def raw_algbw_ratio(table: Table) -> list[float]:
-    """Printed algbw / (size / time): about 1, or (n-1)/n in the pre-2020 all-gather layout."""
+    """Printed algbw / (size / time): about 1, or (n-1)/n in the pre-2020 all-gather layout; nothing
+    under -C 1, whose algbw is not size over the printed time."""
+    if table.columns.cputime:
+        return []
     size, time, alg = (np.array(v, dtype=float) for v in (table.sizes, table.times, table.algbw))
     good = alg >= 1.0
     if not np.any(good) or table.unit_s is None:

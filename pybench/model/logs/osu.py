@@ -18,8 +18,8 @@ import re
 import numpy as np
 
 from pybench.errors import FileFormatError
+from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import clean_lines
 
 # Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
 _TITLE_RE = re.compile(r"#\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b", re.IGNORECASE)

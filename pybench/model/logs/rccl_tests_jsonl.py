@@ -1,15 +1,20 @@
-"""Read the JSON-lines file rccl-tests writes with ``--output_file F --output_format json``.
+"""Read the JSON rccl-tests writes with ``-X F -Z json`` (``--output_file F --output_format json``).
 
-One object per line and per timing: ``name`` (``AllReduce`` ...), ``size`` (bytes), ``type``,
-``redop``, ``inPlace`` (0 or 1), ``time`` (us), ``algBw`` and ``busBw`` (GB/s, full precision)
-and ``gpus``. The bandwidths are not rounded, so busbw/algbw gives the exact rank count of
-the collectives whose bus factor depends on it; for the others the ``ranks`` field, where the
-build writes one, else ``gpus`` (a build without MPI drives every GPU from one process).
+Current rccl-tests write a JSON array, one object to a line (``[``, ``{...},`` per row, ``]``);
+older ones wrote JSON lines (the same objects without the brackets and commas). Both are read
+line by line, so an error names the line. One object per timing: ``name`` (``AllReduce`` ...),
+``size`` (bytes), ``type``, ``redop``, ``inPlace`` (0 or 1), ``time`` (us), ``algBw`` and
+``busBw`` (GB/s, full precision), and the rank layout: ``gpus`` from a build without MPI (one
+process drives every GPU), ``ranks`` (MPI processes) and ``gpusPerRank`` (the GPUs each drives,
+-t x -g) from an MPI build. The bandwidths are not rounded, so busbw/algbw gives the exact rank
+count of the collectives whose bus factor depends on it; for the others the layout fields do:
+ranks x gpusPerRank, else gpus.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Annotated
 
 import numpy as np
@@ -41,12 +46,41 @@ class RcclRowSchema(_Body):
     redop: Text | None = None
     gpus: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
     ranks: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
+    gpusPerRank: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
+
+
+def _object_line(line: str) -> bool:
+    return line.startswith("{") and line.endswith("}")
 
 
 def looks_like_json_lines(text: str) -> bool:
-    """True when the first two non-blank lines are each one JSON object (not one document)."""
+    """True when the first two non-blank lines are each one JSON object (not one document), or
+    the text opens rccl-tests' JSON array: a ``[`` line, then one object to a line."""
     lines = [ln.strip() for ln in text[:20000].splitlines() if ln.strip()]
-    return len(lines) >= 2 and all(ln.startswith("{") and ln.endswith("}") for ln in lines[:2])
+    if lines[:1] == ["["]:
+        return len(lines) >= 2 and _object_line(lines[1].removesuffix(","))
+    return len(lines) >= 2 and all(_object_line(ln) for ln in lines[:2])
+
+
+def _object_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each row: a JSON line, or an element of the array current rccl-tests
+    write (its ``[`` and ``]`` lines and the comma after each element dropped)."""
+    lines = text.splitlines()
+    filled = [k for k, ln in enumerate(lines) if ln.strip()]
+    array = bool(filled) and lines[filled[0]].strip() == "["
+    for k in filled:
+        ln = lines[k].strip()
+        if array and (k == filled[0] or (k == filled[-1] and ln == "]")):
+            continue
+        yield k + 1, ln.removesuffix(",") if array else ln
+
+
+def _ranks(row: dict) -> int | None:
+    """The row's rank count: an MPI build's processes x GPUs each (its ``ranks`` counts processes, each
+    driving ``gpusPerRank`` GPUs with -t x -g), else the ``gpus`` one process drives."""
+    if row.get("ranks") is not None:
+        return int(row["ranks"]) * int(row.get("gpusPerRank") or 1)
+    return None if row.get("gpus") is None else int(row["gpus"])
 
 
 def _world(coll: str, rows: list[dict], notes: list[str]) -> int | None:
@@ -60,17 +94,21 @@ def _world(coll: str, rows: list[dict], notes: list[str]) -> int | None:
     if math.isfinite(n) and abs(n - round(n)) < 0.01 and round(n) >= 2:
         notes.append(f"world size {round(n)} from busbw/algbw = {f:.6f}")
         return int(round(n))
-    for key in ("ranks", "gpus"):
-        counts = {r[key] for r in rows if r.get(key) is not None}
-        if len(counts) == 1:
-            notes.append(f"world size {counts.pop()} from the '{key}' field")
-            return int(rows[0][key])
-    return None
+    counts = {n for n in map(_ranks, rows) if n is not None}
+    if len(counts) != 1 or (world := counts.pop()) > MAX_WORLD:
+        return None  # rows that disagree, or more ranks than any run, say nothing
+    first = next(r for r in rows if _ranks(r) is not None)
+    if first.get("ranks") is None:
+        notes.append(f"world size {world} from the 'gpus' field")
+    else:
+        notes.append(f"world size {world} from the 'ranks' x 'gpusPerRank' fields ({first['ranks']} "
+                     f"process(es) x {first.get('gpusPerRank') or 1} GPU(s) each)")
+    return world
 
 
 def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = None,
                            world_size: int | None = None) -> list[MeasurementSet]:
-    """One :class:`MeasurementSet` per (test, type, redop) of an rccl-tests JSON-lines file.
+    """One :class:`MeasurementSet` per (test, type, redop) of an rccl-tests JSON file (array or lines).
 
     Raises
     ------
@@ -78,12 +116,10 @@ def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = N
         A line that is not a JSON object of the row's fields, or no rows; the line is named.
     """
     groups: dict[tuple[str, str, str], list[dict]] = {}
-    for k, ln in enumerate(text.splitlines(), start=1):
-        if not ln.strip():
-            continue
+    for k, ln in _object_lines(text):
         where = f"{path}: line {k}"
-        row = validate_foreign(parse_json(ln, where), RcclRowSchema, where,
-                               "expected rccl-tests' JSON lines (name, size, time, algBw, busBw ...)")
+        row = validate_foreign(parse_json(ln, where), RcclRowSchema, where, "expected rccl-tests' JSON rows, "
+                               "one object to a line (name, size, time, algBw, busBw ...)")
         key = (str(row["name"]), str(row.get("type") or ""), str(row.get("redop") or ""))
         groups.setdefault(key, []).append(row)
     if not groups:

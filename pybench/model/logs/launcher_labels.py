@@ -1,0 +1,59 @@
+"""A log's lines without the labels launchers and log collectors put in front of them.
+
+* ``kubectl logs --timestamps`` / ``docker logs -t``: an RFC 3339 time and a space, on every line;
+* Open MPI's ``--tag-output`` label ``[1,0]<stdout>:``, wherever the line starts (a collector
+  may indent it) and after ``--timestamp-output``'s ``Wed May  1 12:00:00 2024``;
+* srun's ``--label`` (``-l``) task label ``0: ``, on the lines srun printed: a job script's own
+  preamble (``nvidia-smi``, the environment) is not labelled, so the labels are stripped when
+  most lines carry one or when a table header does (the table then came through srun);
+* MPICH's ``-prepend-rank`` (and Intel MPI's ``-l``) label ``[0] ``, on every write, found alike.
+
+No table line starts with any of these, so a row is never taken for a label, and stripping
+lines already stripped (load_measurements does it before a parser's own clean_lines) finds the
+same tables.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pybench.model.logs.nccl_tests_table import header_tokens
+
+# RFC 3339 (kubectl's RFC3339Nano: 2024-05-01T12:00:00.123456789Z) and the space after it.
+_TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})? ")
+_OMPI_PREFIX_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+                             r"\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+_SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
+_HYDRA_PREFIX_RE = re.compile(r"^\[\d+\] ")
+_HYDRA_GLUED_RE = re.compile(r"(?<=\S)\[\d+\] ")
+_OSU_HEADER_RE = re.compile(r"^#\s*Size\b")
+
+
+def _holds_header(body: str) -> bool:
+    """Whether ``body`` (a line without its label) is an nccl-tests or OSU table header."""
+    return header_tokens(body) is not None or bool(_OSU_HEADER_RE.match(body.strip()))
+
+
+def _labelled(lines: list[str], bodies: list[str]) -> bool:
+    """Whether a launcher put the labels that ``bodies`` (labelled lines without their label) carried:
+    most of ``lines`` carry one, or a table header does."""
+    return bool(bodies) and (len(bodies) >= max(1, len(lines) // 2) or any(map(_holds_header, bodies)))
+
+
+def clean_lines(text: str) -> list[str]:
+    """``text``'s lines, one for one, without launcher labels (see the module's docstring)."""
+    lines = [_OMPI_PREFIX_RE.sub("", _TIMESTAMP_RE.sub("", ln, count=1), count=1) for ln in text.splitlines()]
+    srun = [_SRUN_PREFIX_RE.sub("", ln, count=1) for ln in lines if _SRUN_PREFIX_RE.match(ln) and ":" in ln[:8]]
+    if _labelled(lines, srun):
+        lines = [_SRUN_PREFIX_RE.sub("", ln, count=1) if re.match(r"^\s*\d+:", ln) else ln for ln in lines]
+    # A row printed in three writes reads "[0]   size ... -1[0]   time ...[0]   time ...": drop the
+    # label at the line start and where it is glued to the text before it (NCCL's own " [0] NCCL"
+    # device tag has a space before it and stays).
+    if _labelled(lines, [_HYDRA_PREFIX_RE.sub("", ln, count=1) for ln in lines if _HYDRA_PREFIX_RE.match(ln)]):
+        lines = [_HYDRA_GLUED_RE.sub("", _HYDRA_PREFIX_RE.sub("", ln, count=1)) for ln in lines]
+    return lines
+
+
+def strip_launcher_labels(text: str) -> str:
+    """``text`` without launcher labels, line for line (so line numbers still name the same lines)."""
+    return "\n".join(clean_lines(text))
