@@ -560,3 +560,17 @@ def test_json_lists_one_device_per_process_and_each_drives_nthreads_x_ngpus_rank
     (m,) = load_measurements(path)
     assert (m.collective, m.world_size, m.link_class) == ("broadcast", 16, "inter-node")
     assert any(n.startswith("16 ranks on 2 host(s)") for n in m.notes)
+
+
+def test_a_table_megabytes_into_a_log_is_found(tmp_path):
+    # NCCL_DEBUG=INFO over thousands of ranks puts the first table far past any fixed head of the file
+    info = "".join(f"node{r // 4:04d}:{1000 + r}:{2000 + r} [{r % 4}] NCCL INFO Channel 00/32 : {r} -> {r + 1} "
+                   f"via NET/AWS Libfabric/0/GDRDMA\n" for r in range(8192))
+    path = tmp_path / "verbose.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + info + NEW_HEADER + _ar_rows(16, (
+        (1 << 28, 4000.0), (1 << 29, 8000.0), (1 << 30, 16000.0))))
+    assert len(info) > 500_000
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size, len(m)) == ("allreduce", 16, 3)
+    from pybench.model.logs import sniff_format
+    assert sniff_format(path.read_text()) == "nccl-tests"

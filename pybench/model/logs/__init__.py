@@ -44,8 +44,6 @@ _MAX_BYTES = 64 << 20
 # any line is parsed, so a hostile log costs a count of newlines, not a parse.
 MAX_SWEEP_SIZES = 65536
 _MAX_LINES = 8 * MAX_SWEEP_SIZES
-# sniff_format looks no further into a text than the nccl-tests sniffer does for its first header.
-_SNIFF_CHARS = 200000
 
 
 def _read(path: Path) -> str:
@@ -85,7 +83,7 @@ def sniff_format(text: str) -> str:
             return _json_format(parse_json(text, "<text>"))
         except FileFormatError:
             return "unknown"
-    return _text_format(strip_launcher_labels(text[:_SNIFF_CHARS]))
+    return _text_format(strip_launcher_labels(text))
 
 
 def _text_format(text: str) -> str:

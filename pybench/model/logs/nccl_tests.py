@@ -104,13 +104,23 @@ def canonical_dtype(name: str) -> str:
     return key if key in DTYPES or key == "int8" else name.strip().lower()
 
 
+_SNIFF_HEAD = 200000
+# Only a line holding one of these can be a table header ("size"; NCCL 1.x's "bytes").
+_MAYBE_HEADER_RE = re.compile(r"size|bytes", re.IGNORECASE)
+
+
 def looks_like_nccl_tests(text: str) -> bool:
-    """True when ``text`` holds an nccl-tests table header (used by the format sniffer)."""
-    for ln in clean_lines(text[:200000]):
-        toks = header_tokens(ln)
-        if toks is not None and ("time" in toks[2:] or "cputime" in toks[2:]):
-            return True
-    return False
+    """True when ``text`` holds an nccl-tests table header (used by the format sniffer). Past its head,
+    only lines that could be a header are read: thousands of Rank or NCCL INFO lines (NCCL_DEBUG=INFO
+    over a thousand ranks) put the first table megabytes into a log."""
+    def has_header(lines: list[str]) -> bool:
+        return any((toks := header_tokens(ln)) is not None and ("time" in toks[2:] or "cputime" in toks[2:])
+                   for ln in lines)
+
+    if has_header(clean_lines(text[:_SNIFF_HEAD])):
+        return True
+    rest = [ln for ln in text[_SNIFF_HEAD:].splitlines() if _MAYBE_HEADER_RE.search(ln)]
+    return bool(rest) and has_header(clean_lines("\n".join(rest)))
 
 
 # Collectives whose bus factor, 2(n-1)/n or (n-1)/n, is 0 on one rank: their busbw prints 0.00.

@@ -56,9 +56,8 @@ PER_RANK_SIZES = ("allgather", "alltoall")
 
 
 def looks_like_osu(text: str) -> bool:
-    """True when ``text`` has an OSU title or an OSU ``# Size`` header."""
-    head = text[:20000]
-    return bool(_TITLE_RE.search(head)) or bool(re.search(r"^#\s*Size\s+\S", head, re.MULTILINE))
+    """True when ``text`` has an OSU title or an OSU ``# Size`` header (anywhere: a job's preamble may be long)."""
+    return bool(_TITLE_RE.search(text)) or bool(re.search(r"^#\s*Size\s+\S", text, re.MULTILINE))
 
 
 def _collective_from_title(library: str, title: str) -> str:
