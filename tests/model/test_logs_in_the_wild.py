@@ -574,3 +574,14 @@ def test_a_table_megabytes_into_a_log_is_found(tmp_path):
     assert (m.collective, m.world_size, len(m)) == ("allreduce", 16, 3)
     from pybench.model.logs import sniff_format
     assert sniff_format(path.read_text()) == "nccl-tests"
+
+
+def test_a_pybench_header_claiming_zero_ranks_is_refused_unless_the_world_is_given(tmp_path):
+    from conftest import REPO
+
+    text = (REPO / "tests" / "fixtures" / "log_pybench_stdout_mpi2_allreduce.txt").read_text()
+    path = tmp_path / "zero.txt"
+    path.write_text(text.replace("# world 2 ranks", "# world 0 ranks", 1))
+    with pytest.raises(FileFormatError, match="says world 0 ranks.*give --world N"):
+        load_measurements(path)
+    assert load_measurements(path, world_size=2)[0].world_size == 2

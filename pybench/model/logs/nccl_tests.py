@@ -356,6 +356,9 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     if world == from_ratio and not counted and world_size is None and "world" not in pre.pybench \
             and not _prescaled(table):
         world, span = world_from_ratio_span(coll, table, world, notes)
+    if world_size is None and int(pre.pybench.get("world") or 1) < 1:
+        raise FileFormatError(f"{path}: pybench's header says world {pre.pybench['world']} ranks, and a run has at "
+                              f"least one: the header was edited or damaged; give --world N to read the table anyway")
     world, link = world_and_link(world, pre, world_size, notes, coll, table, span)
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
