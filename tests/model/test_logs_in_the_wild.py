@@ -585,3 +585,14 @@ def test_a_pybench_header_claiming_zero_ranks_is_refused_unless_the_world_is_giv
     with pytest.raises(FileFormatError, match="says world 0 ranks.*give --world N"):
         load_measurements(path)
     assert load_measurements(path, world_size=2)[0].world_size == 2
+
+
+def test_a_row_whose_busbw_is_beyond_any_rank_count_does_not_break_the_world_reading(tmp_path):
+    # one garbled busbw (62.26 for an algbw of 1.20: above 2x, which no all-reduce prints) among good rows
+    rows = _ar_rows(16, ((1 << 17, 108.9), (1 << 20, 200.0), (1 << 24, 1500.0), (1 << 28, 20000.0)))
+    first = rows.splitlines(keepends=True)[0].split()
+    first[7] = "62.26"
+    path = tmp_path / "garbled.log"
+    path.write_text(NEW_HEADER + " ".join(first) + "\n" + "".join(rows.splitlines(keepends=True)[1:]))
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size) == ("allreduce", 16)

@@ -102,7 +102,7 @@ def ratio_worlds(collective: str | None, table: Table) -> tuple[int, int] | None
             continue  # 0.00 or 0.01 GB/s bounds nothing
         lo = max(lo, ranks(max(bus - bus_half, 0.0) / (alg + alg_half)))
         hi = min(hi, ranks((bus + bus_half) / (alg - alg_half)))
-    if not math.isfinite(hi) or math.ceil(lo - 1e-9) > math.floor(hi + 1e-9):
+    if not (math.isfinite(lo) and math.isfinite(hi)) or math.ceil(lo - 1e-9) > math.floor(hi + 1e-9):
         return None
     return math.ceil(lo - 1e-9), math.floor(hi + 1e-9)
 
