@@ -318,7 +318,13 @@ def _topology_for(args, models) -> list:
         return []
     measured = [m for m in models if m.world_size == args.world
                 and (args.nodes is None or m._fitted_nodes() == args.nodes)]
-    if measured and not presets and system is None:
+    if measured:  # a measured layout: its sweeps answer, as load_model(..., system=).predict does
+        nodes = args.nodes or measured[0]._fitted_nodes()
+        if system is not None and nodes:
+            system.check_layout(args.world, nodes)
+        for flag in [f"--link {p.name}" for p in presets] + ([f"--system {system.name}"] if system else []):
+            _say(f"{flag}: {args.world} ranks{f' on {nodes} node(s)' if nodes else ''} were measured, and their "
+                 f"sweeps answer; it prices only layouts no sweep measured")
         return []
     topology = list({id(m.topology): m.topology for m in models if m.topology is not None}.values())
     if not topology:

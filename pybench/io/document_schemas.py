@@ -30,6 +30,7 @@ from pybench.io.schemas import (
 
 World = Annotated[int, Field(ge=1, le=MAX_WORLD)]
 Positive = Annotated[float, Field(gt=0, le=1e30, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, le=1e30, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 PositiveSize = Annotated[int, Field(gt=0, lt=MAX_SIZE_BYTES)]
 Notes = Annotated[list[Text], Field(max_length=4096)]
@@ -49,7 +50,7 @@ class SegmentSchema(_Body):
 
     size_min_bytes: Size
     size_max_bytes: Size
-    alpha_s: Finite
+    alpha_s: Finite  # a negative one (files from before the fit was constrained) is refused with its remedy
     inv_bw_s_per_byte: Finite
     cov: Annotated[list[Finite], Field(max_length=64)] | None = None
     n_points: Count | None = None
@@ -76,9 +77,6 @@ def _one_of(names: tuple[str, ...], what: str) -> AfterValidator:
             raise ValueError(f"{what} {value[:40]!r} is not one of {', '.join(names)}")
         return value
     return AfterValidator(check)
-
-
-NonNegative = Annotated[float, Field(ge=0, le=1e30, allow_inf_nan=False)]
 
 
 class SmallRegimeSchema(_Body):
@@ -135,6 +133,9 @@ class TopologySchema(_Body):
         sizes, residuals = self.residual_sizes or [], self.residuals or []
         if len(sizes) != len(residuals):
             raise ValueError(f"{len(sizes)} residual_sizes but {len(residuals)} residuals: one residual per size")
+        for world, nodes in self.fitted:
+            if world % nodes:
+                raise ValueError(f"fitted layout [{world}, {nodes}] is not whole nodes: ranks per node x nodes")
         for miss in self.layout_misses or []:
             if not all(x == int(x) and 1 <= x <= MAX_WORLD for x in miss[:2]):
                 shown = ", ".join(f"{x:g}" for x in miss)

@@ -165,6 +165,9 @@ class AlphaBetaModel:
         for name, value in (("world", world), ("nodes", nodes)):
             if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1):
                 raise UsageError(f"{name} {value!r} must be a positive whole number")
+        if world is None and nodes is not None and nodes != self._fitted_nodes():
+            raise UsageError(f"nodes={nodes} needs world= (the rank count to predict for): the {self.collective} "
+                             f"model was fitted at {self.world_size} ranks on {self._fitted_nodes() or '?'} node(s)")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
             return self._predict_elsewhere(s, int(world), nodes)
         said = "; ".join(sorted({self.provenance_at(float(x)) for x in s.reshape(-1)}))

@@ -388,7 +388,8 @@ class TopologyModel:
             return time_s, "ring", regime_label(self.intra, k)
         if self.inter is None:
             raise UsageError(f"the {self.collective} model holds no inter-node parameters; fit a multi-node log, "
-                             f"or give an inter-node preset (--link ib-ndr, eth-100g, ...)")
+                             f"or give the system (--system NAME|FILE; system= in Python) or an inter-node preset "
+                             f"(--link ib-ndr, eth-100g, ...)")
         return across_nodes(self, size, world, sharing, nodes, rails)
 
     def to_dict(self) -> dict:

@@ -569,3 +569,32 @@ def test_python_and_the_cli_say_alike_what_a_prediction_at_the_fitted_layout_res
     assert said == [model.predict(s).provenance for s in sizes] == \
         ["measured", "between measured sizes", "fitted sweep, beyond the measured sizes"]
     assert model.predict(sizes).provenance == "; ".join(sorted(set(said)))
+
+
+def test_a_measured_layout_with_a_system_answers_from_its_sweeps_in_the_cli_and_in_python(tmp_path, capsys):
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    path, out = tmp_path / "m.json", tmp_path / "p.json"
+    assert main_for_tests(["fit", str(log), "-o", str(path)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(path), "--sizes", "1G", "--world", "16", "--nodes", "2",
+                           "--system", "oci-bm-gpu4.8", "--json", str(out)]) == 0
+    assert "were measured, and their sweeps answer" in capsys.readouterr().err
+    (record,) = json.loads(out.read_text())["records"]
+    python = load_model(path, system="oci-bm-gpu4.8").predict(1 << 30, world=16, nodes=2)
+    assert record["provenance"] == python.provenance == "measured"
+    assert record["time_s"] == pytest.approx(python.time_s, rel=1e-12)
+    # nodes= without world= is a question about another layout: refused, not answered at the fitted one
+    with pytest.raises(UsageError, match="nodes=4 needs world="):
+        load_model(path).predict(1 << 20, nodes=4)
+    assert load_model(path).predict(1 << 20, nodes=2).provenance == "measured"
+
+
+def test_a_model_file_whose_fitted_layout_is_not_whole_nodes_is_refused(tmp_path):
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    path = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(log), "-o", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    doc["topology"][0]["fitted"] = [[16, 3]]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(FileFormatError, match=r"fitted layout \[16, 3\] is not whole nodes"):
+        load_models(path)
