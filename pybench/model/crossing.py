@@ -58,10 +58,12 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     if rails is None:
         # every group sharing the node's NICs has its ranks there: the NICs they drive together
         rails = 1.0 if unmeasured else _rails(model, world // nodes * sharing)
+    share = _described_reach(model, world // nodes * sharing)
+    reach = model.inter.busbw_Bps * share if share < 1.0 else math.inf
     times, labels = [], []
     for r in model.inter.all_regimes():
         time_s, label = regime_crossing_s(r, model.schedule, model.collective, size, world, nodes,
-                                          min(r.busbw_Bps * rails / sharing, intra_bw))
+                                          min(r.busbw_Bps * rails / sharing, reach / sharing, intra_bw))
         times.append(time_s)
         labels.append(label)
     k = int(np.argmin(times))
@@ -79,6 +81,17 @@ def regime_crossing_s(r: LinkCost, schedule: str, collective: str, size: float, 
     hops, data, fill, label = crossing_terms(schedule, collective, size, world, nodes, r.algorithm)
     busbw = r.busbw_Bps if busbw_Bps is None else busbw_Bps
     return r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / busbw, label
+
+
+def _described_reach(model: ModelLinks, per_node: int) -> float:
+    """The share of a described node's NICs that ``per_node`` ranks reach: those of their own GPUs (each GPU's
+    nearest, ``nics / gpus`` of them, at least one), where fewer ranks than GPUs run on the node; 1 elsewhere. A
+    lone rank cannot send through the NICs of GPUs that run nothing."""
+    system = model.system
+    if model.inter is None or not model.inter.is_described or system is None or per_node >= system.gpus_per_node:
+        return 1.0
+    nics = system.nics_per_node
+    return min(1.0, math.ceil(per_node * nics / system.gpus_per_node) / nics)
 
 
 def _rails(model: ModelLinks, per_node: int) -> float:

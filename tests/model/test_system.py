@@ -349,3 +349,16 @@ def test_a_model_fitted_with_one_system_is_priced_by_another_given_at_predict(tm
                            "--json", str(tmp_path / "own.json")]) == 0
     own = json.loads((tmp_path / "own.json").read_text())["records"][0]["time_s"]
     assert own < times[with_a100][1] / 2  # eight 200 Gb/s NICs against four 100 Gb/s
+
+
+def test_ranks_fewer_than_the_gpus_of_a_described_node_reach_only_their_own_gpus_nics():
+    # dgx-a100: one 200 Gb/s NIC per GPU. A lone rank per node cannot move more than its one NIC (25 GB/s);
+    # eight ranks drive all eight. aws-p5: four 100 Gb/s ports per GPU, so a lone rank reaches four.
+    node = fit_topology("allreduce", [Observation(float(s), 8, 1, 5e-6 + s / 150e9) for s in (1 << k for k in
+                                                                                               range(10, 31))])
+    for system, one_rank_GBps in (("dgx-a100", 25.0), ("aws-p5", 50.0)):
+        described = node.with_system(load_system(system))
+        lone = described.predict(1 << 30, 2, 2)
+        assert lone.busbw_Bps <= one_rank_GBps * 1e9 and lone.high_s > lone.time_s  # the NICs of one GPU
+        full = described.predict(1 << 30, 16, 2)
+        assert full.busbw_Bps > 3 * lone.busbw_Bps  # eight GPUs' NICs
