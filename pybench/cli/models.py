@@ -288,7 +288,8 @@ def _regime_spans(tm, link_class: str) -> dict[str, str]:
     sizes = sorted({int(round(x)) for x in np.geomspace(max(lo, 1), max(hi, lo, 1), 241)})
     won: dict[str, list[int]] = {}
     for size in sizes:
-        won.setdefault(tm.predict(size, world, nodes).regime, []).append(size)
+        # ``fitted`` counts the model's own nodes (NVLink domains where a node is one), not hosts
+        won.setdefault(tm.predict(size, world, nodes, nodes_are_hosts=False).regime, []).append(size)
     where = f"{world} ranks" + (f" on {nodes} nodes" if nodes > 1 else "")
     return {k: f", fastest from {_about(v[0])} to {_about(v[-1])} at {where}" for k, v in won.items() if k}
 

@@ -185,3 +185,15 @@ def test_a_described_ring_over_a_rack_is_between_every_step_and_the_calibrated_r
     # eight GPUs per node: as many as the calibration logs held, nothing in doubt
     h100 = fit_topology("allgather", [Observation(s, 8, 1, 10e-6 + 7 / 8 * s / 300e9) for s in SIZES])
     assert "waits on the network" not in h100.with_system(load_system("dgx-h100")).predict(size, 16, 2).links
+
+
+def test_fit_reports_the_regimes_of_a_sweep_inside_one_domain(tmp_path, capsys):
+    """Two 4-GPU hosts inside one NVLink domain (one node of the model): fit's report walks the fitted layout in
+    the model's own nodes, not in hosts (it refused: '8 ranks per host exceed the 4 GPUs per host')."""
+    from conftest import SHARED_DATA
+
+    from pybench.cli.main import main
+
+    log = SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"
+    assert main(["fit", str(log), "--system", "gb200-nvl72", "-o", str(tmp_path / "m.json")]) == 0
+    assert "fastest from" in capsys.readouterr().out
