@@ -142,9 +142,24 @@ def run_compute(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpus_per_node(args: argparse.Namespace) -> int:
+    """--gpus-per-node, else the GPUs of one host of --system (a GB200 NVL72 tray holds 4), else 8."""
+    if args.system is None:
+        return 8 if args.gpus_per_node is None else int(args.gpus_per_node)
+    from pybench.model.system import load_system
+    system = load_system(args.system)
+    if args.gpus_per_node is None:
+        return system.gpus_per_node  # per host, as descriptions count them
+    if args.gpus_per_node > system.gpus_per_node:
+        raise UsageError(f"--gpus-per-node {args.gpus_per_node} exceeds the {system.gpus_per_node} GPUs per host of "
+                         f"{system.name}; give at most {system.gpus_per_node}, or another --system")
+    return int(args.gpus_per_node)
+
+
 def run_ccr(args: argparse.Namespace) -> int:
     """``python -m pybench ccr``: the CCR table for every strategy x world x batch."""
     from pybench.planning.grid import ccr
+    args.gpus_per_node = _gpus_per_node(args)
     with _flags_in_errors():
         params, shape = _shape_from_args(args)
         _check_flops_flags(args)
@@ -190,6 +205,7 @@ def _loader_rate(args: argparse.Namespace) -> float | None:
 def run_plan(args: argparse.Namespace) -> int:
     """``python -m pybench plan``: the field's advice with the figures behind it."""
     from pybench.planning.advice import plan
+    args.gpus_per_node = _gpus_per_node(args)
     with _flags_in_errors():
         params, shape = _shape_from_args(args)
         _check_flops_flags(args)
@@ -299,7 +315,8 @@ def _add_ccr_parser(subparsers: Any) -> None:
     q.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     q.add_argument("--batch", default="1", help="micro-batch sizes per data-parallel replica, e.g. 1,2,4,8")
     q.add_argument("--world", default="8", help="world sizes, e.g. 8,16,32,64")
-    q.add_argument("--gpus-per-node", type=_count, default=8, help="devices per node (default 8)")
+    q.add_argument("--gpus-per-node", type=_count, default=None,
+                   help="devices per node (default: the --system's GPUs per host, else 8)")
     q.add_argument("--strategy", default="ddp",
                    help="comma list of ddp, zero1, zero2, zero3 (fsdp), tp, pp, tp+dp, tp+pp+dp (default ddp)")
     _add_model_args(q)
@@ -339,7 +356,8 @@ def _add_plan_parser(subparsers: Any) -> None:
     _add_shape_args(r, None)
     r.add_argument("--seq", type=_size, default=2048, help="sequence length (default 2048)")
     r.add_argument("--batch", type=_count, default=1, help="micro-batch size per replica (default 1)")
-    r.add_argument("--gpus-per-node", type=_count, default=8, help="devices per node (default 8)")
+    r.add_argument("--gpus-per-node", type=_count, default=None,
+                   help="devices per node (default: the --system's GPUs per host, else 8)")
     r.add_argument("--max-world", type=_count, default=None,
                    help="largest world size searched (default 64, or one node when the model file prices no "
                         "inter-node link)")

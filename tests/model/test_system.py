@@ -227,6 +227,11 @@ def test_ccr_and_plan_take_a_system_description(tmp_path, capsys):
     capsys.readouterr()
     assert main_for_tests([*args, "--system", "dgx-a100"]) == 0
     assert "system dgx-a100" in capsys.readouterr().out
+    # the nodes are the system's (4 GPUs per Polaris node), unless --gpus-per-node says otherwise
+    assert main_for_tests([*args, "--system", "alcf-polaris"]) == 0
+    assert ", 4 GPUs/node," in capsys.readouterr().out.splitlines()[0]
+    assert main_for_tests([*args, "--system", "alcf-polaris", "--gpus-per-node", "8"]) == 2
+    capsys.readouterr()
     assert main_for_tests([*args, "--system", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown system 'nope'" in err[0]
