@@ -51,22 +51,28 @@ class TopologyCollective:
         # several hosts they are not the model's, and the fewest domains the group needs stand in
         spans = nodes if getattr(self.model, "hosts_per_node", 1) == 1 else None
         nodes = 1 if self.link_class == INTRA else _fewest_nodes(w, self.model.system, spans)
+        # ranks that do not fill their nodes evenly (29 on four 8-GPU nodes) are priced as the even layout
+        # on those nodes that holds them (32): the busiest node's NICs carry as much either way
+        priced = nodes * -(-w // nodes)
+        caveats = (PART_FULL,) if priced != w else ()
         # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time); its
         # nodes are what the network joins (an NVLink domain where the model's node is one)
-        p = self.model.predict(max(1, int(size_bytes)), w, nodes, nics_as_fitted=True, nodes_are_hosts=False)
+        p = self.model.predict(max(1, int(size_bytes)), priced, nodes, nics_as_fitted=True, nodes_are_hosts=False)
         if p.undetermined:
             raise NotDetermined(p.undetermined)
-        return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s), p.caveats)
+        return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s), (*p.caveats, *caveats))
+
+
+PART_FULL = ("ranks that do not fill their nodes evenly are priced as the even layout on those nodes that holds "
+             "them (29 ranks on four nodes as 32): the busiest node's NICs carry as much")
 
 
 def _fewest_nodes(world: int, system: Any, spans: int | None = None) -> int:
     """Nodes a group of ``world`` ranks that crosses the network is priced on: the ``spans`` its layout
     places it on where the caller knows them (the planner does), else two (the least that crosses); at
-    least as many as the described nodes' GPUs need; a count that divides the ranks evenly (one rank per
-    node for a prime)."""
+    least as many as the described nodes' GPUs need."""
     per_node = system.gpus_per_node if system is not None else world
-    least = max(2, -(-world // per_node), min(spans or 0, world))
-    return next(n for n in range(least, world + 1) if world % n == 0)
+    return max(2, -(-world // per_node), min(spans or 0, world))
 
 
 def topology_collectives(path: str, links: Sequence[str] = (), system: str | None = None) -> list[TopologyCollective]:

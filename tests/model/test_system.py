@@ -367,3 +367,18 @@ def test_ranks_fewer_than_the_gpus_of_a_described_node_reach_only_their_own_gpus
         assert lone.busbw_Bps <= one_rank_GBps * 1e9 and lone.high_s > lone.time_s  # the NICs of one GPU
         full = described.predict(1 << 30, 16, 2)
         assert full.busbw_Bps > 3 * lone.busbw_Bps  # eight GPUs' NICs
+
+
+def test_ranks_that_do_not_fill_their_nodes_are_priced_on_those_nodes(tmp_path, capsys):
+    # 29 ranks on 8-GPU nodes run on four nodes (the last part-full): not on 29 one-GPU nodes (1.6 s, against
+    # 160 ms for 32 ranks)
+    model = tmp_path / "oci.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"),
+                           "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["ccr", "--params", "7B", "--seq", "4096", "--world", "29,32", "--model", str(model),
+                           "--tflops", "400", "--strategy", "ddp", "--system", "oci-bm-gpu4.8"]) == 0
+    out = capsys.readouterr().out
+    comm = {int(r.split()[1]): float(r.split()[8]) for r in out.splitlines() if r.startswith("ddp ")}
+    assert comm[29] == pytest.approx(comm[32], rel=0.05)
+    assert "ranks that do not fill their nodes evenly are priced as the even layout" in out
