@@ -14,7 +14,6 @@ from typing import Protocol
 
 import numpy as np
 
-from pybench.errors import UsageError
 from pybench.model.calibration import Calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS
@@ -140,16 +139,19 @@ def _intra_phase_s(model: ModelLinks, size: float, world: int, nodes: int) -> fl
     return model.intra.time_s(model.collective, model.algorithm, size, ranks)
 
 
-def nic_floor_s(bytes_per_node: float, nic: LinkCost, nics_per_node: int = 1) -> float:
-    """The least time any layout needs to push ``bytes_per_node`` through a node's NICs.
-
-    Every concurrent group that crosses the node boundary (tp x dp, several dp groups, pipeline
-    stages) shares the same NICs, so the bytes all of them send out of one node, over the NIC
-    bandwidth, bound the step's communication time from below.
-    """
-    if nics_per_node < 1:
-        raise UsageError(f"nics_per_node must be at least 1, got {nics_per_node}")
-    return bytes_per_node / (nic.busbw_Bps * nics_per_node)
+def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing: int = 1) -> float:
+    """The least time a described node's NICs allow the crossing of ``world`` ranks on ``nodes`` nodes: its
+    bytes through the NICs its ranks reach (:func:`_described_reach`) at their full rate, every group sharing
+    them, no latency, in the fewest bytes NCCL's algorithms could send (0 without a description). No
+    interval may promise less: what real logs reach is a share of this (the calibrated NIC efficiency)."""
+    system, link = model.system, model.inter
+    if system is None or link is None or nodes < 2:
+        return 0.0
+    rate = system.nic_Bps_per_node * _described_reach(model, world // nodes * sharing) / sharing
+    algorithms = ("ring", "double-tree") if model.collective == "allreduce" else (link.algorithm,)
+    bare = dataclasses.replace(link, base_s=0.0, step_s=0.0, extra_steps=0.0, regimes=())
+    return min(regime_crossing_s(dataclasses.replace(bare, algorithm=a), model.schedule, model.collective, size,
+                                 world, nodes, rate)[0] for a in algorithms)
 
 
 # The fastest NIC any preset knows, per port: a GPU behind one such port cannot move more.

@@ -50,6 +50,7 @@ from pybench.model.calibration import OTHER_GPU_COUNT, OTHER_NODE_COUNT, Calibra
 from pybench.model.crossing import (
     across_nodes,
     described_crossing,
+    nic_floor_s,
     nvlink_domain_ranks,
     other_described_readings,
     tree_bytes_on_nics,
@@ -239,8 +240,8 @@ class TopologyModel:
         readings = self._described_readings(world, nodes, calibration)
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share,
                                                           tuple(link for link, _ in readings))
-        caveats = []
-        if nodes > 1 and not self.inside_nvlink_domain(world) and unknown_tree_bytes(self, world, nodes):
+        caveats, across = [], nodes > 1 and not self.inside_nvlink_domain(world)
+        if across and unknown_tree_bytes(self, world, nodes):
             caveats.append("fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
                            "node grow with the nodes) or its ring (they do not): between the two, in the interval; "
                            + ("a second node count tells them apart" if self.system is not None else
@@ -262,9 +263,10 @@ class TopologyModel:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, spread.kind, links, regime, why, spread, tuple(caveats))
         half = spread.half_width(calibration)
-        return TopologyPrediction(int(size_bytes), world, asked, time_s, time_s * math.exp(-half),
-                                  time_s * math.exp(half), self.algorithm, schedule, spread.kind, links, regime,
-                                  spread=spread, caveats=tuple(caveats))
+        floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if across else 0.0  # what the NICs carry
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, min(max(time_s * math.exp(-half), floor),
+                                  time_s), time_s * math.exp(half), self.algorithm, schedule, spread.kind, links,
+                                  regime, spread=spread, caveats=tuple(caveats))
 
     def _unknown_nic_share(self, world: int, nodes: int, sharing: int) -> float | None:
         across = nodes > 1 and not self.inside_nvlink_domain(world)

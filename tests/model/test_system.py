@@ -382,3 +382,14 @@ def test_ranks_that_do_not_fill_their_nodes_are_priced_on_those_nodes(tmp_path, 
     comm = {int(r.split()[1]): float(r.split()[8]) for r in out.splitlines() if r.startswith("ddp ")}
     assert comm[29] == pytest.approx(comm[32], rel=0.05)
     assert "ranks that do not fill their nodes evenly are priced as the even layout" in out
+
+
+def test_no_interval_promises_more_than_the_described_nics_carry():
+    # Polaris: two 200 Gb/s NICs per node. A ring all-gather of 16 GiB over 1000 nodes sends (p-1)/p of it
+    # through each node's NICs: no low end may be under that at their full 50 GB/s.
+    obs = [Observation(float(s), 8, 2, 30e-6 + s / 20e9) for s in (1 << k for k in range(16, 31))] + \
+          [Observation(float(s), 32, 8, 60e-6 + s / 18e9) for s in (1 << k for k in range(16, 31))]
+    model = fit_topology("allgather", obs).with_system(load_system("alcf-polaris"))
+    p = model.predict(16 << 30, 4000, 1000)
+    floor = 3999 / 4000 * (16 << 30) / 50e9
+    assert p.low_s >= floor * (1 - 1e-9) and p.low_s <= p.time_s <= p.high_s
