@@ -128,3 +128,12 @@ def timeout_seconds(text: str) -> float:
     if text.strip().lower() in ("inf", "infinity", "never", "none"):
         return 0.0
     return nonneg_float(text)
+
+
+def output_file(text: str) -> str:
+    """An output file name: not empty, and not ``-`` (only ``pybench env`` writes its JSON to stdout)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("needs a file name")
+    if text == "-":
+        raise argparse.ArgumentTypeError("'-' (stdout) is pybench env's only; give a file name")
+    return text

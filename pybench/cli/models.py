@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pybench.cli.argtypes import number
+from pybench.cli.argtypes import number, output_file
 from pybench.cli.prediction_table import format_prediction_table, prediction_records, topology_records
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
@@ -134,7 +134,7 @@ def add_parsers(subparsers) -> None:
     q.add_argument("--band", choices=("confidence", "prediction"), default=None,
                    help="prediction: where one new run should land, the interval that is validated (default); "
                         "confidence: the 95%% band of the mean time at the fitted layout (narrower)")
-    q.add_argument("--json", default=None, metavar="FILE", help="also write the predictions as JSON")
+    q.add_argument("--json", default=None, metavar="FILE", type=output_file, help="also write the predictions as JSON")
     q.add_argument("--force", action="store_true", help="replace --json FILE if it exists")
     q.set_defaults(func=run_predict)
 

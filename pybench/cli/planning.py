@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from pybench.cli.argtypes import number
+from pybench.cli.argtypes import number, output_file
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
 
@@ -272,7 +272,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_output_args(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--json", metavar="FILE", help=f"save {what} as versioned JSON")
+    p.add_argument("--json", metavar="FILE", type=output_file, help=f"save {what} as versioned JSON")
     p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists")
 
 

@@ -63,7 +63,8 @@ def add_parsers(subparsers) -> None:
                    help=f"changes whose 95%% interval reaches into 1 +- NOISE are not significant "
                         f"(default {DEFAULT_NOISE:g} = {100 * DEFAULT_NOISE:g}%%, run-to-run spread measured "
                         f"here; raise it on noisier machines)")
-    p.add_argument("--json", default=None, metavar="FILE", help="also write the comparison as JSON (default: none)")
+    p.add_argument("--json", default=None, metavar="FILE", type=argtypes.output_file,
+                   help="also write the comparison as JSON (default: none)")
     p.add_argument("--force", action="store_true", help="overwrite --json FILE if it exists (default off)")
     p.set_defaults(func=run_compare)
 

@@ -159,7 +159,11 @@ class AlphaBetaModel:
             ``time_s`` (always > 0) with the band ``[time_low_s, time_high_s]`` and what it rests on
             (``provenance``).
         """
-        s = np.asarray(size_bytes, dtype=float)
+        try:
+            s = np.asarray(size_bytes, dtype=float)
+        except (TypeError, ValueError):
+            raise UsageError(f"sizes to predict must be numbers of bytes, got {size_bytes!r:.40}; "
+                             f"pybench.sizes.parse_sizes reads '1M:1G'") from None
         if np.any(~np.isfinite(s)) or np.any(s <= 0):
             raise UsageError("sizes to predict must be positive numbers of bytes")
         for name, value in (("world", world), ("nodes", nodes)):

@@ -598,3 +598,16 @@ def test_a_model_file_whose_fitted_layout_is_not_whole_nodes_is_refused(tmp_path
     path.write_text(json.dumps(doc))
     with pytest.raises(FileFormatError, match=r"fitted layout \[16, 3\] is not whole nodes"):
         load_models(path)
+
+
+def test_an_empty_or_dash_json_path_and_a_size_as_text_are_one_line_errors(tmp_path, capsys):
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    path = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(log), "-o", str(path)]) == 0
+    capsys.readouterr()
+    for bad, said in (("", "needs a file name"), ("-", "give a file name")):
+        assert main_for_tests(["predict", str(path), "--sizes", "1M", "--json", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert said in err and "\n" not in err
+    with pytest.raises(UsageError, match="numbers of bytes, got '1M'"):
+        load_model(path).predict("1M")
