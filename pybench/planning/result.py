@@ -107,18 +107,25 @@ def _columns(overlap: bool, priced: bool) -> str:
     return cols
 
 
+def _cell(text: str, width: int) -> str:
+    """``text`` right-aligned in ``width`` columns with at least one space before it: an absurd figure
+    (1e+04 s) widens its column rather than running into the next."""
+    return " " + text.rjust(width - 1)
+
+
 def _row_line(r: StepEstimate, overlap: bool, priced: bool) -> str:
-    line = (f"{r.strategy:<8}{r.world:>6}{r.batch:>6}{' ' + str(r.layout):>14}{fmt_bytes(r.bytes_per_rank):>11}"
-            f"{_short_links(r.links):>12}{fmt_seconds(r.compute_s):>11}{fmt_seconds(r.comm_s):>11}"
-            f"{fmt_seconds(r.latency_s):>11}{fmt_seconds(r.bandwidth_s):>11}{fmt_seconds(r.sync_s):>11}"
-            f"{r.ccr:>7.3f}{r.band:>11}")
+    cells = [(str(r.world), 6), (str(r.batch), 6), (str(r.layout), 14), (fmt_bytes(r.bytes_per_rank), 11),
+             (_short_links(r.links), 12), *((fmt_seconds(t), 11) for t in (r.compute_s, r.comm_s, r.latency_s,
+                                                                          r.bandwidth_s, r.sync_s)),
+             (f"{r.ccr:.3f}", 7), (r.band, 11)]
     if overlap:
-        line += f"{r.exposed_fraction:>8.3f}{r.band_exposed:>11}"
+        cells += [(f"{r.exposed_fraction:.3f}", 8), (r.band_exposed, 11)]
     eff_node = "-" if r.efficiency_vs_node is None else f"{r.efficiency_vs_node:.3f}"
-    line += (f"{fmt_seconds(r.step_s):>11}{r.samples_per_s:>11.4g}{r.efficiency_vs_device:>9.3f}"
-             f"{eff_node:>9}{r.memory.needed_bytes / 1e9:>8.1f}  {r.memory.fits:<24}")
+    cells += [(fmt_seconds(r.step_s), 11), (f"{r.samples_per_s:.4g}", 11), (f"{r.efficiency_vs_device:.3f}", 9),
+              (eff_node, 9), (f"{r.memory.needed_bytes / 1e9:.1f}", 8)]
+    line = f"{r.strategy:<8}" + "".join(_cell(t, w) for t, w in cells) + f"  {r.memory.fits:<24}"
     if priced and r.samples_per_dollar is not None:
-        line += f"{r.samples_per_dollar:>11.4g}"
+        line += _cell(f"{r.samples_per_dollar:.4g}", 11)
     return line
 
 

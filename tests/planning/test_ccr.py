@@ -535,3 +535,20 @@ def test_real_buckets_replace_equal_ones():
               flops_per_s=400e12, gpus_per_node=8, overlap=True, bucket_sizes_bytes=[3, 3, 1])
     row = res.rows[0]
     assert row.exposed_s <= row.comm_s
+
+
+def test_every_column_of_the_ccr_table_stays_apart_at_absurd_sizes(tmp_path_factory, capsys):
+    # 1000T parameters: a compute time of 4.096e+04 s once ran into the next column ("intra4.096e+04 s1.384e+04 s")
+    from conftest import SHARED_DATA
+    from shared_models import fitted
+
+    from pybench.cli.main import main
+
+    model = fitted(tmp_path_factory, "oci", [SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"])
+    capsys.readouterr()
+    assert main(["ccr", "--params", "1000T", "--world", "8", "--model", model, "--tflops", "300"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if ln.startswith("strategy"))
+    row = next(ln for ln in lines if ln.startswith("ddp"))
+    assert "intra 4.096e+04 s 1.384e+04 s" in row
+    assert len(row.split()) == len(header.split()) + 5 + 2  # a unit for 5 of the times (sync is 0); "does not fit"
