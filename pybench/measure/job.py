@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pybench.errors import PyBenchError
-from pybench.io.files import read_json, write_atomic, write_json
+from pybench.io.files import read_json, write_json
 from pybench.measure.result_journal import JOB_PREFIX
 
 # The native watchdog's heartbeat tables (/dev/shm/pybench-hb-<pid of local rank 0>-<rank>-<attempt>).
@@ -287,13 +287,8 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
     file is rebuilt from it first, so it holds every size measured, not only those of the last
     rewrite; a file still saying the run is in progress is marked with ``reason``.
     """
-    from pybench.measure.result_journal import (
-        IN_PROGRESS,
-        document_chunks,
-        journal_path,
-        journaled_records,
-        read_header,
-    )
+    from pybench.measure.result_journal import IN_PROGRESS, journal_path, read_header
+    from pybench.measure.results import write_from_journal
     kept = []
     for path in paths:
         journal = journal_path(path, job_dir) if job_dir is not None else None
@@ -317,7 +312,7 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
             if rebuilt:
                 assert journal is not None
                 # streamed from the journal: the records are never all in memory
-                write_atomic(path, document_chunks(doc, journaled_records(journal)))
+                write_from_journal(path, doc, journal)
             else:
                 write_json(path, doc)
         except (OSError, PyBenchError):

@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pybench.errors import EnvironmentFault, FileFormatError, PyBenchError, UsageError
-from pybench.io.files import read_json, write_atomic
+from pybench.io.files import read_json
 from pybench.measure.job import JobFolder
 from pybench.measure.result_journal import (
     JOB_PREFIX,
-    document_chunks,
-    journaled_records,
     orphaned_journals,
     read_header,
 )
+from pybench.measure.results import write_from_journal
 
 REASON = "the run died before it finished, its guard too (the file was rebuilt from its journal by pybench recover)"
 
@@ -62,7 +61,7 @@ def recover_result(path: str | os.PathLike, temp_dir: str | None = None) -> Reco
     doc["cut_short"] = REASON
     counted = [0]
     try:  # streamed from the journal: the records are never all in memory
-        write_atomic(path, document_chunks(doc, journaled_records(journal), counted))
+        write_from_journal(path, doc, journal, counted)
     except OSError as exc:
         raise EnvironmentFault(f"cannot write {path}: {exc.strerror or exc}; the journal {journal} is kept") from None
     _remove(journal)

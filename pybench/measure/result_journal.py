@@ -39,6 +39,9 @@ from pybench.io.files import null_non_finite
 IN_PROGRESS = "in progress"
 
 JOB_DIR = "PYBENCH_JOB_DIR"  # the job folder (pybench.measure.job), set in every rank we start
+# The journal's first line holds the result's metadata and, under this key (never written to the result),
+# the CSV file the run writes with it: a rebuild from the journal writes both.
+CSV_KEY = "pybench_journal_csv"
 
 
 JOB_PREFIX = "pybench-job-"  # job folders are tempfile.mkdtemp(prefix=JOB_PREFIX) (job.JobFolder)
@@ -261,7 +264,7 @@ def document_chunks(head: dict[str, Any], record_lines: Iterable[bytes], counted
     json.dumps uses its C encoder only without ``indent``, so the records, already encoded one per
     line, are joined as they are. ``counted``: a one-item list that ends holding the count of records.
     """
-    text = json.dumps(null_non_finite({k: v for k, v in head.items() if k != "records"}), indent=1,
+    text = json.dumps(null_non_finite({k: v for k, v in head.items() if k not in ("records", CSV_KEY)}), indent=1,
                       allow_nan=False)
     yield (text[:-2] + ',\n "records": [').encode()
     batch: list[bytes] = []

@@ -23,7 +23,14 @@ from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
 from pybench.measure.record_tally import RecordTally
-from pybench.measure.result_journal import IN_PROGRESS, Journal, document_chunks, journal_path, orphaned_journals
+from pybench.measure.result_journal import (
+    CSV_KEY,
+    IN_PROGRESS,
+    Journal,
+    document_chunks,
+    journal_path,
+    orphaned_journals,
+)
 
 
 @dataclass(frozen=True)
@@ -223,13 +230,15 @@ def result_csv(result: RunResult) -> str:
     return b"".join(csv_chunks(result, (r.to_dict() for r in result.records))).decode()
 
 
-def csv_chunks(result: RunResult, records: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+def csv_chunks(result: RunResult | dict[str, Any], records: Iterable[dict[str, Any]]) -> Iterator[bytes]:
     """The CSV file, streamed from ``records`` (dicts as :meth:`SizeRecord.to_dict` makes them, or as
-    the journal holds them: a figure that could not be measured, null there, is nan here)."""
+    the journal holds them: a figure that could not be measured, null there, is nan here); ``result``
+    is the run or its document's metadata (a journal's first line, when the file is rebuilt from it)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["benchmark", "backend", "world_size", "timing"] + CSV_COLUMNS)
-    lead = [result.benchmark, result.backend, result.world_size, result.timing]
+    lead_names = ["benchmark", "backend", "world_size", "timing"]
+    w.writerow(lead_names + CSV_COLUMNS)
+    lead = [result.get(k) if isinstance(result, dict) else getattr(result, k) for k in lead_names]
     for k, d in enumerate(records):
         w.writerow(lead + [math.nan if d[c] is None else d[c] for c in CSV_COLUMNS])
         if k % 4096 == 4095:
@@ -237,6 +246,16 @@ def csv_chunks(result: RunResult, records: Iterable[dict[str, Any]]) -> Iterator
             buf.seek(0)
             buf.truncate()
     yield buf.getvalue().encode()
+
+
+def write_from_journal(path: Path, head: dict[str, Any], journal: Path, counted: list[int] | None = None) -> None:
+    """Write the result file ``path`` from a dead run's ``journal`` (``head``: its first line, cut short as the
+    caller says), and the CSV file the run wrote with it, so that neither loses a size measured."""
+    from pybench.measure.result_journal import journaled_records
+
+    write_atomic(path, document_chunks(head, journaled_records(journal), counted))
+    if head.get(CSV_KEY):
+        write_atomic(Path(head[CSV_KEY]), csv_chunks(head, map(json.loads, journaled_records(journal))))
 
 
 # Mid-run rewrites: whenever the count of sizes doubles, and otherwise after this many seconds
@@ -340,7 +359,8 @@ class OutputFiles:
             if journal is None:
                 journal = st.journal = self._open_journal(final)
             new = result.records[max(0, journal.records - result.spilled.count):]
-            journal.append(lambda: replace(result, records=[]).to_dict(), [record_json(r) for r in new])
+            journal.append(lambda: {**replace(result, records=[]).to_dict(), **self._journal_extra()},
+                           [record_json(r) for r in new])
         except OSError as exc:
             raise EnvironmentFault(f"cannot write the run's journal {exc.filename or ''}: "
                                    f"{exc.strerror or exc}") from None
@@ -377,6 +397,11 @@ class OutputFiles:
             journal.remove()
             st.journal = None
             self._end_own_job()
+
+    def _journal_extra(self) -> dict[str, str]:
+        """What the journal's first line holds beyond the result's metadata: the CSV file rebuilt with the JSON
+        (:data:`pybench.measure.result_journal.CSV_KEY`) when the run dies."""
+        return {CSV_KEY: str(Path(self.csv_path).absolute())} if self.csv_path is not None else {}
 
     def _open_journal(self, final: bool) -> Journal:
         """The journal of this run: in the job folder of pybench's launcher when it started us (it

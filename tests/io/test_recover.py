@@ -34,7 +34,7 @@ def record(size):
 result = RunResult(benchmark="allreduce", backend="nccl", dtype="float32", redop="sum", timing="batched",
                    world_size=2, hosts={"h": 2}, link_class="intra-node", environment={}, options={},
                    command=["pybench"], started_at=sys.argv[2])
-files = OutputFiles(json_path=sys.argv[1])
+files = OutputFiles(json_path=sys.argv[1], csv_path=sys.argv[3] if len(sys.argv) > 3 else None)
 files.claim(force=False)
 files.journal_when_alone()
 for k in range(10):
@@ -54,13 +54,13 @@ def _clean_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def _start_writer(tmp_path: Path, out: Path, started_at: str = "2026-01-01T00:00:00+00:00"):
+def _start_writer(tmp_path: Path, out: Path, started_at: str = "2026-01-01T00:00:00+00:00", csv: Path | None = None):
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
-    p = subprocess.Popen([sys.executable, str(script), str(out), started_at], stdout=subprocess.PIPE, text=True,
-                         env=_clean_env(tmp))
+    p = subprocess.Popen([sys.executable, str(script), str(out), started_at, *([str(csv)] if csv else [])],
+                         stdout=subprocess.PIPE, text=True, env=_clean_env(tmp))
     guard = int(p.stdout.readline())  # type: ignore[union-attr]
     return p, guard, tmp
 
@@ -85,21 +85,27 @@ def _wait_gone(pid: int) -> None:
         time.sleep(0.02)
 
 
+def _csv_sizes(path: Path) -> list[int]:
+    return [int(line.split(",")[4]) for line in path.read_text().splitlines()[1:]]
+
+
 def test_a_process_run_alone_is_journaled_and_its_guard_rebuilds_the_file(tmp_path):
-    out = tmp_path / "r.json"
-    p, guard, tmp = _start_writer(tmp_path, out)
+    out, csv = tmp_path / "r.json", tmp_path / "r.csv"
+    p, guard, tmp = _start_writer(tmp_path, out, csv=csv)
     assert guard, "no guard for a process run alone"
     _stop(p)
     _wait_gone(guard)
     doc = json.loads(out.read_text())
     assert [r["size_bytes"] for r in doc["records"]] == [1024 << k for k in range(10)]
     assert "rank 0" in doc["cut_short"] and not doc["cut_short"].startswith(IN_PROGRESS)
-    assert sorted(os.listdir(tmp_path)) == ["r.json", "tmp", "writer.py"] and os.listdir(tmp) == []
+    assert "pybench_journal_csv" not in doc  # the journal's own key stays out of the result
+    assert _csv_sizes(csv) == [1024 << k for k in range(10)]  # the CSV is rebuilt with it, not left at 8 sizes
+    assert sorted(os.listdir(tmp_path)) == ["r.csv", "r.json", "tmp", "writer.py"] and os.listdir(tmp) == []
 
 
 def test_a_job_killed_whole_is_recovered_from_its_journal(tmp_path):
-    out = tmp_path / "r.json"
-    p, guard, tmp = _start_writer(tmp_path, out)
+    out, csv = tmp_path / "r.json", tmp_path / "r.csv"
+    p, guard, tmp = _start_writer(tmp_path, out, csv=csv)
     _kill(guard)  # the cgroup ends every process at once: the guard cannot rebuild anything
     _wait_gone(guard)
     _stop(p)
@@ -113,6 +119,7 @@ def test_a_job_killed_whole_is_recovered_from_its_journal(tmp_path):
     doc = json.loads(out.read_text())
     assert [r["size_bytes"] for r in doc["records"]] == [1024 << k for k in range(10)]
     assert doc["cut_short"] == REASON and doc["finished"] is False
+    assert _csv_sizes(csv) == [1024 << k for k in range(10)]
     assert os.listdir(tmp) == []  # the dead job's folder is gone with its journal
     again = run_pybench(["recover", str(out)], tmp_path, env=_clean_env(tmp))
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "no journal of" in again.stderr
