@@ -204,6 +204,24 @@ def _collective_plans(args) -> list:
     return plans
 
 
+def _outputs_apart(plans) -> None:
+    """UsageError, before anything runs, when an output is '-' or two outputs of the run name one file (--json
+    and --csv, -J, a test listed twice): the second write would destroy the first, or fail after measuring."""
+    seen: dict[Path, str] = {}
+    for plan in plans:
+        for flag, path in (("--json", plan.outputs.json_path), ("--csv", plan.outputs.csv_path),
+                           ("-J", plan.nccl_tests_json)):
+            if path is None:
+                continue
+            if str(path) == "-":
+                raise UsageError(f"{flag} -: measuring commands write files, not stdout; give a file name")
+            key = Path(path).absolute()
+            if key in seen:
+                raise UsageError(f"{flag} {path} is also this run's {seen[key]} file: give each output its own file "
+                                 f"(or list each test once)")
+            seen[key] = flag
+
+
 def _path(text: str | None) -> Path | None:
     return None if text is None else Path(text)
 
@@ -288,6 +306,7 @@ def _run_measurement(args) -> int:
     gpus = cli_gpu.local_gpus(args) if backend == "nccl" else None
     world = len(gpus) if gpus is not None else args.nprocs
     fit_plans(plans, world, backend, world, gpus)
+    _outputs_apart(plans)
     for plan in plans:
         plan.outputs.check_writable(args.force)
     if backend != "nccl":

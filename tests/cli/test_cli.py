@@ -117,6 +117,19 @@ def test_existing_files_are_not_overwritten_without_force(pybench_cli, tmp_path,
     assert proc.returncode == 0 and json.loads(out.read_text())["finished"]
 
 
+def test_two_outputs_of_one_run_may_not_name_one_file(pybench_cli, tmp_path):
+    # --json X --csv X destroyed the JSON with exit 0; -J X failed after starting and left an empty X;
+    # --json - wrote a file named '-'; a test listed twice failed after measuring the first
+    same = str(tmp_path / "same.json")
+    for argv, said in ((["allreduce", "--sizes", "1K", "--json", same, "--csv", same], "--csv"),
+                       (["allreduce", "--sizes", "1K", "--json", same, "-J", same], "-J"),
+                       (["allreduce", "--sizes", "1K", "--json", "-"], "give a file name"),
+                       (["p2p", "-m", "1:8", "--test", "latency,latency", "--json", same], "list each test once")):
+        proc = pybench_cli(*argv)
+        assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+        assert list(tmp_path.iterdir()) == [] and proc.stdout == ""
+
+
 BAD_INPUTS = [
     (["allreduce", "--sizes", "1G:1M"], "goes down"),
     (["allreduce", "--sizes", "abc"], "not a size"),
