@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from pybench.cli import argtypes
+from pybench.errors import UsageError
 
 _percent = argtypes.percent
 _fraction = argtypes.fraction()
@@ -121,10 +122,20 @@ def run_compare(args) -> int:
     if out is not None:
         refuse_existing(out, args.force)
     pairs = paired_results(args.a, args.b)
-    comps = []
+    comps, wrong = [], 0
     for a, b in pairs:
         comp = compare_results(a, b, alpha=args.alpha, noise=args.noise, label_a=run_label(a, args.a),
                                label_b=run_label(b, args.b))
+        if not comp.sizes:  # a gate that compared nothing must not pass
+            raise UsageError(f"{args.a} and {args.b} share no measured size of {a.benchmark} {a.dtype}: nothing to "
+                             f"compare; measure the same sizes in both")
+        for label, run in (("A", a), ("B", b)):
+            failed = sum(1 for r in run.records if r.wrong)
+            if failed:
+                print(f"pybench: compare: {label} ({run_label(run, args.a if label == 'A' else args.b)}) has {failed} "
+                      f"size(s) with wrong values (#wrong > 0): their times are not those of a correct "
+                      f"{run.benchmark}", file=sys.stderr)
+                wrong += failed
         if len(pairs) > 1:
             print(f"# {a.benchmark} {a.dtype}" + (f" {a.redop}" if a.redop not in ("", "none") else ""))
         print(comp.table())
@@ -141,6 +152,8 @@ def run_compare(args) -> int:
                   f"{args.fail_on_regression:g}% (worst {worst.size_bytes} B: time x{worst.time_ratio:.3f})",
                   file=sys.stderr)
             return 1
+        if wrong:
+            return 1  # wrong values fail a check, as in a run (exit 1)
     return 0
 
 

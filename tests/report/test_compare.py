@@ -193,6 +193,24 @@ def test_cli_json_output_is_written_once_without_force(tmp_path, capsys):
     assert main_for_tests(["compare", str(SAME_A), str(FP16), "--json", str(out), "--force"]) == 0
 
 
+def test_cli_a_gate_that_compared_nothing_or_wrong_values_does_not_pass(tmp_path, capsys):
+    doc = json.loads(SAME_B.read_text())
+    moved = tmp_path / "moved.json"  # every size doubled: none in common with A
+    for r in doc["records"]:
+        r["size_bytes"] *= 2
+        r["count"] *= 2
+    moved.write_text(json.dumps(doc))
+    assert main_for_tests(["compare", str(SAME_A), str(moved), "--fail-on-regression", "10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "share no measured size" in err and "\n" not in err
+    doc = json.loads(SAME_B.read_text())
+    doc["records"][0]["wrong"] = 5
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(doc))
+    assert main_for_tests(["compare", str(SAME_A), str(wrong), "--fail-on-regression", "10"]) == 1
+    assert "1 size(s) with wrong values" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["compare", "missing.json", str(SAME_B)], "cannot read missing.json"),
     (["compare", str(SAME_A), str(SAME_B), "--fail-on-regression", "ten"], "is not a percentage"),
