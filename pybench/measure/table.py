@@ -207,15 +207,28 @@ def header_lines(result: RunResult) -> list[str]:
 
 def _osu_header(result: RunResult) -> list[str]:
     title = _OSU_TITLES.get(result.benchmark, result.benchmark)
-    column = "Latency (us)" if result.benchmark == "p2p_latency" else "Bandwidth (MB/s)"
-    return [f"# OSU MPI {title} Test layout, measured by pybench", f"{'# Size':<10}{column:>18}"]
+    latency = result.benchmark == "p2p_latency"
+    if _Layout.stats_columns:  # OSU's -f: the average, then the least and the most, and the iterations
+        unit = "Latency(us)" if latency else "Bandwidth(MB/s)"
+        columns = f"{'Avg ' + unit:>20}{'Min ' + unit:>20}{'Max ' + unit:>20}{'Iterations':>12}"
+    else:
+        columns = f"{'Latency (us)' if latency else 'Bandwidth (MB/s)':>18}"
+    return [f"# OSU MPI {title} Test layout, measured by pybench", f"{'# Size':<10}{columns}"]
 
 
 def osu_row_line(r: SizeRecord, benchmark: str) -> str:
-    """One OSU row: size, then latency in us or bandwidth in MB/s (1e6 B/s), as OSU prints them;
-    ``*`` after a size whose figure missed the precision (explained in the footer)."""
-    value = r.time_s * 1e6 if benchmark == "p2p_latency" else r.algbw_gbps * 1e3
-    return f"{r.size_bytes:<10d}{value:>18.2f}" + ("" if precision_met(r) else " *")
+    """One OSU row: size, then latency in us or bandwidth in MB/s (1e6 B/s), as OSU prints them (with ``-f``,
+    also the least and the most of the samples and the iterations); ``*`` after a size whose figure missed the
+    precision (explained in the footer)."""
+    latency = benchmark == "p2p_latency"
+    value = r.time_s * 1e6 if latency else r.algbw_gbps * 1e3
+    mark = "" if precision_met(r) else " *"
+    if not _Layout.stats_columns:
+        return f"{r.size_bytes:<10d}{value:>18.2f}" + mark
+    # the fastest sample is the least latency and the most bandwidth
+    low, high = (r.time_min_s * 1e6, r.time_max_s * 1e6) if latency else \
+        (value * r.time_s / r.time_max_s, value * r.time_s / r.time_min_s)
+    return f"{r.size_bytes:<10d}{value:>20.2f}{low:>20.2f}{high:>20.2f}{r.iterations:>12d}" + mark
 
 
 class _Layout:

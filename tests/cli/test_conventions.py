@@ -89,6 +89,20 @@ def test_p2p_tables_are_osu_tables_that_the_osu_importer_reads(pybench_cli, tmp_
     assert m.collective == "p2p_latency" and list(m.size_bytes) == [1, 4096]
 
 
+def test_p2p_full_columns_are_osus_and_read_back(pybench_cli, tmp_path, native):
+    # OSU's -f (pybench's --stats-columns): average, least, most and the iterations; it was silently ignored
+    from pybench.model.logs import load_measurements
+    proc = pybench_cli("p2p", "--test", "latency", "--sizes", "1,4K", "-n", "10", "-f")
+    assert proc.returncode == 0, proc.stderr
+    assert "Avg Latency(us)" in proc.stdout and "Min Latency(us)" in proc.stdout and "Iterations" in proc.stdout
+    rows = [line.split() for line in proc.stdout.splitlines() if line.strip() and not line.startswith("#")]
+    assert [len(r) for r in rows] == [5, 5] and all(float(r[2]) <= float(r[1]) <= float(r[3]) for r in rows)
+    log = tmp_path / "lat.txt"
+    log.write_text(proc.stdout[proc.stdout.index("# OSU MPI Latency"):])
+    (m,) = load_measurements(log)
+    assert m.collective == "p2p_latency" and m.time_low_s is not None and list(m.size_bytes) == [1, 4096]
+
+
 @pytest.mark.parametrize("command", MY_COMMANDS)
 def test_help_lists_each_option_with_its_default_and_examples(command):
     p = _subparsers()[command]
