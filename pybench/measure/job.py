@@ -287,8 +287,7 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
     file is rebuilt from it first, so it holds every size measured, not only those of the last
     rewrite; a file still saying the run is in progress is marked with ``reason``.
     """
-    from pybench.measure.result_journal import IN_PROGRESS, journal_path, read_header
-    from pybench.measure.results import write_from_journal
+    from pybench.measure.result_journal import IN_PROGRESS, journal_path, read_header, write_from_journal
     kept = []
     for path in paths:
         journal = journal_path(path, job_dir) if job_dir is not None else None

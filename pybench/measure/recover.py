@@ -21,8 +21,8 @@ from pybench.measure.result_journal import (
     JOB_PREFIX,
     orphaned_journals,
     read_header,
+    write_from_journal,
 )
-from pybench.measure.results import write_from_journal
 
 REASON = "the run died before it finished, its guard too (the file was rebuilt from its journal by pybench recover)"
 

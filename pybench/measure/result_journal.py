@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pybench.io.files import null_non_finite
+from pybench.io.files import null_non_finite, write_atomic
 
 # A result file rewritten mid-run says so: its cut_short starts with this, and
 # job.mark_cut_short replaces it with the reason when the run dies before its final write
@@ -281,3 +281,13 @@ def document_chunks(head: dict[str, Any], record_lines: Iterable[bytes], counted
     if counted is not None:
         counted[:] = [n]
     yield b"\n ]\n}\n" if n else b"]\n}\n"
+
+
+def write_from_journal(path: Path, head: dict[str, Any], journal: Path, counted: list[int] | None = None) -> None:
+    """Write the result file ``path`` from a dead run's ``journal`` (``head``: its first line, cut short as the
+    caller says), and the CSV file the run wrote with it (:data:`CSV_KEY`), so that neither loses a size."""
+    from pybench.measure.result_csv import csv_chunks
+
+    write_atomic(path, document_chunks(head, journaled_records(journal), counted))
+    if head.get(CSV_KEY):
+        write_atomic(Path(head[CSV_KEY]), csv_chunks(head, map(json.loads, journaled_records(journal))))

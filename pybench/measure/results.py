@@ -8,13 +8,11 @@ into the file: :mod:`pybench.measure.result_journal`).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from pybench.errors import EnvironmentFault, FileFormatError, UsageError
 from pybench.io.files import null_non_finite, read_json, refuse_existing, refuse_non_regular, write_atomic
 from pybench.io.formats import RESULT, check_document, stamp
 from pybench.measure.record_tally import RecordTally
+from pybench.measure.result_csv import csv_chunks
 from pybench.measure.result_journal import (
     CSV_KEY,
     IN_PROGRESS,
@@ -220,42 +219,9 @@ def _record_json(record: dict[str, Any]) -> str:
         return json.dumps(null_non_finite(record), allow_nan=False)
 
 
-CSV_COLUMNS = ["size_bytes", "count", "dtype", "redop", "root", "time_s", "time_p5_s", "time_p95_s", "time_p99_s",
-               "time_min_s", "time_max_s", "time_ci_low_s", "time_ci_high_s", "algbw_gbps", "busbw_gbps", "wrong",
-               "iterations", "ops_per_sample", "precision_met", "stop_reason"]
-
-
 def result_csv(result: RunResult) -> str:
     """The records held as CSV, one row per size."""
     return b"".join(csv_chunks(result, (r.to_dict() for r in result.records))).decode()
-
-
-def csv_chunks(result: RunResult | dict[str, Any], records: Iterable[dict[str, Any]]) -> Iterator[bytes]:
-    """The CSV file, streamed from ``records`` (dicts as :meth:`SizeRecord.to_dict` makes them, or as
-    the journal holds them: a figure that could not be measured, null there, is nan here); ``result``
-    is the run or its document's metadata (a journal's first line, when the file is rebuilt from it)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    lead_names = ["benchmark", "backend", "world_size", "timing"]
-    w.writerow(lead_names + CSV_COLUMNS)
-    lead = [result.get(k) if isinstance(result, dict) else getattr(result, k) for k in lead_names]
-    for k, d in enumerate(records):
-        w.writerow(lead + [math.nan if d[c] is None else d[c] for c in CSV_COLUMNS])
-        if k % 4096 == 4095:
-            yield buf.getvalue().encode()
-            buf.seek(0)
-            buf.truncate()
-    yield buf.getvalue().encode()
-
-
-def write_from_journal(path: Path, head: dict[str, Any], journal: Path, counted: list[int] | None = None) -> None:
-    """Write the result file ``path`` from a dead run's ``journal`` (``head``: its first line, cut short as the
-    caller says), and the CSV file the run wrote with it, so that neither loses a size measured."""
-    from pybench.measure.result_journal import journaled_records
-
-    write_atomic(path, document_chunks(head, journaled_records(journal), counted))
-    if head.get(CSV_KEY):
-        write_atomic(Path(head[CSV_KEY]), csv_chunks(head, map(json.loads, journaled_records(journal))))
 
 
 # Mid-run rewrites: whenever the count of sizes doubles, and otherwise after this many seconds
