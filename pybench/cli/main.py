@@ -215,6 +215,9 @@ def _outputs_apart(plans) -> None:
                 continue
             if str(path) == "-":
                 raise UsageError(f"{flag} -: measuring commands write files, not stdout; give a file name")
+            if flag == "-J":  # it never overwrites (FILE.0 beside an existing FILE): not beside a device either
+                from pybench.io.files import refuse_non_regular
+                refuse_non_regular(Path(path))
             key = Path(path).absolute()
             if key in seen:
                 raise UsageError(f"{flag} {path} is also this run's {seen[key]} file: give each output its own file "

@@ -124,7 +124,8 @@ def test_two_outputs_of_one_run_may_not_name_one_file(pybench_cli, tmp_path):
     for argv, said in ((["allreduce", "--sizes", "1K", "--json", same, "--csv", same], "--csv"),
                        (["allreduce", "--sizes", "1K", "--json", same, "-J", same], "-J"),
                        (["allreduce", "--sizes", "1K", "--json", "-"], "give a file name"),
-                       (["p2p", "-m", "1:8", "--test", "latency,latency", "--json", same], "list each test once")):
+                       (["p2p", "-m", "1:8", "--test", "latency,latency", "--json", same], "list each test once"),
+                       (["allreduce", "--sizes", "1K", "-J", "/dev/null"], "not a regular file")):  # no /dev/null.0
         proc = pybench_cli(*argv)
         assert proc.returncode == 2 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
         assert list(tmp_path.iterdir()) == [] and proc.stdout == ""
