@@ -7,6 +7,7 @@ and the world-size factors are positive, so every predicted time is positive.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -202,8 +203,12 @@ class AlphaBetaModel:
             return "measured, left out of the fit as an anomaly"
         if not self.size_min_bytes <= size <= self.size_max_bytes:
             return f"fitted sweep, {BEYOND_SIZES}"
-        measured = {float(x) for seg in self.segments for x, _ in seg.residuals}
-        return "measured" if size in measured else "between measured sizes"
+        return "measured" if size in self._measured_sizes else "between measured sizes"
+
+    @functools.cached_property
+    def _measured_sizes(self) -> frozenset[float]:
+        """The sizes the fit was measured at (each piece's residuals are recorded at them), once per model."""
+        return frozenset(float(x) for seg in self.segments for x, _ in seg.residuals)
 
     def _predict_elsewhere(self, s: np.ndarray, world: int, nodes: int | None) -> Prediction:
         """Another layout: the topology model's answer, or a one-line refusal naming what is missing."""
