@@ -148,7 +148,9 @@ def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing:
     if system is None or link is None or nodes < 2:
         return 0.0
     rate = system.nic_Bps_per_node * _described_reach(model, world // nodes * sharing) / sharing
-    algorithms = ("ring", "double-tree") if model.collective == "allreduce" else (link.algorithm,)
+    # NCCL's double tree (S per node on two nodes) crosses fewer bytes than the ring, where it may run at all
+    tree = model.collective == "allreduce" and model.schedule == "ring"
+    algorithms = ("ring", "double-tree") if tree else ("ring",)
     bare = dataclasses.replace(link, base_s=0.0, step_s=0.0, extra_steps=0.0, regimes=())
     return min(regime_crossing_s(dataclasses.replace(bare, algorithm=a), model.schedule, model.collective, size,
                                  world, nodes, rate)[0] for a in algorithms)

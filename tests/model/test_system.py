@@ -393,3 +393,13 @@ def test_no_interval_promises_more_than_the_described_nics_carry():
     p = model.predict(16 << 30, 4000, 1000)
     floor = 3999 / 4000 * (16 << 30) / 50e9
     assert p.low_s >= floor * (1 - 1e-9) and p.low_s <= p.time_s <= p.high_s
+
+
+@pytest.mark.parametrize("schedule", ["ring", "hierarchical", "openmpi"])
+def test_the_nic_floor_holds_under_every_schedule(schedule):
+    # NCCL's double tree is a floor's candidate under its own schedule only: a leader ring or Open MPI's
+    # all-reduce with a --system refused to predict at all ("crosses nodes with the ring only")
+    obs = [Observation(float(s), 8, 2, 30e-6 + s / 2e9) for s in (1 << k for k in range(10, 28))]
+    model = fit_topology("allreduce", obs, schedule=schedule).with_system(load_system("ethernet-25g"))
+    p = model.predict(1 << 26, 16, 4)
+    assert 0 < p.low_s <= p.time_s <= p.high_s
