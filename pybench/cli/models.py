@@ -307,6 +307,7 @@ def _about(size: int) -> str:
 def _topology_for(args, models) -> list:
     """The topology models that answer for ``--world``/``--nodes`` (with ``--link`` and ``--system``), or []
     when the fitted sweeps answer (the layout asked for is a measured one)."""
+    from pybench.model.description_checks import fabric_mismatches
     from pybench.model.link_presets import get_preset
 
     presets = [get_preset(name) for name in args.link]
@@ -347,6 +348,8 @@ def _topology_for(args, models) -> list:
                     link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
                 _say(f"--system {system.name}: the {tm.collective} model measured both link classes; the description "
                      f"only bounds the layouts and says which are not determined")
+            for line in fabric_mismatches(tm.collective, tm.backend, tm.intra, tm.inter, system):
+                _say(f"--system {system.name}: {line}")
             tm = tm.with_system(system)
         out.append(tm)
     return out

@@ -57,6 +57,7 @@ from pybench.model.crossing import (
     unknown_nic_share,
     unknown_tree_bytes,
 )
+from pybench.model.description_checks import fabric_mismatches
 from pybench.model.determined import undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
@@ -455,7 +456,9 @@ class TopologyModel:
         intra = unless_described(self.intra) or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
                                                   f"system {system.name}: {system.intra_fabric} at "
                                                   f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")
-        inter, notes = unless_described(self.inter), [f"system {system.summary()}", *self._beyond_the_fabric(system)]
+        inter = unless_described(self.inter)
+        notes = [f"system {system.summary()}",
+                 *fabric_mismatches(self.collective, self.backend, self.intra, self.inter, system)]
         decided = tree_bytes_on_nics(self, system.nic_Bps_per_node)
         if decided is not None:
             inter = decided
@@ -466,16 +469,6 @@ class TopologyModel:
         if inter is None:
             inter = described_crossing(self.collective, self.schedule, intra, system, calibration)
         return dataclasses.replace(self, intra=intra, inter=inter, system=system, notes=(*self.notes, *notes))
-
-    def _beyond_the_fabric(self, system: SystemDescription) -> list[str]:
-        """Notes on fitted intra-node regimes faster than the described fabric carries per GPU."""
-        if self.intra is None or self.intra.is_described:
-            return []
-        return [f"the intra-node regime {k} of {len(self.intra.all_regimes())} runs at {r.busbw_Bps / 1e9:.0f} GB/s "
-                f"bus bandwidth, above the {system.intra_GBps_per_gpu:g} GB/s per GPU that {system.name}'s "
-                f"{system.intra_fabric} carries: in-network reduction (NVLS), or a fit that does not describe this "
-                f"fabric"
-                for k, r in enumerate(self.intra.all_regimes(), 1) if r.busbw_Bps > 1.05 * system.intra_Bps_per_gpu]
 
     def with_preset(self, preset: LinkPreset) -> TopologyModel:
         """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""

@@ -403,3 +403,24 @@ def test_the_nic_floor_holds_under_every_schedule(schedule):
     model = fit_topology("allreduce", obs, schedule=schedule).with_system(load_system("ethernet-25g"))
     p = model.predict(1 << 26, 16, 4)
     assert 0 < p.low_s <= p.time_s <= p.high_s
+
+
+def test_a_description_the_measurements_contradict_is_said(tmp_path, capsys):
+    """A node measured far below the described fabric, and a crossing faster than the described NICs."""
+    node = SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv"
+    model = tmp_path / "node.json"
+    assert main_for_tests(["fit", str(node), "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "16", "--nodes", "4",
+                           "--system", "gb200-nvl72"]) == 0
+    assert "the node measured is likely not gb200-nvl72's" in capsys.readouterr().err
+    assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "16", "--nodes", "2",
+                           "--system", "dgx-a100"]) == 0
+    assert "likely not" not in capsys.readouterr().err  # the node it was measured on
+
+    crossing = _sweep(16, nodes=2, bw=400e9)
+    fitted = fit_topology("allreduce", crossing)
+    slow_nics = fitted.with_system(load_system("ethernet-25g"))
+    assert any("more than ethernet-25g's 1 x 25 Gb/s NICs per node carry" in n for n in slow_nics.notes)
+    own = fitted.with_system(load_system("dgx-h100"))  # 8 x 400 Gb/s: 400 GB/s, twice that for a tree
+    assert not any("NICs per node carry" in n for n in own.notes)
