@@ -49,9 +49,8 @@ A combination across nodes is priced only if the rules (``choice``) could choose
   target, when it cannot meet the target, when its cost bound exceeds that layout's beyond the tolerance,
   or is no lower and it needs more nodes or devices (among equals the choice takes fewer), or it needs
   more nodes or devices and that layout costs within the tolerance of the least bound of any combination
-  (it is then among the equals whatever else is priced). The never-overlapped communication (model calls)
-  is added to a bound only where compute, bubble and wait alone do not settle it (pricing everything
-  picks the same: tests/planning/test_plan_search.py).
+  (it is then among the equals whatever else is priced). The never-overlapped communication is added to
+  a bound only where the rest does not settle it (tests/planning/test_plan_search.py: the same choice).
 The fitted models' answers are kept per (collective, size, ranks, link class).
 """
 
