@@ -308,6 +308,7 @@ def _topology_for(args, models) -> list:
     """The topology models that answer for ``--world``/``--nodes`` (with ``--link`` and ``--system``), or []
     when the fitted sweeps answer (the layout asked for is a measured one)."""
     from pybench.model.description_checks import fabric_mismatches
+    from pybench.model.determined import GPU_BACKENDS
     from pybench.model.link_presets import get_preset
 
     presets = [get_preset(name) for name in args.link]
@@ -322,7 +323,7 @@ def _topology_for(args, models) -> list:
                 and (args.nodes is None or m._fitted_nodes() == args.nodes)]
     if measured:  # a measured layout: its sweeps answer, as load_model(..., system=).predict does
         nodes = args.nodes or measured[0]._fitted_nodes()
-        if system is not None and nodes:
+        if system is not None and nodes and measured[0].backend in GPU_BACKENDS:
             system.check_layout(args.world, nodes)
         for flag in [f"--link {p.name}" for p in presets] + ([f"--system {system.name}"] if system else []):
             _say(f"{flag}: {args.world} ranks{f' on {nodes} node(s)' if nodes else ''} were measured, and their "

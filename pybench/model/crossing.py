@@ -275,8 +275,9 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
     out = []
     if tree_or_ring_undescribed(collective, schedule, system):
         out.append((described_crossing(collective, schedule, intra, system, calibration, by_ring=True),
-                    "GPUs share the described NICs: NCCL may cross by its tree or its ring, between the two, in "
-                    "the interval; a measurement across nodes replaces this reading"))
+                    "ranks share the described NICs: the all-reduce may cross by a tree or a ring (NCCL picks per "
+                    "system, and so does an MPI library), between the two, in the interval; a measurement across "
+                    "nodes replaces this reading"))
     known = network_steps_undescribed(collective, schedule, system, calibration)
     if known:
         out.append((described_crossing(collective, schedule, intra, system, calibration,

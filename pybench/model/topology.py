@@ -58,7 +58,7 @@ from pybench.model.crossing import (
     unknown_tree_bytes,
 )
 from pybench.model.description_checks import fabric_mismatches
-from pybench.model.determined import undetermined
+from pybench.model.determined import GPU_BACKENDS, undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import SystemDescription, system_from_dict
@@ -231,8 +231,8 @@ class TopologyModel:
         if world < 2:  # nothing crosses a link: the cost shape has no steps to price
             raise UsageError(f"world {world}: a collective over one rank moves nothing between ranks, so the "
                              f"topology model has nothing to price; give --world 2 or more")
-        if self.system is not None and self.hosts_per_node == 1:
-            self.system.check_layout(world, nodes)
+        if self.system is not None and self.hosts_per_node == 1 and self.backend in GPU_BACKENDS:
+            self.system.check_layout(world, nodes)  # one GPU per rank; CPU ranks are processes, not GPUs
         nodes = self.network_nodes(world, nodes) if nodes_are_hosts else nodes
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
@@ -243,8 +243,10 @@ class TopologyModel:
                                                           tuple(link for link, _ in readings))
         caveats, across = [], nodes > 1 and not self.inside_nvlink_domain(world)
         if across and unknown_tree_bytes(self, world, nodes):
-            caveats.append("fitted at one node count, the all-reduce may have crossed by NCCL's tree (its bytes per "
-                           "node grow with the nodes) or its ring (they do not): between the two, in the interval; "
+            tree, ring = (("NCCL's tree", "its ring") if self.backend != "mpi" else
+                          ("a tree, as MPI libraries run", "a ring"))
+            caveats.append(f"fitted at one node count, the all-reduce may have crossed by {tree} (its bytes per "
+                           f"node grow with the nodes) or {ring} (they do not): between the two, in the interval; "
                            + ("a second node count tells them apart" if self.system is not None else
                               "a second node count tells them apart, and so may --system NAME|FILE (NICs too slow "
                               "for the ring's bytes)"))
@@ -299,7 +301,9 @@ class TopologyModel:
         priced = self.inter if across else self.intra  # the link whose figures the time rests on
         described = priced is not None and (priced.is_preset or priced.is_described)
         # A crossing from a description keeps the protocol regimes of the node it was measured on.
+        # (a CPU node's shared memory says nothing of how a network crossing's protocols behave)
         shape_measured = (described and across and priced is not None and priced.is_described
+                          and self.backend in GPU_BACKENDS
                           and self.intra is not None and not (self.intra.is_described or self.intra.is_preset))
         data_only = self._with_links(_without_latency)._time(size, world, nodes, sharing)[0]
         share = min(data_only / time_s, 1.0)
@@ -453,9 +457,11 @@ class TopologyModel:
             system = system.per_nvlink_domain()
         # A link priced from an earlier description (a model fitted with --system) is no measurement:
         # this description prices it again.
-        intra = unless_described(self.intra) or LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
-                                                  f"system {system.name}: {system.intra_fabric} at "
-                                                  f"{system.intra_GBps_per_gpu:g} GB/s per GPU (nominal)")
+        intra = unless_described(self.intra)
+        if intra is None and self.backend in GPU_BACKENDS:  # CPU ranks share memory, not the GPUs' fabric
+            intra = LinkCost(0.0, DESCRIBED_STEP_S, system.intra_Bps_per_gpu, 0.0,
+                             f"system {system.name}: {system.intra_fabric} at {system.intra_GBps_per_gpu:g} GB/s "
+                             f"per GPU (nominal)")
         inter = unless_described(self.inter)
         notes = [f"system {system.summary()}",
                  *fabric_mismatches(self.collective, self.backend, self.intra, self.inter, system)]
@@ -463,10 +469,10 @@ class TopologyModel:
         if decided is not None:
             inter = decided
             assert self.inter is not None
-            notes.append(f"on {system.name}'s NICs the fitted all-reduce crossed by NCCL's tree (the ring's bytes "
+            notes.append(f"on {system.name}'s NICs the fitted all-reduce crossed by a tree (the ring's bytes "
                          f"would need {self.inter.busbw_Bps / system.nic_Bps_per_node:.2f} of their rate): other node "
                          f"counts are priced with the tree's bytes")
-        if inter is None:
+        if inter is None and intra is not None:
             inter = described_crossing(self.collective, self.schedule, intra, system, calibration)
         return dataclasses.replace(self, intra=intra, inter=inter, system=system, notes=(*self.notes, *notes))
 

@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import REPO, SHARED_DATA
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
@@ -16,6 +16,7 @@ from pybench.model.system import SystemDescription, load_system, named_systems
 from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
 
+OSU_ALLREDUCE = REPO / "tests" / "fixtures" / "osu_allreduce.txt"
 NAMED = ("dgx-1-v100", "dgx-a100", "dgx-h100", "dgx-h200", "hgx-b200", "gb200-nvl72", "aws-p4d", "aws-p4de",
          "aws-p5", "gcp-a3", "gcp-a3-mega", "azure-nd-h100-v5", "ethernet-25g")
 
@@ -424,3 +425,19 @@ def test_a_description_the_measurements_contradict_is_said(tmp_path, capsys):
     assert any("more than ethernet-25g's 1 x 25 Gb/s NICs per node carry" in n for n in slow_nics.notes)
     own = fitted.with_system(load_system("dgx-h100"))  # 8 x 400 Gb/s: 400 GB/s, twice that for a tree
     assert not any("NICs per node carry" in n for n in own.notes)
+
+
+def test_cpu_ranks_are_not_bound_by_a_descriptions_gpus(tmp_path, capsys):
+    """OSU on a CPU cluster: 32 MPI ranks per node on a node description with 8 GPUs and one 25 Gb/s port."""
+    model = tmp_path / "osu.json"
+    assert main_for_tests(["fit", str(OSU_ALLREDUCE), "--world", "4", "--nodes", "2", "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(model), "--sizes", "1M", "--world", "64", "--nodes", "2",
+                           "--system", "ethernet-25g"]) == 0
+    out = capsys.readouterr().out
+    assert "64 ranks on 2 node(s)" in out and "NCCL" not in out
+    assert "per GPU" not in out  # no GPU fabric prices CPU ranks inside a node
+    # inside one node nothing priced CPU ranks: the missing input is named, exit 2
+    assert main_for_tests(["predict", str(model), "--sizes", "1M", "--world", "32", "--nodes", "1",
+                           "--system", "ethernet-25g"]) == 2
+    assert "CPU ranks share a node's memory" in capsys.readouterr().err
