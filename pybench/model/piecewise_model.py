@@ -22,6 +22,7 @@ from pybench.model.calibration import load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
+from pybench.sizes import MAX_SIZE_BYTES, format_size
 
 # A piece below the largest sizes with this many times their B is a step, not a rate (a protocol or
 # algorithm switch that a few sizes make look like a faster link).
@@ -167,6 +168,9 @@ class AlphaBetaModel:
                              f"pybench.sizes.parse_sizes reads '1M:1G'") from None
         if np.any(~np.isfinite(s)) or np.any(s <= 0):
             raise UsageError("sizes to predict must be positive numbers of bytes")
+        if np.any(s > MAX_SIZE_BYTES):  # the CLI's bound too: no collective moves more than 16 TiB at once
+            raise UsageError(f"sizes to predict must be at most {format_size(MAX_SIZE_BYTES)}, got "
+                             f"{float(np.max(s)):.4g} bytes")
         for name, value in (("world", world), ("nodes", nodes)):
             if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1):
                 raise UsageError(f"{name} {value!r} must be a positive whole number")

@@ -279,6 +279,9 @@ def _check_physical(seg: SegmentFit) -> None:
         value = getattr(seg, name)
         if not (math.isnan(value) or abs(value) < 1e12):
             raise ValueError(f"a piece's {name} is {value!r}")
+    for name in ("median_ape", "max_ape", "rel_sigma"):  # scatters and errors, never below zero
+        if getattr(seg, name) < 0:
+            raise ValueError(f"a piece's {name} is {getattr(seg, name)!r}, below zero; refit with `pybench fit`")
 
 
 def _json_float(x: float):

@@ -1,0 +1,38 @@
+"""Bounds a model file and the Python API hold to: a hand-edited file and an absurd size are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SHARED_DATA
+
+from pybench.cli.main import main as main_for_tests
+from pybench.errors import FileFormatError, UsageError
+from pybench.model.model_files import load_model, load_models
+from pybench.sizes import MAX_SIZE_BYTES
+
+
+@pytest.fixture(scope="module")
+def node_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "node.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_2gpu.csv"),
+                           "-o", str(path)]) == 0
+    return path
+
+
+@pytest.mark.parametrize("field", ["rel_sigma", "median_ape", "max_ape"])
+def test_a_negative_scatter_in_a_model_file_is_refused(node_model, tmp_path, field):
+    data = json.loads(node_model.read_text())
+    data["models"][0]["segments"][0][field] = -0.1
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    with pytest.raises(FileFormatError, match=f"{field} is -0.1, below zero"):
+        load_models(edited)
+
+
+def test_python_refuses_sizes_the_cli_refuses(node_model):
+    model = load_model(node_model)
+    assert model.predict(MAX_SIZE_BYTES).time_s > 0
+    with pytest.raises(UsageError, match="at most 16T"):
+        model.predict(2 ** 62)
