@@ -14,7 +14,7 @@ import pytest
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError
-from pybench.model.logs import load_measurements
+from pybench.model.logs import load_measurements, sniff_format
 
 NEW_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
               "     time   algbw   busbw #wrong\n"
@@ -596,3 +596,15 @@ def test_a_row_whose_busbw_is_beyond_any_rank_count_does_not_break_the_world_rea
     path.write_text(NEW_HEADER + " ".join(first) + "\n" + "".join(rows.splitlines(keepends=True)[1:]))
     (m,) = load_measurements(path)
     assert (m.collective, m.world_size) == ("allreduce", 16)
+
+
+def test_nccl_tests_json_under_kubectl_timestamps_is_read(tmp_path):
+    """``kubectl logs --timestamps`` of a job that printed its nccl-tests -J file."""
+    from conftest import REPO
+    src = (REPO / "tests" / "fixtures" / "nccl_tests_allreduce_8xa100.json").read_text()
+    labelled = tmp_path / "job.log"
+    labelled.write_text("".join(f"2024-05-01T12:00:00.123456789Z {line}\n" for line in src.splitlines()))
+    assert sniff_format(labelled.read_text()) == "nccl-tests-json"
+    (ms,) = load_measurements(labelled)
+    (plain,) = load_measurements(REPO / "tests" / "fixtures" / "nccl_tests_allreduce_8xa100.json")
+    assert ms.size_bytes.tolist() == plain.size_bytes.tolist() and ms.world_size == plain.world_size

@@ -78,12 +78,23 @@ def sniff_format(text: str) -> str:
     """
     if looks_like_json_lines(text):
         return "rccl-tests-jsonl"
-    if text.lstrip().startswith("{"):
+    body = _json_text(text)
+    if body is not None:
         try:
-            return _json_format(parse_json(text, "<text>"))
+            return _json_format(parse_json(body, "<text>"))
         except FileFormatError:
             return "unknown"
     return _text_format(strip_launcher_labels(text))
+
+
+def _json_text(text: str) -> str | None:
+    """``text`` when it opens a JSON document, or its lines without launcher labels when a collector labelled
+    each (an nccl-tests -J file shown by ``kubectl logs --timestamps``); else None."""
+    if text.lstrip().startswith("{"):
+        return text
+    if strip_launcher_labels(text[:4096]).lstrip().startswith("{") and text.count("\n") <= _MAX_LINES:
+        return strip_launcher_labels(text)
+    return None
 
 
 def _text_format(text: str) -> str:
@@ -125,9 +136,10 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
     text = _read(p)
     if looks_like_json_lines(text) and text.count("\n") <= _MAX_LINES:
         return _bounded(parse_rccl_tests_jsonl(text, p, collective, world_size), p)
-    if text.lstrip().startswith("{"):
+    body = _json_text(text)
+    if body is not None:
         # Strict JSON, depth-checked: a deeply nested file is one line, never a RecursionError.
-        data = parse_json(text, str(p))
+        data = parse_json(body, str(p))
         fmt = _json_format(data)
         if fmt == "pybench-json":
             return _bounded(parse_pybench_result(data, p), p)

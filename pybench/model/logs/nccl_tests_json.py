@@ -20,7 +20,7 @@ import numpy as np
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, exact_world, infer, redop_name
-from pybench.model.logs.nccl_tests_table import Rows
+from pybench.model.logs.nccl_tests_table import Rows, is_wrong, wrong_note
 
 
 def _program(data: dict[str, Any]) -> str | None:
@@ -62,22 +62,30 @@ CPU_TIME_NOTE = ("times are nccl-tests' cpu_time (-C 1): measured on the host, f
                  "time to launch them, not to complete them; its alg_bw and bus_bw come from the operations' own time")
 
 
-def _add_row(rows: Rows, row: dict[str, Any]) -> None:
-    """One row (typed and bounded by NcclTestsJsonSchema) into ``rows``; a row of size 0 measured nothing."""
-    block = row.get("out_of_place") or row.get("in_place")
-    if block is None or row["size"] == 0:
-        return
-    other = row.get("in_place")
+def _add_row(rows: Rows, row: dict[str, Any], wrong: list[tuple[int, str]]) -> bool:
+    """One row (typed and bounded by NcclTestsJsonSchema) into ``rows``; a row of size 0 measured nothing.
+    A block whose ``nwrong`` counts wrong elements (-c) timed a broken collective: it is left out and
+    added to ``wrong``. Returns False when that left the row no block."""
+    if row["size"] == 0:
+        return True
+    blocks = [(half, row[key]) for half, key in (("out-of-place", "out_of_place"), ("in-place", "in_place"))
+              if row.get(key)]
+    wrong.extend((row["size"], half) for half, b in blocks if is_wrong(b.get("nwrong")))
+    right = [b for _, b in blocks if not is_wrong(b.get("nwrong"))]
+    if not right:
+        return not blocks
+    block, other = right[0], (right[1] if len(right) > 1 else None)
     rows.sizes.append(row["size"])
     rows.counts.append(row.get("count") or 0)
     rows.times.append(float(_time(block)))
-    rows.in_place.append(float(_time(other)) if block is not other and other is not None else math.nan)
+    rows.in_place.append(float(_time(other)) if other is not None else math.nan)
     rows.algbw.append(float(block["alg_bw"]))
     rows.busbw.append(float(block["bus_bw"]))
     redop = str(row.get("redop") or "").strip()
     rows.keys.append((str(row.get("type") or ""), redop))
     rows.redops.add(redop)
     rows.roots.add(str(row.get("root", "")).strip())
+    return True
 
 
 def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = None,
@@ -99,10 +107,15 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     validate_foreign(data, NcclTestsJsonSchema, str(path))
     rows = Rows()
     host_timed = False
+    wrong: list[tuple[int, str]] = []
+    lost = 0
     for row in data["results"]:
-        _add_row(rows, row)
+        lost += not _add_row(rows, row, wrong)
         block = row.get("out_of_place") or row.get("in_place") or {}
         host_timed = host_timed or block.get("time") is None and block.get("cpu_time") is not None
+    if wrong and not rows.sizes:
+        raise FileFormatError(f"{path}: every row of this nccl-tests JSON has wrong results (non-zero 'nwrong': "
+                              f"the -c check failed); no valid measurement to read")
     if not rows.sizes:
         raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 and a timing in 'results'")
     alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
@@ -129,6 +142,8 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         world = world_size
     if host_timed:
         notes.append(CPU_TIME_NOTE)
+    if wrong:
+        notes.append(wrong_note(wrong, lost, "nccl-tests' nwrong"))
     return _sets(path, rows, coll, world, link, notes)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,8 @@ class Columns:
     root: int | None
     p5: int | None
     p95: int | None
+    wrong: tuple[int, ...] = ()
+    """The ``#wrong`` columns: the elements -c found wrong in each half (N/A when it did not check)."""
 
     @property
     def old_layout(self) -> bool:
@@ -89,6 +92,10 @@ class Table(Rows):
     """Half the last printed digit of each row's algbw and busbw: how far the printed value may be from the true one."""
     unit_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    wrong: list[tuple[int, str]] = field(default_factory=list)
+    """(size, half) of each timing left out for a non-zero #wrong; half ``""`` when the row had no other."""
+    wrong_rows: int = 0
+    """Rows left with no timing by :attr:`wrong`."""
 
 
 # The NCCL 1.x test programs (all_reduce_test ..., 2016-2017) named the columns differently.
@@ -118,18 +125,27 @@ def _columns(path, names: list[str], lineno: int) -> Columns:
     if size is None or count is None or typ is None or not time or not alg or not bus:
         raise FileFormatError(f"{path}: line {lineno}: nccl-tests header lacks the size/count/type/time/algbw/"
                               f"busbw columns: {' '.join(names)}")
+    wrong = tuple(k for k, n in enumerate(names) if n in ("#wrong", "wrong"))
     return Columns(tuple(names), size, count, typ, time, alg, bus, where("redop"), where("root"),
-                   where("p5"), where("p95"))
+                   where("p5"), where("p95"), wrong)
 
 
-def _row_layout(path, cols: Columns, toks: list[str], lineno: int) -> tuple[int, int, int, int | None]:
-    """(time, algbw, busbw, in-place time) column indices for this row's length."""
+# (half, time, algbw, busbw, #wrong) column indices of one half of a row.
+Half = tuple[str, int, int, int, int | None]
+
+
+def _row_layout(path, cols: Columns, toks: list[str], lineno: int) -> list[Half]:
+    """The halves this row prints, out-of-place first (half ``""`` in a table of one)."""
     ncols = len(cols.names)
+    names = ("out-of-place", "in-place") if len(cols.time) > 1 else ("",)
+    wrong = cols.wrong + (None,) * len(names)
+    halves = [(n, t, a, b, w) for n, t, a, b, w in zip(names, cols.time, cols.algbw, cols.busbw, wrong)]
     if len(toks) >= ncols - (1 if cols.names[-1] == "timestamp" else 0):
-        return cols.time[0], cols.algbw[0], cols.busbw[0], (cols.time[1] if len(cols.time) > 1 else None)
+        return halves
     if len(toks) == ncols - 4 and len(cols.time) > 1:
         # Out-of-place left blank (trace replay): the in-place columns, shifted left by 4.
-        return cols.time[1] - 4, cols.algbw[1] - 4, cols.busbw[1] - 4, None
+        n, t, a, b, w = halves[1]
+        return [(n, t - 4, a - 4, b - 4, None if w is None else w - 4)]
     raise FileFormatError(f"{path}: line {lineno}: expected {ncols} columns as in the header, "
                           f"got {len(toks)}: {' '.join(toks)[:80]}")
 
@@ -167,10 +183,42 @@ def _blank_redop(cols: Columns, toks: list[str]) -> list[str]:
     return [*toks[:cols.redop], "", *toks[cols.redop:]]
 
 
+def is_wrong(value) -> bool:
+    """Whether a #wrong / nwrong / wrong value counts wrong elements (``N/A``, no check, and 0 do not)."""
+    try:
+        return float(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def wrong_note(dropped: list[tuple[int, str]], rows_lost: int, where: str) -> str:
+    """The note for ``dropped``, the (size, half) of each timing left out because ``where`` counted wrong values."""
+    sizes = sorted({s for s, _ in dropped})
+    shown = ", ".join(map(str, sizes[:6])) + (", ..." if len(sizes) > 6 else "")
+    halves = Counter(h for _, h in dropped)
+    what = " and ".join(f"{n} {half} timing(s)".replace("  ", " ") for half, n in halves.items())
+    return (f"{what} left out at {len(sizes)} size(s) ({shown} B; {rows_lost} row(s) with no timing left): "
+            f"{where} counted wrong values in their result, so they did not time a working collective")
+
+
+def _right_halves(table: Table, toks: list[str], halves: list[Half], size: int) -> list[Half]:
+    """``halves`` less those whose #wrong column counts wrong elements (-c checked them): a wrong result
+    is no measurement. A right in-place half then stands for the row."""
+    kept = [h for h in halves if not (h[4] is not None and h[4] < len(toks) and is_wrong(toks[h[4]]))]
+    table.wrong.extend((size, h[0]) for h in halves if h not in kept)
+    # an in-place half standing for the row must hold numbers where the out-of-place one did
+    if kept and kept[0] is not halves[0] and not all(math.isfinite(_number(toks, k)) for k in kept[0][1:4]):
+        kept = []
+    if not kept:
+        table.wrong_rows += 1
+    return kept
+
+
 def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
     cols = table.columns
     toks = _blank_redop(cols, toks)
-    tc, ac, bc, ic = _row_layout(path, cols, toks, lineno)
+    halves = _row_layout(path, cols, toks, lineno)
+    _, tc, ac, bc, _ = halves[0]
     try:
         size = int(toks[cols.size])
         count = int(toks[cols.count])
@@ -184,6 +232,13 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
         # `-b 8` on many ranks: fewer bytes than one element per rank; nothing was measured.
         table.notes.append(f"line {lineno}: size 0 skipped (below one element per rank)")
         return
+    right = _right_halves(table, toks, halves, size)
+    if not right:
+        return
+    if right[0] is not halves[0]:
+        _, tc, ac, bc, _ = right[0]
+        t, a, b = float(toks[tc]), float(toks[ac]), float(toks[bc])
+    ic = right[1][1] if len(right) > 1 else None
     table.lines.append(lineno)
     table.sizes.append(size)
     table.counts.append(count)
@@ -297,6 +352,11 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
         # rows above it were measured in full and are kept.
         table.notes.append(f"line {end}: last row cut short ({len(lines[end - 1].split())} of "
                            f"{len(table.columns.names)} columns; the run ended mid-row) and skipped")
+    if table.wrong and not table.sizes:
+        raise FileFormatError(f"{path}: line {start + 1}: every row of this nccl-tests table has wrong results "
+                              f"(non-zero #wrong: the -c check failed); no valid measurement to read")
+    if table.wrong:
+        table.notes.append(wrong_note(table.wrong, table.wrong_rows, "nccl-tests' #wrong column"))
     if not table.sizes:
         skipped = f" ({len(table.notes)} row(s) of size 0)" if table.notes else ""
         raise FileFormatError(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}")

@@ -8,13 +8,17 @@ line by line, so an error names the line. One object per timing: ``name`` (``All
 process drives every GPU), ``ranks`` (MPI processes) and ``gpusPerRank`` (the GPUs each drives,
 -t x -g) from an MPI build. The bandwidths are not rounded, so busbw/algbw gives the exact rank
 count of the collectives whose bus factor depends on it; for the others the layout fields do:
-ranks x gpusPerRank, else gpus.
+ranks x gpusPerRank, else gpus. ``wrong`` (quoted; ``#wrong`` read alike) counts the elements -c found
+wrong, ``"N/A"`` when it did not check: a row with wrong values timed a broken collective and is left out.
+Launcher and collector labels before each line (``kubectl logs --timestamps``, Open MPI's
+``--tag-output``, srun -l) are stripped first, as for text logs, line for line.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Annotated
 
 import numpy as np
@@ -24,8 +28,10 @@ from pybench.errors import FileFormatError
 from pybench.io.files import parse_json
 from pybench.io.foreign_schemas import MAX_TIME_US, validate_foreign
 from pybench.io.schemas import MAX_WORLD, Rate, Size, Text, _Body
+from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests import canonical_dtype, redop_name
+from pybench.model.logs.nccl_tests_table import is_wrong, wrong_note
 
 # rccl-tests' names, lower case -> pybench's.
 _NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reducescatter",
@@ -47,6 +53,7 @@ class RcclRowSchema(_Body):
     gpus: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
     ranks: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
     gpusPerRank: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
+    wrong: Text | Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
 
 def _object_line(line: str) -> bool:
@@ -55,8 +62,8 @@ def _object_line(line: str) -> bool:
 
 def looks_like_json_lines(text: str) -> bool:
     """True when the first two non-blank lines are each one JSON object (not one document), or
-    the text opens rccl-tests' JSON array: a ``[`` line, then one object to a line."""
-    lines = [ln.strip() for ln in text[:20000].splitlines() if ln.strip()]
+    the text opens rccl-tests' JSON array: a ``[`` line, then one object to a line (under launcher labels)."""
+    lines = [ln.strip() for ln in clean_lines(text[:20000]) if ln.strip()]
     if lines[:1] == ["["]:
         return len(lines) >= 2 and _object_line(lines[1].removesuffix(","))
     return len(lines) >= 2 and all(_object_line(ln) for ln in lines[:2])
@@ -65,7 +72,7 @@ def looks_like_json_lines(text: str) -> bool:
 def _object_lines(text: str) -> Iterator[tuple[int, str]]:
     """(line number, text) of each row: a JSON line, or an element of the array current rccl-tests
     write (its ``[`` and ``]`` lines and the comma after each element dropped)."""
-    lines = text.splitlines()
+    lines = clean_lines(text)  # one for one: line numbers still name the file's lines
     filled = [k for k, ln in enumerate(lines) if ln.strip()]
     array = bool(filled) and lines[filled[0]].strip() == "["
     for k in filled:
@@ -124,27 +131,61 @@ def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = N
         groups.setdefault(key, []).append(row)
     if not groups:
         raise FileFormatError(f"{path}: no rows in this JSON-lines file")
-    out = []
+    out, gone = [], []
     for (name, dtype, redop), rows in groups.items():
         coll = collective or _NAMES.get(name.lower().replace("_", ""), name)
         notes = [f"rows named {name}, type {dtype or '?'}"] if len(groups) > 1 else []
+        pairs, wrong, lost = _right_pairs(rows, notes)
+        if not pairs:
+            gone.append(f"every row named {name}, type {dtype or '?'} left out: each has wrong results (-c)")
+            continue
+        if wrong:
+            notes.append(wrong_note(wrong, lost, "rccl-tests' 'wrong' field"))
         world = world_size if world_size is not None else _world(coll, rows, notes)
-        # Out-of-place rows in file order (a size may repeat); each takes the next in-place row of its size.
-        oop = [r for r in rows if not r.get("inPlace")]
-        ip: dict[int, list[float]] = {}
-        for r in rows:
-            if r.get("inPlace"):
-                ip.setdefault(r["size"], []).append(r["time"])
-        main = oop or [r for r in rows if r.get("inPlace")]
-        in_place = [ip[r["size"]].pop(0) if ip.get(r["size"]) else math.nan for r in oop] if oop and ip else None
-        left = sum(len(v) for v in ip.values()) if oop else 0
-        if left:
-            notes.append(f"{left} in-place row(s) without an out-of-place row of their size left out")
+        in_place = np.array([math.nan if i is None else i["time"] for _, i in pairs]) * 1e-6
         out.append(MeasurementSet(
             source="rccl-tests", collective=coll, backend="nccl", world_size=world, link_class=None,
             dtype=canonical_dtype(dtype) if dtype else "",
-            size_bytes=np.array([r["size"] for r in main], dtype=np.int64),
-            time_s=np.array([r["time"] for r in main]) * 1e-6,
-            time_in_place_s=None if in_place is None else np.array(in_place) * 1e-6,
+            size_bytes=np.array([m["size"] for m, _ in pairs], dtype=np.int64),
+            time_s=np.array([m["time"] for m, _ in pairs]) * 1e-6,
+            time_in_place_s=in_place if np.isfinite(in_place).any() else None,
             path=str(path), time_statistic="mean", notes=tuple(notes), redop=redop_name(redop)))
-    return out
+    if not out:
+        raise FileFormatError(f"{path}: every row of this rccl-tests JSON has wrong results (non-zero 'wrong': "
+                              f"the -c check failed); no valid measurement to read")
+    return [replace(m, notes=m.notes + tuple(gone)) for m in out] if gone else out
+
+
+def _right_pairs(rows: list[dict], notes: list[str]) -> tuple[list[tuple[dict, dict | None]],
+                                                              list[tuple[int, str]], int]:
+    """(timing, in-place row or None) per size measured, the (size, half) of each row left out for wrong
+    values, and how many sizes that left with no timing. Out-of-place rows in file order (a size may
+    repeat) each take the next in-place row of their size; a right in-place row stands in for a wrong
+    out-of-place one, as a wrong result times a broken collective."""
+    oop = [r for r in rows if not r.get("inPlace")]
+    ip: dict[int, list[dict]] = {}
+    for r in rows:
+        if r.get("inPlace"):
+            ip.setdefault(r["size"], []).append(r)
+    pairs: list[tuple[dict | None, dict | None]] = [(None, r) for r in rows]
+    if oop:
+        pairs = [(r, ip[r["size"]].pop(0) if ip.get(r["size"]) else None) for r in oop]
+        left = sum(len(v) for v in ip.values())
+        if left:
+            notes.append(f"{left} in-place row(s) without an out-of-place row of their size left out")
+    out: list[tuple[dict, dict | None]] = []
+    wrong: list[tuple[int, str]] = []
+    lost = 0
+    for o, i in pairs:
+        wrong.extend((r["size"], half) for r, half in ((o, "out-of-place"), (i, "in-place"))
+                     if r is not None and _wrong(r))
+        right = [r for r in (o, i) if r is not None and not _wrong(r)]
+        if right:
+            out.append((right[0], right[1] if len(right) > 1 else None))
+        else:
+            lost += 1
+    return out, wrong, lost
+
+
+def _wrong(row: dict) -> bool:
+    return is_wrong(row.get("wrong", row.get("#wrong")))
