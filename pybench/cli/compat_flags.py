@@ -67,9 +67,11 @@ def add_nccl_tests_flags(p: argparse.ArgumentParser) -> None:
                         "(pybench's schema: --json) (default: none)")
 
 
-def _check_choice(flag: str, value: int | None, allowed: tuple[int, ...]) -> None:
+def _check_choice(flag: str, value: int | None, allowed: tuple[int, ...], taken: str) -> None:
+    # ``taken``: the values pybench accepts, which the advice names (nccl-tests' others are refused)
     if value is not None and value not in allowed:
-        raise UsageError(f"{flag} {value} is not one of nccl-tests' values {', '.join(map(str, allowed))}")
+        raise UsageError(f"{flag} {value} is not one of nccl-tests' values {', '.join(map(str, allowed))}; "
+                         f"pybench takes {taken}")
 
 
 def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> None:
@@ -78,15 +80,18 @@ def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> No
         value = getattr(args, f"nt_{long.lstrip('-')}", None)
         if value is not None and value != default:
             raise UsageError(f"nccl-tests' {flag} {value} ({long}) has no pybench equivalent: {instead}")
+    if args.nthreads is not None and args.nthreads < 1:  # --np below 1 is refused: not advice to give
+        raise UsageError(f"-t {args.nthreads}: the threads per process must be 1 (pybench runs one per process); "
+                         "drop -t or pass -t 1")
     if args.nthreads is not None and args.nthreads != 1:
         raise UsageError(f"-t {args.nthreads}: pybench runs one thread per process; for {args.nthreads} ranks use "
                          f"--np {args.nthreads} stand-alone, or start them with mpirun/srun/torchrun")
     _ngpus(args, under_launcher)
-    _check_choice("-a", args.average, (0, 1, 2, 3))
+    _check_choice("-a", args.average, (0, 1, 2, 3), "-a 3")
     if args.average is not None and args.average != 3:
         raise UsageError(f"-a {args.average}: pybench always reports the slowest rank's time (nccl-tests' -a 3), "
                          "the synchronous cost; drop -a or pass -a 3")
-    _check_choice("-z", args.blocking, (0, 1, 2, 3))
+    _check_choice("-z", args.blocking, (0, 1, 2, 3), "-z 0 or -z 1")
     if args.blocking in (2, 3):
         raise UsageError(f"-z {args.blocking} has no pybench equivalent; -z 1 (--timing per-op) times each operation "
                          "alone after a barrier")
@@ -99,7 +104,7 @@ def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> No
     if args.nccl_tests_json is not None and not Path(args.nccl_tests_json).resolve().parent.is_dir():
         raise UsageError(f"-J {args.nccl_tests_json}: the folder {Path(args.nccl_tests_json).parent} does not exist; "
                          "create it or choose another file")
-    _check_choice("-I", args.per_iter_timing, (0, 1))
+    _check_choice("-I", args.per_iter_timing, (0, 1), "-I 0 or -I 1")
     if args.per_iter_timing == 1:
         args.stats_columns = True
 

@@ -8,12 +8,13 @@ multi-line usage errors are turned into the same one line.
 from __future__ import annotations
 
 import argparse
-import os
+import errno
 import sys
 from typing import NoReturn
 
 from pybench.errors import EnvironmentFault, PyBenchError, UsageError
 from pybench.io.files import path_error
+from pybench.measure.output_relay import mute_stdout
 from pybench.sizes import parse_sizes
 
 
@@ -22,6 +23,25 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:  # raises instead of printing usage and exiting
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse drops an OSError here: --help into a full disk or a closed pipe would exit 0
+        if message:
+            file = file or sys.stderr
+            try:
+                file.write(message)
+            except OSError as exc:
+                if file is not sys.stdout:
+                    raise
+                raise _StdoutFailed(exc) from None
+
+
+class _StdoutFailed(Exception):
+    """Writing stdout failed where the error would otherwise read as some file's (--help, --version)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def subcommands(parser: argparse.ArgumentParser):
@@ -43,7 +63,43 @@ def run(parser: argparse.ArgumentParser, argv: list[str], no_command_hint: str) 
     The one place that turns exceptions into exit codes: the PyBenchError's own code (2 for
     bad input), 130 for Ctrl-C, 141 when the reader of our output went away; an OSError nothing
     else caught is 2 (a path that cannot be used) or 3 (the machine failed), MemoryError 3.
+    Stdout is flushed here, not at exit, where Python would print a traceback-like
+    "Exception ignored" and exit 120 (or 0 after --help) for a full disk or a closed pipe.
     """
+    try:
+        code = _run(parser, argv, no_command_hint)
+    except _StdoutFailed as failed:
+        return _stdout_error(failed.error)
+    except SystemExit:  # --help, --version: their text may still be buffered
+        lost = _flush_stdout()
+        if lost is None:
+            raise
+        raise SystemExit(lost) from None
+    lost = _flush_stdout()
+    return lost if lost is not None and code in (0, 1) else code
+
+
+def _flush_stdout() -> int | None:
+    """Flush stdout; None when it took everything, else the exit code (141 a closed pipe, quietly)."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        return None
+    except OSError as exc:
+        return _stdout_error(exc)
+
+
+def _stdout_error(exc: OSError) -> int:
+    mute_stdout()
+    if isinstance(exc, BrokenPipeError):
+        return 141
+    fix = "free space on its disk or send it elsewhere" if exc.errno == errno.ENOSPC else "send it elsewhere"
+    print(f"pybench: error: cannot write the output to stdout: {exc.strerror or exc}; {fix}",
+          file=sys.stderr, flush=True)
+    return EnvironmentFault.exit_code
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str], no_command_hint: str) -> int:
     try:
         _reject_dash_sizes(argv)
         args = parser.parse_args(argv)
@@ -59,7 +115,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str], no_command_hint: str) 
         return 130
     except BrokenPipeError:
         # `pybench ... | head`: the reader left; say nothing more and leave quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        mute_stdout()
         return 141
     except OSError as exc:
         # Any OSError no writer or reader turned into a PyBenchError itself: one line all the same.

@@ -12,6 +12,7 @@ user namespace of its own), so nothing Open MPI listens on can be reached from a
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -38,6 +39,8 @@ from pybench.measure.job import (
     process_state,
     set_parent_death_signal,
 )
+from pybench.measure.output_relay import PROGRESS_MARK as PROGRESS_MARK  # re-exported for the ranks' side
+from pybench.measure.output_relay import StdoutRelay
 from pybench.measure.result_journal import JOB_DIR
 
 # Set in the environment of the ranks pybench starts itself.
@@ -46,8 +49,6 @@ RANK_MARKER = "PYBENCH_RANK_PROCESS"
 # input) can exit 0 towards mpiexec and not trigger its multi-line abort banner.
 STATUS_FILE = "PYBENCH_STATUS_FILE"
 PROGRESS = "PYBENCH_PROGRESS"
-# Start of an in-band progress line on rank 0's stdout (see runner._Progress).
-PROGRESS_MARK = "\x1bpybench-progress:"
 
 # Variables that launchers set in every rank they start.
 _LAUNCHER_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS",
@@ -194,6 +195,7 @@ class _StderrRelay(threading.Thread):
             banner = self._line(pending, banner, out)
         if banner:
             self._digest(banner, out)
+        self.stream.close()
 
     def _line(self, raw: bytes, banner: list[bytes] | None, out) -> list[bytes] | None:
         """Forward one line, or collect it into an Open MPI banner; returns the banner state."""
@@ -237,35 +239,6 @@ class _StderrRelay(threading.Thread):
             out.flush()
         else:
             sys.stderr.write(data.decode(errors="replace"))
-
-
-class _StdoutRelay(threading.Thread):
-    """Copies rank 0's stdout to ours and draws its in-band progress lines on our
-    terminal's stderr, clearing them before each line of output."""
-
-    def __init__(self, stream) -> None:
-        super().__init__(daemon=True)
-        self.stream = stream
-
-    def run(self) -> None:
-        mark = PROGRESS_MARK.encode()
-        shown = False
-        for raw in iter(self.stream.readline, b""):
-            if raw.startswith(mark):
-                text = raw[len(mark):].rstrip(b"\n").decode(errors="replace")
-                sys.stderr.write(f"\r\033[K{text}")
-                sys.stderr.flush()
-                shown = bool(text)
-                continue
-            if shown:
-                sys.stderr.write("\r\033[K")
-                sys.stderr.flush()
-                shown = False
-            sys.stdout.buffer.write(raw)
-            sys.stdout.flush()
-        if shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
 
 
 # How long a stopped launcher (SIGSTOP) is given before the job is ended.
@@ -354,15 +327,16 @@ def spawn_local_ranks(nprocs: int, argv: list[str], result_files: Sequence[Path]
 
 def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: JobFolder, guard: Guard,
              result_files: Sequence[Path], interrupt_grace_s: float) -> int:
-    progress = sys.stderr.isatty()
-    if progress:
+    if sys.stderr.isatty():
         env[PROGRESS] = "1"
     for attempt in range(1, START_ATTEMPTS + 1):
-        rc, relay = _launch_once(command, env, job, guard, progress, interrupt_grace_s)
+        rc, relay, lost = _launch_once(command, env, job, guard, interrupt_grace_s)
         if rc is None:
             mark_cut_short(result_files, "interrupted (SIGINT)", job.path)
             print("pybench: interrupted; results written so far are kept", file=sys.stderr)
             return 130
+        if lost is not None:
+            return _output_lost(lost, result_files, job)
         status = job.read_status()
         if status is not None:
             for banner in dict.fromkeys(relay.banners):
@@ -389,13 +363,28 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
     return 124 if timed_out or rc == 124 else EnvironmentFault.exit_code
 
 
-def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard: Guard, progress: bool,
-                 interrupt_grace_s: float) -> tuple[int | None, _StderrRelay]:
-    """Run the launcher once, relaying its output; (exit code or None on Ctrl-C, the stderr relay)."""
+def _output_lost(error: OSError, result_files: Sequence[Path], job: JobFolder) -> int:
+    """Our stdout failed: 141 for a closed pipe (the job was ended), quietly as SIGPIPE ends
+    nccl-tests; else one line and 3 after the run's end. The result files keep what was measured."""
+    if isinstance(error, BrokenPipeError):
+        mark_cut_short(result_files, "the reader of the output went away (closed pipe)", job.path)
+        return 141
+    reason = f"cannot write the table to stdout: {error.strerror or error}"
+    kept = mark_cut_short(result_files, reason, job.path)  # marks only a run that did not finish
+    fix = "free space on its disk or send it elsewhere" if error.errno == errno.ENOSPC else "send it elsewhere"
+    where = f"; the results are kept in {', '.join(kept)}" if kept else ""
+    print(f"pybench: error: {reason}; {fix}{where}", file=sys.stderr)
+    return max(job.read_status() or 0, EnvironmentFault.exit_code)  # a timeout (124) still says so
+
+
+def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard: Guard,
+                 interrupt_grace_s: float) -> tuple[int | None, _StderrRelay, OSError | None]:
+    """Run the launcher once, relaying its output; (exit code or None on Ctrl-C, the stderr relay,
+    the error that ended the job when our stdout failed)."""
     # Own session (the whole job can be ended at once), killed with us, loopback-only network where allowed.
     try:
-        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE if progress else None, stderr=subprocess.PIPE,
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE,
                                 start_new_session=True, preexec_fn=die_with(os.getpid(), isolate_local()))
     except OSError as exc:  # found a moment ago, gone or unrunnable now
         raise EnvironmentFault(f"cannot run the MPI launcher {command[0]}: {exc.strerror or exc}; set "
@@ -403,9 +392,14 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
     guard.watch(proc.pid)
     relay = _StderrRelay(proc.stderr)
     relay.start()
-    out_relay = _StdoutRelay(proc.stdout) if progress else None
-    if out_relay:
-        out_relay.start()
+
+    def on_stdout_error(exc: OSError) -> None:
+        # A closed pipe ends the job, as SIGPIPE ends nccl-tests; a full disk lets it finish into its files.
+        if isinstance(exc, BrokenPipeError):
+            kill_session(proc.pid)
+
+    out_relay = StdoutRelay(proc.stdout, on_stdout_error)
+    out_relay.start()
     try:
         rc = _wait(proc, job, Path(command[0]).name)
     except KeyboardInterrupt:
@@ -418,16 +412,16 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
         kill_session(proc.pid)
         proc.wait()
         relay.join(timeout=2)
-        return None, relay
+        return None, relay, None
     except Terminated:
         kill_session(proc.pid)
         proc.wait()
         raise
     relay.join(timeout=5)
-    if out_relay:
-        out_relay.join(timeout=5)
+    out_relay.join(timeout=5)
     kill_session(proc.pid, grace_s=0)  # a rank the launcher lost track of does not outlive the job
-    return rc, relay
+    out_relay.join()  # every writer is gone: the rest of the table reaches our stdout before we exit
+    return rc, relay, out_relay.error
 
 
 def _wait(proc: subprocess.Popen, job: JobFolder, name: str) -> int:

@@ -90,6 +90,13 @@ class SizeRecord:
                 values[name] = None
                 continue
             values[name] = _checked(name, d[name], str(f.type).replace(" | None", ""))
+        # The schema lets 0 through (its bound is for quantiles), but a sample is the time an operation
+        # took: 0 s never is one, and all-zero samples would pass as a measurement.
+        bad = next((k for k, x in enumerate(values["samples_s"]) if not x > 0), None)
+        if bad is not None:
+            raise FileFormatError(f"size record of {values['size_bytes']} B: samples_s[{bad}] is "
+                                  f"{values['samples_s'][bad]!r}, but a timing sample must be above 0 s; the file "
+                                  "was edited or damaged: measure this size again")
         return cls(**values)
 
 
