@@ -34,7 +34,10 @@ Every real log in `tests/fixtures/shared_data` is a dataset. Each row scores the
 kind on one dataset, with the interval constants chosen on the **other** datasets only (the two
 Polaris logs are one system and are left out together). "all" pools the held-out points of every
 dataset. Errors and half-widths are in % of the predicted time; extrapolated and described
-predictions are scored from 1 MiB up. What each kind means:
+predictions are scored from 1 MiB up. A constant that bounds how far a system strays is chosen to cover
+one more system, not only those seen: each dataset's 95th percentile is one draw, and with three or more
+datasets the constant is the 95% prediction bound of the next draw (Student's t), never below the
+largest seen. What each kind means:
 
 - *between measured sizes*: the vTrain A100 tables fitted on their power-of-two sizes, every 1 MiB
   step predicted;
@@ -63,8 +66,9 @@ predictions are scored from 1 MiB up. What each kind means:
   the nodes by NCCL's tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
   `nic_efficiency` is what the NICs carry, not a bus bandwidth; where GPUs share NICs (Polaris:
   four GPUs, two NICs) the logs cannot say whether NCCL picks its tree or its ring, the prediction
-  lies between the two readings with that span in the interval, and such a log chooses no
-  efficiency and no step latency (it cannot say how many steps it paid);
+  lies between the tree's bytes and the ring's with that span in the interval, the interval reaches
+  up to the ring's steps, each waiting on the network (as NCCL's ring ran on Polaris's 2 nodes), and
+  such a log chooses no efficiency and no step latency (it cannot say how many steps it paid);
 - *preset*: the same 2-node logs predicted from link presets alone, as `--link` gives them without a
   description: one of the node's NICs (`eth-100g`, `eth-200g`, `eth-400g`: one port per node) and,
   where no node was measured, its GPUs' links (`nvlink3/4/5`). A preset cannot say how many ports a

@@ -31,6 +31,11 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
   readings part. Across nodes the per-step reading is taken (NCCL's cost model charges a network
   hop per step); inside a node the prediction is their geometric mean with half their log ratio
   added.
+
+A system description can leave other readings of a crossing open (GPUs sharing NICs: NCCL's ring
+as well as its tree). The time stays the description's own reading, and the interval reaches
+from it down to the fastest and up to the slowest of the others (``below``, ``above``), so one
+implausible reading moves the interval's far end, not the answer.
 """
 
 from __future__ import annotations
@@ -176,10 +181,24 @@ class Spread:
     """A described crossing priced on a measured node's protocol regimes (see the module text)."""
     preset: bool = False
     """The link the time rests on is a preset (``--link``)."""
+    below: float = 0.0
+    above: float = 0.0
+    """Log distance from the time down to the fastest, and up to the slowest, of the other readings a system
+    description cannot rule out (the time is the description's own reading; see the module text)."""
 
     def half_width(self, calibration: Calibration) -> float:
         return calibration.half_width(self.kind, self.local, self.distance, self.one_layout, self.described,
                                       self.bandwidth_share, self.span, self.shape_measured, self.preset)
+
+    def bounds(self, calibration: Calibration) -> tuple[float, float]:
+        """(below, above): the log half-widths of the 95% interval under and over the time."""
+        half = self.half_width(calibration)
+        return half + self.below, half + self.above
+
+    def side_span(self, error: float) -> float:
+        """What the inputs cannot determine on the side of a measurement ``error`` = ln(predicted / measured)
+        puts it (above the time when negative)."""
+        return self.span + (self.above if error < 0 else self.below)
 
 
 @lru_cache(maxsize=1)

@@ -227,16 +227,18 @@ def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost |
 
 
 def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
-                       calibration: Calibration, by_ring: bool = False, network_share: float = 1.0) -> LinkCost:
+                       calibration: Calibration, by_ring: str = "", network_share: float = 1.0) -> LinkCost:
     """The inter-node link of a node from its description: the node's protocol regimes, each at most
     at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and the small-size
     ones at what those protocols reach across nodes, each step of the schedule across nodes at least as
     slow as a network step in its protocol (:mod:`pybench.model.calibration`); an
     all-reduce priced with the tree's bytes, the ones NCCL's tree sends through a node's NICs, or with
-    ``by_ring`` the ring's, at the efficiency rings reach (see :func:`tree_or_ring_undescribed`). With
+    ``by_ring`` the ring's, at the efficiency rings reach (see :func:`tree_or_ring_undescribed`): ``"bytes"``
+    only the ring's bytes (the tree's latency), ``"steps"`` its bytes and its steps, each waiting on the
+    network. With
     ``network_share`` below 1, only that share of a ring's steps waits on the network, the others on the
     node's own links (see :func:`network_steps_undescribed`)."""
-    algorithm = "tree" if by_ring else crossing_algorithms(schedule, collective)[-1]
+    algorithm = {"bytes": "tree", "steps": "ring"}.get(by_ring) or crossing_algorithms(schedule, collective)[-1]
     efficiency = calibration.nic_efficiency["ring"] if by_ring else calibration.efficiency(collective)
     cap = efficiency * system.nic_Bps_per_node
     label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
@@ -269,15 +271,21 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
 
 
 def other_described_readings(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
-                             calibration: Calibration) -> tuple[tuple[LinkCost, str], ...]:
+                             calibration: Calibration) -> tuple[tuple[LinkCost, str, bool], ...]:
     """The readings of a described crossing that its description cannot rule out besides its own, each with
-    the caveat that says why: the prediction lies between them all, their span in the interval."""
+    the caveat that says why ('' where an earlier one says it) and whether it only widens the interval.
+
+    The prediction lies between the readings that are not only reach (their span in the interval). A ring's
+    steps (every one waiting on the network: NCCL's ring on GPUs that share NICs ran so on 2 and 8 nodes)
+    are reach only: many nodes make them many times the tree's, and NCCL's tuner then picks the tree, so
+    they move the interval's far end, not the answer (:class:`~pybench.model.calibration.Spread`)."""
     out = []
     if tree_or_ring_undescribed(collective, schedule, system):
-        out.append((described_crossing(collective, schedule, intra, system, calibration, by_ring=True),
-                    "ranks share the described NICs: the all-reduce may cross by a tree or a ring (NCCL picks per "
-                    "system, and so does an MPI library), between the two, in the interval; a measurement across "
-                    "nodes replaces this reading"))
+        why = ("ranks share the described NICs: the all-reduce may cross by a tree or a ring (NCCL picks per "
+               "system, and so does an MPI library), between the tree's bytes and the ring's, in the interval, "
+               "and up to the ring's steps; a measurement across nodes replaces this reading")
+        out.append((described_crossing(collective, schedule, intra, system, calibration, by_ring="bytes"), why, False))
+        out.append((described_crossing(collective, schedule, intra, system, calibration, by_ring="steps"), "", True))
     known = network_steps_undescribed(collective, schedule, system, calibration)
     if known:
         out.append((described_crossing(collective, schedule, intra, system, calibration,
@@ -285,7 +293,7 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
                     f"{system.name} holds {system.gpus_per_node} GPUs per node, and the network step was calibrated "
                     f"on logs of at most {known:g}: whether every step of a ring inside a node waits on the network "
                     f"is not known; between every step and {known:g} per node, in the interval; a measurement "
-                    f"across nodes replaces this reading"))
+                    f"across nodes replaces this reading", False))
     return tuple(out)
 
 

@@ -239,8 +239,7 @@ class TopologyModel:
         nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
         calibration = calibration or load_calibration()
         readings = self._described_readings(world, nodes, calibration)
-        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share,
-                                                          tuple(link for link, _ in readings))
+        time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, readings)
         caveats, across = [], nodes > 1 and not self.inside_nvlink_domain(world)
         if across and unknown_tree_bytes(self, world, nodes):
             tree, ring = (("NCCL's tree", "its ring") if self.backend != "mpi" else
@@ -259,16 +258,16 @@ class TopologyModel:
                            f"NICs per rank unknown at {per_node} ranks per node (fitted at "
                            f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
                            f"in the interval; give --system NAME|FILE to say")
-        caveats += [why for _, why in readings]
+        caveats += [why for _, why, _ in readings if why]
         links = "; ".join([self._links_label(nodes), *caveats])
         why = self._undetermined(world, nodes)
         if why:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, spread.kind, links, regime, why, spread, tuple(caveats))
-        half = spread.half_width(calibration)
+        below, above = spread.bounds(calibration)
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if across else 0.0  # what the NICs carry
-        return TopologyPrediction(int(size_bytes), world, asked, time_s, min(max(time_s * math.exp(-half), floor),
-                                  time_s), time_s * math.exp(half), self.algorithm, schedule, spread.kind, links,
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, min(max(time_s * math.exp(-below), floor),
+                                  time_s), time_s * math.exp(above), self.algorithm, schedule, spread.kind, links,
                                   regime, spread=spread, caveats=tuple(caveats))
 
     def _unknown_nic_share(self, world: int, nodes: int, sharing: int) -> float | None:
@@ -276,7 +275,7 @@ class TopologyModel:
         return unknown_nic_share(self, world, nodes, sharing) if across else None
 
     def _described_readings(self, world: int, nodes: int,
-                            calibration: Calibration) -> tuple[tuple[LinkCost, str], ...]:
+                            calibration: Calibration) -> tuple[tuple[LinkCost, str, bool], ...]:
         """The readings of a described crossing its description cannot rule out, with why
         (:func:`~pybench.model.crossing.other_described_readings`); none elsewhere."""
         if (nodes < 2 or self.inside_nvlink_domain(world) or self.system is None or self.intra is None
@@ -285,7 +284,7 @@ class TopologyModel:
         return other_described_readings(self.collective, self.schedule, self.intra, self.system, calibration)
 
     def _estimate(self, size: float, world: int, nodes: int, sharing: int, nic_share: float | None,
-                  others: tuple[LinkCost, ...]) -> tuple[float, str, str, Spread]:
+                  others: tuple[tuple[LinkCost, str, bool], ...]) -> tuple[float, str, str, Spread]:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.
 
         Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
@@ -315,17 +314,25 @@ class TopologyModel:
             time_s, span = _between(readings[0], readings[1], 0.0)
         tree = unknown_tree_bytes(self, world, nodes) if across else None
         # the tree's bytes or the ring's (fitted at one node count), or what a description cannot rule out
-        # (its other readings): neither favoured
-        for link in (tree, *others):
-            if link is not None:
-                other = time_s * dataclasses.replace(self, inter=link)._time(size, world, nodes, sharing)[0] / fitted_s
+        # (its other readings): neither favoured; a reading that is reach only widens the interval alone
+        reach, base = [], time_s
+        for link, reach_only in [(tree, False), *((link, only) for link, _, only in others)]:
+            if link is None:
+                continue
+            other = base * dataclasses.replace(self, inter=link)._time(size, world, nodes, sharing)[0] / fitted_s
+            if reach_only:
+                reach.append(other)
+            else:
                 time_s, span = _between(time_s, other, span)
         if nic_share is not None:  # NICs shared, or one per rank: neither reading is favoured
             railed = self._latency_readings(size, world, nodes, sharing, nic_share)
             time_s, span = _between(time_s, railed[1] if railed else
                                     self._time(size, world, nodes, sharing, nic_share)[0], span)
+        below = max([0.0, *(math.log(time_s / r) - span for r in reach)])
+        above = max([0.0, *(math.log(r / time_s) - span for r in reach)])
         return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
-                                                share, span, shape_measured, priced is not None and priced.is_preset)
+                                                share, span, shape_measured, priced is not None and priced.is_preset,
+                                                below, above)
 
     def _latency_readings(self, size: float, world: int, nodes: int, sharing: int,
                           rails: float | None = None) -> tuple[float, float] | None:

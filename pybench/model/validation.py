@@ -11,8 +11,10 @@ How the constants are chosen (:func:`choose_calibration`), each from what the ca
 datasets say, none by hand:
 
 * the widening per unit of log distance: for each extrapolated point, the widening that would
-  just cover its error beyond the local scatter; per dataset the 95th percentile of those, and the
-  largest over datasets (an interval must hold on the worst system seen, not the typical one);
+  just cover its error beyond the local scatter; per dataset the 95th percentile of those, and over
+  datasets what covers one more system (an interval must hold on a system not seen: with three or
+  more datasets the 95% prediction bound of one more draw of those percentiles, Student's t, never
+  below the largest seen; with fewer, the largest);
   per kind (another GPU count, another node count) where at least two systems hold the kind, else
   the widest of any kind; fits at one layout and at several are chosen apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
@@ -25,9 +27,10 @@ datasets say, none by hand:
   may have crossed by either cannot say how many steps it paid and chooses neither; and the median bus
   bandwidth of the small-size regime across nodes;
 * the half-width of a preset: the 95th percentile of each dataset's preset miss beyond the other terms,
-  the largest over datasets;
+  over datasets what covers one more system (as above);
 * the half-width of a described link: by an inner leave-one-out over the calibration datasets,
-  the 95th percentile of each one's error beyond its other terms, the largest over datasets;
+  the 95th percentile of each one's error beyond its other terms, over datasets what covers one more
+  system (as above);
 * the latency half-width of a crossing priced on a measured node's regimes (its bandwidth part is
   the described one): how far each dataset's latency per step across nodes lies from the median
   of the others', the largest over datasets.
@@ -43,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import brentq
+from scipy.stats import t as student_t
 
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread, family
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
@@ -85,8 +89,9 @@ class Point:
     spread: Spread | None = None
     """The interval's inputs when it does."""
 
-    def half_width(self, calibration: Calibration) -> float:
-        return self.spread.half_width(calibration) if self.spread is not None else self.half
+    def bounds(self, calibration: Calibration) -> tuple[float, float]:
+        """(below, above): the log half-widths of its 95% interval under and over the prediction."""
+        return self.spread.bounds(calibration) if self.spread is not None else (self.half, self.half)
 
 
 @dataclass(frozen=True)
@@ -328,9 +333,15 @@ def _matching_efficiency(case: SystemCase) -> float:
 # -- calibration --------------------------------------------------------------------------------------------
 
 def _worst_percentile(values_by_dataset: dict[str, list[float]]) -> float:
-    """The largest, over datasets, of each one's 95th percentile (0 without values)."""
-    return max((float(np.percentile(v, _PERCENTILE, method="higher")) for v in values_by_dataset.values() if v),
-               default=0.0)
+    """What covers a system not among the datasets: each dataset's 95th percentile is one draw of how far a
+    system strays, and the next system is another draw. With three or more datasets, the one-sided 95%
+    prediction bound for one more draw (Student's t, k - 1 degrees of freedom), never below the largest seen;
+    with fewer, the largest (0 without values)."""
+    seen = [float(np.percentile(v, _PERCENTILE, method="higher")) for v in values_by_dataset.values() if v]
+    if len(seen) < 3:
+        return max(seen, default=0.0)
+    k, mean, sd = len(seen), float(np.mean(seen)), float(np.std(seen, ddof=1))
+    return max(max(seen), mean + float(student_t.ppf(_PERCENTILE / 100.0, k - 1)) * sd * math.sqrt(1.0 + 1.0 / k))
 
 
 def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> Calibration:
@@ -340,7 +351,7 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     for p in points:
         if p.spread is None or p.kind not in EXTRAPOLATED_KINDS or p.spread.distance <= 0:
             continue
-        beyond = math.sqrt(max((abs(p.error) - p.spread.span) ** 2 - (Z95 * p.spread.local) ** 2, 0.0))
+        beyond = math.sqrt(max((abs(p.error) - p.spread.side_span(p.error)) ** 2 - (Z95 * p.spread.local) ** 2, 0.0))
         systems.setdefault(p.kind, set()).add(p.group)
         by_dataset = needed.setdefault((p.kind, p.spread.one_layout), {})
         by_dataset.setdefault(p.dataset, []).append(beyond / p.spread.distance)
@@ -366,13 +377,13 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
 
 def _preset_half_width(cases: Sequence[SystemCase], calibration: Calibration) -> float:
     """How far the cases' preset predictions miss beyond their other terms (a description's included):
-    per dataset the 95th percentile, the largest over datasets. A preset's time does not depend on the
-    calibration, so no inner hold-out is needed."""
+    per dataset the 95th percentile, over datasets what covers one more system. A preset's time does not
+    depend on the calibration, so no inner hold-out is needed."""
     misses: dict[str, list[float]] = {}
     for case in cases:
         for p in case.preset_points(calibration):
             assert p.spread is not None
-            others = dataclasses.replace(p.spread, preset=False).half_width(calibration)
+            others = dataclasses.replace(p.spread, preset=False).bounds(calibration)[p.error < 0]
             misses.setdefault(p.dataset, []).append(math.sqrt(max(p.error ** 2 - others ** 2, 0.0)))
     return _worst_percentile(misses)
 
@@ -437,7 +448,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
             for p in case.points(inner):
                 assert p.spread is not None
                 others = inner.half_width(p.spread.kind, p.spread.local, p.spread.distance, p.spread.one_layout, False,
-                                          span=p.spread.span)
+                                          span=p.spread.side_span(p.error))
                 misses.append((p.dataset, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0)),
                                p.spread.shape_measured))
     bandwidth = _worst_percentile(_by_dataset((d, m) for d, share, m, _ in misses if share >= BANDWIDTH_BOUND))
@@ -456,12 +467,15 @@ def _by_dataset(pairs) -> dict[str, list[float]]:
 
 # -- scoring ------------------------------------------------------------------------------------------------
 
-def _score(kind: str, dataset: str, points: Sequence[Point], halves: Sequence[float]) -> Score:
-    errors = np.abs(np.expm1(np.array([p.error for p in points])))
-    h = np.array(halves)
-    inside = np.abs([p.error for p in points]) <= h
-    return Score(kind, dataset, len(points), float(np.mean(inside)), 100 * float(np.median(np.expm1(h))),
-                 100 * float(np.median(errors)), 100 * float(np.max(errors)))
+def _score(kind: str, dataset: str, points: Sequence[Point], bounds: Sequence[tuple[float, float]]) -> Score:
+    """Inside: the measurement lies between the bounds (error = ln(predicted / measured)). The half-width of a
+    point is the mean of its two sides."""
+    error = np.array([p.error for p in points])
+    below, above = np.array([b for b, _ in bounds]), np.array([a for _, a in bounds])
+    inside = (error <= below) & (error >= -above)
+    return Score(kind, dataset, len(points), float(np.mean(inside)),
+                 100 * float(np.median(np.expm1((below + above) / 2.0))),
+                 100 * float(np.median(np.abs(np.expm1(error)))), 100 * float(np.max(np.abs(np.expm1(error)))))
 
 
 def validate(data: Path, progress: Callable[[str], None] = lambda _: None) -> Validation:
@@ -477,7 +491,7 @@ def validate(data: Path, progress: Callable[[str], None] = lambda _: None) -> Va
         held = [p for p in points if p.group == group]
         held += [p for c in cases if c.group == group for p in (*c.points(calibration),
                                                                  *c.preset_points(calibration))]
-        scored += [(p, p.half_width(calibration)) for p in held]
+        scored += [(p, p.bounds(calibration)) for p in held]
     scores = []
     for kind in VALIDATED_KINDS:
         mine = [(p, h) for p, h in scored if p.kind == kind]

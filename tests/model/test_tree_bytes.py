@@ -107,7 +107,8 @@ def test_a_fit_across_nodes_has_no_pipeline_fill():
 def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_and_the_ring(system, shared):
     """Nodes with a NIC per GPU (or more) ran NCCL's tree in the logs (more than the ring's bytes went
     through their NICs); where GPUs share NICs nothing in a description says which NCCL picks: the
-    prediction is the geometric mean of the two readings and its interval holds both."""
+    prediction is the geometric mean of the tree's bytes and the ring's, its interval holds both and
+    reaches up to the ring's steps."""
     described = load_system(system)
     per_node = min(described.gpus_per_node, 8)
     node = fit_topology("allreduce", [Observation(s, per_node, 1, 20e-6 + 2 * (per_node - 1) / per_node * s / 200e9)
@@ -115,8 +116,9 @@ def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_an
     model = node.with_system(described)
     assert (model.inter is not None and model.intra is not None and model.system is not None)
     calibration = load_calibration()
-    tree, ring = (dataclasses.replace(model, system=None, inter=described_crossing(
-        "allreduce", "ring", model.intra, model.system, calibration, by_ring=by_ring)) for by_ring in (False, True))
+    tree, ring, steps = (dataclasses.replace(model, system=None, inter=described_crossing(
+        "allreduce", "ring", model.intra, model.system, calibration, by_ring=by_ring))
+        for by_ring in ("", "bytes", "steps"))
     for nodes in (2, 16):
         world = nodes * per_node
         p = model.predict(1 << 30, world, nodes)
@@ -127,5 +129,12 @@ def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_an
             assert p.low_s < min(by_tree, by_ring) and p.high_s > max(by_tree, by_ring)
             if nodes == 2:  # S through each node's NICs for the tree, 2(p-1)/p S for the ring
                 assert by_ring > 1.2 * by_tree
+            # NCCL's ring pays every one of its steps across the network (Polaris's 2-node all-reduce did):
+            # in the middle sizes far slower than either; the interval reaches it, the answer does not move
+            mid = model.predict(1 << 20, world, nodes)
+            by_steps = steps.predict(1 << 20, world, nodes).time_s
+            assert by_steps > 2 * mid.time_s and mid.high_s >= by_steps * (1 - 1e-9)
+            assert mid.time_s == pytest.approx(math.sqrt(tree.predict(1 << 20, world, nodes).time_s
+                                                         * ring.predict(1 << 20, world, nodes).time_s), rel=1e-9)
         else:
             assert p.time_s == pytest.approx(by_tree, rel=1e-9)

@@ -46,7 +46,7 @@ def test_the_generated_document_holds_todays_table(result):
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.97, 21.0, 5.0),
          ("another GPU count", 0.995, 18.0, 3.0), ("another node count", 0.94, 99.5, 17.0),
-         ("system description", 0.92, 84.5, 23.5), ("preset", 0.96, 1215.0, 85.0)]
+         ("system description", 0.96, 127.0, 23.5), ("preset", 0.96, 3400.0, 85.0)]
 
 
 @pytest.mark.parametrize("kind, coverage, half_width, error", TODAY)
@@ -59,7 +59,7 @@ def test_held_out_accuracy_is_pinned(result, kind, coverage, half_width, error):
 
 def test_a_measured_node_with_its_description_is_pinned_held_out(result):
     score = result.score("system description", "a100-oci-2x8")  # the one log with its node measured alone
-    assert score.coverage >= 0.92 and score.median_error <= 13.0 and score.median_half_width <= 56.0, score
+    assert score.coverage >= 0.92 and score.median_error <= 13.0 and score.median_half_width <= 65.0, score
 
 
 # Held-out median error of each described log: the middle sizes, where the bandwidth protocol's steps
@@ -74,8 +74,11 @@ def test_each_described_log_is_pinned_held_out(result, dataset):
     assert score.median_error <= DESCRIBED_TODAY[dataset], score
 
 
-def test_no_kind_has_near_zero_coverage_on_any_dataset(result):
-    assert min(s.coverage for s in result.scores) >= 0.63, result.table()
+def test_every_kind_is_calibrated_pooled_and_on_each_dataset(result):
+    """Issue 24's calibration bar, held out: >= 90% pooled and >= 75% on each dataset, for every kind."""
+    for s in result.scores:
+        assert s.coverage >= (0.90 if s.dataset == "all" else 0.75), s
+    assert min(s.coverage for s in result.scores) >= 0.85, result.table()
 
 
 def _polaris(collective, nodes):
