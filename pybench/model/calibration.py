@@ -6,7 +6,8 @@ how the intervals fare on a dataset that was left out while the constants were c
 (docs/model-validation.md). The values ship in ``calibration.json`` beside this module, with the
 datasets they were chosen on; nothing here is tuned by hand.
 
-Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]`` with
+Intervals are symmetric in log time but for readings a description cannot rule out (below): a 95%
+interval ``[t / exp(h + below), t * exp(h + above)]`` with
 
     h = span + hypot(z * local, widening * distance, described)
 
@@ -32,10 +33,10 @@ Intervals are symmetric in log time: a 95% interval ``[t / exp(h), t * exp(h)]``
   hop per step); inside a node the prediction is their geometric mean with half their log ratio
   added.
 
-A system description can leave other readings of a crossing open (GPUs sharing NICs: NCCL's ring
-as well as its tree). The time stays the description's own reading, and the interval reaches
-from it down to the fastest and up to the slowest of the others (``below``, ``above``), so one
-implausible reading moves the interval's far end, not the answer.
+Some readings a system description leaves open only widen the interval (where GPUs share NICs,
+NCCL's ring paying every one of its steps across the network): the interval reaches from the time
+down to the fastest and up to the slowest of them (``below``, ``above``), so a reading that many
+nodes make implausible moves the interval's far end, not the answer.
 """
 
 from __future__ import annotations
