@@ -118,3 +118,15 @@ def gpu_with_nccl():
         pytest.skip(str(exc))
     from pybench._native import cuda
     return cuda(), gpu_probe(), lib
+
+
+def processes_with(marker: str) -> list[int]:
+    """The pids of this machine's processes whose command line holds ``marker`` (what a run left running)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids

@@ -483,7 +483,7 @@ def validate(data: Path, progress: Callable[[str], None] = lambda _: None) -> Va
     progress("fitting every dataset's cases")
     points = fixed_points(data)
     cases = system_cases(data)
-    scored: list[tuple[Point, float]] = []
+    scored: list[tuple[Point, tuple[float, float]]] = []
     for group in sorted({p.group for p in points} | {c.group for c in cases}):
         progress(f"holding out {group}")
         calibration = choose_calibration([p for p in points if p.group != group],

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import processes_with
 
 from pybench.cli.main import main
 
@@ -77,17 +78,6 @@ def test_a_run_into_a_full_stdout_keeps_its_results_and_exits_3(tmp_path, native
     assert doc["finished"] is True and [x["size_bytes"] for x in doc["records"]] == [1024, 2048, 4096]
 
 
-def _left_running(marker: str) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace"):
-                pids.append(int(d.name))
-        except OSError:
-            continue
-    return pids
-
-
 @pytest.mark.mpi
 def test_a_run_whose_reader_goes_away_ends_141_and_keeps_what_it_measured(tmp_path, native):
     out = tmp_path / "pipe.json"
@@ -107,9 +97,9 @@ def test_a_run_whose_reader_goes_away_ends_141_and_keeps_what_it_measured(tmp_pa
     assert doc["records"] and doc["records"][0]["size_bytes"] == 1024
     assert doc["finished"] or "closed pipe" in doc["cut_short"], doc["cut_short"]
     deadline = time.monotonic() + 10
-    while _left_running(str(out)) and time.monotonic() < deadline:
+    while processes_with(str(out)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _left_running(str(out)) == [], "a rank outlived the run"
+    assert processes_with(str(out)) == [], "a rank outlived the run"
 
 
 # --- 2. advice that is itself accepted ----------------------------------------------------------

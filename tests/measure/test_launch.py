@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import processes_with
 
 from pybench.errors import UsageError
 from pybench.measure import job as jobmod
@@ -155,7 +156,7 @@ def test_no_listener_of_a_local_run_is_reachable_from_outside(tmp_path, native):
     try:
         while p.poll() is None and not _first_record(out):
             time.sleep(0.05)
-        for pid in _processes_with(str(out)):
+        for pid in processes_with(str(out)):
             seen[pid] = _listeners(pid)
         p.communicate(timeout=300)
     finally:
@@ -165,17 +166,6 @@ def test_no_listener_of_a_local_run_is_reachable_from_outside(tmp_path, native):
     assert p.returncode == 0
     assert any(seen.values()), "the launcher's listeners were not found: this test would see nothing"
     assert [(pid, a) for pid, ls in seen.items() for a, outside in ls if outside] == []
-
-
-def _processes_with(marker: str) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and marker in (d / "cmdline").read_bytes().decode(errors="replace"):
-                pids.append(int(d.name))
-        except OSError:
-            continue
-    return pids
 
 
 def _first_record(out: Path) -> bool:
