@@ -308,8 +308,8 @@ def _topology_for(args, models) -> list:
     """The topology models that answer for ``--world``/``--nodes`` (with ``--link`` and ``--system``), or []
     when the fitted sweeps answer (the layout asked for is a measured one)."""
     from pybench.model.description_checks import fabric_mismatches
-    from pybench.model.determined import GPU_BACKENDS
     from pybench.model.link_presets import get_preset
+    from pybench.model.system import GPU_BACKENDS
 
     presets = [get_preset(name) for name in args.link]
     system = _system(args.system)
@@ -349,7 +349,7 @@ def _topology_for(args, models) -> list:
                     link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
                 _say(f"--system {system.name}: the {tm.collective} model measured both link classes; the description "
                      f"only bounds the layouts and says which are not determined")
-            for line in fabric_mismatches(tm.collective, tm.backend, tm.intra, tm.inter, system):
+            for line in fabric_mismatches(tm, system):
                 _say(f"--system {system.name}: {line}")
             tm = tm.with_system(system)
         out.append(tm)

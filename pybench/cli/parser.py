@@ -36,12 +36,39 @@ class Parser(argparse.ArgumentParser):
                 raise _StdoutFailed(exc) from None
 
 
-class _StdoutFailed(Exception):
-    """Writing stdout failed where the error would otherwise read as some file's (--help, --version)."""
+class _StdoutFailed(BaseException):
+    """Writing stdout failed, where the error would otherwise read as some file's. A BaseException, as
+    Ctrl-C is: no command's own ``except Exception`` may take it for its own failure."""
 
     def __init__(self, error: OSError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class _GuardedStdout:
+    """sys.stdout while a command runs: a write or flush that fails (a full disk) is stdout's failure."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise  # the reader left: quietly 141
+        except OSError as exc:
+            raise _StdoutFailed(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise _StdoutFailed(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def subcommands(parser: argparse.ArgumentParser):
@@ -66,24 +93,30 @@ def run(parser: argparse.ArgumentParser, argv: list[str], no_command_hint: str) 
     Stdout is flushed here, not at exit, where Python would print a traceback-like
     "Exception ignored" and exit 120 (or 0 after --help) for a full disk or a closed pipe.
     """
+    real = sys.stdout
+    if real is not None:
+        sys.stdout = _GuardedStdout(real)
     try:
-        code = _run(parser, argv, no_command_hint)
-    except _StdoutFailed as failed:
-        return _stdout_error(failed.error)
-    except SystemExit:  # --help, --version: their text may still be buffered
-        lost = _flush_stdout()
-        if lost is None:
-            raise
-        raise SystemExit(lost) from None
-    lost = _flush_stdout()
-    return lost if lost is not None and code in (0, 1) else code
+        try:
+            code = _run(parser, argv, no_command_hint)
+        except _StdoutFailed as failed:
+            return _stdout_error(failed.error)
+        except SystemExit:  # --help, --version: their text may still be buffered
+            lost = _flush_stdout(real)
+            if lost is None:
+                raise
+            raise SystemExit(lost) from None
+        lost = _flush_stdout(real)
+        return lost if lost is not None and code in (0, 1) else code
+    finally:
+        sys.stdout = real
 
 
-def _flush_stdout() -> int | None:
+def _flush_stdout(stream) -> int | None:
     """Flush stdout; None when it took everything, else the exit code (141 a closed pipe, quietly)."""
     try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
+        if stream is not None:
+            stream.flush()
         return None
     except OSError as exc:
         return _stdout_error(exc)

@@ -67,8 +67,9 @@ class StdoutRelay(threading.Thread):
         out = sys.stdout
         if out is None:  # started with fd 1 closed: nothing to show it on
             return
-        if hasattr(out, "buffer"):
+        if hasattr(out, "buffer"):  # the bytes layer itself: its errors are plain OSErrors, for run() above
             out.buffer.write(raw)
+            out.buffer.flush()
         else:  # a text stream without bytes (a caller's StringIO)
             out.write(raw.decode(errors="replace"))
-        out.flush()
+            out.flush()

@@ -14,10 +14,10 @@ from typing import Protocol
 
 import numpy as np
 
-from pybench.model.calibration import Calibration
+from pybench.model.calibration import Calibration, load_calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS
-from pybench.model.system import SystemDescription, most_ports_per_gpu
+from pybench.model.system import GPU_BACKENDS, SystemDescription, most_ports_per_gpu
 from pybench.model.topology_schedules import crossing_algorithms, crossing_bytes, crossing_terms, intra_node_ranks
 
 
@@ -40,6 +40,8 @@ class ModelLinks(Protocol):
     def system(self) -> SystemDescription | None: ...
     @property
     def inter_absorbs_intra(self) -> bool: ...
+    @property
+    def backend(self) -> str: ...
 
 
 def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
@@ -58,7 +60,10 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
         # every group sharing the node's NICs has its ranks there: the NICs they drive together
         rails = 1.0 if unmeasured else _rails(model, world // nodes * sharing)
     share = _described_reach(model, world // nodes * sharing)
-    reach = model.inter.busbw_Bps * share if share < 1.0 else math.inf
+    # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
+    assert model.system is not None or share == 1.0
+    reach = (share * model.system.nic_Bps_per_node * load_calibration().efficiency(model.collective)
+             if model.system is not None and share < 1.0 else math.inf)
     times, labels = [], []
     for r in model.inter.all_regimes():
         time_s, label = regime_crossing_s(r, model.schedule, model.collective, size, world, nodes,
@@ -87,7 +92,8 @@ def _described_reach(model: ModelLinks, per_node: int) -> float:
     nearest, ``nics / gpus`` of them, at least one), where fewer ranks than GPUs run on the node; 1 elsewhere. A
     lone rank cannot send through the NICs of GPUs that run nothing."""
     system = model.system
-    if model.inter is None or not model.inter.is_described or system is None or per_node >= system.gpus_per_node:
+    if (model.inter is None or not model.inter.is_described or system is None or per_node >= system.gpus_per_node
+            or model.backend not in GPU_BACKENDS):  # CPU ranks are no GPU's: every NIC of the node is theirs
         return 1.0
     nics = system.nics_per_node
     return min(1.0, math.ceil(per_node * nics / system.gpus_per_node) / nics)

@@ -2,46 +2,79 @@
 
 A description prices what was never measured; what was measured is kept as fitted. When the two
 disagree beyond what any schedule explains, the answer still rests on the measurement, and the
-fit's notes say which input looks wrong (the description, or the node the data came from).
+fit's notes say which input looks wrong (the description, or the node the data came from). The
+rates compared are what the fit reaches at the largest size it was fitted on, at its own layouts:
+a regime's bandwidth alone may be a slope no size ever ran at.
 """
 
 from __future__ import annotations
 
-from pybench.model.link_cost import LinkCost
-from pybench.model.system import SystemDescription
+from typing import TYPE_CHECKING
+
+from pybench.collectives import busbw_factor
+from pybench.model.system import GPU_BACKENDS, SystemDescription
+
+if TYPE_CHECKING:
+    from pybench.model.topology import TopologyModel
 
 # NCCL's double binary tree sends S through a node's NICs on two nodes while the all-reduce's bus
 # bandwidth counts 2(p-1)/p S: up to twice the NICs' rate. A ring's bus bandwidth is what the NICs carry.
 _BUSBW_PER_NIC_RATE = {"allreduce": 2.0}
-# Real single-node logs reach 0.6-0.95 of the fabric's per-GPU rate (generated docs hold the figures);
-# under half of it, the node measured is most likely not the one described.
+# Real single-node logs reach well over half of the fabric's per-GPU rate (generated docs hold the
+# figures); under half of it, the node measured is most likely not the one described.
 _SLOWEST_SHARE = 0.5
 _TOLERANCE = 1.05
 
 
-def fabric_mismatches(collective: str, backend: str, intra: LinkCost | None, inter: LinkCost | None,
-                      system: SystemDescription) -> list[str]:
-    """One note per fitted regime the description cannot have carried, or the node measured is not."""
+def _reached_Bps(model: TopologyModel, multi_node: bool) -> float:
+    """The highest bus bandwidth the fit reaches at its largest fitted size, over its fitted layouts of
+    one kind (one node, or several); 0 without any."""
+    size = float(model.size_range[1])
+    rates = [size / model._time(size, w, n)[0] * busbw_factor(model.collective, w)
+             for w, n in model.fitted if (n > 1) == multi_node and w > 1]
+    return max(rates, default=0.0)
+
+
+def fabric_mismatches(model: TopologyModel, system: SystemDescription) -> list[str]:
+    """One note per fitted link the description cannot have carried, or whose node is not the one described."""
     notes: list[str] = []
-    if intra is not None and not intra.is_described and not intra.is_preset and backend != "mpi":
-        regimes = intra.all_regimes()
-        rate = system.intra_Bps_per_gpu
-        notes += [f"the intra-node regime {k} of {len(regimes)} runs at {r.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, "
-                  f"above the {system.intra_GBps_per_gpu:g} GB/s per GPU that {system.name}'s {system.intra_fabric} "
-                  f"carries: in-network reduction (NVLS), or a fit that does not describe this fabric"
-                  for k, r in enumerate(regimes, 1) if r.busbw_Bps > _TOLERANCE * rate]
-        fastest = max(r.busbw_Bps for r in regimes)
-        if fastest < _SLOWEST_SHARE * rate:
-            notes.append(f"the measured node's fastest intra-node regime runs at {fastest / 1e9:.0f} GB/s bus "
-                         f"bandwidth, under half the {system.intra_GBps_per_gpu:g} GB/s per GPU of {system.name}'s "
-                         f"{system.intra_fabric}: the node measured is likely not {system.name}'s, and its figures "
-                         f"are kept inside a node")
+    intra, inter = model.intra, model.inter
+    if intra is not None and not intra.is_described and not intra.is_preset and model.backend in GPU_BACKENDS:
+        reached, rate = _reached_Bps(model, False), system.intra_Bps_per_gpu
+        if reached > _TOLERANCE * rate:
+            notes.append(f"the fitted node reaches {reached / 1e9:.0f} GB/s bus bandwidth, above the "
+                         f"{system.intra_GBps_per_gpu:g} GB/s per GPU that {system.name}'s {system.intra_fabric} "
+                         f"carries: in-network reduction (NVLS), or a fit that does not describe this fabric")
+        elif 0 < reached < _SLOWEST_SHARE * rate:
+            notes.append(f"the measured node reaches {reached / 1e9:.0f} GB/s bus bandwidth, under half the "
+                         f"{system.intra_GBps_per_gpu:g} GB/s per GPU of {system.name}'s {system.intra_fabric}: the "
+                         f"node measured is likely not {system.name}'s, and its figures are kept inside a node")
     if inter is not None and not inter.is_described and not inter.is_preset:
-        bound = _BUSBW_PER_NIC_RATE.get(collective, 1.0) * system.nic_Bps_per_node
-        fastest = max(r.busbw_Bps for r in inter.all_regimes())
-        if fastest > _TOLERANCE * bound:
-            notes.append(f"the fitted inter-node link runs at {fastest / 1e9:.0f} GB/s bus bandwidth, more than "
+        bound = _BUSBW_PER_NIC_RATE.get(model.collective, 1.0) * system.nic_Bps_per_node
+        reached = _reached_Bps(model, True)
+        if reached > _TOLERANCE * bound:
+            notes.append(f"the fitted crossing reaches {reached / 1e9:.0f} GB/s bus bandwidth, more than "
                          f"{system.name}'s {system.nics_per_node} x {system.nic_Gbps:g} Gb/s NICs per node carry "
                          f"({bound / 1e9:.0f} GB/s at their full rate): in-network reduction (SHARP), a multi-node "
                          f"NVLink domain, or a description that does not match the measured cluster")
+    return notes
+
+
+def implausible_regimes(model: TopologyModel, system: SystemDescription) -> list[str]:
+    """One note per fitted regime whose bandwidth is above what the described fabric or NICs carry though the
+    fit never reaches it (a slope under a large latency): its figures are the sweep's shape, not the link's."""
+    notes = []
+    links = [("intra-node", model.intra, system.intra_Bps_per_gpu, f"the {system.intra_GBps_per_gpu:g} GB/s per GPU "
+              f"that {system.name}'s {system.intra_fabric} carries")] if model.backend in GPU_BACKENDS else []
+    links.append(("inter-node", model.inter, _BUSBW_PER_NIC_RATE.get(model.collective, 1.0) * system.nic_Bps_per_node,
+                  f"what {system.name}'s {system.nics_per_node} x {system.nic_Gbps:g} Gb/s NICs per node carry"))
+    for which, link, bound, what in links:
+        if link is None or link.is_described or link.is_preset:
+            continue
+        regimes = link.all_regimes()
+        notes += [f"the {which} regime {k} of {len(regimes)} has a bus bandwidth of {r.busbw_Bps / 1e9:.0f} GB/s "
+                  f"(latency {(r.base_s + r.step_s) * 1e6:.0f} us), above {what}, though no fitted size runs that "
+                  f"fast: the regime's figures are the sweep's shape, not the link's rates"
+                  for k, r in enumerate(regimes, 1)
+                  if r.busbw_Bps > _TOLERANCE * bound >= _TOLERANCE * _reached_Bps(model, which == "inter-node")]
     return notes

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node
+from pybench.model.system import GPU_BACKENDS
 from pybench.model.topology_schedules import algorithm_steps
 
 
@@ -29,8 +30,6 @@ OWN_MISS = 0.15
 # A pipeline fill that costs more than the bytes it precedes is no fill: the fit is bending the
 # bandwidth to GPU counts that got different links.
 FILL_SHARE = 0.5
-# Backends whose ranks are GPUs ("" when the caller did not say); CPU ranks share one memory.
-GPU_BACKENDS = ("nccl", "")
 
 
 def undetermined(model: FittedModel, world: int, nodes: int) -> str:
@@ -38,11 +37,15 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
     system = model.system
     measured = {w for w, n in model.fitted if n == 1}
     disagree = _gpu_counts_disagree(model)
+    gpus = model.backend in GPU_BACKENDS
     if nodes == 1 and world not in measured and disagree:
-        return (f"not determined by these inputs: {disagree}, so the GPU counts get different links (an "
-                f"NVLink mesh or PCIe, not a switch) and only a measurement at {world} GPUs says what they get; "
-                f"measure it with `pybench {model.collective} --np {world}`")
-    if nodes == 1 and system is not None and not system.switched and world not in measured and measured:
+        why = ("so the GPU counts get different links (an NVLink mesh or PCIe, not a switch)" if gpus else
+               "so the rank counts do not share one cost shape (caches, memory channels or sockets)")
+        return (f"not determined by these inputs: {disagree}, {why} and only a measurement at {world} "
+                f"{'GPUs' if gpus else 'ranks'} says what they get; measure it with "
+                f"`pybench {model.collective} --np {world}`")
+    # a description's fabric is its GPUs': CPU ranks share the node's memory whatever it says
+    if nodes == 1 and gpus and system is not None and not system.switched and world not in measured and measured:
         return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric a subset of "
                 f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
                 f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
@@ -84,12 +87,12 @@ def _gpu_counts_disagree(model: FittedModel) -> str:
     missed = [(w, m) for w, n, m in model.layout_misses if n == 1 and m > OWN_MISS]
     if missed:
         return (f"one cost shape misses the measured "
-                f"{', '.join(f'{w}-GPU sweep by {100 * m:.0f}%' for w, m in missed)} (median)")
+                f"{', '.join(f'{w}-rank sweep by {100 * m:.0f}%' for w, m in missed)} (median)")
     fill = {w: link.extra_steps / (algorithm_steps(model.collective, model.algorithm, w)[1] + link.extra_steps)
             for w in worlds}
     heavy = {w: f for w, f in fill.items() if f > FILL_SHARE}
     if heavy:
-        return (f"joining the measured {', '.join(map(str, worlds))}-GPU sweeps takes a pipeline fill of "
-                f"{', '.join(f'{100 * f:.0f}% of the bandwidth time at {w} GPUs' for w, f in heavy.items())}, "
+        return (f"joining the measured {', '.join(map(str, worlds))}-rank sweeps takes a pipeline fill of "
+                f"{', '.join(f'{100 * f:.0f}% of the bandwidth time at {w} ranks' for w, f in heavy.items())}, "
                 f"more than the bytes themselves")
     return ""

@@ -33,6 +33,9 @@ from pybench.io.files import read_json
 
 SYSTEMS_DIR = Path(__file__).with_name("systems")
 
+# Backends whose ranks are GPUs ("" when the caller did not say): a description's GPUs, fabric and NIC
+# placement are theirs; CPU ranks (MPI) are processes sharing one memory and every NIC of their node.
+GPU_BACKENDS = ("nccl", "")
 Fabric = Literal["nvswitch", "nvlink-all-to-all", "nvlink-mesh", "pcie"]
 # Fabrics through which any number of GPUs of a node reaches the full per-GPU rate.
 SWITCHED_FABRICS = ("nvswitch",)

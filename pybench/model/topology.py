@@ -57,11 +57,11 @@ from pybench.model.crossing import (
     unknown_nic_share,
     unknown_tree_bytes,
 )
-from pybench.model.description_checks import fabric_mismatches
-from pybench.model.determined import GPU_BACKENDS, undetermined
+from pybench.model.description_checks import fabric_mismatches, implausible_regimes
+from pybench.model.determined import undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
-from pybench.model.system import SystemDescription, system_from_dict
+from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
 from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
@@ -471,7 +471,7 @@ class TopologyModel:
                              f"per GPU (nominal)")
         inter = unless_described(self.inter)
         notes = [f"system {system.summary()}",
-                 *fabric_mismatches(self.collective, self.backend, self.intra, self.inter, system)]
+                 *fabric_mismatches(self, system), *implausible_regimes(self, system)]
         decided = tree_bytes_on_nics(self, system.nic_Bps_per_node)
         if decided is not None:
             inter = decided

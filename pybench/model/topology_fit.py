@@ -12,12 +12,12 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.crossing import nvlink_domain_ranks, ranks_per_node
-from pybench.model.determined import GPU_BACKENDS, OWN_MISS
+from pybench.model.determined import OWN_MISS
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import one_reduction
 from pybench.model.regimes import Regime, envelope, fit_regimes
-from pybench.model.system import SystemDescription
+from pybench.model.system import GPU_BACKENDS, SystemDescription
 from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_schedules import (
     ALGORITHMS,

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO as REPO_ROOT
 from conftest import processes_with
 
 from pybench.cli.main import main
@@ -157,3 +158,21 @@ def test_load_result_refuses_a_zero_sample_among_good_ones(tmp_path):
     with pytest.raises(FileFormatError, match=r"samples_s\[3\] is 0"):
         load_result(path)
     assert load_result(FIXTURE_A).records  # a real file still loads
+
+
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_a_large_output_into_a_full_stdout_says_stdout(tmp_path, unbuffered):
+    """A table larger than stdout's buffer (or any table, unbuffered) fails inside the command's print,
+    not at the final flush: the line still names stdout, not "a file"."""
+    model = tmp_path / "node.json"
+    node = REPO_ROOT / "tests" / "fixtures" / "shared_data" / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv"
+    assert main(["fit", str(node), "-o", str(model)]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "pybench", "predict", str(model), "--sizes", "1K:1G:+1M"],
+                           stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    assert p.returncode == 3 and p.stderr.strip().splitlines() == [
+        "pybench: error: cannot write the output to stdout: No space left on device; free space on its disk or "
+        "send it elsewhere"], p.stderr

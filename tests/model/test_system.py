@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -12,6 +13,7 @@ from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
 from pybench.model.calibration import load_calibration
 from pybench.model.link_presets import get_preset
+from pybench.model.logs import load_measurements
 from pybench.model.system import SystemDescription, load_system, named_systems
 from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
@@ -144,7 +146,7 @@ def test_fit_says_when_it_misses_its_own_sweeps_and_outruns_the_fabric():
     model = fit_topology("allreduce", obs)
     assert any("misses its own 4-rank sweep" in n for n in model.notes)
     on_dgx1 = model.with_system(load_system("dgx-1-v100"))
-    assert any("above the 150 GB/s per GPU" in n for n in on_dgx1.notes)
+    assert any("above the 150 GB/s per GPU" in n and "no fitted size runs that fast" in n for n in on_dgx1.notes)
     assert not on_dgx1.predict(1 << 30, 6).determined
 
 
@@ -193,7 +195,6 @@ def test_gpu_counts_no_cost_shape_joins_are_refused_with_that_reason():
 
 def test_switched_gpu_counts_stay_determined():
     """NVSwitch: the A100 tables at 2 and 4 GPUs join in one cost shape; 8 GPUs is predicted."""
-    from pybench.model.logs import load_measurements
     from pybench.model.topology_fit import observations_from
     obs = [o for w in (2, 4) for o in observations_from(
         load_measurements(SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{w}gpu.csv"), lambda _: 1)]
@@ -441,3 +442,40 @@ def test_cpu_ranks_are_not_bound_by_a_descriptions_gpus(tmp_path, capsys):
     assert main_for_tests(["predict", str(model), "--sizes", "1M", "--world", "32", "--nodes", "1",
                            "--system", "ethernet-25g"]) == 2
     assert "CPU ranks share a node's memory" in capsys.readouterr().err
+
+
+def test_a_polaris_log_with_its_own_description_is_not_called_a_mismatch(tmp_path, capsys):
+    """The 256-node all-gather's fitted regime has a steep slope (57 GB/s) no size ran at (23 GB/s at most):
+    the description is not blamed; the regime is named as the sweep's shape."""
+    log = SHARED_DATA / "nccl-tests" / "polaris_a100_256node_4gpu_slingshot_allgather.txt"
+    assert main_for_tests(["fit", str(log), "--system", "alcf-polaris", "-o", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert "does not match the measured cluster" not in out and "likely not" not in out
+    assert "no fitted size runs that fast" in out
+
+
+@pytest.mark.parametrize("backend", ["nccl", "mpi"])
+def test_a_node_running_fewer_ranks_than_gpus_reaches_its_own_gpus_nics(backend):
+    """One GPU rank per node reaches its own GPU's NICs (one of eight, two of sixteen) at the calibrated
+    efficiency, whatever the node's own links carry; CPU ranks are no GPU's and reach every NIC."""
+    node = dataclasses.replace(fit_topology("allreduce", [Observation(float(s), 8, 1, 5e-6 + 1.75 * s / 230e9)
+                                                          for s in (1 << k for k in range(16, 31))]), backend=backend)
+    efficiency = load_calibration().efficiency("allreduce")
+    for nics in (8, 16):
+        system = SystemDescription(name=f"nic{nics}", source="test", gpus_per_node=8, intra_fabric="nvswitch",
+                                   intra_GBps_per_gpu=300, nics_per_node=nics, nic_Gbps=800)
+        reached = (1 << 30) / node.with_system(system).predict(1 << 30, 2, 2).time_s  # 2 ranks: bus = alg
+        if backend == "nccl":
+            assert reached == pytest.approx(efficiency * nics / 8 * 100e9, rel=0.02), nics
+        else:
+            assert reached > 1.5 * efficiency * nics / 8 * 100e9, nics
+
+
+def test_cpu_ranks_in_one_node_answer_whatever_gpu_fabric_a_description_names(tmp_path, capsys):
+    model = tmp_path / "osu.json"
+    assert main_for_tests(["fit", str(OSU_ALLREDUCE), "--world", "4", "--nodes", "1", "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(model), "--sizes", "1M", "--world", "128", "--nodes", "1",
+                           "--system", "ethernet-25g"]) == 0
+    out = capsys.readouterr().out
+    assert "not determined" not in out and "GPUs" not in out
