@@ -183,3 +183,14 @@ def test_a_json_array_that_is_not_rccl_tests_is_refused_in_one_line(tmp_path):
     path.write_text("[\n" + json.dumps({"a": 1}) + "\n]\n")
     with pytest.raises(FileFormatError, match=r"other.json: line 2: .*rccl-tests"):
         load_measurements(path)
+
+
+def test_rccl_tests_json_of_an_mpi_build_gives_its_node_count(tmp_path, capsys):
+    """An MPI build's rows carry ``nodes``: the fit takes its node count from them (no --nodes needed)."""
+    objs = [_rccl_object("AllReduce", "allreduce", 16, s, 0, _mpi_layout(16, 1, nodes=2)) for s in SIZES]
+    path = tmp_path / "rccl_2nodes.json"
+    path.write_text("[\n" + ",\n".join(objs) + "\n]\n")
+    (m,) = load_measurements(path)
+    assert "16 ranks on 2 host(s) per the 'nodes' field" in m.notes
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
+    assert "1 topology model(s)" in capsys.readouterr().out

@@ -5,9 +5,10 @@ older ones wrote JSON lines (the same objects without the brackets and commas). 
 line by line, so an error names the line. One object per timing: ``name`` (``AllReduce`` ...),
 ``size`` (bytes), ``type``, ``redop``, ``inPlace`` (0 or 1), ``time`` (us), ``algBw`` and
 ``busBw`` (GB/s, full precision), and the rank layout: ``gpus`` from a build without MPI (one
-process drives every GPU), ``ranks`` (MPI processes) and ``gpusPerRank`` (the GPUs each drives,
--t x -g) from an MPI build. The bandwidths are not rounded, so busbw/algbw gives the exact rank
-count of the collectives whose bus factor depends on it; for the others the layout fields do:
+process drives every GPU), ``ranks`` (MPI processes), ``gpusPerRank`` (the GPUs each drives,
+-t x -g) and ``nodes`` (the hosts they ran on) from an MPI build. The bandwidths are not rounded, so
+busbw/algbw gives the exact rank count of the collectives whose bus factor depends on it; for the
+others the layout fields do:
 ranks x gpusPerRank, else gpus. ``wrong`` (quoted; ``#wrong`` read alike) counts the elements -c found
 wrong, ``"N/A"`` when it did not check: a row with wrong values timed a broken collective and is left out.
 Launcher and collector labels before each line (``kubectl logs --timestamps``, Open MPI's
@@ -53,6 +54,8 @@ class RcclRowSchema(_Body):
     gpus: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
     ranks: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
     gpusPerRank: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
+    nodes: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
+    ranksPerNode: Annotated[int, Field(ge=1, le=MAX_WORLD)] | None = None
     wrong: Text | Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
 
@@ -113,6 +116,15 @@ def _world(coll: str, rows: list[dict], notes: list[str]) -> int | None:
     return world
 
 
+def _hosts(rows: list[dict], world: int | None) -> list[str]:
+    """The note that gives the node count (the topology model's), from an MPI build's ``nodes`` field where
+    every row agrees and it divides the world; none otherwise."""
+    nodes = {r.get("nodes") for r in rows}
+    if world is None or len(nodes) != 1 or (n := nodes.pop()) is None or world % n:
+        return []
+    return [f"{world} ranks on {n} host(s) per the 'nodes' field"]
+
+
 def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = None,
                            world_size: int | None = None) -> list[MeasurementSet]:
     """One :class:`MeasurementSet` per (test, type, redop) of an rccl-tests JSON file (array or lines).
@@ -142,6 +154,7 @@ def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = N
         if wrong:
             notes.append(wrong_note(wrong, lost, "rccl-tests' 'wrong' field"))
         world = world_size if world_size is not None else _world(coll, rows, notes)
+        notes += _hosts(rows, world)
         in_place = np.array([math.nan if i is None else i["time"] for _, i in pairs]) * 1e-6
         out.append(MeasurementSet(
             source="rccl-tests", collective=coll, backend="nccl", world_size=world, link_class=None,
