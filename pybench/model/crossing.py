@@ -297,9 +297,9 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
         out.append((described_crossing(collective, schedule, intra, system, calibration,
                                        network_share=known / system.gpus_per_node),
                     f"{system.name} runs up to {system.gpus_per_node} ranks per node, and the network step was "
-                    f"calibrated on logs of at most {known:g}: whether every step of a ring inside a node waits on the network "
-                    f"is not known; between every step and {known:g} per node, in the interval; a measurement "
-                    f"across nodes replaces this reading", False))
+                    f"calibrated on logs of at most {known:g}: whether every step of a ring inside a node waits on "
+                    f"the network is not known; between every step and {known:g} per node, in the interval; a "
+                    f"measurement across nodes replaces this reading", False))
     return tuple(out)
 
 
