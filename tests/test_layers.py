@@ -144,3 +144,9 @@ def test_no_import_cycles_between_modules():
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_500_lines(path):
+    """One idea per file: a module past 500 lines holds more than one; split it by idea."""
+    assert len(path.read_text().splitlines()) <= 500, path

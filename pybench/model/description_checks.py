@@ -9,13 +9,20 @@ a regime's bandwidth alone may be a slope no size ever ran at.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pybench.collectives import busbw_factor
+from pybench.model.crossing import ModelLinks
 from pybench.model.system import GPU_BACKENDS, SystemDescription
 
-if TYPE_CHECKING:
-    from pybench.model.topology import TopologyModel
+
+class TopologyModel(ModelLinks, Protocol):
+    """What the checks read of a :class:`pybench.model.topology.TopologyModel`."""
+
+    @property
+    def size_range(self) -> tuple[float, float]: ...
+    def _time(self, size: float, world: int, nodes: int, sharing: int = 1,
+              rails: float | None = None) -> tuple[float, str, str]: ...
 
 # NCCL's double binary tree sends S through a node's NICs on two nodes while the all-reduce's bus
 # bandwidth counts 2(p-1)/p S: up to twice the NICs' rate. A ring's bus bandwidth is what the NICs carry.

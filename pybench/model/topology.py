@@ -18,15 +18,13 @@ cost is the fastest of up to 4 such frames, each fitted with its own parameters
 (:mod:`pybench.model.regimes`); the switch between two moves with p where their costs cross.
 
 Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps
-that cross nodes (or a preset, labelled as such). Across nodes the operation pays the
-inter-node step latency and runs at the inter-node bus bandwidth: fitted, it was measured end
-to end with the legs inside each node; a preset NIC runs at most at the intra-node link's rate. The inter-node bus
-bandwidth is what the node's NICs sustain for the schedule NCCL chose in the fitted log
-(ring, tree or NVLS/SHARP are not told apart from one multi-node sweep; a fit faster than the
-intra-node link says so in the notes). Every group that crosses a node's NICs at the same
-time shares them: :func:`~pybench.model.crossing.nic_floor_s` is the bound that puts on any layout. Which ranks cross
-the NICs, and with how many bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`):
-one ring, one ring of node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
+that cross nodes (or a preset or a system description, labelled as such). Across nodes the
+operation pays the inter-node step latency and runs at the inter-node bus bandwidth: fitted, it
+was measured end to end with the legs inside each node; a preset NIC runs at most at the
+intra-node link's rate. Every group that crosses a node's NICs at the same time shares them
+(:func:`~pybench.model.crossing.nic_floor_s`). Which ranks cross the NICs, and with how many
+bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`): one ring, one ring of
+node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
 
 Uncertainty: every prediction says what it rests on (:data:`KINDS`: measured, between measured
 sizes, another GPU count, another node count, a system description, a preset) and carries a 95%
@@ -193,7 +191,7 @@ class TopologyModel:
 
     def why_undetermined(self, world: int, nodes: int) -> str:
         """Why these inputs cannot determine a layout's time ('' when they can); ``nodes`` in hosts."""
-        return self._undetermined(world, self.network_nodes(world, nodes))
+        return undetermined(self, world, self.network_nodes(world, nodes))
 
     def network_nodes(self, world: int, hosts: int) -> int:
         """The model's nodes that ``hosts`` hosts make: NVLink domains where a node is one (partly filled
@@ -206,10 +204,6 @@ class TopologyModel:
             raise UsageError(f"{world // hosts} ranks per host exceed the {per_host} GPUs per host of "
                              f"{self.system.name if self.system else 'the system'}; give more --nodes")
         return -(-hosts // self.hosts_per_node)
-
-    def _undetermined(self, world: int, nodes: int) -> str:
-        """Why no model can answer for this layout from these inputs, or '' (:mod:`pybench.model.determined`)."""
-        return undetermined(self, world, nodes)
 
     def predict(self, size_bytes: int, world: int, nodes: int = 1, sharing: int = 1,
                 calibration: Calibration | None = None, nics_as_fitted: bool = False,
@@ -236,7 +230,8 @@ class TopologyModel:
         nodes = self.network_nodes(world, nodes) if nodes_are_hosts else nodes
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
-        nic_share = self._unknown_nic_share(world, nodes, sharing) if not nics_as_fitted else None
+        crossing = nodes > 1 and not self.inside_nvlink_domain(world)
+        nic_share = unknown_nic_share(self, world, nodes, sharing) if crossing and not nics_as_fitted else None
         calibration = calibration or load_calibration()
         readings = self._described_readings(world, nodes, calibration)
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, readings)
@@ -260,7 +255,7 @@ class TopologyModel:
                            f"in the interval; give --system NAME|FILE to say")
         caveats += [why for _, why, _ in readings if why]
         links = "; ".join([self._links_label(nodes), *caveats])
-        why = self._undetermined(world, nodes)
+        why = undetermined(self, world, nodes)  # (:mod:`pybench.model.determined`)
         if why:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, spread.kind, links, regime, why, spread, tuple(caveats))
@@ -269,10 +264,6 @@ class TopologyModel:
         return TopologyPrediction(int(size_bytes), world, asked, time_s, min(max(time_s * math.exp(-below), floor),
                                   time_s), time_s * math.exp(above), self.algorithm, schedule, spread.kind, links,
                                   regime, spread=spread, caveats=tuple(caveats))
-
-    def _unknown_nic_share(self, world: int, nodes: int, sharing: int) -> float | None:
-        across = nodes > 1 and not self.inside_nvlink_domain(world)
-        return unknown_nic_share(self, world, nodes, sharing) if across else None
 
     def _described_readings(self, world: int, nodes: int,
                             calibration: Calibration) -> tuple[tuple[LinkCost, str, bool], ...]:

@@ -12,11 +12,8 @@ datasets say, none by hand:
 
 * the widening per unit of log distance: for each extrapolated point, the widening that would
   just cover its error beyond the local scatter; per dataset the 95th percentile of those, and over
-  datasets what covers one more system (an interval must hold on a system not seen: with three or
-  more datasets the 95% prediction bound of one more draw of those percentiles, Student's t, never
-  below the largest seen; with fewer, the largest);
-  per kind (another GPU count, another node count) where at least two systems hold the kind, else
-  the widest of any kind; fits at one layout and at several are chosen apart;
+  datasets what covers one more system (:func:`_worst_percentile`); per kind where two systems or
+  more hold the kind, else the widest of any kind; fits at one layout and at several apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
   the description's NICs at which the described crossing meets the log on the sizes whose bytes
   rule, in the bytes it is priced with (an all-reduce in the tree's); an all-reduce on GPUs that
@@ -26,11 +23,9 @@ datasets say, none by hand:
   divided by the steps of the schedule that crossed (a ring's p-1, a tree's levels); an all-reduce that
   may have crossed by either cannot say how many steps it paid and chooses neither; and the median bus
   bandwidth of the small-size regime across nodes;
-* the half-width of a preset: the 95th percentile of each dataset's preset miss beyond the other terms,
-  over datasets what covers one more system (as above);
-* the half-width of a described link: by an inner leave-one-out over the calibration datasets,
-  the 95th percentile of each one's error beyond its other terms, over datasets what covers one more
-  system (as above);
+* the half-width of a preset: each dataset's 95th percentile of its miss beyond the other terms,
+  over datasets what covers one more system;
+* the half-width of a described link: the same, by an inner leave-one-out over the calibration datasets;
 * the latency half-width of a crossing priced on a measured node's regimes (its bandwidth part is
   the described one): how far each dataset's latency per step across nodes lies from the median
   of the others', the largest over datasets.
