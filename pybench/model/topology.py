@@ -230,12 +230,12 @@ class TopologyModel:
         nodes = self.network_nodes(world, nodes) if nodes_are_hosts else nodes
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
-        crossing = nodes > 1 and not self.inside_nvlink_domain(world)
-        nic_share = unknown_nic_share(self, world, nodes, sharing) if crossing and not nics_as_fitted else None
+        across = nodes > 1 and not self.inside_nvlink_domain(world)
+        nic_share = unknown_nic_share(self, world, nodes, sharing) if across and not nics_as_fitted else None
         calibration = calibration or load_calibration()
         readings = self._described_readings(world, nodes, calibration)
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, readings)
-        caveats, across = [], nodes > 1 and not self.inside_nvlink_domain(world)
+        caveats: list[str] = []
         if across and unknown_tree_bytes(self, world, nodes):
             tree, ring = (("NCCL's tree", "its ring") if self.backend != "mpi" else
                           ("a tree, as MPI libraries run", "a ring"))
