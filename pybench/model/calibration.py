@@ -6,8 +6,8 @@ how the intervals fare on a dataset that was left out while the constants were c
 (docs/model-validation.md). The values ship in ``calibration.json`` beside this module, with the
 datasets they were chosen on; nothing here is tuned by hand.
 
-Intervals are symmetric in log time but for readings a description cannot rule out (below): a 95%
-interval ``[t / exp(h + below), t * exp(h + above)]`` with
+Intervals are symmetric in log time but for the readings that only widen them (last paragraph): a
+95% interval ``[t / exp(h + below), t * exp(h + above)]`` with
 
     h = span + hypot(z * local, widening * distance, described)
 
@@ -184,8 +184,8 @@ class Spread:
     """The link the time rests on is a preset (``--link``)."""
     below: float = 0.0
     above: float = 0.0
-    """Log distance from the time down to the fastest, and up to the slowest, of the other readings a system
-    description cannot rule out (the time is the description's own reading; see the module text)."""
+    """Log distance beyond ``span`` from the time down to the fastest, and up to the slowest, of the readings
+    that only widen the interval (see the module text)."""
 
     def half_width(self, calibration: Calibration) -> float:
         return calibration.half_width(self.kind, self.local, self.distance, self.one_layout, self.described,
