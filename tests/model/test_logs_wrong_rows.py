@@ -17,6 +17,7 @@ from conftest import SHARED_DATA
 
 from pybench.errors import FileFormatError
 from pybench.model.logs import load_measurements, sniff_format
+from pybench.model.logs.nccl_tests_table import is_wrong
 
 A100 = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
 OOP_WRONG, IP_WRONG = 8, 12   # token index of the out-of-place and in-place #wrong cells
@@ -172,3 +173,9 @@ def test_rccl_tests_json_drops_rows_with_wrong_values(tmp_path):
     with pytest.raises(FileFormatError, match=r"rccl.json: every row .* wrong results") as err:
         load_measurements(path)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("value, wrong", [("0", False), (0, False), ("N/A", False), (None, False), ("", False),
+                                          ("3", True), (2, True), ("12abc", True), ("nan", True)])
+def test_a_wrong_count_that_is_no_count_cannot_vouch_for_its_row(value, wrong):
+    assert is_wrong(value) is wrong

@@ -184,11 +184,14 @@ def _blank_redop(cols: Columns, toks: list[str]) -> list[str]:
 
 
 def is_wrong(value) -> bool:
-    """Whether a #wrong / nwrong / wrong value counts wrong elements (``N/A``, no check, and 0 do not)."""
-    try:
-        return float(value) > 0
-    except (TypeError, ValueError):
+    """Whether a #wrong / nwrong / wrong value counts wrong elements (``N/A``, no check, and 0 do not). A
+    value that is neither a count nor "no check" cannot vouch for its row: it counts as wrong."""
+    if value is None or str(value).strip().upper() in ("", "N/A", "NA", "-"):
         return False
+    try:
+        return not float(value) <= 0  # NaN too
+    except (TypeError, ValueError):
+        return True
 
 
 def wrong_note(dropped: list[tuple[int, str]], rows_lost: int, where: str) -> str:
