@@ -18,7 +18,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.model.anomalies import Anomaly
-from pybench.model.calibration import load_calibration
+from pybench.model.calibration import Z95, Spread, load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
@@ -187,16 +187,16 @@ class AlphaBetaModel:
                 said += " (confidence band: the file predates prediction bands; refit it)"
         t, half = predict_segments(self.segments, size_bytes if s.ndim else float(s), band)
         t_arr, h_arr = np.asarray(t, dtype=float), np.asarray(half, dtype=float)
-        low = np.maximum(t_arr - h_arr, 0.0)
-        high = t_arr + h_arr
-        # Beyond the measured sizes nothing measured says how the curve goes on (a sweep that ends while
-        # latency rules has no bandwidth at all): the band widens with the log distance, at the widest
-        # widening the calibration holds for any kind, as the topology model's does there.
+        # The one interval scheme (pybench.model.calibration): the curve's own band near the size is its
+        # local scatter; beyond the measured sizes nothing measured says how the curve goes on (a sweep that
+        # ends while latency rules has no bandwidth at all), and the band widens with the log distance, at
+        # the widest widening the calibration holds for any kind.
         beyond = np.maximum(np.log(self.size_min_bytes / s), 0.0) + np.maximum(np.log(s / self.size_max_bytes), 0.0)
-        if np.any(beyond > 0):
-            log_half = np.log1p(h_arr / t_arr) + load_calibration().widening(BEYOND_SIZES, True) * beyond
-            low = np.where(beyond > 0, t_arr * np.exp(-log_half), low)
-            high = np.where(beyond > 0, t_arr * np.exp(log_half), high)
+        calibration = load_calibration()
+        log_half = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False).half_width(calibration)
+                             for local, far in zip(np.log1p(h_arr / t_arr).reshape(-1), beyond.reshape(-1))])
+        log_half = log_half.reshape(t_arr.shape)
+        low, high = t_arr * np.exp(-log_half), t_arr * np.exp(log_half)
         if s.ndim == 0:
             return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
         return Prediction(s, self.world_size, t_arr, low, high, said)
