@@ -10,14 +10,15 @@ Imports only downward (foundation, io, measure). The files, by idea:
   in ``mpi_openmpi``), ``crossing`` (what crossing the network costs), ``determined`` (the
   layouts the inputs cannot determine, and why), ``system`` and
   ``systems/`` (hardware as data), ``system_detect`` (this machine as a description),
+  ``description_checks`` (where a fit contradicts the description it is used with),
   ``link_presets`` (published link rates);
 * the measured curve at a measured layout: ``piecewise_model`` (a sweep's model and its
   predictions), ``piecewise`` (contiguous pieces between protocol switches, for interpolating
   between measured sizes), ``segment`` (one piece), ``jackknife``, ``residuals`` and
   ``anomalies`` (its band, its measured residuals, the sizes it leaves out);
 * the one solver: ``relative_lsq`` (least squares on relative error, parameters >= 0);
-* uncertainty: ``calibration`` (the interval of every prediction away from a measured layout,
-  its constants in ``calibration.json``), ``validation`` (leave-one-dataset-out, which chooses
+* uncertainty: ``calibration`` (the one interval scheme of every prediction, its constants in
+  ``calibration.json``), ``validation`` (leave-one-dataset-out, which chooses
   them), ``cross_validation`` (leave-one-size-out of one sweep);
 * files: ``build`` (fit a file's sweeps), ``model_files`` / ``model_writer`` (read / write).
 """
