@@ -515,5 +515,41 @@ def test_osu_7_datatype_line_sets_the_element_type(tmp_path):
     assert m.time_low_s[1] == pytest.approx(3.90e-6) and m.time_high_s[2] == pytest.approx(620e-6)
     log.write_text(log.read_text().replace("MPI_FLOAT", "MPI_DOUBLE"))
     assert _one(log).dtype == "float64"
-    log.write_text(log.read_text().replace("# Datatype: MPI_DOUBLE.\n", ""))  # OSU 5/6: bytes
+    log.write_text(log.read_text().replace("# Datatype: MPI_DOUBLE.\n", ""))  # OSU 5/6 reduce MPI_FLOAT
+    assert _one(log).dtype == "float32"
+    bcast = log.read_text().replace("Allreduce", "Broadcast")  # and move bytes elsewhere (MPI_CHAR)
+    log.write_text(bcast)
     assert _one(log).dtype == "byte"
+
+
+_OSU_AR = ("# OSU MPI Allreduce Latency Test v5.6.3\n# Size       Avg Latency(us)\n"
+           "4                       2.13\n1024                    4.10\n1048576               610.00\n")
+_OSU_LAT = ("# OSU MPI Latency Test v5.6.3\n# Size          Latency (us)\n"
+            "0                       1.10\n8                       1.12\n1024                    2.40\n")
+
+
+def test_osu_collective_override_refuses_a_log_of_several_tests(tmp_path):
+    """--collective renames a log's test; on a log of several tests it would pool them all as one."""
+    log = tmp_path / "job.out"
+    log.write_text("+ srun -n 2 ./osu_latency\n" + _OSU_LAT + "+ srun -n 16 ./osu_allreduce\n" + _OSU_AR)
+    with pytest.raises(FileFormatError, match="would name all 2 tests of this log alike"):
+        load_measurements(log, collective="allreduce")
+    lat, ar = load_measurements(log)
+    assert (lat.collective, ar.collective, ar.world_size) == ("p2p_latency", "allreduce", 16)
+
+
+def test_osu_rank_count_comes_from_the_tables_own_launcher_line(tmp_path):
+    """A launcher line of its own without a count says nothing: the earlier test's count is not this one's."""
+    log = tmp_path / "job.out"
+    log.write_text("+ srun -n 2 ./osu_latency\n" + _OSU_LAT + "+ srun ./osu_allreduce\n" + _OSU_AR)
+    _, ar = load_measurements(log)
+    assert ar.world_size is None
+    log.write_text("mpirun -np 16 --map-by node\n" + _OSU_AR.replace("Allreduce", "Broadcast") + _OSU_AR)
+    assert [m.world_size for m in load_measurements(log)] == [16, 16]  # one count for the whole log
+
+
+def test_osu_output_indented_by_a_collector_is_read(tmp_path):
+    log = tmp_path / "indented.txt"
+    log.write_text("".join(f"    {line}\n" for line in _OSU_AR.splitlines()))
+    (m,) = load_measurements(log, world_size=8)
+    assert (m.collective, m.size_bytes.tolist()) == ("allreduce", [4, 1024, 1048576])

@@ -27,6 +27,10 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 # Latency in us, bandwidth in MB/s: beyond these no measurement lands (nccl-tests' reader bounds
 # its times alike), and the fit would overflow.
 _PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
+# A table's header; a collector may indent the output.
+_HEADER_RE = re.compile(r"^\s*#\s*Size\s+\S")
+# A launcher's command line, with or without a rank count.
+_LAUNCHER_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun|jsrun|aprun)\b")
 _NP_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun)\b.*?\s(?:--?np|-n|--ntasks)[\s=](\d+)")
 # osu_mbw_mr: "# [ pairs: 48 ] [ window size: 64 ]"; each pair is two ranks.
 _PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
@@ -89,7 +93,7 @@ def _headers(path, lines: list[str]) -> list[tuple[int, tuple[str, str] | None, 
         m = _TITLE_RE.search(ln)
         if m:
             title = (m.group(1), m.group(2))
-        if re.match(r"^#\s*Size\s+\S", ln):
+        if _HEADER_RE.match(ln):
             low = ln.lstrip("#").strip().lower()
             if "mb/s" in low:
                 kind = "bandwidth"
@@ -121,7 +125,7 @@ def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
     zeros = 0
     for k in range(header + 1, len(lines)):
         ln = lines[k].strip()
-        if re.match(r"^#\s*Size\s+\S", ln) or _TITLE_RE.search(ln):
+        if _HEADER_RE.match(ln) or _TITLE_RE.search(ln):
             break
         toks = ln.split()
         if not toks or not _ASCII_DIGITS.fullmatch(toks[0]):  # str.isdigit takes '²', which int() refuses
@@ -164,15 +168,20 @@ _OSU_TYPES = {"MPI_CHAR": "byte", "MPI_SIGNED_CHAR": "byte", "MPI_BYTE": "byte",
               "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
 
 
+# OSU's reductions (osu_allreduce, osu_reduce, osu_reduce_scatter) reduced floats before OSU 7.1 made the
+# type an option and started printing it; the data-movement tests moved bytes (MPI_CHAR).
+_FLOAT_REDUCTIONS = ("allreduce", "reduce", "reducescatter")
+
+
 def _previous_header(lines: list[str], header: int) -> int:
     """Index after the table header before ``header`` (0 if none): where this table's preamble starts."""
     for k in range(header - 1, -1, -1):
-        if re.match(r"^#\s*Size\s+\S", lines[k]):
+        if _HEADER_RE.match(lines[k]):
             return k + 1
     return 0
 
 
-def _dtype(preamble: list[str], notes: list[str]) -> str:
+def _dtype(preamble: list[str], name: str, notes: list[str]) -> str:
     for ln in preamble:
         m = re.match(r"#\s*Datatype:\s*(MPI_[A-Z_]+)", ln.strip())
         if m:
@@ -181,6 +190,9 @@ def _dtype(preamble: list[str], notes: list[str]) -> str:
                 notes.append(f"datatype {m.group(1)} (kept as bytes)")
                 return "byte"
             return name
+    if name in _FLOAT_REDUCTIONS:
+        notes.append(f"no '# Datatype:' line: OSU before 7.1 reduces MPI_FLOAT in {name}")
+        return "float32"
     return "byte"
 
 
@@ -202,6 +214,19 @@ def _world(preamble: list[str], name: str, world_size: int | None, notes: list[s
         notes.append("world size 2: point-to-point test")
         return 2
     return None
+
+
+def _world_of_table(lines: list[str], header: int, name: str, world_size: int | None,
+                    notes: list[str]) -> int | None:
+    """Ranks of the table under ``header``: from its own preamble (since the previous table); where that
+    holds no launcher line at all, from the one rank count the log's launcher lines above agree on. A
+    launcher line of its own without a count says nothing: an earlier test's count is not this one's."""
+    own = lines[_previous_header(lines, header):header]
+    world = _world(own, name, world_size, notes)
+    if world is not None or any(_LAUNCHER_RE.search(ln) for ln in own):
+        return world
+    counts = {m.group(1) for ln in lines[:header] if (m := _NP_RE.search(ln))}
+    return _world(lines[:header], name, world_size, notes) if len(counts) == 1 else None
 
 
 def parse_osu_text(text: str, path="<text>", collective: str | None = None,
@@ -230,6 +255,11 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     """
     lines = clean_lines(text)  # without mpirun --tag-output / srun --label prefixes
     tables = _headers(path, lines)
+    named = {f"{t[0]} {t[1]}".lower() for _, t, _, _ in tables if t}
+    if collective is not None and len(named) > 1:
+        raise FileFormatError(f"{path}: --collective {collective} would name all {len(named)} tests of this log "
+                              f"alike ({', '.join(sorted(named))[:200]}); split the log into one file per test, "
+                              f"or fit it without --collective")
     previous_title = None
     sets: list[MeasurementSet] = []
     for header, title, kind, has_minmax in tables:
@@ -246,7 +276,7 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
     name = collective or (_collective_from_title(*title) if title else None)
     if name is None:
         name = "p2p_bw" if kind == "bandwidth" else "p2p_latency"
-    world = _world(lines[:header], name, world_size, notes)
+    world = _world_of_table(lines, header, name, world_size, notes)
     sizes, values, lows, highs = _rows(path, lines, header, kind, has_minmax, notes)
     size_arr = np.array(sizes, dtype=np.int64)
     if name in PER_RANK_SIZES and world is not None:
@@ -266,7 +296,7 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
     backend = "nccl" if title and title[0].upper().startswith("NCCL") else "mpi"
     # "# Datatype:" sits above the header (OSU 7.3+) or just below it (7.2)
-    dtype = _dtype(lines[_previous_header(lines, header):header + 2], notes)
+    dtype = _dtype(lines[_previous_header(lines, header):header + 2], name, notes)
     return MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
                           link_class=None, dtype=dtype, size_bytes=size_arr, time_s=time_s,
                           time_low_s=time_low, time_high_s=time_high, path=str(path),
