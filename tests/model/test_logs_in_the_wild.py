@@ -608,3 +608,19 @@ def test_nccl_tests_json_under_kubectl_timestamps_is_read(tmp_path):
     (ms,) = load_measurements(labelled)
     (plain,) = load_measurements(REPO / "tests" / "fixtures" / "nccl_tests_allreduce_8xa100.json")
     assert ms.size_bytes.tolist() == plain.size_bytes.tolist() and ms.world_size == plain.world_size
+
+
+def test_a_table_named_only_by_its_footer_or_by_an_mpi_build_takes_that_name(tmp_path):
+    """OCI's MI355X logs name each test only in "# Collective test concluded: alltoall_perf" after it; NGC's
+    and CloudAI's MPI builds are all_reduce_perf_mpi, ...: each names its table's collective."""
+    ratio = 15 / 16  # all-gather and all-to-all alike: only the name tells them apart
+    path = tmp_path / "footer.log"
+    path.write_text(NEW_HEADER + _rows(16, False, 2 * ratio) + "# Avg bus bandwidth    : 1.0\n#\n"
+                    "# Collective test concluded: all_reduce_perf\n\n"
+                    + NEW_HEADER + _rows(16, False, ratio) + "# Avg bus bandwidth    : 1.0\n#\n"
+                    "# Collective test concluded: alltoall_perf\n")
+    assert [m.collective for m in load_measurements(path)] == ["allreduce", "alltoall"]
+    path.write_text("mpirun -np 16 ./build/alltoall_perf_mpi -b 1M -e 1G -f 2\n" + NEW_HEADER
+                    + _rows(16, False, ratio))
+    (m,) = load_measurements(path)
+    assert m.collective == "alltoall" and not any("program name not in the log" in n for n in m.notes)

@@ -80,7 +80,8 @@ PROGRAMS = {
     "broadcast_test": "broadcast",
     "reduce_test": "reduce",
 }
-PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")\b")
+# NGC containers and CloudAI build the MPI flavour as all_reduce_perf_mpi, ...: the same program
+PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)")
 _PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks\s+on\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
@@ -272,6 +273,17 @@ class Preamble:
             self.pybench.update(world=m.group(1), hosts=m.group(2), link=m.group(3))
 
 
+def _concluded_after(lines: list[str], start: int) -> str | None:
+    """The program a "Collective test concluded" line names after a table, before the next table or test."""
+    for ln in lines[start:start + 30]:
+        if header_tokens(ln) is not None or "starting" in ln:
+            return None
+        pm = PROGRAM_RE.search(ln)
+        if pm and "concluded" in ln:
+            return pm.group(1)
+    return None
+
+
 def _header_follows(lines: list[str], start: int) -> bool:
     """Whether the next line after ``start`` that is not blank, a unit line or a bare ``#`` is a table header."""
     for ln in lines[start:start + 8]:
@@ -421,6 +433,8 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             i += 1
             continue
         table, i = scan_rows(path, lines, i, names)
+        if pre.program is None:  # named only in the footer: "# Collective test concluded: alltoall_perf"
+            pre.program = _concluded_after(lines, i)
         sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
         previous = pre.program or previous
         pre = Preamble()
