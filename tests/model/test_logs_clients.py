@@ -194,3 +194,18 @@ def test_rccl_tests_json_of_an_mpi_build_gives_its_node_count(tmp_path, capsys):
     assert "16 ranks on 2 host(s) per the 'nodes' field" in m.notes
     assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
     assert "1 topology model(s)" in capsys.readouterr().out
+
+
+def test_ray_and_skypilot_worker_labels_are_stripped(tmp_path):
+    """SkyPilot runs nccl-tests through Ray: every line reads "(head, rank=0, pid=3808) [1,0]<stdout>:..."."""
+    from conftest import SHARED_DATA
+
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    (plain,) = load_measurements(log)
+    labelled = tmp_path / "sky.log"
+    labelled.write_text("(worker1, rank=1, pid=2769, ip=10.100.10.12) Worker nodes\n" + "".join(
+        f"(head, rank=0, pid=3808) [1,0]<stdout>:{line}\n" for line in log.read_text().splitlines()))
+    (m,) = load_measurements(labelled)
+    assert (m.collective, m.world_size, m.size_bytes.tolist()) == (plain.collective, plain.world_size,
+                                                                    plain.size_bytes.tolist())
+    assert m.notes == plain.notes

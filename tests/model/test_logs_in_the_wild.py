@@ -624,3 +624,12 @@ def test_a_table_named_only_by_its_footer_or_by_an_mpi_build_takes_that_name(tmp
                     + _rows(16, False, ratio))
     (m,) = load_measurements(path)
     assert m.collective == "alltoall" and not any("program name not in the log" in n for n in m.notes)
+
+
+def test_collective_override_refuses_a_log_of_several_named_tests(tmp_path):
+    path = tmp_path / "two.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + _rows(16, False, 30 / 16)
+                    + "# Collective test starting: alltoall_perf\n" + NEW_HEADER + _rows(16, False, 15 / 16))
+    with pytest.raises(FileFormatError, match="would name all the tests of this log alike"):
+        load_measurements(path, collective="allreduce")
+    assert [m.collective for m in load_measurements(path)] == ["allreduce", "alltoall"]

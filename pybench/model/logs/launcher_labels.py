@@ -6,7 +6,8 @@
 * srun's ``--label`` (``-l``) task label ``0: ``, on the lines srun printed: a job script's own
   preamble (``nvidia-smi``, the environment) is not labelled, so the labels are stripped when
   most lines carry one or when a table header does (the table then came through srun);
-* MPICH's ``-prepend-rank`` (and Intel MPI's ``-l``) label ``[0] ``, on every write, found alike.
+* MPICH's ``-prepend-rank`` (and Intel MPI's ``-l``) label ``[0] ``, on every write, found alike;
+* Ray's (and SkyPilot's) worker label ``(head, rank=0, pid=3808) ``, before any of the above.
 
 No table line starts with any of these, so a row is never taken for a label, and stripping
 lines already stripped (load_measurements does it before a parser's own clean_lines) finds the
@@ -21,6 +22,7 @@ from pybench.model.logs.nccl_tests_table import header_tokens
 
 # RFC 3339 (kubectl's RFC3339Nano: 2024-05-01T12:00:00.123456789Z) and the space after it.
 _TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})? ")
+_RAY_PREFIX_RE = re.compile(r"^\s*\((?:[\w.-]+, )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\) ")
 _OMPI_PREFIX_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
                              r"\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
 _SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
@@ -42,7 +44,8 @@ def _labelled(lines: list[str], bodies: list[str]) -> bool:
 
 def clean_lines(text: str) -> list[str]:
     """``text``'s lines, one for one, without launcher labels (see the module's docstring)."""
-    lines = [_OMPI_PREFIX_RE.sub("", _TIMESTAMP_RE.sub("", ln, count=1), count=1) for ln in text.splitlines()]
+    lines = [_OMPI_PREFIX_RE.sub("", _RAY_PREFIX_RE.sub("", _TIMESTAMP_RE.sub("", ln, count=1), count=1), count=1)
+             for ln in text.splitlines()]
     srun = [_SRUN_PREFIX_RE.sub("", ln, count=1) for ln in lines if _SRUN_PREFIX_RE.match(ln) and ":" in ln[:8]]
     if _labelled(lines, srun):
         lines = [_SRUN_PREFIX_RE.sub("", ln, count=1) if re.match(r"^\s*\d+:", ln) else ln for ln in lines]

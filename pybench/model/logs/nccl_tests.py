@@ -420,6 +420,7 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
     lines = clean_lines(text)
     sets: list[MeasurementSet] = []
     pre, previous = Preamble(), None
+    named: set[str | None] = set()  # the programs the tables name
     i = 0
     while i < len(lines):
         names = header_tokens(lines[i])
@@ -435,6 +436,11 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
         table, i = scan_rows(path, lines, i, names)
         if pre.program is None:  # named only in the footer: "# Collective test concluded: alltoall_perf"
             pre.program = _concluded_after(lines, i)
+        named.add(pre.program)
+        if collective and len(named - {None}) > 1:
+            raise FileFormatError(f"{path}: --collective {collective} would name all the tests of this log alike "
+                                  f"({', '.join(sorted(n for n in named if n))}); split the log into one file per "
+                                  f"test, or fit it without --collective")
         sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
         previous = pre.program or previous
         pre = Preamble()
