@@ -260,9 +260,13 @@ class TopologyModel:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, spread.kind, links, regime, why, spread, tuple(caveats))
         below, above = spread.bounds(calibration)
-        floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if across else 0.0  # what the NICs carry
-        return TopologyPrediction(int(size_bytes), world, asked, time_s, min(max(time_s * math.exp(-below), floor),
-                                  time_s), time_s * math.exp(above), self.algorithm, schedule, spread.kind, links,
+        theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
+        floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
+        if floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
+            caveats.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
+            links, time_s = f"{links}; {caveats[-1]}", floor
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor),
+                                  max(time_s * math.exp(above), time_s), self.algorithm, schedule, spread.kind, links,
                                   regime, spread=spread, caveats=tuple(caveats))
 
     def _described_readings(self, world: int, nodes: int,
@@ -295,8 +299,8 @@ class TopologyModel:
         shape_measured = (described and across and priced is not None and priced.is_described
                           and self.backend in GPU_BACKENDS
                           and self.intra is not None and not (self.intra.is_described or self.intra.is_preset))
-        data_only = self._with_links(_without_latency)._time(size, world, nodes, sharing)[0]
-        share = min(data_only / time_s, 1.0)
+        bytes_only = self._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
+        share = min(bytes_only._time(size, world, nodes, sharing)[0] / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
         span = 0.0
         if readings and across:
@@ -487,8 +491,6 @@ def _between(one: float, other: float, span: float) -> tuple[float, float]:
     return math.sqrt(one * other), span + abs(math.log(other / one)) / 2.0
 
 
-def _without_latency(r: LinkCost) -> LinkCost:
-    return dataclasses.replace(r, base_s=0.0, step_s=0.0)
 
 
 def _check_layout(world: int, nodes: int) -> None:

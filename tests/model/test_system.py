@@ -479,3 +479,17 @@ def test_cpu_ranks_in_one_node_answer_whatever_gpu_fabric_a_description_names(tm
                            "--system", "ethernet-25g"]) == 0
     out = capsys.readouterr().out
     assert "not determined" not in out and "GPUs" not in out
+
+
+def test_no_prediction_is_faster_than_the_described_nics_at_their_full_rate():
+    """A crossing fitted on a fast network, asked on a description of one 25 Gb/s port: the answer itself, not
+    only its interval's low end, is at least what those NICs carry, and it says it was raised."""
+    from pybench.model.crossing import nic_floor_s
+
+    fast = fit_topology("allreduce", _sweep(16, nodes=2, bw=400e9))
+    slow = fast.with_system(load_system("ethernet-25g"))
+    p = slow.predict(1 << 30, 32, 4)
+    floor = nic_floor_s(slow, 1 << 30, 32, 4)
+    assert p.time_s == pytest.approx(floor) and p.low_s == pytest.approx(floor) and p.high_s >= p.time_s
+    assert any("raised to what the described NICs carry" in c for c in p.caveats)
+    assert fast.predict(1 << 30, 32, 4).time_s < floor / 10  # what the fit alone said
