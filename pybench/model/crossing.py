@@ -107,8 +107,8 @@ def _rails(model: ModelLinks, per_node: int) -> float:
     several fitted ranks-per-node counts, the fitted figures stand.
     """
     fitted = {w // n for w, n in model.fitted if n > 1}
-    if model.system is None or len(fitted) != 1:
-        return 1.0
+    if model.system is None or len(fitted) != 1 or model.backend not in GPU_BACKENDS:
+        return 1.0  # CPU ranks are no GPU's: they share every NIC, at whatever rate the fit found
     nics = model.system.nics_per_node
     return min(per_node, nics) / min(fitted.pop(), nics)
 

@@ -242,7 +242,8 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
     link = solved[0]
     if intra is not None and link.busbw_Bps > intra.busbw_Bps:
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
-                     "may include in-network reduction (NVLS/SHARP)")
+                     "may include in-network reduction (NVLS/SHARP), or the node's own path is the slower one "
+                     "(CPU ranks' shared memory)")
     return link, bool(absorbs)
 
 

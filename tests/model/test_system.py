@@ -493,3 +493,15 @@ def test_no_prediction_is_faster_than_the_described_nics_at_their_full_rate():
     assert p.time_s == pytest.approx(floor) and p.low_s == pytest.approx(floor) and p.high_s >= p.time_s
     assert any("raised to what the described NICs carry" in c for c in p.caveats)
     assert fast.predict(1 << 30, 32, 4).time_s < floor / 10  # what the fit alone said
+
+
+def test_more_cpu_ranks_per_node_never_speed_a_described_crossing():
+    """MPI ranks fitted at one per node, asked for more per node on a CPU cluster's description: they share
+    the node's NICs at the rate the fit found, never one NIC per rank as GPUs' rails would."""
+    fitted = dataclasses.replace(fit_topology("allreduce", _sweep(4, nodes=4, bw=10e9) + _sweep(8, nodes=8, bw=10e9)),
+                                 backend="mpi")
+    cpu = SystemDescription(name="cpu-cluster", source="test", gpus_per_node=64, intra_fabric="pcie",
+                            intra_GBps_per_gpu=10, nics_per_node=2, nic_Gbps=100)
+    model = fitted.with_system(cpu)
+    times = [model.predict(1 << 20, 16 * per_node, 16).time_s for per_node in (1, 2, 8, 32)]
+    assert times == sorted(times), times
