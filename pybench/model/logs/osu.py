@@ -181,7 +181,7 @@ def _previous_header(lines: list[str], header: int) -> int:
     return 0
 
 
-def _dtype(preamble: list[str], name: str, notes: list[str]) -> str:
+def _dtype(preamble: list[str], collective: str, notes: list[str]) -> str:
     for ln in preamble:
         m = re.match(r"#\s*Datatype:\s*(MPI_[A-Z_]+)", ln.strip())
         if m:
@@ -190,8 +190,8 @@ def _dtype(preamble: list[str], name: str, notes: list[str]) -> str:
                 notes.append(f"datatype {m.group(1)} (kept as bytes)")
                 return "byte"
             return name
-    if name in _FLOAT_REDUCTIONS:
-        notes.append(f"no '# Datatype:' line: OSU before 7.1 reduces MPI_FLOAT in {name}")
+    if collective in _FLOAT_REDUCTIONS:
+        notes.append(f"no '# Datatype:' line: OSU before 7.1 reduces MPI_FLOAT in {collective}")
         return "float32"
     return "byte"
 
