@@ -177,6 +177,10 @@ class AlphaBetaModel:
         if world is None and nodes is not None and nodes != self._fitted_nodes():
             raise UsageError(f"nodes={nodes} needs world= (the rank count to predict for): the {self.collective} "
                              f"model was fitted at {self.world_size} ranks on {self._fitted_nodes() or '?'} node(s)")
+        if world == self.world_size and nodes is not None and self._fitted_nodes() is None and self.topology is None:
+            raise UsageError(f"the {self.world_size}-rank {self.collective} sweep does not record how many nodes it "
+                             f"ran on, so nodes={nodes} cannot be told from it; refit it with `pybench fit --nodes N`, "
+                             f"or leave nodes out to have the sweep answer")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
             return self._predict_elsewhere(s, int(world), nodes)
         said = "; ".join(sorted({self.provenance_at(float(x)) for x in s.reshape(-1)}))

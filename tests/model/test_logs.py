@@ -553,3 +553,18 @@ def test_osu_output_indented_by_a_collector_is_read(tmp_path):
     log.write_text("".join(f"    {line}\n" for line in _OSU_AR.splitlines()))
     (m,) = load_measurements(log, world_size=8)
     assert (m.collective, m.size_bytes.tolist()) == ("allreduce", [4, 1024, 1048576])
+
+
+def test_a_job_log_with_an_unmodelled_test_beside_a_modelled_one_fits_the_modelled_one(tmp_path, capsys):
+    """osu_mbw_mr beside osu_allreduce in one job's output: the all-reduce is fitted, the other said and skipped."""
+    from pybench.cli.main import main as main_for_tests
+
+    mbw = ("# OSU MPI Multiple Bandwidth / Message Rate Test v5.6.3\n# [ pairs: 2 ] [ window size: 64 ]\n"
+           "# Size                  MB/s        Messages/s\n1                       2.10        2100000.00\n"
+           "1024                 1500.00        1464843.75\n65536               9000.00         137329.10\n")
+    log = tmp_path / "job.out"
+    log.write_text("+ srun -n 4 ./osu_mbw_mr\n" + mbw + "+ srun -n 16 ./osu_allreduce\n" + _OSU_AR)
+    assert main_for_tests(["fit", str(log), "-o", str(tmp_path / "m.json")]) == 0
+    captured = capsys.readouterr()
+    assert "no model for 'p2p_mbw'" in captured.err and "that table skipped" in captured.err
+    assert "allreduce" in captured.out

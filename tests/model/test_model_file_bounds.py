@@ -36,3 +36,20 @@ def test_python_refuses_sizes_the_cli_refuses(node_model):
     assert model.predict(MAX_SIZE_BYTES).time_s > 0
     with pytest.raises(UsageError, match="at most 16T"):
         model.predict(2 ** 62)
+
+
+def test_a_sweep_without_its_node_count_says_so_when_nodes_are_given(tmp_path, capsys):
+    """An osu_latency sweep (2 ranks, nodes unrecorded): asked with nodes=, it names the missing input, not
+    "not determined"; without nodes= the sweep answers."""
+    from conftest import REPO
+
+    lat = REPO / "tests" / "fixtures" / "osu_latency_f.txt"
+    path = tmp_path / "lat.json"
+    assert main_for_tests(["fit", str(lat), "-o", str(path)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(path), "--sizes", "1K", "--world", "2", "--nodes", "2"]) == 2
+    assert "does not record how many nodes it ran on" in capsys.readouterr().err
+    model = load_model(path)
+    with pytest.raises(UsageError, match="does not record how many nodes it ran on"):
+        model.predict(1024, world=2, nodes=2)
+    assert model.predict(1024, world=2).time_s > 0
