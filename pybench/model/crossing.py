@@ -61,7 +61,6 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
         rails = 1.0 if unmeasured else _rails(model, world // nodes * sharing)
     share = _described_reach(model, world // nodes * sharing)
     # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
-    assert model.system is not None or share == 1.0
     reach = (share * model.system.nic_Bps_per_node * load_calibration().efficiency(model.collective)
              if model.system is not None and share < 1.0 else math.inf)
     times, labels = [], []

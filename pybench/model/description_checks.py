@@ -16,7 +16,7 @@ from pybench.model.crossing import ModelLinks
 from pybench.model.system import GPU_BACKENDS, SystemDescription
 
 
-class TopologyModel(ModelLinks, Protocol):
+class FittedTopology(ModelLinks, Protocol):
     """What the checks read of a :class:`pybench.model.topology.TopologyModel`."""
 
     @property
@@ -33,7 +33,7 @@ _SLOWEST_SHARE = 0.5
 _TOLERANCE = 1.05
 
 
-def _reached_Bps(model: TopologyModel, multi_node: bool) -> float:
+def _reached_Bps(model: FittedTopology, multi_node: bool) -> float:
     """The highest bus bandwidth the fit reaches at its largest fitted size, over its fitted layouts of
     one kind (one node, or several); 0 without any."""
     size = float(model.size_range[1])
@@ -42,7 +42,7 @@ def _reached_Bps(model: TopologyModel, multi_node: bool) -> float:
     return max(rates, default=0.0)
 
 
-def fabric_mismatches(model: TopologyModel, system: SystemDescription) -> list[str]:
+def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[str]:
     """One note per fitted link the description cannot have carried, or whose node is not the one described."""
     notes: list[str] = []
     intra, inter = model.intra, model.inter
@@ -67,7 +67,7 @@ def fabric_mismatches(model: TopologyModel, system: SystemDescription) -> list[s
     return notes
 
 
-def implausible_regimes(model: TopologyModel, system: SystemDescription) -> list[str]:
+def implausible_regimes(model: FittedTopology, system: SystemDescription) -> list[str]:
     """One note per fitted regime whose bandwidth is above what the described fabric or NICs carry though the
     fit never reaches it (a slope under a large latency): its figures are the sweep's shape, not the link's."""
     notes = []
@@ -78,10 +78,10 @@ def implausible_regimes(model: TopologyModel, system: SystemDescription) -> list
     for which, link, bound, what in links:
         if link is None or link.is_described or link.is_preset:
             continue
-        regimes = link.all_regimes()
+        regimes, reached = link.all_regimes(), _reached_Bps(model, which == "inter-node")
         notes += [f"the {which} regime {k} of {len(regimes)} has a bus bandwidth of {r.busbw_Bps / 1e9:.0f} GB/s "
                   f"(latency {(r.base_s + r.step_s) * 1e6:.0f} us), above {what}, though no fitted size runs that "
                   f"fast: the regime's figures are the sweep's shape, not the link's rates"
                   for k, r in enumerate(regimes, 1)
-                  if r.busbw_Bps > _TOLERANCE * bound >= _TOLERANCE * _reached_Bps(model, which == "inter-node")]
+                  if r.busbw_Bps > _TOLERANCE * bound >= _TOLERANCE * reached]
     return notes
