@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -568,3 +569,39 @@ def test_a_job_log_with_an_unmodelled_test_beside_a_modelled_one_fits_the_modell
     captured = capsys.readouterr()
     assert "no model for 'p2p_mbw'" in captured.err and "that table skipped" in captured.err
     assert "allreduce" in captured.out
+
+
+_OSU_IALLREDUCE = """# OSU MPI Non-blocking Allreduce Latency Test v7.3
+# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait
+
+# Datatype: MPI_FLOAT.
+# Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)
+4                      21.44             14.81              9.27             28.47
+1024                   44.01             29.72             28.28             49.18
+1048576              1817.44            904.89            903.95              0.00
+"""
+_OSU_IALLREDUCE_FULL = """# OSU MPI Non-blocking Allreduce Latency Test v7.3
+# Size           Overall(us)       Compute(us)    Coll. Init(us)      MPI_Test(us)      MPI_Wait(us)    Pure Comm.(us)        Overlap(%)
+4                      21.44             14.81              1.10              0.20              5.33              9.27             28.47
+1024                   44.01             29.72              1.30              0.10             12.89             28.28             49.18
+"""
+
+
+def test_osu_non_blocking_tables_read_their_pure_communication_column(tmp_path):
+    """osu_iallreduce's 'Overall' adds the compute it overlaps; 'Pure Comm.' is the operation's own latency."""
+    log = tmp_path / "nbc.out"
+    log.write_text("mpirun -np 8 ./osu_iallreduce\n" + _OSU_IALLREDUCE)
+    (m,) = load_measurements(log)
+    assert (m.collective, m.world_size, m.dtype) == ("allreduce", 8, "float32")
+    assert m.time_s.tolist() == pytest.approx([9.27e-6, 28.28e-6, 903.95e-6])
+    assert any("Pure Comm." in n for n in m.notes)
+    log.write_text("mpirun -np 8 ./osu_iallreduce -f\n" + _OSU_IALLREDUCE_FULL)
+    (m,) = load_measurements(log)
+    assert m.time_s.tolist() == pytest.approx([9.27e-6, 28.28e-6])
+    log.write_text(re.sub(" +", " ", _OSU_IALLREDUCE_FULL))  # names one space apart
+    assert "Init(us) MPI_Test(us)" in log.read_text()
+    (m,) = load_measurements(log, world_size=8)
+    assert m.time_s.tolist() == pytest.approx([9.27e-6, 28.28e-6])
+    log.write_text(_OSU_IALLREDUCE.replace("Pure Comm.(us)", "Pure Comm.(us)  Pure Comm.(us)"))
+    with pytest.raises(FileFormatError, match="line 5: cannot find the one 'Pure Comm.\\(us\\)' column"):
+        load_measurements(log, world_size=8)

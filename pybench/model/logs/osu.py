@@ -83,10 +83,10 @@ def _collective_from_title(library: str, title: str) -> str:
     return f"OSU {title.strip()} test"
 
 
-def _headers(path, lines: list[str]) -> list[tuple[int, tuple[str, str] | None, str, bool]]:
+def _headers(path, lines: list[str]) -> list[tuple[int, tuple[str, str] | None, str, tuple[int, int | None, int | None]]]:
     """Every table: (index of its ``# Size`` header, the title above it, kind 'latency' or
-    'bandwidth', has min/max columns). A log may hold several tests (one per pair, osu_bw then
-    osu_bibw): each is a table of its own, none dropped."""
+    'bandwidth', the columns of its value, min and max (None where absent)). A log may hold several
+    tests (one per pair, osu_bw then osu_bibw): each is a table of its own, none dropped."""
     title: tuple[str, str] | None = None
     found = []
     for k, ln in enumerate(lines):
@@ -94,23 +94,37 @@ def _headers(path, lines: list[str]) -> list[tuple[int, tuple[str, str] | None, 
         if m:
             title = (m.group(1), m.group(2))
         if _HEADER_RE.match(ln):
-            low = ln.lstrip("#").strip().lower()
+            low = ln.lstrip().lstrip("#").strip().lower()
             if "mb/s" in low:
-                kind = "bandwidth"
+                found.append((k, title, "bandwidth", (1, None, None)))
             elif "latency" in low:
-                kind = "latency"
+                # -f adds "Min Latency(us) Max Latency(us) Iterations" after the average.
+                found.append((k, title, "latency", (1, 2, 3) if "min latency" in low and "max latency" in low
+                              else (1, None, None)))
+            elif "pure comm" in low:
+                found.append((k, title, "latency", (_pure_comm_column(path, k, low), None, None)))
             else:
                 raise FileFormatError(f"{path}: line {k + 1}: OSU header {ln.strip()!r} has neither "
                                       f"'Latency (us)' nor 'Bandwidth (MB/s)'")
-            # -f adds "Min Latency(us) Max Latency(us) Iterations" after the average.
-            found.append((k, title, kind, "min latency" in low and "max latency" in low))
             title = None
     if not found:
         raise FileFormatError(f"{path}: no OSU '# Size ...' header line found")
     return found
 
 
-def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
+def _pure_comm_column(path, k: int, header: str) -> int:
+    """Column of a non-blocking test's ``Pure Comm.(us)``: the operation timed without the compute it
+    overlaps, which is the collective's own latency (``Overall`` adds that compute). Every name after
+    ``Size`` ends in its unit, ``(us)`` or ``(%)``, some hold a space; ``-f`` adds names before it."""
+    names = ["size", *re.findall(r"[^\s(][^()]*\([^)]*\)", header.strip()[len("size"):])]
+    hits = [i for i, name in enumerate(names) if name.startswith("pure comm")]
+    if not header.strip().startswith("size") or len(hits) != 1:
+        raise FileFormatError(f"{path}: line {k + 1}: cannot find the one 'Pure Comm.(us)' column of this "
+                              f"non-blocking OSU header; give the table as OSU printed it")
+    return hits[0]
+
+
+def _rows(path, lines: list[str], header: int, kind: str, columns: tuple[int, int | None, int | None],
           notes: list[str]) -> tuple[list[int], list[float], list[float], list[float]]:
     """Sizes, values and min/max of the table under ``header``.
 
@@ -132,9 +146,10 @@ def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
             continue
         if len(toks[0]) > 19 or int(toks[0]) > 2 ** 60:
             raise FileFormatError(f"{path}: line {k + 1}: impossible size {toks[0][:24]} (over 2^60 B)")
+        value_col, low_col, high_col = columns
         try:
-            value = float(toks[1])
-            low, high = (float(toks[2]), float(toks[3])) if has_minmax else (value, value)
+            value = float(toks[value_col])
+            low, high = (float(toks[low_col]), float(toks[high_col])) if low_col and high_col else (value, value)
         except (ValueError, IndexError):
             raise FileFormatError(f"{path}: line {k + 1}: expected size and {kind} numbers, "
                                   f"got {ln[:60]!r}") from None
@@ -146,11 +161,11 @@ def _rows(path, lines: list[str], header: int, kind: str, has_minmax: bool,
             zeros += 1
             continue
         if not (math.isfinite(value) and value > 0):
-            raise FileFormatError(f"{path}: line {k + 1}: {kind} {toks[1]} at size {toks[0]} is not a "
+            raise FileFormatError(f"{path}: line {k + 1}: {kind} {toks[value_col]} at size {toks[0]} is not a "
                                   f"positive number")
         if not _PLAUSIBLE[kind][0] <= value <= _PLAUSIBLE[kind][1]:
             # 1e-300 MB/s would be a 1e294 s message: refuse it here, not overflow in the fit
-            raise FileFormatError(f"{path}: line {k + 1}: impossible {kind} {toks[1]} at size {toks[0]} "
+            raise FileFormatError(f"{path}: line {k + 1}: impossible {kind} {toks[value_col]} at size {toks[0]} "
                                   f"(outside {_PLAUSIBLE[kind][0]:g} .. {_PLAUSIBLE[kind][1]:g} "
                                   f"{'us' if kind == 'latency' else 'MB/s'})")
         sizes.append(int(toks[0]))
@@ -262,22 +277,26 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
                               f"or fit it without --collective")
     previous_title = None
     sets: list[MeasurementSet] = []
-    for header, title, kind, has_minmax in tables:
+    for header, title, kind, columns in tables:
         title = title or previous_title  # a header repeated without its title belongs to the same test
         previous_title = title
         notes = [f"table {len(sets) + 1} of {len(tables)} (line {header + 1})"] if len(tables) > 1 else []
-        sets.append(_one_table(path, lines, header, title, kind, has_minmax, collective, world_size, notes))
+        sets.append(_one_table(path, lines, header, title, kind, columns, collective, world_size, notes))
     return sets
 
 
-def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | None, kind: str, has_minmax: bool,
-               collective: str | None, world_size: int | None, notes: list[str]) -> MeasurementSet:
+def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | None, kind: str,
+               columns: tuple[int, int | None, int | None], collective: str | None, world_size: int | None,
+               notes: list[str]) -> MeasurementSet:
     """One OSU table as a MeasurementSet."""
     name = collective or (_collective_from_title(*title) if title else None)
     if name is None:
         name = "p2p_bw" if kind == "bandwidth" else "p2p_latency"
     world = _world_of_table(lines, header, name, world_size, notes)
-    sizes, values, lows, highs = _rows(path, lines, header, kind, has_minmax, notes)
+    sizes, values, lows, highs = _rows(path, lines, header, kind, columns, notes)
+    if columns[0] > 1:
+        notes.append("non-blocking test: its 'Pure Comm.' column (the operation without the compute it overlaps) "
+                     "is the latency")
     size_arr = np.array(sizes, dtype=np.int64)
     if name in PER_RANK_SIZES and world is not None:
         # OSU's size is each rank's block (MPI_Allgather(sendbuf, size, ...)); pybench's is the whole buffer
@@ -292,7 +311,7 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
         notes.append("time per message = size / bandwidth (inverse throughput of a window)")
     else:
         time_s = val * 1e-6
-        if has_minmax:
+        if columns[1]:
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
     backend = "nccl" if title and title[0].upper().startswith("NCCL") else "mpi"
     # "# Datatype:" sits above the header (OSU 7.3+) or just below it (7.2)
