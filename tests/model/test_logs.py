@@ -580,11 +580,12 @@ _OSU_IALLREDUCE = """# OSU MPI Non-blocking Allreduce Latency Test v7.3
 1024                   44.01             29.72             28.28             49.18
 1048576              1817.44            904.89            903.95              0.00
 """
-_OSU_IALLREDUCE_FULL = """# OSU MPI Non-blocking Allreduce Latency Test v7.3
-# Size           Overall(us)       Compute(us)    Coll. Init(us)      MPI_Test(us)      MPI_Wait(us)    Pure Comm.(us)        Overlap(%)
-4                      21.44             14.81              1.10              0.20              5.33              9.27             28.47
-1024                   44.01             29.72              1.30              0.10             12.89             28.28             49.18
-"""
+_NBC_FULL_NAMES = ("Overall(us)", "Compute(us)", "Coll. Init(us)", "MPI_Test(us)", "MPI_Wait(us)", "Pure Comm.(us)",
+                   "Overlap(%)")
+_OSU_IALLREDUCE_FULL = ("# OSU MPI Non-blocking Allreduce Latency Test v7.3\n"  # as OSU pads it: 18 wide
+                        + "# Size" + "".join(f"{n:>18}" for n in _NBC_FULL_NAMES) + "\n"
+                        + "4" + "".join(f"{v:>18}" for v in (21.44, 14.81, 1.1, 0.2, 5.33, 9.27, 28.47)) + "\n"
+                        + "1024" + "".join(f"{v:>18}" for v in (44.01, 29.72, 1.3, 0.1, 12.89, 28.28, 49.18)) + "\n")
 
 
 def test_osu_non_blocking_tables_read_their_pure_communication_column(tmp_path):

@@ -83,12 +83,16 @@ def _collective_from_title(library: str, title: str) -> str:
     return f"OSU {title.strip()} test"
 
 
-def _headers(path, lines: list[str]) -> list[tuple[int, tuple[str, str] | None, str, tuple[int, int | None, int | None]]]:
+Columns = tuple[int, int | None, int | None]
+"""A table's columns of its value, its min and its max (None where absent)."""
+
+
+def _headers(path, lines: list[str]) -> list[tuple[int, tuple[str, str] | None, str, Columns]]:
     """Every table: (index of its ``# Size`` header, the title above it, kind 'latency' or
     'bandwidth', the columns of its value, min and max (None where absent)). A log may hold several
     tests (one per pair, osu_bw then osu_bibw): each is a table of its own, none dropped."""
     title: tuple[str, str] | None = None
-    found = []
+    found: list[tuple[int, tuple[str, str] | None, str, Columns]] = []
     for k, ln in enumerate(lines):
         m = _TITLE_RE.search(ln)
         if m:
@@ -124,7 +128,7 @@ def _pure_comm_column(path, k: int, header: str) -> int:
     return hits[0]
 
 
-def _rows(path, lines: list[str], header: int, kind: str, columns: tuple[int, int | None, int | None],
+def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
           notes: list[str]) -> tuple[list[int], list[float], list[float], list[float]]:
     """Sizes, values and min/max of the table under ``header``.
 
@@ -286,7 +290,7 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
 
 
 def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | None, kind: str,
-               columns: tuple[int, int | None, int | None], collective: str | None, world_size: int | None,
+               columns: Columns, collective: str | None, world_size: int | None,
                notes: list[str]) -> MeasurementSet:
     """One OSU table as a MeasurementSet."""
     name = collective or (_collective_from_title(*title) if title else None)
