@@ -19,6 +19,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError
 from pybench.model.logs.launcher_labels import clean_lines
+from pybench.model.logs.launcher_lines import read_launch
 from pybench.model.logs.measurements import MeasurementSet
 
 # Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
@@ -29,9 +30,6 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 _PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
 # A table's header; a collector may indent the output.
 _HEADER_RE = re.compile(r"^\s*#\s*Size\s+\S")
-# A launcher's command line, with or without a rank count.
-_LAUNCHER_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun|jsrun|aprun)\b")
-_NP_RE = re.compile(r"(?:mpirun_rsh|mpirun|mpiexec|srun|orterun)\b.*?\s(?:--?np|-n|--ntasks)[\s=](\d+)")
 # osu_mbw_mr: "# [ pairs: 48 ] [ window size: 64 ]"; each pair is two ranks.
 _PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
 
@@ -221,10 +219,12 @@ def _world(preamble: list[str], name: str, world_size: int | None, notes: list[s
     if world_size is not None:
         return world_size
     for ln in reversed(preamble):
-        np_match = _NP_RE.search(ln)
-        if np_match:
-            notes.append(f"world size {np_match.group(1)} from the launcher command line")
-            return int(np_match.group(1))
+        launch = read_launch(ln)
+        if launch is not None and launch.ranks:
+            notes.append(f"world size {launch.ranks} from the {launch.launcher} command line")
+            if launch.hosts:
+                notes.append(f"{launch.ranks} ranks on {launch.hosts} host(s) per the {launch.launcher} command line")
+            return launch.ranks
         pairs = _PAIRS_RE.search(ln)
         if pairs:
             notes.append(f"world size {2 * int(pairs.group(1))}: {pairs.group(1)} pairs of ranks")
@@ -242,9 +242,9 @@ def _world_of_table(lines: list[str], header: int, name: str, world_size: int | 
     launcher line of its own without a count says nothing: an earlier test's count is not this one's."""
     own = lines[_previous_header(lines, header):header]
     world = _world(own, name, world_size, notes)
-    if world is not None or any(_LAUNCHER_RE.search(ln) for ln in own):
+    if world is not None or any(read_launch(ln) for ln in own):
         return world
-    counts = {m.group(1) for ln in lines[:header] if (m := _NP_RE.search(ln))}
+    counts = {launch.ranks for ln in lines[:header] if (launch := read_launch(ln)) and launch.ranks}
     return _world(lines[:header], name, world_size, notes) if len(counts) == 1 else None
 
 

@@ -1,0 +1,101 @@
+"""Ranks and hosts from a launcher's command line, as a job log echoes it (``+ srun ...``, ``time jsrun ...``).
+
+Each launcher counts them its own way:
+
+* ``srun``: ``-n``/``--ntasks`` ranks; ``-N``/``--nodes`` hosts (``2`` or ``2-2``) times
+  ``--ntasks-per-node`` where no rank count is given;
+* ``mpirun``/``mpiexec``/``orterun``/``mpirun_rsh``: ``-np``/``-n``/``--np`` ranks; ranks per host
+  from ``-ppn``/``-perhost`` (MPICH, Intel MPI), ``-npernode``/``--npernode``/``-N`` (Open MPI) or
+  ``--map-by ppr:K:node``;
+* ``jsrun`` (LSF): ``-p``/``--np`` ranks, else ``-n``/``--nrs`` resource sets times
+  ``-a``/``--tasks_per_rs`` (1 by default); ``-r``/``--rs_per_host`` sets per host;
+* ``aprun`` (Cray ALPS): ``-n`` ranks, ``-N`` ranks per node.
+
+A host count is given only where the line fixes it; a hostfile's length is not read.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+_LAUNCHER_RE = re.compile(r"(?:^|[\s/;&|(`'\"])(mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun)(?=\s)")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one launcher line says: ranks and hosts (None where it does not say)."""
+
+    launcher: str
+    ranks: int | None
+    hosts: int | None
+
+
+# Options that take no value, so that the word after them (the program) is not read as one.
+_FLAGS = {"--allow-run-as-root", "--oversubscribe", "--tag-output", "--timestamp-output", "--report-bindings",
+          "--display-map", "--exclusive", "--label", "-v", "--verbose", "-prepend-rank", "--prepend-rank",
+          "-print-rank-map", "-bind-to-core", "--bind-to-core", "-l"}
+
+
+def _options(words: list[str], launcher: str) -> dict[str, str]:
+    """``--name=value``, ``--name value``, ``-n value`` and ``-n4`` as {name: value}, up to the program."""
+    flags = _FLAGS - ({"-l"} if launcher == "jsrun" else set())  # jsrun -l takes a value (cpu-cpu)
+    found: dict[str, str] = {}
+    k = 0
+    while k < len(words):
+        word = words[k]
+        if not word.startswith("-"):
+            break  # the program: its own options are not the launcher's
+        name, eq, value = word.partition("=")
+        if not eq and name not in flags and k + 1 < len(words) and not words[k + 1].startswith("-"):
+            value, k = words[k + 1], k + 1
+        elif not eq and re.fullmatch(r"-[a-zA-Z]\d+", word):  # -n4
+            name, value = word[:2], word[2:]
+        found.setdefault(name, value)
+        k += 1
+    return found
+
+
+def _count(options: dict[str, str], *names: str) -> int | None:
+    for name in names:
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", options.get(name, ""))
+        if m and (m.group(2) is None or m.group(2) == m.group(1)) and int(m.group(1)) > 0:
+            return int(m.group(1))
+    return None
+
+
+def _hosts(ranks: int | None, per_host: int | None) -> int | None:
+    return ranks // per_host if ranks and per_host and ranks % per_host == 0 else None
+
+
+def read_launch(line: str) -> Launch | None:
+    """The launch on ``line``, or None where it holds no launcher command."""
+    m = _LAUNCHER_RE.search(line)
+    if m is None:
+        return None
+    try:
+        words = shlex.split(line[m.end():], comments=False)
+    except ValueError:  # an unbalanced quote: the words as they stand
+        words = line[m.end():].split()
+    launcher = m.group(1).split(".")[0]
+    options = _options(words, launcher)
+    if launcher == "srun":
+        hosts = _count(options, "-N", "--nodes")
+        per_host = _count(options, "--ntasks-per-node")
+        ranks = _count(options, "-n", "--ntasks") or (hosts * per_host if hosts and per_host else None)
+        return Launch(launcher, ranks, hosts)
+    if launcher == "jsrun":
+        sets = _count(options, "-n", "--nrs")
+        ranks = _count(options, "-p", "--np") or (sets * (_count(options, "-a", "--tasks_per_rs") or 1)
+                                                   if sets else None)
+        return Launch(launcher, ranks, _hosts(sets, _count(options, "-r", "--rs_per_host")))
+    if launcher == "aprun":
+        ranks = _count(options, "-n")
+        return Launch(launcher, ranks, _hosts(ranks, _count(options, "-N")))
+    ranks = _count(options, "-np", "--np", "-n", "-c")
+    per_host = _count(options, "-ppn", "-perhost", "-npernode", "--npernode", "-N")
+    ppr = re.fullmatch(r"ppr:(\d+):node\S*", options.get("--map-by", options.get("-map-by", "")))
+    if per_host is None and ppr:
+        per_host = int(ppr.group(1))
+    return Launch(launcher, ranks, _hosts(ranks, per_host))
