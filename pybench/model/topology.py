@@ -48,10 +48,12 @@ from pybench.model.calibration import OTHER_GPU_COUNT, OTHER_NODE_COUNT, Calibra
 from pybench.model.crossing import (
     across_nodes,
     described_crossing,
+    fewer_nodes_fitted,
     nic_floor_s,
     nvlink_domain_ranks,
     other_described_readings,
     tree_bytes_on_nics,
+    tree_or_ring_caveat,
     unknown_nic_share,
     unknown_tree_bytes,
 )
@@ -66,6 +68,7 @@ from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
 DESCRIBED, PRESET = "system description", "preset"
 KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
+CALIBRATED_NODES = 2  # nodes of every log a described or preset crossing is calibrated on
 # Per-step latency of a described intra-node link: NVLink's hop, as the intra-node presets take it.
 DESCRIBED_STEP_S = 2.0e-6
 
@@ -171,8 +174,9 @@ class TopologyModel:
         lo, hi = self.size_range
         size_distance = max(0.0, math.log(lo / size) if size < lo else math.log(size / hi) if size > hi else 0.0)
         beyond = ", beyond the measured sizes" if size_distance else ""
-        if not layouts:  # that link class was never measured: a described or preset link prices it
-            return (DESCRIBED if self._link(nodes).is_described else PRESET) + beyond, size_distance, True
+        if not layouts:  # never measured: a described or preset link prices it, calibrated on 2-node logs
+            out = abs(math.log(nodes / CALIBRATED_NODES)) if nodes > 1 else 0.0  # so more nodes are further out
+            return (DESCRIBED if self._link(nodes).is_described else PRESET) + beyond, size_distance + out, True
         # Distance from what was measured, in log node count plus log ranks per node: 4 nodes from a
         # 2-node fit are as far out as 4 GPUs of a node from 2, and twice the world is one step, not two.
         distance = min(abs(math.log(nodes / n)) + abs(math.log(world * n / (w * nodes))) for w, n in layouts)
@@ -235,15 +239,8 @@ class TopologyModel:
         calibration = calibration or load_calibration()
         readings = self._described_readings(world, nodes, calibration)
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, readings)
-        caveats: list[str] = []
-        if across and unknown_tree_bytes(self, world, nodes):
-            tree, ring = (("NCCL's tree", "its ring") if self.backend != "mpi" else
-                          ("a tree, as MPI libraries run", "a ring"))
-            caveats.append(f"fitted at one node count, the all-reduce may have crossed by {tree} (its bytes per "
-                           f"node grow with the nodes) or {ring} (they do not): between the two, in the interval; "
-                           + ("a second node count tells them apart" if self.system is not None else
-                              "a second node count tells them apart, and so may --system NAME|FILE (NICs too slow "
-                              "for the ring's bytes)"))
+        caveats = [tree_or_ring_caveat(self.backend, self.system is not None)] if across and unknown_tree_bytes(
+            self, world, nodes) else []
         if nic_share is not None:
             per_node = world // nodes * sharing
             caveats.append(f"NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "
@@ -261,6 +258,12 @@ class TopologyModel:
                                       schedule, spread.kind, links, regime, why, spread, tuple(caveats))
         below, above = spread.bounds(calibration)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
+        fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
+        fewer_s = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0
+        if fewer_s > time_s:  # more nodes, the same ranks per node: never less time
+            caveats.append(f"raised to the time of {world // nodes * fewer} ranks on {fewer} node(s) as fitted ("
+                           f"{100 * (fewer_s / time_s - 1):.0f}% above): more nodes add steps and bytes")
+            links, time_s = f"{links}; {caveats[-1]}", fewer_s
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
         if floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
             caveats.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
@@ -412,7 +415,6 @@ class TopologyModel:
                 "system": self.system.model_dump() if self.system else None,
                 "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node}
 
-
     @classmethod
     def from_dict(cls, d: object) -> TopologyModel:
         """A model from its JSON form (a model file's ``topology`` entry); FileFormatError if malformed.
@@ -489,8 +491,6 @@ class TopologyModel:
 def _between(one: float, other: float, span: float) -> tuple[float, float]:
     """Two readings the inputs cannot tell apart: their geometric mean, and ``span`` plus half their log ratio."""
     return math.sqrt(one * other), span + abs(math.log(other / one)) / 2.0
-
-
 
 
 def _check_layout(world: int, nodes: int) -> None:

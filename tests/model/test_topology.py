@@ -532,3 +532,30 @@ def test_a_fit_over_hundreds_of_node_counts_writes_a_file_it_reads_back():
     assert TopologyModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model
     few = fit_topology("allgather", [o for o in obs if o.nodes in (2, 8)])
     assert few.inter is not None and few.inter.label == "fitted at 16 ranks on 2 nodes, 64 ranks on 8 nodes"
+
+
+def test_more_nodes_of_the_same_ranks_per_node_never_take_less_time_than_fewer_as_fitted():
+    """A GB200 rack measured alone, described: two racks paid the NICs' time only, half the rack's own
+    all-reduce (CoreWeave's 2-rack log runs as long as one rack). More nodes of the same ranks per node
+    add steps and bytes, so a prediction is raised to the fitted layout with fewer nodes, and says so."""
+    sizes = [2.0 ** k for k in range(29, 34)]
+    rack = [Observation(s, 72, 18, 600e-6 + 2 * 71 / 72 * s / 850e9) for s in sizes]
+    nvl72 = load_system("gb200-nvl72")
+    model = fit_topology("allreduce", rack, system=nvl72).with_system(nvl72)
+    for s in sizes:
+        two = model.predict(int(s), 144, 36)
+        assert two.time_s >= model.predict(int(s), 72, 18).time_s * 0.999
+    assert "raised to the time of 72 ranks on 1 node(s) as fitted" in two.links
+    # the same holds between node counts of a multi-node fit: 128 nodes from 32 + 64 are not faster than 64
+    grow = [Observation(s, 96 * n, n, 1e-4 * n + s / 10e9) for n in (32, 64) for s in sizes]
+    fitted = fit_topology("allreduce", grow)
+    for s in sizes:
+        assert fitted.predict(int(s), 96 * 128, 128).time_s >= fitted.predict(int(s), 96 * 64, 64).time_s * 0.999
+
+
+def test_a_described_crossing_widens_with_the_nodes_beyond_the_two_it_is_calibrated_on():
+    """Every log the described crossing's constants were chosen on ran on 2 nodes: 20 nodes are further out."""
+    model = fit_topology("allreduce", _vtrain(8)).with_system(load_system("dgx-a100"))
+    near, far = model.predict(1 << 30, 16, 2), model.predict(1 << 30, 160, 20)
+    assert near.provenance == far.provenance == "system description"
+    assert far.high_s / far.time_s > 1.3 * near.high_s / near.time_s
