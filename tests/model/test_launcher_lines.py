@@ -24,6 +24,11 @@ from pybench.model.topology_fit import nodes_of
     ("# Made in the shape of `mpirun_rsh -np 4 ... osu_allreduce`", Launch("mpirun_rsh", 4, None)),
     ("mpirun -np 6 -ppn 4 ./osu_allreduce", Launch("mpirun", 6, None)),  # 4 per host cannot hold 6 evenly
     ("echo srun_wrapper done", None),
+    ("mpirun --mca pml ucx -np 64 osu_allreduce", Launch("mpirun", 64, None)),  # --mca takes two words
+    ("mpirun -genv I_MPI_DEBUG 5 -n 64 -ppn 32 ./osu_allreduce", Launch("mpirun", 64, 2)),
+    ("mpirun --mca btl ^openib -np 4 -pernode ./osu_allreduce", Launch("mpirun", 4, 4)),
+    ("flux run -N2 --tasks-per-node=96 ./osu_allreduce", Launch("flux", 192, 2)),
+    ("flux mini run -n 8 -N 2 ./osu_allreduce", Launch("flux", 8, 2)),
 ])
 def test_a_launcher_line_gives_its_ranks_and_hosts(line, launch):
     assert read_launch(line) == launch

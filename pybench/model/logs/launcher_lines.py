@@ -2,11 +2,11 @@
 
 Each launcher counts them its own way:
 
-* ``srun``: ``-n``/``--ntasks`` ranks; ``-N``/``--nodes`` hosts (``2`` or ``2-2``) times
-  ``--ntasks-per-node`` where no rank count is given;
+* ``srun`` and ``flux run``: ``-n``/``--ntasks`` ranks; ``-N``/``--nodes`` hosts (``2`` or ``2-2``) times
+  ``--ntasks-per-node`` (flux: ``--tasks-per-node``) where no rank count is given;
 * ``mpirun``/``mpiexec``/``orterun``/``mpirun_rsh``: ``-np``/``-n``/``--np`` ranks; ranks per host
-  from ``-ppn``/``-perhost`` (MPICH, Intel MPI), ``-npernode``/``--npernode``/``-N`` (Open MPI) or
-  ``--map-by ppr:K:node``;
+  from ``-ppn``/``-perhost`` (MPICH, Intel MPI), ``-npernode``/``--npernode``/``-N`` (Open MPI),
+  ``--map-by ppr:K:node`` or ``-pernode`` (one); ``--mca NAME VALUE`` and ``-genv NAME VALUE`` skipped;
 * ``jsrun`` (LSF): ``-p``/``--np`` ranks, else ``-n``/``--nrs`` resource sets times
   ``-a``/``--tasks_per_rs`` (1 by default); ``-r``/``--rs_per_host`` sets per host;
 * ``aprun`` (Cray ALPS): ``-n`` ranks, ``-N`` ranks per node.
@@ -20,7 +20,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-_LAUNCHER_RE = re.compile(r"(?:^|[\s/;&|(`'\"])(mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun)(?=\s)")
+_LAUNCHER_RE = re.compile(r"(?:^|[\s/;&|(`'\"])(mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun|"
+                          r"flux(?:\s+mini)?\s+(?:run|submit))(?=\s)")
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,13 @@ class Launch:
     hosts: int | None
 
 
+# Options that take two values (a name and its value).
+_PAIRS = {"--mca", "-mca", "--gmca", "-gmca", "-genv", "--genv", "-env", "--prtemca"}
 # Options that take no value, so that the word after them (the program) is not read as one.
 _FLAGS = {"--allow-run-as-root", "--oversubscribe", "--tag-output", "--timestamp-output", "--report-bindings",
           "--display-map", "--exclusive", "--label", "-v", "--verbose", "-prepend-rank", "--prepend-rank",
-          "-print-rank-map", "-bind-to-core", "--bind-to-core", "-l"}
+          "-print-rank-map", "-bind-to-core", "--bind-to-core", "-l", "-pernode", "--pernode", "-exclusive",
+          "--mpi-host-exclusive", "-q", "--quiet", "--no-kill", "-K"}
 
 
 def _options(words: list[str], launcher: str) -> dict[str, str]:
@@ -48,6 +52,9 @@ def _options(words: list[str], launcher: str) -> dict[str, str]:
         if not word.startswith("-"):
             break  # the program: its own options are not the launcher's
         name, eq, value = word.partition("=")
+        if name in _PAIRS and not eq:  # --mca NAME VALUE
+            k += 3
+            continue
         if not eq and name not in flags and k + 1 < len(words) and not words[k + 1].startswith("-"):
             value, k = words[k + 1], k + 1
         elif not eq and re.fullmatch(r"-[a-zA-Z]\d+", word):  # -n4
@@ -78,11 +85,11 @@ def read_launch(line: str) -> Launch | None:
         words = shlex.split(line[m.end():], comments=False)
     except ValueError:  # an unbalanced quote: the words as they stand
         words = line[m.end():].split()
-    launcher = m.group(1).split(".")[0]
+    launcher = m.group(1).split(".")[0].split()[0]
     options = _options(words, launcher)
-    if launcher == "srun":
+    if launcher in ("srun", "flux"):
         hosts = _count(options, "-N", "--nodes")
-        per_host = _count(options, "--ntasks-per-node")
+        per_host = _count(options, "--ntasks-per-node", "--tasks-per-node")
         ranks = _count(options, "-n", "--ntasks") or (hosts * per_host if hosts and per_host else None)
         return Launch(launcher, ranks, hosts)
     if launcher == "jsrun":
@@ -98,4 +105,6 @@ def read_launch(line: str) -> Launch | None:
     ppr = re.fullmatch(r"ppr:(\d+):node\S*", options.get("--map-by", options.get("-map-by", "")))
     if per_host is None and ppr:
         per_host = int(ppr.group(1))
+    if per_host is None and ("-pernode" in options or "--pernode" in options):
+        per_host = 1
     return Launch(launcher, ranks, _hosts(ranks, per_host))
