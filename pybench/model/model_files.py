@@ -103,5 +103,12 @@ def load_model(path: str | Path, *, collective: str | None = None, link_class: s
     listing = "; ".join(f"{m.collective}/{m.backend}/{m.link_class}/x{m.world_size}/{m.dtype}" for m in models)
     if not match:
         raise UsageError(f"{path}: no model matches the filters; it holds: {listing}")
+    shared = {id(m.topology) for m in match} if all(m.topology is not None for m in match) else set()
+    if len(shared) == 1 and len({(m.collective, m.backend, m.dtype) for m in match}) == 1 \
+            and len({m.world_size for m in match}) == len(match):
+        worlds = ", ".join(str(m.world_size) for m in match)
+        raise UsageError(f"{path}: the {match[0].collective} sweeps at {worlds} ranks match; choose one with "
+                         f"world_size= (each answers its own layout; every one answers other layouts alike, "
+                         f"from their one topology model)")
     raise UsageError(f"{path}: {len(match)} models match; choose with collective=, link_class=, "
                      f"world_size=, backend= or dtype= (it holds: {listing})")

@@ -22,6 +22,7 @@ from pybench.model.calibration import Z95, Spread, load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
+from pybench.model.topology_fit import nodes_of
 from pybench.sizes import MAX_SIZE_BYTES, format_size
 
 # A piece below the largest sizes with this many times their B is a step, not a rate (a protocol or
@@ -122,6 +123,8 @@ class AlphaBetaModel:
         if self.link_class == "intra-node":
             return 1
         fitted = [n for w, n in getattr(self.topology, "fitted", ()) if w == self.world_size and n > 1]
+        if not fitted:  # no topology model fitted it (point-to-point): the hosts its notes name
+            return nodes_of(self) if self.world_size else None
         return fitted[0] if len(fitted) == 1 else None
 
     def _nodes_for(self, world: int) -> int:

@@ -355,6 +355,12 @@ def test_osu_bad_row_names_file_and_line(tmp_path):
     path.write_text("# OSU MPI Allreduce Latency Test v5.9\n# Size  Avg Latency(us)\n4  3.2\nWARNING: x\n8  abc\n")
     with pytest.raises(FileFormatError, match=rf"{path}: line 5: expected size and latency"):
         load_measurements(path)
+    # text that starts with a number between rows (a UCX message cut by a write, a program's output) is not a row
+    path.write_text("# OSU MPI Allreduce Latency Test v5.9\n# Size  Avg Latency(us)\n4  3.2\n"
+                    "238  UCX  ERROR   shm_open(file_name=/ucx_shm_posix) failed\n8  3.3\n"
+                    "8 by 4 by 6 MPI processor grid\n", encoding="utf-8")
+    (m,) = load_measurements(path, world_size=192)
+    assert m.size_bytes.tolist() == [4, 8] and "line 4: not a row of the table" in " ".join(m.notes)
 
 
 def test_pybench_own_stdout_table():

@@ -633,3 +633,23 @@ def test_collective_override_refuses_a_log_of_several_named_tests(tmp_path):
     with pytest.raises(FileFormatError, match="would name all the tests of this log alike"):
         load_measurements(path, collective="allreduce")
     assert [m.collective for m in load_measurements(path)] == ["allreduce", "alltoall"]
+
+
+def test_a_job_log_of_point_to_point_and_collective_tests_fits_each_at_its_own_layout(tmp_path, capsys):
+    """converged-computing's job logs hold osu_latency (2 ranks, 1 per node) beside osu_allreduce (96 per node):
+    --world 192 --nodes 2 is the all-reduce's; the latency stays 2 ranks, and its 2 nodes answer predict."""
+    from pybench import load_model
+
+    log = tmp_path / "job.out"
+    log.write_text("+ mpirun -np 2 -map-by ppr:1:node ./osu_latency\n# OSU MPI Latency Test v5.8\n"
+                   "# Size          Latency (us)\n1 1.50\n1024 2.90\n65536 12.00\n"
+                   "+ mpirun -np 192 -map-by ppr:96:node ./osu_allreduce\n# OSU MPI Allreduce Latency Test v5.8\n"
+                   "# Size       Avg Latency(us)\n4 10.36\n1024 20.00\n1048576 900.00\n", encoding="utf-8")
+    model = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(log), "--world", "192", "--nodes", "2", "-o", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "p2p_latency / mpi / inter-node / 2 ranks" in out and "--world 192 not applied to this table" in out
+    assert main_for_tests(["predict", str(model), "--collective", "p2p_latency", "--world", "2", "--nodes", "2",
+                           "--sizes", "1K"]) == 0
+    assert "measured" in capsys.readouterr().out
+    assert load_model(model, collective="p2p_latency").predict(1024, world=2, nodes=2).provenance == "measured"

@@ -612,3 +612,18 @@ def test_an_empty_or_dash_json_path_and_a_size_as_text_are_one_line_errors(tmp_p
         assert said in err and "\n" not in err
     with pytest.raises(UsageError, match="numbers of bytes, got '1M'"):
         load_model(path).predict("1M")
+
+
+def test_sweeps_sharing_one_topology_model_are_told_apart_by_their_world(tmp_path):
+    """A fit at 2 and 4 nodes holds two all-reduce sweeps and one topology model: load_model names world_size=."""
+    from pybench.model.build import fit_model_file
+
+    sets = [MeasurementSet("nccl-tests", "allreduce", "nccl", 8 * n, "inter-node", "float32", SIZES,
+                           _ring_allreduce(SIZES, 8 * n, 20e-6, 50e9), notes=(f"{8 * n} ranks on {n} host(s)",))
+            for n in (2, 4)]
+    models, topology, _ = fit_model_file(sets)
+    path = tmp_path / "models.json"
+    save_models(models, path, topology=topology)
+    with pytest.raises(UsageError, match=r"the allreduce sweeps at 16, 32 ranks match; choose one with world_size="):
+        load_model(path, collective="allreduce")
+    assert load_model(path, collective="allreduce", world_size=32).world_size == 32

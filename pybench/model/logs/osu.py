@@ -53,6 +53,9 @@ _COLLECTIVE_WORDS = {
 }
 
 
+_TWO_RANK_TESTS = ("p2p_latency", "p2p_bw", "p2p_bibw")
+"""osu_latency, osu_bw and osu_bibw: exactly 2 ranks (osu_mbw_mr's pairs are counted from its header)."""
+
 PER_RANK_SIZES = ("allgather", "alltoall")
 """Collectives whose OSU size is one rank's block; pybench's size is the whole buffer (DESIGN.md)."""
 
@@ -153,6 +156,9 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
             value = float(toks[value_col])
             low, high = (float(toks[low_col]), float(toks[high_col])) if low_col and high_col else (value, value)
         except (ValueError, IndexError):
+            if sum(1 for t in toks[1:] if re.search("[A-Za-z]", t)) >= 2:  # text that starts with a number
+                notes.append(f"line {k + 1}: not a row of the table (text starting with a number), skipped")
+                continue
             raise FileFormatError(f"{path}: line {k + 1}: expected size and {kind} numbers, "
                                   f"got {ln[:60]!r}") from None
         if toks[-1].lower() == "fail":  # -c: OSU checked the result and it was wrong
@@ -216,6 +222,11 @@ def _dtype(preamble: list[str], collective: str, notes: list[str]) -> str:
 def _world(preamble: list[str], name: str, world_size: int | None, notes: list[str]) -> int | None:
     """Ranks from the override, the launcher line above the table, osu_mbw_mr's pair count, or 2
     for the other point-to-point tests."""
+    if name in _TWO_RANK_TESTS:  # OSU runs these between 2 ranks only
+        if world_size not in (None, 2):
+            notes.append(f"--world {world_size} not applied to this table: OSU's {name} runs between 2 ranks")
+        notes.append("world size 2: point-to-point test")
+        return 2
     if world_size is not None:
         return world_size
     for ln in reversed(preamble):
@@ -229,9 +240,6 @@ def _world(preamble: list[str], name: str, world_size: int | None, notes: list[s
         if pairs:
             notes.append(f"world size {2 * int(pairs.group(1))}: {pairs.group(1)} pairs of ranks")
             return 2 * int(pairs.group(1))
-    if name.startswith("p2p_"):
-        notes.append("world size 2: point-to-point test")
-        return 2
     return None
 
 
