@@ -147,7 +147,7 @@ def run_fit(args) -> int:
 
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.
-    refuse_existing(out, args.force)
+    refuse_existing(out, args.force, args.inputs)
     worlds = _one_per_input(args.world, args.inputs, "--world")
     nodes = _one_per_input(args.nodes, args.inputs, "--nodes")
     system = _system(args.system)
@@ -393,7 +393,7 @@ def run_predict(args) -> int:
     from pybench.model.model_files import load_models
 
     if args.json:
-        refuse_existing(Path(args.json), args.force)  # before any work, as every pybench output
+        refuse_existing(Path(args.json), args.force, [args.model, *([args.system] if args.system else [])])
     models = load_models(args.model)
     held = sorted({f"{m.collective}/{m.dtype}" for m in models})
     models = [m for m in models

@@ -120,7 +120,7 @@ def run_compare(args) -> int:
     from pybench.report.inputs import paired_results
     out = Path(args.json) if args.json else None
     if out is not None:
-        refuse_existing(out, args.force)
+        refuse_existing(out, args.force, [args.a, args.b])
     pairs = paired_results(args.a, args.b)
     comps, wrong = [], 0
     for a, b in pairs:

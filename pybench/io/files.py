@@ -197,12 +197,16 @@ def write_json(path: str | os.PathLike, doc: Any) -> None:
     write_atomic(path, json_text(doc))
 
 
-def refuse_existing(path: str | os.PathLike, force: bool) -> None:
-    """One-line error when ``path`` exists and the user did not pass --force, or cannot be written."""
+def refuse_existing(path: str | os.PathLike, force: bool, inputs: Iterable[str | os.PathLike] = ()) -> None:
+    """One-line error when ``path`` exists and the user did not pass --force, is one of the command's
+    ``inputs`` (--force would destroy what it reads), or cannot be written."""
     p = Path(path)
     try:
         if p.is_dir():
             raise UsageError(f"{p} is a folder; give a file name")
+        if p.exists() and any(_same_file(p, q) for q in inputs):
+            raise UsageError(f"{p} is one of this command's inputs: writing it would destroy what it reads; "
+                             f"choose another file name")
         if p.exists() and not force:
             raise UsageError(f"{p} already exists; pass --force to overwrite it or choose another file name")
         parent = p.parent if str(p.parent) else Path(".")
@@ -218,6 +222,13 @@ def refuse_existing(path: str | os.PathLike, force: bool) -> None:
         raise UsageError(f"cannot write {_shown(p)}: its name is longer than the {limit} bytes the file system "
                          f"allows; choose a shorter name")
     refuse_non_regular(p)  # before any work: --force replaces a file, never a device, FIFO or link
+
+
+def _same_file(path: Path, other: str | os.PathLike) -> bool:
+    try:
+        return os.path.samefile(path, other)
+    except (OSError, ValueError, TypeError):  # an input that is gone, a '-' for stdin: not this file
+        return False
 
 
 # errno values that say the path given cannot be used (bad input: choose another), as opposed

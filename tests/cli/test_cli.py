@@ -6,6 +6,7 @@ import importlib.util
 import json
 
 import pytest
+from conftest import SHARED_DATA
 
 from pybench.io.formats import RESULT
 from pybench.measure.results import load_result
@@ -334,3 +335,19 @@ def test_hostile_file_names_and_sizes_run_nothing(pybench_cli, tmp_path, native)
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
     proc = pybench_cli("allreduce", "--sizes", "1K;touch pwned3", "--backend", "mpi")
     assert proc.returncode == 2 and not (tmp_path / "pwned3").exists()
+
+
+def test_an_output_that_is_one_of_the_commands_inputs_is_refused_even_with_force(tmp_path, capsys):
+    """`fit LOG -o LOG --force` replaced the log with the model; `predict M --json M --force` the model."""
+    from pybench.cli.main import main
+
+    log = tmp_path / "log.txt"
+    log.write_bytes((SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt").read_bytes())
+    before = log.read_bytes()
+    assert main(["fit", str(log), "--nodes", "2", "-o", str(log), "--force"]) == 2
+    assert "is one of this command's inputs" in capsys.readouterr().err and log.read_bytes() == before
+    model = tmp_path / "m.json"
+    assert main(["fit", str(log), "--nodes", "2", "-o", str(model)]) == 0
+    kept = model.read_bytes()
+    assert main(["predict", str(model), "--sizes", "1M", "--json", str(model), "--force"]) == 2
+    assert "is one of this command's inputs" in capsys.readouterr().err and model.read_bytes() == kept
