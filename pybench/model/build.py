@@ -17,6 +17,7 @@ from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAUL
 from pybench.model.system import SystemDescription
 from pybench.model.topology import TopologyModel
 from pybench.model.topology_fit import fit_topology_models
+from pybench.sizes import format_size
 
 
 def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_points: int = DEFAULT_MIN_POINTS,
@@ -68,6 +69,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     notes: list[str] = []
     for m in sets:
         notes.extend(m.notes)
+    notes += _disagreeing_replicates(size, time)
     return AlphaBetaModel(
         collective=first.collective, backend=first.backend, link_class=first.link_class,
         world_size=first.world_size, dtype=first.dtype, segments=fit.segments,
@@ -116,3 +118,20 @@ def _with_topology_note(model: AlphaBetaModel, skipped: list[str]) -> AlphaBetaM
     mine = dict.fromkeys(s.split(tag, 1)[1] for s in skipped if s.startswith(tag) or f": {tag}" in s)
     why = "; ".join(mine) or "the fit found no sweep it could use for one"
     return dataclasses.replace(model, notes=(*model.notes, NO_TOPOLOGY + why))
+
+
+# Replicates of one size (nccl-tests' out-of-place and in-place, repeated sweeps) this far apart were not
+# measuring one thing: a disturbed run. Twice the ratio that names a size off its neighbours' trend.
+REPLICATE_RATIO = 2 * ANOMALY_RATIO
+
+
+def _disagreeing_replicates(size: np.ndarray, time: np.ndarray) -> list[str]:
+    """One note naming the sizes whose replicates differ by more than :data:`REPLICATE_RATIO`."""
+    far = [(u, float(time[size == u].max() / time[size == u].min())) for u in np.unique(size)
+           if time[size == u].max() > REPLICATE_RATIO * time[size == u].min()]
+    if not far:
+        return []
+    shown = ", ".join(f"{format_size(int(u))} ({ratio:.0f}x)" for u, ratio in far[:6])
+    return [f"the times measured at {len(far)} size(s) differ between their replicates (out-of-place and in-place, "
+            f"or repeated sweeps): {shown}{' ...' if len(far) > 6 else ''}: the run was disturbed there, and the "
+            f"fit through them is no measurement; rerun"]

@@ -211,7 +211,7 @@ class AlphaBetaModel:
     def provenance_at(self, size: float) -> str:
         """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""
         if any(a.size_bytes == size for a in self.anomalies):
-            return "measured, left out of the fit as an anomaly"
+            return "the fit's trend (the measurement there was left out of the fit as an anomaly)"
         if not self.size_min_bytes <= size <= self.size_max_bytes:
             return f"fitted sweep, {BEYOND_SIZES}"
         return "measured" if size in self._measured_sizes else "between measured sizes"

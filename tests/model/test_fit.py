@@ -568,3 +568,25 @@ def test_a_piece_steeper_than_the_largest_sizes_is_called_a_step_not_a_rate():
     assert len(steep) == 1 and steep[0].strip().startswith("[5] B 708.8 GB/s is above the largest sizes' 279.5")
     a100 = fit_model(_real("a100_2node_16gpu_oci_roce_allreduce.txt")).report()
     assert "step of the curve" not in a100
+
+
+def test_replicates_that_disagree_are_named_and_an_anomaly_is_not_labelled_measured():
+    """An out-of-place 459 us beside an in-place 70 ms at one size (a disturbed run, seen in a public log) is no
+    measurement to trust; a size left out as an anomaly answers with the fit's trend, and says so."""
+    from pybench.model.logs import MeasurementSet
+
+    sizes = np.array([2 ** k for k in range(10, 25)], dtype=np.int64)
+    oop = 20e-6 + sizes / 30e9
+    inplace = oop.copy()
+    inplace[12] *= 150.0
+    disturbed = fit_model(MeasurementSet("nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32", sizes, oop,
+                                         time_in_place_s=inplace))
+    assert any("differ between their replicates" in n and "4M (150x)" in n for n in disturbed.notes)
+    assert not any("replicates" in n for n in fit_model(MeasurementSet(
+        "nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32", sizes, oop, time_in_place_s=oop * 1.1)).notes)
+    spiked = oop.copy()
+    spiked[8] *= 3.0  # one size off its neighbours' trend
+    model = fit_model(MeasurementSet("nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32", sizes, spiked))
+    assert [a.size_bytes for a in model.anomalies] == [int(sizes[8])]
+    assert model.predict(int(sizes[8])).provenance.startswith("the fit's trend")
+    assert model.predict(int(sizes[3])).provenance == "measured"
