@@ -59,7 +59,7 @@ from pybench.model.logs.nccl_tests_table import (
     scan_rows,
     world_from_counts,
 )
-from pybench.model.logs.nccl_tests_world import world_and_link, world_from_ratio_span
+from pybench.model.logs.nccl_tests_world import ratio_allows, world_and_link, world_from_ratio_span
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -360,6 +360,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         notes.append("collective alltoall inferred from its redop column printed blank on every row, as "
                      "all_to_all_perf printed it in 2020-2022 (all_gather_perf then printed no redop column)")
     notes = table.notes + name_notes + notes
+    _refuse_contradicting_overrides(path, table, pre, collective, world_size, coll, world)
     from_ratio = world
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
     counted = coll in ("allgather", "reducescatter", "alltoall") and world is not None and world > 1 and \
@@ -390,6 +391,25 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
             path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra),
             redop=redop_name(key[1])))
     return out
+
+
+def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collective: str | None,
+                                    world_size: int | None, coll: str, ratio_world: int | None) -> None:
+    """--collective and --world name what a log does not say; where its busbw/algbw says otherwise (nccl-tests
+    prints it from the collective's bus factor at the rank count), the override would relabel the data."""
+    if pre.pybench or _prescaled(table):
+        return
+    ratios = bus_ratios(table)
+    bus = float(np.median(ratios)) if ratios else math.nan
+    if collective and math.isfinite(bus) and not table.columns.old_layout and not ratio_agrees(collective, bus):
+        raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
+                              f"table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave --collective "
+                              f"out, or give the collective that ran")
+    if world_size is not None and ratio_world is not None and ratio_world > 1 and world_size != ratio_world \
+            and not ratio_allows(coll, table, world_size):
+        raise FileFormatError(f"{path}: line {table.header_line}: --world {world_size} disagrees with the table's "
+                              f"busbw/algbw = {bus:.4f}, which says {ratio_world} ranks for {coll}; leave --world "
+                              f"out, or give the rank count that ran")
 
 
 def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = None,
