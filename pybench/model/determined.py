@@ -45,10 +45,11 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"{'GPUs' if gpus else 'ranks'} says what they get; measure it with "
                 f"`pybench {model.collective} --np {world}`")
     # a description's fabric is its GPUs': CPU ranks share the node's memory whatever it says
-    if nodes == 1 and gpus and system is not None and not system.switched and world not in measured and measured:
+    if nodes == 1 and gpus and system is not None and not system.switched and world not in measured:
         return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric a subset of "
-                f"the GPUs has a subset of the links, so only a measurement at {world} GPUs says what they get "
-                f"(measured: {', '.join(map(str, sorted(measured)))}); measure it with "
+                f"the GPUs has a subset of the links (and how many rings NCCL finds over the links is no rate a "
+                f"description gives), so only a measurement at {world} GPUs says what they get (measured: "
+                f"{', '.join(map(str, sorted(measured))) or 'none in one node'}); measure it with "
                 f"`pybench {model.collective} --np {world}`")
     domain = nvlink_domain_ranks(model)
     if nodes > 1 and domain and world > domain and not model.inside_nvlink_domain(world):

@@ -559,3 +559,14 @@ def test_a_described_crossing_widens_with_the_nodes_beyond_the_two_it_is_calibra
     near, far = model.predict(1 << 30, 16, 2), model.predict(1 << 30, 160, 20)
     assert near.provenance == far.provenance == "system description"
     assert far.high_s / far.time_s > 1.3 * near.high_s / near.time_s
+
+
+def test_a_gpu_count_on_an_unswitched_described_node_never_measured_is_not_determined():
+    """A 2-node fit on dgx-1-v100 (NVLink mesh) asked for 4 GPUs in one node priced them at the nominal per-GPU
+    rate: no node count was measured, and on a mesh only a measurement says what a count gets."""
+    sizes = [2.0 ** k for k in range(20, 31)]
+    across = fit_topology("allreduce", [Observation(s, 16, 2, 30e-6 + 2 * 15 / 16 * s / 40e9) for s in sizes])
+    for system, determined in (("dgx-1-v100", False), ("ethernet-25g", False), ("dgx-a100", True)):
+        p = across.with_system(load_system(system)).predict(1 << 30, 4, 1)
+        assert p.determined == determined, system
+        assert determined or "measured: none in one node" in p.undetermined
