@@ -354,8 +354,14 @@ def _topology_for(args, models) -> list:
             if held is not None:
                 _say(f"--link {preset.name}: the {tm.collective} model already holds a {preset.link_class} link "
                      f"({held.label}); the preset is not used")
+            elif preset.link_class == "intra-node" and (args.nodes or 1) > 1 and _crossing_measured(tm):
+                _say(f"--link {preset.name}: the {tm.collective} model's crossing was measured end to end, the legs "
+                     f"inside each node included; the preset prices one-node layouts only, none of these")
             tm = tm.with_preset(preset)
         if system is not None:
+            if (args.nodes or 1) > 1 and _crossing_measured(tm):
+                _say(f"--system {system.name}: the {tm.collective} model's crossing was measured end to end, the legs "
+                     f"inside each node included; the description's intra-node rate prices one-node layouts only")
             if tm.intra is not None and tm.inter is not None and not any(
                     link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
                 _say(f"--system {system.name}: the {tm.collective} model measured both link classes; the description "
@@ -365,6 +371,12 @@ def _topology_for(args, models) -> list:
             tm = tm.with_system(system)
         out.append(tm)
     return out
+
+
+def _crossing_measured(tm) -> bool:
+    """Whether the inter-node link was fitted to multi-node times, the legs inside each node included (the
+    model holds no intra-node link to price them apart)."""
+    return tm.intra is None and tm.inter is not None and not (tm.inter.is_preset or tm.inter.is_described)
 
 
 def _nodes_asked(args, models) -> int:

@@ -135,6 +135,10 @@ def test_a_preset_that_cannot_apply_is_said(tmp_path, capsys):
                            "--link", "eth-25g"]) == 0
     err = capsys.readouterr().err
     assert "--link eth-25g" in err and "the preset is not used" in err
+    # an intra-node preset or description on a crossing measured end to end prices none of these layouts: said
+    for flag in (["--link", "pcie4"], ["--system", "oci-bm-gpu4.8"]):
+        assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "32", "--nodes", "4", *flag]) == 0
+        assert "measured end to end, the legs inside each node included" in capsys.readouterr().err
 
 
 def test_fit_says_when_it_misses_its_own_sweeps_and_outruns_the_fabric():
