@@ -420,6 +420,8 @@ def run_predict(args) -> int:
     sizes = parse_sizes(args.sizes)
     topology = _topology_for(args, models)
     if topology:
+        if args.band == "confidence":  # no mean is measured at another layout to put a confidence band around
+            _say("--band confidence: another layout has no confidence band; its rows carry the prediction interval")
         records = topology_records(topology, sizes, args.world, _nodes_asked(args, models))
     else:
         if args.world is not None:  # a measured layout: its own sweeps answer, one table each

@@ -184,8 +184,14 @@ class AlphaBetaModel:
             raise UsageError(f"the {self.world_size}-rank {self.collective} sweep does not record how many nodes it "
                              f"ran on, so nodes={nodes} cannot be told from it; refit it with `pybench fit --nodes N`, "
                              f"or leave nodes out to have the sweep answer")
+        if band not in (None, "prediction", "confidence"):
+            raise UsageError(f"unknown band {band!r}; use 'prediction' or 'confidence'")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
-            return self._predict_elsewhere(s, int(world), nodes)
+            p = self._predict_elsewhere(s, int(world), nodes)
+            if band == "confidence":  # no mean is measured there to put a confidence band around
+                p = dataclasses.replace(p, provenance=f"{p.provenance} (a prediction interval: another layout has "
+                                                      f"no confidence band)")
+            return p
         said = "; ".join(sorted({self.provenance_at(float(x)) for x in s.reshape(-1)}))
         if band is None:
             band = "prediction"

@@ -509,3 +509,21 @@ def test_more_cpu_ranks_per_node_never_speed_a_described_crossing():
     model = fitted.with_system(cpu)
     times = [model.predict(1 << 20, 16 * per_node, 16).time_s for per_node in (1, 2, 8, 32)]
     assert times == sorted(times), times
+
+
+def test_a_confidence_band_asked_at_another_layout_says_it_is_a_prediction_interval(tmp_path, capsys):
+    """--band confidence (band="confidence") at a layout no sweep measured gave the prediction interval unsaid;
+    a band that is neither was accepted there."""
+    from pybench import load_model
+
+    model = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"),
+                           "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "32", "--nodes", "4",
+                           "--band", "confidence"]) == 0
+    assert "another layout has no confidence band" in capsys.readouterr().err
+    m = load_model(model)
+    assert "no confidence band" in m.predict(1 << 30, world=32, nodes=4, band="confidence").provenance
+    with pytest.raises(UsageError, match="unknown band 'bogus'"):
+        m.predict(1 << 30, world=32, nodes=4, band="bogus")
