@@ -143,22 +143,30 @@ def run_compute(args: argparse.Namespace) -> int:
 
 
 def _gpus_per_node(args: argparse.Namespace) -> int:
-    """--gpus-per-node, else the GPUs of one host of --system (a GB200 NVL72 tray holds 4), else 8."""
-    if args.system is None:
-        return 8 if args.gpus_per_node is None else int(args.gpus_per_node)
-    from pybench.model.system import load_system
-    system = load_system(args.system)
-    if args.gpus_per_node is None:
-        return system.gpus_per_node  # per host, as descriptions count them
-    if args.gpus_per_node > system.gpus_per_node:
-        raise UsageError(f"--gpus-per-node {args.gpus_per_node} exceeds the {system.gpus_per_node} GPUs per host of "
-                         f"{system.name}; give at most {system.gpus_per_node}, or another --system")
-    return int(args.gpus_per_node)
+    """--gpus-per-node, else the GPUs of one host of --system (a GB200 NVL72 tray holds 4), else 8: as the
+    Python ``ccr`` and ``plan`` take them (:func:`pybench.planning.config.node_gpus`)."""
+    from pybench.planning.config import node_gpus
+    with _flags_in_errors():
+        return node_gpus(None if args.gpus_per_node is None else int(args.gpus_per_node), args.system)
+
+
+def _worlds(text: str) -> str:
+    """--world, refused in one line below 2 ranks (one rank exchanges nothing: there is no CCR to compute)
+    or above the 16777216 ranks ``pybench predict --world`` takes."""
+    from pybench.planning.config import MAX_WORLD, parse_list
+    with _flags_in_errors():
+        worlds = parse_list(text, "--world")
+    for w in worlds:
+        if not 2 <= w <= MAX_WORLD:
+            raise UsageError(f"--world {w}: give 2 to {MAX_WORLD} ranks (one rank exchanges nothing, so it has no "
+                             f"CCR; `pybench plan` checks one device's memory)")
+    return text
 
 
 def run_ccr(args: argparse.Namespace) -> int:
     """``python -m pybench ccr``: the CCR table for every strategy x world x batch."""
     from pybench.planning.grid import ccr
+    args.world = _worlds(args.world)
     args.gpus_per_node = _gpus_per_node(args)
     with _flags_in_errors():
         params, shape = _shape_from_args(args)

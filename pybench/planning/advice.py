@@ -35,7 +35,7 @@ from pybench.errors import UsageError
 from pybench.planning.bands import Band
 from pybench.planning.choice import Choice, Need, choose, good
 from pybench.planning.compute import ComputeProfile, load_compute
-from pybench.planning.config import CcrConfig, make_ccr_config
+from pybench.planning.config import CcrConfig, make_ccr_config, node_gpus
 from pybench.planning.grid import grid_notes, not_priced_notes
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.plan_result import Plan
@@ -250,6 +250,9 @@ def _check_plan_inputs(values: dict[str, Any]) -> None:
     for name in ("max_world", "global_batch"):
         if values[name] is not None:
             _number(name, values[name], whole=True, minimum=1, strict=False)
+    if values["max_world"] is not None and values["max_world"] < 2:
+        raise UsageError(f"max_world must be at least 2, got {values['max_world']!r}: the plan weighs one device "
+                         f"against more (give 2 or more; memory on one device is the plan's first check either way)")
     for name in ("device_memory_gb", "bucket_mb", "target_samples_per_s", "loader_samples_per_s",
                  "price_per_node_hour", "price_per_device_hour", "peak_flops_per_s", "flops_per_s"):
         if values[name] is not None:
@@ -307,7 +310,8 @@ def _search(ev: _Inputs, max_world: int | None, max_batch: int, limit: int, glob
 
 
 def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iterable[CollectiveModel] | str,
-         compute: ComputeProfile | str | None = None, flops_per_s: float | None = None, gpus_per_node: int = 8,
+         compute: ComputeProfile | str | None = None, flops_per_s: float | None = None,
+         gpus_per_node: int | None = None,
          shape: TransformerShape | None = None, max_world: int | None = None, device_memory_gb: float = 80,
          overlap: bool = True, bucket_mb: float = 25, target_samples_per_s: float | None = None,
          flash_attention: bool = True, backend: str | None = None, peak_flops_per_s: float | None = None,
@@ -346,6 +350,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         For bad input, naming the parameter (a string or an infinite number is bad input too),
         and when no model prices a layout the advice needs (the message says which input to give).
     """
+    gpus_per_node = node_gpus(gpus_per_node, system)  # the described host's GPUs by default, as ccr
     _check_plan_inputs(dict(batch=batch, max_batch=max_batch, global_batch_limit=global_batch_limit,
                             gpus_per_node=gpus_per_node, seq=seq, max_world=max_world, global_batch=global_batch,
                             device_memory_gb=device_memory_gb, bucket_mb=bucket_mb,

@@ -8,6 +8,7 @@ lists) and names the parameter that was wrong in every error.
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,11 @@ from pybench.planning.strategies import (
 )
 from pybench.planning.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
-__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list", "COMM_BYTES_PER_VALUE"]
+# the largest world any command takes (pybench predict's --world, the result schema's)
+MAX_WORLD = 1 << 24
+
+__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list", "COMM_BYTES_PER_VALUE", "MAX_WORLD",
+           "node_gpus"]
 
 # Bytes per value of the communication dtypes ccr and plan price: bf16 or fp16, fp32 (--comm-dtype),
 # and fp64 (a profiled double-precision model's gradients, pybench.profile.predict).
@@ -191,6 +196,26 @@ def _check_config(c: CcrConfig) -> None:
         raise UsageError(f"memory_headroom must lie in (0, 1], got {c.memory_headroom}")
     if not 0 < c.slow_node <= 1:
         raise UsageError(f"slow_node must lie in (0, 1] (the slow node's speed over the others'), got {c.slow_node}")
+    for w in c.worlds:
+        if w > MAX_WORLD:
+            raise UsageError(f"world must be at most {MAX_WORLD} ranks (as pybench predict's), got {w}")
+
+
+def node_gpus(gpus_per_node: int | None, system: str | None) -> int:
+    """GPUs per node: ``gpus_per_node``, else the GPUs of one host of the ``system`` description (a GB200 NVL72
+    tray holds 4), else 8; one that exceeds the described host's is refused (``ccr``, ``plan`` and their
+    commands lay out alike)."""
+    if system is None:
+        return 8 if gpus_per_node is None else gpus_per_node
+    described = importlib.import_module("pybench.model.system").load_system(system)
+    if gpus_per_node is None:
+        return int(described.gpus_per_node)  # per host, as descriptions count them
+    if isinstance(gpus_per_node, int) and not isinstance(gpus_per_node, bool) \
+            and gpus_per_node > described.gpus_per_node:
+        raise UsageError(f"gpus_per_node {gpus_per_node} exceeds the {described.gpus_per_node} GPUs per host of "
+                         f"{described.name}; give at most {described.gpus_per_node}, or describe another "
+                         f"(system=NAME|FILE)")
+    return gpus_per_node
 
 
 def parse_list(value: int | float | str | Sequence[Any], label: str,

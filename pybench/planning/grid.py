@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from pybench.errors import NotDetermined, UsageError
 from pybench.planning.compute import ComputeProfile, load_compute
-from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config
+from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config, node_gpus
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.overlap import OverlapProfile
 from pybench.planning.preset_check import unused_presets
@@ -187,7 +187,8 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         world: int | str | Sequence[int] = 8, strategy: str | Sequence[str] = "ddp", *,
         models: ModelSet | Iterable[CollectiveModel] | str,
         compute: ComputeProfile | str | None = None, flops_per_s: float | None = None,
-        gpus_per_node: int = 8, shape: TransformerShape | None = None, micro_batches: int | None = None,
+        gpus_per_node: int | None = None, shape: TransformerShape | None = None,
+        micro_batches: int | None = None,
         tp_degree: int | None = None, pp_degree: int | None = None, overlap: bool = False, bucket_mb: float = 25,
         recompute: bool = False, comm_bytes_per_value: int | None = None, device_memory_gb: float = 80,
         flash_attention: bool = True, price_per_node_hour: float | None = None,
@@ -227,8 +228,10 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
     links : sequence of str
         Link presets (``nvlink4``, ``eth-25g``, ...) for the link classes the model file's
         topology models do not hold.
+    gpus_per_node : int, optional
+        Devices per node (default: the GPUs of one host of ``system``, else 8; more than the host's are refused).
     **others
-        gpus_per_node, micro_batches, tp_degree, pp_degree, overlap, recompute,
+        micro_batches, tp_degree, pp_degree, overlap, recompute,
         comm_bytes_per_value, flash_attention, price_per_node_hour, big_node_gpus,
         big_node_price_per_hour, straggler_cv, slow_node, memory_headroom, bytes_per_param, overlap_profile,
         price_per_device_hour: As the CcrConfig attributes of the same names (comm_bytes_per_value: the
@@ -254,7 +257,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
     profile = load_compute(compute) if isinstance(compute, str) else compute
     cfg = make_ccr_config(params, seq, batch, world, strategy, compute=profile, flops_per_s=flops_per_s,
                           shape=shape, bucket_mb=bucket_mb, device_memory_gb=device_memory_gb,
-                          bucket_sizes_bytes=bucket_sizes_bytes, gpus_per_node=gpus_per_node,
+                          bucket_sizes_bytes=bucket_sizes_bytes, gpus_per_node=node_gpus(gpus_per_node, system),
                           micro_batches=micro_batches, tp_degree=tp_degree, pp_degree=pp_degree, overlap=overlap,
                           recompute=recompute, comm_bytes_per_value=comm_bytes_per_value,
                           param_comm_bytes_per_value=comm_bytes_per_value,

@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
-from pybench.errors import BackendUnavailable, FileFormatError, UsageError
+from pybench.errors import BackendUnavailable, FileFormatError, NotDetermined, PyBenchError, UsageError
 from pybench.planning.topology_models import TopologyCollective, topology_collectives
 
-__all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set"]
+__all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set",
+           "UPPER_BOUND"]
 
 
 class Prediction(Protocol):
@@ -40,6 +41,10 @@ class CollectiveModel(Protocol):
 
 def _norm_collective(name: str) -> str:
     return str(name).lower().replace("_", "").replace("-", "").replace(" ", "")
+
+
+UPPER_BOUND = "upper bound for intra-node links, from the inter-node model"
+"""Starts the source of a time that prices intra-node links with the inter-node model (no intra-node data)."""
 
 
 @dataclass(frozen=True)
@@ -130,29 +135,32 @@ class ModelSet:
         if note not in self.notes:
             self.notes.append(note)
 
-    def _pick(self, collective: str, link_class: str, world: int) -> CollectiveModel | None:
+    def _pick(self, collective: str, link_class: str, world: int, nodes: int | None = None) -> CollectiveModel | None:
         cands = [m for m in self.models if _norm_collective(m.collective) == collective
                  and (m.link_class is None or m.link_class == link_class)]
         if not cands:
             return None
 
         def distance(m: CollectiveModel) -> float:
-            # A sweep fitted at the world size needed beats the topology model (which answers for any
-            # world) beats a sweep fitted elsewhere (which refuses other worlds, saying what is missing)
-            # beats unknown world size.
+            # A sweep fitted at the layout needed (its world size, and its node count where both are known)
+            # beats the topology model (which answers for any layout) beats a sweep fitted elsewhere (which
+            # refuses other layouts, saying what is missing) beats unknown world size.
             if getattr(m, "any_world", False):
                 return 1.0
             if m.world_size is None:
                 return math.inf
-            return 0.0 if int(m.world_size) == world else 2.0 + abs(math.log(max(int(m.world_size), 1) / world))
+            if int(m.world_size) == world and not _other_nodes(m, nodes):
+                return 0.0
+            return 2.0 + abs(math.log(max(int(m.world_size), 1) / world))
 
         return min(cands, key=lambda m: (m.link_class is None, distance(m)))
 
     def _direct(self, collective: str, size_bytes: float, world: int, link_class: str,
                 nodes: int | None = None) -> CommTime | None:
-        model = self._pick(collective, link_class, world)
+        model = self._pick(collective, link_class, world, nodes)
         if model is None:
             return None
+        provenance = ""
         if model.link_class is None:
             # e.g. an nccl-tests log without "#  Rank" lines: nobody said which links it crossed
             self._note(f"{collective} model of unknown link class used for {link_class} links "
@@ -162,9 +170,15 @@ class ModelSet:
             where = f"{collective} {getattr(model, 'label', 'topology model')} at {world} ranks"
             if nodes:
                 where += f" on {nodes} nodes"
+            provenance = str(getattr(pred, "provenance", "") or "")
             for caveat in getattr(pred, "caveats", ()):
                 self._note(f"{collective} across nodes: {caveat}")
             self._note(f"{collective} over {link_class} links from the {getattr(model, 'label', 'topology model')}")
+        elif int(model.world_size or 0) == world and _other_nodes(model, nodes):
+            # the sweep measured this rank count on other nodes and no topology model answers: not determined
+            raise NotDetermined(f"the {collective} sweep was measured at {model.world_size} ranks on "
+                                f"{_sweep_nodes(model)} node(s), and {world} ranks on {nodes} nodes are not "
+                                f"determined by it ({why_no_topology(model)}); or measure at that layout")
         elif model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
             where = f"{collective} {model.link_class or 'any-link'} model of unknown world size, used at {world}"
@@ -180,6 +194,11 @@ class ModelSet:
             where = f"{collective} {model.link_class or 'any-link'} model fitted at {model.world_size} ranks"
             if int(model.world_size) != world:
                 where += f", extrapolated to {world}"
+            elif (fitted := _sweep_nodes(model)) is not None:
+                where += f" on {fitted} node{'s' if fitted > 1 else ''}"
+            provenance = str(getattr(pred, "provenance", "") or "")
+        if provenance:  # what the figure rests on, in the words `pybench predict` prints
+            where += f": {provenance}"
         t = float(pred.time_s)
         return CommTime(t, float(getattr(pred, "time_low_s", t)), float(getattr(pred, "time_high_s", t)), where)
 
@@ -212,7 +231,8 @@ class ModelSet:
             return found
         if link_class == "intra-node":
             # Only a multi-node log: inside a node the links are at least as fast as between nodes,
-            # so the inter-node model is an upper bound on the intra-node time (said, not hidden).
+            # so the inter-node model is an upper bound on the intra-node time (said, not hidden, in the
+            # notes and in the call's source).
             bound = self._direct(c, size_bytes, world, "inter-node") or self._derived(c, size_bytes, world,
                                                                                      "inter-node")
             if bound is not None:
@@ -220,10 +240,29 @@ class ModelSet:
                            f"inside a node are at least as fast); fit a one-node log or give --link nvlink4, "
                            f"pcie5, ... for a closer answer")
                 return CommTime(bound.time_s, bound.time_low_s, bound.time_high_s,
-                                f"{bound.source}; inter-node model as an upper bound for intra-node links")
+                                f"{UPPER_BOUND}: {bound.source}")
         have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
         raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it")
+
+
+def _sweep_nodes(model: Any) -> int | None:
+    """Nodes a fitted sweep ran on, where it records them (pybench's own models do)."""
+    fitted = getattr(model, "_fitted_nodes", None)
+    if not callable(fitted):
+        return None
+    try:
+        n = fitted()
+    except PyBenchError:
+        return None
+    return int(n) if n else None
+
+
+def _other_nodes(model: Any, nodes: int | None) -> bool:
+    """Whether a sweep is known to have run on another node count than the ``nodes`` asked for: then it answers
+    at its own layout only, and other node counts go through the topology model as ``pybench predict`` does."""
+    fitted = _sweep_nodes(model)
+    return nodes is not None and fitted is not None and fitted != nodes
 
 
 @dataclass

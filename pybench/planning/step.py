@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pybench.errors import UsageError
 from pybench.planning.bands import Band, band
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
@@ -57,6 +58,7 @@ from pybench.planning.strategies import (
     stage_share,
 )
 from pybench.planning.transformer import training_flops
+from pybench.sizes import MAX_SIZE_BYTES
 
 __all__ = ["OpTime", "StepEstimate", "estimate_step", "default_micro_batches"]
 
@@ -225,7 +227,15 @@ def _call_key(layout: Layout, op: CommOp) -> tuple[Any, ...]:
 def _op_time(models: ModelSet, layout: Layout, op: CommOp) -> OpTime:
     """One kind of communication with its predicted time per call, the NICs' sharing included."""
     def compute() -> CommTime:
-        alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes)
+        try:
+            alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes)
+        except UsageError:
+            if op.size_bytes <= MAX_SIZE_BYTES:
+                raise
+            # a fitted sweep prices calls up to 16 TiB: say which input made the call that large
+            raise UsageError(f"params is too large: its {op.purpose} make a bucket of {op.size_bytes:.3g} "
+                             f"bytes ({op.collective}), over the 16 TiB a fitted sweep prices; give fewer "
+                             f"parameters") from None
         return shared_time(models, op, op.size_bytes, alone, sharing_groups(layout, op), layout.world,
                            layout.nodes)
     return OpTime(op, _memo(models, ("call", *_call_key(layout, op)), compute))

@@ -29,6 +29,7 @@ class _Prediction:
     time_low_s: float
     time_high_s: float
     caveats: tuple[str, ...] = ()
+    provenance: str = ""
 
 
 class TopologyCollective:
@@ -60,7 +61,10 @@ class TopologyCollective:
         p = self.model.predict(max(1, int(size_bytes)), priced, nodes, nics_as_fitted=True, nodes_are_hosts=False)
         if p.undetermined:
             raise NotDetermined(p.undetermined)
-        return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s), (*p.caveats, *caveats))
+        # what it rests on, in the words `pybench predict` prints for the same layout
+        said = "; ".join(x for x in (str(getattr(p, "provenance", "") or ""),
+                                     f"regime {p.regime}" if getattr(p, "regime", None) else "") if x)
+        return _Prediction(float(p.time_s), float(p.low_s), float(p.high_s), (*p.caveats, *caveats), said)
 
 
 PART_FULL = ("ranks that do not fill their nodes evenly are priced as the even layout on those nodes that holds "

@@ -1,0 +1,117 @@
+"""ccr and plan: the layout a fitted sweep answers for, the system's GPUs per node, and absurd input.
+
+The model is the shared 2 x 8 H100 all-reduce log fitted as the README fits it (16 ranks on 2 nodes).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import SHARED_DATA
+
+import pybench
+from pybench.cli.main import main
+from pybench.errors import UsageError
+
+H100_LOG = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+GRADIENTS_7B = 14_000_000_000  # bytes of 7B parameters' bf16 gradients: the DDP all-reduce
+
+
+@pytest.fixture(scope="module")
+def h100(tmp_path_factory):
+    if not H100_LOG.exists():
+        pytest.skip(f"shared log not found: {H100_LOG}")
+    path = tmp_path_factory.mktemp("h100") / "h100.json"
+    assert main(["fit", str(H100_LOG), "--nodes", "2", "-o", str(path)]) == 0
+    return str(path)
+
+
+def _ccr_op(h100, tmp_path, capsys, *args):
+    out = tmp_path / "ccr.json"
+    assert main(["ccr", "--params", "7B", "--model", h100, "--tflops", "400", "--json", str(out), "--force",
+                 *args]) == 0
+    capsys.readouterr()
+    row = json.loads(out.read_text())["rows"][0]
+    return row, row["ops"][0]
+
+
+def _predict(h100, tmp_path, capsys, nodes):
+    out = tmp_path / f"predict{nodes}.json"
+    assert main(["predict", h100, "--sizes", str(GRADIENTS_7B), "--world", "16", "--nodes", str(nodes),
+                 "--system", "aws-p5", "--json", str(out), "--force"]) == 0
+    capsys.readouterr()
+    return json.loads(out.read_text())["records"][0]
+
+
+def _refused(capsys, argv):
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("gpus_per_node,nodes", [(8, 2), (4, 4), (2, 8)])
+def test_the_sweep_answers_at_its_own_layout_only_other_node_counts_as_predict(h100, tmp_path, capsys,
+                                                                               gpus_per_node, nodes):
+    row, op = _ccr_op(h100, tmp_path, capsys, "--world", "16", "--gpus-per-node", str(gpus_per_node),
+                      "--system", "aws-p5")
+    assert row["layout"]["nodes"] == nodes and op["size_bytes"] == GRADIENTS_7B
+    record = _predict(h100, tmp_path, capsys, nodes)
+    assert op["time_per_call_s"] == pytest.approx(record["time_s"], rel=1e-9)
+    assert record["provenance"] in op["model"]  # the same words predict prints
+    if nodes == 2:
+        assert "fitted at 16 ranks on 2 nodes" in op["model"]
+    else:
+        assert "another node count" in op["model"] and "topology model" in op["model"]
+
+
+def test_python_ccr_takes_the_systems_gpus_per_node_as_the_cli(h100, tmp_path, capsys):
+    res = pybench.ccr("7B", 2048, 1, 16, "ddp", models=h100, flops_per_s=4e14, system="gb200-nvl72")
+    row, op = _ccr_op(h100, tmp_path, capsys, "--world", "16", "--system", "gb200-nvl72")
+    assert res.rows[0].layout.gpus_per_node == row["layout"]["gpus_per_node"] == 4
+    assert res.rows[0].ops[0].call.time_s == pytest.approx(op["time_per_call_s"], rel=1e-9)
+    with pytest.raises(UsageError, match="exceeds the 4 GPUs per host"):
+        pybench.ccr("7B", 2048, 1, 16, "ddp", models=h100, flops_per_s=4e14, system="gb200-nvl72", gpus_per_node=8)
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--world", "1"], "--world 1: give 2 to 16777216 ranks"),
+    (["--world", "16777217"], "--world 16777217: give 2 to 16777216"),
+    (["--world", "1000000000000"], "--world 1000000000000: give 2 to 16777216"),
+    (["--world", "16", "--params", "1e15", "--system", "aws-p5"], "--params is too large"),
+])
+def test_absurd_ccr_input_is_refused_in_one_line(h100, capsys, args, said):
+    argv = ["ccr", "--params", "7B", "--model", h100, "--tflops", "400", *args]
+    err = _refused(capsys, argv)
+    assert said in err
+    if "--params" in said:
+        assert "gradients make a bucket" in err and "16 TiB" in err
+
+
+def test_a_world_beyond_the_cap_is_refused_in_python_too(h100):
+    with pytest.raises(UsageError, match="world must be at most 16777216"):
+        pybench.ccr("7B", 2048, 1, 10**12, "ddp", models=h100, flops_per_s=4e14)
+
+
+def test_plan_needs_at_least_two_devices(h100, capsys):
+    err = _refused(capsys, ["plan", "--params", "7B", "--max-world", "1", "--model", h100, "--tflops", "400",
+                            "--system", "aws-p5"])
+    assert "--max-world must be at least 2" in err
+    with pytest.raises(UsageError, match="max_world must be at least 2"):
+        pybench.plan("7B", 2048, 1, models=h100, flops_per_s=4e14, max_world=1)
+
+
+def test_intra_node_links_priced_by_the_inter_node_model_are_labelled_an_upper_bound(h100, tmp_path, capsys):
+    # docs/planning.md: with a multi-node log alone, intra-node links are priced with the inter-node model as
+    # an upper bound (predict refuses them); the call's label says so first, and a note says it too
+    out = tmp_path / "ccr8.json"
+    assert main(["ccr", "--params", "7B", "--world", "8", "--model", h100, "--tflops", "400", "--json",
+                 str(out)]) == 0
+    text = capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    (op,) = doc["rows"][0]["ops"]
+    assert op["link_class"] == "intra-node"
+    assert op["model"].startswith("upper bound for intra-node links, from the inter-node model: ")
+    assert "intra-node links priced with the inter-node model, an upper bound" in text
