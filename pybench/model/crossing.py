@@ -163,6 +163,9 @@ def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing:
 
 # The fastest NIC any preset knows, per port: a GPU behind one such port cannot move more.
 FASTEST_NIC_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.link_class == "inter-node")
+# The most GPUs one NVLink domain joins: NVIDIA's NVLink Switch System connects up to 576 GPUs (GB200 NVL576). A
+# fit over more ranks whose bus bandwidth outruns any NIC crossed a network between NVLink domains too.
+LARGEST_NVLINK_DOMAIN_GPUS = 576
 
 
 def nvlink_domain_ranks(model: ModelLinks) -> int:

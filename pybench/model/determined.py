@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node
+from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, ModelLinks, nvlink_domain_ranks, ranks_per_node
 from pybench.model.system import GPU_BACKENDS
 from pybench.model.topology_schedules import algorithm_steps
 
@@ -52,6 +52,11 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"{', '.join(map(str, sorted(measured))) or 'none in one node'}); measure it with "
                 f"`pybench {model.collective} --np {world}`")
     domain = nvlink_domain_ranks(model)
+    if nodes > 1 and domain > LARGEST_NVLINK_DOMAIN_GPUS and (world, nodes) not in model.fitted:
+        return (f"not determined by these inputs: the fit's bus bandwidth outruns any NIC, so its hosts share NVLink "
+                f"domains, and its {domain} ranks are more than one domain holds ({LARGEST_NVLINK_DOMAIN_GPUS} GPUs at "
+                f"most): its figures mix NVLink and the network in shares no input says; refit with --system "
+                f"NAME|FILE (its NVLink domain size), or measure it with `pybench {model.collective} --np {world}`")
     if nodes > 1 and domain and world > domain and not model.inside_nvlink_domain(world):
         assert model.inter is not None
         return (f"not determined by these inputs: the inter-node figures were fitted inside an NVLink domain "

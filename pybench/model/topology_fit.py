@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from pybench.errors import UsageError
-from pybench.model.crossing import nvlink_domain_ranks, ranks_per_node
+from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, nvlink_domain_ranks, ranks_per_node
 from pybench.model.determined import OWN_MISS
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
@@ -135,8 +135,13 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         assert model.inter is not None
         notes.append(f"the inter-node bus bandwidth ({model.inter.busbw_Bps / 1e9:.0f} GB/s) is more than "
                      f"{ranks_per_node(model)} ranks per node can move through 800 Gbit/s NICs: these hosts share "
-                     f"an NVLink domain (multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
-                     f"({domain} ranks fitted), not across the network beyond it, which this data does not measure")
+                     + (f"an NVLink domain (multi-node NVLink, e.g. GB200 NVL72); the figures hold inside it "
+                        f"({domain} ranks fitted), not across the network beyond it, which this data does not measure"
+                        if domain <= LARGEST_NVLINK_DOMAIN_GPUS else
+                        f"NVLink domains, and {domain} ranks are more than one holds "
+                        f"({LARGEST_NVLINK_DOMAIN_GPUS} GPUs at most): the figures mix NVLink inside domains and "
+                        f"the network between them; give --system NAME|FILE (its NVLink domain size) to price "
+                        f"other layouts"))
     residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
     misses = _layout_misses(fitted_obs, residuals)
     notes += _miss_notes(misses)

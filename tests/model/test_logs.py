@@ -396,6 +396,10 @@ def test_complete_rank_lines_win_over_an_imprecise_ratio_at_many_ranks(tmp_path)
     m = _one(path)
     assert (m.world_size, m.link_class) == (1440, "inter-node")
     assert any("world size 1440 from the Rank lines 0..1439, within the" in n for n in m.notes)
+    # the Rank lines elided down to the last one (CoreWeave's 20-rack log): the smallest count both allow
+    path.write_text(ranks.splitlines(keepends=True)[-1] + NCCL_HEADER + NCCL_UNITS + row)
+    m = _one(path)
+    assert m.world_size == 1440 and any("the smallest count both the Rank lines" in n for n in m.notes)
 
 
 # -- newer nccl-tests tables: per-iteration columns (-I 1), timestamps, "cputime" ------------------------------

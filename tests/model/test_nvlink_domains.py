@@ -197,3 +197,15 @@ def test_fit_reports_the_regimes_of_a_sweep_inside_one_domain(tmp_path, capsys):
     log = SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"
     assert main(["fit", str(log), "--system", "gb200-nvl72", "-o", str(tmp_path / "m.json")]) == 0
     assert "fastest from" in capsys.readouterr().out
+
+
+def test_a_fit_over_more_ranks_than_any_nvlink_domain_holds_determines_no_other_layout():
+    """20 GB200 racks (1440 ranks on 360 trays) without --system: busbw beyond any NIC says NVLink domains, but
+    1440 ranks are more than one holds, so the figures mix NVLink and the network; 2 racks were priced 2-3x slow."""
+    sizes = [2.0 ** k for k in range(29, 35)]
+    racks = [Observation(s, 1440, 360, 5e-3 + 2 * 1439 / 1440 * s / 430e9) for s in sizes]
+    model = fit_topology("allreduce", racks)
+    assert any("more than one holds (576 GPUs at most)" in n for n in model.notes)
+    assert model.predict(1 << 30, 1440, 360).determined
+    other = model.predict(1 << 30, 144, 36)
+    assert not other.determined and "--system NAME|FILE (its NVLink domain size)" in other.undetermined

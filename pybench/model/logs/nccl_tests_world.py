@@ -42,7 +42,12 @@ def world_and_link(world: int | None, pre: RankLines, world_size: int | None, no
     if pre.pybench.get("link") in LINK_CLASSES:
         return world, pre.pybench["link"]
     listed, at_least = len(pre.ranks), (max(pre.ranks) + 1 if pre.ranks else 0)
-    if world is None and span is not None and not (listed == at_least and span[0] <= at_least <= span[1]):
+    if world is None and span is not None and pre.ranks and listed < at_least and span[0] <= at_least <= span[1]:
+        # Rank lines elided in the middle (1 of 1440 printed, the last Rank 1439): the smallest count both allow
+        notes.append(f"world size {at_least}: the smallest count both the Rank lines (up to Rank {at_least - 1}, "
+                     f"{listed} of them printed) and busbw/algbw, rounded as printed ({span[0]} to {span[1]}), allow")
+        world = at_least
+    elif world is None and span is not None and not (listed == at_least and span[0] <= at_least <= span[1]):
         notes.append(f"world size not determined: busbw/algbw, rounded as printed, allows {span[0]} to "
                      f"{span[1]} ranks" + (f" and the Rank lines list {listed} (of ranks 0..{at_least - 1})"
                                            if pre.ranks else " and no Rank lines are printed")
