@@ -8,8 +8,10 @@ domain that its fit never crossed. Each answer names the missing input and the m
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
+from pybench.model.calibration import EXTRAPOLATED_KINDS
 from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, ModelLinks, nvlink_domain_ranks, ranks_per_node
 from pybench.model.system import GPU_BACKENDS
 from pybench.model.topology_schedules import algorithm_steps
@@ -102,3 +104,12 @@ def _gpu_counts_disagree(model: FittedModel) -> str:
                 f"{', '.join(f'{100 * f:.0f}% of the bandwidth time at {w} ranks' for w, f in heavy.items())}, "
                 f"more than the bytes themselves")
     return ""
+
+
+def own_miss_span(model: FittedModel, kind: str, across: bool) -> float:
+    """Log span an extrapolated prediction (another GPU or node count) takes from its link class's fitted layouts:
+    where the one cost shape misses them by m (median), no other layout is known better than that, so log(1 + m)
+    of the largest such miss joins what the inputs cannot determine (0 elsewhere)."""
+    if kind.split(",")[0] not in EXTRAPOLATED_KINDS:
+        return 0.0
+    return math.log1p(max((m for _, n, m in model.layout_misses if (n > 1) == across), default=0.0))

@@ -58,7 +58,7 @@ from pybench.model.crossing import (
     unknown_tree_bytes,
 )
 from pybench.model.description_checks import fabric_mismatches, implausible_regimes
-from pybench.model.determined import undetermined
+from pybench.model.determined import own_miss_span, undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
 from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
@@ -305,7 +305,7 @@ class TopologyModel:
         bytes_only = self._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
         share = min(bytes_only._time(size, world, nodes, sharing)[0] / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
-        span = 0.0
+        span = own_miss_span(self, kind, across)  # the cost shape's misfit at the layouts it was fitted on
         if readings and across:
             time_s = readings[1]
         elif readings:

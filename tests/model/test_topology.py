@@ -558,7 +558,7 @@ def test_a_described_crossing_widens_with_the_nodes_beyond_the_two_it_is_calibra
     model = fit_topology("allreduce", _vtrain(8)).with_system(load_system("dgx-a100"))
     near, far = model.predict(1 << 30, 16, 2), model.predict(1 << 30, 160, 20)
     assert near.provenance == far.provenance == "system description"
-    assert far.high_s / far.time_s > 1.3 * near.high_s / near.time_s
+    assert far.high_s / far.time_s > 1.2 * near.high_s / near.time_s
 
 
 def test_a_gpu_count_on_an_unswitched_described_node_never_measured_is_not_determined():
@@ -570,3 +570,16 @@ def test_a_gpu_count_on_an_unswitched_described_node_never_measured_is_not_deter
         p = across.with_system(load_system(system)).predict(1 << 30, 4, 1)
         assert p.determined == determined, system
         assert determined or "measured: none in one node" in p.undetermined
+
+
+def test_a_cost_shape_that_misses_its_own_layouts_widens_its_other_layouts_by_that_miss():
+    """MPI on 96 ranks per node at 32 and 64 nodes, its latency growing with the nodes faster than any tree: the one
+    shape misses its own sweeps (a real EKS log: by 50%), so 128 nodes are known no better than that."""
+    sizes = [2.0 ** k for k in range(2, 21)]
+    obs = [Observation(s, 96 * n, n, 8e-6 * n * n / 32 + s / 2e9) for n in (32, 64) for s in sizes]
+    model = fit_topology("allreduce", obs)
+    assert max(m for _, _, m in model.layout_misses) > 0.1
+    missed = model.predict(1024, 96 * 128, 128)
+    clean = dataclasses.replace(model, layout_misses=()).predict(1024, 96 * 128, 128)
+    miss = max(m for _, _, m in model.layout_misses)
+    assert missed.high_s / missed.time_s == pytest.approx(clean.high_s / clean.time_s * (1 + miss), rel=1e-6)
