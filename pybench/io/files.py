@@ -216,12 +216,23 @@ def refuse_existing(path: str | os.PathLike, force: bool, inputs: Iterable[str |
             raise UsageError(f"cannot write {p}: folder {parent} is not writable")
         # A name longer than the file system allows fails only when the file is made: ask it now.
         limit = os.pathconf(parent, "PC_NAME_MAX")
+        _probe_folder(parent)
     except OSError as exc:
         raise path_error(exc, p, "write") from None
     if len(os.fsencode(p.name)) > limit:
         raise UsageError(f"cannot write {_shown(p)}: its name is longer than the {limit} bytes the file system "
                          f"allows; choose a shorter name")
     refuse_non_regular(p)  # before any work: --force replaces a file, never a device, FIFO or link
+
+
+def _probe_folder(folder: Path) -> None:
+    """Make (and drop) a file in ``folder`` before any work: a folder that takes none (``/proc``, ``/sys``, a
+    read-only mount that answers access() yes) fails here, not after a run's output is printed. OSError if not."""
+    fd = _anonymous_file(folder)
+    if fd is None:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".pybench-probe-")
+        _unlink_quietly(name)
+    os.close(fd)
 
 
 def _same_file(path: Path, other: str | os.PathLike) -> bool:

@@ -351,3 +351,16 @@ def test_an_output_that_is_one_of_the_commands_inputs_is_refused_even_with_force
     kept = model.read_bytes()
     assert main(["predict", str(model), "--sizes", "1M", "--json", str(model), "--force"]) == 2
     assert "is one of this command's inputs" in capsys.readouterr().err and model.read_bytes() == kept
+
+
+def test_an_output_folder_that_takes_no_file_is_refused_before_any_output(tmp_path, capsys):
+    """/proc answers access(W_OK) yes to root and takes no file: predict printed its table, then failed."""
+    from pybench.cli.main import main
+
+    model = tmp_path / "m.json"
+    log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+    assert main(["fit", str(log), "--nodes", "2", "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(model), "--sizes", "1M", "--json", "/proc/pybench-test.json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "cannot write /proc/pybench-test.json" in err
