@@ -352,7 +352,7 @@ def _topology_for(args, models) -> list:
         for preset in presets:
             held = tm.intra if preset.link_class == "intra-node" else tm.inter
             if held is not None:
-                _say(f"--link {preset.name}: the {tm.collective} model already holds a {preset.link_class} link "
+                _say(f"--link {preset.name}: the {tm.collective} model already holds an {preset.link_class} link "
                      f"({held.label}); the preset is not used")
             elif preset.link_class == "intra-node" and (args.nodes or 1) > 1 and _crossing_measured(tm):
                 _say(f"--link {preset.name}: the {tm.collective} model's crossing was measured end to end, the legs "
@@ -396,8 +396,12 @@ def _nodes_asked(args, models) -> int:
                      f"layouts do not say")
 
 
+# What predict has to say about its inputs, held until its table is ready: a refusal is then its one line alone.
+_SAID: list[str] = []
+
+
 def _say(line: str) -> None:
-    print(f"pybench: predict: {line}", file=sys.stderr)
+    _SAID.append(f"pybench: predict: {line}")
 
 
 def run_predict(args) -> int:
@@ -418,6 +422,7 @@ def run_predict(args) -> int:
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
     sizes = parse_sizes(args.sizes)
+    _SAID.clear()
     topology = _topology_for(args, models)
     if topology:
         if args.band == "confidence":  # no mean is measured at another layout to put a confidence band around
@@ -427,6 +432,9 @@ def run_predict(args) -> int:
         if args.world is not None:  # a measured layout: its own sweeps answer, one table each
             models = [m for m in models if m.world_size == args.world]
         records = prediction_records(models, sizes, band=args.band)
+    for line in dict.fromkeys(_SAID):
+        print(line, file=sys.stderr)
+    _SAID.clear()
     print(format_prediction_table(records))
     if args.json:
         write_json(Path(args.json), stamp(PREDICTION, {"model_file": str(args.model), "records": records}))

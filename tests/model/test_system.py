@@ -527,3 +527,15 @@ def test_a_confidence_band_asked_at_another_layout_says_it_is_a_prediction_inter
     assert "no confidence band" in m.predict(1 << 30, world=32, nodes=4, band="confidence").provenance
     with pytest.raises(UsageError, match="unknown band 'bogus'"):
         m.predict(1 << 30, world=32, nodes=4, band="bogus")
+
+
+def test_a_refused_prediction_is_its_one_error_line_alone(tmp_path, capsys):
+    """predict said "the preset is not used" and then refused: two lines on stderr for one bad input."""
+    model = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"),
+                           "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(model), "--sizes", "1M", "--world", "8", "--nodes", "1",
+                           "--link", "ib-ndr"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "holds no intra-node parameters" in err
