@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -196,8 +197,8 @@ def run_fit(args) -> int:
             where = ", ".join(model.sources) or model.collective
             print(f"pybench: fit: {where}: {model.collective} x{model.world_size or '?'}: {anomaly.describe()}; "
                   f"left out of the fit", file=sys.stderr)
-    for line in skipped:
-        print(f"pybench: fit: {line}", file=sys.stderr)
+    for line, count in Counter(skipped).items():  # a job log of 57 tables says each reason once
+        print(f"pybench: fit: {line}" + (f" ({count} tables)" if count > 1 else ""), file=sys.stderr)
     for tm in topology:
         print(f"\n{describe_topology(tm)}")
     save_models(models, out, overwrite=args.force, topology=topology)
@@ -242,6 +243,9 @@ def _with_nodes(ms, nodes: int):
 
     where = ms.path or ms.collective
     known = nodes_of(ms)
+    if ms.collective.startswith("p2p_") and ms.world_size == 2 and nodes > 2:  # osu_latency beside osu_allreduce
+        return dataclasses.replace(ms, notes=(*ms.notes, f"--nodes {nodes} not applied to this table: a "
+                                                         f"point-to-point test runs between 2 ranks"))
     if known is not None:
         if known != nodes:
             raise UsageError(f"--nodes {nodes}: {where} ran on {known} node(s) by its own record; leave --nodes "

@@ -653,3 +653,7 @@ def test_a_job_log_of_point_to_point_and_collective_tests_fits_each_at_its_own_l
                            "--sizes", "1K"]) == 0
     assert "measured" in capsys.readouterr().out
     assert load_model(model, collective="p2p_latency").predict(1024, world=2, nodes=2).provenance == "measured"
+    # the all-reduce on 32 nodes: --nodes 32 is not the 2-rank latency test's (it was refused for it)
+    log.write_text(log.read_text().replace("-np 192 -map-by ppr:96:node", "-np 3072 -map-by ppr:96:node"))
+    assert main_for_tests(["fit", str(log), "--world", "3072", "--nodes", "32", "-o", str(model), "--force"]) == 0
+    assert "--nodes 32 not applied to this table" in capsys.readouterr().out
