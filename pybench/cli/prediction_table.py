@@ -18,6 +18,10 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
         pred = m.predict([float(s) for s in sizes], band=band)
         factor = busbw_factor(m.collective, w) if w else math.nan
         anomalies = {a.size_bytes: a for a in m.anomalies}
+        # a file from before prediction bands answers with its confidence band, as Python's predict says
+        predates = band is None and not all(math.isfinite(seg.rel_sigma) for seg in m.segments)
+        used = "confidence" if predates else band or "prediction"
+        old = " (confidence band: the file predates prediction bands; refit it)" if predates else ""
         for s, t, lo, hi in zip(sizes, pred.time_s, pred.time_low_s, pred.time_high_s):
             # Fitted pieces are physical (alpha >= 0, B > 0), so t > 0; the guard only
             # keeps a nonsense bandwidth out of the output should that ever break.
@@ -25,11 +29,11 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
             records.append({
                 "collective": m.collective, "backend": m.backend, "link_class": m.link_class,
                 "dtype": m.dtype, "size_bytes": int(s), "world": w, "time_s": float(t), "time_low_s": float(lo),
-                "time_high_s": float(hi), "band": band or "prediction",
+                "time_high_s": float(hi), "band": used,
                 "algbw_gbps": None if algbw is None else float(algbw),
                 "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
                 "algorithm": "fitted sweep",
-                "provenance": m.provenance_at(float(s)),
+                "provenance": m.provenance_at(float(s)) + old,
                 "extrapolated_world": False,
                 "extrapolated_size": not (m.size_min_bytes <= s <= m.size_max_bytes),
                 # The band is wider than the time itself, so its low end is clipped at 0:

@@ -392,6 +392,11 @@ def test_prediction_band_is_wider_and_needs_residual_scale():
     old = load_model(FIXTURES / "model_v1_allreduce.json")
     with pytest.raises(UsageError, match="refit"):
         old.predict(1 << 20, band="prediction")
+    # with no band asked, the CLI's records say the confidence band, as Python's provenance does
+    from pybench.cli.prediction_table import prediction_records
+    (record,) = prediction_records([old], [1 << 20])
+    assert record["band"] == "confidence" and "the file predates prediction bands" in record["provenance"]
+    assert "the file predates prediction bands" in old.predict(1 << 20).provenance
 
 
 def test_prediction_band_holds_leave_one_out_errors_and_older_files_load_without_them(tmp_path):
