@@ -61,7 +61,7 @@ class CurveSchema(_Body):
 
     collective: Text
     backend: Text | None = None
-    link_class: Text | None = None
+    link_class: Literal["intra-node", "inter-node"] | None = None
     world_size: World
     dtype: Text | None = None
     algorithm: Text | None = None

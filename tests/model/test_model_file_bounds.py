@@ -53,3 +53,12 @@ def test_a_sweep_without_its_node_count_says_so_when_nodes_are_given(tmp_path, c
     with pytest.raises(UsageError, match="does not record how many nodes it ran on"):
         model.predict(1024, world=2, nodes=2)
     assert model.predict(1024, world=2).time_s > 0
+
+
+def test_a_link_class_no_fit_writes_is_refused(node_model, tmp_path):
+    data = json.loads(node_model.read_text())
+    data["models"][0]["link_class"] = "warp"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    with pytest.raises(FileFormatError, match="link_class: Input should be 'intra-node' or 'inter-node'"):
+        load_models(edited)
