@@ -341,6 +341,9 @@ def read_bytes(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> by
     descriptor (a symlink to /dev/zero is a character device there), and read no further than
     ``limit_bytes``.
     """
+    if not isinstance(path, (str, os.PathLike)) or not str(path):  # bytes, None, a number, a dict from Python
+        raise UsageError(f"a file is named by a non-empty str or pathlib.Path, not {type(path).__name__} "
+                         f"{str(path)[:40]!r}")
     p = Path(path)
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -389,7 +392,7 @@ def read_json(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> Any
     parsing it would not fit in the memory this process may use."""
     try:
         size = os.stat(path).st_size
-    except OSError:
+    except (OSError, TypeError, ValueError):
         size = 0  # read_bytes says why in its own line
     if size <= limit_bytes:
         check_budget(JSON_MEMORY_FACTOR * size, f"reading {_shown(path)} ({size / 1e6:.0f} MB of JSON)",

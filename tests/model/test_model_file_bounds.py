@@ -62,3 +62,9 @@ def test_a_link_class_no_fit_writes_is_refused(node_model, tmp_path):
     edited.write_text(json.dumps(data))
     with pytest.raises(FileFormatError, match="link_class: Input should be 'intra-node' or 'inter-node'"):
         load_models(edited)
+
+
+@pytest.mark.parametrize("path", [None, 123, b"model.json", {}, ""])
+def test_load_model_names_a_path_that_is_no_file_name(path):
+    with pytest.raises(UsageError, match="a file is named by a non-empty str or pathlib.Path"):
+        load_model(path)
