@@ -608,6 +608,11 @@ def test_nccl_tests_json_under_kubectl_timestamps_is_read(tmp_path):
     (ms,) = load_measurements(labelled)
     (plain,) = load_measurements(REPO / "tests" / "fixtures" / "nccl_tests_allreduce_8xa100.json")
     assert ms.size_bytes.tolist() == plain.size_bytes.tolist() and ms.world_size == plain.world_size
+    # its first line unlabelled (the document's "{" written before the collector stamped lines)
+    lines = src.splitlines()
+    labelled.write_text(lines[0] + "\n" + "".join(f"2024-05-01T12:00:00.123456789Z {ln}\n" for ln in lines[1:]))
+    (first,) = load_measurements(labelled)
+    assert first.size_bytes.tolist() == plain.size_bytes.tolist()
 
 
 def test_a_table_named_only_by_its_footer_or_by_an_mpi_build_takes_that_name(tmp_path):

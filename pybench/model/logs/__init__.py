@@ -90,9 +90,11 @@ def sniff_format(text: str) -> str:
 def _json_text(text: str) -> str | None:
     """``text`` when it opens a JSON document, or its lines without launcher labels when a collector labelled
     each (an nccl-tests -J file shown by ``kubectl logs --timestamps``); else None."""
-    if text.lstrip().startswith("{"):
+    head = text[:4096]
+    labelled = strip_launcher_labels(head) != head  # a collector labelled the lines (not always the first)
+    if text.lstrip().startswith("{") and not labelled:
         return text
-    if strip_launcher_labels(text[:4096]).lstrip().startswith("{") and text.count("\n") <= _MAX_LINES:
+    if strip_launcher_labels(head).lstrip().startswith("{") and text.count("\n") <= _MAX_LINES:
         return strip_launcher_labels(text)
     return None
 
