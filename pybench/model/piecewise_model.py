@@ -312,8 +312,8 @@ class AlphaBetaModel:
         tm = self.topology
         if tm is None:
             return "none (no topology model: this curve answers at its own layout only)"
-        fitted = ", ".join(f"{w}" if n == 1 else f"{w} on {n} nodes" for w, n in tm.fitted)
-        return f"the {self.collective} topology model ({tm.algorithm}, fitted at {fitted} ranks)"
+        fitted = ", ".join(f"{w} ranks" + ("" if n == 1 else f" on {n} nodes") for w, n in tm.fitted)
+        return f"the {self.collective} topology model ({tm.algorithm}, fitted at {fitted})"
 
     def __repr__(self) -> str:
         return (f"AlphaBetaModel({self.collective}, {self.backend}, {self.link_class}, "
