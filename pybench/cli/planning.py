@@ -153,7 +153,8 @@ def _gpus_per_node(args: argparse.Namespace) -> int:
 def _worlds(text: str) -> str:
     """--world, refused in one line below 2 ranks (one rank exchanges nothing: there is no CCR to compute)
     or above the 16777216 ranks ``pybench predict --world`` takes."""
-    from pybench.planning.config import MAX_WORLD, parse_list
+    from pybench.io.schemas import MAX_WORLD
+    from pybench.planning.config import parse_list
     with _flags_in_errors():
         worlds = parse_list(text, "--world")
     for w in worlds:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pybench.errors import FileFormatError, NotDetermined, UsageError
+from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
 from pybench.model.calibration import Z95, Spread, load_calibration
 from pybench.model.model_writer import save_models
@@ -175,8 +176,9 @@ class AlphaBetaModel:
             raise UsageError(f"sizes to predict must be at most {format_size(MAX_SIZE_BYTES)}, got "
                              f"{float(np.max(s)):.4g} bytes")
         for name, value in (("world", world), ("nodes", nodes)):
-            if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1):
-                raise UsageError(f"{name} {value!r} must be a positive whole number")
+            if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1
+                                      or value > MAX_WORLD):
+                raise UsageError(f"{name} {value!r} must be a whole number from 1 to {MAX_WORLD}")
         if world is None and nodes is not None and nodes != self._fitted_nodes():
             raise UsageError(f"nodes={nodes} needs world= (the rank count to predict for): the {self.collective} "
                              f"model was fitted at {self.world_size} ranks on {self._fitted_nodes() or '?'} node(s)")

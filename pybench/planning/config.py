@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.errors import UsageError
+from pybench.io.schemas import MAX_WORLD
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.overlap import OverlapProfile
 from pybench.planning.strategies import (
@@ -26,11 +27,7 @@ from pybench.planning.strategies import (
 )
 from pybench.planning.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
-# the largest world any command takes (pybench predict's --world, the result schema's)
-MAX_WORLD = 1 << 24
-
-__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list", "COMM_BYTES_PER_VALUE", "MAX_WORLD",
-           "node_gpus"]
+__all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list", "COMM_BYTES_PER_VALUE", "node_gpus"]
 
 # Bytes per value of the communication dtypes ccr and plan price: bf16 or fp16, fp32 (--comm-dtype),
 # and fp64 (a profiled double-precision model's gradients, pybench.profile.predict).

@@ -36,6 +36,8 @@ def test_python_refuses_sizes_the_cli_refuses(node_model):
     assert model.predict(MAX_SIZE_BYTES).time_s > 0
     with pytest.raises(UsageError, match="at most 16T"):
         model.predict(2 ** 62)
+    with pytest.raises(UsageError, match="world 9223372036854775807 must be a whole number from 1 to 16777216"):
+        model.predict(1 << 20, world=2 ** 63 - 1, nodes=2)
 
 
 def test_a_sweep_without_its_node_count_says_so_when_nodes_are_given(tmp_path, capsys):
