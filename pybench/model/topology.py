@@ -26,11 +26,11 @@ intra-node link's rate. Every group that crosses a node's NICs at the same time 
 bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`): one ring, one ring of
 node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
 
-Uncertainty: every prediction says what it rests on (:data:`KINDS`: measured, between measured
-sizes, another GPU count, another node count, a system description, a preset) and carries a 95%
+Uncertainty: every prediction says what it rests on (:data:`KINDS`: measured, between measured sizes,
+another GPU (CPU: rank) count, another node count, a system description, a preset) and carries a 95%
 interval calibrated for that kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`).
-Where the inputs cannot determine the answer (a GPU count never measured on a fabric where a
-subset of GPUs has a subset of the links), the answer says so instead of a time.
+Where the inputs cannot determine the answer (a GPU count never measured on a fabric where a subset of
+GPUs has a subset of the links), the answer says so instead of a time.
 """
 
 from __future__ import annotations
@@ -67,10 +67,10 @@ from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
 DESCRIBED, PRESET = "system description", "preset"
-KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
+OTHER_RANK_COUNT = "another rank count"  # what CPU ranks call another GPU count (calibrated as one)
+KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_RANK_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
 CALIBRATED_NODES = 2  # nodes of every log a described or preset crossing is calibrated on
-# Per-step latency of a described intra-node link: NVLink's hop, as the intra-node presets take it.
-DESCRIBED_STEP_S = 2.0e-6
+DESCRIBED_STEP_S = 2.0e-6  # per-step latency of a described intra-node link: NVLink's hop, as the presets take it
 
 
 @dataclass(frozen=True)
@@ -253,9 +253,10 @@ class TopologyModel:
         caveats += [why for _, why, _ in readings if why]
         links = "; ".join([self._links_label(nodes), *caveats])
         why = undetermined(self, world, nodes)  # (:mod:`pybench.model.determined`)
+        kind = spread.kind if self.backend in GPU_BACKENDS else spread.kind.replace(OTHER_GPU_COUNT, OTHER_RANK_COUNT)
         if why:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
-                                      schedule, spread.kind, links, regime, why, spread, tuple(caveats))
+                                      schedule, kind, links, regime, why, spread, tuple(caveats))
         below, above = spread.bounds(calibration)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
         fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
@@ -269,7 +270,7 @@ class TopologyModel:
             caveats.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
             links, time_s = f"{links}; {caveats[-1]}", floor
         return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor),
-                                  max(time_s * math.exp(above), time_s), self.algorithm, schedule, spread.kind, links,
+                                  max(time_s * math.exp(above), time_s), self.algorithm, schedule, kind, links,
                                   regime, spread=spread, caveats=tuple(caveats))
 
     def _described_readings(self, world: int, nodes: int,
@@ -388,8 +389,7 @@ class TopologyModel:
 
     def _time(self, size: float, world: int, nodes: int, sharing: int = 1,
               rails: float | None = None) -> tuple[float, str, str]:
-        """(time, what was priced across nodes, which regime priced it); ``rails`` as in
-        :func:`~pybench.model.crossing.across_nodes`."""
+        """(time, what was priced across nodes, regime); ``rails`` as in :func:`.crossing.across_nodes`."""
         if nodes == 1 or self.inside_nvlink_domain(world):
             if self.intra is None:
                 raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "

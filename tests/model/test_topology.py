@@ -129,6 +129,7 @@ def test_one_gpu_count_without_a_description_does_not_determine_another():
     # CPU ranks share one memory: an MPI fit at one rank count answers for another
     mpi = dataclasses.replace(fit_topology("allreduce", _cube_mesh(4)), backend="mpi")
     assert mpi.predict(1 << 30, 8).determined
+    assert mpi.predict(1 << 30, 8).provenance == "another rank count"  # processes, not GPUs
 
 
 def test_predicted_busbw_never_exceeds_the_fitted_link():
