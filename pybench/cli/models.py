@@ -149,6 +149,8 @@ def run_fit(args) -> int:
     out = Path(args.output)
     # Check before the (possibly slow) fitting so a typo does not waste the user's time.
     refuse_existing(out, args.force, args.inputs)
+    if args.collective is not None and args.collective not in MODELLED:
+        raise UsageError(f"--collective {args.collective}: pybench fits {', '.join(MODELLED)}; give one of them")
     worlds = _one_per_input(args.world, args.inputs, "--world")
     nodes = _one_per_input(args.nodes, args.inputs, "--nodes")
     system = _system(args.system)

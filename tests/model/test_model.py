@@ -342,6 +342,10 @@ def test_cli_errors(tmp_path, capsys):
     fit_model(_set()).save(out)
     one_line_error(["predict", str(out), "--sizes", "1M:1K"])
     assert "no model matches" in one_line_error(["predict", str(out), "--sizes", "1M", "--collective", "broadcast"])
+    # an unknown --collective is named before the log is read (it said "give --world too" with --nodes)
+    log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+    assert "--collective bogus: pybench fits allreduce" in one_line_error(
+        ["fit", str(log), "--nodes", "2", "--collective", "bogus", "-o", str(tmp_path / "b.json")])
 
 
 @pytest.mark.parametrize("key", ["schema", "results"])
