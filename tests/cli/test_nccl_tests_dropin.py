@@ -94,6 +94,31 @@ def test_health_check_readers_read_the_table_and_footer_as_pybench_json_says(tmp
     assert nt_doc["average_bus_bandwidth"]["okay"] == "true"
 
 
+@pytest.mark.mpi
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter", "alltoall", "broadcast",
+                                        "sendrecv"])
+def test_mpi_runs_measure_both_blocks_as_nccl_tests_does(pybench_cli, collective, tmp_path, native):
+    # nccl-tests measures out of place and in place at every size and prints numbers in both blocks;
+    # its readers (float() of each field, regexes wanting numbers) fail on N/A there.
+    out, nt = tmp_path / "r.json", tmp_path / "nt.json"
+    proc = pybench_cli(collective, "--sizes", "1K:64K", "-c", "1", "-n", "5", "--backend", "mpi", "--json", str(out),
+                       "-J", str(nt))
+    assert proc.returncode == 0, proc.stderr
+    rows = health_check_reader(proc.stdout)["rows"]
+    recs = json.loads(out.read_text())["records"]
+    assert [r["size"] for r in rows] == [r["size_bytes"] for r in recs] == [1024 << k for k in range(7)]
+    for line in proc.stdout.splitlines():
+        f = line.split()
+        if f and f[0].isdigit():
+            assert len(f) == 13 and "N/A" not in f, line
+            assert [float(x) for x in f[5:8] + f[9:12]] and f[8] == f[12] == "0", line
+    assert all(r["wrong"] == r["in_place_wrong"] == 0 and r["in_place_time_s"] > 0 for r in recs)
+    for entry, rec in zip(json.loads(nt.read_text())["results"], recs):
+        assert entry["out_of_place"]["time"] == pytest.approx(rec["time_s"] * 1e6)
+        assert entry["in_place"]["time"] == pytest.approx(rec["in_place_time_s"] * 1e6)
+        assert entry["in_place"]["bus_bw"] == rec["in_place_busbw_gbps"] and entry["in_place"]["nwrong"] == 0
+
+
 def test_numbers_are_formatted_as_in_a_real_nccl_tests_log():
     log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
     rows = [line.split() for line in log.read_text().splitlines()
