@@ -84,7 +84,8 @@ def assert_every_case_exact(results: list[dict]) -> None:
         for dtype in DTYPES:
             for op in (OPS if coll.reduces else ("sum",)):
                 assert (name, dtype, op) in seen
-    assert [(r["collective"], r["dtype"], r["op"], r["size"], r["wrong"]) for r in results if r["wrong"]] == []
+    assert [(r["collective"], r["dtype"], r["op"], r["size"], r.get("in_place"), r["wrong"])
+            for r in results if r["wrong"]] == []
 
 
 @contextmanager

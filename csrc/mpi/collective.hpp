@@ -26,6 +26,9 @@ struct MpiLaunch {
   int rank;
   int world;
   int root;
+  // In place: `send` is MPI_IN_PLACE and `recv` the one buffer, holding the input where MPI's in-place
+  // form of the call takes it (CollectiveBench::in_place_offset) and the output afterwards.
+  bool in_place;
 };
 
 struct CollectiveDesc {

@@ -1,5 +1,6 @@
 #include "mpi/harness.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -35,7 +36,7 @@ bool inject_mpi_error(int rank) {
 }  // namespace
 
 CollectiveBench::CollectiveBench(const std::string& collective, const std::string& dtype, const std::string& op,
-                                 std::size_t size_bytes, int root, bool huge_pages)
+                                 std::size_t size_bytes, int root, bool huge_pages, bool in_place)
     : desc_(find_collective(collective)),
       dtype_(parse_dtype(dtype)),
       op_(parse_op(op)),
@@ -43,6 +44,7 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
       rank_(world_rank()),
       world_(world_size()),
       root_(root),
+      in_place_(in_place),
       pattern_(dtype_, op_, world_, desc_.reduces) {
   PYBENCH_REQUIRE(root >= 0 && root < world_, "root " + std::to_string(root) + " is not a rank of this world of " +
                                                   std::to_string(world_));
@@ -51,13 +53,26 @@ CollectiveBench::CollectiveBench(const std::string& collective, const std::strin
   PYBENCH_REQUIRE(!desc_.split_by_world || count_ % world_ == 0,
                   desc_.name + ": size " + std::to_string(size_bytes) + " B must be a multiple of ranks x element size (" +
                       std::to_string(world_) + " x " + std::to_string(elem) + " B)");
-  send_ = HostBuffer(desc_.send_count(count_, world_) * elem, huge_pages);
-  recv_ = HostBuffer(desc_.recv_count(count_, world_) * elem, huge_pages);
-  launch_ = MpiLaunch{send_.data(), recv_.data(), count_, mpi_datatype(dtype_), mpi_op(dtype_, op_),
-                      MPI_COMM_WORLD, rank_, world_, root_};
-  pattern_.fill(send_.data(), desc_.send_count(count_, world_), rank_);
-  label_ = desc_.name + " of " + std::to_string(size_bytes) + " B";
+  const std::size_t send_count = desc_.send_count(count_, world_), recv_count = desc_.recv_count(count_, world_);
+  // In place there is one buffer, large enough for the input and for the output.
+  send_ = HostBuffer(in_place_ ? 0 : send_count * elem, huge_pages);
+  recv_ = HostBuffer((in_place_ ? std::max(send_count, recv_count) : recv_count) * elem, huge_pages);
+  launch_ = MpiLaunch{in_place_ ? MPI_IN_PLACE : send_.data(), recv_.data(), count_, mpi_datatype(dtype_),
+                      mpi_op(dtype_, op_), MPI_COMM_WORLD, rank_, world_, root_, in_place_};
+  fill_input();
+  label_ = desc_.name + (in_place_ ? " in place" : "") + " of " + std::to_string(size_bytes) + " B";
 }
+
+void* CollectiveBench::input() {
+  if (!in_place_) return send_.data();
+  // MPI's in-place convention: an input smaller than the output (a gather) sits at this rank's
+  // block of the output; any other input starts the buffer.
+  const std::size_t send_count = desc_.send_count(count_, world_);
+  const std::size_t offset = send_count < desc_.recv_count(count_, world_) ? rank_ * send_count : 0;
+  return static_cast<unsigned char*>(recv_.data()) + offset * dtype_size(dtype_);
+}
+
+void CollectiveBench::fill_input() { pattern_.fill(input(), desc_.send_count(count_, world_), rank_); }
 
 int CollectiveBench::run_once() { return desc_.run_mpi(launch_); }
 
@@ -71,7 +86,7 @@ long long CollectiveBench::check(int iters) {
   long long wrong = 0;
   for (int i = 0; i < iters; ++i) {
     std::memset(recv_.data(), 0xff, recv_.bytes());  // NaN / -1: never a pattern value
-    pattern_.fill(send_.data(), desc_.send_count(count_, world_), rank_);
+    fill_input();  // in place: the input is refilled in the one buffer before every check
     {
       WatchGuard guard("check of " + label_);
       MPI_CHECK(run_once());

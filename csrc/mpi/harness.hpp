@@ -18,7 +18,7 @@ namespace pybench {
 class CollectiveBench {
  public:
   CollectiveBench(const std::string& collective, const std::string& dtype, const std::string& op,
-                  std::size_t size_bytes, int root, bool huge_pages);
+                  std::size_t size_bytes, int root, bool huge_pages, bool in_place = false);
 
   void warmup(int n);
   // Runs the collective `iters` times on fresh pattern data and returns the number
@@ -34,12 +34,15 @@ class CollectiveBench {
 
  private:
   int run_once();
+  void* input();  // where this rank's input lives: send, or its in-place position in recv
+  void fill_input();
 
   const CollectiveDesc& desc_;
   DType dtype_;
   RedOp op_;
   std::size_t count_;
   int rank_, world_, root_;
+  bool in_place_;
   Pattern pattern_;
   HostBuffer send_, recv_;
   MpiLaunch launch_;

@@ -101,9 +101,9 @@ void register_benches(py::module_& m) {
   m.def("collective_names", &collective_names);
   m.def("host_allocation", &host_allocation_description, py::arg("huge_pages") = true);
   py::class_<CollectiveBench>(m, "CollectiveBench")
-      .def(py::init<const std::string&, const std::string&, const std::string&, std::size_t, int, bool>(),
+      .def(py::init<const std::string&, const std::string&, const std::string&, std::size_t, int, bool, bool>(),
            py::arg("collective"), py::arg("dtype"), py::arg("op"), py::arg("size_bytes"), py::arg("root") = 0,
-           py::arg("huge_pages") = true,
+           py::arg("huge_pages") = true, py::arg("in_place") = false,
            py::call_guard<py::gil_scoped_release>())
       .def("warmup", &CollectiveBench::warmup, py::arg("n"), py::call_guard<py::gil_scoped_release>())
       .def("check", &CollectiveBench::check, py::arg("iters"), py::call_guard<py::gil_scoped_release>())

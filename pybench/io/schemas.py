@@ -72,6 +72,10 @@ class SizeRecordSchema(_Body):
     wall_s: Annotated[float, Field(ge=0, le=1e9)] | None = None
     samples_s: Annotated[list[Spread], Field(max_length=MAX_SAMPLES)] | None = None
     huge_page_fraction: Annotated[float, Field(ge=0, le=1)] | None = None
+    in_place_time_s: Time | None = None
+    in_place_algbw_gbps: Rate | None = None
+    in_place_busbw_gbps: Rate | None = None
+    in_place_wrong: Count | None = None
 
 
 class ResultSchema(_Body):

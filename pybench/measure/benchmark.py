@@ -21,7 +21,7 @@ from pybench.measure.backends.selection import RoundedSizes, nccl_count_limit, r
 from pybench.measure.p2p_tests import P2P_TESTS
 from pybench.measure.results import SizeRecord
 from pybench.measure.stats import SampleStats
-from pybench.measure.stopping import StopRule
+from pybench.measure.stopping import Decision, StopRule
 from pybench.sizes import format_size
 
 # Documented ranges (README, "Options"): untimed and checked iterations per size, and
@@ -205,13 +205,14 @@ def check_device_memory(cfg: BenchConfig, world: int, device_bytes: int) -> None
                         f"smallest GPU has {device_bytes / gib:.1f} GiB; use smaller sizes")
 
 
-def make_native_bench(cfg: BenchConfig, size_bytes: int) -> NativeBench:
-    """The C++ bench (MPI, host buffers) for one size of ``cfg``."""
+def make_native_bench(cfg: BenchConfig, size_bytes: int, in_place: bool = False) -> NativeBench:
+    """The C++ bench (MPI, host buffers) for one size of ``cfg``; ``in_place``: a collective on one
+    buffer, called with MPI_IN_PLACE."""
     from pybench._native import core
     c = core()
     if cfg.is_p2p:
         return c.P2PBench(cfg.benchmark[4:], size_bytes, cfg.window, cfg.huge_pages)
-    return c.CollectiveBench(cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, cfg.huge_pages)
+    return c.CollectiveBench(cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, cfg.huge_pages, in_place)
 
 
 def ops_per_sample(cfg: BenchConfig, bench: NativeBench) -> tuple[int, float]:
@@ -246,13 +247,9 @@ def huge_page_fraction(cfg: BenchConfig, bench: NativeBench, size_bytes: int, wo
     return getattr(bench, "huge_page_fraction", None)
 
 
-def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: int,
-                 read_huge_pages: bool = True) -> SizeRecord:
-    """Warm up, check and time one size until the stop rule is satisfied.
-
-    ``read_huge_pages``: record :func:`huge_page_fraction` (only rank 0's is kept, so the
-    others skip reading it).
-    """
+def _timed(cfg: BenchConfig, bench: NativeBench) -> tuple[int, int, list[float], Decision, float]:
+    """Warm up, check and time ``bench`` until the stop rule is satisfied: (wrong, ops per sample,
+    samples, the stop rule's decision, wall seconds)."""
     bench.warmup(cfg.warmup)
     wrong = int(bench.check(cfg.check_iters)) if cfg.check_iters else 0
     k, elapsed = ops_per_sample(cfg, bench)
@@ -264,8 +261,28 @@ def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: i
         elapsed += wall
         decision = cfg.stop.decide(samples, k, elapsed)
         if decision.done:
-            break
+            return wrong, k, samples, decision, elapsed
         n = cfg.stop.next_chunk(len(samples), k, elapsed)
+
+
+def with_in_place(cfg: BenchConfig, record: SizeRecord, bench: NativeBench, world: int) -> SizeRecord:
+    """``record`` with the in-place figures of its size, measured on ``bench`` (the in-place bench)
+    as the out-of-place ones were: warm-up, check, then timed under the same stop rule."""
+    wrong, _, samples, _, _ = _timed(cfg, bench)
+    median = SampleStats.from_samples(samples).median_s
+    algbw, busbw = cfg.bandwidths(record.size_bytes, median, world)
+    return replace(record, in_place_time_s=median, in_place_algbw_gbps=algbw, in_place_busbw_gbps=busbw,
+                   in_place_wrong=wrong)
+
+
+def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: int,
+                 read_huge_pages: bool = True) -> SizeRecord:
+    """Warm up, check and time one size until the stop rule is satisfied.
+
+    ``read_huge_pages``: record :func:`huge_page_fraction` (only rank 0's is kept, so the
+    others skip reading it).
+    """
+    wrong, k, samples, decision, elapsed = _timed(cfg, bench)
     st = SampleStats.from_samples(samples)
     algbw, busbw = cfg.bandwidths(size_bytes, st.median_s, world)
     count = size_bytes // cfg.elem_bytes
@@ -282,14 +299,25 @@ def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: i
 
 
 def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], None],
-              make_bench: Callable[[BenchConfig, int], NativeBench], read_huge_pages: bool = True) -> None:
-    """Measure every size in order, handing each record over as soon as it exists."""
+              make_bench: Callable[[BenchConfig, int], NativeBench], read_huge_pages: bool = True,
+              make_in_place: Callable[[BenchConfig, int], NativeBench] | None = None) -> None:
+    """Measure every size in order, handing each record over as soon as it exists.
+
+    ``make_in_place``: each size is measured out of place, then in place on the bench it makes,
+    as nccl-tests measures both at every size (the record holds both).
+    """
     for size in cfg.sizes:
         bench = make_bench(cfg, size)
         try:
             record = measure_size(cfg, bench, size, world, read_huge_pages)
         finally:
             del bench  # free this size's buffers before the next (bigger) one is allocated
+        if make_in_place is not None:
+            bench = make_in_place(cfg, size)
+            try:
+                record = with_in_place(cfg, record, bench, world)
+            finally:
+                del bench
         on_record(record)
 
 

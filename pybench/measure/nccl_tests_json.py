@@ -3,8 +3,9 @@
 pybench's own schema, with raw samples, stays under ``--json``. This file holds what
 nccl-tests' ``-J`` holds: ``version``, ``start_time``, ``args``, ``env``,
 ``nccl_version``, ``config``, one ``results`` entry per size with ``out_of_place`` and
-``in_place`` objects (``time`` in us, ``alg_bw``, ``bus_bw``, ``nwrong``; null for a
-block not measured), ``out_of_bounds``, ``average_bus_bandwidth``, ``errors`` and
+``in_place`` objects (``time`` in us, ``alg_bw``, ``bus_bw``, ``nwrong``; the mpi backend
+measures both, as nccl-tests does; null for a block not measured), ``out_of_bounds``,
+``average_bus_bandwidth``, ``errors`` and
 ``end_time``. Its booleans are the strings "true" and "false" and ``root`` is a string,
 as nccl-tests writes them. ``env`` lists only NCCL_* and PYBENCH_* variables: the whole
 environment, which nccl-tests copies, can hold secrets.
@@ -80,10 +81,20 @@ def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.dat
     return doc
 
 
+def _in_place_block(r: dict[str, Any]) -> dict[str, Any] | None:
+    """The in-place figures of a record that measured both modes (mpi), else None."""
+    if r.get("in_place_time_s") is None:
+        return None
+    return _block({"time_s": r["in_place_time_s"], "algbw_gbps": r.get("in_place_algbw_gbps"),
+                   "busbw_gbps": r.get("in_place_busbw_gbps"), "wrong": r.get("in_place_wrong") or 0,
+                   "check_iters": r["check_iters"]})
+
+
 def _entry(r: dict[str, Any], in_place: bool) -> dict[str, Any]:
     return {"size": r["size_bytes"], "count": r["count"], "type": NCCL_TESTS_TYPE_NAMES.get(r["dtype"], r["dtype"]),
             "redop": r["redop"], "root": f"{r['root']:6d}",
-            "out_of_place": None if in_place else _block(r), "in_place": _block(r) if in_place else None,
+            "out_of_place": None if in_place else _block(r),
+            "in_place": _block(r) if in_place else _in_place_block(r),
             "actual_iterations": r["iterations"], "experiment_name": ""}
 
 

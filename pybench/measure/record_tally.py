@@ -30,6 +30,10 @@ class Record(Protocol):
     def precision_met(self) -> bool: ...
     @property
     def stop_reason(self) -> str: ...
+    @property
+    def in_place_busbw_gbps(self) -> float | None: ...
+    @property
+    def in_place_wrong(self) -> int | None: ...
 
 
 class Extreme(NamedTuple):
@@ -51,6 +55,7 @@ class RecordTally:
     count: int = 0
     wrong: int = 0
     busbw_sum: float = 0.0
+    busbw_count: int = 0  # figures in busbw_sum: a size measured in place too adds both, as nccl-tests averages
     met: int = 0  # records whose figure met the precision (precision_met)
     adaptive: int = 0  # records measured by the adaptive stop rule (not a fixed count)
     adaptive_missed: int = 0
@@ -77,8 +82,12 @@ class RecordTally:
 
     def add(self, r: Record) -> None:
         self.count += 1
-        self.wrong += r.wrong
+        self.wrong += r.wrong + (r.in_place_wrong or 0)
         self.busbw_sum += r.busbw_gbps
+        self.busbw_count += 1
+        if r.in_place_busbw_gbps is not None:
+            self.busbw_sum += r.in_place_busbw_gbps
+            self.busbw_count += 1
         met = precision_met(r)
         self.met += met
         if r.stop_reason != "fixed":
@@ -106,8 +115,9 @@ class RecordTally:
         self.last_size = size
 
     def average_busbw(self) -> float:
-        """nccl-tests' ``Avg bus bandwidth``: the mean busbw over every size run (nan when none was)."""
-        return self.busbw_sum / self.count if self.count else float("nan")
+        """nccl-tests' ``Avg bus bandwidth``: the mean busbw over every size run, out of place and in place
+        where both were measured (nan when none was)."""
+        return self.busbw_sum / self.busbw_count if self.busbw_count else float("nan")
 
     def size_step(self) -> dict[str, int]:
         """nccl-tests' ``step_factor`` when every size is the one before times one integer factor, else

@@ -63,6 +63,13 @@ class SizeRecord:
     # Share of rank 0's buffers the kernel really backed with huge pages (None: not read, where no buffer
     # reaches one huge page, or not known).
     huge_page_fraction: float | None = None
+    # The same size measured in place (nccl-tests' second block), under the same stop rule: median time,
+    # its bandwidths and the check's wrong elements. None where it was not measured (a backend that runs
+    # one buffer mode, a p2p test, a file from an older pybench).
+    in_place_time_s: float | None = None
+    in_place_algbw_gbps: float | None = None
+    in_place_busbw_gbps: float | None = None
+    in_place_wrong: int | None = None
 
     @property
     def ci_rel(self) -> float:

@@ -4,9 +4,11 @@ Collectives print nccl-tests' 13 columns in its order under its ``out-of-place``
 ``in-place`` header: size (B), count (elements), type, redop, root, then time (us),
 algbw, busbw (GB/s) and #wrong, once out of place and once in place. Numbers are
 printed at nccl-tests' widths and precisions (:func:`nccl_number`). nccl-tests runs both
-blocks and prints ``N/A`` for a figure it did not produce (#wrong without a check); an in-place
-block pybench did not measure (the mpi backend's) prints ``N/A`` in each of its four cells the
-same way, so the row keeps nccl-tests' 13 fields: a reader taking ``$12`` or ``$(NF-1)`` gets
+blocks and prints ``N/A`` for a figure it did not produce (#wrong without a check). The mpi
+backend measures both blocks at every size, as nccl-tests does (the record's ``in_place_*``
+figures). An in-place block pybench did not measure (the nccl backend without ``--in-place``,
+torch's collectives other than all-reduce) prints ``N/A`` in each of its four cells the same
+way, so the row keeps nccl-tests' 13 fields: a reader taking ``$12`` or ``$(NF-1)`` gets
 ``N/A``, never the out-of-place figure. A run on one buffer (``--in-place`` on nccl, torch's
 all-reduce) leaves its out-of-place block blank. pybench's own statistics (p5, p95 time,
 iterations, CI of the median) follow only with ``--stats-columns``, and then every unmeasured
@@ -95,19 +97,32 @@ def nccl_tests_row(r: SizeRecord, in_place: bool = False, stats_columns: bool = 
     """One data row. ``in_place``: the record was measured in place (its block is the second)."""
     root = str(r.root) if r.root >= 0 else "-1"
     head = _prefix((str(r.size_bytes), str(r.count), NCCL_TESTS_TYPE_NAMES.get(r.dtype, r.dtype), r.redop, root))
-    measured = _block(nccl_number(r.time_s * 1e6, 7), nccl_number(r.algbw_gbps, 6), nccl_number(r.busbw_gbps, 6),
-                      f"{r.wrong:g}" if r.check_iters else "")
-    if not r.check_iters:
-        measured = measured[:-8] + "    N/A"  # nccl-tests' unchecked cell, one space wider than #wrong's
-    # The in-place block not measured: N/A cells, as nccl-tests marks a figure it lacks. An out-of-place
-    # block not measured stays blank (32 spaces), which pybench's log reader reads as a trace replay's
-    # row; with pybench's columns after it, N/A there too so that they keep their positions.
-    not_run = _block("N/A", "N/A", "N/A", "N/A") if stats_columns or not in_place else " " * 32
-    line = head + (not_run + measured if in_place else measured + not_run)
+    measured = _measured(r.time_s, r.algbw_gbps, r.busbw_gbps, r.wrong, r.check_iters)
+    if not in_place and r.in_place_time_s is not None:  # both measured (mpi), as nccl-tests measures them
+        line = head + measured + _measured(r.in_place_time_s, _or_nan(r.in_place_algbw_gbps),
+                                           _or_nan(r.in_place_busbw_gbps), r.in_place_wrong or 0, r.check_iters)
+    else:
+        # The in-place block not measured: N/A cells, as nccl-tests marks a figure it lacks. An out-of-place
+        # block not measured stays blank (32 spaces), which pybench's log reader reads as a trace replay's
+        # row; with pybench's columns after it, N/A there too so that they keep their positions.
+        not_run = _block("N/A", "N/A", "N/A", "N/A") if stats_columns or not in_place else " " * 32
+        line = head + (not_run + measured if in_place else measured + not_run)
     if stats_columns:
         line += _stats((nccl_number(r.time_p5_s * 1e6, 7), nccl_number(r.time_p95_s * 1e6, 7), str(r.iterations),
                         _ci_text(r)))
     return line.rstrip()
+
+
+def _measured(time_s: float, algbw: float, busbw: float, wrong: int, check_iters: int) -> str:
+    """One measured block: time, algbw, busbw and #wrong at nccl-tests' widths."""
+    block = _block(nccl_number(time_s * 1e6, 7), nccl_number(algbw, 6), nccl_number(busbw, 6),
+                   f"{wrong:g}" if check_iters else "")
+    # nccl-tests' unchecked cell, one space wider than #wrong's
+    return block if check_iters else block[:-8] + "    N/A"
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _ci_text(r: SizeRecord) -> str:

@@ -33,9 +33,11 @@ def test_nccl_tests_command_line_runs_as_nccl_tests_reads_it_and_grep_finds_the_
     doc = json.loads(out.read_text())
     recs = doc["records"]
     assert [r["size_bytes"] for r in recs] == [8 << k for k in range(18)]  # 8 B .. 1 MiB, factor 2
-    assert all(r["iterations"] == 20 and r["stop_reason"] == "fixed" and r["wrong"] == 0 for r in recs)
+    assert all(r["iterations"] == 20 and r["stop_reason"] == "fixed" and r["wrong"] == r["in_place_wrong"] == 0
+               for r in recs)
     assert doc["options"]["warmup"] == 5 and doc["options"]["check"] == 1 and doc["world_size"] == 2
-    mean = sum(r["busbw_gbps"] for r in recs) / len(recs)
+    # as nccl-tests averages: the busbw of both blocks (out of place and in place) of every size
+    mean = sum(r["busbw_gbps"] + r["in_place_busbw_gbps"] for r in recs) / (2 * len(recs))
     assert float(done.stdout.strip()) == pytest.approx(mean, rel=1e-5)
 
 

@@ -63,10 +63,12 @@ def test_health_check_readers_read_the_table_and_footer_as_pybench_json_says(tmp
         assert row["type"] == "float" and row["wrong"] == "0"
         assert row["time_us"] == pytest.approx(rec["time_s"] * 1e6, rel=0.06, abs=0.006)
         assert row["busbw"] == pytest.approx(rec["busbw_gbps"], rel=0.06, abs=0.006)
-        # not measured: N/A in its place, as nccl-tests marks a figure it lacks, never another quantity
-        assert row["inplace_busbw"] == row["nf_minus_1"] == "N/A"
+        # measured in place too, as nccl-tests measures both: $12 and $(NF-1) are the in-place busbw
+        assert row["inplace_busbw"] == row["nf_minus_1"]
+        assert float(row["inplace_busbw"]) == pytest.approx(rec["in_place_busbw_gbps"], rel=0.06, abs=0.006)
     assert read["oob"] == ["# Out of bounds values : 0 OK"]
-    mean = sum(r["busbw_gbps"] for r in recs) / len(recs)
+    # nccl-tests' average is over both blocks of every size
+    mean = sum(r["busbw_gbps"] + r["in_place_busbw_gbps"] for r in recs) / (2 * len(recs))
     assert read["avg"] == pytest.approx(mean, rel=1e-5)
     assert f"# Avg bus bandwidth    : {mean:g} OK" in done.stdout.splitlines()  # the gate was set and passed
     if shutil.which("awk"):
@@ -84,10 +86,37 @@ def test_health_check_readers_read_the_table_and_footer_as_pybench_json_says(tmp
     nt_doc = json.loads(nt.read_text())
     assert nt_doc["version"] == 2 and {"config", "results", "out_of_bounds", "average_bus_bandwidth"} <= set(nt_doc)
     assert [r["size"] for r in nt_doc["results"]] == [r["size_bytes"] for r in recs]
-    assert all(r["in_place"] is None and r["out_of_place"]["bus_bw"] == rec["busbw_gbps"]
+    assert all(r["out_of_place"]["bus_bw"] == rec["busbw_gbps"]
+               and r["in_place"]["bus_bw"] == rec["in_place_busbw_gbps"]
+               and r["in_place"]["time"] == pytest.approx(rec["in_place_time_s"] * 1e6) and r["in_place"]["nwrong"] == 0
                for r, rec in zip(nt_doc["results"], recs))
     assert nt_doc["out_of_bounds"] == {"count": 0, "okay": "true"}
     assert nt_doc["average_bus_bandwidth"]["okay"] == "true"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter", "alltoall", "broadcast",
+                                        "sendrecv"])
+def test_mpi_runs_measure_both_blocks_as_nccl_tests_does(pybench_cli, collective, tmp_path, native):
+    # nccl-tests measures out of place and in place at every size and prints numbers in both blocks;
+    # its readers (float() of each field, regexes wanting numbers) fail on N/A there.
+    out, nt = tmp_path / "r.json", tmp_path / "nt.json"
+    proc = pybench_cli(collective, "--sizes", "1K:64K", "-c", "1", "-n", "5", "--backend", "mpi", "--json", str(out),
+                       "-J", str(nt))
+    assert proc.returncode == 0, proc.stderr
+    rows = health_check_reader(proc.stdout)["rows"]
+    recs = json.loads(out.read_text())["records"]
+    assert [r["size"] for r in rows] == [r["size_bytes"] for r in recs] == [1024 << k for k in range(7)]
+    for line in proc.stdout.splitlines():
+        f = line.split()
+        if f and f[0].isdigit():
+            assert len(f) == 13 and "N/A" not in f, line
+            assert [float(x) for x in f[5:8] + f[9:12]] and f[8] == f[12] == "0", line
+    assert all(r["wrong"] == r["in_place_wrong"] == 0 and r["in_place_time_s"] > 0 for r in recs)
+    for entry, rec in zip(json.loads(nt.read_text())["results"], recs):
+        assert entry["out_of_place"]["time"] == pytest.approx(rec["time_s"] * 1e6)
+        assert entry["in_place"]["time"] == pytest.approx(rec["in_place_time_s"] * 1e6)
+        assert entry["in_place"]["bus_bw"] == rec["in_place_busbw_gbps"] and entry["in_place"]["nwrong"] == 0
 
 
 def test_numbers_are_formatted_as_in_a_real_nccl_tests_log():
@@ -124,6 +153,15 @@ def test_rows_keep_nccl_tests_positions_with_in_place_and_with_pybench_columns()
     assert len(stats) == 17 and stats[9:13] == ["N/A"] * 4 and stats[15] == str(rec.iterations)
     unchecked = nccl_tests_row(dataclasses.replace(rec, check_iters=0)).split()
     assert unchecked[8] == "N/A"
+    # a record measured both ways (the mpi backend): numbers in both blocks, formatted alike
+    both = dataclasses.replace(rec, in_place_time_s=2 * rec.time_s, in_place_algbw_gbps=rec.algbw_gbps / 2,
+                               in_place_busbw_gbps=rec.busbw_gbps / 2, in_place_wrong=0)
+    row = nccl_tests_row(both).split()
+    assert len(row) == 13 and row[:9] == plain[:9] and row[9:] == [
+        nccl_number(2 * rec.time_s * 1e6, 7).strip(), nccl_number(rec.algbw_gbps / 2, 6).strip(),
+        nccl_number(rec.busbw_gbps / 2, 6).strip(), "0"]
+    assert len(nccl_tests_row(both, stats_columns=True).split()) == 17
+    assert nccl_tests_row(dataclasses.replace(both, check_iters=0)).split()[8::4] == ["N/A", "N/A"]
 
 
 def test_footer_lines_are_nccl_tests_own_then_pybench_and_the_gate_is_the_average():

@@ -1,5 +1,5 @@
 """Run under mpiexec by test_mpi_ranks.py: every collective x dtype x op on the
-native harness, plus the p2p tests, in one job. Each rank writes what it saw to
+native harness, out of place and in place, plus the p2p tests, in one job. Each rank writes what it saw to
 OUT_DIR/rank<r>.json so the test can check the ranks agree."""
 
 import json
@@ -21,13 +21,14 @@ for name, coll in COLLECTIVES.items():
             unit = elem * world
             # one element per rank, an odd multiple, a size past the 13-value period, and 1 MiB
             for size in (unit, 3 * unit, 40 * unit, 1 << 20):
-                for root in ((0, world - 1) if name == "broadcast" else (0,)):
-                    bench = c.CollectiveBench(name, dtype, op, size, root, size >= (1 << 20))
+                for root, in_place in ((r, i) for r in ((0, world - 1) if name == "broadcast" else (0,))
+                                       for i in (False, True)):  # out of place, then MPI_IN_PLACE
+                    bench = c.CollectiveBench(name, dtype, op, size, root, size >= (1 << 20), in_place)
                     bench.warmup(1)
                     wrong = bench.check(2)
                     samples, wall = bench.measure(3, 2)
                     results.append({"collective": name, "dtype": dtype, "op": op, "size": size, "root": root,
-                                    "wrong": wrong, "samples": samples, "wall": wall})
+                                    "in_place": in_place, "wrong": wrong, "samples": samples, "wall": wall})
 for test in ("latency", "bw", "bibw"):
     for size in (1, 3, 4096, 1 << 20):
         bench = c.P2PBench(test, size, 8, True)

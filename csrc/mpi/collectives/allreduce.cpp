@@ -8,7 +8,7 @@ std::vector<ExpectedBlock> expected(std::size_t count, int, int, int) {
   return {{0, count, ExpectedBlock::kAllRanks, 0}};
 }
 int run(const MpiLaunch& l) {
-  return MPI_Allreduce(l.send, l.recv, static_cast<int>(l.count), l.datatype, l.op, l.comm);
+  return MPI_Allreduce(l.in_place ? MPI_IN_PLACE : l.send, l.recv, static_cast<int>(l.count), l.datatype, l.op, l.comm);
 }
 const CollectiveRegistrar reg({"allreduce", true, false, same, same, expected, run});
 }  // namespace

@@ -10,7 +10,8 @@ std::vector<ExpectedBlock> expected(std::size_t count, int rank, int world, int)
   return {{0, b, ExpectedBlock::kAllRanks, rank * b}};
 }
 int run(const MpiLaunch& l) {
-  return MPI_Reduce_scatter_block(l.send, l.recv, static_cast<int>(l.count / l.world), l.datatype, l.op, l.comm);
+  // In place the whole input is in recv and the result lands in its first block.
+  return MPI_Reduce_scatter_block(l.in_place ? MPI_IN_PLACE : l.send, l.recv, static_cast<int>(l.count / l.world), l.datatype, l.op, l.comm);
 }
 const CollectiveRegistrar reg({"reducescatter", true, true, total, block, expected, run});
 }  // namespace

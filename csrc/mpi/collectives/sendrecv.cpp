@@ -12,6 +12,8 @@ std::vector<ExpectedBlock> expected(std::size_t count, int rank, int world, int)
 int run(const MpiLaunch& l) {
   const int next = (l.rank + 1) % l.world, prev = (l.rank - 1 + l.world) % l.world;
   const int n = static_cast<int>(l.count);
+  if (l.in_place)
+    return MPI_Sendrecv_replace(l.recv, n, l.datatype, next, kTag, prev, kTag, l.comm, MPI_STATUS_IGNORE);
   return MPI_Sendrecv(l.send, n, l.datatype, next, kTag, l.recv, n, l.datatype, prev, kTag, l.comm,
                       MPI_STATUS_IGNORE);
 }

@@ -36,6 +36,11 @@ class MpiBackend:
     def make_bench(self, cfg, size_bytes: int):
         return make_native_bench(cfg, size_bytes)
 
+    def make_in_place_bench(self, cfg, size_bytes: int):
+        """The same collective on one buffer (MPI_IN_PLACE): every size is measured both ways, as
+        nccl-tests measures them."""
+        return make_native_bench(cfg, size_bytes, in_place=True)
+
     def describe_buffers(self, cfg) -> str:
         return self._core.host_allocation(cfg.huge_pages)
 
