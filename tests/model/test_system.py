@@ -511,14 +511,21 @@ def test_more_cpu_ranks_per_node_never_speed_a_described_crossing():
     assert times == sorted(times), times
 
 
-def test_a_confidence_band_asked_at_another_layout_says_it_is_a_prediction_interval(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def oci_model(tmp_path_factory):
+    """The OCI 2 x 8 A100 all-reduce log fitted as the README fits a log."""
+    model = tmp_path_factory.mktemp("oci") / "m.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"),
+                           "-o", str(model)]) == 0
+    return model
+
+
+def test_a_confidence_band_asked_at_another_layout_says_it_is_a_prediction_interval(oci_model, capsys):
     """--band confidence (band="confidence") at a layout no sweep measured gave the prediction interval unsaid;
     a band that is neither was accepted there."""
     from pybench import load_model
 
-    model = tmp_path / "m.json"
-    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"),
-                           "-o", str(model)]) == 0
+    model = oci_model
     capsys.readouterr()
     assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "32", "--nodes", "4",
                            "--band", "confidence"]) == 0
@@ -529,11 +536,9 @@ def test_a_confidence_band_asked_at_another_layout_says_it_is_a_prediction_inter
         m.predict(1 << 30, world=32, nodes=4, band="bogus")
 
 
-def test_a_refused_prediction_is_its_one_error_line_alone(tmp_path, capsys):
+def test_a_refused_prediction_is_its_one_error_line_alone(oci_model, capsys):
     """predict said "the preset is not used" and then refused: two lines on stderr for one bad input."""
-    model = tmp_path / "m.json"
-    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"),
-                           "-o", str(model)]) == 0
+    model = oci_model
     capsys.readouterr()
     assert main_for_tests(["predict", str(model), "--sizes", "1M", "--world", "8", "--nodes", "1",
                            "--link", "ib-ndr"]) == 2
