@@ -300,11 +300,12 @@ def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: i
 
 def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], None],
               make_bench: Callable[[BenchConfig, int], NativeBench], read_huge_pages: bool = True,
-              make_in_place: Callable[[BenchConfig, int], NativeBench] | None = None) -> None:
+              make_in_place: Callable[[BenchConfig, int], NativeBench | None] | None = None) -> None:
     """Measure every size in order, handing each record over as soon as it exists.
 
     ``make_in_place``: each size is measured out of place, then in place on the bench it makes,
-    as nccl-tests measures both at every size (the record holds both).
+    as nccl-tests measures both at every size (the record holds both); it makes None where the
+    collective has no in-place form.
     """
     for size in cfg.sizes:
         bench = make_bench(cfg, size)
@@ -312,8 +313,8 @@ def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], No
             record = measure_size(cfg, bench, size, world, read_huge_pages)
         finally:
             del bench  # free this size's buffers before the next (bigger) one is allocated
-        if make_in_place is not None:
-            bench = make_in_place(cfg, size)
+        bench = make_in_place(cfg, size) if make_in_place is not None else None
+        if bench is not None:
             try:
                 record = with_in_place(cfg, record, bench, world)
             finally:

@@ -298,7 +298,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
             current.result, current.outputs = result, plan.outputs
         saver.save(result)
         progress.start(cfg.sizes[0])
-        # A backend that can (mpi) measures each collective size in place too, as nccl-tests does.
+        # A backend that can (mpi, nccl) measures each collective size in place too, as nccl-tests does.
         in_place_too = None if cfg.is_p2p else getattr(backend, "make_in_place_bench", None)
         run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench, read_huge_pages=is_root,
                   make_in_place=in_place_too)

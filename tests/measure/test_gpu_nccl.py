@@ -220,3 +220,22 @@ def test_one_rank_world_from_a_unique_id_checks_and_reduces_over_ranks(gpu):
     samples, wall = b.measure(5, 1)
     assert len(samples) == 5 and all(0 < s < wall for s in samples)
 
+
+
+@pytest.mark.parametrize("collective,both", [("allreduce", True), ("alltoall", False)])
+def test_the_table_has_both_blocks_where_nccl_has_an_in_place_form(gpu, tmp_path, collective, both):
+    # As nccl-tests: every size out of place, then in place; alltoall has no in-place form (N/A).
+    proc = subprocess.run([sys.executable, "-m", "pybench", collective, "--backend", "nccl", "--gpus", "1",
+                           "--sizes", "1K:64K", "--json", str(tmp_path / "r.json")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = json.loads((tmp_path / "r.json").read_text())["records"]
+    assert len(records) == 7
+    for r in records:
+        assert r["wrong"] == 0 and r["time_s"] > 0
+        if both:
+            assert r["in_place_wrong"] == 0 and r["in_place_time_s"] > 0
+        else:
+            assert r.get("in_place_time_s") is None
+    rows = [line.split() for line in proc.stdout.splitlines() if line.strip() and not line.startswith("#")]
+    assert len(rows) == 7 and all(("N/A" in row) != both for row in rows), proc.stdout

@@ -78,3 +78,13 @@ def test_the_native_reader_reads_smaps_once_for_both_buffers(tmp_path, native):
     # one read of the file (it changes a little between reads), where each buffer used to read it
     assert got["read_bytes"] < 1.5 * got["smaps_bytes"], got
     assert 0.0 <= got["fraction"] <= 1.0
+
+
+def test_a_size_without_an_in_place_form_keeps_its_in_place_block_empty():
+    # make_in_place answers None for a collective with no one-buffer form (NCCL's alltoall): the size is
+    # measured once and its in-place fields stay unset (N/A in the table), as other sizes get both.
+    records = []
+    run_sizes(_cfg(sizes=(8, 16)), 2, records.append, lambda cfg, size: CountingBench(), read_huge_pages=False,
+              make_in_place=lambda cfg, size: CountingBench() if size == 8 else None)
+    assert [r.in_place_time_s for r in records] == [1e-5, None]
+    assert records[1].time_s == 1e-5 and records[1].in_place_busbw_gbps is None

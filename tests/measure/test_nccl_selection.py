@@ -106,7 +106,7 @@ def test_world_one_label_reaches_the_header_and_the_file(monkeypatch):
     cfg = BenchConfig(benchmark="allreduce", sizes=(8,))
     text = b.describe_buffers(cfg)  # the runner stores it in the JSON and prints it in the header
     assert "world 1: NCCL runs allreduce as a device-to-device copy" in text and "256 MiB pool" in text
-    assert b.measured_what(cfg) == world_one_note("allreduce", False)
+    assert b.measured_what(cfg).startswith(world_one_note("allreduce", False))
     b._info = {"world_size": 2}
     assert "world 1" not in b.describe_buffers(cfg) and b.measured_what(cfg) is None
 
@@ -190,3 +190,60 @@ def test_set_up_deadline_follows_the_run_timeout_with_two_minutes_at_least():
     assert b._setup_timeout_s == 600.0
     b.set_setup_timeout(0.0)  # --timeout 0 / inf: never
     assert b._setup_timeout_s == 0.0
+
+
+# ---------------------------------------------------------------- both buffer modes
+class _RecordingCuda:
+    """Stands in for pybench._cuda (no GPU here): records the benches asked for."""
+
+    def __init__(self):
+        self.asked: list[tuple[str, bool]] = []
+
+    def NcclBench(self, world, collective, dtype, op, size, root, in_place, timing):  # noqa: N802 (the native name)
+        self.asked.append((collective, in_place))
+        return object()
+
+
+def _backend(in_place_flag: bool):
+    from pybench.measure.gpu.nccl_lib import NcclLibrary
+    b = object.__new__(nccl_backend.NcclBackend)
+    b.library = NcclLibrary(path="/x/libnccl.so.2", source="wheel", version="2.32.3", version_code=23203)
+    b._in_place, b._info, b._world, b._cuda = in_place_flag, {"world_size": 2}, None, _RecordingCuda()
+    return b
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter", "broadcast"])
+def test_every_size_gets_an_in_place_bench_as_nccl_tests_measures(collective):
+    from pybench.measure.benchmark import BenchConfig
+    b = _backend(False)
+    cfg = BenchConfig(benchmark=collective, sizes=(1 << 20,))
+    b.make_bench(cfg, 1 << 20)
+    assert b.make_in_place_bench(cfg, 1 << 20) is not None
+    assert b._cuda.asked == [(collective, False), (collective, True)]
+    assert "out of place, then in place" in b.describe_buffers(cfg)
+
+
+@pytest.mark.parametrize("collective", ["alltoall", "sendrecv"])
+def test_no_in_place_bench_where_nccl_has_no_one_buffer_form(collective):
+    from pybench.measure.benchmark import BenchConfig
+    b = _backend(False)
+    cfg = BenchConfig(benchmark=collective, sizes=(1 << 20,))
+    assert b.make_in_place_bench(cfg, 1 << 20) is None and b._cuda.asked == []
+    assert ", out of place," in b.describe_buffers(cfg)
+
+
+def test_an_in_place_run_is_measured_once():
+    from pybench.measure.benchmark import BenchConfig
+    b = _backend(True)
+    cfg = BenchConfig(benchmark="allreduce", sizes=(1 << 20,))
+    b.make_bench(cfg, 1 << 20)
+    assert b.make_in_place_bench(cfg, 1 << 20) is None
+    assert b._cuda.asked == [("allreduce", True)] and ", in place," in b.describe_buffers(cfg)
+
+
+def test_world_one_note_names_both_blocks():
+    from pybench.measure.benchmark import BenchConfig
+    b = _backend(False)
+    b._info = {"world_size": 1}
+    note = b.measured_what(BenchConfig(benchmark="allreduce", sizes=(8,)))
+    assert note and "device-to-device copy" in note and "in-place block moves no data" in note

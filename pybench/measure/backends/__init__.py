@@ -31,8 +31,9 @@ class Backend(Protocol):
     def make_bench(self, cfg, size_bytes: int):
         """The bench object for one size (allocates its buffers)."""
 
-    # Optional: ``make_in_place_bench(cfg, size_bytes)``, the same collective on one buffer; a backend
-    # that has it (mpi) measures every collective size out of place and then in place.
+    # Optional: ``make_in_place_bench(cfg, size_bytes)``, the same collective on one buffer (None where
+    # there is none); a backend that has it (mpi, nccl) measures every collective size out of place and
+    # then in place.
 
     def describe_buffers(self, cfg) -> str:
         """How buffers are allocated, for the result file."""

@@ -21,7 +21,10 @@ over NCCL itself, so all three launch modes share one code path.
 
 Options reach the backend through the environment, so every rank of a launched
 job sees the same: ``PYBENCH_NCCL_LIB`` (which libnccl), ``PYBENCH_GPUS``,
-``PYBENCH_NCCL_IN_PLACE=1`` (in-place collectives).
+``PYBENCH_NCCL_IN_PLACE=1`` (in-place collectives only).
+
+Without it, every size of a collective that has a one-buffer form is measured out of place and then
+in place, as nccl-tests measures both blocks of its table.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ from pybench.measure.gpu.nccl_lib import INSTALL_HINT, NcclLibrary, load_nccl
 
 GPUS_ENV = "PYBENCH_GPUS"
 IN_PLACE_ENV = "PYBENCH_NCCL_IN_PLACE"
+#: The collectives NCCL can run on one buffer (csrc/cuda/nccl_collectives.cpp: those with in-place offsets);
+#: alltoall and sendrecv have no in-place form, and their in-place block stays N/A.
+IN_PLACE_FORMS = frozenset({"allreduce", "allgather", "reducescatter", "broadcast"})
 TIMING_ENV = "PYBENCH_NCCL_TIMING"  # "graph" turns CUDA-graph replay on for batched timing
 _MPI_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE",
              "SLURM_STEP_NUM_TASKS", "PYBENCH_RANK_PROCESS")
@@ -220,31 +226,53 @@ class NcclBackend:
         return [int(v) for v in self._world.max_over_ranks([int(v) for v in values])]
 
     def make_bench(self, cfg, size_bytes: int):
+        return self._bench(cfg, size_bytes, self._runs_in_place(cfg))
+
+    def make_in_place_bench(self, cfg, size_bytes: int):
+        """The in-place bench of a size already measured out of place; None where there is no second block
+        (the run is in place already, or the collective has no one-buffer form)."""
+        if not self._measures_both(cfg):
+            return None
+        return self._bench(cfg, size_bytes, True)
+
+    def _bench(self, cfg, size_bytes: int, in_place: bool):
         if cfg.is_p2p:
             raise UsageError("the nccl backend has no OSU-style p2p tests; use `pybench p2p --matrix` for GPU pairs, "
                              "or --backend mpi")
         timing = cfg.timing
         if timing == "batched" and os.environ.get(TIMING_ENV, "") == "graph":
             timing = "graph"
-        in_place = bool(getattr(cfg, "in_place", self._in_place))
         return self._cuda.NcclBench(self._world, cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, in_place,
                                     timing)
 
+    def _runs_in_place(self, cfg) -> bool:
+        return bool(getattr(cfg, "in_place", self._in_place))
+
+    def _measures_both(self, cfg) -> bool:
+        return not self._runs_in_place(cfg) and cfg.benchmark in IN_PLACE_FORMS
+
+    def _buffer_modes(self, cfg) -> str:
+        if self._runs_in_place(cfg):
+            return "in place"
+        return "out of place, then in place" if self._measures_both(cfg) else "out of place"
+
     def describe_buffers(self, cfg) -> str:
         # The runner stores this string in every result: it carries the NCCL actually used.
-        in_place = bool(getattr(cfg, "in_place", self._in_place))
         algo = os.environ.get("NCCL_ALGO", "default")
         proto = os.environ.get("NCCL_PROTO", "default")
-        text = (f"device memory (cudaMalloc, 256-byte aligned), {'in place' if in_place else 'out of place'}, "
+        text = (f"device memory (cudaMalloc, 256-byte aligned), {self._buffer_modes(cfg)}, "
                 f"{ROTATION_TEXT}; {self.library}; NCCL_ALGO={algo} NCCL_PROTO={proto}")
-        note = world_one_note(cfg.benchmark, in_place) if self._info.get("world_size") == 1 else None
+        note = self.measured_what(cfg)
         return f"{text}; {note}" if note else text
 
     def measured_what(self, cfg) -> str | None:
         """At world 1, what the run really measured (a copy, not a collective); None otherwise."""
         if self._info.get("world_size") != 1:
             return None
-        return world_one_note(cfg.benchmark, bool(getattr(cfg, "in_place", self._in_place)))
+        note = world_one_note(cfg.benchmark, self._runs_in_place(cfg))
+        if note and self._measures_both(cfg):
+            note += "; the in-place block moves no data at all"
+        return note
 
     def library_version(self) -> str:
         return f"NCCL {self.library.version}"
