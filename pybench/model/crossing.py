@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pybench.model.calibration import Calibration, load_calibration
+from pybench.model.calibration import Z95, Calibration, load_calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS
 from pybench.model.system import GPU_BACKENDS, SystemDescription, most_ports_per_gpu
@@ -241,12 +241,15 @@ def as_double_tree(inter: LinkCost, world: int, nodes: int) -> LinkCost:
     return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
 
 
-def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float) -> LinkCost | None:
+def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float, noise: float = 0.0) -> LinkCost | None:
     """With the node's NICs described: an ambiguous all-reduce crossing (see :func:`unknown_tree_bytes`)
     read with the tree's bytes where the ring's would need more than the NICs carry (no ring can), else
-    None (either reading fits the NICs, and the prediction stays between them; or it is not ambiguous)."""
+    None (either reading fits the NICs, and the prediction stays between them; or it is not ambiguous).
+
+    ``noise``: the fit's relative scatter at its largest sizes. A ring that fills its NICs is fitted at
+    their rate give or take that scatter, so only a rate beyond it (at 95%) rules the ring out."""
     fitted = _tree_or_ring(model)
-    if fitted is None or model.inter is None or model.inter.busbw_Bps <= nic_Bps_per_node:
+    if fitted is None or model.inter is None or model.inter.busbw_Bps <= nic_Bps_per_node * math.exp(Z95 * noise):
         return None
     return as_double_tree(model.inter, *fitted)
 

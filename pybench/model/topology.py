@@ -287,10 +287,11 @@ class TopologyModel:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.
 
         Where the inputs cannot tell a per-call latency from a per-step one (a link fitted at one
-        layout): across nodes the latency is taken per step, as NCCL's own cost model accrues it (a
-        network hop per step, a small fixed launch cost), and the one-layout widening covers the rest;
-        inside a node, where switched fabrics make steps nearly free, neither reading is favoured: the
-        time is their geometric mean and half their log ratio is the span.
+        layout): a ring across nodes takes it per step, as NCCL's own cost model accrues it (every one of
+        its steps waits on the slowest hop), and the one-layout widening covers the rest. A tree across
+        nodes pays per step only its levels between nodes, the chain inside each node and the launch per
+        call; inside a node, switched fabrics make steps nearly free. There neither reading is favoured:
+        the time is their geometric mean and half their log ratio is added to the span.
         """
         time_s, schedule, regime = self._time(size, world, nodes, sharing)
         fitted_s = time_s
@@ -307,10 +308,10 @@ class TopologyModel:
         share = min(bytes_only._time(size, world, nodes, sharing)[0] / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
         span = own_miss_span(self, kind, across)  # the cost shape's misfit at the layouts it was fitted on
-        if readings and across:
+        if readings and across and any(r.algorithm == "ring" for r in priced.all_regimes()):  # type: ignore[union-attr]
             time_s = readings[1]
         elif readings:
-            time_s, span = _between(readings[0], readings[1], 0.0)
+            time_s, span = _between(readings[0], readings[1], span)
         tree = unknown_tree_bytes(self, world, nodes) if across else None
         # the tree's bytes or the ring's (fitted at one node count), or what a description cannot rule out
         # (its other readings): neither favoured; a reading that is reach only widens the interval alone
@@ -469,10 +470,9 @@ class TopologyModel:
         inter = unless_described(self.inter)
         notes = [f"system {system.summary()}",
                  *fabric_mismatches(self, system), *implausible_regimes(self, system)]
-        decided = tree_bytes_on_nics(self, system.nic_Bps_per_node)
-        if decided is not None:
+        decided = tree_bytes_on_nics(self, system.nic_Bps_per_node, self._local_sigma(self.size_range[1]))
+        if decided is not None and self.inter is not None:
             inter = decided
-            assert self.inter is not None
             notes.append(f"on {system.name}'s NICs the fitted all-reduce crossed by a tree (the ring's bytes "
                          f"would need {self.inter.busbw_Bps / system.nic_Bps_per_node:.2f} of their rate): other node "
                          f"counts are priced with the tree's bytes")

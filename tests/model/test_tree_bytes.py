@@ -138,3 +138,33 @@ def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_an
                                                          * ring.predict(1 << 20, world, nodes).time_s), rel=1e-9)
         else:
             assert p.time_s == pytest.approx(by_tree, rel=1e-9)
+
+
+def test_a_ring_that_fills_its_nics_within_the_fits_scatter_stays_undecided():
+    """A ring at its NICs' rate is fitted at that rate give or take its scatter: a fitted rate 1% above
+    the NICs with a few % of scatter does not rule the ring out; the same rate fitted clean does."""
+    system = load_system("dgx-h100")
+    nics = system.nic_Bps_per_node
+    clean = _sweep(16, 2, 2 * 15 / 16, 1.01 * nics)
+    scatter = [dataclasses.replace(o, time_s=o.time_s * (1.03 if k % 2 else 0.97)) for k, o in enumerate(clean)]
+    assert any("crossed by a tree" in n for n in fit_topology("allreduce", clean).with_system(system).notes)
+    noisy = fit_topology("allreduce", scatter)
+    assert noisy.inter.busbw_Bps > nics  # the fitted rate is above the NICs' ...
+    described = noisy.with_system(system)
+    assert not any("crossed by a tree" in n for n in described.notes)  # ... but not beyond the scatter
+    assert "may have crossed" in described.predict(1 << 30, 64, 8).links
+
+
+def test_a_tree_fitted_at_one_node_count_takes_its_latency_neither_per_call_nor_per_step():
+    """The latency of a tree across two nodes holds the chain inside each node and the launch (per call)
+    and its two levels between nodes (per step): neither reading is favoured at more nodes. A ring's
+    every step waits on the network: it takes the per-step reading."""
+    size, world, nodes = 1 << 20, 64, 8
+    tree = fit_topology("allreduce", _sweep(16, 2, 1.0, 100e9, latency=100e-6))
+    per_call, per_step = tree._latency_readings(size, world, nodes, 1)
+    assert per_step > 2 * per_call
+    p = tree.predict(size, world, nodes)
+    assert per_call < p.time_s < per_step and p.low_s < per_call and per_step < p.high_s
+    ring = fit_topology("allgather", [Observation(s, 16, 2, 100e-6 + 15 / 16 * s / 100e9) for s in SIZES])
+    readings = ring._latency_readings(size, world, nodes, 1)
+    assert readings is not None and ring.predict(size, world, nodes).time_s == pytest.approx(readings[1], rel=1e-9)
