@@ -453,11 +453,13 @@ def test_readme_nccl_sweep_to_8g_is_not_held_to_mpis_count_limit(fake_gpu, capsy
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "count limit" not in captured.err and "pybench: note:" not in captured.err  # allreduce: nothing rounded
-    assert [m[3] for m in _FakeBench.made] == parse_sizes("8:8G:2")
+    # every size out of place, then in place (as nccl-tests)
+    assert [(m[3], m[5]) for m in _FakeBench.made] == [(s, p) for s in parse_sizes("8:8G:2") for p in (False, True)]
     assert _FakeBench.made[-1][3] // 4 == 2**31  # elements: one past MPI's int limit
     import json
     doc = json.loads(out.read_text())
     assert doc["backend"] == "nccl" and doc["records"][-1]["count"] == 2**31
+    assert all(r["in_place_time_s"] > 0 and r["in_place_wrong"] == 0 for r in doc["records"])
     assert "size_rounding" not in doc["options"]
 
 
@@ -479,7 +481,7 @@ def test_nccl_allgather_on_three_gpus_rounds_power_of_two_sizes(fake_gpu, capsys
     notes = [line for line in captured.err.splitlines() if line.startswith("pybench: note:")]
     assert len(notes) == 1 and "allgather on 3 ranks: 7 size(s) rounded down to a multiple of 12 B" in notes[0]
     assert "1024->1020" in notes[0] and "1 size(s) dropped" in notes[0]
-    assert [m[3] for m in _FakeBench.made] == [12, 24, 60, 120, 252, 504, 1020]
+    assert [m[3] for m in _FakeBench.made if not m[5]] == [12, 24, 60, 120, 252, 504, 1020]
     assert captured.out.count("# note: allgather on 3 ranks") == 1
     import json
     rounding = json.loads(out.read_text())["options"]["size_rounding"]
