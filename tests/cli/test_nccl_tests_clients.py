@@ -9,6 +9,7 @@ cluster-health-scanner's cluster-validation.sh (GoogleCloudPlatform/cluster-heal
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import socket
@@ -16,6 +17,7 @@ import socket
 import pytest
 
 from pybench.measure.nccl_tests_preamble import CPU_DEVICE, rank_lines, size_step
+from pybench.measure.result_csv import CSV_COLUMNS, IN_PLACE_COLUMNS, csv_chunks
 from pybench.measure.results import load_result
 from pybench.model.logs import load_measurements
 from tests.cli.test_nccl_tests_dropin import RUN
@@ -112,3 +114,28 @@ def test_d_all_prints_one_table_with_one_footer_over_every_type(pybench_cli, nat
                         "--min-busbw", "1000")
     assert gated.returncode == 1 and gated.stdout.count("FAILED") == 1
     assert gated.stderr.count("average bus bandwidth") == 1
+
+
+@pytest.mark.mpi
+def test_the_csv_appends_the_in_place_figures(pybench_cli, native):
+    _run(pybench_cli, "allreduce", "--sizes", "1K,4K", "-n", "6", "--csv", "r.csv", "--json", "r.json")
+    with (pybench_cli.cwd / "r.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[4:] == CSV_COLUMNS + IN_PLACE_COLUMNS  # the older columns first, where they were
+    assert IN_PLACE_COLUMNS == ["in_place_time_s", "in_place_algbw_gbps", "in_place_busbw_gbps", "in_place_wrong"]
+    records = json.loads((pybench_cli.cwd / "r.json").read_text())["records"]
+    for row, rec in zip(rows, records, strict=True):
+        for column in IN_PLACE_COLUMNS:
+            assert rec[column] is not None and float(row[column]) == pytest.approx(rec[column], rel=1e-12)
+
+
+def test_csv_in_place_cells_are_empty_when_not_measured_and_the_one_block_of_a_one_buffer_run():
+    r = load_result(RUN)  # measured out of place only
+    header, *rows = b"".join(csv_chunks(r, (x.to_dict() for x in r.records))).decode().splitlines()
+    assert header.split(",")[-4:] == IN_PLACE_COLUMNS and all(row.endswith(",,,,") for row in rows)
+    older = [{k: v for k, v in x.to_dict().items() if not k.startswith("in_place")} for x in r.records]
+    assert b"".join(csv_chunks(r, older)).decode().splitlines()[1:] == rows  # a journal of an older pybench
+    r.options["in_place"] = True
+    first = b"".join(csv_chunks(r, (x.to_dict() for x in r.records))).decode().splitlines()[1]
+    rec = r.records[0]
+    assert first.split(",")[-4:] == [str(rec.time_s), str(rec.algbw_gbps), str(rec.busbw_gbps), str(rec.wrong)]
