@@ -330,10 +330,11 @@ def _end_table(table: TypeTable | None, is_root: bool) -> int:
 
 
 def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
-             current: _CurrentRun, nccl_json: NcclTestsJsonWriter | None, preamble: _Preamble,
-             json_lines: list[str], heads: bool) -> int:
+             current: _CurrentRun, nccl_json: NcclTestsJsonWriter | None = None, preamble: _Preamble | None = None,
+             json_lines: tuple[str, ...] | list[str] = (), heads: bool = True) -> int:
     """One test; ``heads`` False: its rows continue the table of the type before (-d all)."""
     cfg = plan.config
+    preamble = preamble or _Preamble([], info["host"], list(cfg.sizes), None)
     table = preamble.table
     shared = table is not None and len(table.dtypes) > 1
     is_root = info["rank"] == 0
