@@ -480,7 +480,7 @@ def test_nccl_allgather_on_three_gpus_rounds_power_of_two_sizes(fake_gpu, capsys
     assert len(notes) == 1 and "allgather over 3 ranks: 7 size(s) rounded down to a multiple of 12 B" in notes[0]
     assert "1024->1020" in notes[0] and "1 size(s) dropped" in notes[0]
     assert [m[3] for m in _FakeBench.made] == [12, 24, 60, 120, 252, 504, 1020]
-    assert captured.out.count("# note: allgather on 3 ranks") == 1
+    assert captured.out.count("# note: allgather over 3 ranks") == 1
     import json
     rounding = json.loads(out.read_text())["options"]["size_rounding"]
     assert rounding["world"] == 3 and rounding["dropped"] == [8] and [1024, 1020] in rounding["rounded"]
