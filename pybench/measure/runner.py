@@ -21,9 +21,11 @@ from pybench.measure.benchmark import BenchConfig, check_device_memory, check_me
 from pybench.measure.envinfo import environment
 from pybench.measure.launch import PROGRESS, PROGRESS_MARK, register_rank, report_status
 from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
+from pybench.measure.nccl_tests_preamble import CPU_DEVICE, config_line, rank_lines
 from pybench.measure.peer_loss import leave_after_peer_loss, peer_lost
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
 from pybench.measure.table import average_busbw, footer_lines, header_lines, min_bw_failed, row_line
+from pybench.measure.type_table import TypeTable
 from pybench.sizes import format_size
 
 # Longer than any run: a timeout from here up (inf included) means "never" (the native
@@ -165,13 +167,24 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     if is_root and hasattr(backend, "run_metadata"):
         env["backend"] = backend.run_metadata()  # GPU models, driver, NCCL, links between GPU pairs
     hosts = dict(Counter(info["hosts"]))
+    collective = not plans[0].config.is_p2p
+    devices = _rank_devices(backend, info) if collective else []  # every rank takes part
+    # -d all: one table for every type, as nccl-tests prints it
+    table = TypeTable([p.config.dtype for p in plans], plans[0].min_busbw_gbps) if collective else None
+    preamble = _Preamble(devices, info["host"], sorted({s for p in plans for s in p.config.sizes}), table)
     worst = 0
     try:
+        shared = table is not None and len(plans) > 1
         for k, plan in enumerate(plans):
-            code = _run_one(backend, plan, info, hosts, env, argv, current, nccl_json.get(k))
+            # one table: every -J file is named above its one header
+            named = [w for j, w in nccl_json.items() if (k == 0 if shared else j == k)]
+            code = _run_one(backend, plan, info, hosts, env, argv, current, nccl_json.get(k), preamble,
+                            [f"# Writing JSON output to {w.path}" for w in named], k == 0 or not shared)
             worst = max(worst, code)
             if code >= 2:
                 break  # bad input or a write that failed: the next test would fail the same way
+        else:
+            worst = max(worst, _end_table(table, is_root))
     except RuntimeError as exc:  # torch.distributed's, when a peer rank died: one line, not its traceback
         fault = peer_lost(exc)
         if fault is None:
@@ -262,18 +275,68 @@ def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, in
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
 
-def _header(result: RunResult, note: str | None) -> list[str]:
-    """The table header, with the size-rounding note (if any) above the column names."""
-    lines = header_lines(result)
+def _rank_devices(backend: Backend, info: dict) -> list[tuple[int, str, int]]:
+    """(pid, host, device) of every rank, gathered from all ranks (a collective: every rank calls it);
+    device is a GPU index, or CPU_DEVICE for a rank on the CPU (the mpi backend)."""
+    world = info["world_size"]
+    mine = getattr(backend, "rank_devices", lambda: [(info["rank"], CPU_DEVICE)])()
+    values = [0] * (2 * world)  # pid and device + 1 at each rank's place: the maximum over ranks fills them all
+    for rank, device in mine:
+        values[2 * rank], values[2 * rank + 1] = os.getpid(), device + 1
+    got = backend.agree_max(values)
+    return [(got[2 * r], info["hosts"][r], got[2 * r + 1] - 1) for r in range(world)]
+
+
+@dataclass(frozen=True)
+class _Preamble:
+    """What the table's header says beyond one result: the ranks' devices, every size planned, the types."""
+
+    devices: list[tuple[int, str, int]]
+    local_host: str
+    sizes: list[int]
+    table: TypeTable | None
+
+
+def _header(result: RunResult, note: str | None, preamble: _Preamble) -> list[str]:
+    """The table header: nccl-tests' config line under pybench's title, the size-rounding note (if any) and
+    nccl-tests' Rank lines above the column names."""
+    table = preamble.table
+    lines = header_lines(result, table.dtypes if table is not None and len(table.dtypes) > 1 else None)
+    at = lines.index("#") if "#" in lines else len(lines)
     if note:
-        at = lines.index("#") if "#" in lines else len(lines)
         lines.insert(at, f"# note: {note}")
+        at += 1
+    if preamble.devices:
+        gpus = sum(1 for _, host, device in preamble.devices if device != CPU_DEVICE and host == preamble.local_host)
+        per_process = gpus // max(1, len({pid for pid, host, _ in preamble.devices if host == preamble.local_host}))
+        lines.insert(1, config_line(result, preamble.sizes, per_process))
+        lines[at + 2:at + 2] = [*rank_lines(result, preamble.devices, preamble.local_host), "#"]
     return lines
 
 
+def _end_table(table: TypeTable | None, is_root: bool) -> int:
+    """After the last type of a -d all table: its one footer (rank 0) and the gate on its one average."""
+    if table is None or len(table.dtypes) < 2 or not table.results:
+        return 0
+    failed = table.gate_failed()
+    if is_root:
+        for line in table.footer_lines():
+            _say(line)
+        if failed:
+            print(f"pybench: error: the average bus bandwidth {table.average_busbw():g} GB/s over every type is "
+                  f"below 0.9 x the minimum {table.min_busbw_gbps:g} GB/s (--min-busbw or NCCL_TESTS_MIN_BW, gated "
+                  "as nccl-tests gates)", file=sys.stderr, flush=True)
+    return 1 if failed else 0
+
+
 def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict, argv: list[str],
-             current: _CurrentRun, nccl_json: NcclTestsJsonWriter | None = None) -> int:
+             current: _CurrentRun, nccl_json: NcclTestsJsonWriter | None = None, preamble: _Preamble | None = None,
+             json_lines: tuple[str, ...] | list[str] = (), heads: bool = True) -> int:
+    """One test; ``heads`` False: its rows continue the table of the type before (-d all)."""
     cfg = plan.config
+    preamble = preamble or _Preamble([], info["host"], list(cfg.sizes), None)
+    table = preamble.table
+    shared = table is not None and len(table.dtypes) > 1
     is_root = info["rank"] == 0
     result = _new_result(backend, plan, info, hosts, env, argv)
     mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
@@ -291,10 +354,11 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
 
     try:
         if is_root:
-            if nccl_json is not None:
-                _say(f"# Writing JSON output to {nccl_json.path}")  # nccl-tests' line: which name was free
-            for line in _header(result, plan.rounding_note):
+            for line in json_lines:  # nccl-tests' line: which name was free
                 _say(line)
+            if heads:
+                for line in _header(result, plan.rounding_note, preamble):
+                    _say(line)
             current.result, current.outputs = result, plan.outputs
         saver.save(result)
         progress.start(cfg.sizes[0])
@@ -326,10 +390,11 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         raise
     result.finished = True
     code = 1 if result.total_wrong() else 0
-    if min_bw_failed(result):
-        code = 1
+    if min_bw_failed(result):  # recorded in this type's files; a -d all table gates its one average
         result.options["min_busbw_failed"] = True
-        if is_root:
+        if not shared:
+            code = 1
+        if is_root and not shared:
             print(f"pybench: error: the average bus bandwidth {average_busbw(result):g} GB/s is below 0.9 x the "
                   f"minimum {plan.min_busbw_gbps:g} GB/s (--min-busbw or NCCL_TESTS_MIN_BW, gated as nccl-tests "
                   "gates)", file=sys.stderr, flush=True)
@@ -339,7 +404,9 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
         if is_root:
             print(f"pybench: error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
-    if is_root:
+    if table is not None:
+        table.add(result)
+    if is_root and not shared:
         for line in footer_lines(result):
             _say(line)
     return code

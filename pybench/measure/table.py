@@ -163,10 +163,11 @@ def _machine(env: Any) -> dict:
 
 
 def machine_line(env: dict) -> str:
-    """``# machine: load ... on N cores at start; BLAS/OpenMP threads ...; governor ...``."""
+    """``# machine: load ... (1/5/15 min) at start, N core(s); BLAS/OpenMP threads ...; governor ...``."""
     m = _machine(env)
-    return (f"# machine: load {_load_text(m.get('load_average_start'))} (1/5/15 min) on {m.get('cores', '?')} "
-            f"core(s) at start; BLAS/OpenMP threads: {threads_text(m.get('threads'))}; "
+    # no " on " in pybench's own lines: health checks take the word after it in nccl-tests' Rank lines for a host
+    return (f"# machine: load {_load_text(m.get('load_average_start'))} (1/5/15 min) at start, {m.get('cores', '?')} "
+            f"core(s); BLAS/OpenMP threads: {threads_text(m.get('threads'))}; "
             f"CPU governor {m.get('cpu_governor') or 'not readable'}")
 
 
@@ -182,7 +183,7 @@ def busy_warning(result: RunResult) -> str | None:
         return None
     why, remedy = [], []
     if busy:
-        why.append(f"the machine was busy (load {max(loads):.2f} on {cores} core(s))")
+        why.append(f"the machine was busy (load {max(loads):.2f} with {cores} core(s))")
         remedy.append("rerun when `uptime` shows a load below the cores")
     if noisy:
         why.append(f"{tally.adaptive_missed} of {tally.adaptive} sizes missed the precision")
@@ -190,8 +191,9 @@ def busy_warning(result: RunResult) -> str | None:
     return f"pybench: warning: {' and '.join(why)}, so these figures are noisy; {'; '.join(remedy)}"
 
 
-def header_lines(result: RunResult) -> list[str]:
-    """The comment lines above the table: what ran, where, how, on how busy a machine, and the columns."""
+def header_lines(result: RunResult, dtypes: list[str] | None = None) -> list[str]:
+    """The comment lines above the table: what ran, where, how, on how busy a machine, and the columns;
+    ``dtypes``: the element types one table holds (-d all), else the result's own."""
     _Layout.benchmark = result.benchmark
     _Layout.in_place = bool(result.options.get("in_place"))
     _Layout.stats_columns = bool(result.options.get("stats_columns"))
@@ -208,10 +210,11 @@ def header_lines(result: RunResult) -> list[str]:
     mpi = " ".join(mpi.replace("Version:", "").split())
     # Only the mpi backend runs over that MPI; torch/gloo and NCCL use it at most to start ranks.
     library = f" ({mpi})" if result.backend == "mpi" and mpi else ""
+    types = f"all ({', '.join(dtypes)})" if dtypes else result.dtype
     return [
         f"# pybench {env.get('pybench_version', '?')}: {result.benchmark}, backend {result.backend}{library}",
-        f"# world {result.world_size} ranks on {len(result.hosts)} host(s) [{hosts}], link {result.link_class}",
-        f"# dtype {result.dtype}, redop {result.redop}, timing {result.timing}, warmup {opts['warmup']}, "
+        f"# world {result.world_size} ranks, {len(result.hosts)} host(s) [{hosts}], link {result.link_class}",
+        f"# dtype {types}, redop {result.redop}, timing {result.timing}, warmup {opts['warmup']}, "
         f"check {opts['check']} iteration(s), {how}",
         f"# cpu {env.get('cpu_model', '?')}; buffers: {opts.get('buffer_allocation', '?')}",
         machine_line(env),
@@ -297,21 +300,26 @@ def _peak_line(result: RunResult) -> str | None:
     return what + f", but none of the {tally.count} sizes met the precision, so it is as noisy as they are"
 
 
-def footer_lines(result: RunResult) -> list[str]:
-    """The lines below the table; also prints :func:`busy_warning` on stderr when there is one."""
-    lines = []
-    wrong = result.tally().wrong
-    if not _is_p2p(result):
-        # nccl-tests' own two lines, byte for byte ("# %-20s : ..."), for the scripts that grep them
-        gate = min_bw_failed(result)
-        verdict = "" if gate is None else " FAILED" if gate else " OK"
-        lines.append(f"# {'Out of bounds values':<20} : {wrong} {'FAILED' if wrong else 'OK'}")
-        lines.append(f"# {'Avg bus bandwidth':<20} : {average_busbw(result):g}{verdict}")
-        lines.append("#")
+def nccl_tests_footer(wrong: int, average: float, gate_failed: bool | None) -> list[str]:
+    """nccl-tests' own two lines, byte for byte ("# %-20s : ..."), for the scripts that grep them, and its ``#``."""
+    verdict = "" if gate_failed is None else " FAILED" if gate_failed else " OK"
+    return [f"# {'Out of bounds values':<20} : {wrong} {'FAILED' if wrong else 'OK'}",
+            f"# {'Avg bus bandwidth':<20} : {average:g}{verdict}", "#"]
+
+
+def end_load_line(result: RunResult) -> str | None:
+    """``# machine: load ... at end``, read when the result is written; None where the load is not recorded."""
     m = result.environment.get("machine")
-    if isinstance(m, dict):
-        end = m.refresh().get("load_average_end") if hasattr(m, "refresh") else m.get("load_average_end")
-        lines.append(f"# machine: load {_load_text(end)} (1/5/15 min) at end")
+    if not isinstance(m, dict):
+        return None
+    end = m.refresh().get("load_average_end") if hasattr(m, "refresh") else m.get("load_average_end")
+    return f"# machine: load {_load_text(end)} (1/5/15 min) at end"
+
+
+def summary_lines(result: RunResult, label: str = "") -> list[str]:
+    """pybench's own lines about one result: its peak, the sizes that missed the precision, a run cut short;
+    ``label`` (``float64: ``) names the result among several in one table."""
+    lines = []
     peak = _peak_line(result)
     if peak:
         lines.append(peak)
@@ -321,9 +329,21 @@ def footer_lines(result: RunResult) -> list[str]:
         lines.append(f"# * precision not reached at {missed} size(s) within the budget; "
                      "raise --time-budget or --max-iters, or loosen --precision")
     if _is_p2p(result):
-        lines.append(f"# Out of bounds values : {wrong} " + ("OK" if wrong == 0 else "FAILED"))
+        lines.append(f"# Out of bounds values : {tally.wrong} " + ("OK" if tally.wrong == 0 else "FAILED"))
     if result.cut_short:
         lines.append(f"# Run cut short: {result.cut_short}")
+    return [f"# {label}{line[2:]}" for line in lines] if label else lines
+
+
+def footer_lines(result: RunResult) -> list[str]:
+    """The lines below the table; also prints :func:`busy_warning` on stderr when there is one."""
+    lines = []
+    if not _is_p2p(result):
+        lines += nccl_tests_footer(result.tally().wrong, average_busbw(result), min_bw_failed(result))
+    load = end_load_line(result)
+    if load:
+        lines.append(load)
+    lines += summary_lines(result)
     warning = busy_warning(result)
     if warning:
         print(warning, file=sys.stderr, flush=True)

@@ -26,7 +26,7 @@ def test_a_quiet_run_has_no_warning_and_its_header_says_load_threads_and_governo
     assert busy_warning(r) is None
     head = header_lines(r)
     line = next(h for h in head if h.startswith("# machine:"))
-    assert "load 0.50 0.40 0.30" in line and "on 2 core(s)" in line and "OMP_NUM_THREADS=1" in line
+    assert "load 0.50 0.40 0.30" in line and "at start, 2 core(s)" in line and "OMP_NUM_THREADS=1" in line
     assert "governor not readable" in line
     foot = footer_lines(r)
     assert capsys.readouterr().err == ""
@@ -35,7 +35,7 @@ def test_a_quiet_run_has_no_warning_and_its_header_says_load_threads_and_governo
 
 def test_load_above_the_cores_or_most_sizes_missing_the_precision_is_one_stderr_line(capsys):
     busy = busy_warning(_result([3.5, 2, 1], [0.5, 0.5, 0.5])) or ""
-    assert "busy (load 3.50 on 2 core(s))" in busy and "uptime" in busy
+    assert "busy (load 3.50 with 2 core(s))" in busy and "uptime" in busy
     noisy = busy_warning(_result([0.1, 0.1, 0.1], [0.1, 0.1, 0.1], missed=4)) or ""
     assert "4 of 5 sizes missed the precision" in noisy and "--time-budget" in noisy
     assert busy_warning(_result([0.1, 0.1, 0.1], [0.1, 0.1, 0.1], missed=2)) is None  # 2 of 5 is not most

@@ -479,10 +479,10 @@ def test_nccl_allgather_on_three_gpus_rounds_power_of_two_sizes(fake_gpu, capsys
     assert main(["allgather", "--backend", "nccl", "--sizes", "8:1K", "-n", "2", "--json", str(out)]) == 0
     captured = capsys.readouterr()
     notes = [line for line in captured.err.splitlines() if line.startswith("pybench: note:")]
-    assert len(notes) == 1 and "allgather on 3 ranks: 7 size(s) rounded down to a multiple of 12 B" in notes[0]
+    assert len(notes) == 1 and "allgather over 3 ranks: 7 size(s) rounded down to a multiple of 12 B" in notes[0]
     assert "1024->1020" in notes[0] and "1 size(s) dropped" in notes[0]
     assert [m[3] for m in _FakeBench.made if not m[5]] == [12, 24, 60, 120, 252, 504, 1020]
-    assert captured.out.count("# note: allgather on 3 ranks") == 1
+    assert captured.out.count("# note: allgather over 3 ranks") == 1
     import json
     rounding = json.loads(out.read_text())["options"]["size_rounding"]
     assert rounding["world"] == 3 and rounding["dropped"] == [8] and [1024, 1020] in rounding["rounded"]

@@ -72,7 +72,7 @@ def test_one_summary_line_names_how_many_sizes_changed_and_to_what():
     r = round_sizes_for_world("reducescatter", [4, 8, 24, 100], 4, 6)
     assert r.sizes == (24, 96) and r.unit == 24 and r.changes == ((4, 0), (8, 0), (100, 96))
     assert r.summary("reducescatter") == (
-        "reducescatter on 6 ranks: 1 size(s) rounded down to a multiple of 24 B (6 ranks x 4 B), as nccl-tests "
+        "reducescatter over 6 ranks: 1 size(s) rounded down to a multiple of 24 B (6 ranks x 4 B), as nccl-tests "
         "does: 100->96; 2 size(s) dropped (below 24 B, one element per rank): 4, 8")
     assert r.record("reducescatter") == {"world": 6, "unit_bytes": 24, "rounded": [[100, 96]], "dropped": [4, 8],
                                          "note": r.summary("reducescatter")}

@@ -40,7 +40,7 @@ def _pybench(mpi: NetnsMpi, hosts: int, per_host: int, *args: str) -> str:
 def test_ranks_on_two_namespace_hosts_are_inter_node_and_exact(lab):
     with NetnsMpi(lab) as mpi:
         out = _pybench(mpi, 2, 2, "allreduce", "--backend", "mpi", "--sizes", "64K", "--iters", "3")
-    assert re.search(r"world 4 ranks on 2 host\(s\) \[\S+-h0: 2, \S+-h1: 2\], link inter-node", out), out
+    assert re.search(r"world 4 ranks, 2 host\(s\) \[\S+-h0: 2, \S+-h1: 2\], link inter-node", out), out
     row = next(line for line in out.splitlines() if line.strip().startswith("65536"))
     assert row.split()[8] == "0"  # #wrong
 

@@ -64,7 +64,7 @@ def test_power_of_two_sweeps_are_rounded_not_refused(collective, world):
     assert rounding is not None and rounding["world"] == world and rounding["unit_bytes"] == unit
     assert all(s < unit for s in rounding["dropped"]) and [1 << 30, (1 << 30) // unit * unit] in rounding["rounded"]
     note = plan.rounding_note or ""
-    assert note.startswith(f"{collective} on {world} ranks: ") and "\n" not in note
+    assert note.startswith(f"{collective} over {world} ranks: ") and "\n" not in note
     assert f"{len(rounding['rounded'])} size(s) rounded down to a multiple of {unit} B" in note
     assert f"{len(rounding['dropped'])} size(s) dropped" in note
 
@@ -102,7 +102,7 @@ def test_three_rank_allgather_sweep_reports_the_rounded_sizes(pybench_cli, tmp_p
     assert all(r[8] == "0" for r in rows)  # #wrong
     notes = [line for line in proc.stderr.splitlines() if line.startswith("pybench: note:")]
     assert len(notes) == 1, proc.stderr  # the parent validates quietly; rank 0 alone says it
-    assert ("allgather on 3 ranks: 7 size(s) rounded down to a multiple of 12 B (3 ranks x 4 B), as nccl-tests "
+    assert ("allgather over 3 ranks: 7 size(s) rounded down to a multiple of 12 B (3 ranks x 4 B), as nccl-tests "
             "does: 16->12, 32->24, 64->60, 128->120, 256->252, 512->504, 1024->1020; 1 size(s) dropped") in notes[0]
     header = [line for line in proc.stdout.splitlines() if line.startswith("# note:")]
     assert header == [f"# note: {notes[0].removeprefix('pybench: note: ')}"]

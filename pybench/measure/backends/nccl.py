@@ -277,6 +277,12 @@ class NcclBackend:
     def library_version(self) -> str:
         return f"NCCL {self.library.version}"
 
+    def rank_devices(self) -> list[tuple[int, int]]:
+        """(rank, GPU index) of each rank this process drives: every rank stand-alone, its own under a launcher."""
+        devices = list(self._world.devices) if self._world is not None else []
+        first = 0 if self._mode == "single" else int(self._info.get("rank", 0))
+        return [(first + k, d) for k, d in enumerate(devices)]
+
     def run_metadata(self) -> dict[str, Any]:
         """What every NCCL result should record: NCCL, devices, driver, runtime, links, NCCL settings."""
         devices: list[int] = list(self._world.devices) if self._world is not None else []

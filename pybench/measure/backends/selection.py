@@ -75,7 +75,7 @@ class RoundedSizes:
         if dropped:
             parts.append(f"{len(dropped)} size(s) dropped (below {self.unit} B, one element per rank): "
                          f"{', '.join(dropped)}")
-        return f"{collective} on {self.world} ranks: " + "; ".join(parts)
+        return f"{collective} over {self.world} ranks: " + "; ".join(parts)
 
     def record(self, collective: str) -> dict[str, object] | None:
         """The rounding as the result file keeps it (``options["size_rounding"]``); None if nothing changed."""
@@ -132,5 +132,5 @@ def world_one_note(collective: str, in_place: bool) -> str | None:
         return (f"world 1: NCCL runs {collective} as {what}, not a collective; busbw is 0 by definition, "
                 "time and algbw are those of the copy")
     if collective in ("sendrecv", "alltoall"):
-        return f"world 1: {collective} to self is a real NCCL send/recv kernel on one GPU (no link involved)"
+        return f"world 1: {collective} to self is a real NCCL send/recv kernel within one GPU (no link involved)"
     return None

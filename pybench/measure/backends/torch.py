@@ -244,6 +244,11 @@ class TorchBackend:
                 pass
         return v
 
+    def rank_devices(self) -> list[tuple[int, int]]:
+        """(rank, GPU index) of this process; -1 when it runs on the CPU (gloo)."""
+        cuda = self.device is not None and self.device.type == "cuda"
+        return [(int(self.info["rank"]), int(self.device.index or 0) if cuda else -1)]
+
     def run_metadata(self) -> dict[str, Any]:
         """What every torch result records (the runner puts it under environment.backend)."""
         return {"torch": self.torch.__version__, "process_group": self.pg_backend,

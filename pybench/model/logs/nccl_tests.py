@@ -17,7 +17,8 @@ Text layouts handled (all seen in real logs):
   the program named since the previous table (checked against busbw/algbw);
 * ``-b 8`` sweeps on many ranks, whose first rows have size 0: skipped, with a note;
 * pybench's own stdout table (``# pybench ...: allreduce, backend mpi`` and ``# world N
-  ranks on H host(s) [...], link ...`` above it): labelled with its own backend and link.
+  ranks, H host(s) [...], link ...`` above it; older pybench wrote ``ranks on H host(s)``):
+  labelled with its own backend and link.
 
 Time is microseconds; before 2019 it was milliseconds. The unit is read from the
 ``(us)``/``(ms)`` header when present, and otherwise (or as a cross-check) from
@@ -84,7 +85,8 @@ PROGRAMS = {
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)")
-_PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks\s+on\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
+# "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
+_PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks(?:,|\s+on)\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
 # busbw/algbw of each family of collectives: 2(n-1)/n, (n-1)/n, 1.
 _RATIO_RANGES = {"allreduce": (0.98, 2.0), "allgather": (0.45, 1.02), "reducescatter": (0.45, 1.02),
                  "alltoall": (0.45, 1.02), "broadcast": (0.98, 1.02), "reduce": (0.98, 1.02),

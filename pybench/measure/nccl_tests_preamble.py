@@ -1,0 +1,74 @@
+"""nccl-tests' lines above its table, in its exact format, with pybench's true values.
+
+Scripts that read nccl-tests (PerfKitBenchmarker, cluster health checks) take the run's settings from
+``# nThread N nGpus N minBytes ... graph: N unalign: N`` and the devices from the
+``#  Rank  0 Group  0 Pid ... on HOST device ...`` lines, and stop when either is missing.
+
+The values are pybench's own: one thread per process; ``nGpus`` the GPUs a process drives (0 on the
+CPU backends); the sizes planned; ``step`` the factor or the increment between them, and ``0(list)``
+for a list that has neither; ``iters`` the fixed count of ``-n``, and 0 when each size stops by the
+adaptive rule (pybench's next header line gives its bounds), as pybench's ``-J`` file writes it;
+``agg iters`` 1 and ``unalign`` 0 (pybench offers neither); ``validation`` the check iterations;
+``graph`` 1 when the timing replays CUDA graphs. A rank on a CPU backend prints ``device cpu``
+and its buffers' place, never an invented GPU index or PCI address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pybench.measure.results import RunResult
+
+# The device index a rank reports when it runs on the CPU (the mpi backend, torch over gloo).
+CPU_DEVICE = -1
+
+
+def size_step(sizes: Sequence[int]) -> str:
+    """nccl-tests' ``step: N(factor)`` or ``N(bytes)`` for ``sizes``; ``0(list)`` when neither fits."""
+    if len(sizes) < 2:
+        return "0(bytes)"  # one size: nothing steps
+    a, b = sizes[0], sizes[1]
+    if a > 0 and b % a == 0 and b // a > 1 and all(y == x * (b // a) for x, y in zip(sizes, sizes[1:])):
+        return f"{b // a}(factor)"
+    if b > a and all(y - x == b - a for x, y in zip(sizes, sizes[1:])):
+        return f"{b - a}(bytes)"
+    return "0(list)"
+
+
+def config_line(result: RunResult, sizes: Sequence[int], gpus_per_process: int) -> str:
+    """``# nThread 1 nGpus G minBytes A maxBytes B step: S warmup iters: W iters: I agg iters: 1
+    validation: V graph: X unalign: 0`` as nccl-tests prints it."""
+    opts = result.options
+    graph = 1 if result.timing in ("graph", "host-graph") else 0
+    return (f"# nThread 1 nGpus {gpus_per_process} minBytes {min(sizes)} maxBytes {max(sizes)} "
+            f"step: {size_step(sizes)} warmup iters: {opts['warmup']} iters: {opts.get('iters') or 0} "
+            f"agg iters: 1 validation: {opts['check']} graph: {graph} unalign: 0")
+
+
+def _device_names(env: dict[str, Any]) -> dict[int, str]:
+    """GPU names by index on rank 0's host, as the nccl backend records them."""
+    backend = env.get("backend")
+    gpus = backend.get("gpus") if isinstance(backend, dict) else None
+    if not isinstance(gpus, list):
+        return {}
+    return {g["index"]: str(g.get("name")) for g in gpus if isinstance(g, dict) and isinstance(g.get("index"), int)}
+
+
+def rank_lines(result: RunResult, ranks: Sequence[tuple[int, str, int]], local_host: str) -> list[str]:
+    """``# Using devices`` and one ``#  Rank`` line per rank; ``ranks`` holds (pid, host, device) by rank.
+
+    Only rank 0's host is described in the result, so a name (the CPU model, a GPU's name) is given for
+    ranks on that host; the PCI address is not read by pybench and is printed as unknown."""
+    env = result.environment
+    names = _device_names(env)
+    lines = ["# Using devices"]
+    for rank, (pid, host, device) in enumerate(ranks):
+        here = host == local_host
+        if device == CPU_DEVICE:
+            where = f"cpu [host memory] {env.get('cpu_model', 'CPU') if here else 'CPU'}"
+        else:
+            name = names.get(device, "GPU") if here else "GPU"
+            where = f"{device:2d} [PCI address not read] {name}"
+        lines.append(f"#  Rank {rank:2d} Group {0:2d} Pid {pid:6d} on {host:>10} device {where}")
+    return lines
