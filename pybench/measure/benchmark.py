@@ -313,12 +313,12 @@ def run_sizes(cfg: BenchConfig, world: int, on_record: Callable[[SizeRecord], No
             record = measure_size(cfg, bench, size, world, read_huge_pages)
         finally:
             del bench  # free this size's buffers before the next (bigger) one is allocated
-        bench = make_in_place(cfg, size) if make_in_place is not None else None
-        if bench is not None:
+        one_buffer = make_in_place(cfg, size) if make_in_place is not None else None
+        if one_buffer is not None:
             try:
-                record = with_in_place(cfg, record, bench, world)
+                record = with_in_place(cfg, record, one_buffer, world)
             finally:
-                del bench
+                del one_buffer
         on_record(record)
 
 
