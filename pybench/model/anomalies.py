@@ -30,6 +30,9 @@ import numpy as np
 from pybench.sizes import format_size
 
 ANOMALY_RATIO = 1.4
+# Replicates of one size (nccl-tests' out-of-place and in-place, repeated sweeps) this far apart were not
+# measuring one thing: a disturbed run. Twice the ratio that names a size off its neighbours' trend.
+REPLICATE_RATIO = 2 * ANOMALY_RATIO
 _CAUSE_SLOWER = ("likely a protocol or algorithm switch at this size only (NCCL LL/LL128/Simple, "
                  "ring/tree; MPI eager/rendezvous) or a disturbed run; rerun to check")
 _CAUSE_FASTER = "likely a different algorithm or protocol chosen at this size only; rerun to check"
@@ -162,6 +165,18 @@ def _medians_by_size(size: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np
     size, time = size[order], time[order]
     sizes, start, count = np.unique(size, return_index=True, return_counts=True)
     return sizes, (time[start + (count - 1) // 2] + time[start + count // 2]) / 2
+
+
+def disturbed_sizes(size_bytes, time_s) -> list[tuple[int, float]]:
+    """(size, slowest / fastest) of each size whose replicates differ by more than :data:`REPLICATE_RATIO`."""
+    size = np.asarray(size_bytes, dtype=float).reshape(-1)
+    time = np.asarray(time_s, dtype=float).reshape(-1)
+    out = []
+    for u in np.unique(size):
+        at = time[size == u]
+        if at.max() > REPLICATE_RATIO * at.min():
+            out.append((int(u), float(at.max() / at.min())))
+    return out
 
 
 def without(size_bytes, time_s, anomalies: tuple[Anomaly, ...]) -> tuple[np.ndarray, np.ndarray]:

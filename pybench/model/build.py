@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from pybench.errors import UsageError
-from pybench.model.anomalies import ANOMALY_RATIO, find_anomalies, without
+from pybench.model.anomalies import ANOMALY_RATIO, disturbed_sizes, find_anomalies, without
 from pybench.model.logs.measurements import MeasurementSet, one_reduction
 from pybench.model.piecewise import fit_alpha_beta, fit_single_line
 from pybench.model.piecewise_model import NO_TOPOLOGY, AlphaBetaModel, attach_topology
@@ -120,18 +120,13 @@ def _with_topology_note(model: AlphaBetaModel, skipped: list[str]) -> AlphaBetaM
     return dataclasses.replace(model, notes=(*model.notes, NO_TOPOLOGY + why))
 
 
-# Replicates of one size (nccl-tests' out-of-place and in-place, repeated sweeps) this far apart were not
-# measuring one thing: a disturbed run. Twice the ratio that names a size off its neighbours' trend.
-REPLICATE_RATIO = 2 * ANOMALY_RATIO
-
-
 def _disagreeing_replicates(size: np.ndarray, time: np.ndarray) -> list[str]:
-    """One note naming the sizes whose replicates differ by more than :data:`REPLICATE_RATIO`."""
-    far = [(u, float(time[size == u].max() / time[size == u].min())) for u in np.unique(size)
-           if time[size == u].max() > REPLICATE_RATIO * time[size == u].min()]
+    """One note naming the sizes whose replicates differ by more than
+    :data:`~pybench.model.anomalies.REPLICATE_RATIO`."""
+    far = disturbed_sizes(size, time)
     if not far:
         return []
     shown = ", ".join(f"{format_size(int(u))} ({ratio:.0f}x)" for u, ratio in far[:6])
     return [f"the times measured at {len(far)} size(s) differ between their replicates (out-of-place and in-place, "
             f"or repeated sweeps): {shown}{' ...' if len(far) > 6 else ''}: the run was disturbed there, and the "
-            f"fit through them is no measurement; rerun"]
+            f"curve through them is no measurement (the topology model leaves them out); rerun"]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from pybench.errors import UsageError
+from pybench.model.anomalies import disturbed_sizes
 from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, nvlink_domain_ranks, ranks_per_node
 from pybench.model.determined import OWN_MISS
 from pybench.model.link_cost import LinkCost
@@ -337,7 +338,9 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
             raise UsageError(f"{where}: {ms.world_size} ranks on {nodes} node(s), more per node than the "
                              f"{system.gpus_per_node} GPUs of {system.name}: give the system it ran on (--system) "
                              f"or its node count (--nodes)")
-        groups.setdefault((ms.collective, ms.backend), []).extend(observations_from([ms]))
+        disturbed = {s for s, _ in disturbed_sizes(*ms.fit_points())}  # the curve's note names them
+        groups.setdefault((ms.collective, ms.backend), []).extend(
+            o for o in observations_from([ms]) if int(o.size_bytes) not in disturbed)
         if _ran_on_open_mpi(ms):
             open_mpi.add((ms.collective, ms.backend))
     models = []

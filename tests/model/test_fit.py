@@ -590,3 +590,23 @@ def test_replicates_that_disagree_are_named_and_an_anomaly_is_not_labelled_measu
     assert [a.size_bytes for a in model.anomalies] == [int(sizes[8])]
     assert model.predict(int(sizes[8])).provenance.startswith("the fit's trend")
     assert model.predict(int(sizes[3])).provenance == "measured"
+
+
+def test_the_topology_model_leaves_out_a_size_whose_replicates_disagree():
+    """A public H100 log's out-of-place 1 MiB took 317 us beside 93 us in place (a disturbed run): the shape every
+    layout shares is fitted without that size."""
+    from pybench.model.logs import MeasurementSet
+    from pybench.model.topology_fit import fit_topology_models
+
+    sizes = np.array([2 ** k for k in range(20, 31)], dtype=np.int64)
+    oop = 60e-6 + 2 * 15 / 16 * sizes / 300e9
+    inplace = oop * 1.01
+    oop_spiked = oop.copy()
+    oop_spiked[0] *= 3.4
+    sweep = MeasurementSet("nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32", sizes, oop_spiked,
+                           notes=("16 ranks on 2 host(s) per the Rank lines",), time_in_place_s=inplace)
+    (topology,), _ = fit_topology_models([sweep])
+    assert int(sizes[0]) not in {int(s) for s in topology.residual_sizes}
+    assert topology.predict(int(sizes[0]), 16, 2).time_s == pytest.approx(oop[0], rel=0.05)
+    curve = fit_model(sweep)  # the curve names the size too: off its trend here, else as disagreeing replicates
+    assert [a.size_bytes for a in curve.anomalies] == [int(sizes[0])]
