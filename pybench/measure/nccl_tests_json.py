@@ -74,9 +74,11 @@ def _number(value: float | None) -> float | str:
     return value if value is not None and math.isfinite(value) else "nan"
 
 
-def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.datetime | None) -> dict[str, Any]:
-    """``result`` (the records it holds) as nccl-tests' JSON document (``ended`` None: the run is still going)."""
-    doc = _head(result, result.tally(), started, ended)
+def nccl_tests_document(result: RunResult, started: _dt.datetime, ended: _dt.datetime | None,
+                        devices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``result`` (the records it holds) as nccl-tests' JSON document (``ended`` None: the run is still going);
+    ``devices``: its ranks' ``config.devices`` entries, where known."""
+    doc = _head(result, result.tally(), started, ended, devices or [])
     doc["results"] = [_entry(r.to_dict(), bool(result.options.get("in_place"))) for r in result.records]
     return doc
 
@@ -98,8 +100,8 @@ def _entry(r: dict[str, Any], in_place: bool) -> dict[str, Any]:
             "actual_iterations": r["iterations"], "experiment_name": ""}
 
 
-def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _dt.datetime | None
-          ) -> dict[str, Any]:
+def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _dt.datetime | None,
+          devices: list[dict[str, Any]]) -> dict[str, Any]:
     """Every key of the document but ``results`` (an empty list), in nccl-tests' order."""
     opts = result.options
     nccl = _nccl_version_code(result.environment)
@@ -113,15 +115,18 @@ def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _
         "env": [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "PYBENCH_"))],
         "nccl_version": nccl if isinstance(nccl, int) else 0,
         "config": {
-            "nthreads": 1, "ngpus": int(opts.get("gpus_per_process") or 1),
+            "nthreads": 1, "ngpus": int(opts.get("gpus_per_process", 1)),
             "minimum_bytes": tally.min_size or 0, "maximum_bytes": tally.max_size or 0, **tally.size_step(),
             "warmup_iters": opts.get("warmup", 0), "iterations": opts.get("iters") or 0,
             "aggregated_iterations": 1, "validation": opts.get("check", 0),
             "graph": 1 if result.timing == "graph" else 0,
             "blocking_collectives": _bool(result.timing == "per-op"), "per_iter_timing": _bool(False),
             "parallel_init": _bool(False),
-            "devices": [{"rank": -1, "group": 0, "pid": 0, "hostname": host, "device": -1, "device_hex": "",
-                         "device_info": f"{n} rank(s), {result.backend} backend"} for host, n in result.hosts.items()],
+            # one entry per rank as nccl-tests' (its readers count ranks and hosts from them); where the ranks
+            # are not known one by one, one entry per host, with no rank number
+            "devices": devices or [{"group": 0, "pid": 0, "hostname": host, "device": -1, "device_hex": "",
+                                    "device_info": f"{n} rank(s), {result.backend} backend"}
+                                   for host, n in result.hosts.items()],
         },
         "results": [],
         "out_of_bounds": {"count": wrong, "okay": _bool(wrong == 0)},
@@ -144,10 +149,12 @@ class NcclTestsJsonWriter:
     def __init__(self, path: Path) -> None:
         self.path = claim_path(path)
         self.started = _dt.datetime.now()
+        self.devices: list[dict[str, Any]] = []  # config.devices, one per rank (the runner's Rank lines)
 
     def chunks(self, result: RunResult, records: Iterable[dict[str, Any]], finished: bool = False) -> Iterator[bytes]:
         """The document, streamed: ``records`` are every record of ``result`` (as dicts), in order."""
-        head = json_text(_head(result, result.tally(), self.started, _dt.datetime.now() if finished else None))
+        head = json_text(_head(result, result.tally(), self.started, _dt.datetime.now() if finished else None,
+                               self.devices))
         before, after = head.split(_RESULTS_SLOT, 1)
         yield (before + '"results": [').encode()
         in_place = bool(result.options.get("in_place"))

@@ -60,15 +60,29 @@ def rank_lines(result: RunResult, ranks: Sequence[tuple[int, str, int]], local_h
 
     Only rank 0's host is described in the result, so a name (the CPU model, a GPU's name) is given for
     ranks on that host; the PCI address is not read by pybench and is printed as unknown."""
-    env = result.environment
-    names = _device_names(env)
     lines = ["# Using devices"]
-    for rank, (pid, host, device) in enumerate(ranks):
-        here = host == local_host
-        if device == CPU_DEVICE:
-            where = f"cpu [host memory] {env.get('cpu_model', 'CPU') if here else 'CPU'}"
-        else:
-            name = names.get(device, "GPU") if here else "GPU"
-            where = f"{device:2d} [PCI address not read] {name}"
+    for rank, (pid, host, device, name) in enumerate(_named(result.environment, ranks, local_host)):
+        where = f"cpu [host memory] {name}" if device == CPU_DEVICE else f"{device:2d} [PCI address not read] {name}"
         lines.append(f"#  Rank {rank:2d} Group {0:2d} Pid {pid:6d} on {host:>10} device {where}")
     return lines
+
+
+def device_entries(env: dict[str, Any], ranks: Sequence[tuple[int, str, int]], local_host: str) -> list[dict]:
+    """The same ranks as nccl-tests' -J ``config.devices`` entries (device -1: a CPU rank); ``env``: the
+    result's environment."""
+    return [{"rank": rank, "group": 0, "pid": pid, "hostname": host, "device": device, "device_hex": "",
+             "device_info": name} for rank, (pid, host, device, name) in enumerate(_named(env, ranks, local_host))]
+
+
+def _named(env: dict[str, Any], ranks: Sequence[tuple[int, str, int]], local_host: str
+           ) -> list[tuple[int, str, int, str]]:
+    names = _device_names(env)
+    out = []
+    for pid, host, device in ranks:
+        here = host == local_host
+        if device == CPU_DEVICE:
+            name = env.get("cpu_model", "CPU") if here else "CPU"
+        else:
+            name = names.get(device, "GPU") if here else "GPU"
+        out.append((pid, host, device, str(name)))
+    return out

@@ -21,7 +21,7 @@ from pybench.measure.benchmark import BenchConfig, check_device_memory, check_me
 from pybench.measure.envinfo import environment
 from pybench.measure.launch import PROGRESS, PROGRESS_MARK, register_rank, report_status
 from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
-from pybench.measure.nccl_tests_preamble import CPU_DEVICE, config_line, rank_lines
+from pybench.measure.nccl_tests_preamble import CPU_DEVICE, config_line, device_entries, rank_lines
 from pybench.measure.peer_loss import leave_after_peer_loss, peer_lost
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
 from pybench.measure.table import average_busbw, footer_lines, header_lines, min_bw_failed, row_line
@@ -172,6 +172,8 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     # -d all: one table for every type, as nccl-tests prints it
     table = TypeTable([p.config.dtype for p in plans], plans[0].min_busbw_gbps) if collective else None
     preamble = _Preamble(devices, info["host"], sorted({s for p in plans for s in p.config.sizes}), table)
+    for writer in nccl_json.values():
+        writer.devices = device_entries(env, devices, info["host"])
     worst = 0
     try:
         shared = table is not None and len(plans) > 1
@@ -309,6 +311,7 @@ def _header(result: RunResult, note: str | None, preamble: _Preamble) -> list[st
     if preamble.devices:
         gpus = sum(1 for _, host, device in preamble.devices if device != CPU_DEVICE and host == preamble.local_host)
         per_process = gpus // max(1, len({pid for pid, host, _ in preamble.devices if host == preamble.local_host}))
+        result.options["gpus_per_process"] = per_process  # -J's config.ngpus says what this line says
         lines.insert(1, config_line(result, preamble.sizes, per_process))
         lines[at + 2:at + 2] = [*rank_lines(result, preamble.devices, preamble.local_host), "#"]
     return lines

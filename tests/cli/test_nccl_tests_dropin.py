@@ -19,6 +19,7 @@ import pytest
 
 from pybench.cli.main import main
 from pybench.measure.results import load_result
+from pybench.model.logs import load_measurements
 from pybench.measure.table import footer_lines, header_lines, nccl_number, nccl_tests_row, row_line
 from tests.conftest import SHARED_DATA
 
@@ -117,6 +118,21 @@ def test_mpi_runs_measure_both_blocks_as_nccl_tests_does(pybench_cli, collective
         assert entry["out_of_place"]["time"] == pytest.approx(rec["time_s"] * 1e6)
         assert entry["in_place"]["time"] == pytest.approx(rec["in_place_time_s"] * 1e6)
         assert entry["in_place"]["bus_bw"] == rec["in_place_busbw_gbps"] and entry["in_place"]["nwrong"] == 0
+
+
+@pytest.mark.mpi
+def test_pybench_fits_its_own_minus_j_file_as_the_backend_it_ran(pybench_cli, tmp_path, native):
+    # The -J file listed one device per host with rank -1, which pybench's own reader refused, and it was
+    # read as NCCL's (CPU ranks then got NVSwitch advice); config.ngpus said 1 where the header says 0.
+    nt = tmp_path / "nt.json"
+    proc = pybench_cli("allreduce", "--sizes", "1K:64K", "-c", "1", "-n", "5", "--backend", "mpi", "-J", str(nt))
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads(nt.read_text())["config"]
+    assert config["ngpus"] == 0 and "nGpus 0" in proc.stdout
+    assert [(d["rank"], d["device"]) for d in config["devices"]] == [(0, -1), (1, -1)]
+    (ms,) = load_measurements(nt)
+    assert (ms.backend, ms.collective, ms.world_size, ms.link_class) == ("mpi", "allreduce", 2, "intra-node")
+    assert "2 ranks on 1 host(s) per config.devices" in ms.notes
 
 
 def test_numbers_are_formatted_as_in_a_real_nccl_tests_log():

@@ -13,10 +13,12 @@ parsed by :func:`pybench.io.files.parse_json` before it gets here, and checked a
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pybench.collectives import COLLECTIVES
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, exact_world, infer, redop_name
@@ -29,6 +31,14 @@ def _program(data: dict[str, Any]) -> str | None:
         m = PROGRAM_RE.search(str(a))
         if m:
             return m.group(1)
+    return None
+
+
+def _pybench_collective(data: dict[str, Any]) -> str | None:
+    """The collective of pybench's own -J file: its subcommand (``pybench allreduce ...``)."""
+    args = data.get("args")
+    if isinstance(args, list) and len(args) > 1 and Path(str(args[0])).name == "pybench":
+        return str(args[1]) if str(args[1]) in COLLECTIVES else None
     return None
 
 
@@ -120,7 +130,8 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 and a timing in 'results'")
     alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
     good = alg > 0.01
-    coll, world, notes = infer(collective or PROGRAMS.get(_program(data) or ""), rows.redops, rows.roots,
+    named = collective or PROGRAMS.get(_program(data) or "") or _pybench_collective(data)
+    coll, world, notes = infer(named, rows.redops, rows.roots,
                                list(bus[good] / alg[good]), [], False)
     if coll is None:
         raise FileFormatError(f"{path}: cannot tell which collective this nccl-tests JSON measured; "
@@ -144,17 +155,36 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         notes.append(CPU_TIME_NOTE)
     if wrong:
         notes.append(wrong_note(wrong, lost, "nccl-tests' nwrong"))
-    return _sets(path, rows, coll, world, link, notes)
+    backend = _backend(data)
+    if backend != "nccl":
+        notes.append(f"pybench's -J file of its {backend} backend")
+    return _sets(path, rows, coll, world, link, notes, backend)
+
+
+def _backend(data: dict[str, Any]) -> str:
+    """pybench's own -J file names its backend in ``args`` (``--backend X``) and lists CPU ranks as device -1,
+    which nccl-tests never does; anything else is NCCL's."""
+    args = [str(a) for a in data.get("args") or [] if isinstance(data.get("args"), list)]
+    if args and Path(args[0]).name == "pybench" and "--backend" in args[:-1]:
+        named = args[args.index("--backend") + 1]
+        if named in ("mpi", "nccl", "torch"):
+            return named
+    config = data.get("config")
+    devices = config.get("devices") if isinstance(config, dict) else None
+    listed = [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
+    if listed and all(d.get("device") == -1 for d in listed) and all(isinstance(d.get("rank"), int) for d in listed):
+        return "mpi"
+    return "nccl"
 
 
 def _sets(path, rows: Rows, coll: str, world: int | None, link: str | None,
-          notes: list[str]) -> list[MeasurementSet]:
+          notes: list[str], backend: str) -> list[MeasurementSet]:
     size, time = np.array(rows.sizes, dtype=np.int64), np.array(rows.times) * 1e-6
     in_place = np.array(rows.in_place, dtype=float) * 1e-6
     in_place[~(in_place > 0)] = math.nan
     out = []
     for sel, key, extra in rows.groups():
-        out.append(MeasurementSet(source="nccl-tests", collective=coll, backend="nccl", world_size=world,
+        out.append(MeasurementSet(source="nccl-tests", collective=coll, backend=backend, world_size=world,
                                   link_class=link, dtype=canonical_dtype(key[0]), size_bytes=size[sel],
                                   time_s=time[sel],
                                   time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
