@@ -662,3 +662,26 @@ def test_a_job_log_of_point_to_point_and_collective_tests_fits_each_at_its_own_l
     log.write_text(log.read_text().replace("-np 192 -map-by ppr:96:node", "-np 3072 -map-by ppr:96:node"))
     assert main_for_tests(["fit", str(log), "--world", "3072", "--nodes", "32", "-o", str(model), "--force"]) == 0
     assert "--nodes 32 not applied to this table" in capsys.readouterr().out
+
+
+def test_a_link_slower_than_1_gb_per_s_still_tells_the_collective(tmp_path):
+    # A public 2-node all-reduce over TCP sockets (1 V100-PCIe per node) peaked at 0.99 GB/s: no row had the
+    # three digits busbw/algbw was read from, and the log was refused as "bandwidths too small".
+    rows = [(8 << k, 17e-6 + (8 << k) / 0.97e9) for k in range(0, 25, 2)]
+    body = "\n".join(f"{s:>12d}  {s // 4:>12d}     float     sum      -1  {t * 1e6:7.1f}  {s / t / 1e9:6.2f}  "
+                     f"{s / t / 1e9:6.2f}      0  {t * 1e6:7.1f}  {s / t / 1e9:6.2f}  {s / t / 1e9:6.2f}      0"
+                     for s, t in rows)
+    path = tmp_path / "sockets.log"
+    path.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 4(factor) warmup iters: 5 iters: 20\n"
+                    "#\n# Using devices\n"
+                    "#  Rank  0 Group  0 Pid  58680 on       sw53 device  0 [0xb1] Tesla V100-PCIE-32GB\n"
+                    "#  Rank  1 Group  0 Pid 928295 on       sw54 device  0 [0xb1] Tesla V100-PCIE-32GB\n"
+                    "#\n#                                                              out-of-place"
+                    "                       in-place\n"
+                    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time "
+                    "  algbw   busbw #wrong\n"
+                    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)"
+                    "  (GB/s)  (GB/s)\n" + body + "\n# Out of bounds values : 0 OK\n")
+    assert max(s / t / 1e9 for s, t in rows) < 0.99
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size, m.link_class) == ("allreduce", 2, "inter-node")
