@@ -2,8 +2,8 @@
 
 A GPU count never measured on a node whose GPUs are not switched (a mesh, PCIe), shown by its
 description or by measured counts that one cost shape cannot join; one GPU count of a GPU node
-without a description (one count cannot show a switch); a world beyond the hosts of an NVLink
-domain that its fit never crossed. Each answer names the missing input and the measurement to make.
+without a description (one count cannot show a switch); CPU ranks across nodes at a count per node
+never fitted there; a world beyond the hosts of an NVLink domain that its fit never crossed. Each answer names the missing input and the measurement to make.
 """
 
 from __future__ import annotations
@@ -67,6 +67,13 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"it, which no input measures (those figures are only a lower bound on the time); measure it "
                 f"with `pybench {model.collective} --np {world}`, or, where they spanned several domains, fit "
                 f"them with --system NAME|FILE (its NVLink domain size) so that the network joins domains")
+    across = {w // n for w, n in model.fitted if n > 1}
+    per_node = world // nodes if nodes else world
+    if nodes > 1 and not gpus and len(across) == 1 and per_node not in across:
+        return (f"not determined by these inputs: CPU ranks fitted across nodes at {across.pop()} ranks per node "
+                f"only; at {per_node} the bottleneck moves between the node's memory, its cores' reductions and "
+                f"its NICs (which every rank shares), and one count cannot show where; measure it with "
+                f"`pybench {model.collective} --np {world}` on {nodes} nodes")
     if nodes == 1 and system is None and len(measured) == 1 and world not in measured and _intra_fitted(model) \
             and model.backend in GPU_BACKENDS:
         # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.

@@ -584,3 +584,19 @@ def test_a_cost_shape_that_misses_its_own_layouts_widens_its_other_layouts_by_th
     clean = dataclasses.replace(model, layout_misses=()).predict(1024, 96 * 128, 128)
     miss = max(m for _, _, m in model.layout_misses)
     assert missed.high_s / missed.time_s == pytest.approx(clean.high_s / clean.time_s * (1 + miss), rel=1e-6)
+
+
+def _crossing(world: int, nodes: int) -> list[Observation]:
+    """A ring all-reduce across ``nodes`` nodes: 25 us and 10 GB/s of bus bandwidth."""
+    return [Observation(float(s), world, nodes, 25e-6 + 2 * (world - 1) / world * s / 10e9)
+            for s in (2.0 ** k for k in range(16, 28))]
+
+
+def test_cpu_ranks_at_another_count_per_node_are_not_determined():
+    # A public OSU log at 36 CPU ranks per node, asked for 1 per node, was priced 10x slower than one rank's
+    # ring through the measured NIC: the bottleneck (memory, reductions, the shared NIC) moves with the count.
+    cpu = dataclasses.replace(fit_topology("allreduce", _crossing(16, 2)), backend="mpi")
+    p = cpu.predict(1 << 20, 4, 4)
+    assert not p.determined and "8 ranks per node only" in p.undetermined
+    assert cpu.predict(1 << 20, 32, 4).determined  # the same ranks per node on more nodes
+    assert fit_topology("allreduce", _crossing(16, 2)).predict(1 << 20, 4, 4).determined  # GPUs: NICs per rank
