@@ -123,8 +123,8 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         raise UsageError(f"the {collective} measurements cannot be fitted with non-negative parameters")
     _, algo, intra = best
     if single and len({o.world for o in single}) == 1:
-        notes.append("one world size: base and per-step latency cannot be told apart; other world sizes are "
-                     "predicted between the two readings, with the span in their interval")
+        notes.append("one world size: base and per-step latency cannot be told apart; another world size, where "
+                     "the inputs determine it, is predicted between the two readings, with the span in its interval")
     inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule)
     fitted_obs = single + multi
     model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
