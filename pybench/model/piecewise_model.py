@@ -212,6 +212,11 @@ class AlphaBetaModel:
                              for local, far in zip(np.log1p(h_arr / t_arr).reshape(-1), beyond.reshape(-1))])
         log_half = log_half.reshape(t_arr.shape)
         low, high = t_arr * np.exp(-log_half), t_arr * np.exp(log_half)
+        # An anomaly's own measurement is a real time at its size (a switch there, or a disturbed run): the
+        # interval reaches it, wherever the trend lies.
+        for a in self.anomalies:
+            at = s == a.size_bytes
+            low, high = np.where(at, np.minimum(low, a.time_s), low), np.where(at, np.maximum(high, a.time_s), high)
         if s.ndim == 0:
             return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
         return Prediction(s, self.world_size, t_arr, low, high, said)

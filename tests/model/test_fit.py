@@ -588,7 +588,9 @@ def test_replicates_that_disagree_are_named_and_an_anomaly_is_not_labelled_measu
     spiked[8] *= 3.0  # one size off its neighbours' trend
     model = fit_model(MeasurementSet("nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32", sizes, spiked))
     assert [a.size_bytes for a in model.anomalies] == [int(sizes[8])]
-    assert model.predict(int(sizes[8])).provenance.startswith("the fit's trend")
+    at_spike = model.predict(int(sizes[8]))
+    assert at_spike.provenance.startswith("the fit's trend")
+    assert at_spike.time_low_s < at_spike.time_s < at_spike.time_high_s >= spiked[8]  # reaches the measurement
     assert model.predict(int(sizes[3])).provenance == "measured"
 
 
