@@ -253,10 +253,13 @@ class Preamble:
     pybench: dict[str, str] = field(default_factory=dict)
     repeated: dict[int, set[str]] = field(default_factory=dict)
     """Ranks listed again on another host: several processes each ran a test of their own."""
+    rccl: bool = False
+    """rccl-tests' banner or RCCL's version line: AMD's port of NCCL ran it."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
         stripped = line.strip()
+        self.rccl = self.rccl or stripped.startswith(("rccl-tests:", "RCCL version"))
         m = _RANK_RE.match(stripped)
         if m:
             rank, host = int(m.group(1)), m.group(2)
@@ -375,6 +378,10 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         raise FileFormatError(f"{path}: pybench's header says world {pre.pybench['world']} ranks, and a run has at "
                               f"least one: the header was edited or damaged; give --world N to read the table anyway")
     world, link = world_and_link(world, pre, world_size, notes, coll, table, span)
+    if pre.rccl:
+        notes.append("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of "
+                     "described crossings (--system) come from NVIDIA systems only, so a prediction from a "
+                     "description rests on no RCCL measurement")
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
     time = np.array(table.times) * unit
