@@ -49,16 +49,14 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     """Across nodes: the schedule's bytes through the busiest NIC (shared by ``sharing`` groups) at
     the slower link's rate, in the fastest of the inter-node link's regimes, plus a leader
     schedule's phase inside each node where the intra-node link prices it (:func:`_intra_phase_s`).
-    ``rails`` replaces the factor on the fitted bandwidth that the ranks per node give (:func:`_rails`)."""
+    ``rails``: a factor on the fitted bandwidth, the other reading of :func:`unknown_nic_share`."""
     assert model.inter is not None
     # A preset NIC is a port rate: the ring's legs inside each node can be the slower link. A fitted
     # inter-node link was measured end to end, those legs included, and fitted without this cap:
     # capping it again would move the prediction off the very sweeps it was fitted to.
     unmeasured = model.inter.is_preset or model.inter.is_described
     intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
-    if rails is None:
-        # every group sharing the node's NICs has its ranks there: the NICs they drive together
-        rails = 1.0 if unmeasured else _rails(model, world // nodes * sharing)
+    rails = 1.0 if rails is None else rails
     share = _described_reach(model, world // nodes * sharing)
     # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
     reach = (share * model.system.nic_Bps_per_node * load_calibration().efficiency(model.collective)
@@ -98,41 +96,50 @@ def _described_reach(model: ModelLinks, per_node: int) -> float:
     return min(1.0, math.ceil(per_node * nics / system.gpus_per_node) / nics)
 
 
-def _rails(model: ModelLinks, per_node: int) -> float:
-    """How many more of a described node's NICs ``per_node`` ranks drive than the fitted layout's ranks did.
-
-    Each GPU sends through its own NIC where there are enough (rails), so a fit with one rank per node
-    measured one NIC; eight ranks on a node of eight NICs drive eight. Without a description, or with
-    several fitted ranks-per-node counts, the fitted figures stand.
-    """
-    fitted = {w // n for w, n in model.fitted if n > 1}
-    if model.system is None or len(fitted) != 1 or model.backend not in GPU_BACKENDS:
-        return 1.0  # CPU ranks are no GPU's: they share every NIC, at whatever rate the fit found
-    nics = model.system.nics_per_node
-    return min(per_node, nics) / min(fitted.pop(), nics)
-
-
 def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> float | None:
     """The bandwidth factor of the other reading, where the inputs cannot say how many NICs the ranks
     of a node drive: None when they can.
 
     A fit of NCCL's ring schedule at r ranks per node, asked for q (of all ``sharing`` groups
-    together): if the node's NICs are shared, the fitted bandwidth stands; if each rank drives its own
-    NIC (rails), it scales by q/r. Only a system description (NICs per node) or fits at several
-    ranks-per-node counts tell the two apart. A preset is one port per node: with q ranks per node the
-    node may drive one port per rank or more, up to what named systems hold of that rate
-    (:func:`~pybench.model.system.most_ports_per_gpu`).
+    together): if what held the fitted rate is shared by the node (its NICs, or its own links), the
+    fitted bandwidth stands; if each rank drives its own NIC (rails), it scales by q/r. A system
+    description counts the NICs, so the rails reading scales by min(q, nics)/min(r, nics); it cannot say
+    whether the NICs were what held the fitted rate (8 ranks of a node of 8 NICs reached 2.5 times what
+    2 of them did on a public H100 cluster, not 4). Fits at several ranks-per-node counts tell. A preset
+    is one port per node: with q ranks per node the node may drive one port per rank or more, up to what
+    named systems hold of that rate (:func:`~pybench.model.system.most_ports_per_gpu`).
     """
     # Open MPI's and the leader schedules price the bytes through the node's one NIC themselves
-    if model.schedule != "ring" or model.system is not None or model.inter is None or model.inter.is_described:
+    if model.schedule != "ring" or model.inter is None or model.inter.is_described:
         return None
     per_node = world // nodes * sharing  # the ranks of every group sharing the node's NICs
     if model.inter.is_preset:  # one port per node; the node may have one per rank (rails), or more
-        return per_node * most_ports_per_gpu(model.inter.busbw_Bps) if per_node > 1 else None
+        return per_node * most_ports_per_gpu(model.inter.busbw_Bps) if per_node > 1 and model.system is None else None
     fitted = {w // n for w, n in model.fitted if n > 1}
     if len(fitted) != 1 or per_node in fitted:
         return None
-    return per_node / fitted.pop()
+    if model.system is None:
+        return per_node / fitted.pop()
+    if model.backend not in GPU_BACKENDS:
+        return None  # CPU ranks are no GPU's: they share every NIC, at whatever rate the fit found
+    nics = model.system.nics_per_node
+    factor = min(per_node, nics) / min(fitted.pop(), nics)
+    return None if factor == 1.0 else factor
+
+
+def nic_share_caveat(model: ModelLinks, per_node: int, nic_share: float) -> str:
+    """What a prediction between the readings of :func:`unknown_nic_share` says of them."""
+    if model.inter is not None and model.inter.is_preset:
+        return (f"NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "
+                f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at this rate); "
+                f"between the two, in the interval; give --system NAME|FILE to count them")
+    if model.system is None:
+        return (f"NICs per rank unknown at {per_node} ranks per node (fitted at {round(per_node / nic_share)}): "
+                f"between the node's NICs shared and one NIC per rank, in the interval; give --system NAME|FILE "
+                f"to say")
+    return (f"{per_node} ranks per node drive {nic_share:g}x the NICs of the fitted layout's on {model.system.name}, "
+            f"but whether those NICs held its rate (or the node's own links did) no input says: between the two, "
+            f"in the interval; fit that ranks-per-node count to know")
 
 
 def _intra_phase_s(model: ModelLinks, size: float, world: int, nodes: int) -> float:

@@ -50,6 +50,7 @@ from pybench.model.crossing import (
     described_crossing,
     fewer_nodes_fitted,
     nic_floor_s,
+    nic_share_caveat,
     nvlink_domain_ranks,
     other_described_readings,
     tree_bytes_on_nics,
@@ -218,9 +219,10 @@ class TopologyModel:
         data-parallel groups of a tp x dp layout, say): across nodes each gets 1/sharing of
         the inter-node bandwidth. The 95% interval is calibrated for what the prediction rests on
         (:mod:`pybench.model.calibration`; ``calibration`` replaces the shipped one, for validation).
-        ``nics_as_fitted``: the node's NICs carry what the fitted layout's did whatever the ranks per
-        node (a caller that shares them between groups itself, as the planner does); by default a
-        ranks-per-node count the inputs cannot price is a span (:func:`~pybench.model.crossing.unknown_nic_share`).
+        ``nics_as_fitted``: without a description, the node's NICs carry what the fitted layout's did whatever
+        the ranks per node (a caller that shares them between groups itself, as the planner does); by default,
+        and always with one, a ranks-per-node count the inputs cannot price is a span
+        (:func:`~pybench.model.crossing.unknown_nic_share`).
         ``nodes`` counts hosts, as a log lists them; ``nodes_are_hosts=False``: the model's own nodes
         (NVLink domains where a node is one, :attr:`hosts_per_node`), as the planner's crossings mean them.
         """
@@ -235,21 +237,15 @@ class TopologyModel:
         if sharing < 1:
             raise UsageError(f"sharing must be at least 1 group, got {sharing}")
         across = nodes > 1 and not self.inside_nvlink_domain(world)
-        nic_share = unknown_nic_share(self, world, nodes, sharing) if across and not nics_as_fitted else None
+        nic_share = (unknown_nic_share(self, world, nodes, sharing) if across and (not nics_as_fitted or self.system)
+                     else None)
         calibration = calibration or load_calibration()
         readings = self._described_readings(world, nodes, calibration)
         time_s, schedule, regime, spread = self._estimate(size_bytes, world, nodes, sharing, nic_share, readings)
         caveats = [tree_or_ring_caveat(self.backend, self.system is not None)] if across and unknown_tree_bytes(
             self, world, nodes) else []
         if nic_share is not None:
-            per_node = world // nodes * sharing
-            caveats.append(f"NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "
-                           f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at "
-                           f"this rate); between the two, in the interval; give --system NAME|FILE to count them"
-                           if self.inter is not None and self.inter.is_preset else
-                           f"NICs per rank unknown at {per_node} ranks per node (fitted at "
-                           f"{round(per_node / nic_share)}): between the node's NICs shared and one NIC per rank, "
-                           f"in the interval; give --system NAME|FILE to say")
+            caveats.append(nic_share_caveat(self, world // nodes * sharing, nic_share))
         caveats += [why for _, why, _ in readings if why]
         links = "; ".join([self._links_label(nodes), *caveats])
         why = undetermined(self, world, nodes)  # (:mod:`pybench.model.determined`)
