@@ -105,6 +105,8 @@ def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _
     """Every key of the document but ``results`` (an empty list), in nccl-tests' order."""
     opts = result.options
     nccl = _nccl_version_code(result.environment)
+    mpi = result.environment.get("mpi")
+    library = mpi.get("library") if isinstance(mpi, dict) and isinstance(mpi.get("library"), str) else None
     wrong = tally.wrong
     gate = opts.get("min_busbw_gbps")
     avg = tally.average_busbw()
@@ -114,12 +116,14 @@ def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _
         "args": list(result.command),
         "env": [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "PYBENCH_"))],
         "nccl_version": nccl if isinstance(nccl, int) else 0,
+        # what ran it, for pybench's own reader (nccl-tests' readers take the keys they know)
+        "pybench": {"backend": result.backend, **({"mpi_library": library} if library else {})},
         "config": {
             "nthreads": 1, "ngpus": int(opts.get("gpus_per_process", 1)),
             "minimum_bytes": tally.min_size or 0, "maximum_bytes": tally.max_size or 0, **tally.size_step(),
             "warmup_iters": opts.get("warmup", 0), "iterations": opts.get("iters") or 0,
             "aggregated_iterations": 1, "validation": opts.get("check", 0),
-            "graph": 1 if result.timing == "graph" else 0,
+            "graph": 1 if result.timing in ("graph", "host-graph") else 0,
             "blocking_collectives": _bool(result.timing == "per-op"), "per_iter_timing": _bool(False),
             "parallel_init": _bool(False),
             # one entry per rank as nccl-tests' (its readers count ranks and hosts from them); where the ranks

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pybench.errors import EnvironmentFault, PyBenchError
+from pybench.errors import EnvironmentFault, PyBenchError, UsageError
 from pybench.measure.backends import Backend, get_backend
 from pybench.measure.benchmark import BenchConfig, check_device_memory, check_memory, env_flag, run_sizes
 from pybench.measure.envinfo import environment
@@ -120,6 +120,16 @@ class _Progress:
         self._show("")
 
 
+def _check_host_names(hosts: list[str]) -> None:
+    """Each host name one printable word (at most 255 characters, as a DNS name): the table's Rank lines, its
+    world line and nccl-tests' readers of them take the word after ' on '; a newline would forge lines."""
+    for host in sorted(set(hosts)):
+        if not host or len(host) > 255 or any(c.isspace() or not c.isprintable() for c in host):
+            raise UsageError(f"host name {host[:80]!r} is not one printable word of at most 255 characters (set "
+                             f"by PYBENCH_HOSTNAME or the launcher?); give each host a name without spaces or "
+                             f"control characters")
+
+
 def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name: str = "mpi",
                 timeout_s: float = 30.0) -> int:
     """Entry point of every rank; returns this process's exit code."""
@@ -139,6 +149,7 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
     claimed: list = []
     nccl_json: dict[int, NcclTestsJsonWriter] = {}
     try:
+        _check_host_names(info["hosts"])
         plans = fit_plans(plans, world, backend.name, info["local_size"])
         for k, plan in enumerate(plans):
             if is_root:
@@ -298,6 +309,12 @@ class _Preamble:
     sizes: list[int]
     table: TypeTable | None
 
+    @property
+    def gpus_per_process(self) -> int:
+        """nccl-tests' nGpus: the GPUs one process of rank 0's host drives (0: CPU ranks)."""
+        gpus = sum(1 for _, host, device in self.devices if device != CPU_DEVICE and host == self.local_host)
+        return gpus // max(1, len({pid for pid, host, _ in self.devices if host == self.local_host}))
+
 
 def _header(result: RunResult, note: str | None, preamble: _Preamble) -> list[str]:
     """The table header: nccl-tests' config line under pybench's title, the size-rounding note (if any) and
@@ -309,10 +326,7 @@ def _header(result: RunResult, note: str | None, preamble: _Preamble) -> list[st
         lines.insert(at, f"# note: {note}")
         at += 1
     if preamble.devices:
-        gpus = sum(1 for _, host, device in preamble.devices if device != CPU_DEVICE and host == preamble.local_host)
-        per_process = gpus // max(1, len({pid for pid, host, _ in preamble.devices if host == preamble.local_host}))
-        result.options["gpus_per_process"] = per_process  # -J's config.ngpus says what this line says
-        lines.insert(1, config_line(result, preamble.sizes, per_process))
+        lines.insert(1, config_line(result, preamble.sizes, preamble.gpus_per_process))
         lines[at + 2:at + 2] = [*rank_lines(result, preamble.devices, preamble.local_host), "#"]
     return lines
 
@@ -342,6 +356,8 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
     shared = table is not None and len(table.dtypes) > 1
     is_root = info["rank"] == 0
     result = _new_result(backend, plan, info, hosts, env, argv)
+    if preamble.devices:  # every type's -J file says what the one header's nGpus says
+        result.options["gpus_per_process"] = preamble.gpus_per_process
     mode = "" if not is_root else "relay" if env_flag(PROGRESS) else "tty" if sys.stderr.isatty() else ""
     progress = _Progress(mode, len(cfg.sizes), cfg.benchmark)
     saver = _Saver(backend, plan.outputs, is_root)

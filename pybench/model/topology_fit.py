@@ -339,6 +339,8 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
                              f"{system.gpus_per_node} GPUs of {system.name}: give the system it ran on (--system) "
                              f"or its node count (--nodes)")
         disturbed = {s for s, _ in disturbed_sizes(*ms.fit_points())}  # the curve's note names them
+        if len(set(int(x) for x in ms.size_bytes) - disturbed) < 2:  # every size: the blocks differ, no disturbance
+            disturbed = set()
         groups.setdefault((ms.collective, ms.backend), []).extend(
             o for o in observations_from([ms]) if int(o.size_bytes) not in disturbed)
         if _ran_on_open_mpi(ms):

@@ -135,6 +135,22 @@ def test_pybench_fits_its_own_minus_j_file_as_the_backend_it_ran(pybench_cli, tm
     assert "2 ranks on 1 host(s) per config.devices" in ms.notes
 
 
+@pytest.mark.mpi
+def test_a_runs_three_files_fit_to_one_model(pybench_cli, tmp_path, native):
+    # The -J file named like an nccl-tests program was read as that program's collective, --backend=mpi was
+    # not seen, and the --json file left its in-place block out: one run gave three different models.
+    nt, js, log = tmp_path / "all_reduce_perf.json", tmp_path / "r.json", tmp_path / "r.log"
+    proc = pybench_cli("allgather", "--sizes", "1K:64K", "-c", "1", "-n", "5", "--backend=mpi", "-J", str(nt),
+                       "--json", str(js))
+    assert proc.returncode == 0, proc.stderr
+    log.write_text(proc.stdout)
+    sets = [load_measurements(path)[0] for path in (nt, js, log)]
+    for ms in sets:
+        assert (ms.collective, ms.backend, ms.world_size) == ("allgather", "mpi", 2), ms.path
+        assert any(n.startswith("MPI library: Open MPI") for n in ms.notes), ms.notes
+        assert ms.time_in_place_s is not None and len(ms.fit_points()[0]) == 2 * len(ms.size_bytes)
+
+
 def test_numbers_are_formatted_as_in_a_real_nccl_tests_log():
     log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
     rows = [line.split() for line in log.read_text().splitlines()
@@ -423,3 +439,35 @@ def test_pybench_statistics_are_always_in_the_csv():
         assert name in cols, name
     row = dict(zip(cols, first.split(",")))
     assert float(row["time_ci_low_s"]) == r.records[0].time_ci_low_s
+
+
+@pytest.mark.parametrize("timing,graph", [("batched", 0), ("graph", 1), ("host-graph", 1), ("host", 0)])
+def test_j_config_graph_is_what_the_header_line_says(timing, graph):
+    # nccl-tests' -G (host-graph here) printed graph: 1 in the header and wrote config.graph 0 to -J
+    import datetime as dt
+
+    from pybench.measure.nccl_tests_json import nccl_tests_document
+    from pybench.measure.nccl_tests_preamble import config_line
+    r = _stored()
+    r.timing = timing
+    doc = nccl_tests_document(r, dt.datetime(2026, 12, 1, 12), None)
+    assert doc["config"]["graph"] == graph and f"graph: {graph}" in config_line(r, [1024, 2048], 0)
+
+
+@pytest.mark.mpi
+def test_every_type_of_a_d_all_run_writes_the_headers_ngpus(pybench_cli, tmp_path, native):
+    proc = pybench_cli("allgather", "--sizes", "1K:4K", "-c", "1", "-n", "3", "--backend", "mpi", "-d", "all",
+                       "-J", str(tmp_path / "d.json"))
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(tmp_path.glob("d.*.json"))
+    assert len(files) == 5 and "nGpus 0" in proc.stdout
+    assert {json.loads(f.read_text())["config"]["ngpus"] for f in files} == {0}
+
+
+def test_a_host_name_that_would_forge_table_lines_is_refused(pybench_cli):
+    # PYBENCH_HOSTNAME reached the world line and every Rank line: a newline there forged an average line.
+    import os
+    env = dict(os.environ, PYBENCH_HOSTNAME="evil\n# Avg bus bandwidth    : 999")
+    proc = pybench_cli("allreduce", "--backend", "torch", "--sizes", "4K:16K", "-n", "3", env=env, timeout=300)
+    assert proc.returncode == 2 and "Avg bus bandwidth" not in proc.stdout
+    assert "is not one printable word" in proc.stderr.strip().splitlines()[-1]

@@ -709,3 +709,18 @@ def test_an_rccl_tests_log_says_descriptions_rest_on_no_rccl_data(tmp_path):
     plain = tmp_path / "h100.log"
     plain.write_text(path.read_text().replace("rccl-tests: Version develop:a7809b3\n", ""))
     assert not any("rccl" in n for n in load_measurements(plain)[0].notes)
+
+
+def test_pybench_stdout_across_hosts_gives_its_node_count(tmp_path):
+    # pybench's header names its hosts; a multi-host stdout log was refused for want of the node count.
+    from pathlib import Path
+
+    from pybench.model.topology_fit import nodes_of
+    fixture = Path(__file__).parents[1] / "fixtures" / "log_pybench_stdout_mpi2_allreduce.txt"
+    text = fixture.read_text().replace("# world 2 ranks on 1 host(s) [vm: 2], link intra-node",
+                                       "# world 2 ranks, 2 host(s) [nodeA: 1, nodeB: 1], link inter-node")
+    path = tmp_path / "two_hosts.log"
+    path.write_text(text)
+    (m,) = load_measurements(path)
+    assert (m.world_size, m.link_class, nodes_of(m)) == (2, "inter-node", 2)
+    assert nodes_of(load_measurements(fixture)[0]) == 1

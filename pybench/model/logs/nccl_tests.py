@@ -84,7 +84,7 @@ PROGRAMS = {
 # NGC containers and CloudAI build the MPI flavour as all_reduce_perf_mpi, ...: the same program
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
-_PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)")
+_PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)(?:\s*\(([^()]{1,160})\))?")
 # "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
 _PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks(?:,|\s+on)\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
 # busbw/algbw of each family of collectives: 2(n-1)/n, (n-1)/n, 1.
@@ -272,7 +272,7 @@ class Preamble:
             self.program = pm.group(1)
         m = _PYBENCH_RE.match(stripped)
         if m:
-            self.pybench.update(benchmark=m.group(1), backend=m.group(2))
+            self.pybench.update(benchmark=m.group(1), backend=m.group(2), library=m.group(3) or "")
         m = _PYBENCH_WORLD_RE.match(stripped)
         if m:
             self.pybench.update(world=m.group(1), hosts=m.group(2), link=m.group(3))
@@ -378,6 +378,8 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         raise FileFormatError(f"{path}: pybench's header says world {pre.pybench['world']} ranks, and a run has at "
                               f"least one: the header was edited or damaged; give --world N to read the table anyway")
     world, link = world_and_link(world, pre, world_size, notes, coll, table, span)
+    if pre.pybench.get("backend") == "mpi" and pre.pybench.get("library"):
+        notes.append(f"MPI library: {pre.pybench['library']}")  # which library's algorithms ran it
     if pre.rccl:
         notes.append("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of "
                      "described crossings (--system) come from NVIDIA systems only, so a prediction from a "

@@ -42,6 +42,14 @@ def _pybench_collective(data: dict[str, Any]) -> str | None:
     return None
 
 
+def _pybench_run(data: dict[str, Any]) -> dict[str, str]:
+    """What pybench's own -J file says ran it (``backend``, ``mpi_library``); empty for nccl-tests'."""
+    run = data.get("pybench")
+    if not isinstance(run, dict):
+        return {}
+    return {k: str(v)[:160] for k, v in run.items() if k in ("backend", "mpi_library") and isinstance(v, str)}
+
+
 def _hosts(data: dict[str, Any]) -> dict[int, str]:
     config = data.get("config")
     devices = (config.get("devices") if isinstance(config, dict) else None) or data.get("devices") or []
@@ -130,7 +138,8 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 and a timing in 'results'")
     alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
     good = alg > 0.01
-    named = collective or PROGRAMS.get(_program(data) or "") or _pybench_collective(data)
+    # pybench's subcommand before any program name in its args (an output named all_reduce_perf.json)
+    named = collective or _pybench_collective(data) or PROGRAMS.get(_program(data) or "")
     coll, world, notes = infer(named, rows.redops, rows.roots,
                                list(bus[good] / alg[good]), [], False)
     if coll is None:
@@ -158,12 +167,16 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     backend = _backend(data)
     if backend != "nccl":
         notes.append(f"pybench's -J file of its {backend} backend")
+    if _pybench_run(data).get("mpi_library"):
+        notes.append(f"MPI library: {_pybench_run(data)['mpi_library']}")
     return _sets(path, rows, coll, world, link, notes, backend)
 
 
 def _backend(data: dict[str, Any]) -> str:
-    """pybench's own -J file names its backend in ``args`` (``--backend X``) and lists CPU ranks as device -1,
-    which nccl-tests never does; anything else is NCCL's."""
+    """pybench's own -J file names its backend (its ``pybench`` object; older ones only in ``args``) and lists
+    CPU ranks as device -1, which nccl-tests never does; anything else is NCCL's."""
+    if _pybench_run(data).get("backend") in ("mpi", "nccl", "torch"):
+        return _pybench_run(data)["backend"]
     args = [str(a) for a in data.get("args") or [] if isinstance(data.get("args"), list)]
     if args and Path(args[0]).name == "pybench" and "--backend" in args[:-1]:
         named = args[args.index("--backend") + 1]

@@ -40,6 +40,8 @@ def world_and_link(world: int | None, pre: RankLines, world_size: int | None, no
     elif "world" in pre.pybench:
         world = int(pre.pybench["world"])
     if pre.pybench.get("link") in LINK_CLASSES:
+        if world and pre.pybench.get("hosts"):  # the node count a fit across nodes needs
+            notes.append(f"{world} ranks on {int(pre.pybench['hosts'])} host(s) per pybench's header")
         return world, pre.pybench["link"]
     listed, at_least = len(pre.ranks), (max(pre.ranks) + 1 if pre.ranks else 0)
     if world is None and span is not None and pre.ranks and listed < at_least and span[0] <= at_least <= span[1]:

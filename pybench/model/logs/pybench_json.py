@@ -53,16 +53,19 @@ def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[Measure
     link = data.get("link_class")
     if link is not None and link not in LINK_CLASSES:
         raise FileFormatError(f"{path}: link_class {link!r} is not one of {', '.join(LINK_CLASSES)}")
-    sizes, times, lows, highs = [], [], [], []
+    sizes, times, lows, highs, in_place = [], [], [], [], []
     for k, rec in enumerate(records):
         try:
             sizes.append(_number(rec["size_bytes"], int))
             times.append(_number(rec["time_s"], float))
             lows.append(_number(rec.get("time_p5_s", rec["time_s"]), float))
             highs.append(_number(rec.get("time_p95_s", rec["time_s"]), float))
+            # the in-place block of a run that measured both (a replicate, as nccl-tests' logs give it)
+            in_place.append(_number(rec["in_place_time_s"], float) if rec.get("in_place_time_s") is not None
+                            else math.nan)
         except (KeyError, TypeError, ValueError, AttributeError):
-            raise FileFormatError(f"{path}: records[{k}] needs a whole positive size_bytes and finite positive "
-                                  f"times (time_s, time_p5_s, time_p95_s) as numbers") from None
+            raise FileFormatError(f"{path}: records[{k}] needs a whole positive size_bytes and finite positive times "
+                                  f"(time_s, time_p5_s, time_p95_s, in_place_time_s where given) as numbers") from None
     notes: tuple[str, ...] = ()
     hosts = data.get("hosts")
     if (isinstance(hosts, dict) and hosts and all(isinstance(n, int) and not isinstance(n, bool) and n > 0
@@ -79,4 +82,5 @@ def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[Measure
                            world_size=world, link_class=link, dtype=str(data.get("dtype", "float32")),
                            size_bytes=np.array(sizes, dtype=np.int64), time_s=np.array(times),
                            time_low_s=np.array(lows), time_high_s=np.array(highs), path=str(path),
+                           time_in_place_s=np.array(in_place) if any(math.isfinite(t) for t in in_place) else None,
                            time_statistic="median", notes=notes)]
