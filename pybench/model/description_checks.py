@@ -28,7 +28,7 @@ class FittedTopology(ModelLinks, Protocol):
 # bandwidth counts 2(p-1)/p S: up to twice the NICs' rate. A ring's bus bandwidth is what the NICs carry.
 _BUSBW_PER_NIC_RATE = {"allreduce": 2.0}
 # Real single-node logs reach well over half of the fabric's per-GPU rate (generated docs hold the
-# figures); under half of it, the node measured is most likely not the one described.
+# figures); under half of it, the node measured is not the one described, or its GPUs do not reach its rate.
 _SLOWEST_SHARE = 0.5
 _TOLERANCE = 1.05
 
@@ -55,7 +55,8 @@ def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[
         elif 0 < reached < _SLOWEST_SHARE * rate:
             notes.append(f"the measured node reaches {reached / 1e9:.0f} GB/s bus bandwidth, under half the "
                          f"{system.intra_GBps_per_gpu:g} GB/s per GPU of {system.name}'s {system.intra_fabric}: the "
-                         f"node measured is likely not {system.name}'s, and its figures are kept inside a node")
+                         f"node measured is not {system.name}'s, or its GPUs do not reach that rate (no "
+                         f"peer-to-peer between them, a shared switch), and its figures are kept inside a node")
     if inter is not None and not inter.is_described and not inter.is_preset:
         bound = _BUSBW_PER_NIC_RATE.get(model.collective, 1.0) * system.nic_Bps_per_node
         reached = _reached_Bps(model, True)
