@@ -239,6 +239,28 @@ def _tree_or_ring(model: ModelLinks) -> tuple[int, int] | None:
     return next(iter(layouts))
 
 
+def chain_latency(model: ModelLinks, world: int, nodes: int) -> LinkCost | None:
+    """The inter-node link with its latency scaled as the chain inside each node grows, where an all-reduce's
+    tree crossing was fitted at one count of ranks per node and is asked at another; None elsewhere.
+
+    NCCL's tree pays a step per rank of the chain inside each node and one per level between nodes, so
+    its latency at r ranks per node over 2^L nodes grows as (r - 1 + L); a fit at one count cannot say how
+    much of its latency is that chain. A reach-only reading: it widens the interval, the answer stays."""
+    inter = model.inter
+    fitted = {(w // n, n) for w, n in model.fitted if n > 1}
+    per_node = world // nodes
+    if (inter is None or inter.is_preset or inter.is_described or len(fitted) != 1 or model.schedule != "ring"
+            or model.collective != "allreduce" or any(r.algorithm == "ring" for r in inter.all_regimes())):
+        return None
+    (r, n0), = fitted
+    if per_node == r:
+        return None
+    levels = math.ceil(math.log2(n0))
+    factor = (per_node - 1 + levels) / (r - 1 + levels)
+    regimes = [dataclasses.replace(x, base_s=x.base_s * factor, step_s=x.step_s * factor) for x in inter.all_regimes()]
+    return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
+
+
 def as_double_tree(inter: LinkCost, world: int, nodes: int) -> LinkCost:
     """``inter``'s ``tree`` regimes (ring bytes) as ``double-tree`` ones, the same time at (world, nodes)."""
     ratio = crossing_bytes("allreduce", "double-tree", world, nodes) / crossing_bytes("allreduce", "tree", world, nodes)

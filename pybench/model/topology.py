@@ -47,6 +47,7 @@ from pybench.errors import FileFormatError, UsageError
 from pybench.model.calibration import OTHER_GPU_COUNT, OTHER_NODE_COUNT, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
+    chain_latency,
     described_crossing,
     fewer_nodes_fitted,
     nic_floor_s,
@@ -312,7 +313,8 @@ class TopologyModel:
         # the tree's bytes or the ring's (fitted at one node count), or what a description cannot rule out
         # (its other readings): neither favoured; a reading that is reach only widens the interval alone
         reach, base = [], time_s
-        for link, reach_only in [(tree, False), *((link, only) for link, _, only in others)]:
+        chain = chain_latency(self, world, nodes) if across else None
+        for link, reach_only in [(tree, False), (chain, True), *((link, only) for link, _, only in others)]:
             if link is None:
                 continue
             other = base * dataclasses.replace(self, inter=link)._time(size, world, nodes, sharing)[0] / fitted_s

@@ -168,3 +168,18 @@ def test_a_tree_fitted_at_one_node_count_takes_its_latency_neither_per_call_nor_
     ring = fit_topology("allgather", [Observation(s, 16, 2, 100e-6 + 15 / 16 * s / 100e9) for s in SIZES])
     readings = ring._latency_readings(size, world, nodes, 1)
     assert readings is not None and ring.predict(size, world, nodes).time_s == pytest.approx(readings[1], rel=1e-9)
+
+
+def test_more_ranks_per_node_reach_a_longer_chain_inside_each_node():
+    """NCCL's tree pays a step per rank of the chain inside a node: a fit at 2 ranks per node cannot say how much
+    of its latency that chain was, so 8 ranks per node reach (r - 1 + levels) = 4x it, in the interval only."""
+    from pybench.model.crossing import chain_latency
+    two_per_node = fit_topology("allreduce", _sweep(4, 2, 1.0, 100e9, latency=100e-6))
+    size = 1 << 20
+    longer = chain_latency(two_per_node, 16, 2)
+    assert longer is not None and chain_latency(two_per_node, 4, 2) is None  # the fitted count: no other reading
+    reach = dataclasses.replace(two_per_node, inter=longer)._time(size, 16, 2)[0]
+    p = two_per_node.predict(size, 16, 2)
+    assert reach > 2 * p.time_s and p.high_s >= reach * 0.999  # reached by the interval, not taken as the answer
+    ring = fit_topology("allgather", [Observation(s, 4, 2, 100e-6 + 3 / 4 * s / 100e9) for s in SIZES])
+    assert chain_latency(ring, 16, 2) is None  # a ring's steps are counted by its own frame
