@@ -102,6 +102,14 @@ def no_hang(seconds: int = 5):
         signal.signal(signal.SIGALRM, old)
 
 
+def fitted_model_file(tmp_path_factory, log: Path, *fit_args: str) -> Path:
+    """``log`` fitted to a model file by ``pybench fit LOG [fit_args] -o FILE``, as a user fits one."""
+    from pybench.cli.main import main
+    path = tmp_path_factory.mktemp("model") / "model.json"
+    assert main(["fit", str(log), *fit_args, "-o", str(path)]) == 0
+    return path
+
+
 def gpu_with_nccl():
     """(pybench._cuda, its device probe, the loaded NCCL) on a machine with a GPU, else pytest.skip with why."""
     from pybench._native import build_info

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, fitted_model_file
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, UsageError
@@ -15,10 +15,7 @@ from pybench.sizes import MAX_SIZE_BYTES
 
 @pytest.fixture(scope="module")
 def node_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("m") / "node.json"
-    assert main_for_tests(["fit", str(SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_2gpu.csv"),
-                           "-o", str(path)]) == 0
-    return path
+    return fitted_model_file(tmp_path_factory, SHARED_DATA / "vtrain" / "a100_nvswitch_allreduce_2gpu.csv")
 
 
 @pytest.mark.parametrize("field", ["rel_sigma", "median_ape", "max_ape"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, fitted_model_file
 
 import pybench
 from pybench.cli.main import main
@@ -22,9 +22,7 @@ GRADIENTS_7B = 14_000_000_000  # bytes of 7B parameters' bf16 gradients: the DDP
 def h100(tmp_path_factory):
     if not H100_LOG.exists():
         pytest.skip(f"shared log not found: {H100_LOG}")
-    path = tmp_path_factory.mktemp("h100") / "h100.json"
-    assert main(["fit", str(H100_LOG), "--nodes", "2", "-o", str(path)]) == 0
-    return str(path)
+    return str(fitted_model_file(tmp_path_factory, H100_LOG, "--nodes", "2"))
 
 
 def _ccr_op(h100, tmp_path, capsys, *args):

@@ -9,7 +9,7 @@ own bands do not call comm-bound.
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, fitted_model_file
 
 from pybench.cli.main import main
 from pybench.errors import UsageError
@@ -247,9 +247,7 @@ def h100_model_file(tmp_path_factory):
     """The two-node H100 log fitted to a model file (intra- and inter-node), as a user would."""
     if not LOG.exists():
         pytest.skip(f"shared logs not found at {SHARED_DATA}")
-    path = tmp_path_factory.mktemp("h100") / "model.json"
-    assert main(["fit", str(LOG), "-o", str(path)]) == 0
-    return str(path)
+    return str(fitted_model_file(tmp_path_factory, LOG))
 
 
 def _plan_cli(model):
