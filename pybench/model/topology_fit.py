@@ -160,11 +160,19 @@ NODE_LATENCY_S = 1e-3
 
 
 def _layout_misses(obs: Sequence[Observation], residuals: Sequence[float]) -> tuple[tuple[int, int, float], ...]:
-    """(world, nodes, median |relative residual|) of each fitted layout."""
-    by_layout: dict[tuple[int, int], list[float]] = {}
+    """(world, nodes, miss) of each fitted layout: the larger of the median |relative residual| over its sizes
+    and over its sizes where the bytes take most of the time (an algorithm bandwidth at least half the
+    layout's best). Which links a layout gets shows in its bandwidth; the many sizes where latency rules
+    look alike on any fabric and would hide that miss in a median over every size."""
+    by_layout: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for o, r in zip(obs, residuals):
-        by_layout.setdefault((o.world, o.nodes), []).append(abs(r))
-    return tuple((w, n, float(np.median(v))) for (w, n), v in sorted(by_layout.items()))
+        by_layout.setdefault((o.world, o.nodes), []).append((o.size_bytes / o.time_s, abs(r)))
+    out = []
+    for (w, n), v in sorted(by_layout.items()):
+        best = max(algbw for algbw, _ in v)
+        out.append((w, n, float(max(np.median([m for _, m in v]),
+                                    np.median([m for algbw, m in v if algbw >= best / 2.0])))))
+    return tuple(out)
 
 
 _UNDETERMINED = "other GPU counts in one node are not determined by them"

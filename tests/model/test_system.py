@@ -205,6 +205,23 @@ def test_switched_gpu_counts_stay_determined():
     assert fit_topology("allreduce", obs).predict(1 << 30, 8, 1).determined
 
 
+@pytest.mark.parametrize("setup, determined", [("k8s", False), ("docker", True)])
+def test_gpu_counts_whose_bandwidth_one_shape_misses_leave_other_counts_undetermined(setup, determined):
+    """RTX 4090 PCIe at 2 and 4 GPUs (public logs). In the pod the two counts got other PCIe paths: one
+    cost shape meets both within a few percent where latency rules, and misses their largest sizes by 14
+    and 22% in opposite directions; a median over every size hid that, and 8 GPUs were priced as on a
+    switch. In the container the two counts follow one shape at every size, and 8 GPUs stay priced."""
+    from pybench.model.topology_fit import observations_from
+    logs = REPO / "tests" / "fixtures" / "public_logs"
+    obs = [o for g in (2, 4) for o in observations_from(
+        load_measurements(logs / f"rtx4090_kalavai_{setup}_g{g}_allreduce.log"), lambda _: 1)]
+    model = fit_topology("allreduce", obs)
+    p = model.predict(1 << 30, 8, 1)
+    assert p.determined == determined
+    if not determined:
+        assert "misses the measured 4-rank sweep" in p.undetermined and "--np 8" in p.undetermined
+
+
 def test_a_regime_with_milliseconds_of_latency_inside_a_node_is_named():
     obs = [Observation(s, w, 1, 8e-3 + 2 * (w - 1) / w * s / 100e9) for w in (2, 4)
            for s in (2.0 ** k for k in range(20, 31))]
