@@ -144,19 +144,29 @@ def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _
 
 
 _RESULTS_SLOT = '"results": []'
+NOT_STARTED = "no size measured: the run stopped before this test began, or it has not begun yet"
 
 
 class NcclTestsJsonWriter:
     """Rank 0's -J file: claimed at the start, rewritten with the result files (from their journal:
     :meth:`pybench.measure.results.OutputFiles.also_write`), closed at the end."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, command: Iterable[str] = ()) -> None:
         self.path = claim_path(path)
         self.started = _dt.datetime.now()
         self.devices: list[dict[str, Any]] = []  # config.devices, one per rank (the runner's Rank lines)
+        self.begun = False  # a document of the run itself was written (not only the placeholder)
+        # The name is held from the start (the next run takes path.0); until its first sizes land it holds a
+        # valid document that says so, so that a run stopped before this test began leaves no empty file.
+        try:
+            write_atomic(self.path, json_text({"version": FILE_VERSION, "start_time": self.started.strftime(
+                _TIME_FORMAT), "args": list(command), "results": [], "errors": [NOT_STARTED]}).encode())
+        except OSError as exc:
+            raise EnvironmentFault(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
     def chunks(self, result: RunResult, records: Iterable[dict[str, Any]], finished: bool = False) -> Iterator[bytes]:
         """The document, streamed: ``records`` are every record of ``result`` (as dicts), in order."""
+        self.begun = True
         head = json_text(_head(result, result.tally(), self.started, _dt.datetime.now() if finished else None,
                                self.devices))
         before, after = head.split(_RESULTS_SLOT, 1)
@@ -172,6 +182,11 @@ class NcclTestsJsonWriter:
                 yield "".join(batch).encode()
                 batch = []
         yield ("".join(batch) + ("\n ]" if n else "]") + after).encode()
+
+    def release(self) -> None:
+        """Remove the file when the run refused to start: it holds only the placeholder."""
+        if not self.begun:
+            self.path.unlink(missing_ok=True)
 
     def write(self, result: RunResult, finished: bool = False) -> None:
         """Write the records ``result`` holds (a result not streamed through a journal)."""

@@ -156,14 +156,15 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
                 claimed += plan.outputs.claim(force)
                 plan.outputs.journal_when_alone()  # one-process NCCL: no launcher, still a journal and a guard
                 if plan.nccl_tests_json is not None:
-                    nccl_json[k] = NcclTestsJsonWriter(plan.nccl_tests_json)
-                    claimed.append(nccl_json[k].path)
+                    nccl_json[k] = NcclTestsJsonWriter(plan.nccl_tests_json, ["pybench", *argv])
                     plan.outputs.also_write(nccl_json[k])
     except PyBenchError as exc:
         error = exc
     any_error, root_error = backend.agree_max([int(error is not None), int(is_root and error is not None)])
     if any_error:
         OutputFiles.release(claimed)
+        for writer in nccl_json.values():
+            writer.release()
         if error is not None and (is_root or not root_error):
             prefix = "" if is_root else f"rank {rank} ({info['host']}): "
             print(f"pybench: error: {prefix}{error}", file=sys.stderr, flush=True)

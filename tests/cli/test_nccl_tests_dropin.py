@@ -471,3 +471,17 @@ def test_a_host_name_that_would_forge_table_lines_is_refused(pybench_cli):
     proc = pybench_cli("allreduce", "--backend", "torch", "--sizes", "4K:16K", "-n", "3", env=env, timeout=300)
     assert proc.returncode == 2 and "Avg bus bandwidth" not in proc.stdout
     assert "is not one printable word" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_a_j_file_whose_test_never_began_is_a_valid_document_that_says_so(pybench_cli, tmp_path):
+    # -d all claims every type's -J name at the start; a run stopped (Ctrl-C) before a type began left that
+    # file empty, which every JSON reader of it fails on. It now holds a document with no rows and why.
+    from pybench.measure.nccl_tests_json import NOT_STARTED, NcclTestsJsonWriter
+    writer = NcclTestsJsonWriter(tmp_path / "nt.json", ["pybench", "allreduce", "-d", "all"])
+    doc = json.loads(writer.path.read_text())
+    assert doc["results"] == [] and doc["errors"] == [NOT_STARTED] and doc["args"][1] == "allreduce"
+    proc = pybench_cli("fit", str(writer.path), "-o", str(tmp_path / "m.json"))
+    assert proc.returncode == 2 and "no rows" in proc.stderr and "stopped before this test began" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    writer.release()  # a run that refused to start leaves nothing
+    assert not writer.path.exists()

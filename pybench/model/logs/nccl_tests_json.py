@@ -135,7 +135,9 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         raise FileFormatError(f"{path}: every row of this nccl-tests JSON has wrong results (non-zero 'nwrong': "
                               f"the -c check failed); no valid measurement to read")
     if not rows.sizes:
-        raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 and a timing in 'results'")
+        errors = [" ".join(e.split())[:200] for e in data.get("errors") or [] if isinstance(e, str)]
+        raise FileFormatError(f"{path}: nccl-tests JSON has no rows with a size above 0 and a timing in 'results'"
+                              + (f" (its errors: {'; '.join(errors[:3])})" if errors else ""))
     alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
     good = alg > 0.01
     # pybench's subcommand before any program name in its args (an output named all_reduce_perf.json)
