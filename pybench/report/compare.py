@@ -19,11 +19,8 @@ noise band 1 +- ``noise``. The band is needed because the samples of one run are
 not independent of the machine's state during that run (core placement, page
 layout, other jobs): with hundreds of samples the rank test alone flags the
 run-to-run drift that two runs of the same build show. The within-run interval
-cannot see that drift; the band is its allowance. ``DEFAULT_NOISE`` (10%) was
-measured on the 2-core development VMs: over 10 pairs of undisturbed runs of the
-same build (allreduce 1K..1M, 11 sizes each) the per-size median changed by 2.4%
-(median), 9% (p95), 17% (p99); a 10% band flags none of those 110 comparisons, a
-5% band flagged 11 of them in 7 of the 10 pairs. Raise it on noisier machines;
+cannot see that drift; the band is its allowance. How ``DEFAULT_NOISE`` was chosen
+(repeated runs of one build) is in docs/tracking.md. Raise it on noisier machines;
 lower it where runs repeat better.
 
 Only ``size_bytes`` must match: runs of different backends, dtypes, world sizes
