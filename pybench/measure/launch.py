@@ -138,6 +138,9 @@ def _flavour(path: str) -> str:
 
 _BANNER_RULE = re.compile(rb"^\s*-{20,}\s*$")
 _MPI_ERROR_LINE = re.compile(rb"^\s*\[[^\]]*\] \*\*\*")
+# Open MPI's bundled libevent logs to stderr as "[warn] ..." / "[err] ...": the event loop's view of a
+# failure MPI reports itself (a descriptor closed under it as a rank died), never a cause of its own.
+_EVENT_LIBRARY_LINE = re.compile(rb"^\[(warn|err|msg|debug)\] ")
 _KILLED = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+) \(([^)]*)\)")
 _NONZERO = re.compile(r"exited with non-zero status.*?Process name: \[[^\]]*?,(\d+)\].*?Exit code:\s*(\d+)")
 
@@ -171,6 +174,7 @@ class _StderrRelay(threading.Thread):
         self.stream = stream
         self.failures: list[str] = []
         self.banners: list[str] = []  # Open MPI messages that are not about a rank dying
+        self.event_library: list[str] = []  # libevent's lines: a warning if the run went on, else the cause says it
         self.start_failed = False  # mpiexec itself failed before any rank ran (worth one more try)
 
     def run(self) -> None:
@@ -206,6 +210,8 @@ class _StderrRelay(threading.Thread):
             return None
         if banner is not None:
             banner.append(raw)
+        elif _EVENT_LIBRARY_LINE.match(raw):
+            self.event_library.append(_first_sentence(raw.decode(errors="replace")))
         elif _MPI_ERROR_LINE.match(raw):  # "[host:pid] *** An error occurred in MPI_Init": said in our line
             self.banners.append(_first_sentence(raw.decode(errors="replace").split("***", 1)[1]))
         elif not raw.startswith(b"Abort is in progress"):  # prterun's Ctrl-C chatter; we say it in one line
@@ -341,6 +347,8 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
         if status is not None:
             for banner in dict.fromkeys(relay.banners):
                 print(f"pybench: warning: Open MPI: {banner}", file=sys.stderr)
+            for line in dict.fromkeys(relay.event_library):
+                print(f"pybench: warning: Open MPI's event library: {line}", file=sys.stderr)
             return status
         if rc != 0 and relay.start_failed and attempt < START_ATTEMPTS:
             print(f"pybench: {relay.failures[-1]}; launching again ({attempt + 1} of {START_ATTEMPTS})",
@@ -351,7 +359,8 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
     name = Path(launcher.path).name
     reason = ("; ".join(relay.failures) or (f"MPI could not start or run the ranks: {relay.banners[0]}"
                                             if relay.banners else "")
-              or f"the ranks exited abnormally ({name} returned {rc})")
+              or f"the ranks exited abnormally ({name} returned {rc}"
+                 + (f"; its event library said: {relay.event_library[0]})" if relay.event_library else ")"))
     kept = mark_cut_short(result_files, reason, job.path)
     timed_out = bool(relay.failures) and all(f.endswith("timed out") for f in relay.failures)
     # A rank that timed out has already said which rank stopped answering, in one line.

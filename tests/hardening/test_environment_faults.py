@@ -66,3 +66,19 @@ def test_a_python_that_cannot_be_run_is_one_line_exit_3(tmp_path, native, monkey
     assert len(lines) == 1 and "cannot run this Python (" in lines[0], lines
     assert "start pybench with a Python that can be run" in lines[0]
     assert sorted(os.listdir(tmp_path)) in ([], ["python3"])  # no result file, empty or not
+
+
+def test_the_event_library_lines_of_open_mpi_are_held_back_not_relayed(capfd):
+    """Open MPI's bundled libevent writes "[warn] Epoll MOD(1) on fd 20 failed..." as a rank dies under a full
+    TMPDIR: it reached the user as a second line beside pybench's one-line error."""
+    from pybench.measure.launch import _StderrRelay
+    read, write = os.pipe()
+    os.write(write, b"[warn] Epoll MOD(1) on fd 20 failed. Old events were 6; read change was 0 (none): "
+                    b"Bad file descriptor\n[host:123] *** An error occurred in MPI_Init\nplain line\n")
+    os.close(write)
+    relay = _StderrRelay(os.fdopen(read, "rb"))
+    relay.run()
+    err = capfd.readouterr().err
+    assert "Epoll" not in err and "plain line" in err
+    assert relay.event_library and relay.event_library[0].startswith("[warn] Epoll MOD(1) on fd 20 failed.")
+    assert relay.banners == ["An error occurred in MPI_Init"]
