@@ -60,6 +60,9 @@ class SystemDescription(BaseModel):
     rail_optimised: bool = False
     nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=1 << 20)
     """GPUs that share one NVLink domain (NVL72: 72); by default one node."""
+    in_switch_reduction: bool = False
+    """The NVSwitches reduce (NVLink SHARP, third-generation NVSwitch on: H100, H200, B200), which NCCL's NVLS
+    all-reduce runs on (:mod:`pybench.model.switch_reduction`)."""
 
     @model_validator(mode="after")
     def _domain_holds_whole_nodes(self) -> SystemDescription:
@@ -67,6 +70,9 @@ class SystemDescription(BaseModel):
         if domain is not None and (domain < self.gpus_per_node or domain % self.gpus_per_node):
             raise ValueError(f"nvlink_domain_gpus {domain} must be a multiple of gpus_per_node "
                              f"{self.gpus_per_node}")
+        if self.in_switch_reduction and self.intra_fabric != "nvswitch":
+            raise ValueError(f"in_switch_reduction needs intra_fabric nvswitch, not {self.intra_fabric}: only "
+                             f"NVSwitches reduce")
         return self
 
     @property

@@ -63,6 +63,7 @@ from pybench.model.description_checks import fabric_mismatches, implausible_regi
 from pybench.model.determined import own_miss_span, undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
+from pybench.model.switch_reduction import switch_reduction_reach
 from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
 from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 
@@ -312,7 +313,8 @@ class TopologyModel:
         tree = unknown_tree_bytes(self, world, nodes) if across else None
         # the tree's bytes or the ring's (fitted at one node count), or what a description cannot rule out
         # (its other readings): neither favoured; a reading that is reach only widens the interval alone
-        reach, base = [], time_s
+        base = time_s  # what the fit's own readings moved it to; a switch that reduces may run the other algorithm
+        reach = list(switch_reduction_reach(self, size, world, across, time_s, share))
         chain = chain_latency(self, world, nodes) if across else None
         for link, reach_only in [(tree, False), (chain, True), *((link, only) for link, _, only in others)]:
             if link is None:

@@ -48,6 +48,7 @@ def _write(tmp_path, **change):
     ({"nic_Gbps": "fast"}, "nic_Gbps"),
     ({"nic_Gbps": float("inf")}, "non-finite"),
     ({"surprise": 1}, "surprise"),
+    ({"intra_fabric": "pcie", "in_switch_reduction": True}, "only NVSwitches reduce"),
 ])
 def test_bad_descriptions_are_refused_in_one_line(tmp_path, change, fragment):
     path = _write(tmp_path, **change)
@@ -220,6 +221,41 @@ def test_gpu_counts_whose_bandwidth_one_shape_misses_leave_other_counts_undeterm
     assert p.determined == determined
     if not determined:
         assert "misses the measured 4-rank sweep" in p.undetermined and "--np 8" in p.undetermined
+
+
+def _ring_node(world, busbw):
+    return [Observation(s, world, 1, 20e-6 + 2 * (world - 1) / world * s / busbw) for s in (2.0 ** k for k in range(20, 31))]
+
+
+def test_on_switches_that_reduce_another_gpu_count_reaches_the_other_algorithm():
+    """An H100 node measured at 4 GPUs by a ring (355 GB/s bus bandwidth): at 8 GPUs NCCL may run NVLS on
+    the switches' reduction, whose algorithm bandwidth reaches the 450 GB/s per-GPU link rate (an 8-GPU
+    H100 measures about 460 GB/s bus bandwidth there, 1.3x the ring's). The interval reaches it; on switches
+    that do not reduce (an A100 node) nothing changes. The answer itself stays the fitted ring."""
+    model = fit_topology("allreduce", _ring_node(4, 355e9))
+    size = 1 << 30
+    nvls_s = size / 450e9
+    on_h100 = model.with_system(load_system("dgx-h100")).predict(size, 8, 1)
+    on_a100_rate = model.with_system(load_system("dgx-h100").model_copy(update={"in_switch_reduction": False}))
+    plain = on_a100_rate.predict(size, 8, 1)
+    assert on_h100.time_s == pytest.approx(plain.time_s)
+    assert on_h100.low_s <= 1.01 * nvls_s < plain.low_s
+    measured = model.with_system(load_system("dgx-h100")).predict(size, 4, 1)  # the fitted count: as measured
+    assert measured.low_s == pytest.approx(on_a100_rate.predict(size, 4, 1).low_s)
+
+
+def test_a_fit_faster_than_any_ring_reaches_a_ring_at_another_gpu_count():
+    """An 8-GPU fit at 478 GB/s bus bandwidth on a 450 GB/s-per-GPU node ran on the switches' reduction; at 2
+    GPUs a ring may run instead, at most at the link rate: the interval's slow end reaches it."""
+    model = fit_topology("allreduce", _ring_node(8, 478e9))
+    size = 1 << 30
+    h100 = load_system("dgx-h100")
+    for world in (2, 4):
+        p = model.with_system(h100).predict(size, world, 1)
+        plain = model.with_system(h100.model_copy(update={"in_switch_reduction": False})).predict(size, world, 1)
+        ring_s = size * 2 * (world - 1) / world / 450e9
+        assert p.time_s == pytest.approx(plain.time_s) and p.time_s < ring_s
+        assert p.high_s > plain.high_s and p.high_s > ring_s
 
 
 def test_a_regime_with_milliseconds_of_latency_inside_a_node_is_named():
