@@ -45,7 +45,7 @@ def _reached_Bps(model: FittedTopology, multi_node: bool) -> float:
 def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[str]:
     """One note per fitted link the description cannot have carried, or whose node is not the one described."""
     notes: list[str] = []
-    intra, inter = model.intra, model.inter
+    intra = model.intra
     if intra is not None and not intra.is_described and not intra.is_preset and model.backend in GPU_BACKENDS:
         reached, rate = _reached_Bps(model, False), system.intra_Bps_per_gpu
         if reached > _TOLERANCE * rate:
@@ -57,15 +57,25 @@ def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[
                          f"{system.intra_GBps_per_gpu:g} GB/s per GPU of {system.name}'s {system.intra_fabric}: the "
                          f"node measured is not {system.name}'s, or its GPUs do not reach that rate (no "
                          f"peer-to-peer between them, a shared switch), and its figures are kept inside a node")
-    if inter is not None and not inter.is_described and not inter.is_preset:
+    if nics_contradicted(model, system):
         bound = _BUSBW_PER_NIC_RATE.get(model.collective, 1.0) * system.nic_Bps_per_node
-        reached = _reached_Bps(model, True)
-        if reached > _TOLERANCE * bound:
-            notes.append(f"the fitted crossing reaches {reached / 1e9:.0f} GB/s bus bandwidth, more than "
-                         f"{system.name}'s {system.nics_per_node} x {system.nic_Gbps:g} Gb/s NICs per node carry "
-                         f"({bound / 1e9:.0f} GB/s at their full rate): in-network reduction (SHARP), a multi-node "
-                         f"NVLink domain, or a description that does not match the measured cluster")
+        notes.append(f"the fitted crossing reaches {_reached_Bps(model, True) / 1e9:.0f} GB/s bus bandwidth, more "
+                     f"than {system.name}'s {system.nics_per_node} x {system.nic_Gbps:g} Gb/s NICs per node carry "
+                     f"({bound / 1e9:.0f} GB/s at their full rate): in-network reduction (SHARP), a multi-node "
+                     f"NVLink domain, or a description that does not match the measured cluster; its NICs bound "
+                     f"no prediction here")
     return notes
+
+
+def nics_contradicted(model: FittedTopology, system: SystemDescription | None) -> bool:
+    """Whether the fitted crossing outruns what the described NICs carry. Then they are not the measured
+    cluster's, or something the description does not say carried the bytes (SHARP, an NVLink domain across
+    hosts): the measurement stands, and the NICs bound nothing (no floor, no tree decided by their rate)."""
+    inter = model.inter
+    if system is None or inter is None or inter.is_described or inter.is_preset:
+        return False
+    bound = _BUSBW_PER_NIC_RATE.get(model.collective, 1.0) * system.nic_Bps_per_node
+    return _reached_Bps(model, True) > _TOLERANCE * bound
 
 
 def implausible_regimes(model: FittedTopology, system: SystemDescription) -> list[str]:

@@ -59,7 +59,7 @@ from pybench.model.crossing import (
     unknown_nic_share,
     unknown_tree_bytes,
 )
-from pybench.model.description_checks import fabric_mismatches, implausible_regimes
+from pybench.model.description_checks import fabric_mismatches, implausible_regimes, nics_contradicted
 from pybench.model.determined import own_miss_span, undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
@@ -106,13 +106,6 @@ class TopologyPrediction:
     def determined(self) -> bool:
         return not self.undetermined
 
-    @property
-    def busbw_Bps(self) -> float:
-        return self.size_bytes / self.time_s * _bus_factor(self.world)
-
-
-def _bus_factor(world: int) -> float:
-    return 2.0 * (world - 1) / world if world > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -264,11 +257,16 @@ class TopologyModel:
                            f"{100 * (fewer_s / time_s - 1):.0f}% above): more nodes add steps and bytes")
             links, time_s = f"{links}; {caveats[-1]}", fewer_s
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
-        if floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
+        reach_s = 0.0
+        if floor > time_s and nics_contradicted(self, self.system):  # inputs that disagree: span both, favour neither
+            caveats.append(f"the fit outran the described NICs, which would take {floor / time_s:.2g}x its time: "
+                           f"the measurement or the description is not of this cluster; the interval reaches both")
+            links, reach_s, floor = f"{links}; {caveats[-1]}", floor, 0.0
+        elif floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
             caveats.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
             links, time_s = f"{links}; {caveats[-1]}", floor
         return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor),
-                                  max(time_s * math.exp(above), time_s), self.algorithm, schedule, kind, links,
+                                  max(time_s * math.exp(above), time_s, reach_s), self.algorithm, schedule, kind, links,
                                   regime, spread=spread, caveats=tuple(caveats))
 
     def _described_readings(self, world: int, nodes: int,
@@ -470,7 +468,8 @@ class TopologyModel:
         inter = unless_described(self.inter)
         notes = [f"system {system.summary()}",
                  *fabric_mismatches(self, system), *implausible_regimes(self, system)]
-        decided = tree_bytes_on_nics(self, system.nic_Bps_per_node, self._local_sigma(self.size_range[1]))
+        decided = None if nics_contradicted(self, system) else tree_bytes_on_nics(
+            self, system.nic_Bps_per_node, self._local_sigma(self.size_range[1]))
         if decided is not None and self.inter is not None:
             inter = decided
             notes.append(f"on {system.name}'s NICs the fitted all-reduce crossed by a tree (the ring's bytes "

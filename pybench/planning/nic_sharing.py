@@ -13,7 +13,7 @@ too optimistic against the same log's 16-rank all-reduce).
 
 from __future__ import annotations
 
-from pybench.collectives import COLLECTIVES
+from pybench.collectives import busbw_factor
 from pybench.planning.model_set import CommTime, ModelSet
 from pybench.planning.strategies import CommOp, Layout
 
@@ -38,8 +38,7 @@ def sharing_groups(layout: Layout, op: CommOp) -> int:
 
 
 def _bus_factor(collective: str, n: int) -> float:
-    c = COLLECTIVES.get(collective)
-    return c.busbw_factor(n) if c is not None and n > 1 else 1.0
+    return busbw_factor(collective, n if n > 1 else None)  # one rank: its bytes as they are
 
 
 def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime, sharing: int,

@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 from conftest import SHARED_DATA
 
+from pybench.collectives import busbw_factor
 from pybench.errors import UsageError
 from pybench.model.system import load_system
 from pybench.model.topology import OTHER_NODE_COUNT, Observation, TopologyModel
@@ -50,9 +51,9 @@ def test_two_racks_predict_twenty_between_the_trees_bytes_and_the_rings():
     p = model.predict(size, 1440, 360)
     assert p.determined and p.provenance == OTHER_NODE_COUNT and p.nodes == 360
     tree_busbw = 800e9 / crossing_bytes("allreduce", "double-tree", 1440, 20)  # what the tree's bytes leave
-    busbw = p.busbw_Bps
+    busbw = size / p.time_s * busbw_factor("allreduce", 1440)
     assert tree_busbw < busbw < 800e9
-    high_busbw, low_busbw = p.busbw_Bps * p.time_s / p.low_s, p.busbw_Bps * p.time_s / p.high_s
+    high_busbw, low_busbw = busbw * p.time_s / p.low_s, busbw * p.time_s / p.high_s
     assert low_busbw < 0.9 * tree_busbw and high_busbw > 800e9
     assert "may have crossed by NCCL's tree" in p.links
     assert model.predict(size, 144, 36).provenance.startswith("measured") or \
