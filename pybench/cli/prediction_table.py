@@ -73,7 +73,8 @@ def format_prediction_table(records) -> str:
         anomaly = f"anomaly, left out of the fit: measured {ratio:.2f}x the trend at the fitted world" if ratio else ""
         note = "; ".join(n for n, on in ((r.get("provenance", ""), "provenance" in r),
                                          (f"regime {r.get('regime')}", bool(r.get("regime"))),
-                                         ("outside measured sizes", r["extrapolated_size"]),
+                                         ("outside measured sizes", r["extrapolated_size"]
+                                          and "beyond the measured sizes" not in r.get("provenance", "")),
                                          ("band reaches 0: latency not resolved",
                                           r.get("band_reaches_zero", False)),
                                          (anomaly, bool(ratio))) if on)

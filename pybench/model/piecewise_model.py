@@ -131,6 +131,9 @@ class AlphaBetaModel:
     def _nodes_for(self, world: int) -> int:
         """Nodes for ``world`` ranks when the caller gives none: one node for an intra-node model, else
         the ranks per node of the fitted multi-node sweeps."""
+        if world < 2:
+            raise UsageError(f"world={world}: a collective over one rank moves nothing between ranks; give world= "
+                             f"2 or more")
         if self.link_class == "intra-node":
             return 1
         per_node = {w // n for w, n in getattr(self.topology, "fitted", ()) if n > 1}

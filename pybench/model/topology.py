@@ -176,8 +176,8 @@ class TopologyModel:
         # Distance from what was measured, in log node count plus log ranks per node: 4 nodes from a
         # 2-node fit are as far out as 4 GPUs of a node from 2, and twice the world is one step, not two.
         distance = min(abs(math.log(nodes / n)) + abs(math.log(world * n / (w * nodes))) for w, n in layouts)
-        if (world, nodes) in self.fitted:
-            kind = MEASURED if size in self.residual_sizes else BETWEEN_SIZES
+        if (world, nodes) in self.fitted:  # beyond its sizes the fitted sweep's layout is all that was measured
+            kind = "fitted sweep" if beyond else MEASURED if size in self.residual_sizes else BETWEEN_SIZES
         elif nodes > 1 and nodes not in {n for _, n in layouts}:
             kind = OTHER_NODE_COUNT
         else:
@@ -225,7 +225,7 @@ class TopologyModel:
         _check_layout(world, nodes)
         if world < 2:  # nothing crosses a link: the cost shape has no steps to price
             raise UsageError(f"world {world}: a collective over one rank moves nothing between ranks, so the "
-                             f"topology model has nothing to price; give --world 2 or more")
+                             f"topology model has nothing to price; give 2 or more ranks")
         if self.system is not None and self.hosts_per_node == 1 and self.backend in GPU_BACKENDS:
             self.system.check_layout(world, nodes)  # one GPU per rank; CPU ranks are processes, not GPUs
         nodes = self.network_nodes(world, nodes) if nodes_are_hosts else nodes

@@ -90,7 +90,8 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         o = crowded[0]
         raise UsageError(f"a {collective} sweep ran {o.world} ranks on {o.nodes} node(s), more per node than the "
                          f"{system.gpus_per_node} GPUs of {system.name}: give the system it ran on (--system) or "
-                         f"its node count (--nodes)")
+                         f"its node count (--nodes counts hosts: {o.world} ranks need "
+                         f"{-(-o.world // system.gpus_per_node)} or more)")
     hosts = system.hosts_per_domain() if system is not None and schedule == "ring" else 1
     obs = [dataclasses.replace(o, nodes=-(-o.nodes // hosts)) for o in observations
            if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
@@ -345,7 +346,8 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
         if system is not None and ms.backend in GPU_BACKENDS and nodes and ms.world_size > nodes * system.gpus_per_node:
             raise UsageError(f"{where}: {ms.world_size} ranks on {nodes} node(s), more per node than the "
                              f"{system.gpus_per_node} GPUs of {system.name}: give the system it ran on (--system) "
-                             f"or its node count (--nodes)")
+                             f"or its node count (--nodes counts hosts: {ms.world_size} ranks need "
+                             f"{-(-ms.world_size // system.gpus_per_node)} or more)")
         disturbed = {s for s, _ in disturbed_sizes(*ms.fit_points())}  # the curve's note names them
         if len(set(int(x) for x in ms.size_bytes) - disturbed) < 2:  # every size: the blocks differ, no disturbance
             disturbed = set()

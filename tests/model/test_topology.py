@@ -192,7 +192,7 @@ def test_bad_layouts_and_missing_link_classes_are_one_line_usage_errors():
     model = fit_topology("allreduce", _vtrain(2) + _vtrain(4))
     with pytest.raises(UsageError, match="not divisible"):
         model.predict(1 << 20, 12, 5)
-    with pytest.raises(UsageError, match="world 1: a collective over one rank.*--world 2"):
+    with pytest.raises(UsageError, match="world 1: a collective over one rank.*give 2 or more ranks"):
         model.predict(1 << 20, 1, 1)  # was a ZeroDivisionError
     with pytest.raises(UsageError, match="no inter-node parameters.*--link"):
         model.predict(1 << 20, 16, 2)
@@ -602,3 +602,26 @@ def test_cpu_ranks_at_another_count_per_node_are_not_determined():
     assert not p.determined and "8 ranks per node only" in p.undetermined
     assert cpu.predict(1 << 20, 32, 4).determined  # the same ranks per node on more nodes
     assert fit_topology("allreduce", _crossing(16, 2)).predict(1 << 20, 4, 4).determined  # GPUs: NICs per rank
+
+
+def test_the_api_says_what_is_wrong_with_one_rank_and_labels_a_fitted_layout_beyond_its_sizes(tmp_path, capsys):
+    """From a public OSU log's users: ``predict(size, world=1)`` on a multi-node model asked for nodes=, and with
+    nodes=1 named the CLI's --world; a size below the sweep at another fitted layout read "between measured
+    sizes, beyond the measured sizes", and the CLI's row added "outside measured sizes" to "beyond ..."."""
+    from pybench.cli.main import main
+    from pybench.model.model_files import load_model
+    log = SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"
+    log8 = SHARED_DATA / "nccl-tests" / "polaris_a100_8node_4gpu_slingshot_allreduce.txt"
+    out = tmp_path / "m.json"
+    assert main(["fit", str(log), str(log8), "-o", str(out)]) == 0
+    capsys.readouterr()
+    model = load_model(out, world_size=8)
+    for kw in ({"world": 1}, {"world": 1, "nodes": 1}):
+        with pytest.raises(UsageError, match=r"one rank moves nothing between ranks.*2 or more") as info:
+            model.predict(1 << 20, **kw)
+        assert "--world" not in str(info.value) and "nodes=" not in str(info.value).split(";")[0]
+    p = model.predict(1.0, world=32, nodes=8)
+    assert p.provenance == "fitted sweep, beyond the measured sizes"
+    assert main(["predict", str(out), "--world", "8", "--nodes", "2", "--sizes", "1"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "beyond the measured sizes" in row and "outside measured sizes" not in row
