@@ -14,6 +14,7 @@ from typing import Protocol
 
 from pybench.model.calibration import EXTRAPOLATED_KINDS
 from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, ModelLinks, nvlink_domain_ranks, ranks_per_node
+from pybench.model.link_presets import PRESETS
 from pybench.model.system import GPU_BACKENDS
 from pybench.model.topology_schedules import algorithm_steps
 
@@ -30,6 +31,8 @@ class FittedModel(ModelLinks, Protocol):
 # A fitted layout the one cost shape misses by more than this (median): the layouts do not follow
 # one algorithm on one fabric, so the GPU counts in between and beyond are not determined by them.
 OWN_MISS = 0.15
+# The fastest PCIe link of one GPU: a switched NVLink node (NVSwitch) runs far above it.
+PCIE_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.name.startswith("pcie"))
 # A pipeline fill that costs more than the bytes it precedes is no fill: the fit is bending the
 # bandwidth to GPU counts that got different links.
 FILL_SHARE = 0.5
@@ -75,6 +78,16 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"only; at {per_node} the bottleneck moves between the node's memory, its cores' reductions and "
                 f"its NICs (which every rank shares), and one count cannot show where; measure it with "
                 f"`pybench {model.collective} --np {world}` on {nodes} nodes")
+    outside = not min(measured, default=0) < world < max(measured, default=0)
+    if nodes == 1 and gpus and system is None and len(measured) > 1 and world not in measured and outside \
+            and _intra_fitted(model) and model.intra is not None and model.intra.busbw_Bps <= PCIE_BPS:
+        # Counts that join in one shape at a rate no NVSwitch runs at: PCIe or part of a mesh, where more or
+        # fewer GPUs may cross another CPU socket or PCIe switch, or other links, than the measured ones.
+        return (f"not determined by these inputs: the GPUs measured at {', '.join(map(str, sorted(measured)))} "
+                f"reach {model.intra.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, no more than PCIe carries "
+                f"({PCIE_BPS / 1e9:.0f} GB/s), so they are on PCIe or part of an NVLink mesh, where {world} GPUs "
+                f"may cross links the measured ones did not (another CPU socket or switch); give the node's "
+                f"description (--system NAME|FILE) or measure it with `pybench {model.collective} --np {world}`")
     if nodes == 1 and system is None and len(measured) == 1 and world not in measured and _intra_fitted(model) \
             and model.backend in GPU_BACKENDS:
         # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.

@@ -207,21 +207,25 @@ def test_switched_gpu_counts_stay_determined():
     assert fit_topology("allreduce", obs).predict(1 << 30, 8, 1).determined
 
 
-@pytest.mark.parametrize("setup, determined", [("k8s", False), ("docker", True)])
-def test_gpu_counts_whose_bandwidth_one_shape_misses_leave_other_counts_undetermined(setup, determined):
+@pytest.mark.parametrize("setup", ["k8s", "docker"])
+def test_gpu_counts_whose_bandwidth_one_shape_misses_leave_other_counts_undetermined(setup):
     """RTX 4090 PCIe at 2 and 4 GPUs (public logs). In the pod the two counts got other PCIe paths: one
     cost shape meets both within a few percent where latency rules, and misses their largest sizes by 14
     and 22% in opposite directions; a median over every size hid that, and 8 GPUs were priced as on a
-    switch. In the container the two counts follow one shape at every size, and 8 GPUs stay priced."""
+    switch. In the container the two counts follow one shape at every size, but at a rate no NVSwitch runs
+    at (a few GB/s): 8 GPUs may cross another socket, and are not determined either; 3 lie between."""
     from pybench.model.topology_fit import observations_from
     logs = REPO / "tests" / "fixtures" / "public_logs"
     obs = [o for g in (2, 4) for o in observations_from(
         load_measurements(logs / f"rtx4090_kalavai_{setup}_g{g}_allreduce.log"), lambda _: 1)]
     model = fit_topology("allreduce", obs)
     p = model.predict(1 << 30, 8, 1)
-    assert p.determined == determined
-    if not determined:
-        assert "misses the measured 4-rank sweep" in p.undetermined and "--np 8" in p.undetermined
+    assert not p.determined and "--np 8" in p.undetermined
+    if setup == "k8s":
+        assert "misses the measured 4-rank sweep" in p.undetermined
+    else:
+        assert "no more than PCIe carries" in p.undetermined
+        assert model.predict(1 << 30, 3, 1).determined
 
 
 def _ring_node(world, busbw):
