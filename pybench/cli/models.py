@@ -407,7 +407,7 @@ _SAID: list[str] = []
 
 
 def _say(line: str) -> None:
-    _SAID.append(f"pybench: predict: {line}")
+    _SAID.append(f"pybench: predict: note: {line}")  # exit 0: the table follows; an error says "error:"
 
 
 def run_predict(args) -> int:
