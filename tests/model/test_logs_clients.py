@@ -209,3 +209,18 @@ def test_ray_and_skypilot_worker_labels_are_stripped(tmp_path):
     assert (m.collective, m.world_size, m.size_bytes.tolist()) == (plain.collective, plain.world_size,
                                                                     plain.size_bytes.tolist())
     assert m.notes == plain.notes
+
+
+def test_a_log_quoted_in_a_markdown_reply_is_read_as_the_log(tmp_path):
+    """A GitHub reply quotes the log it answers ("> " before every line, nested "> > " in a reply to a reply);
+    it was refused as no recognised benchmark log."""
+    from conftest import SHARED_DATA
+
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    (plain,) = load_measurements(log)
+    for quote in ("> ", "> > ", ">"):
+        quoted = tmp_path / "reply.md"
+        quoted.write_text("".join(f"{quote}{line}\n" for line in log.read_text().splitlines()))
+        (m,) = load_measurements(quoted)
+        assert (m.collective, m.world_size, m.size_bytes.tolist(), m.time_s.tolist()) == (
+            plain.collective, plain.world_size, plain.size_bytes.tolist(), plain.time_s.tolist())

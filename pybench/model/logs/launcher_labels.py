@@ -7,7 +7,9 @@
   preamble (``nvidia-smi``, the environment) is not labelled, so the labels are stripped when
   most lines carry one or when a table header does (the table then came through srun);
 * MPICH's ``-prepend-rank`` (and Intel MPI's ``-l``) label ``[0] ``, on every write, found alike;
-* Ray's (and SkyPilot's) worker label ``(head, rank=0, pid=3808) ``, before any of the above.
+* Ray's (and SkyPilot's) worker label ``(head, rank=0, pid=3808) ``, before any of the above;
+* a Markdown quote ``> `` (a log pasted into a reply), around all of these, where most lines or a
+  table header carry it.
 
 No table line starts with any of these, so a row is never taken for a label, and stripping
 lines already stripped (load_measurements does it before a parser's own clean_lines) finds the
@@ -29,6 +31,7 @@ _SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
 _HYDRA_PREFIX_RE = re.compile(r"^\[\d+\] ")
 _HYDRA_GLUED_RE = re.compile(r"(?<=\S)\[\d+\] ")
 _OSU_HEADER_RE = re.compile(r"^#\s*Size\b")
+_QUOTE_RE = re.compile(r"^\s*(?:> ?)+")
 
 
 def _holds_header(body: str) -> bool:
@@ -44,8 +47,11 @@ def _labelled(lines: list[str], bodies: list[str]) -> bool:
 
 def clean_lines(text: str) -> list[str]:
     """``text``'s lines, one for one, without launcher labels (see the module's docstring)."""
+    lines = text.splitlines()
+    if _labelled(lines, [_QUOTE_RE.sub("", ln, count=1) for ln in lines if _QUOTE_RE.match(ln)]):
+        lines = [_QUOTE_RE.sub("", ln, count=1) for ln in lines]
     lines = [_OMPI_PREFIX_RE.sub("", _RAY_PREFIX_RE.sub("", _TIMESTAMP_RE.sub("", ln, count=1), count=1), count=1)
-             for ln in text.splitlines()]
+             for ln in lines]
     srun = [_SRUN_PREFIX_RE.sub("", ln, count=1) for ln in lines if _SRUN_PREFIX_RE.match(ln) and ":" in ln[:8]]
     if _labelled(lines, srun):
         lines = [_SRUN_PREFIX_RE.sub("", ln, count=1) if re.match(r"^\s*\d+:", ln) else ln for ln in lines]
