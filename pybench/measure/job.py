@@ -53,6 +53,12 @@ class JobFolder:
         except OSError:
             return []
 
+    @property
+    def nccl_tests_claims(self) -> Path:
+        """The -J files rank 0 claimed, one path per line (:func:`record_nccl_tests_claim`): the parent marks
+        them when the run is cut short, since their names (``path.0`` ...) are rank 0's choice."""
+        return self.path / "nccl-tests-json"
+
     def remove(self) -> None:
         """Delete the folder and the heartbeat tables a killed rank could not remove."""
         for pid in self.rank_pids():
@@ -316,4 +322,38 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
                 write_json(path, doc)
         except (OSError, PyBenchError):
             pass  # the file still holds every size of its last rewrite; the reason went to stderr
+    if job_dir is not None:
+        _mark_nccl_tests_json(JobFolder(str(job_dir)).nccl_tests_claims, reason)
     return kept
+
+
+def record_nccl_tests_claim(path: Path) -> None:
+    """Rank 0 under pybench's launcher: remember a claimed -J file in the job folder (see
+    :attr:`JobFolder.nccl_tests_claims`); elsewhere nothing (no parent to mark it)."""
+    from pybench.measure.result_journal import JOB_DIR
+    folder = os.environ.get(JOB_DIR)
+    if not folder:
+        return
+    try:
+        with open(JobFolder(folder).nccl_tests_claims, "a", encoding="utf-8") as f:
+            f.write(f"{Path(path).absolute()}\n")
+    except OSError:
+        pass  # the file is still written whole at each rewrite; only a cut-short mark would be missing
+
+
+def _mark_nccl_tests_json(claims: Path, reason: str) -> None:
+    """Say ``reason`` in the ``errors`` of each claimed -J file that holds sizes of a run that did not end
+    (no ``end_time``, no error of its own); a file of a test never begun already says so."""
+    try:
+        paths = claims.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return
+    for line in paths:
+        try:
+            doc = read_json(Path(line))
+            if not isinstance(doc, dict) or "end_time" in doc or doc.get("errors") or not doc.get("results"):
+                continue
+            doc["errors"] = [reason]
+            write_json(Path(line), doc)
+        except (OSError, PyBenchError):
+            pass

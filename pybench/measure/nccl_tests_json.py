@@ -27,6 +27,7 @@ from typing import Any
 
 from pybench.errors import EnvironmentFault
 from pybench.io.files import json_text, null_non_finite, write_atomic
+from pybench.measure.job import record_nccl_tests_claim
 from pybench.measure.record_tally import RecordTally
 from pybench.measure.results import RunResult
 from pybench.measure.table import MIN_BW_TOLERANCE, NCCL_TESTS_TYPE_NAMES
@@ -156,6 +157,7 @@ class NcclTestsJsonWriter:
         self.started = _dt.datetime.now()
         self.devices: list[dict[str, Any]] = []  # config.devices, one per rank (the runner's Rank lines)
         self.begun = False  # a document of the run itself was written (not only the placeholder)
+        record_nccl_tests_claim(self.path)
         # The name is held from the start (the next run takes path.0); until its first sizes land it holds a
         # valid document that says so, so that a run stopped before this test began leaves no empty file.
         try:

@@ -270,3 +270,28 @@ def test_a_non_root_open_mpi_job_runs_in_its_own_network_namespace(nobody_dir):
     ours = os.readlink("/proc/self/ns/net")
     assert len(lines) == 2 and all(ln.split()[0] == str(nobody) for ln in lines)
     assert all(ln.split()[1] != ours for ln in lines), (lines, ours)  # the launcher's network is not the host's
+
+
+def test_a_run_cut_short_says_so_in_the_j_files_rank_0_claimed(tmp_path, monkeypatch):
+    """-J alone (nccl-tests' way) had no mark when the run was interrupted: its file kept the sizes of its last
+    rewrite with no error and no end time. Rank 0 records the names it claimed (path.0 when path exists) in the
+    job folder, and the parent marks each: sizes kept and the reason; a test never begun keeps its own words;
+    a finished one is left as it is."""
+    from pybench.measure.nccl_tests_json import NOT_STARTED, NcclTestsJsonWriter
+    from pybench.measure.result_journal import JOB_DIR
+    job = jobmod.JobFolder()
+    try:
+        monkeypatch.setenv(JOB_DIR, str(job.path))
+        (tmp_path / "nt.json").write_text("{}")  # a user's file: the claim takes nt.json.0
+        partial, never, done = (NcclTestsJsonWriter(tmp_path / n, ["pybench"]) for n in ("nt.json", "b.json", "c.json"))
+        assert partial.path.name == "nt.json.0"
+        row = {"size": 1024, "count": 256, "type": "float", "redop": "sum", "root": "    -1"}
+        partial.path.write_text(json.dumps({"version": 2, "results": [row], "errors": []}))
+        done.path.write_text(json.dumps({"version": 2, "results": [row], "errors": [], "end_time": "x"}))
+        jobmod.mark_cut_short([], "interrupted (SIGINT)", job.path)
+        assert json.loads(partial.path.read_text())["errors"] == ["interrupted (SIGINT)"]
+        assert json.loads(never.path.read_text())["errors"] == [NOT_STARTED]
+        assert json.loads(done.path.read_text())["errors"] == []
+        assert json.loads((tmp_path / "nt.json").read_text()) == {}  # the user's file is not rank 0's claim
+    finally:
+        job.remove()
