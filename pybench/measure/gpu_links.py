@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 # 12 links, 300 GB/s), 4.0 25 (H100: 18 links, 450 GB/s), 5.0 50 (B200: 18 links, 900 GB/s), as
 # NVIDIA's NVLink page and the GPUs' datasheets state them. A later version is not guessed.
 NVLINK_GBPS_BY_NVML_VERSION = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 25.0, 7: 50.0}
+# NVLink 4.0 and later (NVML code 6 on): the NVSwitch generation that reduces in the switch (NVLink SHARP,
+# which NCCL's NVLS runs on), per NVIDIA's Hopper and Blackwell architecture papers.
+SWITCH_REDUCTION_FROM_NVML_VERSION = 6
 # The same rates by compute capability (sm), which is all NCCL's topology dump says of a GPU.
 # Only the data-centre parts whose NVLink generation the sm names alone.
 NVLINK_GBPS_BY_SM = {60: 20.0, 70: 25.0, 80: 25.0, 90: 25.0, 100: 50.0}
@@ -32,6 +35,8 @@ class Link:
     remote: Remote
     peer_bus: str | None = None
     GBps: float | None = None
+    nvml_version: int | None = None
+    """NVML's version code of the link (None where the source does not say)."""
 
 
 @dataclass

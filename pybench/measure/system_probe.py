@@ -25,6 +25,7 @@ from typing import Any
 
 from pybench.measure.gpu_links import (
     NVLINK_GBPS_BY_NVML_VERSION,
+    SWITCH_REDUCTION_FROM_NVML_VERSION,
     Fabric,
     GpuLinks,
     Link,
@@ -253,7 +254,8 @@ def _nvml_gpus(nvml: ModuleType) -> list[GpuLinks]:
                 pci = ask("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
                 remote = _NVML_REMOTE.get(ask("nvmlDeviceGetNvLinkRemoteDeviceType", h, link), "unknown")
                 gpu.links.append(Link(remote, normal_bus_id(_s(pci.busId)) if pci is not None else None,
-                                      NVLINK_GBPS_BY_NVML_VERSION.get(version) if version is not None else None))
+                                      NVLINK_GBPS_BY_NVML_VERSION.get(version) if version is not None else None,
+                                      version if isinstance(version, int) else None))
             gen, width = ask("nvmlDeviceGetMaxPcieLinkGeneration", h), ask("nvmlDeviceGetMaxPcieLinkWidth", h)
             gpu.pcie_GBps = pcie_GBps(gen, width) if gen is not None and width is not None else None
             gpus.append(gpu)
@@ -353,6 +355,13 @@ def _gpu_fields(gpus: list[GpuLinks], source: str, found: _Found, ends_known: bo
         found.miss("intra_fabric", fabric.why)
     if fabric.links_per_gpu:
         found.set("nvlinks_per_gpu", fabric.links_per_gpu, source)
+    versions = [ln.nvml_version for g in gpus for ln in g.links]
+    known = [v for v in versions if v is not None]
+    if fabric.kind == "nvswitch" and known and len(known) == len(versions):
+        found.set("in_switch_reduction", min(known) >= SWITCH_REDUCTION_FROM_NVML_VERSION,
+                  f"{source} (NVLink generation)")
+    elif fabric.kind == "nvswitch":
+        found.miss("in_switch_reduction", f"{source} does not give the NVLink generation")
     if fabric.GBps_per_gpu is not None:
         found.set("intra_GBps_per_gpu", fabric.GBps_per_gpu, f"{source} (nominal rate of its links)")
     else:

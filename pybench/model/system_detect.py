@@ -20,7 +20,7 @@ from pybench.model.system import SystemDescription, system_from_dict
 
 # The figures a description cannot do without, in SystemDescription's own names.
 REQUIRED = ("gpus_per_node", "intra_fabric", "intra_GBps_per_gpu", "nics_per_node", "nic_Gbps")
-OPTIONAL = ("nic_kind",)
+OPTIONAL = ("nic_kind", "in_switch_reduction")
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -56,6 +56,8 @@ def description_dict(probe: Mapping[str, Any], host: str | None = None, machine:
     }
     if fields.get("nic_kind"):
         doc["nic_kind"] = fields["nic_kind"]
+    if isinstance(fields.get("in_switch_reduction"), bool) and fields.get("intra_fabric") == "nvswitch":
+        doc["in_switch_reduction"] = fields["in_switch_reduction"]
     return doc
 
 

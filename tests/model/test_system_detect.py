@@ -32,10 +32,12 @@ def h100_node(tmp_path):
 def test_a_detected_node_is_a_valid_description_with_the_figures_of_its_named_twin(h100_node):
     detected = description_from_probe(h100_node, host="node7")
     twin = load_system("dgx-h100")
-    same = ("gpus_per_node", "intra_fabric", "intra_GBps_per_gpu", "nics_per_node", "nic_Gbps", "nic_kind")
+    same = ("gpus_per_node", "intra_fabric", "intra_GBps_per_gpu", "nics_per_node", "nic_Gbps", "nic_kind",
+            "in_switch_reduction")
     assert {k: getattr(detected, k) for k in same} == {k: getattr(twin, k) for k in same}
     assert detected.name == "detected-node7"
     assert "gpus_per_node from nvml" in detected.source and "nic_Gbps from sysfs" in detected.source
+    assert "in_switch_reduction from nvml (NVLink generation)" in detected.source
     # what a host cannot see is named, not guessed; the file's defaults apply to it
     assert "rail_optimised" in detected.description and detected.rail_optimised is False
 
@@ -195,3 +197,19 @@ def test_the_html_report_shows_the_recorded_machine_or_why_there_is_none(capsys,
     assert "detected-vm: 8 GPUs per node, nvswitch at 450 GB/s per GPU, 8 x 400 Gb/s infiniband" in text
     assert "cannot be described as a GPU system: gpus_per_node, intra_fabric, intra_GBps_per_gpu: no GPU" in text
     assert "not recorded (a result of an older pybench)" in text
+
+
+def test_switches_reduce_from_nvlink_4_on_and_an_unread_generation_is_not_guessed(tmp_path):
+    """NVLink 3.0 switches (A100, NVML code 4) do not reduce; NVLink 4.0 (H100, code 6) on do. nvidia-smi's
+    matrix gives no generation: the field is named as not detected and the file's default (no) applies."""
+    a100 = probe_system(sysfs_root=tmp_path, proc_root=tmp_path, nvml=fake_nvml(switched_gpus(links=12, version=4)),
+                        nvidia_smi=None)
+    assert a100["fields"]["in_switch_reduction"] is False
+    h100 = probe_system(sysfs_root=tmp_path, proc_root=tmp_path, nvml=fake_nvml(switched_gpus()), nvidia_smi=None)
+    assert h100["fields"]["in_switch_reduction"] is True
+    from pybench.measure.gpu_links import GpuLinks, Link
+    from pybench.measure.system_probe import _Found, _gpu_fields
+    found = _Found()
+    _gpu_fields([GpuLinks("0000:0%d:00.0" % i, "H100", [Link("switch", None, 25.0)] * 18) for i in range(8)],
+                "nvidia-smi", found)
+    assert "in_switch_reduction" in found.missing and "in_switch_reduction" not in found.fields
