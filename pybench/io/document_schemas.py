@@ -13,7 +13,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from pybench.io.model_names import LINK_ALGORITHMS, MAX_LINK_REGIMES, TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
+from pybench.io.model_names import (
+    LINK_ALGORITHMS,
+    MAX_LINK_REGIMES,
+    TOPOLOGY_ALGORITHMS,
+    TOPOLOGY_CROSSING_VERSION,
+    TOPOLOGY_SCHEDULES,
+)
 from pybench.io.schemas import (
     MAX_RECORDS,
     MAX_SIZE_BYTES,
@@ -127,6 +133,7 @@ class TopologySchema(_Body):
     system: dict[str, Any] | None = None
     layout_misses: Annotated[list[LayoutMiss], Field(max_length=4096)] | None = None
     hosts_per_node: Annotated[int, Field(ge=1, le=MAX_WORLD)] = 1  # an NVLink domain's hosts, where it is the node
+    crossing_version: Annotated[int, Field(ge=1, le=TOPOLOGY_CROSSING_VERSION)] = 1  # 1: files before the field
 
     @model_validator(mode="after")
     def _consistent(self) -> TopologySchema:

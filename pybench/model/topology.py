@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
+from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
 from pybench.model.calibration import OTHER_GPU_COUNT, OTHER_NODE_COUNT, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
@@ -65,7 +66,7 @@ from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
 from pybench.model.switch_reduction import switch_reduction_reach
 from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
-from pybench.model.topology_schedules import algorithm_steps, crossing_terms
+from pybench.model.topology_schedules import algorithm_steps, check_crossing_version, crossing_terms
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
@@ -172,7 +173,9 @@ class TopologyModel:
         beyond = ", beyond the measured sizes" if size_distance else ""
         if not layouts:  # never measured: a described or preset link prices it, calibrated on 2-node logs
             out = abs(math.log(nodes / CALIBRATED_NODES)) if nodes > 1 else 0.0  # so more nodes are further out
-            return (DESCRIBED if self._link(nodes).is_described else PRESET) + beyond, size_distance + out, True
+            link = self.intra if nodes == 1 else self.inter
+            assert link is not None
+            return (DESCRIBED if link.is_described else PRESET) + beyond, size_distance + out, True
         # Distance from what was measured, in log node count plus log ranks per node: 4 nodes from a
         # 2-node fit are as far out as 4 GPUs of a node from 2, and twice the world is one step, not two.
         distance = min(abs(math.log(nodes / n)) + abs(math.log(world * n / (w * nodes))) for w, n in layouts)
@@ -183,11 +186,6 @@ class TopologyModel:
         else:
             kind = OTHER_GPU_COUNT
         return kind + beyond, distance + size_distance, len(layouts) == 1
-
-    def _link(self, nodes: int) -> LinkCost:
-        link = self.intra if nodes == 1 else self.inter
-        assert link is not None
-        return link
 
     def why_undetermined(self, world: int, nodes: int) -> str:
         """Why these inputs cannot determine a layout's time ('' when they can); ``nodes`` in hosts."""
@@ -412,7 +410,8 @@ class TopologyModel:
                 "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
                 "inter_absorbs_intra": self.inter_absorbs_intra,
                 "system": self.system.model_dump() if self.system else None,
-                "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node}
+                "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node,
+                "crossing_version": TOPOLOGY_CROSSING_VERSION}
 
     @classmethod
     def from_dict(cls, d: object) -> TopologyModel:
@@ -431,6 +430,7 @@ class TopologyModel:
         inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
         # Files from before the intra-node phase was priced fitted their inter-node link over it.
         absorbs = d.get("inter_absorbs_intra", inter is not None)
+        check_crossing_version(d["collective"], d.get("crossing_version", 1), inter)
         system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
         if inter is not None and inter.is_described and intra is not None and system is not None:
             # not a measurement: priced again from the description with the shipped calibration, as

@@ -22,10 +22,14 @@ within g/(g-1)). NCCL's ring runs through every rank in one pipeline: no separat
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.model_names import TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
 from pybench.model.mpi_openmpi import openmpi_allreduce_plan
+
+if TYPE_CHECKING:  # link_cost imports this module
+    from pybench.model.link_cost import LinkCost
 
 # the file format's names (pybench.io.model_names), priced here
 ALGORITHMS = TOPOLOGY_ALGORITHMS
@@ -52,6 +56,14 @@ def algorithm_steps(collective: str, algorithm: str, world: int) -> tuple[float,
         return float(max(p - 1, 1)), float(p)  # a pipelined chain: S/B once, plus its fill
     raise UsageError(f"no topology model for collective {collective!r}; modelled: allreduce, allgather, "
                      f"reducescatter, alltoall, broadcast, reduce, sendrecv")
+
+
+def check_crossing_version(collective: str, version: int, inter: LinkCost | None) -> None:
+    """FileFormatError for a fitted crossing whose figures assume other bytes than these formulas
+    (:data:`pybench.io.model_names.TOPOLOGY_CROSSING_VERSION`): version 1 priced an all-to-all as a ring."""
+    if collective == "alltoall" and version < 2 and inter is not None and not (inter.is_described or inter.is_preset):
+        raise FileFormatError("its all-to-all was fitted across nodes with a ring's bytes, not each rank's own: "
+                              "refit the logs with `pybench fit`")
 
 
 def check_schedule(name: object) -> str:
@@ -97,7 +109,18 @@ def crossing_bytes(collective: str, algorithm: str, world: int, nodes: int) -> f
         if collective != "allreduce":
             raise UsageError(f"{collective} has no tree across nodes, only the ring")
         return 2.0 * (nodes - 1) / nodes if nodes > 1 else 0.0
+    if collective == "alltoall":
+        return alltoall_node_bytes(world, nodes)
     return algorithm_steps(collective, "ring", world)[1] / world
+
+
+def alltoall_node_bytes(world: int, nodes: int) -> float:
+    """Bytes out of each node for an all-to-all, in units of S (a rank's send buffer): every rank sends the
+    share of its buffer meant for the ranks of other nodes, (p - g)/p S with g ranks per node, and the node's
+    g ranks send it through the node's NICs at once, g (N - 1)/N S: no ring passes it on. The share leaving a
+    node grows from half on two nodes towards all of it, which is why all-to-all's bus bandwidth falls as
+    nodes are added while a ring's stays."""
+    return (world / nodes) * (nodes - 1) / nodes if nodes > 1 else 0.0
 
 
 def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int,
@@ -123,4 +146,6 @@ def crossing_terms(schedule: str, collective: str, size_bytes: float, world: int
     if algorithm != "ring":
         raise UsageError(f"{collective} crosses nodes with the ring only under the {schedule} schedule, "
                          f"not {algorithm!r}")
+    if collective == "alltoall" and schedule == "ring":  # every rank to every other at once, not a ring
+        return hops, alltoall_node_bytes(world, nodes), 1.0 / ranks, "pairwise"
     return hops, steps / ranks, 1.0 / ranks, schedule
