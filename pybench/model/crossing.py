@@ -315,6 +315,8 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
         small = (bandwidth,)
 
     share = network_share if algorithm == "ring" else 1.0  # a tree's levels across nodes are all network hops
+    if collective == "alltoall" and hops > 0:  # its sends to every peer go at once: one network round trip
+        share = min(share, 1.0 / hops)
 
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
         return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
