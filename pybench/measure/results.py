@@ -242,7 +242,8 @@ def result_csv(result: RunResult) -> str:
 # unless the last rewrite took more than 1/REWRITE_SHARE of that (then that many times its
 # duration): the doubling rewrites cost about twice one write of the file, the timed ones at most
 # a 1/REWRITE_SHARE share of the run, so the time per size stays flat. The journal, not these
-# rewrites, is what keeps every size when the run dies.
+# rewrites, is what keeps every size when the run dies; where no journal can rebuild the files (-J or
+# --csv without --json), they are rewritten at every size whose rewrite costs under that share.
 REWRITE_INTERVAL_S = 10.0
 REWRITE_SHARE = 50
 
@@ -419,5 +420,8 @@ class OutputFiles:
             return False
         if not st.written or count & (count - 1) == 0:  # the first write, then at 1, 2, 4, 8 ... sizes
             return True
-        wait = max(REWRITE_INTERVAL_S, REWRITE_SHARE * st.last_write_cost_s)
+        wait = REWRITE_SHARE * st.last_write_cost_s
+        if st.journal is None or st.journal.path is not None:  # a named journal rebuilds the files if we die
+            wait = max(REWRITE_INTERVAL_S, wait)
+        # else (-J or --csv alone) the files are all there is: rewritten at every size their cost allows
         return time.monotonic() - st.last_write_at >= wait

@@ -164,3 +164,29 @@ def test_a_journal_is_rebuilt_into_the_file_by_streaming_not_by_holding_every_re
     assert peak < 2 << 20, peak  # chunks of 256 KiB, never the whole document
     doc = json.loads(out.read_text())
     assert len(doc["records"]) == n and doc["cut_short"] == "rank 0 was killed by signal 9"
+
+
+def test_files_no_journal_can_rebuild_hold_every_size_their_rewrite_cost_allows(tmp_path, monkeypatch):
+    """-J (or --csv) without --json: no journal names the run, so nothing rebuilds those files when rank 0 is
+    killed (Ctrl-C under mpiexec). They were rewritten at 1, 2, 4, 8 ... sizes, and a run stopped at the
+    fifth size kept four; they are now rewritten at every size whose rewrite takes under 1/50 of the time
+    since the last. A file a journal rebuilds keeps the doubling schedule."""
+    from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
+    monkeypatch.setenv("PYBENCH_JOB_DIR", str(tmp_path))
+    clock = [0.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    alone, result = OutputFiles(csv_path=tmp_path / "r.csv"), _result()
+    alone.claim(force=False)
+    writer = NcclTestsJsonWriter(tmp_path / "nt.json", ["pybench"])
+    alone.also_write(writer)
+    journaled, twin = OutputFiles(json_path=tmp_path / "r.json"), _result()
+    journaled.claim(force=False)
+    for k in range(6):
+        clock[0] += 1.0  # a size measured in a second; the rewrites cost nothing on this clock
+        result.records.append(_record(1024 << k))
+        twin.records.append(_record(1024 << k))
+        alone.write(result)
+        journaled.write(twin)
+        assert len(json.loads(writer.path.read_text())["results"]) == k + 1
+        assert len((tmp_path / "r.csv").read_text().splitlines()) == k + 2  # the header and every size
+    assert len(json.loads((tmp_path / "r.json").read_text())["records"]) == 4  # rewritten at 1, 2, 4
