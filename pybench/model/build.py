@@ -61,6 +61,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     if size.size < 3:  # two points fit a line exactly: nothing says how far off it is
         raise UsageError(f"{first.path or first.label}: {size.size} measured times; a model needs at least 3 "
                          f"(sweep more sizes, e.g. --sizes 1M:1G)")
+    disturbed = _disagreeing_replicates(size, time)  # whether or not such a size is also off the trend
     anomalies = find_anomalies(size, time, anomaly_ratio) if anomaly_ratio else ()
     size, time = without(size, time, anomalies)
     fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,
@@ -69,7 +70,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     notes: list[str] = []
     for m in sets:
         notes.extend(m.notes)
-    notes += _disagreeing_replicates(size, time)
+    notes += disturbed
     return AlphaBetaModel(
         collective=first.collective, backend=first.backend, link_class=first.link_class,
         world_size=first.world_size, dtype=first.dtype, segments=fit.segments,

@@ -6,7 +6,9 @@ a piece (NCCL's channel count and chunk size change with the message). At a size
 measured ones, the best guess of that bend is the residuals of its two measured neighbours,
 interpolated linearly in log size: the prediction is the line's time times
 ``1 + r(size)``. At a measured size this returns the measured median. Outside the measured
-sizes (extrapolation) the line alone answers, since nothing measured says how the bend goes on.
+sizes the nearest end's residual is carried: the sweep's last size may be where a regime starts
+that no piece holds yet (a CPU sweep leaving its caches), and what the line alone says there
+ignores it; the interval beyond the sizes widens with the distance either way.
 
 Each residual is first shrunk by the noise of its own median: ``r * r^2 / (r^2 + var)``, with
 ``var`` the variance of the median from the replicates at that size (nccl-tests' out-of-place
@@ -45,14 +47,11 @@ def measured_residuals(size: np.ndarray, time: np.ndarray, line_time: np.ndarray
 
 def correction_at(segments: Sequence, size: np.ndarray) -> np.ndarray:
     """Relative correction ``r(size)`` from the pieces' residuals: linear in log size between the
-    measured sizes around ``size``, 0 outside the measured range or where none were recorded."""
+    measured sizes around ``size``, the nearest end's beyond the measured range, 0 where none were recorded."""
     pairs = sorted(pair for seg in segments for pair in getattr(seg, "residuals", ()))
     out = np.zeros_like(size, dtype=float)
     if len(pairs) < 2:
         return out
     knots = np.log(np.array([p[0] for p in pairs], dtype=float))
     values = np.array([p[1] for p in pairs], dtype=float)
-    logs = np.log(size)
-    inside = (logs >= knots[0]) & (logs <= knots[-1])
-    out[inside] = np.interp(logs[inside], knots, values)
-    return out
+    return np.interp(np.log(size), knots, values)  # beyond either end: that end's residual, carried

@@ -612,3 +612,23 @@ def test_the_topology_model_leaves_out_a_size_whose_replicates_disagree():
     assert topology.predict(int(sizes[0]), 16, 2).time_s == pytest.approx(oop[0], rel=0.05)
     curve = fit_model(sweep)  # the curve names the size too: off its trend here, else as disagreeing replicates
     assert [a.size_bytes for a in curve.anomalies] == [int(sizes[0])]
+
+
+def test_a_largest_size_slower_than_its_trend_starts_a_regime_unless_its_replicates_disagree():
+    """A CPU sweep leaving its caches at its last size (pybench's own 2-rank all-reduce here: 4M at 2.8x the
+    time of 2M) had that size called a spike and left out; every larger size was then priced at the cached
+    rate, 15-44x too fast with an interval that missed. Nothing after the last size says spike or regime, so
+    a slower last size is kept; one whose replicates disagree (a disturbed run) is still left out."""
+    from pybench.model.logs import MeasurementSet
+    sizes = np.array([2 ** k for k in range(10, 23)], dtype=np.int64)
+    cached = 5e-6 + sizes / 12e9
+    times = cached.copy()
+    times[-1] = 5e-6 + sizes[-1] / 3e9  # out of the caches
+    assert find_anomalies(sizes, times) == ()
+    model = fit_model(MeasurementSet("pybench", "allreduce", "mpi", 2, "intra-node", "float32", sizes, times))
+    assert model.predict(int(sizes[-1])).time_s == pytest.approx(times[-1], rel=0.1)
+    assert model.predict(int(sizes[-1]) * 4).time_s > 3 * times[-1]
+    disturbed = times.copy()
+    disturbed[-1] = cached[-1] * 6  # one replicate of the last size 6x the other
+    both = (np.concatenate([sizes, sizes]), np.concatenate([cached, disturbed]))
+    assert [a.size_bytes for a in find_anomalies(*both)] == [int(sizes[-1])]

@@ -44,7 +44,7 @@ def test_the_generated_document_holds_todays_table(result):
 
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
-TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.97, 21.0, 5.0),
+TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.97, 21.0, 4.5),
          ("another GPU count", 0.995, 16.5, 3.0), ("another node count", 0.97, 116.0, 14.5),
          ("system description", 0.96, 127.0, 23.5), ("preset", 0.96, 3400.0, 85.0)]
 
