@@ -338,6 +338,10 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
             skipped.append(f"{where}: node count unknown ({why}); not in the topology model: "
                            f"give fit --nodes N (the nodes it ran on)")
             continue
+        crowded = next((n for n in ms.notes if n.startswith("oversubscribed:")), "")
+        if crowded:  # its times hold the turns ranks took on the cores: no link's cost
+            skipped.append(f"{where}: not in the topology model: {crowded}")
+            continue
         chosen = dtype_of.setdefault((ms.collective, ms.backend), topology_dtype(sets, ms))
         if ms.dtype != chosen:
             skipped.append(f"{where}: {ms.dtype}; the topology model of {ms.collective} uses the {chosen} sweeps")

@@ -628,3 +628,25 @@ def test_world_and_collective_overrides_that_the_table_contradicts_are_refused(c
     with pytest.raises(FileFormatError, match="--collective allgather disagrees"):
         load_measurements(log, collective="allgather")
     assert load_measurements(log, world_size=16)[0].world_size == 16
+
+
+def test_a_sweep_of_more_ranks_than_cores_prices_no_other_rank_count(tmp_path, capsys):
+    """pybench's own alltoall at 3 and 4 ranks on a 2-core VM (ranks taking turns on the cores) priced 2 ranks
+    with a 95% interval that missed all 26 measured sizes. The result records its host's cores: such a sweep
+    answers at its own layout and is left out of the topology model, saying why."""
+    import json
+
+    from pybench.cli.main import main
+    doc = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "cpu_mpi2_allreduce.json").read_text())
+    doc["environment"]["machine"] = {"cores": 1}  # as runs since the load was recorded write it
+    crowded = tmp_path / "crowded.json"
+    crowded.write_text(json.dumps(doc))
+    (ms,) = load_measurements(crowded)
+    assert any(n.startswith("oversubscribed: 2 ranks on a host of 1 cores") for n in ms.notes)
+    out = tmp_path / "m.json"
+    assert main(["fit", str(crowded), "-o", str(out)]) == 0
+    assert "not in the topology model: oversubscribed" in capsys.readouterr().err
+    assert main(["predict", str(out), "--sizes", "1M"]) == 0  # its own layout answers
+    capsys.readouterr()
+    assert main(["predict", str(out), "--world", "4", "--sizes", "1M"]) == 2
+    assert "oversubscribed" in capsys.readouterr().err

@@ -73,6 +73,14 @@ def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[Measure
         # How many hosts the ranks ran on: the topology model needs the node count of multi-host runs.
         notes += (f"{sum(hosts.values())} ranks on {len(hosts)} host(s) per the result's hosts",)
     env = data.get("environment")
+    machine = env.get("machine") if isinstance(env, dict) else None
+    cores = machine.get("cores") if isinstance(machine, dict) else None
+    crowded = max(hosts.values(), default=0) if isinstance(hosts, dict) and all(
+        isinstance(n, int) for n in hosts.values()) else 0
+    if isinstance(cores, int) and not isinstance(cores, bool) and 0 < cores < crowded and data.get("backend") == "mpi":
+        # ranks taking turns on cores: the times hold the time-sharing, which another rank count shares otherwise
+        notes += (f"oversubscribed: {crowded} ranks on a host of {cores} cores took turns on them, and its times "
+                  f"hold that: it prices no other rank count; measure at most {cores} ranks per host for that",)
     mpi = env.get("mpi") if isinstance(env, dict) else None
     library = mpi.get("library") if isinstance(mpi, dict) else None
     if isinstance(library, str) and library.strip():
