@@ -18,6 +18,7 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
         pred = m.predict([float(s) for s in sizes], band=band)
         factor = busbw_factor(m.collective, w) if w else math.nan
         anomalies = {a.size_bytes: a for a in m.anomalies}
+        nodes = m._fitted_nodes()
         # a file from before prediction bands answers with its confidence band, as Python's predict says
         predates = band is None and not all(math.isfinite(seg.rel_sigma) for seg in m.segments)
         used = "confidence" if predates else band or "prediction"
@@ -32,7 +33,8 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
                 "time_high_s": float(hi), "band": used,
                 "algbw_gbps": None if algbw is None else float(algbw),
                 "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
-                "algorithm": "fitted sweep",
+                "algorithm": "fitted sweep", "determined": True,
+                **({"nodes": nodes} if nodes else {}),  # as every other layout's record, where the sweep says
                 "provenance": m.provenance_at(float(s)) + old,
                 "extrapolated_world": False,
                 "extrapolated_size": not (m.size_min_bytes <= s <= m.size_max_bytes),

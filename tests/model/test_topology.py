@@ -673,3 +673,16 @@ def test_a_described_all_to_all_waits_on_the_network_once_not_once_per_peer():
     network_step = max(cal.crossing_step_latency_s, cal.bandwidth_step_latency_s)
     small = described.predict(1 << 10, 16, 2).time_s
     assert small < node.predict(1 << 10, 8, 1).time_s + 2 * network_step
+
+
+def test_every_predict_record_says_whether_it_is_determined_and_its_nodes_where_known(tmp_path, capsys):
+    """Readers of `predict --json` found `determined` and `nodes` on other layouts' records only."""
+    from pybench.cli.main import main
+    out, pred = tmp_path / "m.json", tmp_path / "p.json"
+    log = SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"
+    assert main(["fit", str(log), "-o", str(out)]) == 0
+    for extra in ([], ["--world", "16", "--nodes", "4"]):
+        assert main(["predict", str(out), "--sizes", "1M", "--json", str(pred), "--force", *extra]) == 0
+        (record,) = json.loads(pred.read_text())["records"]
+        assert record["determined"] is True and record["nodes"] == (4 if extra else 2)
+    capsys.readouterr()
