@@ -94,7 +94,7 @@ def choose(rows: Sequence[StepEstimate], need: Need) -> Choice:
     one_device = _cheapest(one, need) if one else None
     if not fitting:
         return Choice(None, need.target is None, NeedVerdict.TARGET_NOT_REACHABLE if need.target is not None
-                      else NeedVerdict.NO_NAMED_NEED, node)
+                      else NeedVerdict.MEMORY, node)  # nothing fits: memory, not communication, decides
     stay = not need.device_well_used or (need.target is None and bool(in_node))
     pool = in_node if stay and in_node else fitting
     if need.target is not None:

@@ -286,6 +286,9 @@ def _need(a: NeedAdvice) -> str:
                 f"{a.node.efficiency_vs_device if a.node is not None else float('nan'):.2f}; more devices are "
                 f"justified by a throughput or time-to-train target (target_samples_per_s) or by a model that "
                 f"does not fit one node")
+    if a.verdict == NeedVerdict.MEMORY and r is None:
+        return ("the model's memory sets the layout, and no layout searched holds it: give more devices "
+                "(max_world), more memory per device, or a layout that shards more (zero3, tp, pp)")
     if a.verdict == NeedVerdict.MEMORY and r is not None:
         return (f"the model's memory sets the layout: the cheapest per sample that fits and is not comm-bound is "
                 f"{r.strategy} on {devices(r.world)} [{r.layout}] at {micro(r)}, "

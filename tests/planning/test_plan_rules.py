@@ -286,3 +286,13 @@ def test_plan_profile_bad_input_is_one_line_exit_2(slow_loader_profile, h100_mod
     assert main([*_plan_cli(h100_model_file), *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("pybench: error:") and said in err, err
+
+
+def test_a_model_no_layout_holds_says_memory_decides_not_that_nothing_is_needed(h100):
+    """70B on 8 GB devices up to 8 of them: nothing searched fits. The advice said "no named need for more
+    than one node ... efficiency nan"; memory, not communication, decides, and the line says what to change."""
+    p = plan("70B", 2048, 1, models=h100, flops_per_s=400e12, max_world=8, device_memory_gb=8)
+    assert not any(r.memory.fits_at_all for r in p.rows) and p.recommended is None
+    assert _need(p).verdict is NeedVerdict.MEMORY
+    assert not any("nan" in a or "no named need" in a for a in p.advice)
+    assert any("no layout searched holds it" in a for a in p.advice)
