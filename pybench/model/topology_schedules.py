@@ -22,14 +22,11 @@ within g/(g-1)). NCCL's ring runs through every rank in one pipeline: no separat
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.model_names import TOPOLOGY_ALGORITHMS, TOPOLOGY_SCHEDULES
 from pybench.model.mpi_openmpi import openmpi_allreduce_plan
-
-if TYPE_CHECKING:  # link_cost imports this module
-    from pybench.model.link_cost import LinkCost
 
 # the file format's names (pybench.io.model_names), priced here
 ALGORITHMS = TOPOLOGY_ALGORITHMS
@@ -58,7 +55,14 @@ def algorithm_steps(collective: str, algorithm: str, world: int) -> tuple[float,
                      f"reducescatter, alltoall, broadcast, reduce, sendrecv")
 
 
-def check_crossing_version(collective: str, version: int, inter: LinkCost | None) -> None:
+class _Link(Protocol):  # what the check reads of a LinkCost (which imports this module)
+    @property
+    def is_described(self) -> bool: ...
+    @property
+    def is_preset(self) -> bool: ...
+
+
+def check_crossing_version(collective: str, version: int, inter: _Link | None) -> None:
     """FileFormatError for a fitted crossing whose figures assume other bytes than these formulas
     (:data:`pybench.io.model_names.TOPOLOGY_CROSSING_VERSION`): version 1 priced an all-to-all as a ring."""
     if collective == "alltoall" and version < 2 and inter is not None and not (inter.is_described or inter.is_preset):
