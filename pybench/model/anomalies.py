@@ -12,9 +12,9 @@ the alpha-beta line T = a + size / B, exact at the latency-bandwidth knee howeve
 sweep; the one nearer the measured time counts. A size whose time is :data:`ANOMALY_RATIO`
 times off it is an anomaly; the worst is taken out and the others are measured again without it (a spike
 also distorts its neighbours' trends), at most ``1 + sizes // 10`` times: a sweep that is rough
-everywhere has no anomalies, it has noise. The largest size slower than its trend is kept (with the
-size before it, whose trend ran through it) unless its replicates disagree: nothing measured after it
-tells a spike from the start of a slower regime.
+everywhere has no anomalies, it has noise. The largest size is named only where its replicates
+disagree: nothing measured after it tells a spike from the start of a regime. Where it is slower
+than its trend, the size before it is judged by its smaller neighbours alone.
 
 On the real logs in shared/data the smooth sweeps' largest deviations and the named steps (the B200
 all-gather's 2 MiB, OSU's 8 KiB eager/rendezvous switch) lie on either side of 1.4 (tests/model/test_fit.py
@@ -151,14 +151,16 @@ def find_anomalies(size_bytes, time_s, threshold: float = ANOMALY_RATIO,
     while len(found) < limit and keep.sum() >= 4:
         idx = np.flatnonzero(keep)
         ratio, a, b = _trend_ratios(sizes[idx], med[idx])
-        # The largest size has neighbours on one side only: slower than their trend, it may as well be where a
-        # slower regime starts (a CPU sweep leaving its caches) as a spike, and nothing measured after it says
-        # which; left out, every larger size would be priced at the faster regime. Kept unless its replicates
-        # disagree (a disturbed run).
-        if ratio[-1] > 1.0 and int(sizes[idx[-1]]) not in disturbed:
+        # The largest size has neighbours on one side only: off their trend, it may as well be where a regime
+        # starts (a CPU sweep leaving its caches) as a spike, and nothing measured after it says which; left
+        # out, every larger size would be priced at the regime before it. Named only where its replicates
+        # disagree (a disturbed run). Where it is slower than its trend, the size before it is judged by its
+        # smaller neighbours alone: its own trend runs through what may be a new regime.
+        if int(sizes[idx[-1]]) not in disturbed:
+            if ratio[-1] > 1.0 and idx.size >= 4:
+                ratio[-2] = _trend_ratios(sizes[idx[-4:-1]], med[idx[-4:-1]])[0][-1]
+                a[-2], b[-2] = idx.size - 4, idx.size - 3
             ratio[-1] = 1.0
-            if ratio.size > 1 and ratio[-2] < 1.0:  # its trend ran through that slower last size
-                ratio[-2] = 1.0
         k = int(np.argmax(np.abs(np.log(ratio))))
         if abs(math.log(ratio[k])) < math.log(threshold):
             break

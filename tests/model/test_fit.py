@@ -632,3 +632,13 @@ def test_a_largest_size_slower_than_its_trend_starts_a_regime_unless_its_replica
     disturbed[-1] = cached[-1] * 6  # one replicate of the last size 6x the other
     both = (np.concatenate([sizes, sizes]), np.concatenate([cached, disturbed]))
     assert [a.size_bytes for a in find_anomalies(*both)] == [int(sizes[-1])]
+
+
+@pytest.mark.parametrize("factor", [2.0, 0.5])
+def test_a_spike_just_before_the_largest_size_is_named_and_the_largest_kept(factor):
+    """A 2x spike (either way) at the size before the last: the last size's one-sided trend runs through the
+    spike, and a rule that judged the last size by it named a good size and kept the spike."""
+    sizes = np.array([2.0 ** k for k in range(10, 31)])
+    times = 2e-5 + sizes / 2e10
+    times[-2] *= factor
+    assert [a.size_bytes for a in find_anomalies(sizes, times)] == [int(sizes[-2])]
