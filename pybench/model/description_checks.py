@@ -14,6 +14,7 @@ from typing import Protocol
 from pybench.collectives import busbw_factor
 from pybench.model.crossing import ModelLinks
 from pybench.model.system import GPU_BACKENDS, SystemDescription
+from pybench.model.topology_schedules import crossing_algorithms, crossing_terms
 
 
 class FittedTopology(ModelLinks, Protocol):
@@ -58,13 +59,23 @@ def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[
                          f"node measured is not {system.name}'s, or its GPUs do not reach that rate (no "
                          f"peer-to-peer between them, a shared switch), and its figures are kept inside a node")
     if nics_contradicted(model, system):
-        bound = _BUSBW_PER_NIC_RATE.get(model.collective, 1.0) * system.nic_Bps_per_node
-        notes.append(f"the fitted crossing reaches {_reached_Bps(model, True) / 1e9:.0f} GB/s bus bandwidth, more "
-                     f"than {system.name}'s {system.nics_per_node} x {system.nic_Gbps:g} Gb/s NICs per node carry "
-                     f"({bound / 1e9:.0f} GB/s at their full rate): in-network reduction (SHARP), a multi-node "
-                     f"NVLink domain, or a description that does not match the measured cluster; its NICs bound "
-                     f"no prediction here")
+        notes.append(f"the fitted crossing moves {_reached_node_Bps(model) / 1e9:.0f} GB/s through each node's NICs "
+                     f"(in the fewest bytes its algorithms send), more than {system.name}'s {system.nics_per_node} x "
+                     f"{system.nic_Gbps:g} Gb/s NICs per node carry ({system.nic_Bps_per_node / 1e9:.0f} GB/s at "
+                     f"their full rate): in-network reduction (SHARP), a multi-node NVLink domain, or a description "
+                     f"that does not match the measured cluster; its NICs bound no prediction here")
     return notes
+
+
+def _reached_node_Bps(model: FittedTopology) -> float:
+    """The most bytes per second the fit puts through a node's NICs at its largest size, over its multi-node
+    layouts, counting the fewest bytes its schedule's algorithms send across (an all-reduce's tree: S out of
+    each of two nodes; an all-to-all: every rank's share for the other nodes); 0 without such a layout."""
+    size = float(model.size_range[1])
+    rates = [min(crossing_terms(model.schedule, model.collective, size, w, n, a)[1]
+                 for a in crossing_algorithms(model.schedule, model.collective)) * size / model._time(size, w, n)[0]
+             for w, n in model.fitted if n > 1 and w > 1]
+    return max(rates, default=0.0)
 
 
 def nics_contradicted(model: FittedTopology, system: SystemDescription | None) -> bool:
@@ -74,8 +85,7 @@ def nics_contradicted(model: FittedTopology, system: SystemDescription | None) -
     inter = model.inter
     if system is None or inter is None or inter.is_described or inter.is_preset:
         return False
-    bound = _BUSBW_PER_NIC_RATE.get(model.collective, 1.0) * system.nic_Bps_per_node
-    return _reached_Bps(model, True) > _TOLERANCE * bound
+    return _reached_node_Bps(model) > _TOLERANCE * system.nic_Bps_per_node
 
 
 def implausible_regimes(model: FittedTopology, system: SystemDescription) -> list[str]:
@@ -89,7 +99,8 @@ def implausible_regimes(model: FittedTopology, system: SystemDescription) -> lis
     for which, link, bound, what in links:
         if link is None or link.is_described or link.is_preset:
             continue
-        regimes, reached = link.all_regimes(), _reached_Bps(model, which == "inter-node")
+        inter = which == "inter-node"  # a crossing's regimes count bytes through a node (an all-to-all's) or bus
+        regimes, reached = link.all_regimes(), max(_reached_Bps(model, inter), _reached_node_Bps(model) if inter else 0)
         notes += [f"the {which} regime {k} of {len(regimes)} has a bus bandwidth of {r.busbw_Bps / 1e9:.0f} GB/s "
                   f"(latency {(r.base_s + r.step_s) * 1e6:.0f} us), above {what}, though no fitted size runs that "
                   f"fast: the regime's figures are the sweep's shape, not the link's rates"

@@ -572,12 +572,12 @@ def test_a_fit_that_outran_the_described_nics_spans_both_readings():
 
 
 def test_no_prediction_is_faster_than_nics_the_fit_never_outran():
-    """One rank per node fitted at 5 GB/s bus bandwidth over a 25 Gb/s port (which an all-reduce's tree may
-    reach twice over: not outrun). Eight ranks per node of that one port cannot move more than it: the answer
-    is raised to what it carries, and says so."""
+    """One rank per node fitted at 3.2 GB/s bus bandwidth over a 25 Gb/s (3.125 GB/s) port: within what it carries (two ranks'
+    all-reduce sends S out of each node, so its bus bandwidth is what the port carries). Eight ranks per node of
+    that one port cannot move more than it: the answer is raised to what it carries, and says so."""
     from pybench.model.crossing import nic_floor_s
 
-    slow = fit_topology("allreduce", _sweep(2, nodes=2, bw=5e9)).with_system(load_system("ethernet-25g"))
+    slow = fit_topology("allreduce", _sweep(2, nodes=2, bw=3.2e9)).with_system(load_system("ethernet-25g"))
     for world, nodes in ((16, 2), (32, 4)):
         p = slow.predict(1 << 30, world, nodes)
         floor = nic_floor_s(slow, 1 << 30, world, nodes)
@@ -627,3 +627,18 @@ def test_a_refused_prediction_is_its_one_error_line_alone(oci_model, capsys):
                            "--link", "ib-ndr"]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "holds no intra-node parameters" in err
+
+
+def test_an_all_to_all_that_outran_the_described_nics_is_said_in_its_own_bytes():
+    """An all-to-all sends g(N-1)/N S out of each node, not a ring's S: a 2 x 8 fit at 80 GB/s per GPU moves
+    640 GB/s through each node's NICs, more than a DGX H100's 8 x 400 Gb/s carry. The bus-bandwidth check
+    (150 GB/s against 400) called it consistent and raised other layouts to the NICs' floor."""
+    from pybench.model.description_checks import nics_contradicted
+    obs = [Observation(s, 16, 2, 30e-6 + 8 * 0.5 * s / (8 * 80e9)) for s in (2.0 ** k for k in range(20, 35))]
+    h100 = load_system("dgx-h100")
+    model = fit_topology("alltoall", obs).with_system(h100)
+    assert nics_contradicted(model, h100)
+    assert any("moves 640 GB/s through each node's NICs" in n for n in model.notes)
+    assert not any("though no fitted size runs that fast" in n for n in model.notes)
+    p = model.predict(1 << 30, 32, 4)
+    assert any("the fit outran the described NICs" in c for c in p.caveats) and p.time_s < p.high_s
