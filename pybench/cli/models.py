@@ -331,6 +331,9 @@ def _topology_for(args, models) -> list:
         if args.nodes is not None or presets or system:
             raise UsageError("--nodes, --link and --system need --world (the rank count to predict for)")
         return []
+    if args.world < 2 and not any(m.world_size == args.world for m in models):
+        raise UsageError(f"--world {args.world}: a collective over one rank moves nothing between ranks; give "
+                         f"--world 2 or more")
     measured = [m for m in models if m.world_size == args.world
                 and (args.nodes is None or m._fitted_nodes() == args.nodes)]
     if measured:  # a measured layout: its sweeps answer, as load_model(..., system=).predict does

@@ -62,10 +62,12 @@ class _Link(Protocol):  # what the check reads of a LinkCost (which imports this
     def is_preset(self) -> bool: ...
 
 
-def check_crossing_version(collective: str, version: int, inter: _Link | None) -> None:
+def check_crossing_version(collective: str, schedule: str, version: int, inter: _Link | None) -> None:
     """FileFormatError for a fitted crossing whose figures assume other bytes than these formulas
-    (:data:`pybench.io.model_names.TOPOLOGY_CROSSING_VERSION`): version 1 priced an all-to-all as a ring."""
-    if collective == "alltoall" and version < 2 and inter is not None and not (inter.is_described or inter.is_preset):
+    (:data:`pybench.io.model_names.TOPOLOGY_CROSSING_VERSION`): version 1 priced an all-to-all's ring schedule
+    as a ring."""
+    if (collective == "alltoall" and schedule == "ring" and version < 2 and inter is not None
+            and not (inter.is_described or inter.is_preset)):
         raise FileFormatError("its all-to-all was fitted across nodes with a ring's bytes, not each rank's own: "
                               "refit the logs with `pybench fit`")
 

@@ -686,3 +686,14 @@ def test_every_predict_record_says_whether_it_is_determined_and_its_nodes_where_
         (record,) = json.loads(pred.read_text())["records"]
         assert record["determined"] is True and record["nodes"] == (4 if extra else 2)
     capsys.readouterr()
+
+
+def test_the_cli_says_one_rank_moves_nothing_before_asking_for_nodes(tmp_path, capsys):
+    from pybench.cli.main import main
+    out = tmp_path / "m.json"
+    assert main(["fit", str(SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"),
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(out), "--world", "1", "--sizes", "1M"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "one rank moves nothing between ranks" in line and "give --nodes" not in line
