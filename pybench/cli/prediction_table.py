@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from pybench.collectives import busbw_factor
+from pybench.model.piecewise_model import BEYOND_SIZES
 from pybench.sizes import format_size
 
 
@@ -76,7 +77,7 @@ def format_prediction_table(records) -> str:
         note = "; ".join(n for n, on in ((r.get("provenance", ""), "provenance" in r),
                                          (f"regime {r.get('regime')}", bool(r.get("regime"))),
                                          ("outside measured sizes", r["extrapolated_size"]
-                                          and "beyond the measured sizes" not in r.get("provenance", "")),
+                                          and BEYOND_SIZES not in r.get("provenance", "")),
                                          ("band reaches 0: latency not resolved",
                                           r.get("band_reaches_zero", False)),
                                          (anomaly, bool(ratio))) if on)
@@ -107,6 +108,6 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
                 "regime": p.regime, "provenance": p.provenance, "determined": known,
                 "undetermined": p.undetermined or None,
                 "extrapolated_world": p.provenance.startswith(("another", "system", "preset")),
-                "extrapolated_size": "beyond the measured sizes" in p.provenance,
+                "extrapolated_size": BEYOND_SIZES in p.provenance,
                 "band_reaches_zero": False, "measured_anomaly_ratio": None})
     return records

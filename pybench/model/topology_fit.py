@@ -17,6 +17,7 @@ from pybench.model.determined import OWN_MISS
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import one_reduction
+from pybench.model.logs.pybench_json import OVERSUBSCRIBED
 from pybench.model.regimes import Regime, envelope, fit_regimes
 from pybench.model.system import GPU_BACKENDS, SystemDescription
 from pybench.model.topology import Observation, TopologyModel
@@ -338,7 +339,7 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
             skipped.append(f"{where}: node count unknown ({why}); not in the topology model: "
                            f"give fit --nodes N (the nodes it ran on)")
             continue
-        crowded = next((n for n in ms.notes if n.startswith("oversubscribed:")), "")
+        crowded = next((n for n in ms.notes if n.startswith(OVERSUBSCRIBED)), "")
         if crowded:  # its times hold the turns ranks took on the cores: no link's cost
             skipped.append(f"{where}: not in the topology model: {crowded}")
             continue

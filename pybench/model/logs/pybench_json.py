@@ -19,6 +19,9 @@ from pybench.errors import FileFormatError
 from pybench.io.formats import RESULT, check_document
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
 
+OVERSUBSCRIBED = "oversubscribed: "
+"""Starts the note of a result whose host ran more MPI ranks than it has cores (its times hold the turns)."""
+
 
 def _number(value: object, kind: type) -> int | float:
     """A JSON number (not text, not a bool) that is finite and positive, as ``kind``."""
@@ -79,7 +82,7 @@ def parse_pybench_result(data: Any, path: str | Path = "<json>") -> list[Measure
         isinstance(n, int) for n in hosts.values()) else 0
     if isinstance(cores, int) and not isinstance(cores, bool) and 0 < cores < crowded and data.get("backend") == "mpi":
         # ranks taking turns on cores: the times hold the time-sharing, which another rank count shares otherwise
-        notes += (f"oversubscribed: {crowded} ranks on a host of {cores} cores took turns on them, and its times "
+        notes += (f"{OVERSUBSCRIBED}{crowded} ranks on a host of {cores} cores took turns on them, and its times "
                   f"hold that: it prices no other rank count; measure at most {cores} ranks per host for that",)
     mpi = env.get("mpi") if isinstance(env, dict) else None
     library = mpi.get("library") if isinstance(mpi, dict) else None
