@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 # (nccl-tests/, osu/, vtrain/), kept in the repository so no test depends on a folder beside
 # it; tests/fixtures/SHARED_SOURCES.md lists where each came from.
 SHARED_DATA = REPO / "tests" / "fixtures" / "shared_data"
+PUBLIC_LOGS = REPO / "tests" / "fixtures" / "public_logs"  # logs other projects published (SOURCES.md)
 
 
 def _core_available() -> str | None:

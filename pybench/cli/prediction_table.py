@@ -76,6 +76,7 @@ def format_prediction_table(records) -> str:
         anomaly = f"anomaly, left out of the fit: measured {ratio:.2f}x the trend at the fitted world" if ratio else ""
         note = "; ".join(n for n, on in ((r.get("provenance", ""), "provenance" in r),
                                          (f"regime {r.get('regime')}", bool(r.get("regime"))),
+                                         *((n, True) for n in r.get("size_notes", ())),
                                          ("outside measured sizes", r["extrapolated_size"]
                                           and BEYOND_SIZES not in r.get("provenance", "")),
                                          ("band reaches 0: latency not resolved",
@@ -105,7 +106,8 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
                 "band": "prediction", "algbw_gbps": s / p.time_s / 1e9 if known else None,
                 "busbw_gbps": s / p.time_s / 1e9 * factor if known else None,
                 "algorithm": f"{m.algorithm}{f'; across nodes {p.schedule}' if nodes > 1 else ''} (topology model)",
-                "regime": p.regime, "provenance": p.provenance, "determined": known,
+                "regime": p.regime, "provenance": p.provenance, "size_notes": list(p.size_notes),
+                "determined": known,
                 "undetermined": p.undetermined or None,
                 "extrapolated_world": p.provenance.startswith(("another", "system", "preset")),
                 "extrapolated_size": BEYOND_SIZES in p.provenance,

@@ -101,6 +101,14 @@ def _entry(r: dict[str, Any], in_place: bool) -> dict[str, Any]:
             "actual_iterations": r["iterations"], "experiment_name": ""}
 
 
+def _byte_range(requested: object, tally: RecordTally) -> dict[str, int]:
+    """nccl-tests' minimum_bytes and maximum_bytes: the sweep asked for (its -b and -e), where the result records
+    it, so a run cut short says how far it meant to go; else the sizes measured."""
+    if isinstance(requested, list) and len(requested) == 2 and all(isinstance(x, int) for x in requested):
+        return {"minimum_bytes": requested[0], "maximum_bytes": requested[1]}
+    return {"minimum_bytes": tally.min_size or 0, "maximum_bytes": tally.max_size or 0}
+
+
 def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _dt.datetime | None,
           devices: list[dict[str, Any]]) -> dict[str, Any]:
     """Every key of the document but ``results`` (an empty list), in nccl-tests' order."""
@@ -121,7 +129,7 @@ def _head(result: RunResult, tally: RecordTally, started: _dt.datetime, ended: _
         "pybench": {"backend": result.backend, **({"mpi_library": library} if library else {})},
         "config": {
             "nthreads": 1, "ngpus": int(opts.get("gpus_per_process", 1)),
-            "minimum_bytes": tally.min_size or 0, "maximum_bytes": tally.max_size or 0, **tally.size_step(),
+            **_byte_range(opts.get("requested_bytes"), tally), **tally.size_step(),
             "warmup_iters": opts.get("warmup", 0), "iterations": opts.get("iters") or 0,
             "aggregated_iterations": 1, "validation": opts.get("check", 0),
             "graph": 1 if result.timing in ("graph", "host-graph") else 0,

@@ -284,6 +284,8 @@ def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, in
                  "min_busbw_gbps": plan.min_busbw_gbps, "stats_columns": plan.stats_columns,
                  "in_place": runs_in_place(backend.name, cfg.benchmark),
                  "buffer_allocation": backend.describe_buffers(cfg),
+                 # the sweep asked for (nccl-tests' -b/-e), which a run cut short does not reach
+                 "requested_bytes": [int(min(cfg.sizes)), int(max(cfg.sizes))] if cfg.sizes else None,
                  **({"size_rounding": plan.size_rounding, "notes": [plan.rounding_note]}
                     if plan.size_rounding else {})},
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))

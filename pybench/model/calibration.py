@@ -17,8 +17,12 @@ Intervals are symmetric in log time but for the readings that only widen them (l
   per kind of prediction (another GPU count, another node count: a node's fabric and a cluster's
   network stray from one cost shape differently), one value for fits at several layouts of the
   link class and a larger one for a fit at a single layout (which cannot separate per-call from
-  per-step latency). A kind fewer than two calibration systems hold takes the widest value of any
-  kind, and sizes beyond the measured range at a measured layout take the widest too;
+  per-step latency). Each has a bandwidth part and a latency part, weighed by the share of the time
+  the bytes take, as the described term below: a cluster's latencies stray between runs and node
+  counts far more than its bandwidth does, and one figure for both would make every large size's
+  interval as wide as the noisiest small size needs. A kind fewer than two calibration systems hold
+  takes the widest value of any kind, and sizes beyond the measured range at a measured layout take
+  the widest of either part;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
   least how far they fall from one port of its rate): its bandwidth
@@ -62,6 +66,8 @@ def family(collective: str) -> str:
 
 
 OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
+PARTS = ("bandwidth", "latency")
+"""The parts of a widening, weighed by the share of the time the bytes take (see the module text)."""
 EXTRAPOLATED_KINDS = (OTHER_GPU_COUNT, OTHER_NODE_COUNT)
 """The kinds of prediction (:data:`pybench.model.topology.KINDS`) whose widening per unit of distance is
 chosen apart."""
@@ -71,10 +77,10 @@ chosen apart."""
 class Calibration:
     """Constants of the interval scheme and of links priced from a system description."""
 
-    widening_several_layouts: dict[str, float]
-    """Per kind of prediction (:data:`EXTRAPOLATED_KINDS`): log half-width per unit of log distance from
-    the fitted layouts, fits at 2+ layouts."""
-    widening_one_layout: dict[str, float]
+    widening_several_layouts: dict[str, dict[str, float]]
+    """Per kind of prediction (:data:`EXTRAPOLATED_KINDS`) and part (:data:`PARTS`): log half-width per unit
+    of log distance from the fitted layouts, fits at 2+ layouts."""
+    widening_one_layout: dict[str, dict[str, float]]
     """The same for a link class fitted at one layout."""
     nic_efficiency: dict[str, float]
     """Per family (:data:`FAMILIES`): what a node's NICs carry / (NICs per node x NIC rate), as real logs
@@ -126,18 +132,20 @@ class Calibration:
                                                  "crossing_step_latency_s", "bandwidth_step_latency_s",
                                                  "small_protocol_busbw_Bps", "crossing_ranks_per_node")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
-            widening = {k: {str(kind): float(v) for kind, v in d[k].items()}
+            widening = {k: {str(kind): {str(part): float(x) for part, x in v.items()} for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}
             chosen = tuple(str(x) for x in d.get("chosen_on", ()))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise FileFormatError(f"{source}: malformed calibration ({exc!r})") from None
-        values = [*numbers.values(), *efficiency.values(), *(v for w in widening.values() for v in w.values())]
+        values = [*numbers.values(), *efficiency.values(),
+                  *(x for w in widening.values() for v in w.values() for x in v.values())]
         if not all(math.isfinite(v) and v >= 0 for v in values) or set(efficiency) != set(FAMILIES) \
                 or min(efficiency.values()) <= 0 or numbers["small_protocol_busbw_Bps"] <= 0 \
-                or any(set(w) != set(EXTRAPOLATED_KINDS) for w in widening.values()):
+                or any(set(w) != set(EXTRAPOLATED_KINDS) or any(set(v) != set(PARTS) for v in w.values())
+                       for w in widening.values()):
             raise FileFormatError(f"{source}: calibration values must be finite, >= 0, with a positive small-size "
                                   f"protocol bandwidth, a positive NIC efficiency for each of {', '.join(FAMILIES)} "
-                                  f"and a widening for each of {', '.join(EXTRAPOLATED_KINDS)}")
+                                  f"and a widening ({' and '.join(PARTS)}) for each of {', '.join(EXTRAPOLATED_KINDS)}")
         return cls(widening["widening_several_layouts"], widening["widening_one_layout"], efficiency,
                    chosen_on=chosen, **numbers)
 
@@ -145,17 +153,20 @@ class Calibration:
         """The NIC efficiency of ``collective``'s family."""
         return self.nic_efficiency[family(collective)]
 
-    def widening(self, kind: str, one_layout: bool) -> float:
-        """Log half-width per unit of distance for a prediction of ``kind`` (the widest where no kind's own)."""
+    def widening(self, kind: str, one_layout: bool, bandwidth_share: float = 1.0) -> float:
+        """Log half-width per unit of distance for a prediction of ``kind`` whose bytes take ``bandwidth_share``
+        of the time (each part the widest of any kind where no kind's own)."""
         table = self.widening_one_layout if one_layout else self.widening_several_layouts
         base = kind.split(",")[0]
-        return table[base] if base in table else max(table.values())
+        parts = table[base] if base in table else {p: max(w[p] for w in table.values()) for p in PARTS}
+        share = min(max(bandwidth_share, 0.0), 1.0)
+        return share * parts["bandwidth"] + (1.0 - share) * parts["latency"]
 
     def half_width(self, kind: str, local: float, distance: float, one_layout: bool, described: bool,
                    bandwidth_share: float = 1.0, span: float = 0.0, shape_measured: bool = False,
                    preset: bool = False) -> float:
         """Log half-width of a 95% interval (see the module text)."""
-        widening = self.widening(kind, one_layout)
+        widening = self.widening(kind, one_layout, bandwidth_share)
         share = min(max(bandwidth_share, 0.0), 1.0)
         bandwidth = self.described_bandwidth_half_width
         latency = self.crossing_latency_half_width if shape_measured else self.described_latency_half_width

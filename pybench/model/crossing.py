@@ -375,9 +375,11 @@ def network_steps_undescribed(collective: str, schedule: str, system: SystemDesc
 def tree_or_ring_undescribed(collective: str, schedule: str, system: SystemDescription) -> bool:
     """Whether a described all-reduce crossing may run NCCL's ring rather than its tree.
 
-    The logs of nodes that give every GPU a NIC of its own (or several) carry more than the ring's
-    bytes could through those NICs: NCCL ran the tree there. Where GPUs share NICs, the logs seen so far
-    are too few to say which NCCL picks, so the prediction lies between the tree's reading and the
-    ring's, with that span in the interval.
+    Where every GPU has a NIC of its own (or several), the crossing is priced in the tree's bytes: several
+    such logs carry more than the ring's bytes could through their NICs (NCCL ran the tree), and those that
+    do not (RCCL's, OCI's A100) are met in the tree's bytes at a lower NIC efficiency, a spread the described
+    half-width holds (:mod:`pybench.model.calibration`). Where GPUs share NICs, the logs seen so far are too
+    few to say which NCCL picks, so the prediction lies between the tree's reading and the ring's, with that
+    span in the interval.
     """
     return collective == "allreduce" and schedule == "ring" and system.nics_per_node < system.gpus_per_node

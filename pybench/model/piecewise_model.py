@@ -208,11 +208,13 @@ class AlphaBetaModel:
         # The one interval scheme (pybench.model.calibration): the curve's own band near the size is its
         # local scatter; beyond the measured sizes nothing measured says how the curve goes on (a sweep that
         # ends while latency rules has no bandwidth at all), and the band widens with the log distance, at
-        # the widest widening the calibration holds for any kind.
+        # the widest widening the calibration holds for any kind, its parts weighed by the share of the end
+        # piece's time that the bytes take there (a sweep that ends while latency rules: its latency part).
         beyond = np.maximum(np.log(self.size_min_bytes / s), 0.0) + np.maximum(np.log(s / self.size_max_bytes), 0.0)
         calibration = load_calibration()
-        log_half = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False).half_width(calibration)
-                             for local, far in zip(np.log1p(h_arr / t_arr).reshape(-1), beyond.reshape(-1))])
+        log_half = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False, self._bytes_share(x)).half_width(
+            calibration) for local, far, x in zip(np.log1p(h_arr / t_arr).reshape(-1), beyond.reshape(-1),
+                                                  np.broadcast_to(s, beyond.shape).reshape(-1))])
         log_half = log_half.reshape(t_arr.shape)
         low, high = t_arr * np.exp(-log_half), t_arr * np.exp(log_half)
         # An anomaly's own measurement is a real time at its size (a switch there, or a disturbed run): the
@@ -223,6 +225,12 @@ class AlphaBetaModel:
         if s.ndim == 0:
             return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
         return Prediction(s, self.world_size, t_arr, low, high, said)
+
+    def _bytes_share(self, size: float) -> float:
+        """The share of the nearest piece's time that the bytes take at ``size``."""
+        seg = self.segments[-1] if size > self.size_max_bytes else self.segments[0]
+        data = size * seg.inv_bw_s_per_byte
+        return data / (seg.alpha_s + data) if seg.alpha_s + data > 0 else 0.0
 
     def provenance_at(self, size: float) -> str:
         """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""

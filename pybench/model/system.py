@@ -36,7 +36,9 @@ SYSTEMS_DIR = Path(__file__).with_name("systems")
 # Backends whose ranks are GPUs ("" when the caller did not say): a description's GPUs, fabric and NIC
 # placement are theirs; CPU ranks (MPI) are processes sharing one memory and every NIC of their node.
 GPU_BACKENDS = ("nccl", "")
-Fabric = Literal["nvswitch", "nvlink-all-to-all", "nvlink-mesh", "pcie"]
+# Direct links between every pair of GPUs (NVLink on 4-GPU boards, AMD Infinity Fabric on MI300-class nodes)
+# give a subset of GPUs a subset of the links, as a mesh does: only a switch serves every count alike.
+Fabric = Literal["nvswitch", "nvlink-all-to-all", "infinity-fabric-all-to-all", "nvlink-mesh", "pcie"]
 # Fabrics through which any number of GPUs of a node reaches the full per-GPU rate.
 SWITCHED_FABRICS = ("nvswitch",)
 

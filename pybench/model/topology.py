@@ -101,12 +101,13 @@ class TopologyPrediction:
     spread: Spread | None = field(default=None, repr=False, compare=False)
     """What the interval is made of (:mod:`pybench.model.calibration`), for validation to recalibrate it."""
     caveats: tuple[str, ...] = ()
-    """What the inputs leave open, each spanned by the interval (also at the end of ``links``)."""
+    """What the inputs leave open, each spanned by the interval (the layout's also end ``links``)."""
+    size_notes: tuple[str, ...] = ()
+    """This size's own (a time raised to a floor): kept out of ``links``, which tables print once per layout."""
 
     @property
     def determined(self) -> bool:
         return not self.undetermined
-
 
 
 @dataclass(frozen=True)
@@ -249,23 +250,23 @@ class TopologyModel:
         below, above = spread.bounds(calibration)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
         fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
-        fewer_s = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0
+        fewer_s, notes = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0, []
         if fewer_s > time_s:  # more nodes, the same ranks per node: never less time
-            caveats.append(f"raised to the time of {world // nodes * fewer} ranks on {fewer} node(s) as fitted ("
-                           f"{100 * (fewer_s / time_s - 1):.0f}% above): more nodes add steps and bytes")
-            links, time_s = f"{links}; {caveats[-1]}", fewer_s
+            notes.append(f"raised to the time of {world // nodes * fewer} ranks on {fewer} node(s) as fitted ("
+                         f"{100 * (fewer_s / time_s - 1):.0f}% above): more nodes add steps and bytes")
+            time_s = fewer_s
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
         reach_s = 0.0
         if floor > time_s and nics_contradicted(self, self.system):  # inputs that disagree: span both, favour neither
-            caveats.append(f"the fit outran the described NICs, which would take {floor / time_s:.2g}x its time: "
-                           f"the measurement or the description is not of this cluster; the interval reaches both")
-            links, reach_s, floor = f"{links}; {caveats[-1]}", floor, 0.0
+            notes.append(f"the fit outran the described NICs, which would take {floor / time_s:.2g}x its time: "
+                         f"the measurement or the description is not of this cluster; the interval reaches both")
+            reach_s, floor = floor, 0.0
         elif floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
-            caveats.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
-            links, time_s = f"{links}; {caveats[-1]}", floor
+            notes.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
+            time_s = floor
         return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor),
                                   max(time_s * math.exp(above), time_s, reach_s), self.algorithm, schedule, kind, links,
-                                  regime, spread=spread, caveats=tuple(caveats))
+                                  regime, spread=spread, caveats=(*caveats, *notes), size_notes=tuple(notes))
 
     def _described_readings(self, world: int, nodes: int,
                             calibration: Calibration) -> tuple[tuple[LinkCost, str, bool], ...]:

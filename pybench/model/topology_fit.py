@@ -291,6 +291,15 @@ def observations_from(sets: Sequence, nodes_fn: Callable[[object], int | None] |
     return out
 
 
+def undisturbed_observations(ms, nodes_fn: Callable[[object], int | None] | None = None) -> list[Observation]:
+    """A sweep's observations (:func:`observations_from`) but at the sizes whose replicates disagree (a disturbed
+    run, which the curve's note names). Where every size's do, the blocks differ throughout, and none is left out."""
+    disturbed = {s for s, _ in disturbed_sizes(*ms.fit_points())}
+    if len(set(int(x) for x in ms.size_bytes) - disturbed) < 2:
+        disturbed = set()
+    return [o for o in observations_from([ms], nodes_fn) if int(o.size_bytes) not in disturbed]
+
+
 def topology_dtype(sets: Sequence, ms) -> str:
     """The element type a (collective, backend) topology model is fitted on: float32 when any sweep
     of it has that type, else the first sweep's (types are not pooled: bytes per element differ).
@@ -353,11 +362,7 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
                              f"{system.gpus_per_node} GPUs of {system.name}: give the system it ran on (--system) "
                              f"or its node count (--nodes counts hosts: {ms.world_size} ranks need "
                              f"{-(-ms.world_size // system.gpus_per_node)} or more)")
-        disturbed = {s for s, _ in disturbed_sizes(*ms.fit_points())}  # the curve's note names them
-        if len(set(int(x) for x in ms.size_bytes) - disturbed) < 2:  # every size: the blocks differ, no disturbance
-            disturbed = set()
-        groups.setdefault((ms.collective, ms.backend), []).extend(
-            o for o in observations_from([ms]) if int(o.size_bytes) not in disturbed)
+        groups.setdefault((ms.collective, ms.backend), []).extend(undisturbed_observations(ms))
         if _ran_on_open_mpi(ms):
             open_mpi.add((ms.collective, ms.backend))
     models = []

@@ -11,8 +11,8 @@ How the constants are chosen (:func:`choose_calibration`), each from what the ca
 datasets say, none by hand:
 
 * the widening per unit of log distance: for each extrapolated point, the widening that would
-  just cover its error beyond the local scatter; per dataset the 95th percentile of those, and over
-  datasets what covers one more system (:func:`_worst_percentile`); per kind where two systems or
+  just cover its error beyond the local scatter; per system the 95th percentile of those, and over
+  systems what covers one more (:func:`_worst_percentile`); per kind where two systems or
   more hold the kind, else the widest of any kind; fits at one layout and at several apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
   the description's NICs at which the described crossing meets the log on the sizes whose bytes
@@ -23,12 +23,13 @@ datasets say, none by hand:
   divided by the steps of the schedule that crossed (a ring's p-1, a tree's levels); an all-reduce that
   may have crossed by either cannot say how many steps it paid and chooses neither; and the median bus
   bandwidth of the small-size regime across nodes;
-* the half-width of a preset: each dataset's 95th percentile of its miss beyond the other terms,
-  over datasets what covers one more system;
+* the half-width of a preset: each system's 95th percentile of its miss beyond the other terms,
+  over systems what covers one more;
 * the half-width of a described link: the same, by an inner leave-one-out over the calibration datasets;
 * the latency half-width of a crossing priced on a measured node's regimes (its bandwidth part is
   the described one): how far each dataset's latency per step across nodes lies from the median
-  of the others', the largest over datasets.
+  of the others', the largest over datasets, and never above the latency half-width without a measured
+  node (a measured shape knows at least as much as none).
 """
 
 from __future__ import annotations
@@ -40,109 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.stats import t as student_t
 
-from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, Z95, Calibration, Spread, family
-from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
-from pybench.model.crossing import as_double_tree, regime_crossing_s, tree_or_ring_undescribed
-from pybench.model.link_cost import LinkCost
-from pybench.model.link_presets import get_preset
-from pybench.model.logs import load_measurements
-from pybench.model.system import load_system
-from pybench.model.topology import (
-    BETWEEN_SIZES,
-    DESCRIBED,
-    OTHER_GPU_COUNT,
-    OTHER_NODE_COUNT,
-    PRESET,
-    Observation,
-    TopologyModel,
-)
-from pybench.model.topology_fit import fit_topology, observations_from
-from pybench.model.topology_schedules import crossing_terms
+from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, PARTS, Z95, Calibration, family
+from pybench.model.topology import BETWEEN_SIZES, DESCRIBED, OTHER_GPU_COUNT, OTHER_NODE_COUNT, PRESET
+from pybench.model.validation_cases import LEAVE_ONE_SIZE_OUT, Point, SystemCase, fixed_points, system_cases
 
-LEAVE_ONE_SIZE_OUT = "leave one size out"
 VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
-SCORED_FROM = 1 << 20
-"""Extrapolated and described predictions are scored from 1 MiB up (below, one sweep's latency rules)."""
 _PERCENTILE = 95.0
-
-
-@dataclass(frozen=True)
-class Point:
-    """One held-out measurement and what predicted it."""
-
-    dataset: str
-    group: str
-    kind: str
-    case: str
-    error: float
-    """ln(predicted / measured)."""
-    half: float = math.nan
-    """Log half-width when the interval needs no calibration (the size kinds' own band)."""
-    spread: Spread | None = None
-    """The interval's inputs when it does."""
-
-    def bounds(self, calibration: Calibration) -> tuple[float, float]:
-        """(below, above): the log half-widths of its 95% interval under and over the prediction."""
-        return self.spread.bounds(calibration) if self.spread is not None else (self.half, self.half)
-
-
-@dataclass(frozen=True)
-class SystemCase:
-    """A 2-node log, its system description, and what its own fit says about the NICs."""
-
-    dataset: str
-    group: str
-    system: str
-    collective: str
-    node_model: TopologyModel | None
-    """A one-node fit of the same node type, when one exists; else the description's nominal rate."""
-    observations: tuple[Observation, ...]
-    efficiency: float
-    """The share of the NICs' rate at which its description meets the log (:func:`_matching_efficiency`)."""
-    step_latency_s: float
-    """Fitted small-size inter-node latency per step of the schedule that crossed."""
-    bandwidth_step_latency_s: float
-    """The same of the regime its fit runs at :data:`PROTOCOL_PROBE_BYTES` (the bandwidth protocol)."""
-    small_busbw_Bps: float
-    """Bus bandwidth of its fit's smallest-size regime across nodes, in the bytes its crossing is priced with."""
-    ranks_per_node: int
-    """Ranks per node of its log."""
-    preset: str = ""
-    """The link preset of one of its NICs (a user's ``--link`` without a description)."""
-    intra_preset: str = ""
-    """The preset of its GPUs' links, where no node was measured."""
-    tree_or_ring: bool = False
-    """An all-reduce whose description cannot say whether NCCL crosses by its tree or its ring
-    (:func:`~pybench.model.crossing.tree_or_ring_undescribed`): it chooses no family's efficiency, as
-    which one it belongs to is unknown."""
-
-    def _base(self) -> TopologyModel:
-        return self.node_model or TopologyModel(self.collective, "ring", None, None, ((2, 1),), (1, 1 << 40))
-
-    def points(self, calibration: Calibration) -> list[Point]:
-        """Predicted from the system description."""
-        return self._scored(self._base().with_system(load_system(self.system), calibration), DESCRIBED,
-                            self.system, calibration)
-
-    def preset_points(self, calibration: Calibration) -> list[Point]:
-        """Predicted from the presets alone (one port per node; the ranks per node may drive one each)."""
-        model = self._base()
-        if model.intra is None:
-            model = model.with_preset(get_preset(self.intra_preset))
-        return self._scored(model.with_preset(get_preset(self.preset)), PRESET, self.preset, calibration)
-
-    def _scored(self, model: TopologyModel, kind: str, source: str, calibration: Calibration) -> list[Point]:
-        out = []
-        for o in self.observations:
-            if o.size_bytes < SCORED_FROM:
-                continue
-            p = model.predict(int(o.size_bytes), o.world, o.nodes, calibration=calibration)
-            out.append(Point(self.dataset, self.group, kind, f"{source} -> {o.world} on {o.nodes}",
-                             math.log(p.time_s / o.time_s), spread=p.spread))
-        return out
 
 
 @dataclass(frozen=True)
@@ -176,163 +82,15 @@ class Validation:
         return next(s for s in self.scores if s.kind == kind and s.dataset == dataset)
 
 
-# -- datasets ---------------------------------------------------------------------------------------------
-
-def _vtrain(data: Path) -> dict[int, list[Observation]]:
-    out = {}
-    for world in range(2, 9):
-        (ms,) = load_measurements(data / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv")
-        out[world] = observations_from([ms], lambda _: 1)
-    return out
-
-
-def _polaris(data: Path, collective: str) -> dict[int, list[Observation]]:
-    return {n: observations_from(load_measurements(
-        data / "nccl-tests" / f"polaris_a100_{n}node_4gpu_slingshot_{collective}.txt")) for n in (2, 8, 256, 540)}
-
-
-def _with_two_nodes(path: Path) -> list[Observation]:
-    """A 2-node log's points; the H100 log lists no hosts, its source names 2 nodes."""
-    return observations_from(load_measurements(path), lambda _: 2)
-
-
-def _every(step: int, obs: Sequence[Observation]) -> list[Observation]:
-    return [o for k, o in enumerate(sorted(obs, key=lambda o: o.size_bytes)) if k % step == 0]
-
-
-# -- kinds ------------------------------------------------------------------------------------------------
-
-def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation]], fits: Sequence[tuple[int, ...]],
-                   collective: str, thin: int = 1, system: str | None = None) -> list[Point]:
-    """Fit at each set of layouts (on ``system``, when its description is known), predict every other
-    layout from 1 MiB up."""
-    out = []
-    for fitted in fits:
-        model = fit_topology(collective, [o for k in fitted for o in layouts[k]])
-        if system is not None:
-            model = model.with_system(load_system(system))
-        for key, obs in layouts.items():
-            if key in fitted:
-                continue
-            for o in _every(thin, obs):
-                if o.size_bytes < SCORED_FROM:
-                    continue
-                p = model.predict(int(o.size_bytes), o.world, o.nodes)
-                spread = p.spread
-                assert spread is not None
-                out.append(Point(dataset, group, spread.kind.split(",")[0],
-                                 f"fit {','.join(map(str, fitted))} -> {key}", math.log(p.time_s / o.time_s),
-                                 spread=spread))
-    return out
-
-
-def _cv_points(dataset: str, group: str, kind: str, cv: CrossValidation) -> list[Point]:
-    assert cv.half_width_percent is not None  # both checks compute their bands
-    half = np.log1p(cv.half_width_percent / 100.0)
-    return [Point(dataset, group, kind, cv.method, float(math.log(p / t)), half=float(h))
-            for p, t, h in zip(cv.predicted_s, cv.time_s, half)]
-
-
-def fixed_points(data: Path) -> list[Point]:
-    """Every point whose prediction does not depend on the calibration (its interval may)."""
-    points: list[Point] = []
-    vtrain = _vtrain(data)
-    for world in range(2, 9):
-        (ms,) = load_measurements(data / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv")
-        points += _cv_points("vtrain-a100", "vtrain", BETWEEN_SIZES, power_of_two_check(ms))
-    # one GPU count alone cannot show the node's switch: the fits take its description (an NVSwitch A100 node)
-    points += _layout_points("vtrain-a100", "vtrain", vtrain, ((2, 4), (2,), (4,), (2, 3, 4), (4, 8), (8,)),
-                             "allreduce", thin=8, system="dgx-a100")
-    for collective in ("allreduce", "allgather"):
-        points += _layout_points(f"polaris-{collective}", "polaris", _polaris(data, collective),
-                                 ((2, 8), (2,), (8,), (2, 8, 256), (8, 256)), collective)
-    for name, group, log in _SWEEPS:
-        for ms in load_measurements(data / "nccl-tests" / log):
-            points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))
-    return points
-
-
-# (dataset, hold-out group, log) of the nccl-tests sweeps validated by leave-one-size-out.
-_SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
-           ("h100-p5-2x8", "p5", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"),
-           ("b200-a4-2x8", "a4", "b200_2node_16gpu_gke_a4_allgather.txt"),
-           ("polaris-allreduce", "polaris", "polaris_a100_8node_4gpu_slingshot_allreduce.txt"),
-           ("polaris-allgather", "polaris", "polaris_a100_8node_4gpu_slingshot_allgather.txt"))
-
-
-def system_cases(data: Path) -> list[SystemCase]:
-    """The 2-node logs with their system descriptions (and the one-node A100 table for the A100 node)."""
-    vtrain8 = fit_topology("allreduce", _vtrain(data)[8])
-    cases = []
-    # (..., the preset of one of its NICs, of its GPUs' links)
-    for dataset, group, system, collective, log, node, preset, intra in (
-            ("a100-oci-2x8", "oci", "oci-bm-gpu4.8", "allreduce", "a100_2node_16gpu_oci_roce_allreduce.txt", vtrain8,
-             "eth-100g", "nvlink3"),
-            ("h100-p5-2x8", "p5", "aws-p5", "allreduce", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", None,
-             "eth-100g", "nvlink4"),
-            ("b200-a4-2x8", "a4", "gcp-a4", "allgather", "b200_2node_16gpu_gke_a4_allgather.txt", None,
-             "eth-400g", "nvlink5"),
-            ("polaris-allreduce", "polaris", "alcf-polaris", "allreduce",
-             "polaris_a100_2node_4gpu_slingshot_allreduce.txt", None, "eth-200g", "nvlink3"),
-            ("polaris-allgather", "polaris", "alcf-polaris", "allgather",
-             "polaris_a100_2node_4gpu_slingshot_allgather.txt", None, "eth-200g", "nvlink3")):
-        obs = _with_two_nodes(data / "nccl-tests" / log)
-        fitted = fit_topology(collective, obs)
-        nics = load_system(system).nic_Bps_per_node
-        inter = fitted.inter
-        assert inter is not None
-        ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
-        if collective == "allreduce":  # in the bytes a described all-reduce is priced with: the tree's
-            inter = as_double_tree(inter, w0, n0)
-        first, middle = inter.all_regimes()[0], _regime_at(inter, collective, w0, n0, PROTOCOL_PROBE_BYTES)
-        hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
-        case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
-                          (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
-                          first.busbw_Bps, w0 // n0, preset, intra,
-                          tree_or_ring_undescribed(collective, "ring", load_system(system)))
-        cases.append(dataclasses.replace(case, efficiency=_matching_efficiency(case)))
-    return cases
-
-
-PROTOCOL_PROBE_BYTES = 16 << 20
-"""A size every 2-node log runs in NCCL's bandwidth protocol (Simple) with its latency still ruling."""
-
-
-def _regime_at(inter: LinkCost, collective: str, world: int, nodes: int, size: float) -> LinkCost:
-    """The fitted inter-node regime that is the fastest at ``size`` on (world, nodes)."""
-    return min(inter.all_regimes(), key=lambda r: regime_crossing_s(r, "ring", collective, size, world, nodes)[0])
-
-
-def _matching_efficiency(case: SystemCase) -> float:
-    """The NIC efficiency at which the case's own description meets its log: the median log error of its
-    points whose bytes take most of the time is zero. The fitted bandwidth regime's rate is what the
-    largest sizes reach; NCCL gets there only at the top of the sweep, and the scored sizes run below it.
-    Where no efficiency meets the log (the node's own links are the slower), the fitted rate's."""
-    def median_error(efficiency: float) -> float:
-        calibration = Calibration(
-            widening_several_layouts=dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
-            widening_one_layout=dict.fromkeys(EXTRAPOLATED_KINDS, 0.0),
-            nic_efficiency=dict.fromkeys(FAMILIES, efficiency), described_bandwidth_half_width=0.0,
-            described_latency_half_width=0.0, crossing_latency_half_width=0.0, preset_half_width=0.0,
-            crossing_step_latency_s=case.step_latency_s, bandwidth_step_latency_s=case.bandwidth_step_latency_s,
-            small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node)
-        points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
-        return float(np.median([p.error for p in points])) if points else 0.0
-
-    low, high = case.efficiency / 4.0, case.efficiency * 4.0
-    if median_error(low) <= 0.0 or median_error(high) >= 0.0:
-        return case.efficiency
-    return float(brentq(median_error, low, high, xtol=1e-4))
-
-
 # -- calibration --------------------------------------------------------------------------------------------
 
-def _worst_percentile(values_by_dataset: dict[str, list[float]]) -> float:
-    """What covers a system not among the datasets: each dataset's 95th percentile is one draw of how far a
-    system strays, and the next system is another draw. With three or more datasets, the one-sided 95%
+def _worst_percentile(values_by_system: dict[str, list[float]]) -> float:
+    """What covers a system not among those seen: each system's 95th percentile is one draw of how far a
+    system strays, and the next system is another draw (two logs of one system, Polaris' all-reduce and
+    all-gather, are one draw, not two). With three or more systems, the one-sided 95%
     prediction bound for one more draw (Student's t, k - 1 degrees of freedom), never below the largest seen;
     with fewer, the largest (0 without values)."""
-    seen = [float(np.percentile(v, _PERCENTILE, method="higher")) for v in values_by_dataset.values() if v]
+    seen = [float(np.percentile(v, _PERCENTILE, method="higher")) for v in values_by_system.values() if v]
     if len(seen) < 3:
         return max(seen, default=0.0)
     k, mean, sd = len(seen), float(np.mean(seen)), float(np.std(seen, ddof=1))
@@ -341,45 +99,60 @@ def _worst_percentile(values_by_dataset: dict[str, list[float]]) -> float:
 
 def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> Calibration:
     """Constants chosen on ``points`` and ``cases`` alone (see the module text)."""
-    needed: dict[tuple[str, bool], dict[str, list[float]]] = {}
+    # (kind, one layout) -> system -> (bandwidth share, widening that just covers the point)
+    needed: dict[tuple[str, bool], dict[str, list[tuple[float, float]]]] = {}
     systems: dict[str, set[str]] = {}
     for p in points:
         if p.spread is None or p.kind not in EXTRAPOLATED_KINDS or p.spread.distance <= 0:
             continue
         beyond = math.sqrt(max((abs(p.error) - p.spread.side_span(p.error)) ** 2 - (Z95 * p.spread.local) ** 2, 0.0))
         systems.setdefault(p.kind, set()).add(p.group)
-        by_dataset = needed.setdefault((p.kind, p.spread.one_layout), {})
-        by_dataset.setdefault(p.dataset, []).append(beyond / p.spread.distance)
+        by_system = needed.setdefault((p.kind, p.spread.one_layout), {})
+        by_system.setdefault(p.group, []).append((p.spread.bandwidth_share, beyond / p.spread.distance))
     several, one = {}, {}
     for kind in EXTRAPOLATED_KINDS:
-        s, o = _worst_percentile(needed.get((kind, False), {})), _worst_percentile(needed.get((kind, True), {}))
-        if s or o:
-            several[kind], one[kind] = s or o, max(o, s)  # one layout knows less than several
+        s, o = _widening(needed.get((kind, False), {})), _widening(needed.get((kind, True), {}))
+        if any(s.values()) or any(o.values()):
+            several[kind] = s if any(s.values()) else o
+            one[kind] = {part: max(o[part], s[part]) for part in PARTS}  # one layout knows less than several
     # A kind seen on one system alone has no other to be checked on: it takes the widest value of any
     # kind (nothing says it strays less), so what ships follows the rule that held-out scores check.
-    widest = max([*several.values(), *one.values()], default=0.0)
+    widest = {part: max([0.0, *(w[part] for w in (*several.values(), *one.values()))]) for part in PARTS}
     for kind in EXTRAPOLATED_KINDS:
         if len(systems.get(kind, ())) < 2:
-            several[kind], one[kind] = widest, widest
+            several[kind], one[kind] = dict(widest), dict(widest)
     chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
                        *_crossing_protocols(cases), chosen_on)
     bandwidth, latency_half = _described_half_widths(cases, base)
+    # a measured node's protocol shape knows at least as much as none: its latency part is never the wider
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
-                                    described_latency_half_width=latency_half)
+                                    described_latency_half_width=latency_half,
+                                    crossing_latency_half_width=min(base.crossing_latency_half_width, latency_half))
     return dataclasses.replace(described, preset_half_width=_preset_half_width(cases, described))
+
+
+def _widening(by_system: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    """The bandwidth and latency parts of a widening, as the described half-widths are split: the bandwidth
+    part from the points whose bytes take most of the time, the latency part from those where latency does,
+    net of the bandwidth part's share (never below the bandwidth part)."""
+    bandwidth = _worst_percentile({d: [v for share, v in pts if share >= BANDWIDTH_BOUND]
+                                   for d, pts in by_system.items()})
+    latency = _worst_percentile({d: [max(v - share * bandwidth, 0.0) / (1.0 - share) for share, v in pts
+                                     if share < LATENCY_BOUND] for d, pts in by_system.items()})
+    return {"bandwidth": bandwidth, "latency": max(latency, bandwidth)}
 
 
 def _preset_half_width(cases: Sequence[SystemCase], calibration: Calibration) -> float:
     """How far the cases' preset predictions miss beyond their other terms (a description's included):
-    per dataset the 95th percentile, over datasets what covers one more system. A preset's time does not
+    per system the 95th percentile, over systems what covers one more. A preset's time does not
     depend on the calibration, so no inner hold-out is needed."""
     misses: dict[str, list[float]] = {}
     for case in cases:
         for p in case.preset_points(calibration):
             assert p.spread is not None
             others = dataclasses.replace(p.spread, preset=False).bounds(calibration)[p.error < 0]
-            misses.setdefault(p.dataset, []).append(math.sqrt(max(p.error ** 2 - others ** 2, 0.0)))
+            misses.setdefault(p.group, []).append(math.sqrt(max(p.error ** 2 - others ** 2, 0.0)))
     return _worst_percentile(misses)
 
 
@@ -432,7 +205,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
     groups = sorted({c.group for c in cases})
     if len(groups) < 2:
         return 0.0, 0.0
-    # (dataset, bandwidth share, error beyond the other terms, whether a measured node gave the shape)
+    # (system, bandwidth share, error beyond the other terms, whether a measured node gave the shape)
     misses: list[tuple[str, float, float, bool]] = []
     for group in groups:
         rest = [c for c in cases if c.group != group]
@@ -444,19 +217,19 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
                 assert p.spread is not None
                 others = inner.half_width(p.spread.kind, p.spread.local, p.spread.distance, p.spread.one_layout, False,
                                           span=p.spread.side_span(p.error))
-                misses.append((p.dataset, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0)),
+                misses.append((p.group, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0)),
                                p.spread.shape_measured))
-    bandwidth = _worst_percentile(_by_dataset((d, m) for d, share, m, _ in misses if share >= BANDWIDTH_BOUND))
+    bandwidth = _worst_percentile(_by_system((d, m) for d, share, m, _ in misses if share >= BANDWIDTH_BOUND))
     # the latency part without a measured node: a measured node's shape says nothing of it
-    latency = _worst_percentile(_by_dataset((d, max(m - share * bandwidth, 0.0) / (1.0 - share))
+    latency = _worst_percentile(_by_system((d, max(m - share * bandwidth, 0.0) / (1.0 - share))
                                             for d, share, m, shaped in misses if share < LATENCY_BOUND and not shaped))
     return bandwidth, max(latency, bandwidth)
 
 
-def _by_dataset(pairs) -> dict[str, list[float]]:
+def _by_system(pairs) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
-    for dataset, value in pairs:
-        out.setdefault(dataset, []).append(value)
+    for system, value in pairs:
+        out.setdefault(system, []).append(value)
     return out
 
 
@@ -473,11 +246,12 @@ def _score(kind: str, dataset: str, points: Sequence[Point], bounds: Sequence[tu
                  100 * float(np.median(np.abs(np.expm1(error)))), 100 * float(np.max(np.abs(np.expm1(error)))))
 
 
-def validate(data: Path, progress: Callable[[str], None] = lambda _: None) -> Validation:
-    """Leave-one-dataset-out scores for every kind, and the calibration chosen on all datasets."""
+def validate(shared: Path, public: Path, progress: Callable[[str], None] = lambda _: None) -> Validation:
+    """Leave-one-dataset-out scores for every kind, and the calibration chosen on all datasets (the logs in
+    ``shared`` and ``public``: :mod:`pybench.model.validation_cases`)."""
     progress("fitting every dataset's cases")
-    points = fixed_points(data)
-    cases = system_cases(data)
+    points = fixed_points(shared, public)
+    cases = system_cases(shared, public)
     scored: list[tuple[Point, tuple[float, float]]] = []
     for group in sorted({p.group for p in points} | {c.group for c in cases}):
         progress(f"holding out {group}")

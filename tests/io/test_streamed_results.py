@@ -190,3 +190,20 @@ def test_files_no_journal_can_rebuild_hold_every_size_their_rewrite_cost_allows(
         assert len(json.loads(writer.path.read_text())["results"]) == k + 1
         assert len((tmp_path / "r.csv").read_text().splitlines()) == k + 2  # the header and every size
     assert len(json.loads((tmp_path / "r.json").read_text())["records"]) == 4  # rewritten at 1, 2, 4
+
+
+def test_a_run_cut_short_says_in_its_nccl_tests_json_how_far_it_meant_to_go(tmp_path):
+    """nccl-tests' config holds -b and -e: the sweep asked for. A pybench run stopped after two of its sizes
+    wrote the last measured size as maximum_bytes, so a reader could not tell it from a run asked for less."""
+    from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
+    result = _result()
+    result.options["requested_bytes"] = [1024, 1 << 30]
+    result.records += [_record(1024), _record(2048)]
+    writer = NcclTestsJsonWriter(tmp_path / "nt.json", ["pybench"])
+    writer.write(result)
+    config = json.loads(writer.path.read_text())["config"]
+    assert (config["minimum_bytes"], config["maximum_bytes"]) == (1024, 1 << 30)
+    del result.options["requested_bytes"]  # a result from before the request was recorded: the sizes measured
+    writer.write(result)
+    config = json.loads(writer.path.read_text())["config"]
+    assert (config["minimum_bytes"], config["maximum_bytes"]) == (1024, 2048)

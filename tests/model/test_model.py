@@ -19,7 +19,7 @@ from pybench.model.model_files import load_model, load_models, save_models
 from pybench.model.system import load_system
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-from conftest import SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
+from conftest import PUBLIC_LOGS, SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
 
 SIZES = 2 ** np.arange(10, 31)
 
@@ -636,3 +636,22 @@ def test_sweeps_sharing_one_topology_model_are_told_apart_by_their_world(tmp_pat
     with pytest.raises(UsageError, match=r"the allreduce sweeps at 16, 32 ranks match; choose one with world_size="):
         load_model(path, collective="allreduce")
     assert load_model(path, collective="allreduce", world_size=32).world_size == 32
+
+
+def test_a_table_prints_one_header_per_layout_whatever_each_size_was_raised_by(tmp_path, capsys):
+    """One 8-GPU MI300X node with its description, asked for 2 nodes: from 64 MiB up the time is raised to the
+    fitted node's, by a different share at each size. That share is the row's note, not the header's: a header
+    that carried it split the table into one block per size."""
+    log, system = PUBLIC_LOGS / "mi300x_aac8_1node8_allreduce.log", PUBLIC_LOGS / "systems" / "amd-mi300x-aac10.json"
+    path, out = tmp_path / "m.json", tmp_path / "p.json"
+    assert main_for_tests(["fit", str(log), "-o", str(path)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(path), "--sizes", "1M:1G", "--world", "16", "--nodes", "2",
+                           "--system", str(system), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    records = json.loads(out.read_text())["records"]
+    raised = [r for r in records if any("raised" in n for n in r["size_notes"])]
+    assert raised and len({n for r in raised for n in r["size_notes"]}) > 1  # one share per size
+    assert printed.count("# allreduce") == 1 and all("raised" not in r["link_class"] for r in records)
+    rows = [line for line in printed.splitlines() if not line.startswith("#") and line.strip()]
+    assert len(rows) == len(records) and sum("raised" in line for line in rows) == len(raised)

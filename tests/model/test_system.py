@@ -314,8 +314,8 @@ def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_var
     the spread of the latency per step between systems; without a node (nominal fabric) or with a preset
     NIC the shape is unknown too, and that part is the wider one. The bytes cross at the NICs' pace
     either way: the bandwidth part is the same."""
-    calibration = load_calibration()
-    assert calibration.crossing_latency_half_width < calibration.described_latency_half_width
+    calibration = load_calibration()  # a measured shape knows at least as much as none: never the wider
+    assert calibration.crossing_latency_half_width <= calibration.described_latency_half_width
     measured = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
     nominal = TopologyModel("allreduce", "ring", None, None, ((2, 1),), (1, 1 << 40)).with_system(
         load_system("dgx-h100"))
@@ -329,7 +329,9 @@ def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_var
                                           shape_measured=True)
         assert math.log(on_node.high_s / on_node.time_s) == pytest.approx(expected)
         wider = calibration.half_width(s.kind, s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span)
-        assert expected <= wider and (expected < wider or s.bandwidth_share == 1.0)
+        assert expected <= wider  # equal where the systems' latencies per step stray as far as the descriptions'
+        assert expected < wider or s.bandwidth_share == 1.0 or \
+            calibration.crossing_latency_half_width == calibration.described_latency_half_width
     # inside the node nothing is described: no described part at all
     assert not measured.predict(1 << 20, 8, 1).spread.described
 

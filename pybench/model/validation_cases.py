@@ -1,0 +1,290 @@
+"""What the model is validated on: the real logs in the repository as held-out cases, each prediction with
+the interval inputs that calibration scores (:mod:`pybench.model.validation`).
+
+Two folders of real logs: ``shared`` (the project's shared data: the vTrain A100 node, Polaris, three
+2-node clusters) and ``public`` (logs published by other projects, each with its source in
+``SOURCES.md``, and a description in ``systems/`` of each cluster that no named system matches). A
+dataset is one cluster's logs; a group is what is held out together (one system).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import brentq
+
+from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, Spread
+from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
+from pybench.model.crossing import as_double_tree, regime_crossing_s, tree_or_ring_undescribed
+from pybench.model.link_cost import LinkCost
+from pybench.model.link_presets import get_preset
+from pybench.model.logs import load_measurements
+from pybench.model.system import load_system
+from pybench.model.topology import BETWEEN_SIZES, DESCRIBED, PRESET, Observation, TopologyModel
+from pybench.model.topology_fit import fit_topology, undisturbed_observations
+from pybench.model.topology_schedules import crossing_terms
+
+LEAVE_ONE_SIZE_OUT = "leave one size out"
+SCORED_FROM = 1 << 20
+"""Extrapolated and described predictions are scored from 1 MiB up (below, one sweep's latency rules)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One held-out measurement and what predicted it."""
+
+    dataset: str
+    group: str
+    kind: str
+    case: str
+    error: float
+    """ln(predicted / measured)."""
+    half: float = math.nan
+    """Log half-width when the interval needs no calibration (the size kinds' own band)."""
+    spread: Spread | None = None
+    """The interval's inputs when it does."""
+
+    def bounds(self, calibration: Calibration) -> tuple[float, float]:
+        """(below, above): the log half-widths of its 95% interval under and over the prediction."""
+        return self.spread.bounds(calibration) if self.spread is not None else (self.half, self.half)
+
+
+@dataclass(frozen=True)
+class SystemCase:
+    """A 2-node log, its system description, and what its own fit says about the NICs."""
+
+    dataset: str
+    group: str
+    system: str
+    collective: str
+    node_model: TopologyModel | None
+    """A one-node fit of the same node type, when one exists; else the description's nominal rate."""
+    observations: tuple[Observation, ...]
+    efficiency: float
+    """The share of the NICs' rate at which its description meets the log (:func:`_matching_efficiency`)."""
+    step_latency_s: float
+    """Fitted small-size inter-node latency per step of the schedule that crossed."""
+    bandwidth_step_latency_s: float
+    """The same of the regime its fit runs at :data:`PROTOCOL_PROBE_BYTES` (the bandwidth protocol)."""
+    small_busbw_Bps: float
+    """Bus bandwidth of its fit's smallest-size regime across nodes, in the bytes its crossing is priced with."""
+    ranks_per_node: int
+    """Ranks per node of its log."""
+    preset: str = ""
+    """The link preset of one of its NICs (a user's ``--link`` without a description)."""
+    intra_preset: str = ""
+    """The preset of its GPUs' links, where no node was measured ("" where no preset names them: no preset
+    points)."""
+    tree_or_ring: bool = False
+    """An all-reduce whose description cannot say whether NCCL crosses by its tree or its ring
+    (:func:`~pybench.model.crossing.tree_or_ring_undescribed`): it chooses no family's efficiency, as
+    which one it belongs to is unknown."""
+
+    def _base(self) -> TopologyModel:
+        return self.node_model or TopologyModel(self.collective, "ring", None, None, ((2, 1),), (1, 1 << 40))
+
+    def points(self, calibration: Calibration) -> list[Point]:
+        """Predicted from the system description."""
+        return self._scored(self._base().with_system(load_system(self.system), calibration), DESCRIBED,
+                            self.system, calibration)
+
+    def preset_points(self, calibration: Calibration) -> list[Point]:
+        """Predicted from the presets alone (one port per node; the ranks per node may drive one each)."""
+        model = self._base()
+        if model.intra is None and not self.intra_preset:  # no preset names its GPUs' links
+            return []
+        if model.intra is None:
+            model = model.with_preset(get_preset(self.intra_preset))
+        return self._scored(model.with_preset(get_preset(self.preset)), PRESET, self.preset, calibration)
+
+    def _scored(self, model: TopologyModel, kind: str, source: str, calibration: Calibration) -> list[Point]:
+        out = []
+        for o in _scored_observations(self.observations):
+            p = model.predict(int(o.size_bytes), o.world, o.nodes, calibration=calibration)
+            out.append(Point(self.dataset, self.group, kind, f"{source} -> {o.world} on {o.nodes}",
+                             math.log(p.time_s / o.time_s), spread=p.spread))
+        return out
+
+
+def _scored_observations(obs: Sequence[Observation]) -> list[Observation]:
+    """The held-out measurements a prediction is scored against: from :data:`SCORED_FROM` up (the logs are read
+    without their disturbed sizes, as every fit reads them: :func:`_observations`)."""
+    return [o for o in obs if o.size_bytes >= SCORED_FROM]
+
+
+# -- datasets ---------------------------------------------------------------------------------------------
+
+def _vtrain(data: Path) -> dict[int, list[Observation]]:
+    return {world: _observations(data / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv", 1)
+            for world in range(2, 9)}
+
+
+def _polaris(data: Path, collective: str) -> dict[int, list[Observation]]:
+    return {n: _observations(data / "nccl-tests" / f"polaris_a100_{n}node_4gpu_slingshot_{collective}.txt")
+            for n in (2, 8, 256, 540)}
+
+
+def _observations(path: Path, nodes: int | None = None) -> list[Observation]:
+    """A log's points on ``nodes`` nodes (some logs list no hosts; their sources name the nodes; by default the
+    log's), but at the sizes whose replicates disagree: no prediction of a layout can meet two times that far
+    apart, and no fit takes them in (:func:`~pybench.model.topology_fit.undisturbed_observations`)."""
+    return [o for ms in load_measurements(path)
+            for o in undisturbed_observations(ms, None if nodes is None else lambda _: nodes)]
+
+
+def _h100_ib(public: Path) -> dict[int, list[Observation]]:
+    return {n: _observations(public / f"h100ib_gjaion_{n}node{8 * n}_allreduce.log", n) for n in (2, 4, 8)}
+
+
+def _every(step: int, obs: Sequence[Observation]) -> list[Observation]:
+    return [o for k, o in enumerate(sorted(obs, key=lambda o: o.size_bytes)) if k % step == 0]
+
+
+# -- kinds ------------------------------------------------------------------------------------------------
+
+def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation]], fits: Sequence[tuple[int, ...]],
+                   collective: str, thin: int = 1, system: str | None = None) -> list[Point]:
+    """Fit at each set of layouts (on ``system``, when its description is known), predict every other
+    layout from 1 MiB up."""
+    out = []
+    for fitted in fits:
+        model = fit_topology(collective, [o for k in fitted for o in layouts[k]])
+        if system is not None:
+            model = model.with_system(load_system(system))
+        for key, obs in layouts.items():
+            if key in fitted:
+                continue
+            for o in _scored_observations(_every(thin, obs)):
+                p = model.predict(int(o.size_bytes), o.world, o.nodes)
+                spread = p.spread
+                assert spread is not None
+                out.append(Point(dataset, group, spread.kind.split(",")[0],
+                                 f"fit {','.join(map(str, fitted))} -> {key}", math.log(p.time_s / o.time_s),
+                                 spread=spread))
+    return out
+
+
+def _cv_points(dataset: str, group: str, kind: str, cv: CrossValidation) -> list[Point]:
+    assert cv.half_width_percent is not None  # both checks compute their bands
+    half = np.log1p(cv.half_width_percent / 100.0)
+    return [Point(dataset, group, kind, cv.method, float(math.log(p / t)), half=float(h))
+            for p, t, h in zip(cv.predicted_s, cv.time_s, half)]
+
+
+def fixed_points(shared: Path, public: Path) -> list[Point]:
+    """Every point whose prediction does not depend on the calibration (its interval may)."""
+    points: list[Point] = []
+    vtrain = _vtrain(shared)
+    for world in range(2, 9):
+        (ms,) = load_measurements(shared / "vtrain" / f"a100_nvswitch_allreduce_{world}gpu.csv")
+        points += _cv_points("vtrain-a100", "vtrain", BETWEEN_SIZES, power_of_two_check(ms))
+    # one GPU count alone cannot show the node's switch: the fits take its description (an NVSwitch A100 node)
+    points += _layout_points("vtrain-a100", "vtrain", vtrain, ((2, 4), (2,), (4,), (2, 3, 4), (4, 8), (8,)),
+                             "allreduce", thin=8, system="dgx-a100")
+    for collective in ("allreduce", "allgather"):
+        points += _layout_points(f"polaris-{collective}", "polaris", _polaris(shared, collective),
+                                 ((2, 8), (2,), (8,), (2, 8, 256), (8, 256)), collective)
+    points += _layout_points("h100-ib-nx8", "h100ib", _h100_ib(public), ((2,), (4,), (2, 4), (2, 8)), "allreduce")
+    for name, group, log in _SWEEPS:
+        for ms in load_measurements((shared / "nccl-tests" if log.endswith(".txt") else public) / log):
+            points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))
+    return points
+
+
+# (dataset, hold-out group, log) of the sweeps validated by leave-one-size-out (".txt": the shared data's).
+_SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
+           ("h100-p5-2x8", "p5", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"),
+           ("b200-a4-2x8", "a4", "b200_2node_16gpu_gke_a4_allgather.txt"),
+           ("polaris-allreduce", "polaris", "polaris_a100_8node_4gpu_slingshot_allreduce.txt"),
+           ("polaris-allgather", "polaris", "polaris_a100_8node_4gpu_slingshot_allgather.txt"),
+           ("h100-ib-nx8", "h100ib", "h100ib_gjaion_2node16_allreduce.log"),
+           ("mi300x-aac10-2x8", "mi300x", "mi300x_aac10_2node16_allreduce.log"),
+           ("mi355x-aac14-2x8", "mi355x", "mi355x_aac14_2node16_pollara_allreduce.log"),
+           ("h100-a3mega-2x8", "a3mega", "gcp_a3mega_2node16_allreduce.log"))
+
+
+def system_cases(shared: Path, public: Path) -> list[SystemCase]:
+    """The 2-node logs with their system descriptions, and a one-node log of the same node type where one
+    exists (the vTrain A100 table for the OCI A100 node, another cluster's MI300X node for AAC10's)."""
+    nodes = {"vtrain": fit_topology("allreduce", _vtrain(shared)[8]),
+             "mi300x": fit_topology("allreduce", _observations(public / "mi300x_aac8_1node8_allreduce.log", 1))}
+    cases = []
+    # (..., a one-node fit of its node type, the preset of one of its NICs, of its GPUs' links: "" for none)
+    for dataset, group, system, collective, log, node, preset, intra in (
+            ("a100-oci-2x8", "oci", "oci-bm-gpu4.8", "allreduce", "a100_2node_16gpu_oci_roce_allreduce.txt",
+             "vtrain", "eth-100g", "nvlink3"),
+            ("h100-p5-2x8", "p5", "aws-p5", "allreduce", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", "",
+             "eth-100g", "nvlink4"),
+            ("b200-a4-2x8", "a4", "gcp-a4", "allgather", "b200_2node_16gpu_gke_a4_allgather.txt", "",
+             "eth-400g", "nvlink5"),
+            ("polaris-allreduce", "polaris", "alcf-polaris", "allreduce",
+             "polaris_a100_2node_4gpu_slingshot_allreduce.txt", "", "eth-200g", "nvlink3"),
+            ("polaris-allgather", "polaris", "alcf-polaris", "allgather",
+             "polaris_a100_2node_4gpu_slingshot_allgather.txt", "", "eth-200g", "nvlink3"),
+            ("h100-ib-nx8", "h100ib", "dgx-h100", "allreduce", "h100ib_gjaion_2node16_allreduce.log", "",
+             "ib-ndr", "nvlink4"),
+            ("mi300x-aac10-2x8", "mi300x", str(public / "systems" / "amd-mi300x-aac10.json"), "allreduce",
+             "mi300x_aac10_2node16_allreduce.log", "mi300x", "eth-400g", ""),
+            ("mi355x-aac14-2x8", "mi355x", str(public / "systems" / "amd-mi355x-pollara.json"), "allreduce",
+             "mi355x_aac14_2node16_pollara_allreduce.log", "", "eth-400g", ""),
+            ("h100-a3mega-2x8", "a3mega", "gcp-a3-mega", "allreduce", "gcp_a3mega_2node16_allreduce.log", "",
+             "eth-200g", "nvlink4")):
+        obs = _observations((shared / "nccl-tests" if log.endswith(".txt") else public) / log, 2)
+        cases.append(_system_case(dataset, group, system, collective, obs, nodes.get(node), preset, intra))
+    return cases
+
+
+def _system_case(dataset: str, group: str, system: str, collective: str, obs: list[Observation],
+                 node: TopologyModel | None, preset: str, intra: str) -> SystemCase:
+    fitted = fit_topology(collective, obs)
+    nics = load_system(system).nic_Bps_per_node
+    inter = fitted.inter
+    assert inter is not None
+    ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
+    if collective == "allreduce":  # in the bytes a described all-reduce is priced with: the tree's
+        inter = as_double_tree(inter, w0, n0)
+    first, middle = inter.all_regimes()[0], _regime_at(inter, collective, w0, n0, PROTOCOL_PROBE_BYTES)
+    hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
+    case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
+                      (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
+                      first.busbw_Bps, w0 // n0, preset, intra,
+                      tree_or_ring_undescribed(collective, "ring", load_system(system)))
+    return dataclasses.replace(case, efficiency=_matching_efficiency(case))
+
+
+PROTOCOL_PROBE_BYTES = 16 << 20
+"""A size every 2-node log runs in NCCL's bandwidth protocol (Simple) with its latency still ruling."""
+
+
+def _regime_at(inter: LinkCost, collective: str, world: int, nodes: int, size: float) -> LinkCost:
+    """The fitted inter-node regime that is the fastest at ``size`` on (world, nodes)."""
+    return min(inter.all_regimes(), key=lambda r: regime_crossing_s(r, "ring", collective, size, world, nodes)[0])
+
+
+def _matching_efficiency(case: SystemCase) -> float:
+    """The NIC efficiency at which the case's own description meets its log: the median log error of its
+    points whose bytes take most of the time is zero. The fitted bandwidth regime's rate is what the
+    largest sizes reach; NCCL gets there only at the top of the sweep, and the scored sizes run below it.
+    Where no efficiency meets the log (the node's own links are the slower), the fitted rate's."""
+    def median_error(efficiency: float) -> float:
+        calibration = Calibration(
+            widening_several_layouts={k: dict.fromkeys(PARTS, 0.0) for k in EXTRAPOLATED_KINDS},
+            widening_one_layout={k: dict.fromkeys(PARTS, 0.0) for k in EXTRAPOLATED_KINDS},
+            nic_efficiency=dict.fromkeys(FAMILIES, efficiency), described_bandwidth_half_width=0.0,
+            described_latency_half_width=0.0, crossing_latency_half_width=0.0, preset_half_width=0.0,
+            crossing_step_latency_s=case.step_latency_s, bandwidth_step_latency_s=case.bandwidth_step_latency_s,
+            small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node)
+        points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
+        return float(np.median([p.error for p in points])) if points else 0.0
+
+    low, high = case.efficiency / 4.0, case.efficiency * 4.0
+    if median_error(low) <= 0.0 or median_error(high) >= 0.0:
+        return case.efficiency
+    return float(brentq(median_error, low, high, xtol=1e-4))
+
+
