@@ -183,3 +183,22 @@ def test_calibration_files_are_validated(tmp_path):
                 {k: v for k, v in good.items() if k != "widening_one_layout"}):
         with pytest.raises(Exception, match="calibration"):
             Calibration.from_dict(bad)
+
+
+def test_two_logs_of_one_system_are_one_draw_of_how_far_a_system_strays():
+    """Polaris' all-reduce and all-gather are one cluster: counted as two systems, three draws made Student's
+    bound of the next system far wider than two systems' largest."""
+    def point(dataset, group, error):
+        return Point(dataset, group, OTHER_NODE_COUNT, "case", error, spread=Spread(OTHER_NODE_COUNT, 0.0, 1.0, False,
+                                                                                   False))
+
+    calibration = choose_calibration([point("p-ar", "p", 0.3), point("p-ag", "p", 0.05), point("h", "h", 0.15)], [])
+    assert calibration.widening_several_layouts[OTHER_NODE_COUNT]["bandwidth"] == pytest.approx(0.3)
+
+
+def test_a_held_out_size_whose_replicates_disagree_is_not_scored():
+    """The H100 InfiniBand cluster's 8-node sweep ran 8 MiB at 1272 us out of place and 321 us in place: no fit
+    takes that size in, and no prediction is scored against it."""
+    from pybench.model.validation_cases import _observations
+    sizes = {int(o.size_bytes) for o in _observations(PUBLIC_LOGS / "h100ib_gjaion_8node64_allreduce.log", 8)}
+    assert 8 << 20 not in sizes and {4 << 20, 16 << 20} <= sizes
