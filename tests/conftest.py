@@ -66,7 +66,8 @@ def run_under_mpiexec(script: Path, args: list[str], cwd: Path, nprocs: int = 2,
                       ) -> subprocess.CompletedProcess:
     """Start ``nprocs`` ranks of a Python script through pybench's own launcher logic
     (including its second try when Open MPI fails to start before any rank ran)."""
-    from pybench.measure.launch import START_ATTEMPTS, failed_to_start, find_launcher
+    from pybench.measure.launch import find_launcher
+    from pybench.measure.mpi_stderr import START_ATTEMPTS, failed_to_start
     launcher = find_launcher()
     cmd = launcher.command(nprocs, [sys.executable, str(script), *args])
     for _ in range(START_ATTEMPTS):

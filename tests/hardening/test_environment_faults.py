@@ -13,11 +13,12 @@ import pytest
 pytestmark = pytest.mark.mpi
 
 
-def _run(tmp_path, **env) -> subprocess.CompletedProcess:
+def _run(tmp_path, preexec_fn=None, **env) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith(("PYBENCH_", "OMPI_COMM_", "PMIX_"))}
     full.update(env)
     return subprocess.run([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K", "--iters", "5",
-                           "--backend", "mpi"], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=180)
+                           "--backend", "mpi"], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=180,
+                          preexec_fn=preexec_fn)
 
 
 def _one_error_line(p: subprocess.CompletedProcess) -> str:
@@ -52,6 +53,22 @@ def test_a_tmpdir_too_small_for_mpi_is_one_line_exit_3(tmp_path, native):
     assert left == []  # the job folder went with the job
 
 
+def test_a_file_size_limit_too_small_for_mpi_is_one_line_that_names_it(tmp_path, native):
+    """Under `ulimit -f 16` PMIx cannot make its shared-memory store: the ranks died in MPI_Init behind a
+    dozen "PMIX ERROR ... in file F at line N" lines and one that named only the exit code."""
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    p = _run(tmp_path, preexec_fn=small_files)
+    if p.returncode == 0:
+        pytest.skip("this MPI starts under a 16 KiB file-size limit")
+    assert p.returncode == 3, p.stderr
+    line = _one_error_line(p)
+    assert "ulimit -f" in line and "16384 bytes" in line and "PMIX" not in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("exe", ["/nonexistent/python3", "not-executable", ""])
 def test_a_python_that_cannot_be_run_is_one_line_exit_3(tmp_path, native, monkeypatch, capsys, exe):
     """The ranks run sys.executable: when it cannot be run, the line says so (not "choose another path")."""
@@ -71,12 +88,12 @@ def test_a_python_that_cannot_be_run_is_one_line_exit_3(tmp_path, native, monkey
 def test_the_event_library_lines_of_open_mpi_are_held_back_not_relayed(capfd):
     """Open MPI's bundled libevent writes "[warn] Epoll MOD(1) on fd 20 failed..." as a rank dies under a full
     TMPDIR: it reached the user as a second line beside pybench's one-line error."""
-    from pybench.measure.launch import _StderrRelay
+    from pybench.measure.mpi_stderr import StderrRelay
     read, write = os.pipe()
     os.write(write, b"[warn] Epoll MOD(1) on fd 20 failed. Old events were 6; read change was 0 (none): "
                     b"Bad file descriptor\n[host:123] *** An error occurred in MPI_Init\nplain line\n")
     os.close(write)
-    relay = _StderrRelay(os.fdopen(read, "rb"))
+    relay = StderrRelay(os.fdopen(read, "rb"))
     relay.run()
     err = capfd.readouterr().err
     assert "Epoll" not in err and "plain line" in err
