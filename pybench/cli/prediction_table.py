@@ -34,7 +34,7 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
                 "time_high_s": float(hi), "band": used,
                 "algbw_gbps": None if algbw is None else float(algbw),
                 "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
-                "algorithm": "fitted sweep", "determined": True,
+                "algorithm": "fitted sweep", "size_notes": [], "determined": True,
                 **({"nodes": nodes} if nodes else {}),  # as every other layout's record, where the sweep says
                 "provenance": m.provenance_at(float(s)) + old,
                 "extrapolated_world": False,

@@ -686,6 +686,7 @@ def test_every_predict_record_says_whether_it_is_determined_and_its_nodes_where_
         assert main(["predict", str(out), "--sizes", "1M", "--json", str(pred), "--force", *extra]) == 0
         (record,) = json.loads(pred.read_text())["records"]
         assert record["determined"] is True and record["nodes"] == (4 if extra else 2)
+        assert record["size_notes"] == []  # a list on every record, as on the layouts a time was raised on
     capsys.readouterr()
 
 
