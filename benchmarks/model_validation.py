@@ -66,8 +66,8 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   descriptions in `tests/fixtures/public_logs/systems/`). A crossing
   priced on a measured node keeps that node's protocol regimes, so the latency part of its interval
   is only as wide as the latency per step across nodes varies between the other systems
-  (`crossing_latency_half_width`); without a measured node the middle sizes are unknown too
-  (`described_latency_half_width`). a100-oci-2x8 and mi300x-aac10-2x8 are the rows with a measured
+  (`crossing_latency_half_width`, never wider than the part without a measured node); without a
+  measured node the middle sizes are unknown too (`described_latency_half_width`). a100-oci-2x8 and mi300x-aac10-2x8 are the rows with a measured
   node. A crossing's latency is priced per step of its schedule (a ring's p-1 steps, a
   tree's levels), in the small-size protocols (`crossing_step_latency_s`, at the bus bandwidth they reach
   across nodes, `small_protocol_busbw_Bps`) and in the bandwidth protocol that runs the middle sizes

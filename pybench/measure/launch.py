@@ -137,6 +137,9 @@ def _flavour(path: str) -> str:
 
 # How long a stopped launcher (SIGSTOP) is given before the job is ended.
 _STOPPED_GRACE_S = 2.0
+# How long a launcher is given to exit once MPI has said a rank failed (it ends the others and exits within
+# seconds; under a file-size limit too small for PMIx, prterun was seen to stall there for good).
+FAILED_GRACE_S = 20.0
 
 
 class LauncherStopped(Exception):
@@ -249,7 +252,7 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
                                             if relay.banners else "")
               or f"the ranks exited abnormally ({name} returned {rc}"
                  + (f"; its event library said: {relay.event_library[0]})" if relay.event_library else ")"))
-    reason += file_size_limit_hint()
+    reason += file_size_limit_hint() if relay.init_failed else ""  # the limit explains MPI_Init's failure only
     kept = mark_cut_short(result_files, reason, job.path)
     timed_out = bool(relay.failures) and all(f.endswith("timed out") for f in relay.failures)
     # A rank that timed out has already said which rank stopped answering, in one line.
@@ -299,7 +302,7 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
     out_relay = StdoutRelay(proc.stdout, on_stdout_error)
     out_relay.start()
     try:
-        rc = _wait(proc, job, Path(command[0]).name)
+        rc = _wait(proc, job, Path(command[0]).name, relay)
     except KeyboardInterrupt:
         # The launcher has its own session, so the terminal's SIGINT reached only us: pass it on.
         proc.send_signal(signal.SIGINT)
@@ -322,16 +325,26 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
     return rc, relay, out_relay.error
 
 
-def _wait(proc: subprocess.Popen, job: JobFolder, name: str) -> int:
+def _wait(proc: subprocess.Popen, job: JobFolder, name: str, relay: StderrRelay | None = None) -> int:
     """The launcher's exit code; a stopped launcher (SIGSTOP) is killed with its ranks after a
-    bounded wait, once rank 0 has handed back the run's code or no rank is left running."""
-    stopped_at = None
+    bounded wait, once rank 0 has handed back the run's code or no rank is left running; a launcher that
+    has not exited :data:`FAILED_GRACE_S` after MPI said (on ``relay``) that a rank failed is killed with its
+    ranks, and the relay's failures say so."""
+    stopped_at = failed_at = None
     while True:
         try:
             return proc.wait(timeout=0.2)
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
+        failed_at = (failed_at or now) if relay is not None and (relay.failures or relay.init_failed) else None
+        if relay is not None and failed_at is not None and now - failed_at >= FAILED_GRACE_S:
+            kill_session(proc.pid)
+            proc.wait()
+            if not relay.failures and relay.banners:  # what MPI said first, then what we did
+                relay.failures.append(f"MPI could not start or run the ranks: {relay.banners[0]}")
+            relay.failures.append(f"{name} had not exited {FAILED_GRACE_S:g} s later; killed it and its ranks")
+            return EnvironmentFault.exit_code
         stopped = process_state(proc.pid) in ("T", "t")
         stopped_at = (stopped_at or now) if stopped else None
         if stopped_at is None or now - stopped_at < _STOPPED_GRACE_S:

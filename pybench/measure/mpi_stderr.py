@@ -11,10 +11,15 @@ import threading
 
 _BANNER_RULE = re.compile(rb"^\s*-{20,}\s*$")
 _MPI_ERROR_LINE = re.compile(rb"^\s*\[[^\]]*\] \*\*\*")
-# What MPI_Init's failure prints besides its banners: PMIx's "[host:pid] PMIX ERROR: ... in file F at line N",
-# the unprefixed "*** An error occurred in MPI_Init_thread" block and the "Local abort" line. Held back as the
-# banners are: the one line names the rank that failed (and, where a limit explains it, the limit).
-_MPI_INIT_CHATTER = re.compile(rb"^(\[[^\]]*\] (PMIX ERROR: |Local abort )|\*\*\* )")
+# What MPI's failures print besides its banners: PMIx's "[host:pid] PMIX ERROR: ... in file F at line N",
+# the "Local abort" line, and the unprefixed MPI_ERRORS_ARE_FATAL block ("*** An error occurred in X", its
+# "*** MPI_ERR_..." line, then boilerplate), and the launcher's own assertion as it goes down with them. Held back
+# as the banners are (a warning if the run went on): the one line names the rank that failed. Any other line,
+# "*** stack smashing detected ***" included, is the ranks' own and goes through.
+_MPI_INIT_CHATTER = re.compile(rb"^(\[[^\]]*\] (PMIX ERROR: |Local abort )|\*\*\* (An error occurred in |MPI_ERR_)"
+                               rb"|(prterun|mpirun|mpiexec): .*Assertion .* failed)")
+_FATAL_BOILERPLATE = re.compile(rb"^\*\*\* +(on communicator |on a NULL communicator|MPI_ERRORS_ARE_FATAL"
+                                rb"|and MPI will try)")
 # Open MPI's bundled libevent logs to stderr as "[warn] ..." / "[err] ...": the event loop's view of a
 # failure MPI reports itself (a descriptor closed under it as a rank died), never a cause of its own.
 _EVENT_LIBRARY_LINE = re.compile(rb"^\[(warn|err|msg|debug)\] ")
@@ -53,6 +58,7 @@ class StderrRelay(threading.Thread):
         self.banners: list[str] = []  # Open MPI messages that are not about a rank dying
         self.event_library: list[str] = []  # libevent's lines: a warning if the run went on, else the cause says it
         self.start_failed = False  # mpiexec itself failed before any rank ran (worth one more try)
+        self.init_failed = False  # MPI_Init (or PMIx under it) failed: no rank started its work
 
     def run(self) -> None:
         out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
@@ -93,8 +99,10 @@ class StderrRelay(threading.Thread):
             self.banners.append(first_sentence(raw.decode(errors="replace").split("***", 1)[1]))
         elif _MPI_INIT_CHATTER.match(raw):
             text = raw.decode(errors="replace").strip()
-            if not text.startswith("***") or "An error occurred" in text:  # the rest of that block repeats it
-                self.banners.append(first_sentence(text.lstrip("* ")))
+            self.init_failed |= "PMIX ERROR" in text or "MPI_Init" in text
+            self.banners.append(first_sentence(text.lstrip("* ")))
+        elif _FATAL_BOILERPLATE.match(raw):
+            pass
         elif not raw.startswith(b"Abort is in progress"):  # prterun's Ctrl-C chatter; we say it in one line
             self._write(out, raw)
         return banner

@@ -102,8 +102,10 @@ def _entry(r: dict[str, Any], in_place: bool) -> dict[str, Any]:
 
 
 def _byte_range(requested: object, tally: RecordTally) -> dict[str, int]:
-    """nccl-tests' minimum_bytes and maximum_bytes: the sweep asked for (its -b and -e), where the result records
-    it, so a run cut short says how far it meant to go; else the sizes measured."""
+    """nccl-tests' minimum_bytes and maximum_bytes (which it fills from -b and -e): the smallest and largest size
+    of the sweep asked for, where the result records them, so a run cut short says how far it meant to go; else
+    the sizes measured. (pybench's sizes are what -b/-e/-f/-i expand to: -e 11000 -i 3000 from 1000 ends at
+    10000.)"""
     if isinstance(requested, list) and len(requested) == 2 and all(isinstance(x, int) for x in requested):
         return {"minimum_bytes": requested[0], "maximum_bytes": requested[1]}
     return {"minimum_bytes": tally.min_size or 0, "maximum_bytes": tally.max_size or 0}

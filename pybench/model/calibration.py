@@ -17,12 +17,13 @@ Intervals are symmetric in log time but for the readings that only widen them (l
   per kind of prediction (another GPU count, another node count: a node's fabric and a cluster's
   network stray from one cost shape differently), one value for fits at several layouts of the
   link class and a larger one for a fit at a single layout (which cannot separate per-call from
-  per-step latency). Each has a bandwidth part and a latency part, weighed by the share of the time
-  the bytes take, as the described term below: a cluster's latencies stray between runs and node
-  counts far more than its bandwidth does, and one figure for both would make every large size's
-  interval as wide as the noisiest small size needs. A kind fewer than two calibration systems hold
-  takes the widest value of any kind, and sizes beyond the measured range at a measured layout take
-  the widest of either part;
+  per-step latency; the two are chosen apart, and equal where the data do not tell them apart). Each
+  has a bandwidth part and a latency part, weighed by the share of the time the bytes take, as the
+  described term below: a cluster's latencies stray between runs and node counts far more than its
+  bandwidth does, and one figure for both would make every large size's interval as wide as the
+  noisiest small size needs. A kind fewer than two calibration systems hold takes the widest value of
+  any kind, and sizes beyond the measured range at a measured layout take each part's widest, weighed
+  by the share of the bytes at the nearest end of the sweep;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
   least how far they fall from one port of its rate): its bandwidth
@@ -136,7 +137,9 @@ class Calibration:
                         for k in ("widening_several_layouts", "widening_one_layout")}
             chosen = tuple(str(x) for x in d.get("chosen_on", ()))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FileFormatError(f"{source}: malformed calibration ({exc!r})") from None
+            raise FileFormatError(f"{source}: malformed calibration ({exc!r}); each widening maps a kind to "
+                                  f"{{'bandwidth': x, 'latency': y}}: regenerate it with "
+                                  f"`python benchmarks/model_validation.py --write`") from None
         values = [*numbers.values(), *efficiency.values(),
                   *(x for w in widening.values() for v in w.values() for x in v.values())]
         if not all(math.isfinite(v) and v >= 0 for v in values) or set(efficiency) != set(FAMILIES) \

@@ -208,8 +208,8 @@ class AlphaBetaModel:
         # The one interval scheme (pybench.model.calibration): the curve's own band near the size is its
         # local scatter; beyond the measured sizes nothing measured says how the curve goes on (a sweep that
         # ends while latency rules has no bandwidth at all), and the band widens with the log distance, at
-        # the widest widening the calibration holds for any kind, its parts weighed by the share of the end
-        # piece's time that the bytes take there (a sweep that ends while latency rules: its latency part).
+        # the widest widening the calibration holds for any kind, its parts weighed by the share of the time the
+        # bytes take at the nearest end of the sweep (a sweep that ends while latency rules: its latency part).
         beyond = np.maximum(np.log(self.size_min_bytes / s), 0.0) + np.maximum(np.log(s / self.size_max_bytes), 0.0)
         calibration = load_calibration()
         log_half = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False, self._bytes_share(x)).half_width(
@@ -227,9 +227,11 @@ class AlphaBetaModel:
         return Prediction(s, self.world_size, t_arr, low, high, said)
 
     def _bytes_share(self, size: float) -> float:
-        """The share of the nearest piece's time that the bytes take at ``size``."""
-        seg = self.segments[-1] if size > self.size_max_bytes else self.segments[0]
-        data = size * seg.inv_bw_s_per_byte
+        """The share of the time that the bytes take at the end of the measured sizes nearest ``size``: what the
+        sweep showed there (one that ends while latency rules says nothing of its bandwidth beyond)."""
+        seg, end = ((self.segments[-1], self.size_max_bytes) if size > self.size_max_bytes
+                    else (self.segments[0], self.size_min_bytes))
+        data = end * seg.inv_bw_s_per_byte
         return data / (seg.alpha_s + data) if seg.alpha_s + data > 0 else 0.0
 
     def provenance_at(self, size: float) -> str:

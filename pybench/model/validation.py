@@ -12,7 +12,8 @@ datasets say, none by hand:
 
 * the widening per unit of log distance: for each extrapolated point, the widening that would
   just cover its error beyond the local scatter; per system the 95th percentile of those, and over
-  systems what covers one more (:func:`_worst_percentile`); per kind where two systems or
+  systems what covers one more (:func:`_worst_percentile`), in a bandwidth and a latency part
+  (:func:`_widening`); per kind where two systems or
   more hold the kind, else the widest of any kind; fits at one layout and at several apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
   the description's NICs at which the described crossing meets the log on the sizes whose bytes
@@ -118,8 +119,8 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     # A kind seen on one system alone has no other to be checked on: it takes the widest value of any
     # kind (nothing says it strays less), so what ships follows the rule that held-out scores check.
     widest = {part: max([0.0, *(w[part] for w in (*several.values(), *one.values()))]) for part in PARTS}
-    for kind in EXTRAPOLATED_KINDS:
-        if len(systems.get(kind, ())) < 2:
+    for kind in EXTRAPOLATED_KINDS:  # (and one whose points chose no part: every kind ships a widening)
+        if len(systems.get(kind, ())) < 2 or kind not in several:
             several[kind], one[kind] = dict(widest), dict(widest)
     chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
@@ -134,8 +135,10 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
 
 def _widening(by_system: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
     """The bandwidth and latency parts of a widening, as the described half-widths are split: the bandwidth
-    part from the points whose bytes take most of the time, the latency part from those where latency does,
-    net of the bandwidth part's share (never below the bandwidth part)."""
+    part from the points whose bytes take nearly all the time (:data:`BANDWIDTH_BOUND`), the latency part from
+    those where latency takes at least half, net of the bandwidth part's share (never below the bandwidth
+    part). Points between the two bounds choose neither: the blend of the two parts covers them, which the
+    held-out scores check."""
     bandwidth = _worst_percentile({d: [v for share, v in pts if share >= BANDWIDTH_BOUND]
                                    for d, pts in by_system.items()})
     latency = _worst_percentile({d: [max(v - share * bandwidth, 0.0) / (1.0 - share) for share, v in pts

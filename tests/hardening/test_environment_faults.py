@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -99,3 +100,47 @@ def test_the_event_library_lines_of_open_mpi_are_held_back_not_relayed(capfd):
     assert "Epoll" not in err and "plain line" in err
     assert relay.event_library and relay.event_library[0].startswith("[warn] Epoll MOD(1) on fd 20 failed.")
     assert relay.banners == ["An error occurred in MPI_Init"]
+
+
+def test_mpi_errors_are_fatal_chatter_is_held_back_and_the_ranks_own_lines_go_through(capfd):
+    """The unprefixed MPI_ERRORS_ARE_FATAL block is MPI's: its cause lines are kept for the one error line, its
+    boilerplate dropped. A line of the ranks' own that starts with '*** ' (glibc's crash reports) reaches the
+    user: a first version of the rule swallowed every such line."""
+    from pybench.measure.mpi_stderr import StderrRelay
+    read, write = os.pipe()
+    os.write(write, b"*** stack smashing detected ***: terminated\n*** An error occurred in MPI_Allreduce\n"
+                    b"*** reported by process [1,1]\n*** on communicator MPI_COMM_WORLD\n"
+                    b"*** MPI_ERR_TRUNCATE: message truncated\n*** MPI_ERRORS_ARE_FATAL (processes will abort,\n"
+                    b"***    and MPI will try to terminate your MPI job as well)\n"
+                    b"[vm:1] PMIX ERROR: PMIX_ERROR in file pmix_shmem.c at line 161\n")
+    os.close(write)
+    relay = StderrRelay(os.fdopen(read, "rb"))
+    relay.run()
+    err = capfd.readouterr().err
+    assert "stack smashing detected" in err and "*** reported by process [1,1]" in err
+    assert "MPI_ERR" not in err and "MPI_ERRORS_ARE_FATAL" not in err and "PMIX" not in err, err
+    assert relay.banners[:2] == ["An error occurred in MPI_Allreduce", "MPI_ERR_TRUNCATE: message truncated"]
+    assert relay.init_failed  # PMIx failed: a file-size limit may be why
+
+
+def test_a_launcher_that_stalls_after_mpi_failed_is_ended_in_bounded_time(tmp_path, monkeypatch, capsys):
+    """Under `ulimit -f 16` prterun was seen to stall for good after its ranks died in MPI_Init (Ctrl-C
+    ended it). A launcher that has not exited a while after MPI said a rank failed is killed with its ranks, and
+    the one line says so. The stalling launcher here is a script (the stall is not reproducible on demand)."""
+    from pybench.cli.main import main
+    from pybench.measure import launch
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\n"
+                    "case \"$1\" in --version) echo 'mpiexec (Open MPI) 5.0.11'; exit 0;; esac\n"
+                    "echo '[vm:1] PMIX ERROR: PMIX_ERROR in file pmix_shmem.c at line 161' >&2\n"
+                    "exec sleep 300\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYBENCH_MPIEXEC", str(fake))
+    monkeypatch.setattr(launch, "FAILED_GRACE_S", 1.0)
+    monkeypatch.chdir(tmp_path)
+    start = time.monotonic()
+    code = main(["allreduce", "--sizes", "1K", "--iters", "5", "--backend", "mpi"])
+    assert code == 3 and time.monotonic() - start < 60
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "MPI could not start or run the ranks: [vm:1] PMIX ERROR" in lines[0], lines
+    assert "mpiexec had not exited 1 s later; killed it and its ranks" in lines[0]

@@ -655,3 +655,16 @@ def test_a_table_prints_one_header_per_layout_whatever_each_size_was_raised_by(t
     assert printed.count("# allreduce") == 1 and all("raised" not in r["link_class"] for r in records)
     rows = [line for line in printed.splitlines() if not line.startswith("#") and line.strip()]
     assert len(rows) == len(records) and sum("raised" in line for line in rows) == len(raised)
+
+
+def test_beyond_a_sweep_that_ends_while_latency_rules_the_band_only_widens():
+    """A 16 B - 1 KiB sweep says nothing of its bandwidth: beyond it the band takes the latency part of the
+    widening all the way (the share of the bytes at the sweep's end), so it widens with the distance. Weighed by
+    the share at the size asked for, it narrowed from 256 KiB to 1 MiB."""
+    sizes = np.array([16.0 * 2 ** k for k in range(7)])
+    ms = MeasurementSet("test", "allreduce", "mpi", 2, "intra-node", "float32", sizes, 20e-6 + sizes / 1e12,
+                        None, None, None, "median")
+    (model,) = fit_models([ms])
+    widths = [model.predict(float(s)).time_high_s / model.predict(float(s)).time_s for s in (4 << 10, 256 << 10,
+                                                                                            1 << 20, 1 << 30)]
+    assert widths == sorted(widths) and widths[0] > 1.0, widths

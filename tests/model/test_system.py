@@ -312,7 +312,7 @@ def test_ccr_and_plan_take_a_system_description(tmp_path, capsys):
 def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_vary_not_more():
     """With the node measured, the crossing keeps its protocol shape: the latency part of the interval is
     the spread of the latency per step between systems; without a node (nominal fabric) or with a preset
-    NIC the shape is unknown too, and that part is the wider one. The bytes cross at the NICs' pace
+    NIC the shape is unknown too, and that part is never the narrower one. The bytes cross at the NICs' pace
     either way: the bandwidth part is the same."""
     calibration = load_calibration()  # a measured shape knows at least as much as none: never the wider
     assert calibration.crossing_latency_half_width <= calibration.described_latency_half_width
@@ -330,8 +330,10 @@ def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_var
         assert math.log(on_node.high_s / on_node.time_s) == pytest.approx(expected)
         wider = calibration.half_width(s.kind, s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span)
         assert expected <= wider  # equal where the systems' latencies per step stray as far as the descriptions'
-        assert expected < wider or s.bandwidth_share == 1.0 or \
-            calibration.crossing_latency_half_width == calibration.described_latency_half_width
+        narrower = dataclasses.replace(calibration, crossing_latency_half_width=calibration.described_latency_half_width
+                                       / 2)  # where they stray less, the measured shape is the narrower
+        assert narrower.half_width(s.kind, s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span,
+                                   shape_measured=True) < wider or s.bandwidth_share == 1.0
     # inside the node nothing is described: no described part at all
     assert not measured.predict(1 << 20, 8, 1).spread.described
 

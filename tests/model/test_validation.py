@@ -202,3 +202,19 @@ def test_a_held_out_size_whose_replicates_disagree_is_not_scored():
     from pybench.model.validation_cases import _observations
     sizes = {int(o.size_bytes) for o in _observations(PUBLIC_LOGS / "h100ib_gjaion_8node64_allreduce.log", 8)}
     assert 8 << 20 not in sizes and {4 << 20, 16 << 20} <= sizes
+
+
+def test_every_kind_ships_a_widening_even_where_its_points_chose_no_part():
+    """Node-count points of two systems whose bytes take 70-90% of the time choose neither part: the kind was
+    left out of the table, and the calibration written could not be read back."""
+    def point(group, share):
+        return Point(group, group, OTHER_NODE_COUNT, "case", 1.0, spread=Spread(OTHER_NODE_COUNT, 0.0, 1.0, False,
+                                                                                False, bandwidth_share=share))
+
+    gpu = [Point(g, g, OTHER_GPU_COUNT, "case", 0.1, spread=Spread(OTHER_GPU_COUNT, 0.0, 1.0, False, False))
+           for g in ("c", "d")]
+    calibration = choose_calibration([point("a", 0.7), point("b", 0.9), *gpu], [])
+    assert set(calibration.widening_several_layouts) == {OTHER_GPU_COUNT, OTHER_NODE_COUNT}
+    d = calibration.to_dict()
+    d["small_protocol_busbw_Bps"] = 1e9  # no 2-node case here to choose it
+    assert Calibration.from_dict(d).widening(OTHER_NODE_COUNT, False) == pytest.approx(0.1)
