@@ -76,7 +76,8 @@ class BenchServer:
     """The pytest side of the persistent rank job (see _bench_server.py)."""
 
     def __init__(self, nprocs: int = WORLD):
-        from pybench.measure.launch import START_ATTEMPTS, failed_to_start, find_launcher
+        from pybench.measure.launch import find_launcher
+        from pybench.measure.mpi_stderr import START_ATTEMPTS, failed_to_start
         self.nprocs = nprocs
         self._log = tempfile.NamedTemporaryFile(prefix="pybench-bench-server-", suffix=".log", delete=False)
         listener = socket.create_server(("127.0.0.1", 0))

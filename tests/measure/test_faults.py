@@ -338,7 +338,7 @@ _ESCAPE_SCRIPT = """
 import sys, time
 import pybench.measure.launch as launch
 real_wait = launch._wait
-def failing_wait(proc, job, name):
+def failing_wait(proc, job, name, relay=None):
     time.sleep(4)  # the ranks are running the sweep now
     raise RuntimeError("an unexpected error mid-run")
 launch._wait = failing_wait
