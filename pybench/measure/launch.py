@@ -337,7 +337,10 @@ def _wait(proc: subprocess.Popen, job: JobFolder, name: str, relay: StderrRelay 
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
-        failed_at = (failed_at or now) if relay is not None and (relay.failures or relay.init_failed) else None
+        # a rank that died, or MPI_Init failing before any rank got past it (PMIx's lines alone, once ranks
+        # run, are no failure: a healthy run is never cut)
+        failing = relay is not None and bool(relay.failures or (relay.init_failed and not job.rank_pids()))
+        failed_at = (failed_at or now) if failing else None
         if relay is not None and failed_at is not None and now - failed_at >= FAILED_GRACE_S:
             kill_session(proc.pid)
             proc.wait()

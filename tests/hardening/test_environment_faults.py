@@ -144,3 +144,25 @@ def test_a_launcher_that_stalls_after_mpi_failed_is_ended_in_bounded_time(tmp_pa
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "MPI could not start or run the ranks: [vm:1] PMIX ERROR" in lines[0], lines
     assert "mpiexec had not exited 1 s later; killed it and its ranks" in lines[0]
+
+
+def test_pmix_lines_once_the_ranks_run_do_not_cut_the_run(tmp_path, monkeypatch, capsys):
+    """A PMIx error line after the ranks got past MPI_Init (they registered) is no failure: the launcher is left
+    to end on its own, as a healthy run must be."""
+    from pybench.cli.main import main
+    from pybench.measure import launch
+    from pybench.measure.result_journal import JOB_DIR
+    fake = tmp_path / "mpiexec"
+    fake.write_text("#!/bin/sh\n"
+                    "case \"$1\" in --version) echo 'mpiexec (Open MPI) 5.0.11'; exit 0;; esac\n"
+                    f"mkdir -p \"${JOB_DIR}/ranks\"; sleep 300 >/dev/null 2>&1 & touch \"${JOB_DIR}/ranks/$!\"\n"
+                    "echo '[vm:1] PMIX ERROR: PMIX_ERR_UNREACH in file ptl_base_connection_hdlr.c at line 103' >&2\n"
+                    "sleep 4\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PYBENCH_MPIEXEC", str(fake))
+    monkeypatch.setattr(launch, "FAILED_GRACE_S", 1.0)
+    monkeypatch.chdir(tmp_path)
+    start = time.monotonic()
+    main(["allreduce", "--sizes", "1K", "--iters", "5", "--backend", "mpi"])
+    assert time.monotonic() - start >= 4.0
+    assert "had not exited" not in capsys.readouterr().err
