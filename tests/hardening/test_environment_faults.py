@@ -56,7 +56,8 @@ def test_a_tmpdir_too_small_for_mpi_is_one_line_exit_3(tmp_path, native):
 
 def test_a_file_size_limit_too_small_for_mpi_is_one_line_that_names_it(tmp_path, native):
     """Under `ulimit -f 16` PMIx cannot make its shared-memory store: the ranks died in MPI_Init behind a
-    dozen "PMIX ERROR ... in file F at line N" lines and one that named only the exit code."""
+    dozen "PMIX ERROR ... in file F at line N" lines and one that named only the exit code, or prterun stalled
+    until Ctrl-C."""
     import resource
 
     def small_files() -> None:
@@ -66,8 +67,10 @@ def test_a_file_size_limit_too_small_for_mpi_is_one_line_that_names_it(tmp_path,
     if p.returncode == 0:
         pytest.skip("this MPI starts under a 16 KiB file-size limit")
     assert p.returncode == 3, p.stderr
-    line = _one_error_line(p)
-    assert "ulimit -f" in line and "16384 bytes" in line and "PMIX" not in p.stderr, p.stderr
+    line = _one_error_line(p)  # PMIx's own lines held back (what MPI said first may be quoted in it)
+    assert "ulimit -f" in line and "16384 bytes" in line, p.stderr
+    # prterun often stalls there for good under pytest here: it is ended within the grace, and the line says so
+    assert "had not exited" not in line or "killed it and its ranks" in line, line
 
 
 @pytest.mark.parametrize("exe", ["/nonexistent/python3", "not-executable", ""])
