@@ -137,6 +137,11 @@ def _observations(path: Path, nodes: int | None = None) -> list[Observation]:
             for o in undisturbed_observations(ms, None if nodes is None else lambda _: nodes)]
 
 
+def _log_path(name: str, shared: Path, public: Path) -> Path:
+    """Where a log named in this module lies: the shared data's nccl-tests logs, else the public ones."""
+    return shared / "nccl-tests" / name if (shared / "nccl-tests" / name).is_file() else public / name
+
+
 def _h100_ib(public: Path) -> dict[int, list[Observation]]:
     return {n: _observations(public / f"h100ib_gjaion_{n}node{8 * n}_allreduce.log", n) for n in (2, 4, 8)}
 
@@ -191,12 +196,12 @@ def fixed_points(shared: Path, public: Path) -> list[Point]:
                                  ((2, 8), (2,), (8,), (2, 8, 256), (8, 256)), collective)
     points += _layout_points("h100-ib-nx8", "h100ib", _h100_ib(public), ((2,), (4,), (2, 4), (2, 8)), "allreduce")
     for name, group, log in _SWEEPS:
-        for ms in load_measurements((shared / "nccl-tests" if log.endswith(".txt") else public) / log):
+        for ms in load_measurements(_log_path(log, shared, public)):
             points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))
     return points
 
 
-# (dataset, hold-out group, log) of the sweeps validated by leave-one-size-out (".txt": the shared data's).
+# (dataset, hold-out group, log) of the sweeps validated by leave-one-size-out.
 _SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
            ("h100-p5-2x8", "p5", "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"),
            ("b200-a4-2x8", "a4", "b200_2node_16gpu_gke_a4_allgather.txt"),
@@ -234,7 +239,7 @@ def system_cases(shared: Path, public: Path) -> list[SystemCase]:
              "mi355x_aac14_2node16_pollara_allreduce.log", "", "eth-400g", ""),
             ("h100-a3mega-2x8", "a3mega", "gcp-a3-mega", "allreduce", "gcp_a3mega_2node16_allreduce.log", "",
              "eth-200g", "nvlink4")):
-        obs = _observations((shared / "nccl-tests" if log.endswith(".txt") else public) / log, 2)
+        obs = _observations(_log_path(log, shared, public), 2)
         cases.append(_system_case(dataset, group, system, collective, obs, nodes.get(node), preset, intra))
     return cases
 
