@@ -52,7 +52,7 @@ draw, and with three or more systems the constant is the 95% prediction bound of
 - *another node count*: the Polaris sweeps fitted at some node counts (2+8, 2, 8, 2+8+256, 8+256),
   every other count (2 to 540 nodes) predicted, and an H100 InfiniBand cluster's all-reduce at 2, 4
   and 8 nodes (NVIDIA/nccl-tests#309) fitted at 2, 4, 2+4 and 2+8. The widening per unit of distance
-  is chosen per kind, in two parts weighed by the share of the time the bytes take: a bandwidth part
+  is chosen per kind, in two parts, each its own factor of its share of the time: a bandwidth part
   from the sizes the bytes rule, a latency part from those latency rules (a cluster's small-size
   times stray between runs far more than its bandwidth). With one of the two clusters held out, one
   system alone holds the kind, and it takes the widest widening of any kind. An all-reduce fitted at one node count cannot say

@@ -6,29 +6,33 @@ how the intervals fare on a dataset that was left out while the constants were c
 (docs/model-validation.md). The values ship in ``calibration.json`` beside this module, with the
 datasets they were chosen on; nothing here is tuned by hand.
 
-Intervals are symmetric in log time but for the readings that only widen them (last paragraph): a
-95% interval ``[t / exp(h + below), t * exp(h + above)]`` with
+A time is the sum of a part the bytes take (share ``s`` of it, as priced) and a latency part, and each
+part may be off by its own factor: a 95% interval ``[t * lo / exp(span + below), t * hi * exp(span + above)]``
+with
 
-    h = span + hypot(z * local, widening * distance, described)
+    hi = s * exp(h_bandwidth) + (1 - s) * exp(h_latency),   lo = s * exp(-h_bandwidth) + (1 - s) * exp(-h_latency)
+    h_part = hypot(z * local, widening_part * distance, described_part)
+
+A latency that may be several times the priced one thus lifts the upper end by
+that much of its share, and lowers the lower end by no more than its share (a time is never below its bytes'
+part). The terms:
 
 * ``local``: the fit's own relative scatter near the size (its residuals there);
-* ``distance``: how far the layout asked for lies from every fitted one, in log nodes plus log
-  ranks per node plus log size beyond the measured range; ``widening`` is per unit of it, chosen
-  per kind of prediction (another GPU count, another node count: a node's fabric and a cluster's
-  network stray from one cost shape differently), one value for fits at several layouts of the
-  link class and a larger one for a fit at a single layout (which cannot separate per-call from
-  per-step latency; the two are chosen apart, and equal where the data do not tell them apart). Each
-  has a bandwidth part and a latency part, weighed by the share of the time the bytes take, as the
-  described term below: a cluster's latencies stray between runs and node counts far more than its
-  bandwidth does, and one figure for both would make every large size's interval as wide as the
+* ``distance``: how far the layout asked for lies from every fitted one, in log nodes plus log ranks per
+  node plus log size beyond the measured range; ``widening`` is per unit of it, chosen per kind of
+  prediction (another GPU count, another node count: a node's fabric and a cluster's network stray from
+  one cost shape differently), one value for fits at several layouts of the link class and a larger one
+  for a fit at a single layout (which cannot separate per-call from per-step latency; the two are chosen
+  apart, and equal where the data do not tell them apart). Each has a bandwidth part and a latency part,
+  as the described term below: a cluster's latencies stray between runs and node counts far more than
+  its bandwidth does, and one figure for both would make every large size's interval as wide as the
   noisiest small size needs. A kind fewer than two calibration systems hold takes the widest value of
-  any kind, and sizes beyond the measured range at a measured layout take each part's widest, weighed
-  by the share of the bytes at the nearest end of the sweep;
+  any kind, and sizes beyond the measured range at a measured layout take each part's widest, with the
+  share of the bytes at the nearest end of the sweep;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
-  least how far they fall from one port of its rate): its bandwidth
-  part (the NICs' efficiency) weighs with the share of the time the bytes take, its latency part
-  with the rest. Where the crossing is priced on a measured node's protocol regimes, their shape
+  least how far they fall from one port of its rate), in a bandwidth part (the NICs' efficiency)
+  and a latency part. Where the crossing is priced on a measured node's protocol regimes, their shape
   is measured: the latency part is only how far a crossing's latency per step varies between
   systems. Without a measured node (or with a preset) the shape is unknown too, and the latency
   part is how far real logs fall from their description where latency rules;
@@ -36,7 +40,7 @@ Intervals are symmetric in log time but for the readings that only widen them (l
   per-call latency from a per-step one (both are constant there); at another layout the two
   readings part. Across nodes the per-step reading is taken (NCCL's cost model charges a network
   hop per step); inside a node the prediction is their geometric mean with half their log ratio
-  added.
+  as the span.
 
 Some readings a system description leaves open only widen the interval (where GPUs share NICs,
 NCCL's ring paying every one of its steps across the network): the interval reaches from the time
@@ -156,32 +160,43 @@ class Calibration:
         """The NIC efficiency of ``collective``'s family."""
         return self.nic_efficiency[family(collective)]
 
-    def widening(self, kind: str, one_layout: bool, bandwidth_share: float = 1.0) -> float:
-        """Log half-width per unit of distance for a prediction of ``kind`` whose bytes take ``bandwidth_share``
-        of the time (each part the widest of any kind where no kind's own)."""
+    def widening(self, kind: str, one_layout: bool) -> dict[str, float]:
+        """Log half-width per unit of distance for a prediction of ``kind``, per part (each part the widest of any
+        kind where no kind's own)."""
         table = self.widening_one_layout if one_layout else self.widening_several_layouts
         base = kind.split(",")[0]
-        parts = table[base] if base in table else {p: max(w[p] for w in table.values()) for p in PARTS}
-        share = min(max(bandwidth_share, 0.0), 1.0)
-        return share * parts["bandwidth"] + (1.0 - share) * parts["latency"]
+        return dict(table[base]) if base in table else {p: max(w[p] for w in table.values()) for p in PARTS}
 
-    def half_width(self, kind: str, local: float, distance: float, one_layout: bool, described: bool,
-                   bandwidth_share: float = 1.0, span: float = 0.0, shape_measured: bool = False,
-                   preset: bool = False) -> float:
-        """Log half-width of a 95% interval (see the module text)."""
-        widening = self.widening(kind, one_layout, bandwidth_share)
-        share = min(max(bandwidth_share, 0.0), 1.0)
-        bandwidth = self.described_bandwidth_half_width
-        latency = self.crossing_latency_half_width if shape_measured else self.described_latency_half_width
-        unmeasured = (share * bandwidth + (1.0 - share) * latency) if described else 0.0
-        if preset:
-            unmeasured = max(unmeasured, self.preset_half_width)
-        return span + math.hypot(Z95 * local, widening * distance, unmeasured)
+    def unmeasured(self, described: bool, shape_measured: bool = False, preset: bool = False) -> dict[str, float]:
+        """Per part, the log half-width of what a description or preset says in place of a measurement."""
+        parts = {"bandwidth": self.described_bandwidth_half_width,
+                 "latency": self.crossing_latency_half_width if shape_measured else self.described_latency_half_width}
+        parts = parts if described else dict.fromkeys(PARTS, 0.0)
+        return {part: max(x, self.preset_half_width) for part, x in parts.items()} if preset else parts
+
+
+def part_half_widths(local: float, distance: float, widening: dict[str, float],
+                     unmeasured: dict[str, float]) -> dict[str, float]:
+    """Per part, the log half-width of its own factor: its local scatter, its widening over the distance and what
+    is described rather than measured, independent and added in quadrature."""
+    return {part: math.hypot(Z95 * local, widening[part] * distance, unmeasured[part]) for part in PARTS}
+
+
+def mixed_bounds(bandwidth_share: float, halves: dict[str, float]) -> tuple[float, float]:
+    """(below, above): log distances from the time to the ends of its 95% interval when the bytes' share of it and
+    the rest (latency) may each be off by their own factor (``halves``: log half-widths per part). The ends are
+    sums of the parts' ends, so a latency that may be several times the priced one lifts the upper end by that
+    much of the latency's share, and lowers the lower end by no more than that share."""
+    share = min(max(bandwidth_share, 0.0), 1.0)
+    bandwidth, latency = halves["bandwidth"], halves["latency"]
+    above = math.log(share * math.exp(bandwidth) + (1.0 - share) * math.exp(latency))
+    below = -math.log(share * math.exp(-bandwidth) + (1.0 - share) * math.exp(-latency))
+    return below, above
 
 
 @dataclass(frozen=True)
 class Spread:
-    """What one prediction's interval is made of: its kind and the inputs of :meth:`Calibration.half_width`."""
+    """What one prediction's interval is made of: its kind and the inputs of :meth:`bounds`."""
 
     kind: str
     local: float
@@ -201,19 +216,16 @@ class Spread:
     """Log distance beyond ``span`` from the time down to the fastest, and up to the slowest, of the readings
     that only widen the interval (see the module text)."""
 
-    def half_width(self, calibration: Calibration) -> float:
-        return calibration.half_width(self.kind, self.local, self.distance, self.one_layout, self.described,
-                                      self.bandwidth_share, self.span, self.shape_measured, self.preset)
-
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
-        """(below, above): the log half-widths of the 95% interval under and over the time."""
-        half = self.half_width(calibration)
-        return half + self.below, half + self.above
+        """(below, above): the log distances from the time to the ends of its 95% interval."""
+        return self.bounds_with(calibration.widening(self.kind, self.one_layout),
+                                calibration.unmeasured(self.described, self.shape_measured, self.preset))
 
-    def side_span(self, error: float) -> float:
-        """What the inputs cannot determine on the side of a measurement ``error`` = ln(predicted / measured)
-        puts it (above the time when negative)."""
-        return self.span + (self.above if error < 0 else self.below)
+    def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float]) -> tuple[float, float]:
+        """The same with the parts given (what validation solves for)."""
+        below, above = mixed_bounds(self.bandwidth_share, part_half_widths(self.local, self.distance, widening,
+                                                                            unmeasured))
+        return self.span + below + self.below, self.span + above + self.above
 
 
 @lru_cache(maxsize=1)

@@ -208,15 +208,15 @@ class AlphaBetaModel:
         # The one interval scheme (pybench.model.calibration): the curve's own band near the size is its
         # local scatter; beyond the measured sizes nothing measured says how the curve goes on (a sweep that
         # ends while latency rules has no bandwidth at all), and the band widens with the log distance, at
-        # the widest widening the calibration holds for any kind, its parts weighed by the share of the time the
-        # bytes take at the nearest end of the sweep (a sweep that ends while latency rules: its latency part).
+        # the widest widening the calibration holds for any kind, each part its own factor of its share of the time
+        # at the nearest end of the sweep (a sweep that ends while latency rules: its latency part).
         beyond = np.maximum(np.log(self.size_min_bytes / s), 0.0) + np.maximum(np.log(s / self.size_max_bytes), 0.0)
         calibration = load_calibration()
-        log_half = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False, self._bytes_share(x)).half_width(
-            calibration) for local, far, x in zip(np.log1p(h_arr / t_arr).reshape(-1), beyond.reshape(-1),
-                                                  np.broadcast_to(s, beyond.shape).reshape(-1))])
-        log_half = log_half.reshape(t_arr.shape)
-        low, high = t_arr * np.exp(-log_half), t_arr * np.exp(log_half)
+        ends = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False, self._bytes_share(x)).bounds(calibration)
+                         for local, far, x in zip(np.log1p(h_arr / t_arr).reshape(-1), beyond.reshape(-1),
+                                                  np.broadcast_to(s, beyond.shape).reshape(-1))]).reshape(-1, 2)
+        below, above = ends[:, 0].reshape(t_arr.shape), ends[:, 1].reshape(t_arr.shape)
+        low, high = t_arr * np.exp(-below), t_arr * np.exp(above)
         # An anomaly's own measurement is a real time at its size (a switch there, or a disturbed run): the
         # interval reaches it, wherever the trend lies.
         for a in self.anomalies:

@@ -42,9 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.stats import t as student_t
 
-from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, PARTS, Z95, Calibration, family
+from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, family
 from pybench.model.topology import BETWEEN_SIZES, DESCRIBED, OTHER_GPU_COUNT, OTHER_NODE_COUNT, PRESET
 from pybench.model.validation_cases import LEAVE_ONE_SIZE_OUT, Point, SystemCase, fixed_points, system_cases
 
@@ -100,16 +101,14 @@ def _worst_percentile(values_by_system: dict[str, list[float]]) -> float:
 
 def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> Calibration:
     """Constants chosen on ``points`` and ``cases`` alone (see the module text)."""
-    # (kind, one layout) -> system -> (bandwidth share, widening that just covers the point)
-    needed: dict[tuple[str, bool], dict[str, list[tuple[float, float]]]] = {}
+    # (kind, one layout) -> system -> its extrapolated points
+    needed: dict[tuple[str, bool], dict[str, list[Point]]] = {}
     systems: dict[str, set[str]] = {}
     for p in points:
         if p.spread is None or p.kind not in EXTRAPOLATED_KINDS or p.spread.distance <= 0:
             continue
-        beyond = math.sqrt(max((abs(p.error) - p.spread.side_span(p.error)) ** 2 - (Z95 * p.spread.local) ** 2, 0.0))
         systems.setdefault(p.kind, set()).add(p.group)
-        by_system = needed.setdefault((p.kind, p.spread.one_layout), {})
-        by_system.setdefault(p.group, []).append((p.spread.bandwidth_share, beyond / p.spread.distance))
+        needed.setdefault((p.kind, p.spread.one_layout), {}).setdefault(p.group, []).append(p)
     several, one = {}, {}
     for kind in EXTRAPOLATED_KINDS:
         s, o = _widening(needed.get((kind, False), {})), _widening(needed.get((kind, True), {}))
@@ -133,30 +132,74 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     return dataclasses.replace(described, preset_half_width=_preset_half_width(cases, described))
 
 
-def _widening(by_system: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
-    """The bandwidth and latency parts of a widening, as the described half-widths are split: the bandwidth
-    part from the points whose bytes take nearly all the time (:data:`BANDWIDTH_BOUND`), the latency part from
-    those where latency takes at least half, net of the bandwidth part's share (never below the bandwidth
-    part). Points between the two bounds choose neither: the blend of the two parts covers them, which the
-    held-out scores check."""
-    bandwidth = _worst_percentile({d: [v for share, v in pts if share >= BANDWIDTH_BOUND]
-                                   for d, pts in by_system.items()})
-    latency = _worst_percentile({d: [max(v - share * bandwidth, 0.0) / (1.0 - share) for share, v in pts
-                                     if share < LATENCY_BOUND] for d, pts in by_system.items()})
-    return {"bandwidth": bandwidth, "latency": max(latency, bandwidth)}
+_REACH = 40.0
+"""The largest log half-width a part is solved for (a factor of e^40: none covers a point beyond it)."""
+
+
+def _just_covering(point: Point, bounds: Callable[[float], tuple[float, float]], floor: float = 0.0) -> float | None:
+    """The least value ``x >= floor`` of one part at which the interval ``bounds(x)`` holds ``point``'s
+    measurement (None where no value does: a lower end that the other part bounds)."""
+    side = 1 if point.error < 0 else 0  # a measurement above the time needs the upper end
+
+    def gap(x: float) -> float:
+        return bounds(x)[side] - abs(point.error)
+
+    if gap(floor) >= 0:
+        return floor
+    return brentq(gap, floor, _REACH) if gap(_REACH) >= 0 else None
+
+
+def _solved(points_by_system: dict[str, list[Point]], keep: Callable[[Point], bool],
+            solve: Callable[[Point], float | None]) -> float:
+    """:func:`_worst_percentile` of the values ``solve`` finds for each system's points that ``keep`` takes."""
+    return _worst_percentile({g: [v for p in pts if keep(p) and (v := solve(p)) is not None]
+                              for g, pts in points_by_system.items()})
+
+
+def _widening(by_system: dict[str, list[Point]]) -> dict[str, float]:
+    """The bandwidth and latency parts of a widening per unit of distance, as the described half-widths are
+    split: the bandwidth part from the points whose bytes take nearly all the time (:data:`BANDWIDTH_BOUND`),
+    each the widening of both parts that just covers it; the latency part from those where latency takes at
+    least half, the latency widening that just covers each beside the bandwidth part (never below it). Points
+    between the two bounds choose neither: the two parts cover them, which the held-out scores check."""
+    none = dict.fromkeys(PARTS, 0.0)
+
+    def both(p: Point) -> float | None:
+        assert p.spread is not None
+        return _just_covering(p, lambda x: p.spread.bounds_with({"bandwidth": x, "latency": x}, none))
+
+    bandwidth = _solved(by_system, lambda p: _share(p) >= BANDWIDTH_BOUND, both)
+
+    def latency_part(p: Point) -> float | None:
+        assert p.spread is not None
+        return _just_covering(p, lambda x: p.spread.bounds_with({"bandwidth": bandwidth, "latency": x}, none),
+                              bandwidth)
+
+    return {"bandwidth": bandwidth, "latency": max(_solved(by_system, lambda p: _share(p) < LATENCY_BOUND,
+                                                           latency_part), bandwidth)}
+
+
+def _share(p: Point) -> float:
+    return p.spread.bandwidth_share if p.spread is not None else 1.0
 
 
 def _preset_half_width(cases: Sequence[SystemCase], calibration: Calibration) -> float:
-    """How far the cases' preset predictions miss beyond their other terms (a description's included):
-    per system the 95th percentile, over systems what covers one more. A preset's time does not
-    depend on the calibration, so no inner hold-out is needed."""
-    misses: dict[str, list[float]] = {}
+    """How far the cases' preset predictions miss beyond their other terms (a description's included): per
+    point the preset half-width that just covers it, per system the 95th percentile, over systems what covers
+    one more. A preset's time does not depend on the calibration, so no inner hold-out is needed."""
+    misses: dict[str, list[Point]] = {}
     for case in cases:
         for p in case.preset_points(calibration):
-            assert p.spread is not None
-            others = dataclasses.replace(p.spread, preset=False).bounds(calibration)[p.error < 0]
-            misses.setdefault(p.group, []).append(math.sqrt(max(p.error ** 2 - others ** 2, 0.0)))
-    return _worst_percentile(misses)
+            misses.setdefault(p.group, []).append(p)
+
+    def preset(p: Point) -> float | None:
+        assert p.spread is not None
+        s = p.spread
+        widening, others = calibration.widening(s.kind, s.one_layout), calibration.unmeasured(s.described,
+                                                                                            s.shape_measured)
+        return _just_covering(p, lambda x: s.bounds_with(widening, {k: max(v, x) for k, v in others.items()}))
+
+    return _solved(misses, lambda p: True, preset)
 
 
 def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
@@ -204,36 +247,37 @@ whose latency takes at least half choose the latency half-width."""
 
 def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tuple[float, float]:
     """(bandwidth, latency) half-widths by an inner leave-one-group-out over ``cases``: how far a
-    description misses a system it was not chosen on, beyond the interval's other terms."""
+    description misses a system it was not chosen on, beyond the interval's other terms (solved as the
+    widenings are: :func:`_widening`)."""
     groups = sorted({c.group for c in cases})
     if len(groups) < 2:
         return 0.0, 0.0
-    # (system, bandwidth share, error beyond the other terms, whether a measured node gave the shape)
-    misses: list[tuple[str, float, float, bool]] = []
+    misses: dict[str, list[tuple[Point, Calibration]]] = {}
     for group in groups:
         rest = [c for c in cases if c.group != group]
         step, bandwidth_step, small_busbw, _ = _crossing_protocols(rest)
         inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest), crossing_step_latency_s=step,
                                     bandwidth_step_latency_s=bandwidth_step, small_protocol_busbw_Bps=small_busbw)
         for case in (c for c in cases if c.group == group):
-            for p in case.points(inner):
-                assert p.spread is not None
-                others = inner.half_width(p.spread.kind, p.spread.local, p.spread.distance, p.spread.one_layout, False,
-                                          span=p.spread.side_span(p.error))
-                misses.append((p.group, p.spread.bandwidth_share, math.sqrt(max(p.error ** 2 - others ** 2, 0.0)),
-                               p.spread.shape_measured))
-    bandwidth = _worst_percentile(_by_system((d, m) for d, share, m, _ in misses if share >= BANDWIDTH_BOUND))
+            misses.setdefault(group, []).extend((p, inner) for p in case.points(inner))
+
+    def covering(p: Point, inner: Calibration, parts: Callable[[float], dict[str, float]], floor: float = 0.0):
+        assert p.spread is not None
+        s = p.spread
+        return _just_covering(p, lambda x: s.bounds_with(inner.widening(s.kind, s.one_layout), parts(x)), floor)
+
+    def worst(keep: Callable[[Point], bool], solve: Callable[[Point, Calibration], float | None]) -> float:
+        return _worst_percentile({g: [v for p, inner in pts if keep(p) and (v := solve(p, inner)) is not None]
+                                  for g, pts in misses.items()})
+
+    # the bandwidth part: both parts alike, the latency part a measured node's shape sets where it does
+    bandwidth = worst(lambda p: _share(p) >= BANDWIDTH_BOUND, lambda p, inner: covering(
+        p, inner, lambda x: {"bandwidth": x, "latency": inner.crossing_latency_half_width
+                             if p.spread is not None and p.spread.shape_measured else x}))
     # the latency part without a measured node: a measured node's shape says nothing of it
-    latency = _worst_percentile(_by_system((d, max(m - share * bandwidth, 0.0) / (1.0 - share))
-                                            for d, share, m, shaped in misses if share < LATENCY_BOUND and not shaped))
+    latency = worst(lambda p: _share(p) < LATENCY_BOUND and p.spread is not None and not p.spread.shape_measured,
+                    lambda p, inner: covering(p, inner, lambda x: {"bandwidth": bandwidth, "latency": x}, bandwidth))
     return bandwidth, max(latency, bandwidth)
-
-
-def _by_system(pairs) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for system, value in pairs:
-        out.setdefault(system, []).append(value)
-    return out
 
 
 # -- scoring ------------------------------------------------------------------------------------------------

@@ -325,15 +325,13 @@ def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_var
         assert on_node.spread.shape_measured and not on_nothing.spread.shape_measured
         assert not on_preset.spread.shape_measured
         s = on_node.spread
-        expected = calibration.half_width(s.kind, s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span,
-                                          shape_measured=True)
+        expected = s.bounds(calibration)[1]
         assert math.log(on_node.high_s / on_node.time_s) == pytest.approx(expected)
-        wider = calibration.half_width(s.kind, s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span)
+        wider = dataclasses.replace(s, shape_measured=False).bounds(calibration)[1]
         assert expected <= wider  # equal where the systems' latencies per step stray as far as the descriptions'
         narrower = dataclasses.replace(calibration, crossing_latency_half_width=calibration.described_latency_half_width
                                        / 2)  # where they stray less, the measured shape is the narrower
-        assert narrower.half_width(s.kind, s.local, s.distance, s.one_layout, True, s.bandwidth_share, s.span,
-                                   shape_measured=True) < wider or s.bandwidth_share == 1.0
+        assert s.bounds(narrower)[1] < wider or s.bandwidth_share == 1.0
     # inside the node nothing is described: no described part at all
     assert not measured.predict(1 << 20, 8, 1).spread.described
 
