@@ -166,14 +166,15 @@ def _widening(by_system: dict[str, list[Point]]) -> dict[str, float]:
 
     def both(p: Point) -> float | None:
         assert p.spread is not None
-        return _just_covering(p, lambda x: p.spread.bounds_with({"bandwidth": x, "latency": x}, none))
+        spread = p.spread
+        return _just_covering(p, lambda x: spread.bounds_with({"bandwidth": x, "latency": x}, none))
 
     bandwidth = _solved(by_system, lambda p: _share(p) >= BANDWIDTH_BOUND, both)
 
     def latency_part(p: Point) -> float | None:
         assert p.spread is not None
-        return _just_covering(p, lambda x: p.spread.bounds_with({"bandwidth": bandwidth, "latency": x}, none),
-                              bandwidth)
+        spread = p.spread
+        return _just_covering(p, lambda x: spread.bounds_with({"bandwidth": bandwidth, "latency": x}, none), bandwidth)
 
     return {"bandwidth": bandwidth, "latency": max(_solved(by_system, lambda p: _share(p) < LATENCY_BOUND,
                                                            latency_part), bandwidth)}
