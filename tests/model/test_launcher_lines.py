@@ -6,6 +6,7 @@ import pytest
 
 from pybench.model.logs import load_measurements
 from pybench.model.logs.launcher_lines import Launch, read_launch
+from pybench.model.logs.nccl_tests import parse_nccl_tests_text
 from pybench.model.topology_fit import nodes_of
 
 
@@ -42,3 +43,30 @@ def test_an_osu_log_takes_its_node_count_from_the_launcher_line(tmp_path):
     (m,) = load_measurements(log)
     assert (m.world_size, nodes_of(m)) == (8, 2)
     assert "8 ranks on 2 host(s) per the srun command line" in m.notes
+
+
+def test_an_nccl_tests_log_takes_its_ranks_and_hosts_from_the_launcher_line_the_ratio_allows():
+    """NVIDIA/nccl-tests#78: `mpirun -n 256 -npernode 16 ... all_reduce_perf ... -g 1` above a table whose
+    busbw/algbw (1.992, two decimals) allows 238 to 261 ranks. The log was read as saying no rank count at all;
+    `--world 256` was taken with a note that said 249."""
+    from conftest import PUBLIC_LOGS
+
+    log = PUBLIC_LOGS / "issue78_256gpu_allreduce_c0_2021format.log"
+    (ms,) = load_measurements(log)
+    assert ms.world_size == 256 and nodes_of(ms) == 16 and ms.link_class == "inter-node"
+    assert any("world size 256 from the mpirun command line" in n for n in ms.notes)
+    (given,) = load_measurements(log, world_size=256)
+    assert not [n for n in given.notes if n.startswith("world size") and "256" not in n], given.notes
+    # a launcher line whose count the ratio does not allow is another job's: not used, and said
+    text = log.read_text().replace("-n 256", "-n 64")
+    (other,) = parse_nccl_tests_text(text, "<log>")
+    assert other.world_size is None and any("does not allow" in n for n in other.notes)
+
+
+def test_gpus_per_process_multiply_the_ranks_of_an_nccl_tests_launch():
+    launch = read_launch("srun -N 2 --ntasks-per-node=1 ./build/all_reduce_perf -b 8 -e 1G -g 8")
+    assert launch is not None and (launch.ranks, launch.hosts, launch.devices) == (2, 2, 16)
+    launch = read_launch("mpirun -np 4 all_gather_perf -t2 -g 2")
+    assert launch is not None and launch.devices == 16
+    launch = read_launch("srun -n 8 python train.py -g 4")  # not an nccl-tests binary: its -g is its own
+    assert launch is not None and launch.devices == 8

@@ -16,6 +16,7 @@ A host count is given only where the line fixes it; a hostfile's length is not r
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
@@ -31,6 +32,13 @@ class Launch:
     launcher: str
     ranks: int | None
     hosts: int | None
+    devices_per_process: int = 1
+    """GPUs each process drives, where the program is an nccl-tests binary: its ``-g`` times its ``-t``."""
+
+    @property
+    def devices(self) -> int | None:
+        """The ranks of the collective: processes times the GPUs each drives."""
+        return self.ranks * self.devices_per_process if self.ranks else None
 
 
 # Options that take two values (a name and its value).
@@ -44,13 +52,39 @@ _FLAGS = {"--allow-run-as-root", "--oversubscribe", "--tag-output", "--timestamp
 
 def _options(words: list[str], launcher: str) -> dict[str, str]:
     """``--name=value``, ``--name value``, ``-n value`` and ``-n4`` as {name: value}, up to the program."""
+    return _options_and_rest(words, launcher)[0]
+
+
+_NCCL_TEST = re.compile(r"(?:^|/)\w+_perf(?:_mpi)?$")
+_PER_PROCESS = {"-g": "g", "--ngpus": "g", "-t": "t", "--nthreads": "t"}
+
+
+def _devices_per_process(program: list[str]) -> int:
+    """An nccl-tests binary's GPUs per process, ``-g`` (``--ngpus``) times ``-t`` (``--nthreads``); 1 else."""
+    if not program or not _NCCL_TEST.search(program[0]):
+        return 1
+    found: dict[str, int] = {}
+    words = program[1:]
+    for k, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if not eq and re.fullmatch(r"-[gt]\d+", word):  # -g8
+            name, value = word[:2], word[2:]
+        elif not eq:
+            value = words[k + 1] if k + 1 < len(words) else ""
+        if name in _PER_PROCESS and value.isdigit() and int(value) > 0:
+            found.setdefault(_PER_PROCESS[name], int(value))
+    return found.get("g", 1) * found.get("t", 1)
+
+
+def _options_and_rest(words: list[str], launcher: str) -> tuple[dict[str, str], list[str]]:
+    """:func:`_options`, and the words from the program on."""
     flags = _FLAGS - ({"-l"} if launcher == "jsrun" else set())  # jsrun -l takes a value (cpu-cpu)
     found: dict[str, str] = {}
     k = 0
     while k < len(words):
         word = words[k]
         if not word.startswith("-"):
-            break  # the program: its own options are not the launcher's
+            return found, words[k:]  # the program: its own options are not the launcher's
         name, eq, value = word.partition("=")
         if name in _PAIRS and not eq:  # --mca NAME VALUE
             k += 3
@@ -61,7 +95,7 @@ def _options(words: list[str], launcher: str) -> dict[str, str]:
             name, value = word[:2], word[2:]
         found.setdefault(name, value)
         k += 1
-    return found
+    return found, []
 
 
 def _count(options: dict[str, str], *names: str) -> int | None:
@@ -86,7 +120,12 @@ def read_launch(line: str) -> Launch | None:
     except ValueError:  # an unbalanced quote: the words as they stand
         words = line[m.end():].split()
     launcher = m.group(1).split(".")[0].split()[0]
-    options = _options(words, launcher)
+    options, program = _options_and_rest(words, launcher)
+    launch = _read(launcher, options)
+    return dataclasses.replace(launch, devices_per_process=_devices_per_process(program))
+
+
+def _read(launcher: str, options: dict[str, str]) -> Launch:
     if launcher in ("srun", "flux"):
         hosts = _count(options, "-N", "--nodes")
         per_host = _count(options, "--ntasks-per-node", "--tasks-per-node")

@@ -49,6 +49,7 @@ import numpy as np
 from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
 from pybench.errors import FileFormatError
 from pybench.model.logs.launcher_labels import clean_lines
+from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests_table import (
     Table,
@@ -60,7 +61,7 @@ from pybench.model.logs.nccl_tests_table import (
     scan_rows,
     world_from_counts,
 )
-from pybench.model.logs.nccl_tests_world import ratio_allows, world_and_link, world_from_ratio_span
+from pybench.model.logs.nccl_tests_world import ratio_allows, ratio_worlds, world_and_link, world_from_ratio_span
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -255,10 +256,15 @@ class Preamble:
     """Ranks listed again on another host: several processes each ran a test of their own."""
     rccl: bool = False
     """rccl-tests' banner or RCCL's version line: AMD's port of NCCL ran it."""
+    launch: Launch | None = None
+    """The last launcher command line above the table that names a rank count (``mpirun -n 16 ...``)."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
         stripped = line.strip()
+        launch = read_launch(stripped)
+        if launch is not None and launch.ranks:
+            self.launch = launch
         self.rccl = self.rccl or stripped.startswith(("rccl-tests:", "RCCL version"))
         m = _RANK_RE.match(stripped)
         if m:
@@ -418,9 +424,11 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
                               f"out, or give the collective that ran")
     if world_size is not None and ratio_world is not None and ratio_world > 1 and world_size != ratio_world \
             and not ratio_allows(coll, table, world_size):
+        span = ratio_worlds(coll, table)
+        says = f"{span[0]} to {span[1]}" if span is not None and span[0] < span[1] else str(ratio_world)
         raise FileFormatError(f"{path}: line {table.header_line}: --world {world_size} disagrees with the table's "
-                              f"busbw/algbw = {bus:.4f}, which says {ratio_world} ranks for {coll}; leave --world "
-                              f"out, or give the rank count that ran")
+                              f"busbw/algbw = {bus:.4f}, which, rounded as printed, says {says} ranks for {coll}; "
+                              f"leave --world out, or give the rank count that ran")
 
 
 def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = None,
@@ -474,7 +482,7 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
                                   f"test, or fit it without --collective")
         sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
         previous = pre.program or previous
-        pre = Preamble()
+        pre = Preamble(launch=pre.launch)  # one job's launcher line runs its tests alike
     if not sets:
         raise FileFormatError(f"{path}: no nccl-tests result table found (expected a header line "
                               f"'# size count type ... time algbw busbw')")

@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from pybench.collectives import COLLECTIVES
+from pybench.model.logs.launcher_lines import Launch
 from pybench.model.logs.measurements import LINK_CLASSES
 from pybench.model.logs.nccl_tests_table import Table
 
@@ -25,6 +26,7 @@ class RankLines(Protocol):
     ranks: dict[int, str]
     pybench: dict[str, str]
     repeated: dict[int, set[str]]
+    launch: Launch | None
 
 def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                     collective: str | None = None, table: Table | None = None,
@@ -36,9 +38,14 @@ def world_and_link(world: int | None, pre: RankLines, world_size: int | None, no
     the range of counts the rounded ratio allows when it allows more than one; then only whole
     Rank lines within it give the world, else it stays unknown and a note says how to give it."""
     if world_size is not None:
+        if world != world_size:  # what the ratio said is superseded (it allows the count given, or it was refused)
+            notes[:] = [n for n in notes if not n.startswith(f"world size {world} ")]
+            notes.append(f"world size {world_size} as given (--world)")
         world = world_size
     elif "world" in pre.pybench:
         world = int(pre.pybench["world"])
+    elif pre.launch is not None and pre.launch.devices:
+        world, span = _launched(world, pre.launch, notes, collective, table, span)
     if pre.pybench.get("link") in LINK_CLASSES:
         if world and pre.pybench.get("hosts"):  # the node count a fit across nodes needs
             notes.append(f"{world} ranks on {int(pre.pybench['hosts'])} host(s) per pybench's header")
@@ -62,6 +69,10 @@ def world_and_link(world: int | None, pre: RankLines, world_size: int | None, no
         notes.append(f"world size {at_least} from the Rank lines 0..{at_least - 1}, within the {span[0]} to "
                      f"{span[1]} ranks that busbw/algbw, rounded as printed, allows")
     if not pre.ranks:
+        launch = pre.launch
+        if launch is not None and launch.hosts and world is not None and world == launch.devices:
+            notes.append(f"{world} ranks on {launch.hosts} host(s) per the {launch.launcher} command line")
+            return world, ("inter-node" if launch.hosts > 1 else "intra-node")
         return world, None
     if pre.repeated:
         rank, hosts_of = min(pre.repeated.items())
@@ -86,6 +97,26 @@ def world_and_link(world: int | None, pre: RankLines, world_size: int | None, no
         return world, "intra-node"
     notes.append("link class unknown: the Rank lines listed are on one host, the others are not listed")
     return world, None
+
+
+def _launched(world: int | None, launch: Launch, notes: list[str], collective: str | None, table: Table | None,
+              span: tuple[int, int] | None) -> tuple[int | None, tuple[int, int] | None]:
+    """The launcher line's ranks (processes times the GPUs each drives), where busbw/algbw, rounded as
+    printed, allows them; else what the ratio said, with a note."""
+    launched = launch.devices
+    assert launched is not None
+    per = f" x {launch.devices_per_process} GPUs each" if launch.devices_per_process > 1 else ""
+    allowed = (span[0] <= launched <= span[1] if span is not None
+               else world is None or world == launched or ratio_allows(collective, table, launched))
+    if not allowed:
+        notes.append(f"the {launch.launcher} command line above the table starts {launched} ranks{per}, which "
+                     f"busbw/algbw does not allow: another job's line, not used")
+        return world, span
+    notes[:] = [n for n in notes if not n.startswith(f"world size {world} ")]
+    said = f" (busbw/algbw's median said {world})" if world is not None and world != launched else ""
+    notes.append(f"world size {launched} from the {launch.launcher} command line ({launch.ranks} processes{per})"
+                 + said)
+    return launched, None
 
 
 def ratio_worlds(collective: str | None, table: Table) -> tuple[int, int] | None:
