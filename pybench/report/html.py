@@ -31,7 +31,7 @@ from pybench.report.ccr_plot import ccr_interval, load_ccr, overlapped, render_c
 from pybench.report.compare import Comparison, compare_results, run_label
 from pybench.report.compare_plot import render_comparison
 from pybench.report.heatmap import load_link_matrix, render_link_heatmap
-from pybench.report.inputs import load_one_result, load_results
+from pybench.report.inputs import imported_from, load_one_result, load_results
 from pybench.report.plot import (
     matching_models,
     measured_panels,
@@ -75,6 +75,8 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
     build = _dict(env.get("build"))
     mpi = _dict(env.get("mpi"))
     machine = _dict(env.get("machine"))
+    imported = imported_from(result)
+    unrecorded = f"not recorded ({imported} file)" if imported else _UNRECORDED
     rows = [("benchmark", result.benchmark), ("backend", result.backend),
             ("dtype / redop", f"{result.dtype} / {result.redop}"), ("timing", result.timing),
             ("world size", result.world_size),
@@ -85,14 +87,14 @@ def _environment_rows(result: RunResult, source: str) -> list[tuple[str, str]]:
             ("platform", env.get("platform", "?")), ("cpu", env.get("cpu_model", "?")),
             ("load (1/5/15 min) start / end", f"{_load(machine.get('load_average_start'))} / "
                                                f"{_load(machine.get('load_average_end'))} on "
-                                               f"{machine.get('cores', '?')} core(s)" if machine else _UNRECORDED),
-            ("BLAS/OpenMP threads", threads_text(machine.get("threads")) if machine else _UNRECORDED),
-            ("CPU governor", machine.get("cpu_governor") or "not readable" if machine else _UNRECORDED),
+                                               f"{machine.get('cores', '?')} core(s)" if machine else unrecorded),
+            ("BLAS/OpenMP threads", threads_text(machine.get("threads")) if machine else unrecorded),
+            ("CPU governor", machine.get("cpu_governor") or "not readable" if machine else unrecorded),
             ("MPI library", mpi.get("library") or mpi.get("error") or "?"),
             ("system", _system_text(result, source)),
             ("build", ", ".join(f"{k} {v}" for k, v in build.items()) or "?"),
             ("buffers", result.options.get("buffer_allocation", "?")),
-            ("huge pages", "on" if result.options.get("huge_pages", True) else "off"),
+            ("huge pages", unrecorded if imported else "on" if result.options.get("huge_pages", True) else "off"),
             ("options", ", ".join(f"{k}={v}" for k, v in result.options.items()
                                   if k not in ("buffer_allocation", "huge_pages"))),
             ("command", " ".join(str(c) for c in result.command))]

@@ -58,14 +58,29 @@ def _result(benchmark: str, backend: str, dtype: str, redop: str, world: int | N
     return RunResult(benchmark=benchmark, backend=backend or "?", dtype=dtype, redop=redop or "none",
                      timing="batched", world_size=world or 0, hosts={}, link_class=link or "unknown",
                      environment={"source": source, "path": str(path)},
-                     options={"check": 0, "buffer_allocation": f"not recorded ({source} file)"},
+                     options={IMPORTED: source, "buffer_allocation": f"not recorded ({source} file)"},
                      command=[], started_at="", records=records, finished=True)
+
+
+IMPORTED = "imported_from"
+"""The option that marks a result read from another tool's file: no check ran, and no precision is pybench's."""
+
+
+def imported_from(result: RunResult) -> str | None:
+    """The tool whose file ``result`` was read from (None for pybench's own runs)."""
+    source = result.options.get(IMPORTED)
+    return str(source) if source else None
 
 
 def _from_log(path: Path) -> list[RunResult]:
     from pybench.model.logs import load_measurements
     results = []
     for m in load_measurements(path):
+        coll = COLLECTIVES.get(m.collective)
+        if m.world_size is None and coll is not None and coll.busbw_factor(2) != coll.busbw_factor(3):
+            raise FileFormatError(f"{path}: the log does not say how many ranks ran its {m.collective}, and its bus "
+                                  f"bandwidth depends on it; fit it with `pybench fit {path} --world N`, or put the "
+                                  f"launcher line (mpirun -n N ...) above its table")
         factor = _factor(m.collective, m.world_size)
         records = []
         for k, size in enumerate(m.size_bytes):

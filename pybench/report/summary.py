@@ -14,6 +14,7 @@ import numpy as np
 
 from pybench.measure.results import RunResult
 from pybench.measure.table import busy_warning
+from pybench.report.inputs import imported_from
 from pybench.sizes import format_size
 
 
@@ -73,7 +74,7 @@ def _worst(results, models, comparison) -> str:
     if text:
         return text
     recs = [r for r in first.records if r.time_s > 0]
-    if not recs:
+    if not recs or imported_from(first):  # another tool's times carry no precision of pybench's
         return ""
     r = max(recs, key=lambda r: r.ci_rel)
     return f"Least precise size {format_size(r.size_bytes)}: median known to ±{100 * r.ci_rel:.1f}%."
@@ -91,6 +92,10 @@ def _verdict(results, comparison) -> tuple[str, str]:
                     f"than the baseline (worst {format_size(worst.size_bytes)} x{worst.time_ratio:.2f}).", "bad")
         return (f"Verdict: no significant slowdown against the baseline at {len(comparison.sizes)} size(s) "
                 f"(noise band ±{100 * comparison.noise:g}%).", "ok")
+    imported = sorted({source for source in (imported_from(r) for r, _ in results) if source})
+    if imported:
+        return (f"Verdict: read from {', '.join(imported)} output: pybench ran neither the correctness check nor "
+                f"its precision control on these times; see that tool's own footer.", "warn")
     warnings = [w for w in (busy_warning(r) for r, _ in results) if w]
     if warnings:
         return "Verdict: noisy, " + warnings[0].split(": ", 2)[-1], "warn"

@@ -650,3 +650,20 @@ def test_a_sweep_of_more_ranks_than_cores_prices_no_other_rank_count(tmp_path, c
     capsys.readouterr()
     assert main(["predict", str(out), "--world", "4", "--sizes", "1M"]) == 2
     assert "oversubscribed" in capsys.readouterr().err
+
+
+def test_one_rank_in_place_is_left_out_as_it_moves_nothing():
+    """A public RTX 3090 note ("1 GPU 1 NIC / NO INC"; rows verbatim): on one rank the in-place all-reduce took
+    0.22 us at every size, a launch alone; pooled with the 1280 us out of place it made 512M "measured" at 320 us."""
+    from pybench.model.logs.nccl_tests import parse_nccl_tests_text
+    text = """#  Rank  0 Group  0 Pid  30487 on    worker1 device  0 [0x31] NVIDIA GeForce RTX 3090
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+   134217728      33554432     float     sum      -1    322.0  416.79    0.00      0     0.22  610080.58    0.00      0
+   268435456      67108864     float     sum      -1    640.5  419.09    0.00      0     0.22  1195171.22    0.00      0
+   536870912     134217728     float     sum      -1   1279.7  419.53    0.00      0     0.23  2375009.56    0.00      0
+"""
+    (ms,) = parse_nccl_tests_text(text, "<log>", collective="allreduce")
+    assert ms.world_size == 1 and ms.time_in_place_s is None
+    assert any("in-place block left out" in n for n in ms.notes)
+    assert ms.time_s[-1] == pytest.approx(1279.7e-6)

@@ -87,3 +87,26 @@ def test_the_latency_test_is_plotted_as_latency_not_bandwidth():
     both = measurement_figure(load_series([FIXTURES / "osu_latency_f.txt", OSU_LOG]))
     busbw_axis = both.axes[0]
     assert [line.get_label() for line in busbw_axis.get_lines()] == [load_series([OSU_LOG])[0].label]
+
+
+def test_a_log_without_its_rank_count_is_refused_not_reported_at_half_its_bus_bandwidth(tmp_path, capsys):
+    """NVIDIA/nccl-tests#78's 256-rank log with its launcher line changed to a count busbw/algbw rules out: the
+    report said "0 ranks" and printed busbw = algbw (half the log's), where fit refused it."""
+    from tests.conftest import PUBLIC_LOGS
+    log = tmp_path / "ar.log"
+    log.write_text((PUBLIC_LOGS / "issue78_256gpu_allreduce_c0_2021format.log").read_text().replace("-n 256", "-n 64"))
+    assert main(["report", str(log), "-o", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not say how many ranks" in err and "--world N" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_report_of_another_tools_log_claims_no_check_and_no_precision(tmp_path):
+    """A report of an nccl-tests log said `check=0`, "median known to ±0.0%" and "every value exact ... on a quiet
+    machine": pybench ran neither its check nor its precision control on those times."""
+    from tests.conftest import PUBLIC_LOGS
+    out = tmp_path / "r.html"
+    assert main(["report", str(PUBLIC_LOGS / "issue78_256gpu_allreduce_c0_2021format.log"), "-o", str(out)]) == 0
+    html = out.read_text()
+    assert "read from nccl-tests output" in html and "256 ranks" in html
+    assert "check=0" not in html and "known to" not in html and "every value exact" not in html

@@ -395,6 +395,10 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     time = np.array(table.times) * unit
     in_place = np.array(table.in_place, dtype=float) * unit
     in_place[~(in_place > 0)] = math.nan
+    if world == 1 and np.any(np.isfinite(in_place)):  # one rank in place: source and result are one buffer
+        in_place[:] = math.nan
+        notes.append("in-place block left out: on one rank an in-place operation moves nothing, so its times are "
+                     "the launch alone")
     low, high = np.array(table.p5) * unit, np.array(table.p95) * unit
     out = []
     for sel, key, extra in table.groups():
