@@ -20,15 +20,17 @@ part). The terms:
 * ``local``: the fit's own relative scatter near the size (its residuals there);
 * ``distance``: how far the layout asked for lies from every fitted one, in log nodes plus log ranks per
   node plus log size beyond the measured range; ``widening`` is per unit of it, chosen per kind of
-  prediction (another GPU count, another node count: a node's fabric and a cluster's network stray from
-  one cost shape differently), one value for fits at several layouts of the link class and a larger one
+  prediction (another GPU count inside a node, another per node across nodes, another node count: a
+  node's fabric, the NICs a node's ranks drive and a cluster's network stray from one cost shape
+  differently), one value for fits at several layouts of the link class and a larger one
   for a fit at a single layout (which cannot separate per-call from per-step latency; the two are chosen
   apart, and equal where the data do not tell them apart). Each has a bandwidth part and a latency part,
   as the described term below: a cluster's latencies stray between runs and node counts far more than
   its bandwidth does, and one figure for both would make every large size's interval as wide as the
   noisiest small size needs. A kind fewer than two calibration systems hold takes the widest value of
-  any kind, and sizes beyond the measured range at a measured layout take each part's widest, with the
-  share of the bytes at the nearest end of the sweep;
+  any kind, and sizes beyond the measured range at a measured layout take each part's widest of the
+  kinds that carry one shape (:data:`SHAPE_KINDS`), with the share of the bytes at the nearest end of the
+  sweep;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
   least how far they fall from one port of its rate), in a bandwidth part (the NICs' efficiency)
@@ -71,9 +73,14 @@ def family(collective: str) -> str:
 
 
 OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
+OTHER_GPUS_PER_NODE = "another GPU count per node"
+"""Across nodes, at a measured node count: the ranks of a node drive other NICs and links than measured."""
 PARTS = ("bandwidth", "latency")
 """The parts of a widening, weighed by the share of the time the bytes take (see the module text)."""
-EXTRAPOLATED_KINDS = (OTHER_GPU_COUNT, OTHER_NODE_COUNT)
+EXTRAPOLATED_KINDS = (OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT)
+SHAPE_KINDS = (OTHER_GPU_COUNT, OTHER_NODE_COUNT)
+"""The kinds whose widening says how far one fitted cost shape strays when carried on; another GPU count per node
+also changes which NICs carry the bytes, which says nothing of how a curve goes on beyond its sizes."""
 """The kinds of prediction (:data:`pybench.model.topology.KINDS`) whose widening per unit of distance is
 chosen apart."""
 
@@ -161,11 +168,12 @@ class Calibration:
         return self.nic_efficiency[family(collective)]
 
     def widening(self, kind: str, one_layout: bool) -> dict[str, float]:
-        """Log half-width per unit of distance for a prediction of ``kind``, per part (each part the widest of any
-        kind where no kind's own)."""
+        """Log half-width per unit of distance for a prediction of ``kind``, per part; where no kind's own (sizes
+        beyond the measured ones), each part the widest of the kinds that carry one fitted shape to another count
+        (:data:`SHAPE_KINDS`)."""
         table = self.widening_one_layout if one_layout else self.widening_several_layouts
         base = kind.split(",")[0]
-        return dict(table[base]) if base in table else {p: max(w[p] for w in table.values()) for p in PARTS}
+        return dict(table[base]) if base in table else {p: max(table[k][p] for k in SHAPE_KINDS) for p in PARTS}
 
     def unmeasured(self, described: bool, shape_measured: bool = False, preset: bool = False) -> dict[str, float]:
         """Per part, the log half-width of what a description or preset says in place of a measurement."""

@@ -13,9 +13,8 @@ model is linear in (base, step, 1/B, c/B), so it is fitted by weighted least squ
 relative error, with no parameter below zero and none that the data cannot tell apart (one
 world size cannot separate base from step).
 
-Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's
-cost is the fastest of up to 4 such frames, each fitted with its own parameters
-(:mod:`pybench.model.regimes`); the switch between two moves with p where their costs cross.
+Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's cost is the
+fastest of up to 4 such frames (:mod:`pybench.model.regimes`); their switch moves with p where they cross.
 
 Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps
 that cross nodes (or a preset or a system description, labelled as such). Across nodes the
@@ -26,11 +25,10 @@ intra-node link's rate. Every group that crosses a node's NICs at the same time 
 bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`): one ring, one ring of
 node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
 
-Uncertainty: every prediction says what it rests on (:data:`KINDS`: measured, between measured sizes,
-another GPU (CPU: rank) count, another node count, a system description, a preset) and carries a 95%
-interval calibrated for that kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`).
-Where the inputs cannot determine the answer (a GPU count never measured on a fabric where a subset of
-GPUs has a subset of the links), the answer says so instead of a time.
+Uncertainty: every prediction says what it rests on (:data:`KINDS`) and carries a 95% interval calibrated
+for that kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`). Where the inputs
+cannot determine the answer (a GPU count never measured on a fabric where a subset of GPUs has a subset of
+the links), the answer says so instead of a time.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
-from pybench.model.calibration import OTHER_GPU_COUNT, OTHER_NODE_COUNT, Calibration, Spread, load_calibration
+from pybench.model.calibration import EXTRAPOLATED_KINDS, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
     chain_latency,
@@ -69,10 +67,12 @@ from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_di
 from pybench.model.topology_schedules import algorithm_steps, check_crossing_version, crossing_terms
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
+OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT = EXTRAPOLATED_KINDS  # each its own widening
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
 DESCRIBED, PRESET = "system description", "preset"
-OTHER_RANK_COUNT = "another rank count"  # what CPU ranks call another GPU count (calibrated as one)
-KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_RANK_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
+OTHER_RANK_COUNT = "another rank count"  # what CPU ranks call another GPU count (calibrated as one; per node too)
+KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_RANK_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT,
+         DESCRIBED, PRESET)  # another GPU count inside a node, or per node at a measured node count
 CALIBRATED_NODES = 2  # nodes of every log a described or preset crossing is calibrated on
 DESCRIBED_STEP_S = 2.0e-6  # per-step latency of a described intra-node link: NVLink's hop, as the presets take it
 
@@ -185,7 +185,7 @@ class TopologyModel:
         elif nodes > 1 and nodes not in {n for _, n in layouts}:
             kind = OTHER_NODE_COUNT
         else:
-            kind = OTHER_GPU_COUNT
+            kind = OTHER_GPUS_PER_NODE if nodes > 1 else OTHER_GPU_COUNT
         return kind + beyond, distance + size_distance, len(layouts) == 1
 
     def why_undetermined(self, world: int, nodes: int) -> str:

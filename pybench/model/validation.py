@@ -46,10 +46,18 @@ from scipy.optimize import brentq
 from scipy.stats import t as student_t
 
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, family
-from pybench.model.topology import BETWEEN_SIZES, DESCRIBED, OTHER_GPU_COUNT, OTHER_NODE_COUNT, PRESET
+from pybench.model.topology import (
+    BETWEEN_SIZES,
+    DESCRIBED,
+    OTHER_GPU_COUNT,
+    OTHER_GPUS_PER_NODE,
+    OTHER_NODE_COUNT,
+    PRESET,
+)
 from pybench.model.validation_cases import LEAVE_ONE_SIZE_OUT, Point, SystemCase, fixed_points, system_cases
 
-VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_NODE_COUNT, DESCRIBED, PRESET)
+VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT,
+                   DESCRIBED, PRESET)
 _PERCENTILE = 95.0
 
 

@@ -146,6 +146,21 @@ def _h100_ib(public: Path) -> dict[int, list[Observation]]:
     return {n: _observations(public / f"h100ib_gjaion_{n}node{8 * n}_allreduce.log", n) for n in (2, 4, 8)}
 
 
+def _xr01(public: Path, collective: str, gpus: int | None = None,
+          nodes: int | None = None) -> dict[int, list[Observation]]:
+    """The xr01 cluster's ``collective`` at ``gpus`` per node on 2 and 10 nodes (keyed by nodes), or on ``nodes``
+    nodes at each GPU count it ran (keyed by GPUs per node)."""
+    def log(n: int, g: int) -> list[Observation]:
+        name = {1: f"xr01_h100_N1_G{g}_002.log", 2: f"xr01_h100_N2_G{g}_002_003.log"}.get(n, f"xr01_h100_N{n}_G{g}.log")
+        return [o for ms in load_measurements(public / name) if ms.collective == collective
+                for o in undisturbed_observations(ms, lambda _: n)]
+
+    if gpus is not None:
+        return {n: log(n, gpus) for n in (2, 10)}
+    assert nodes is not None
+    return {g: log(nodes, g) for g in ((4, 8) if nodes == 1 else (1, 2, 4, 8))}
+
+
 def _every(step: int, obs: Sequence[Observation]) -> list[Observation]:
     return [o for k, o in enumerate(sorted(obs, key=lambda o: o.size_bytes)) if k % step == 0]
 
@@ -195,6 +210,16 @@ def fixed_points(shared: Path, public: Path) -> list[Point]:
         points += _layout_points(f"polaris-{collective}", "polaris", _polaris(shared, collective),
                                  ((2, 8), (2,), (8,), (2, 8, 256), (8, 256)), collective)
     points += _layout_points("h100-ib-nx8", "h100ib", _h100_ib(public), ((2,), (4,), (2, 4), (2, 8)), "allreduce")
+    # an H100 cluster at 1 GPU to 8 per node: 2 and 10 nodes (all-to-all, send/recv), and one node or ten at every
+    # GPU count (five collectives); its one-node GPU counts on its node's description (NVSwitch)
+    for collective in ("alltoall", "sendrecv"):
+        for gpus in (1, 2, 4, 8):
+            points += _layout_points("h100-xr01", "xr01", _xr01(public, collective, gpus=gpus), ((2,), (10,)),
+                                     collective)
+    for collective in ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv"):
+        points += _layout_points("h100-xr01", "xr01", _xr01(public, collective, nodes=10), ((8,), (1, 8)), collective)
+        points += _layout_points("h100-xr01", "xr01", _xr01(public, collective, nodes=1), ((4,), (8,)), collective,
+                                 system=str(public / "systems" / "h100-xr01.json"))
     for name, group, log in _SWEEPS:
         for ms in load_measurements(_log_path(log, shared, public)):
             points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))

@@ -31,7 +31,7 @@ from pybench.report.ccr_plot import ccr_interval, load_ccr, overlapped, render_c
 from pybench.report.compare import Comparison, compare_results, run_label
 from pybench.report.compare_plot import render_comparison
 from pybench.report.heatmap import load_link_matrix, render_link_heatmap
-from pybench.report.inputs import imported_from, load_one_result, load_results
+from pybench.report.inputs import imported_from, load_one_result, load_results, refuse_unknown_worlds
 from pybench.report.plot import (
     matching_models,
     measured_panels,
@@ -296,7 +296,7 @@ def report_files(result_paths: Sequence[str | Path], output: str | Path, model_p
     require_matplotlib()
     if not result_paths:
         raise UsageError("give at least one result file (from `python -m pybench <collective> --json FILE`)")
-    results = [(r, Path(p).name) for p in result_paths for r in load_results(p)]
+    results = [(r, Path(p).name) for p in result_paths for r in refuse_unknown_worlds(load_results(p), p)]
     comparison = None
     if baseline_path is not None:
         base = load_one_result(baseline_path)

@@ -76,11 +76,6 @@ def _from_log(path: Path) -> list[RunResult]:
     from pybench.model.logs import load_measurements
     results = []
     for m in load_measurements(path):
-        coll = COLLECTIVES.get(m.collective)
-        if m.world_size is None and coll is not None and coll.busbw_factor(2) != coll.busbw_factor(3):
-            raise FileFormatError(f"{path}: the log does not say how many ranks ran its {m.collective}, and its bus "
-                                  f"bandwidth depends on it; fit it with `pybench fit {path} --world N`, or put the "
-                                  f"launcher line (mpirun -n N ...) above its table")
         factor = _factor(m.collective, m.world_size)
         records = []
         for k, size in enumerate(m.size_bytes):
@@ -93,6 +88,18 @@ def _from_log(path: Path) -> list[RunResult]:
                 records.append(_record(int(size), m.dtype, m.redop, samples, low, high, factor))
         results.append(_result(m.collective, m.backend, m.dtype, m.redop, m.world_size, m.link_class, m.source,
                                path, records))
+    return results
+
+
+def refuse_unknown_worlds(results: list[RunResult], path: str | Path) -> list[RunResult]:
+    """``results``, or a FileFormatError where a log does not say the rank count its bus bandwidth needs (a
+    report's headline; a comparison of times does without it)."""
+    for r in results:
+        coll = COLLECTIVES.get(r.benchmark)
+        if not r.world_size and imported_from(r) and coll is not None and coll.busbw_factor(2) != coll.busbw_factor(3):
+            raise FileFormatError(f"{path}: the log does not say how many ranks ran its {r.benchmark}, and its bus "
+                                  f"bandwidth depends on it; fit it with `pybench fit {path} --world N`, or put the "
+                                  f"launcher line (mpirun -n N ...) above its table")
     return results
 
 

@@ -667,3 +667,25 @@ def test_one_rank_in_place_is_left_out_as_it_moves_nothing():
     assert ms.world_size == 1 and ms.time_in_place_s is None
     assert any("in-place block left out" in n for n in ms.notes)
     assert ms.time_s[-1] == pytest.approx(1279.7e-6)
+
+
+def test_a_row_split_into_its_head_and_two_halves_by_info_lines_is_joined():
+    """NVIDIA/nccl#1453 (MPICH -prepend-rank, NCCL_DEBUG=INFO tuning lines): NCCL printed an INFO line after the row's
+    head and another between its out-of-place and in-place halves; the row was refused as having no times."""
+    from pybench.model.logs.nccl_tests import parse_nccl_tests_text
+    header = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+              "   busbw #wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)      "
+              "      (us)  (GB/s)  (GB/s)\n")
+    info = "[0] h100clust-worker-1:497888:497888 [0] NCCL INFO {} Bytes -> Algo 0 proto 0 time 25.874907\n"
+    rows = ((4096, 1024, "75.38    0.05    0.10      0", "74.90    0.05    0.11      0"),
+            (8192, 2048, "76.02    0.11    0.20      0", "75.81    0.11    0.20      0"),
+            (16384, 4096, "77.40    0.21    0.40      0", "77.02    0.21    0.40      0"))
+    split = joined = header
+    for size, count, out, inp in rows:
+        head = f"[0] {size:12d} {count:13d}     float     sum      -1"
+        split += head + info.format(size) + info.format(size) + f"[0]     {out}\n" + info.format(size) + f"[0]  {inp}\n"
+        joined += f"{head}    {out}    {inp}\n"
+    a, b = parse_nccl_tests_text(split, "<split>", world_size=16)[0], parse_nccl_tests_text(joined, "<one line>",
+                                                                                           world_size=16)[0]
+    assert list(a.size_bytes) == [4096, 8192, 16384] and list(a.time_s) == list(b.time_s)
+    assert a.time_in_place_s is not None and list(a.time_in_place_s) == list(b.time_in_place_s)

@@ -14,7 +14,7 @@ from conftest import PUBLIC_LOGS, SHARED_DATA
 from pybench.model.calibration import Calibration, Spread, load_calibration
 from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
-from pybench.model.topology import OTHER_GPU_COUNT, OTHER_NODE_COUNT
+from pybench.model.topology import OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT
 from pybench.model.topology_fit import fit_topology, observations_from
 from pybench.model.validation import choose_calibration, validate
 from pybench.model.validation_cases import LEAVE_ONE_SIZE_OUT, Point
@@ -46,8 +46,9 @@ def test_the_generated_document_holds_todays_table(result):
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.94, 16.5, 3.0),
-         ("another GPU count", 0.995, 21.0, 3.0), ("another node count", 0.97, 175.0, 14.5),
-         ("system description", 0.91, 130.0, 20.0), ("preset", 0.97, 2300.0, 105.0)]
+         ("another GPU count", 0.995, 115.0, 3.1), ("another GPU count per node", 0.92, 340.0, 43.0),
+         ("another node count", 0.93, 240.0, 15.0),
+         ("system description", 0.91, 135.0, 20.0), ("preset", 0.97, 2300.0, 105.0)]
 
 
 @pytest.mark.parametrize("kind, coverage, half_width, error", TODAY)
@@ -60,9 +61,9 @@ def test_held_out_accuracy_is_pinned(result, kind, coverage, half_width, error):
 
 def test_a_measured_node_with_its_description_is_pinned_held_out(result):
     score = result.score("system description", "a100-oci-2x8")  # a log with its node type measured alone
-    assert score.coverage >= 0.92 and score.median_error <= 13.0 and score.median_half_width <= 120.0, score
+    assert score.coverage >= 0.92 and score.median_error <= 13.0 and score.median_half_width <= 200.0, score
     score = result.score("system description", "mi300x-aac10-2x8")  # the node on another cluster
-    assert score.coverage >= 0.92 and score.median_error <= 43.0 and score.median_half_width <= 115.0, score
+    assert score.coverage >= 0.92 and score.median_error <= 43.0 and score.median_half_width <= 125.0, score
 
 
 # Held-out median error of each described log: the middle sizes, where the bandwidth protocol's steps
@@ -136,11 +137,13 @@ def test_a_kind_seen_on_one_system_takes_the_widest_widening():
     calibration = choose_calibration([point(OTHER_GPU_COUNT, "a", 0.1), point(OTHER_NODE_COUNT, "b", 0.5),
                                       point(OTHER_NODE_COUNT, "c", 0.3)], [])
     both = {"bandwidth": pytest.approx(0.5), "latency": pytest.approx(0.5)}
-    assert calibration.widening_several_layouts == {OTHER_NODE_COUNT: both, OTHER_GPU_COUNT: both}
+    assert calibration.widening_several_layouts == {OTHER_NODE_COUNT: both, OTHER_GPU_COUNT: both,
+                                                    OTHER_GPUS_PER_NODE: both}
     calibration = choose_calibration([point(OTHER_GPU_COUNT, "a", 0.1), point(OTHER_GPU_COUNT, "d", 0.2),
                                       point(OTHER_NODE_COUNT, "b", 0.5), point(OTHER_NODE_COUNT, "c", 0.3)], [])
     both_02 = {"bandwidth": pytest.approx(0.2), "latency": pytest.approx(0.2)}
-    assert calibration.widening_several_layouts == {OTHER_NODE_COUNT: both, OTHER_GPU_COUNT: both_02}
+    assert calibration.widening_several_layouts == {OTHER_NODE_COUNT: both, OTHER_GPU_COUNT: both_02,
+                                                    OTHER_GPUS_PER_NODE: both}
     assert calibration.widening(OTHER_GPU_COUNT + ", beyond the measured sizes", False) == both_02
     assert calibration.widening("measured, beyond the measured sizes", False) == both
 
@@ -217,7 +220,7 @@ def test_every_kind_ships_a_widening_even_where_its_points_chose_no_part():
     gpu = [Point(g, g, OTHER_GPU_COUNT, "case", 0.1, spread=Spread(OTHER_GPU_COUNT, 0.0, 1.0, False, False))
            for g in ("c", "d")]
     calibration = choose_calibration([point("a", 0.7), point("b", 0.9), *gpu], [])
-    assert set(calibration.widening_several_layouts) == {OTHER_GPU_COUNT, OTHER_NODE_COUNT}
+    assert set(calibration.widening_several_layouts) == {OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT}
     d = calibration.to_dict()
     d["small_protocol_busbw_Bps"] = 1e9  # no 2-node case here to choose it
     assert Calibration.from_dict(d).widening(OTHER_NODE_COUNT, False) == {"bandwidth": pytest.approx(0.1),

@@ -298,10 +298,11 @@ def _split_head(line: str, table: Table, end_at: int | None) -> list[str] | None
     return head
 
 
-def _continues(toks: list[str], table: Table) -> bool:
-    """Whether ``toks`` are the times and bandwidths that complete a split row."""
-    need = len(table.columns.names) - table.columns.time[0]
-    return len(toks) >= need and all(_is_number(t) or t == "N/A" for t in toks[:need])
+def _continues(toks: list[str], table: Table, have: int) -> bool:
+    """Whether ``toks`` are times and bandwidths that go on a split row holding ``have`` values: the rest of it,
+    or a part (the out-of-place half, when NCCL's INFO lines came between the halves too)."""
+    need = len(table.columns.names) - have
+    return 0 < need and all(_is_number(t) or t == "N/A" for t in toks[:need])
 
 
 def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Table, int]:
@@ -320,9 +321,14 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
         if any(f in ln for f in _FOOTERS) or header_tokens(ln) is not None:
             break
         toks = ln.split()
-        if pending is not None and toks and _continues(toks, table):
-            _add_row(path, table, pending[0] + toks, pending[1])
-            pending, end = None, j + 1
+        if pending is not None and toks and _continues(toks, table, len(pending[0])):
+            merged = pending[0] + toks
+            if len(merged) >= len(table.columns.names):
+                _add_row(path, table, merged, pending[1])
+                pending = None
+            else:
+                pending = (merged, pending[1])
+            end = j + 1
         elif toks and toks[0].isdigit():
             if cut is not None:
                 raise cut  # a short row with rows after it is malformed, not cut off
