@@ -689,3 +689,21 @@ def test_a_row_split_into_its_head_and_two_halves_by_info_lines_is_joined():
                                                                                            world_size=16)[0]
     assert list(a.size_bytes) == [4096, 8192, 16384] and list(a.time_s) == list(b.time_s)
     assert a.time_in_place_s is not None and list(a.time_in_place_s) == list(b.time_in_place_s)
+
+
+def test_a_table_run_with_several_gpus_per_process_says_so():
+    """nccl-tests `-g 8` (one process, eight GPUs: `# nThread 1 nGpus 8`) launches every GPU's kernels from one
+    thread: a DGX H100 log took 1.6 ms at 64 KiB so. The fit had no word of it."""
+    from pybench.model.logs.nccl_tests import parse_nccl_tests_text
+    table = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+             "   busbw #wrong\n"
+             "     1048576        262144     float     sum      -1    40.12   26.14   45.74      0    40.02   26.20"
+             "   45.85      0\n"
+             "     2097152        524288     float     sum      -1    60.33   34.76   60.83      0    60.11   34.89"
+             "   61.05      0\n")
+    many = "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 2097152 step: 2(factor) warmup iters: 5 iters: 20\n"
+    one = many.replace("nGpus 8", "nGpus 1")
+    (ms,) = parse_nccl_tests_text(many + table, "<g8>")
+    assert ms.world_size == 8 and any("each process drove 8 GPUs" in n for n in ms.notes)
+    (ms,) = parse_nccl_tests_text(one + table, "<g1>")
+    assert not any("each process drove" in n for n in ms.notes)

@@ -84,6 +84,7 @@ PROGRAMS = {
 }
 # NGC containers and CloudAI build the MPI flavour as all_reduce_perf_mpi, ...: the same program
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
+_NGPUS_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)(?:\s*\(([^()]{1,160})\))?")
 # "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
@@ -258,6 +259,8 @@ class Preamble:
     """rccl-tests' banner or RCCL's version line: AMD's port of NCCL ran it."""
     launch: Launch | None = None
     """The last launcher command line above the table that names a rank count (``mpirun -n 16 ...``)."""
+    gpus_per_process: int = 1
+    """nccl-tests' ``# nThread T nGpus G`` line: each process drove T x G GPUs (``-t``, ``-g``)."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
@@ -265,6 +268,9 @@ class Preamble:
         launch = read_launch(stripped)
         if launch is not None and launch.ranks:
             self.launch = launch
+        m = _NGPUS_RE.match(stripped)
+        if m:
+            self.gpus_per_process = int(m.group(1)) * int(m.group(2))
         self.rccl = self.rccl or stripped.startswith(("rccl-tests:", "RCCL version"))
         m = _RANK_RE.match(stripped)
         if m:

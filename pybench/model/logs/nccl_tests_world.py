@@ -27,8 +27,22 @@ class RankLines(Protocol):
     pybench: dict[str, str]
     repeated: dict[int, set[str]]
     launch: Launch | None
+    gpus_per_process: int
 
 def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
+                   collective: str | None = None, table: Table | None = None,
+                   span: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
+    """:func:`_world_and_link`, and where each process drove several GPUs (nccl-tests ``-t``/``-g``), a note of
+    what that says less of: one thread launches every GPU's kernels, so not the latency per call of one process
+    per GPU, as training runs."""
+    world, link = _world_and_link(world, pre, world_size, notes, collective, table, span)
+    if pre.gpus_per_process > 1 and (world or 0) > 1:
+        notes.append(f"each process drove {pre.gpus_per_process} GPUs (nccl-tests -t/-g): one thread launches every "
+                     f"GPU's kernels, so its latency per call is not that of one process per GPU, as training runs")
+    return world, link
+
+
+def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                     collective: str | None = None, table: Table | None = None,
                     span: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
     """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines.
