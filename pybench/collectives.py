@@ -109,11 +109,15 @@ def get_collective(name: str) -> Collective:
         raise UsageError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}") from None
 
 
-def busbw_factor(collective: str, world: int | None) -> float:
-    """busbw / algbw of ``collective`` on ``world`` ranks: 1 for point-to-point, anything not in the table
-    and an unknown world (send/recv's)."""
+def busbw_factor(collective: str, world: int | None, unknown: float = 1.0) -> float:
+    """busbw / algbw of ``collective`` on ``world`` ranks: 1 for point-to-point and anything not in the table;
+    for an unknown world the factor where it does not depend on it, else ``unknown`` (nan: a busbw not known)."""
     c = COLLECTIVES.get(collective)
-    return c.busbw_factor(world) if c is not None and world else 1.0
+    if c is None:
+        return 1.0
+    if not world:
+        return c.busbw_factor(2) if c.busbw_factor(2) == c.busbw_factor(3) else unknown
+    return c.busbw_factor(world)
 
 
 def canonical_dtype(name: str) -> str:

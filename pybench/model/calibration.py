@@ -76,13 +76,13 @@ OTHER_GPU_COUNT, OTHER_NODE_COUNT = "another GPU count", "another node count"
 OTHER_GPUS_PER_NODE = "another GPU count per node"
 """Across nodes, at a measured node count: the ranks of a node drive other NICs and links than measured."""
 PARTS = ("bandwidth", "latency")
-"""The parts of a widening, weighed by the share of the time the bytes take (see the module text)."""
+"""The parts of a widening: the bytes' share of the time and the rest, each off by its own factor (module text)."""
 EXTRAPOLATED_KINDS = (OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT)
+"""The kinds of prediction (:data:`pybench.model.topology.KINDS`) whose widening per unit of distance is
+chosen apart."""
 SHAPE_KINDS = (OTHER_GPU_COUNT, OTHER_NODE_COUNT)
 """The kinds whose widening says how far one fitted cost shape strays when carried on; another GPU count per node
 also changes which NICs carry the bytes, which says nothing of how a curve goes on beyond its sizes."""
-"""The kinds of prediction (:data:`pybench.model.topology.KINDS`) whose widening per unit of distance is
-chosen apart."""
 
 
 @dataclass(frozen=True)

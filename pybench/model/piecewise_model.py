@@ -208,8 +208,8 @@ class AlphaBetaModel:
         # The one interval scheme (pybench.model.calibration): the curve's own band near the size is its
         # local scatter; beyond the measured sizes nothing measured says how the curve goes on (a sweep that
         # ends while latency rules has no bandwidth at all), and the band widens with the log distance, at
-        # the widest widening the calibration holds for any kind, each part its own factor of its share of the time
-        # at the nearest end of the sweep (a sweep that ends while latency rules: its latency part).
+        # the widest widening the calibration holds for the kinds that carry one shape on (calibration.SHAPE_KINDS),
+        # each part its own factor of its share of the time at the nearest end of the sweep.
         beyond = np.maximum(np.log(self.size_min_bytes / s), 0.0) + np.maximum(np.log(s / self.size_max_bytes), 0.0)
         calibration = load_calibration()
         ends = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False, self._bytes_share(x)).bounds(calibration)

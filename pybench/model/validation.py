@@ -100,11 +100,18 @@ def _worst_percentile(values_by_system: dict[str, list[float]]) -> float:
     all-gather, are one draw, not two). With three or more systems, the one-sided 95%
     prediction bound for one more draw (Student's t, k - 1 degrees of freedom), never below the largest seen;
     with fewer, the largest (0 without values)."""
-    seen = [float(np.percentile(v, _PERCENTILE, method="higher")) for v in values_by_system.values() if v]
+    seen = [_percentile(v) for v in values_by_system.values() if v]
     if len(seen) < 3:
         return max(seen, default=0.0)
     k, mean, sd = len(seen), float(np.mean(seen)), float(np.std(seen, ddof=1))
     return max(max(seen), mean + float(student_t.ppf(_PERCENTILE / 100.0, k - 1)) * sd * math.sqrt(1.0 + 1.0 / k))
+
+
+def _percentile(values: list[float]) -> float:
+    """A system's 95th percentile; values no constant reaches (inf: a point no value of the part covers) count
+    among the 5% it may miss, and where they are more, the largest that one does reach."""
+    p = float(np.percentile(values, _PERCENTILE, method="higher"))
+    return p if math.isfinite(p) else max([v for v in values if math.isfinite(v)], default=0.0)
 
 
 def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> Calibration:
@@ -160,8 +167,12 @@ def _just_covering(point: Point, bounds: Callable[[float], tuple[float, float]],
 def _solved(points_by_system: dict[str, list[Point]], keep: Callable[[Point], bool],
             solve: Callable[[Point], float | None]) -> float:
     """:func:`_worst_percentile` of the values ``solve`` finds for each system's points that ``keep`` takes."""
-    return _worst_percentile({g: [v for p in pts if keep(p) and (v := solve(p)) is not None]
-                              for g, pts in points_by_system.items()})
+    return _worst_percentile({g: [_or_missed(solve(p)) for p in pts if keep(p)] for g, pts in points_by_system.items()})
+
+
+def _or_missed(value: float | None) -> float:
+    """A solved value, or inf for a point that no value covers (:func:`_percentile` counts it a miss)."""
+    return math.inf if value is None else value
 
 
 def _widening(by_system: dict[str, list[Point]]) -> dict[str, float]:
@@ -266,7 +277,8 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
         rest = [c for c in cases if c.group != group]
         step, bandwidth_step, small_busbw, _ = _crossing_protocols(rest)
         inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest), crossing_step_latency_s=step,
-                                    bandwidth_step_latency_s=bandwidth_step, small_protocol_busbw_Bps=small_busbw)
+                                    bandwidth_step_latency_s=bandwidth_step, small_protocol_busbw_Bps=small_busbw,
+                                    crossing_latency_half_width=_crossing_latency_half_width(rest))
         for case in (c for c in cases if c.group == group):
             misses.setdefault(group, []).extend((p, inner) for p in case.points(inner))
 
@@ -276,7 +288,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
         return _just_covering(p, lambda x: s.bounds_with(inner.widening(s.kind, s.one_layout), parts(x)), floor)
 
     def worst(keep: Callable[[Point], bool], solve: Callable[[Point, Calibration], float | None]) -> float:
-        return _worst_percentile({g: [v for p, inner in pts if keep(p) and (v := solve(p, inner)) is not None]
+        return _worst_percentile({g: [_or_missed(solve(p, inner)) for p, inner in pts if keep(p)]
                                   for g, pts in misses.items()})
 
     # the bandwidth part: both parts alike, the latency part a measured node's shape sets where it does

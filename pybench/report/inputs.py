@@ -19,7 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from pybench.collectives import COLLECTIVES, DTYPES
+from pybench.collectives import DTYPES, busbw_factor
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import parse_json, read_text
 from pybench.measure.results import RunResult, SizeRecord
@@ -48,11 +48,6 @@ def _record(size: int, dtype: str, redop: str, samples: list[float], low: float 
                       stop_reason="fixed", wall_s=0.0, samples_s=samples)
 
 
-def _factor(collective: str, world: int | None) -> float:
-    coll = COLLECTIVES.get(collective)
-    return coll.busbw_factor(world) if coll is not None and world else 1.0
-
-
 def _result(benchmark: str, backend: str, dtype: str, redop: str, world: int | None, link: str | None,
             source: str, path: Path, records: list[SizeRecord]) -> RunResult:
     return RunResult(benchmark=benchmark, backend=backend or "?", dtype=dtype, redop=redop or "none",
@@ -76,7 +71,7 @@ def _from_log(path: Path) -> list[RunResult]:
     from pybench.model.logs import load_measurements
     results = []
     for m in load_measurements(path):
-        factor = _factor(m.collective, m.world_size)
+        factor = busbw_factor(m.collective, m.world_size, math.nan)
         records = []
         for k, size in enumerate(m.size_bytes):
             samples = [float(m.time_s[k])]
@@ -95,11 +90,10 @@ def refuse_unknown_worlds(results: list[RunResult], path: str | Path) -> list[Ru
     """``results``, or a FileFormatError where a log does not say the rank count its bus bandwidth needs (a
     report's headline; a comparison of times does without it)."""
     for r in results:
-        coll = COLLECTIVES.get(r.benchmark)
-        if not r.world_size and imported_from(r) and coll is not None and coll.busbw_factor(2) != coll.busbw_factor(3):
-            raise FileFormatError(f"{path}: the log does not say how many ranks ran its {r.benchmark}, and its bus "
-                                  f"bandwidth depends on it; fit it with `pybench fit {path} --world N`, or put the "
-                                  f"launcher line (mpirun -n N ...) above its table")
+        if not r.world_size and imported_from(r) and math.isnan(busbw_factor(r.benchmark, None, math.nan)):
+            raise FileFormatError(f"{path}: the log does not say how many ranks ran its {r.benchmark}, and a report's "
+                                  f"bus bandwidth depends on it; put the launcher line that ran it (mpirun -n N ...) "
+                                  f"above its table, or compare its times with `pybench compare`")
     return results
 
 
@@ -114,7 +108,7 @@ def _from_pytest_benchmark(data: dict, path: Path) -> list[RunResult]:
         key = (str(info.get("collective") or bench.get("group") or "?"), str(info.get("backend") or "?"),
                str(info.get("dtype") or "float32"), str(info.get("redop") or ""), info.get("world_size"))
         groups[key].append(_record(info["size_bytes"], key[2], key[3], samples,
-                                   busbw_factor=_factor(key[0], key[4])))
+                                   busbw_factor=busbw_factor(key[0], key[4], math.nan)))
     if not groups:
         raise FileFormatError(f"{path}: a pytest-benchmark save with no benchmarks")
     return [_result(c, b, d, r, w if isinstance(w, int) else None, None, "pytest-benchmark", path,

@@ -307,14 +307,14 @@ def format_from_path(path: Path) -> str:
 
 def log_series(m, label: str) -> Series:
     """A MeasurementSet (nccl-tests, OSU, vTrain log) as plotted: busbw from the time with the
-    collective's bus factor at the log's world size (1 where the log does not say)."""
+    collective's bus factor at the log's world size (none where the log does not say and it depends on it)."""
     order = np.argsort(m.size_bytes)
     size = np.asarray(m.size_bytes, dtype=float)[order]
     t = np.asarray(m.time_s, dtype=float)[order]
     lo = np.asarray(m.time_low_s, dtype=float)[order] if m.time_low_s is not None else t
     hi = np.asarray(m.time_high_s, dtype=float)[order] if m.time_high_s is not None else t
     ok = np.isfinite(t) & (t > 0)
-    factor = busbw_factor(m.collective, m.world_size)
+    factor = busbw_factor(m.collective, m.world_size, math.nan)
     return Series(label=label, collective=m.collective, world_size=m.world_size or 0, size_bytes=size[ok],
                   time_s=t[ok], time_p5_s=np.where(np.isfinite(lo[ok]), lo[ok], t[ok]),
                   time_p95_s=np.where(np.isfinite(hi[ok]), hi[ok], t[ok]), busbw_gbps=size[ok] / t[ok] / 1e9 * factor)

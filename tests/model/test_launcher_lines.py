@@ -60,7 +60,7 @@ def test_an_nccl_tests_log_takes_its_ranks_and_hosts_from_the_launcher_line_the_
     # a launcher line whose count the ratio does not allow is another job's: not used, and said
     text = log.read_text().replace("-n 256", "-n 64")
     (other,) = parse_nccl_tests_text(text, "<log>")
-    assert other.world_size is None and any("does not allow" in n for n in other.notes)
+    assert other.world_size is None and any("do not allow" in n for n in other.notes)
 
 
 def test_gpus_per_process_multiply_the_ranks_of_an_nccl_tests_launch():
@@ -70,3 +70,33 @@ def test_gpus_per_process_multiply_the_ranks_of_an_nccl_tests_launch():
     assert launch is not None and launch.devices == 16
     launch = read_launch("srun -n 8 python train.py -g 4")  # not an nccl-tests binary: its -g is its own
     assert launch is not None and launch.devices == 8
+
+
+_SENDRECV = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw"
+             " #wrong\n"
+             "     1048576        262144     float     sum      -1    40.12   26.14   26.14      0    40.02   26.20"
+             "   26.20      0\n"
+             "     2097152        524288     float     sum      -1    60.33   34.76   34.76      0    60.11   34.89"
+             "   34.89      0\n")
+
+
+def test_a_launcher_line_counts_only_for_the_nccl_tests_program_it_runs():
+    """A send/recv's busbw/algbw says nothing of its ranks: an echoed `srun ... hostname`, or the launch of another
+    test of the same log, gave it their rank count and link."""
+    for above in ("+ srun -N 2 -n 4 hostname\n", "mpirun -np 16 ./all_reduce_perf -b 8 -e 1G\n"):
+        (ms,) = parse_nccl_tests_text(above + "# Collective test starting: sendrecv_perf\n" + _SENDRECV, "<log>")
+        assert ms.world_size is None and ms.link_class is None, above
+    (ms,) = parse_nccl_tests_text("srun -N 2 -n 2 --exact ./sendrecv_perf -g 4\n# Collective test starting: "
+                                  "sendrecv_perf\n" + _SENDRECV, "<log>")
+    assert (ms.world_size, nodes_of(ms)) == (8, 2)
+
+
+def test_the_command_of_an_nccl_tests_binary_ends_at_a_shell_separator():
+    launch = read_launch("srun -n 2 -- ./all_reduce_perf -g 8")
+    assert launch is not None and (launch.program, launch.devices) == ("all_reduce_perf", 16)
+    launch = read_launch("mpirun -np 2 --use-hwthread-cpus ./all_reduce_perf_mpi -g 4")
+    assert launch is not None and (launch.program, launch.devices) == ("all_reduce_perf", 8)
+    launch = read_launch("mpirun -np 2 all_reduce_perf -g 2 && mpirun -np 2 sendrecv_perf -t 4")
+    assert launch is not None and launch.devices == 4
+    launch = read_launch("srun -n 4 hostname")
+    assert launch is not None and launch.program == "" and launch.devices == 4

@@ -707,3 +707,44 @@ def test_a_table_run_with_several_gpus_per_process_says_so():
     assert ms.world_size == 8 and any("each process drove 8 GPUs" in n for n in ms.notes)
     (ms,) = parse_nccl_tests_text(one + table, "<g1>")
     assert not any("each process drove" in n for n in ms.notes)
+
+
+_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw"
+           "  #wrong\n")
+
+
+def test_a_split_row_takes_whole_halves_only():
+    """A stray number between a split row's halves (an echoed exit code) became the in-place time, and the in-place
+    busbw its #wrong: the row's in-place time was dropped with a note of wrong values that no check counted."""
+    from pybench.model.logs.nccl_tests import parse_nccl_tests_text
+    info = "node1:123:456 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+    rows = ("     1048576        262144     float     sum      -1    100.0   10.49   15.73       0    100.0   10.49"
+            "   15.73       0\n     2097152        524288     float     sum      -1\n" + info
+            + "    180.0   11.65   17.48       0\n" + info + "    181.0   11.59   17.38       0\n"
+            "     4194304       1048576     float     sum      -1    350.0   11.98   17.98       0    350.0   11.98"
+            "   17.98       0\n")
+    (ms,) = parse_nccl_tests_text(_HEADER + rows, "<log>")
+    assert ms.time_in_place_s is not None and list(ms.time_in_place_s * 1e6) == pytest.approx([100.0, 181.0, 350.0])
+    with pytest.raises(FileFormatError, match="no times after them"):
+        parse_nccl_tests_text(_HEADER + rows.replace(info + "    181.0", "0\n    181.0", 1), "<log>")
+    (ms,) = parse_nccl_tests_text(_HEADER + rows.split("    181.0")[0], "<log>")  # the run ended between halves
+    assert list(ms.size_bytes) == [1048576] and any("out-of-place half alone" in n for n in ms.notes)
+
+
+def test_world_overrides_are_checked_against_every_rows_rounding():
+    """The rows' rounding allows 15 ranks only while their median ratio reads 17: `--world 17` was taken and
+    `--world 16` refused as "says 17"."""
+    from pybench.model.logs.nccl_tests import parse_nccl_tests_text
+
+    def row(size, alg, bus):
+        t = size / alg / 1e3
+        return f"{size:12d} {size // 4:12d}     float    sum     -1 {t:8.1f} {alg:7.2f} {bus:7.2f}       0 " \
+               f"{t:8.1f} {alg:7.2f} {bus:7.2f}       0\n"
+
+    text = "# Collective test starting: all_reduce_perf\n" + _HEADER + "".join(
+        row(2 ** k, 1.00, 1.88) for k in range(20, 25)) + row(2 ** 30, 400.00, 746.67)
+    (ms,) = parse_nccl_tests_text(text, "<log>")
+    assert ms.world_size == 15
+    for world in (16, 17):
+        with pytest.raises(FileFormatError, match=f"--world {world} disagrees .* says 15 ranks"):
+            parse_nccl_tests_text(text, "<log>", world_size=world)

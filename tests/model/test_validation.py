@@ -225,3 +225,23 @@ def test_every_kind_ships_a_widening_even_where_its_points_chose_no_part():
     d["small_protocol_busbw_Bps"] = 1e9  # no 2-node case here to choose it
     assert Calibration.from_dict(d).widening(OTHER_NODE_COUNT, False) == {"bandwidth": pytest.approx(0.1),
                                                                           "latency": pytest.approx(0.1)}
+
+
+def test_points_no_latency_widening_covers_count_among_the_misses():
+    """A time far below its bytes' priced part (at a latency-ruled size) cannot be reached by any latency part: such
+    points were left out of a system's percentile, as if covered. They take their place among its 5% of misses, and
+    where they are more, the largest value that covers a point stands."""
+    from pybench.model.validation import _percentile, _widening
+    assert _percentile([0.1] * 38 + [0.4, math.inf]) == pytest.approx(0.4)  # left out, the 95th was 0.1
+    assert _percentile([0.1] * 18 + [math.inf] * 2) == pytest.approx(0.1)  # more misses than 5%: the largest reached
+
+    def point(error, share):
+        return Point("a", "a", OTHER_NODE_COUNT, "case", error, spread=Spread(OTHER_NODE_COUNT, 0.0, 1.0, False,
+                                                                             False, bandwidth_share=share))
+
+    # 12x too slow where the bytes take 30% of the time: below t * 0.3 * e^-0.1 no latency part reaches
+    late = [point(-0.2, 0.3)] * 38 + [point(-0.8, 0.3), point(math.log(12.0), 0.3)]
+    parts = _widening({"a": [point(0.1, 1.0), *late]})
+    assert parts["bandwidth"] == pytest.approx(0.1)
+    needed = math.log((math.exp(0.8) - 0.3 * math.exp(0.1)) / 0.7)  # the -0.8 point, just covered
+    assert parts["latency"] == pytest.approx(needed, rel=1e-6)

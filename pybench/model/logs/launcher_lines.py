@@ -34,6 +34,8 @@ class Launch:
     hosts: int | None
     devices_per_process: int = 1
     """GPUs each process drives, where the program is an nccl-tests binary: its ``-g`` times its ``-t``."""
+    program: str = ""
+    """The nccl-tests binary it runs (``all_reduce_perf``), "" where its command runs none."""
 
     @property
     def devices(self) -> int | None:
@@ -52,39 +54,13 @@ _FLAGS = {"--allow-run-as-root", "--oversubscribe", "--tag-output", "--timestamp
 
 def _options(words: list[str], launcher: str) -> dict[str, str]:
     """``--name=value``, ``--name value``, ``-n value`` and ``-n4`` as {name: value}, up to the program."""
-    return _options_and_rest(words, launcher)[0]
-
-
-_NCCL_TEST = re.compile(r"(?:^|/)\w+_perf(?:_mpi)?$")
-_PER_PROCESS = {"-g": "g", "--ngpus": "g", "-t": "t", "--nthreads": "t"}
-
-
-def _devices_per_process(program: list[str]) -> int:
-    """An nccl-tests binary's GPUs per process, ``-g`` (``--ngpus``) times ``-t`` (``--nthreads``); 1 else."""
-    if not program or not _NCCL_TEST.search(program[0]):
-        return 1
-    found: dict[str, int] = {}
-    words = program[1:]
-    for k, word in enumerate(words):
-        name, eq, value = word.partition("=")
-        if not eq and re.fullmatch(r"-[gt]\d+", word):  # -g8
-            name, value = word[:2], word[2:]
-        elif not eq:
-            value = words[k + 1] if k + 1 < len(words) else ""
-        if name in _PER_PROCESS and value.isdigit() and int(value) > 0:
-            found.setdefault(_PER_PROCESS[name], int(value))
-    return found.get("g", 1) * found.get("t", 1)
-
-
-def _options_and_rest(words: list[str], launcher: str) -> tuple[dict[str, str], list[str]]:
-    """:func:`_options`, and the words from the program on."""
     flags = _FLAGS - ({"-l"} if launcher == "jsrun" else set())  # jsrun -l takes a value (cpu-cpu)
     found: dict[str, str] = {}
     k = 0
     while k < len(words):
         word = words[k]
         if not word.startswith("-"):
-            return found, words[k:]  # the program: its own options are not the launcher's
+            break  # the program: its own options are not the launcher's
         name, eq, value = word.partition("=")
         if name in _PAIRS and not eq:  # --mca NAME VALUE
             k += 3
@@ -95,7 +71,49 @@ def _options_and_rest(words: list[str], launcher: str) -> tuple[dict[str, str], 
             name, value = word[:2], word[2:]
         found.setdefault(name, value)
         k += 1
-    return found, []
+    return found
+
+
+_NCCL_TEST = re.compile(r"(?:^|/)(\w+_perf)(?:_mpi)?$")
+_PER_PROCESS = {"-g": "g", "--ngpus": "g", "-t": "t", "--nthreads": "t"}
+_SEPARATORS = ("&&", "||", ";", "|", "&")
+
+
+def _ends_command(word: str) -> bool:
+    return word in _SEPARATORS or word.endswith(";")
+
+
+def _nccl_test(words: list[str]) -> tuple[str, list[str]]:
+    """The nccl-tests binary the launcher's command runs (its name without a path or ``_mpi``; "" where it runs
+    none) and the binary's own words, up to the end of that command."""
+    for k, word in enumerate(words):
+        if _ends_command(word):
+            break
+        m = _NCCL_TEST.search(word)
+        if m:
+            own: list[str] = []
+            for w in words[k + 1:]:
+                if w in _SEPARATORS:
+                    break
+                own.append(w.rstrip(";"))
+                if w.endswith(";"):
+                    break
+            return m.group(1), own
+    return "", []
+
+
+def _devices_per_process(words: list[str]) -> int:
+    """An nccl-tests binary's GPUs per process from its words, ``-g`` (``--ngpus``) times ``-t`` (``--nthreads``)."""
+    found: dict[str, int] = {}
+    for k, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if not eq and re.fullmatch(r"-[gt]\d+", name):  # -g8
+            name, value = name[:2], name[2:]
+        elif not eq:
+            value = words[k + 1] if k + 1 < len(words) else ""
+        if name in _PER_PROCESS and value.isdigit() and int(value) > 0:
+            found.setdefault(_PER_PROCESS[name], int(value))
+    return found.get("g", 1) * found.get("t", 1)
 
 
 def _count(options: dict[str, str], *names: str) -> int | None:
@@ -120,9 +138,9 @@ def read_launch(line: str) -> Launch | None:
     except ValueError:  # an unbalanced quote: the words as they stand
         words = line[m.end():].split()
     launcher = m.group(1).split(".")[0].split()[0]
-    options, program = _options_and_rest(words, launcher)
-    launch = _read(launcher, options)
-    return dataclasses.replace(launch, devices_per_process=_devices_per_process(program))
+    launch = _read(launcher, _options(words, launcher))
+    program, own = _nccl_test(words)
+    return dataclasses.replace(launch, program=program, devices_per_process=_devices_per_process(own) if program else 1)
 
 
 def _read(launcher: str, options: dict[str, str]) -> Launch:

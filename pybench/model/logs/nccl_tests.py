@@ -40,6 +40,7 @@ Every error names the file and, for text, the line.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ from pybench.model.logs.nccl_tests_table import (
     scan_rows,
     world_from_counts,
 )
-from pybench.model.logs.nccl_tests_world import ratio_allows, ratio_worlds, world_and_link, world_from_ratio_span
+from pybench.model.logs.nccl_tests_world import check_world_override, world_and_link, world_from_ratio_span
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -259,14 +260,14 @@ class Preamble:
     """rccl-tests' banner or RCCL's version line: AMD's port of NCCL ran it."""
     launch: Launch | None = None
     """The last launcher command line above the table that names a rank count (``mpirun -n 16 ...``)."""
-    gpus_per_process: int = 1
-    """nccl-tests' ``# nThread T nGpus G`` line: each process drove T x G GPUs (``-t``, ``-g``)."""
+    gpus_per_process: int = 0
+    """nccl-tests' ``# nThread T nGpus G`` line: each process drove T x G GPUs (``-t``, ``-g``); 0 unread."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
         stripped = line.strip()
         launch = read_launch(stripped)
-        if launch is not None and launch.ranks:
+        if launch is not None and launch.ranks and launch.program in PROGRAMS:
             self.launch = launch
         m = _NGPUS_RE.match(stripped)
         if m:
@@ -389,7 +390,11 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     if world_size is None and int(pre.pybench.get("world") or 1) < 1:
         raise FileFormatError(f"{path}: pybench's header says world {pre.pybench['world']} ranks, and a run has at "
                               f"least one: the header was edited or damaged; give --world N to read the table anyway")
-    world, link = world_and_link(world, pre, world_size, notes, coll, table, span)
+    launch = pre.launch if pre.launch is not None and PROGRAMS[pre.launch.program] == coll else None  # this test's
+    if launch is not None and pre.gpus_per_process:  # the test's own header counts its GPUs per process
+        launch = dataclasses.replace(launch, devices_per_process=pre.gpus_per_process)
+    world, link = world_and_link(world, dataclasses.replace(pre, launch=launch), world_size, notes, coll, table, span,
+                                 exact=counted)
     if pre.pybench.get("backend") == "mpi" and pre.pybench.get("library"):
         notes.append(f"MPI library: {pre.pybench['library']}")  # which library's algorithms ran it
     if pre.rccl:
@@ -432,13 +437,7 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
         raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
                               f"table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave --collective "
                               f"out, or give the collective that ran")
-    if world_size is not None and ratio_world is not None and ratio_world > 1 and world_size != ratio_world \
-            and not ratio_allows(coll, table, world_size):
-        span = ratio_worlds(coll, table)
-        says = f"{span[0]} to {span[1]}" if span is not None and span[0] < span[1] else str(ratio_world)
-        raise FileFormatError(f"{path}: line {table.header_line}: --world {world_size} disagrees with the table's "
-                              f"busbw/algbw = {bus:.4f}, which, rounded as printed, says {says} ranks for {coll}; "
-                              f"leave --world out, or give the rank count that ran")
+    check_world_override(path, table, coll, world_size, ratio_world, bus)
 
 
 def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = None,

@@ -299,10 +299,14 @@ def _split_head(line: str, table: Table, end_at: int | None) -> list[str] | None
 
 
 def _continues(toks: list[str], table: Table, have: int) -> bool:
-    """Whether ``toks`` are times and bandwidths that go on a split row holding ``have`` values: the rest of it,
-    or a part (the out-of-place half, when NCCL's INFO lines came between the halves too)."""
-    need = len(table.columns.names) - have
-    return 0 < need and all(_is_number(t) or t == "N/A" for t in toks[:need])
+    """Whether ``toks`` are times and bandwidths that go on a split row holding ``have`` values: the rest of it
+    (a row's, or its in-place half's), or its out-of-place half alone when NCCL's INFO lines came between the
+    halves too."""
+    rest = len(table.columns.names) - have
+    half = (len(table.columns.names) - table.columns.time[0]) // 2
+    whole = len(toks) >= rest if have == table.columns.time[0] else len(toks) == rest
+    fits = whole or (have == table.columns.time[0] and len(toks) == half)
+    return rest > 0 and fits and all(_is_number(t) or t == "N/A" for t in toks[:rest])
 
 
 def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Table, int]:
@@ -352,8 +356,9 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
     if pending is not None:
         if closed or not table.sizes:
             raise FileFormatError(f"{path}: line {pending[1]}: a row's size and type with no times after them")
-        table.notes.append(f"line {pending[1]}: the row of size {pending[0][0]} has no times (the run stopped "
-                           f"during it) and is skipped")
+        what = "has no times" if len(pending[0]) == table.columns.time[0] else "has its out-of-place half alone"
+        table.notes.append(f"line {pending[1]}: the row of size {pending[0][0]} {what} (the run stopped during it) "
+                           f"and is skipped")
     if cut is not None:
         if closed or not table.sizes:
             raise cut

@@ -14,6 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from pybench.collectives import COLLECTIVES
+from pybench.errors import FileFormatError
 from pybench.model.logs.launcher_lines import Launch
 from pybench.model.logs.measurements import LINK_CLASSES
 from pybench.model.logs.nccl_tests_table import Table
@@ -31,11 +32,11 @@ class RankLines(Protocol):
 
 def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                    collective: str | None = None, table: Table | None = None,
-                   span: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
+                   span: tuple[int, int] | None = None, exact: bool = False) -> tuple[int | None, str | None]:
     """:func:`_world_and_link`, and where each process drove several GPUs (nccl-tests ``-t``/``-g``), a note of
     what that says less of: one thread launches every GPU's kernels, so not the latency per call of one process
     per GPU, as training runs."""
-    world, link = _world_and_link(world, pre, world_size, notes, collective, table, span)
+    world, link = _world_and_link(world, pre, world_size, notes, collective, table, span, exact)
     if pre.gpus_per_process > 1 and (world or 0) > 1:
         notes.append(f"each process drove {pre.gpus_per_process} GPUs (nccl-tests -t/-g): one thread launches every "
                      f"GPU's kernels, so its latency per call is not that of one process per GPU, as training runs")
@@ -44,7 +45,7 @@ def world_and_link(world: int | None, pre: RankLines, world_size: int | None, no
 
 def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                     collective: str | None = None, table: Table | None = None,
-                    span: tuple[int, int] | None = None) -> tuple[int | None, str | None]:
+                    span: tuple[int, int] | None = None, exact: bool = False) -> tuple[int | None, str | None]:
     """Rank count and link class: the override, pybench's header, busbw/algbw, the Rank lines.
 
     Rank lines 0..k-1 are the whole list when busbw/algbw, read with its printed rounding, allows
@@ -59,7 +60,7 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
     elif "world" in pre.pybench:
         world = int(pre.pybench["world"])
     elif pre.launch is not None and pre.launch.devices:
-        world, span = _launched(world, pre.launch, notes, collective, table, span)
+        world, span = _launched(world, pre.launch, notes, collective, table, span, exact)
     if pre.pybench.get("link") in LINK_CLASSES:
         if world and pre.pybench.get("hosts"):  # the node count a fit across nodes needs
             notes.append(f"{world} ranks on {int(pre.pybench['hosts'])} host(s) per pybench's header")
@@ -114,23 +115,39 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
 
 
 def _launched(world: int | None, launch: Launch, notes: list[str], collective: str | None, table: Table | None,
-              span: tuple[int, int] | None) -> tuple[int | None, tuple[int, int] | None]:
+              span: tuple[int, int] | None, exact: bool) -> tuple[int | None, tuple[int, int] | None]:
     """The launcher line's ranks (processes times the GPUs each drives), where busbw/algbw, rounded as
-    printed, allows them; else what the ratio said, with a note."""
+    printed, allows them and no exact count (``exact``: the per-rank counts') says otherwise; else the world
+    as it was, with a note."""
     launched = launch.devices
     assert launched is not None
     per = f" x {launch.devices_per_process} GPUs each" if launch.devices_per_process > 1 else ""
     allowed = (span[0] <= launched <= span[1] if span is not None
-               else world is None or world == launched or ratio_allows(collective, table, launched))
+               else world is None or world == launched or (not exact and ratio_allows(collective, table, launched)))
     if not allowed:
         notes.append(f"the {launch.launcher} command line above the table starts {launched} ranks{per}, which "
-                     f"busbw/algbw does not allow: another job's line, not used")
+                     f"{'the per-rank counts' if exact else 'busbw/algbw'} do not allow: another job's line, not used")
         return world, span
     notes[:] = [n for n in notes if not n.startswith(f"world size {world} ")]
     said = f" (busbw/algbw's median said {world})" if world is not None and world != launched else ""
     notes.append(f"world size {launched} from the {launch.launcher} command line ({launch.ranks} processes{per})"
                  + said)
     return launched, None
+
+
+def check_world_override(path, table: Table, coll: str, world_size: int | None, ratio_world: int | None,
+                         bus: float) -> None:
+    """FileFormatError where ``--world`` names a count the table's busbw/algbw rules out: every row's rounding where
+    rows bound it, else the median's count (nccl-tests prints busbw from the bus factor at the rank count)."""
+    span = ratio_worlds(coll, table)  # every row's rounding, where rows bound it; else the median's count
+    if world_size is not None and ratio_world is not None and ratio_world > 1 and (
+            not span[0] <= world_size <= span[1] if span is not None
+            else world_size != ratio_world and not ratio_allows(coll, table, world_size)):
+        says = f"{span[0]} to {span[1]}" if span is not None and span[0] < span[1] else str(span[0] if span else
+                                                                                          ratio_world)
+        raise FileFormatError(f"{path}: line {table.header_line}: --world {world_size} disagrees with the table's "
+                              f"busbw/algbw = {bus:.4f}, which, rounded as printed, says {says} ranks for {coll}; "
+                              f"leave --world out, or give the rank count that ran")
 
 
 def ratio_worlds(collective: str | None, table: Table) -> tuple[int, int] | None:
