@@ -1,7 +1,7 @@
 """Leave-one-dataset-out validation of the communication model over every real log in the repository.
 
-Each kind of prediction (between measured sizes, leave one size out, another GPU count, another
-GPU count per node, another node count, a system description, a preset) is scored on each dataset with constants chosen on the other
+Each kind of prediction (between measured sizes, leave one size out, beyond the measured sizes, another
+GPU count, another GPU count per node, another node count, a system description, a preset) is scored on each dataset with constants chosen on the other
 datasets only (:mod:`pybench.model.validation`). Prints the table; ``--write`` also regenerates
 ``docs/model-validation.md`` and the shipped constants ``pybench/model/calibration.json`` (chosen
 on every dataset). Run: ``python benchmarks/model_validation.py [--write]``.
@@ -46,6 +46,11 @@ draw, and with three or more systems the constant is the 95% prediction bound of
 - *between measured sizes*: the vTrain A100 tables fitted on their power-of-two sizes, every 1 MiB
   step predicted;
 - *leave one size out*: each size of a sweep predicted by a fit that never saw it (from 64 KiB);
+- *beyond the measured sizes*: each sweep fitted without its sizes above 1/8, 1/64, 1/512, ... of its
+  largest (while 8 sizes stay), every larger size predicted from 1 MiB up: a few octaves beyond a sweep
+  that reached its bytes' regime, and many beyond one that ended while latency ruled. A curve carried
+  on crosses protocol and algorithm switches it never showed, so its widening is one factor for both
+  parts;
 - *another GPU count*: inside one node: the vTrain tables fitted at some GPU counts (2+4, 2, 4,
   2+3+4, 4+8, 8), every other count predicted, on the node's description (`dgx-a100`: one GPU count
   alone cannot show that the node is switched, and without a description the answer is "not
@@ -60,8 +65,8 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   send/recv at 2 and 10 nodes, each predicting the other, at 1, 2, 4 and 8 GPUs per node. The widening per unit of distance
   is chosen per kind, in two parts, each its own factor of its share of the time: a bandwidth part
   from the sizes the bytes rule, a latency part from those latency rules (a cluster's small-size
-  times stray between runs far more than its bandwidth). A kind that one system alone holds (with the
-  others held out) takes the widest widening of any kind. An all-reduce fitted at one node count cannot say
+  times stray between runs far more than its bandwidth). A kind of layout that one system alone holds (with
+  the others held out) takes the widest widening of any kind of layout. An all-reduce fitted at one node count cannot say
   whether it crossed by NCCL's tree (bytes per node growing with the nodes) or its ring: the
   prediction lies between the two, with that span in the interval;
 - *system description*: each 2-node log predicted from its system description (NICs per node and

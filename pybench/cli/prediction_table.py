@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from pybench.collectives import busbw_factor
-from pybench.model.piecewise_model import BEYOND_SIZES
+from pybench.model.calibration import BEYOND_SIZES
 from pybench.sizes import format_size
 
 

@@ -28,9 +28,9 @@ part). The terms:
   as the described term below: a cluster's latencies stray between runs and node counts far more than
   its bandwidth does, and one figure for both would make every large size's interval as wide as the
   noisiest small size needs. A kind fewer than two calibration systems hold takes the widest value of
-  any kind, and sizes beyond the measured range at a measured layout take each part's widest of the
-  kinds that carry one shape (:data:`SHAPE_KINDS`), with the share of the bytes at the nearest end of the
-  sweep;
+  any kind. Sizes beyond a measured layout's sweep are a kind of their own (:data:`BEYOND_SIZES`, with the
+  share of the bytes at the nearest end of the sweep), validated by fitting the real sweeps without
+  their largest sizes;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
   least how far they fall from one port of its rate), in a bandwidth part (the NICs' efficiency)
@@ -77,7 +77,11 @@ OTHER_GPUS_PER_NODE = "another GPU count per node"
 """Across nodes, at a measured node count: the ranks of a node drive other NICs and links than measured."""
 PARTS = ("bandwidth", "latency")
 """The parts of a widening: the bytes' share of the time and the rest, each off by its own factor (module text)."""
-EXTRAPOLATED_KINDS = (OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT)
+BEYOND_SIZES = "beyond the measured sizes"
+"""A measured layout at a size beyond its sweep: the curve carried on past where it was measured."""
+LAYOUT_KINDS = (OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT)
+"""The kinds that carry a fitted shape to a layout not measured."""
+EXTRAPOLATED_KINDS = (*LAYOUT_KINDS, BEYOND_SIZES)
 """The kinds of prediction (:data:`pybench.model.topology.KINDS`) whose widening per unit of distance is
 chosen apart."""
 SHAPE_KINDS = (OTHER_GPU_COUNT, OTHER_NODE_COUNT)
@@ -168,11 +172,13 @@ class Calibration:
         return self.nic_efficiency[family(collective)]
 
     def widening(self, kind: str, one_layout: bool) -> dict[str, float]:
-        """Log half-width per unit of distance for a prediction of ``kind``, per part; where no kind's own (sizes
-        beyond the measured ones), each part the widest of the kinds that carry one fitted shape to another count
-        (:data:`SHAPE_KINDS`)."""
+        """Log half-width per unit of distance for a prediction of ``kind``, per part: its own; a measured layout's
+        beyond its sizes, :data:`BEYOND_SIZES`'; else (a description's) each part the widest of the kinds that carry
+        one fitted shape to another count (:data:`SHAPE_KINDS`)."""
         table = self.widening_one_layout if one_layout else self.widening_several_layouts
         base = kind.split(",")[0]
+        if base not in table and kind.endswith(BEYOND_SIZES):  # a measured layout's sweep carried on ("fitted sweep")
+            base = BEYOND_SIZES
         return dict(table[base]) if base in table else {p: max(table[k][p] for k in SHAPE_KINDS) for p in PARTS}
 
     def unmeasured(self, described: bool, shape_measured: bool = False, preset: bool = False) -> dict[str, float]:

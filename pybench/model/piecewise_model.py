@@ -19,7 +19,7 @@ import numpy as np
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
-from pybench.model.calibration import Z95, Spread, load_calibration
+from pybench.model.calibration import BEYOND_SIZES, Z95, Spread, load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
@@ -30,8 +30,6 @@ from pybench.sizes import MAX_SIZE_BYTES, format_size
 # algorithm switch that a few sizes make look like a faster link).
 STEEP_PIECE_RATIO = 1.5
 
-
-BEYOND_SIZES = "beyond the measured sizes"
 
 NO_TOPOLOGY = "no topology model: "
 """Starts the note a curve keeps when the fit gave its collective no topology model, so that a
@@ -203,18 +201,9 @@ class AlphaBetaModel:
             if not all(math.isfinite(seg.rel_sigma) for seg in self.segments):
                 band = "confidence"
                 said += " (confidence band: the file predates prediction bands; refit it)"
-        t, half = predict_segments(self.segments, size_bytes if s.ndim else float(s), band)
-        t_arr, h_arr = np.asarray(t, dtype=float), np.asarray(half, dtype=float)
-        # The one interval scheme (pybench.model.calibration): the curve's own band near the size is its
-        # local scatter; beyond the measured sizes nothing measured says how the curve goes on (a sweep that
-        # ends while latency rules has no bandwidth at all), and the band widens with the log distance, at
-        # the widest widening the calibration holds for the kinds that carry one shape on (calibration.SHAPE_KINDS),
-        # each part its own factor of its share of the time at the nearest end of the sweep.
-        beyond = np.maximum(np.log(self.size_min_bytes / s), 0.0) + np.maximum(np.log(s / self.size_max_bytes), 0.0)
+        t_arr, spreads = self.times_and_spreads(s, band)
         calibration = load_calibration()
-        ends = np.array([Spread(BEYOND_SIZES, local / Z95, far, True, False, self._bytes_share(x)).bounds(calibration)
-                         for local, far, x in zip(np.log1p(h_arr / t_arr).reshape(-1), beyond.reshape(-1),
-                                                  np.broadcast_to(s, beyond.shape).reshape(-1))]).reshape(-1, 2)
+        ends = np.array([sp.bounds(calibration) for sp in spreads])
         below, above = ends[:, 0].reshape(t_arr.shape), ends[:, 1].reshape(t_arr.shape)
         low, high = t_arr * np.exp(-below), t_arr * np.exp(above)
         # An anomaly's own measurement is a real time at its size (a switch there, or a disturbed run): the
@@ -225,6 +214,19 @@ class AlphaBetaModel:
         if s.ndim == 0:
             return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
         return Prediction(s, self.world_size, t_arr, low, high, said)
+
+    def times_and_spreads(self, sizes: np.ndarray, band: str = "prediction") -> tuple[np.ndarray, list[Spread]]:
+        """The curve's times at ``sizes`` and each one's interval inputs (:mod:`pybench.model.calibration`, in
+        the order of ``sizes.reshape(-1)``): the curve's own ``band`` near the size is its local scatter; beyond
+        the measured sizes nothing measured says how the curve goes on, and it widens with the log distance at
+        the widening validated for sizes beyond a sweep (:data:`~pybench.model.calibration.BEYOND_SIZES`), each
+        part its own factor of its share of the time at the nearest end of the sweep."""
+        t, half = predict_segments(self.segments, sizes if sizes.ndim else float(sizes), band)
+        t_arr = np.asarray(t, dtype=float)
+        flat, rel = sizes.reshape(-1), (np.asarray(half, dtype=float) / t_arr).reshape(-1)
+        far = np.maximum(np.log(self.size_min_bytes / flat), 0.0) + np.maximum(np.log(flat / self.size_max_bytes), 0.0)
+        return t_arr, [Spread(BEYOND_SIZES, float(np.log1p(b)) / Z95, float(d), True, False,
+                              self._bytes_share(float(x))) for x, b, d in zip(flat, rel, far)]
 
     def _bytes_share(self, size: float) -> float:
         """The share of the time that the bytes take at the end of the measured sizes nearest ``size``: what the

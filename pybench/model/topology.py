@@ -67,7 +67,7 @@ from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_di
 from pybench.model.topology_schedules import algorithm_steps, check_crossing_version, crossing_terms
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
-OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT = EXTRAPOLATED_KINDS  # each its own widening
+OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT, _ = EXTRAPOLATED_KINDS  # each its own widening
 MEASURED, BETWEEN_SIZES = "measured", "between measured sizes"
 DESCRIBED, PRESET = "system description", "preset"
 OTHER_RANK_COUNT = "another rank count"  # what CPU ranks call another GPU count (calibrated as one; per node too)

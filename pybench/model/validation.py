@@ -45,7 +45,15 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import t as student_t
 
-from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, family
+from pybench.model.calibration import (
+    BEYOND_SIZES,
+    EXTRAPOLATED_KINDS,
+    FAMILIES,
+    LAYOUT_KINDS,
+    PARTS,
+    Calibration,
+    family,
+)
 from pybench.model.topology import (
     BETWEEN_SIZES,
     DESCRIBED,
@@ -56,8 +64,8 @@ from pybench.model.topology import (
 )
 from pybench.model.validation_cases import LEAVE_ONE_SIZE_OUT, Point, SystemCase, fixed_points, system_cases
 
-VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT,
-                   DESCRIBED, PRESET)
+VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, BEYOND_SIZES, OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE,
+                   OTHER_NODE_COUNT, DESCRIBED, PRESET)
 _PERCENTILE = 95.0
 
 
@@ -126,13 +134,16 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
         needed.setdefault((p.kind, p.spread.one_layout), {}).setdefault(p.group, []).append(p)
     several, one = {}, {}
     for kind in EXTRAPOLATED_KINDS:
-        s, o = _widening(needed.get((kind, False), {})), _widening(needed.get((kind, True), {}))
-        if any(s.values()) or any(o.values()):
-            several[kind] = s if any(s.values()) else o
-            one[kind] = {part: max(o[part], s[part]) for part in PARTS}  # one layout knows less than several
-    # A kind seen on one system alone has no other to be checked on: it takes the widest value of any
-    # kind (nothing says it strays less), so what ships follows the rule that held-out scores check.
-    widest = {part: max([0.0, *(w[part] for w in (*several.values(), *one.values()))]) for part in PARTS}
+        split = kind != BEYOND_SIZES  # a sweep carried on crosses regimes it never showed: one factor for both parts
+        s, o = _widening(needed.get((kind, False), {}), split), _widening(needed.get((kind, True), {}), split)
+        chosen = [w for w in (s, o) if w is not None]
+        if chosen:  # (several layouts that needed none take one layout's: one system showed no stray, not none)
+            several[kind] = s if s is not None and any(s.values()) else (o or s or {})
+            one[kind] = {part: max(w[part] for w in chosen) for part in PARTS}  # one layout knows less than several
+    # A kind seen on one system alone has no other to be checked on: it takes the widest value of any kind of
+    # layout (nothing says it strays less; sizes beyond a sweep are another axis), so what ships follows the rule
+    # that held-out scores check.
+    widest = {part: max([0.0, *(w[k][part] for w in (several, one) for k in LAYOUT_KINDS if k in w)]) for part in PARTS}
     for kind in EXTRAPOLATED_KINDS:  # (and one whose points chose no part: every kind ships a widening)
         if len(systems.get(kind, ())) < 2 or kind not in several:
             several[kind], one[kind] = dict(widest), dict(widest)
@@ -175,12 +186,16 @@ def _or_missed(value: float | None) -> float:
     return math.inf if value is None else value
 
 
-def _widening(by_system: dict[str, list[Point]]) -> dict[str, float]:
+def _widening(by_system: dict[str, list[Point]], split: bool = True) -> dict[str, float] | None:
     """The bandwidth and latency parts of a widening per unit of distance, as the described half-widths are
     split: the bandwidth part from the points whose bytes take nearly all the time (:data:`BANDWIDTH_BOUND`),
     each the widening of both parts that just covers it; the latency part from those where latency takes at
     least half, the latency widening that just covers each beside the bandwidth part (never below it). Points
-    between the two bounds choose neither: the two parts cover them, which the held-out scores check."""
+    between the two bounds choose neither: the two parts cover them, which the held-out scores check. None where
+    no point chooses either part. Not ``split``: every point chooses one widening of both parts alike."""
+    if not any(not split or _share(p) >= BANDWIDTH_BOUND or _share(p) < LATENCY_BOUND
+               for pts in by_system.values() for p in pts):
+        return None
     none = dict.fromkeys(PARTS, 0.0)
 
     def both(p: Point) -> float | None:
@@ -188,6 +203,8 @@ def _widening(by_system: dict[str, list[Point]]) -> dict[str, float]:
         spread = p.spread
         return _just_covering(p, lambda x: spread.bounds_with({"bandwidth": x, "latency": x}, none))
 
+    if not split:
+        return dict.fromkeys(PARTS, _solved(by_system, lambda p: True, both))
     bandwidth = _solved(by_system, lambda p: _share(p) >= BANDWIDTH_BOUND, both)
 
     def latency_part(p: Point) -> float | None:

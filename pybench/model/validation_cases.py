@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import brentq
 
-from pybench.model.calibration import EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, Spread
+from pybench.model.anomalies import disturbed_sizes
+from pybench.model.build import fit_model
+from pybench.model.calibration import BEYOND_SIZES, EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, Spread
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
 from pybench.model.crossing import as_double_tree, regime_crossing_s, tree_or_ring_undescribed
 from pybench.model.link_cost import LinkCost
@@ -28,6 +30,7 @@ from pybench.model.system import load_system
 from pybench.model.topology import BETWEEN_SIZES, DESCRIBED, PRESET, Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology, undisturbed_observations
 from pybench.model.topology_schedules import crossing_terms
+from pybench.sizes import format_size
 
 LEAVE_ONE_SIZE_OUT = "leave one size out"
 SCORED_FROM = 1 << 20
@@ -223,7 +226,39 @@ def fixed_points(shared: Path, public: Path) -> list[Point]:
     for name, group, log in _SWEEPS:
         for ms in load_measurements(_log_path(log, shared, public)):
             points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))
-    return points
+            points += _beyond_points(name, group, ms)
+    (ms,) = load_measurements(shared / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv")
+    return points + _beyond_points("vtrain-a100", "vtrain", ms)
+
+
+BEYOND_FACTOR = 8
+"""Sizes beyond a sweep are validated by fitting it without its sizes above 1/8, 1/64, ... of its largest (every
+three octaves of a power-of-two sweep, while 8 sizes stay) and predicting every larger size: from the bytes'
+regime and from the latency's, a few octaves beyond and many."""
+
+
+def _beyond_points(dataset: str, group: str, ms) -> list[Point]:
+    """The sweep fitted up to each cut (:data:`BEYOND_FACTOR`), each larger size predicted (from
+    :data:`SCORED_FROM`; not a size whose replicates disagree, which no fit takes in)."""
+    size, time = ms.fit_points()
+    disturbed = {s for s, _ in disturbed_sizes(size, time)}
+    out: list[Point] = []
+    cut = float(np.max(ms.size_bytes)) / BEYOND_FACTOR
+    while np.unique(ms.size_bytes[ms.size_bytes <= cut]).size >= 8:
+        keep = ms.size_bytes <= cut
+        fitted = fit_model(dataclasses.replace(ms, **{k: getattr(ms, k)[keep] for k in _ARRAYS
+                                                      if getattr(ms, k) is not None}))
+        held = np.array([x for x in np.unique(size) if x > cut and x >= SCORED_FROM and int(x) not in disturbed])
+        if held.size:
+            predicted, spreads = fitted.times_and_spreads(held)
+            out += [Point(dataset, group, BEYOND_SIZES, f"fit up to {format_size(int(cut))} -> {format_size(int(x))}",
+                          math.log(float(t) / float(np.median(time[size == x]))), spread=sp)
+                    for x, t, sp in zip(held, predicted.reshape(-1), spreads)]
+        cut /= BEYOND_FACTOR
+    return out
+
+
+_ARRAYS = ("size_bytes", "time_s", "time_low_s", "time_high_s", "time_in_place_s")
 
 
 # (dataset, hold-out group, log) of the sweeps validated by leave-one-size-out.
