@@ -77,8 +77,9 @@ OTHER_GPUS_PER_NODE = "another GPU count per node"
 """Across nodes, at a measured node count: the ranks of a node drive other NICs and links than measured."""
 PARTS = ("bandwidth", "latency")
 """The parts of a widening: the bytes' share of the time and the rest, each off by its own factor (module text)."""
-BEYOND_SIZES = "beyond the measured sizes"
-"""A measured layout at a size beyond its sweep: the curve carried on past where it was measured."""
+BEYOND_SIZES, FITTED_SWEEP = "beyond the measured sizes", "fitted sweep"
+"""A measured layout at a size beyond its sweep: the curve carried on past where it was measured (the topology
+model's kind for it starts with ``fitted sweep``)."""
 LAYOUT_KINDS = (OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT)
 """The kinds that carry a fitted shape to a layout not measured."""
 EXTRAPOLATED_KINDS = (*LAYOUT_KINDS, BEYOND_SIZES)
@@ -177,7 +178,7 @@ class Calibration:
         one fitted shape to another count (:data:`SHAPE_KINDS`)."""
         table = self.widening_one_layout if one_layout else self.widening_several_layouts
         base = kind.split(",")[0]
-        if base not in table and kind.endswith(BEYOND_SIZES):  # a measured layout's sweep carried on ("fitted sweep")
+        if base == FITTED_SWEEP:  # a measured layout's sweep carried on beyond its sizes
             base = BEYOND_SIZES
         return dict(table[base]) if base in table else {p: max(table[k][p] for k in SHAPE_KINDS) for p in PARTS}
 

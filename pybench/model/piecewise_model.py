@@ -19,7 +19,7 @@ import numpy as np
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
-from pybench.model.calibration import BEYOND_SIZES, Z95, Spread, load_calibration
+from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Spread, load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
@@ -241,7 +241,7 @@ class AlphaBetaModel:
         if any(a.size_bytes == size for a in self.anomalies):
             return "the fit's trend (the measurement there was left out of the fit as an anomaly)"
         if not self.size_min_bytes <= size <= self.size_max_bytes:
-            return f"fitted sweep, {BEYOND_SIZES}"
+            return f"{FITTED_SWEEP}, {BEYOND_SIZES}"
         return "measured" if size in self._measured_sizes else "between measured sizes"
 
     @functools.cached_property

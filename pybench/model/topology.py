@@ -43,7 +43,7 @@ import numpy as np
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
-from pybench.model.calibration import EXTRAPOLATED_KINDS, Calibration, Spread, load_calibration
+from pybench.model.calibration import EXTRAPOLATED_KINDS, FITTED_SWEEP, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
     chain_latency,
@@ -181,7 +181,7 @@ class TopologyModel:
         # 2-node fit are as far out as 4 GPUs of a node from 2, and twice the world is one step, not two.
         distance = min(abs(math.log(nodes / n)) + abs(math.log(world * n / (w * nodes))) for w, n in layouts)
         if (world, nodes) in self.fitted:  # beyond its sizes the fitted sweep's layout is all that was measured
-            kind = "fitted sweep" if beyond else MEASURED if size in self.residual_sizes else BETWEEN_SIZES
+            kind = FITTED_SWEEP if beyond else MEASURED if size in self.residual_sizes else BETWEEN_SIZES
         elif nodes > 1 and nodes not in {n for _, n in layouts}:
             kind = OTHER_NODE_COUNT
         else:
