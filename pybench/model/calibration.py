@@ -22,15 +22,15 @@ part). The terms:
   node plus log size beyond the measured range; ``widening`` is per unit of it, chosen per kind of
   prediction (another GPU count inside a node, another per node across nodes, another node count: a
   node's fabric, the NICs a node's ranks drive and a cluster's network stray from one cost shape
-  differently), one value for fits at several layouts of the link class and a larger one
-  for a fit at a single layout (which cannot separate per-call from per-step latency; the two are chosen
-  apart, and equal where the data do not tell them apart). Each has a bandwidth part and a latency part,
-  as the described term below: a cluster's latencies stray between runs and node counts far more than
-  its bandwidth does, and one figure for both would make every large size's interval as wide as the
-  noisiest small size needs. A kind fewer than two calibration systems hold takes the widest value of
-  any kind. Sizes beyond a measured layout's sweep are a kind of their own (:data:`BEYOND_SIZES`, with the
-  share of the bytes at the nearest end of the sweep), validated by fitting the real sweeps without
-  their largest sizes;
+  differently), one value for fits at several layouts of the link class and a larger one for a fit at a
+  single layout (which cannot separate per-call from per-step latency; the two are chosen apart, and
+  equal where the data do not tell them apart). Each has a bandwidth part and a latency part, as the
+  described term below: a cluster's latencies stray between runs and node counts far more than its
+  bandwidth does, and one figure for both would make every large size's interval as wide as the noisiest
+  small size needs. A kind of layout fewer than two calibration systems hold takes the widest value of
+  any kind of layout (:data:`LAYOUT_KINDS`). Sizes beyond a measured layout's sweep are a kind of their
+  own (:data:`BEYOND_SIZES`, with the share of the bytes at the nearest end of the sweep), validated by
+  fitting the real sweeps without their largest sizes;
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
   least how far they fall from one port of its rate), in a bandwidth part (the NICs' efficiency)
@@ -173,9 +173,9 @@ class Calibration:
         return self.nic_efficiency[family(collective)]
 
     def widening(self, kind: str, one_layout: bool) -> dict[str, float]:
-        """Log half-width per unit of distance for a prediction of ``kind``, per part: its own; a measured layout's
-        beyond its sizes, :data:`BEYOND_SIZES`'; else (a description's) each part the widest of the kinds that carry
-        one fitted shape to another count (:data:`SHAPE_KINDS`)."""
+        """Log half-width per unit of distance for a prediction of ``kind``, per part: its own; a measured
+        layout's beyond its sizes, that of :data:`BEYOND_SIZES`; else (a description's) each part the widest of
+        the kinds that carry one fitted shape to another count (:data:`SHAPE_KINDS`)."""
         table = self.widening_one_layout if one_layout else self.widening_several_layouts
         base = kind.split(",")[0]
         if base == FITTED_SWEEP:  # a measured layout's sweep carried on beyond its sizes
