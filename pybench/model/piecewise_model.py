@@ -241,7 +241,12 @@ class AlphaBetaModel:
         if any(a.size_bytes == size for a in self.anomalies):
             return "the fit's trend (the measurement there was left out of the fit as an anomaly)"
         if not self.size_min_bytes <= size <= self.size_max_bytes:
-            return f"{FITTED_SWEEP}, {BEYOND_SIZES}"
+            last = self.segments[-1]
+            data = size * last.inv_bw_s_per_byte
+            unseen = size > self.size_max_bytes and self._bytes_share(size) < 0.5 <= data / (last.alpha_s + data)
+            return f"{FITTED_SWEEP}, {BEYOND_SIZES}" + (  # where the bytes would rule, a rate never measured
+                f"; its bytes' rate is not measured (the sweep ended at {format_size(self.size_max_bytes)} while "
+                f"latency ruled): measure up to {format_size(int(size))}" if unseen else "")
         return "measured" if size in self._measured_sizes else "between measured sizes"
 
     @functools.cached_property

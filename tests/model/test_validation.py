@@ -259,3 +259,17 @@ def test_a_measured_sweep_carried_beyond_its_sizes_takes_the_widening_validated_
     described = calibration.widening("system description, " + BEYOND_SIZES, True)  # a description's: the shapes'
     assert described == {p: max(calibration.widening_one_layout[k][p] for k in (OTHER_GPU_COUNT, OTHER_NODE_COUNT))
                          for p in ("bandwidth", "latency")}
+
+
+def test_a_sweep_that_ended_while_latency_ruled_says_its_bytes_rate_is_not_measured():
+    """The OCI 2-node all-reduce fitted up to 64 KiB predicted 1 GiB 6.6x too slow: nothing it measured shows the
+    bytes' rate. Where its own line says the bytes would take most of the time, the prediction says so."""
+    import dataclasses as dc
+
+    from pybench.model.build import fit_model
+    (ms,) = load_measurements(NCCL / "a100_2node_16gpu_oci_roce_allreduce.txt")
+    keep = ms.size_bytes <= 1 << 16
+    short = fit_model(dc.replace(ms, **{k: getattr(ms, k)[keep] for k in ("size_bytes", "time_s", "time_in_place_s")}))
+    assert "bytes' rate is not measured" in short.predict(1 << 30).provenance
+    assert "not measured" not in short.predict(1 << 17).provenance  # latency still rules there
+    assert "not measured" not in fit_model(ms).predict(1 << 34).provenance  # a sweep that reached its bytes' rate
