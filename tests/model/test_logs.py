@@ -748,3 +748,24 @@ def test_world_overrides_are_checked_against_every_rows_rounding():
     for world in (16, 17):
         with pytest.raises(FileFormatError, match=f"--world {world} disagrees .* says 15 ranks"):
             parse_nccl_tests_text(text, "<log>", world_size=world)
+
+
+def test_an_all_to_all_without_its_program_name_is_told_from_an_all_gather_by_its_unchecked_in_place_half():
+    """argonne-lcf/alcf-nccl-tests @385be33, results_sophia/n2.g8/.../alltoall_output.dat.1 (rows verbatim): no
+    program name, per-rank counts and redop none read as an all-gather. all_to_all_perf reports no in-place check
+    (N/A on every row) where all_gather_perf does; with -c 0 neither half reports and nothing tells them apart."""
+    from pybench.model.logs.nccl_tests import parse_nccl_tests_text
+    header = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+              "   busbw #wrong\n")
+    rows = ("     1048576         16384     float    none      -1    127.2    8.25    7.73      0    125.3    8.37"
+            "    7.85    N/A\n"
+            "     2097152         32768     float    none      -1    176.6   11.88   11.13      0    173.5   12.09"
+            "   11.33    N/A\n"
+            "     4194304         65536     float    none      -1    209.8   19.99   18.74      0    207.3   20.24"
+            "   18.97    N/A\n")
+    (ms,) = parse_nccl_tests_text(header + rows, "<log>")
+    assert ms.collective == "alltoall" and any("reports no in-place check" in n for n in ms.notes)
+    checked = rows.replace("    N/A\n", "      0\n")
+    assert parse_nccl_tests_text(header + checked, "<log>")[0].collective == "allgather"
+    unchecked = rows.replace("      0    ", "    N/A    ")  # -c 0: neither half reports
+    assert parse_nccl_tests_text(header + unchecked, "<log>")[0].collective == "allgather"

@@ -54,6 +54,7 @@ from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests_table import (
     Table,
+    alltoall_fingerprint,
     bus_ratios,
     check_values,
     header_tokens,
@@ -341,12 +342,6 @@ def _prescaled(table: Table) -> bool:
     return table.columns.old_layout and bool(raw) and raw[0] < 0.97
 
 
-def _blank_redop_column(table: Table) -> bool:
-    """A redop column whose every cell is blank and no root: the fingerprint of old all_to_all_perf."""
-    return (table.columns.redop is not None and table.redops == {""}
-            and table.roots <= {"", "-1"})
-
-
 def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
                       collective: str | None, world_size: int | None) -> list[MeasurementSet]:
     check_values(path, table)
@@ -372,11 +367,9 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
                               f"nccl-tests table measured (no program name, and neither busbw/algbw nor the "
                               f"counts tell: bandwidths too small, or busbw 0.00 on one rank); "
                               f"give --collective (collective=... in Python)")
-    if name is None and coll == "allgather" and _blank_redop_column(table):
+    if name is None and coll == "allgather" and (why := alltoall_fingerprint(table)):
         coll = "alltoall"
-        notes = [n for n in notes if not n.startswith("collective allgather")]
-        notes.append("collective alltoall inferred from its redop column printed blank on every row, as "
-                     "all_to_all_perf printed it in 2020-2022 (all_gather_perf then printed no redop column)")
+        notes = [n for n in notes if not n.startswith("collective allgather")] + [f"collective alltoall: {why}"]
     notes = table.notes + name_notes + notes
     _refuse_contradicting_overrides(path, table, pre, collective, world_size, coll, world)
     from_ratio = world
