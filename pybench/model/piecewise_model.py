@@ -246,7 +246,7 @@ class AlphaBetaModel:
             unseen = size > self.size_max_bytes and self._bytes_share(size) < 0.5 <= data / (last.alpha_s + data)
             return f"{FITTED_SWEEP}, {BEYOND_SIZES}" + (  # where the bytes would rule, a rate never measured
                 f"; its bytes' rate is not measured (the sweep ended at {format_size(self.size_max_bytes)} while "
-                f"latency ruled): measure up to {format_size(int(size))}" if unseen else "")
+                f"latency ruled): measure up to the sizes asked" if unseen else "")
         return "measured" if size in self._measured_sizes else "between measured sizes"
 
     @functools.cached_property

@@ -1,7 +1,8 @@
 """Leave-one-dataset-out validation of the communication model, and the choice of its constants.
 
-Every real log in the repository is a dataset. For each kind of prediction (between measured
-sizes, leave-one-size-out, another GPU count, another node count, a system description), each
+Every real log in the repository is a dataset. For each kind of prediction (:data:`VALIDATED_KINDS`:
+between measured sizes, leave-one-size-out, beyond the measured sizes, another GPU count, another GPU
+count per node, another node count, a system description, a preset), each
 dataset is predicted with constants (:class:`~pybench.model.calibration.Calibration`) chosen on
 the *other* datasets only, and scored: the share of held-out measurements inside the 95%
 interval, its median half-width, and the median and largest errors. The shipped constants are
@@ -11,10 +12,11 @@ How the constants are chosen (:func:`choose_calibration`), each from what the ca
 datasets say, none by hand:
 
 * the widening per unit of log distance: for each extrapolated point, the widening that would
-  just cover its error beyond the local scatter; per system the 95th percentile of those, and over
-  systems what covers one more (:func:`_worst_percentile`), in a bandwidth and a latency part
-  (:func:`_widening`); per kind where two systems or
-  more hold the kind, else the widest of any kind; fits at one layout and at several apart;
+  just cover its error beyond its other terms (solved on the interval's own bound); per system the
+  95th percentile of those (a point no value covers counts among its misses), and over systems what
+  covers one more (:func:`_worst_percentile`), in a bandwidth and a latency part (:func:`_widening`;
+  one for both beyond a sweep's sizes); per kind where two systems or more hold the kind, else the
+  widest of any kind of layout; fits at one layout and at several apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
   the description's NICs at which the described crossing meets the log on the sizes whose bytes
   rule, in the bytes it is priced with (an all-reduce in the tree's); an all-reduce on GPUs that

@@ -228,18 +228,18 @@ def fixed_points(shared: Path, public: Path) -> list[Point]:
             points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))
             points += _beyond_points(name, group, ms)
     (ms,) = load_measurements(shared / "vtrain" / "a100_nvswitch_allreduce_8gpu.csv")
-    return points + _beyond_points("vtrain-a100", "vtrain", ms)
+    return points + _beyond_points("vtrain-a100", "vtrain", ms, thin=8)  # 1 MiB steps: as many points as a few
 
 
 BEYOND_FACTOR = 8
-"""Sizes beyond a sweep are validated by fitting it without its sizes above 1/8, 1/64, ... of its largest (every
-three octaves of a power-of-two sweep, while 8 sizes stay) and predicting every larger size: from the bytes'
-regime and from the latency's, a few octaves beyond and many."""
+"""Sizes beyond a sweep are validated by fitting it without its sizes above 1/8, 1/64, ... of its largest (three
+octaves at a time, while 8 sizes stay) and predicting every larger size: from the bytes' regime and from the
+latency's, a few octaves beyond and many."""
 
 
-def _beyond_points(dataset: str, group: str, ms) -> list[Point]:
+def _beyond_points(dataset: str, group: str, ms, thin: int = 1) -> list[Point]:
     """The sweep fitted up to each cut (:data:`BEYOND_FACTOR`), each larger size predicted (from
-    :data:`SCORED_FROM`; not a size whose replicates disagree, which no fit takes in)."""
+    :data:`SCORED_FROM`; not a size whose replicates disagree, which no fit takes in), every ``thin``-th of them."""
     size, time = ms.fit_points()
     disturbed = {s for s, _ in disturbed_sizes(size, time)}
     out: list[Point] = []
@@ -248,7 +248,8 @@ def _beyond_points(dataset: str, group: str, ms) -> list[Point]:
         keep = ms.size_bytes <= cut
         fitted = fit_model(dataclasses.replace(ms, **{k: getattr(ms, k)[keep] for k in _ARRAYS
                                                       if getattr(ms, k) is not None}))
-        held = np.array([x for x in np.unique(size) if x > cut and x >= SCORED_FROM and int(x) not in disturbed])
+        held = np.array([x for x in np.unique(size)
+                         if x > cut and x >= SCORED_FROM and int(x) not in disturbed])[::thin]
         if held.size:
             predicted, spreads = fitted.times_and_spreads(held)
             out += [Point(dataset, group, BEYOND_SIZES, f"fit up to {format_size(int(cut))} -> {format_size(int(x))}",

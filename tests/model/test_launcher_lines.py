@@ -100,3 +100,7 @@ def test_the_command_of_an_nccl_tests_binary_ends_at_a_shell_separator():
     assert launch is not None and launch.devices == 4
     launch = read_launch("srun -n 4 hostname")
     assert launch is not None and launch.program == "" and launch.devices == 4
+    launch = read_launch('srun -n 2 bash -c "cd /opt/nccl-tests && ./build/all_gather_perf -b 8 -e 1G -g 4"')
+    assert launch is not None and (launch.program, launch.devices) == ("all_gather_perf", 8)  # a wrapper's command
+    launch = read_launch("mpirun -np 2 hostname && mpirun -np 4 ./all_reduce_perf")  # another launch's binary
+    assert launch is not None and launch.program == ""

@@ -707,6 +707,8 @@ def test_a_table_run_with_several_gpus_per_process_says_so():
     assert ms.world_size == 8 and any("each process drove 8 GPUs" in n for n in ms.notes)
     (ms,) = parse_nccl_tests_text(one + table, "<g1>")
     assert not any("each process drove" in n for n in ms.notes)
+    (ms,) = parse_nccl_tests_text(one.replace("nThread 1", "nThread 8") + table, "<t8>")  # threads, one GPU each
+    assert any("threads of one process" in n for n in ms.notes) and not any("kernels" in n for n in ms.notes)
 
 
 _HEADER = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw"
@@ -769,3 +771,9 @@ def test_an_all_to_all_without_its_program_name_is_told_from_an_all_gather_by_it
     assert parse_nccl_tests_text(header + checked, "<log>")[0].collective == "allgather"
     unchecked = rows.replace("      0    ", "    N/A    ")  # -c 0: neither half reports
     assert parse_nccl_tests_text(header + unchecked, "<log>")[0].collective == "allgather"
+    # a run killed after a row's out-of-place half: that row printed no in-place #wrong, and proves nothing
+    cut = rows + "     8388608        131072     float    none      -1    309.8   27.08   25.38      0\n"
+    assert parse_nccl_tests_text(header + cut, "<log>")[0].collective == "alltoall"
+    # an out-of-place check that found wrong values: the unchecked in-place half cannot vouch for the row
+    (ms,) = parse_nccl_tests_text(header + rows.replace("18.74      0", "18.74     12"), "<log>")
+    assert list(ms.size_bytes) == [1048576, 2097152] and any("1 row(s) with no timing left" in n for n in ms.notes)

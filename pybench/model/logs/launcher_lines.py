@@ -79,15 +79,15 @@ _PER_PROCESS = {"-g": "g", "--ngpus": "g", "-t": "t", "--nthreads": "t"}
 _SEPARATORS = ("&&", "||", ";", "|", "&")
 
 
-def _ends_command(word: str) -> bool:
-    return word in _SEPARATORS or word.endswith(";")
+_ANOTHER_LAUNCH = re.compile(r"(?:^|/)(?:mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun|flux)$")
 
 
 def _nccl_test(words: list[str]) -> tuple[str, list[str]]:
-    """The nccl-tests binary the launcher's command runs (its name without a path or ``_mpi``; "" where it runs
-    none) and the binary's own words, up to the end of that command."""
+    """The nccl-tests binary the launcher runs (its name without a path or ``_mpi``; "" where it runs none: a
+    wrapper's ``cd DIR && ./all_reduce_perf`` counts, a second launcher's command does not) and the binary's own
+    words, up to the end of its command."""
     for k, word in enumerate(words):
-        if _ends_command(word):
+        if _ANOTHER_LAUNCH.search(word):
             break
         m = _NCCL_TEST.search(word)
         if m:
@@ -139,7 +139,7 @@ def read_launch(line: str) -> Launch | None:
         words = line[m.end():].split()
     launcher = m.group(1).split(".")[0].split()[0]
     launch = _read(launcher, _options(words, launcher))
-    program, own = _nccl_test(words)
+    program, own = _nccl_test([w for word in words for w in word.split() or [word]])  # a quoted `bash -c "..."` too
     return dataclasses.replace(launch, program=program, devices_per_process=_devices_per_process(own) if program else 1)
 
 

@@ -263,6 +263,8 @@ class Preamble:
     """The last launcher command line above the table that names a rank count (``mpirun -n 16 ...``)."""
     gpus_per_process: int = 0
     """nccl-tests' ``# nThread T nGpus G`` line: each process drove T x G GPUs (``-t``, ``-g``); 0 unread."""
+    gpus_per_thread: int = 0
+    """Its G: the GPUs whose kernels one thread launches."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
@@ -272,7 +274,7 @@ class Preamble:
             self.launch = launch
         m = _NGPUS_RE.match(stripped)
         if m:
-            self.gpus_per_process = int(m.group(1)) * int(m.group(2))
+            self.gpus_per_process, self.gpus_per_thread = int(m.group(1)) * int(m.group(2)), int(m.group(2))
         self.rccl = self.rccl or stripped.startswith(("rccl-tests:", "RCCL version"))
         m = _RANK_RE.match(stripped)
         if m:

@@ -97,7 +97,9 @@ class Table(Rows):
     wrong_rows: int = 0
     """Rows left with no timing by :attr:`wrong`."""
     unchecked: dict[str, int] = field(default_factory=dict)
-    """Per half, the rows whose #wrong printed N/A: no check reported there."""
+    """Per half, the rows of both halves whose #wrong printed N/A: no check reported there."""
+    reported: dict[str, int] = field(default_factory=dict)
+    """Per half, the rows of both halves that printed its #wrong cell."""
 
 
 # The NCCL 1.x test programs (all_reduce_test ..., 2016-2017) named the columns differently.
@@ -209,10 +211,14 @@ def wrong_note(dropped: list[tuple[int, str]], rows_lost: int, where: str) -> st
 def _right_halves(table: Table, toks: list[str], halves: list[Half], size: int) -> list[Half]:
     """``halves`` less those whose #wrong column counts wrong elements (-c checked them): a wrong result
     is no measurement. A right in-place half then stands for the row."""
-    for h in halves:
-        if h[4] is not None and h[4] < len(toks) and toks[h[4]].upper() == "N/A":
-            table.unchecked[h[0]] = table.unchecked.get(h[0], 0) + 1
+    unchecked = [h for h in halves if h[4] is not None and h[4] < len(toks) and toks[h[4]].upper() == "N/A"]
+    for h in halves if len(halves) > 1 else ():  # (a row of one half: cut short, or a trace replay's)
+        if h[4] is not None and h[4] < len(toks):
+            table.reported[h[0]] = table.reported.get(h[0], 0) + 1
+            table.unchecked[h[0]] = table.unchecked.get(h[0], 0) + (h in unchecked)
     kept = [h for h in halves if not (h[4] is not None and h[4] < len(toks) and is_wrong(toks[h[4]]))]
+    if len(kept) < len(halves) and all(h in unchecked for h in kept):  # no unchecked half vouches for a wrong row
+        kept = []
     table.wrong.extend((size, h[0]) for h in halves if h not in kept)
     # an in-place half standing for the row must hold numbers where the out-of-place one did
     if kept and kept[0] is not halves[0] and not all(math.isfinite(_number(toks, k)) for k in kept[0][1:4]):
@@ -225,13 +231,13 @@ def _right_halves(table: Table, toks: list[str], halves: list[Half], size: int) 
 def alltoall_fingerprint(table: Table) -> str:
     """Why a table that reads as an all-gather (per-rank counts, no reduction) is nccl-tests' all-to-all ("" where
     nothing says so): a redop column blank on every row (all_to_all_perf in 2020-2022), or a check that ran out of
-    place and reported nothing in place on every row (all_to_all_perf has no in-place check; all_gather_perf's
-    in-place one reports)."""
+    place and reported nothing in place on every row that printed an in-place half (all_to_all_perf has no
+    in-place check; all_gather_perf's in-place one reports)."""
     if table.columns.redop is not None and table.redops == {""} and table.roots <= {"", "-1"}:
         return ("its redop column printed blank on every row, as all_to_all_perf printed it in 2020-2022 "
                 "(all_gather_perf then printed no redop column)")
-    rows = len(table.sizes)
-    if rows and table.unchecked.get("in-place") == rows and not table.unchecked.get("out-of-place"):
+    in_place = table.reported.get("in-place", 0)
+    if in_place and table.unchecked.get("in-place") == in_place and not table.unchecked.get("out-of-place"):
         return ("its in-place #wrong printed N/A on every row while the out-of-place check reported: all_to_all_perf "
                 "reports no in-place check, all_gather_perf does")
     return ""

@@ -29,17 +29,22 @@ class RankLines(Protocol):
     repeated: dict[int, set[str]]
     launch: Launch | None
     gpus_per_process: int
+    gpus_per_thread: int
 
 def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                    collective: str | None = None, table: Table | None = None,
                    span: tuple[int, int] | None = None, exact: bool = False) -> tuple[int | None, str | None]:
-    """:func:`_world_and_link`, and where each process drove several GPUs (nccl-tests ``-t``/``-g``), a note of
-    what that says less of: one thread launches every GPU's kernels, so not the latency per call of one process
-    per GPU, as training runs."""
+    """:func:`_world_and_link`, and where each process drove several GPUs (nccl-tests ``-t``/``-g``), a note: with
+    ``-g`` one thread launches several GPUs' kernels, so its latency per call is not one process per GPU's, as
+    training runs; with ``-t`` alone the ranks were threads of one process."""
     world, link = _world_and_link(world, pre, world_size, notes, collective, table, span, exact)
     if pre.gpus_per_process > 1 and (world or 0) > 1:
-        notes.append(f"each process drove {pre.gpus_per_process} GPUs (nccl-tests -t/-g): one thread launches every "
-                     f"GPU's kernels, so its latency per call is not that of one process per GPU, as training runs")
+        threads = pre.gpus_per_process // max(pre.gpus_per_thread, 1)
+        notes.append(f"each process drove {pre.gpus_per_process} GPUs (nccl-tests -t {threads} -g "
+                     f"{pre.gpus_per_thread}): " + (f"one thread launches {pre.gpus_per_thread} GPUs' kernels, so its "
+                                                     f"latency per call is not that of one process per GPU, as "
+                                                     f"training runs" if pre.gpus_per_thread > 1 else
+                                                     "the ranks were threads of one process"))
     return world, link
 
 
