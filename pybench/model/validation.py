@@ -42,6 +42,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from scipy.optimize import brentq
@@ -177,8 +178,11 @@ def _just_covering(point: Point, bounds: Callable[[float], tuple[float, float]],
     return brentq(gap, floor, _REACH) if gap(_REACH) >= 0 else None
 
 
-def _solved(points_by_system: dict[str, list[Point]], keep: Callable[[Point], bool],
-            solve: Callable[[Point], float | None]) -> float:
+T = TypeVar("T")
+
+
+def _solved(points_by_system: dict[str, list[T]], keep: Callable[[T], bool],
+            solve: Callable[[T], float | None]) -> float:
     """:func:`_worst_percentile` of the values ``solve`` finds for each system's points that ``keep`` takes."""
     return _worst_percentile({g: [_or_missed(solve(p)) for p in pts if keep(p)] for g, pts in points_by_system.items()})
 
@@ -307,8 +311,7 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
         return _just_covering(p, lambda x: s.bounds_with(inner.widening(s.kind, s.one_layout), parts(x)), floor)
 
     def worst(keep: Callable[[Point], bool], solve: Callable[[Point, Calibration], float | None]) -> float:
-        return _worst_percentile({g: [_or_missed(solve(p, inner)) for p, inner in pts if keep(p)]
-                                  for g, pts in misses.items()})
+        return _solved(misses, lambda pair: keep(pair[0]), lambda pair: solve(*pair))
 
     # the bandwidth part: both parts alike, the latency part a measured node's shape sets where it does
     bandwidth = worst(lambda p: _share(p) >= BANDWIDTH_BOUND, lambda p, inner: covering(

@@ -246,8 +246,7 @@ def _beyond_points(dataset: str, group: str, ms, thin: int = 1) -> list[Point]:
     cut = float(np.max(ms.size_bytes)) / BEYOND_FACTOR
     while np.unique(ms.size_bytes[ms.size_bytes <= cut]).size >= 8:
         keep = ms.size_bytes <= cut
-        fitted = fit_model(dataclasses.replace(ms, **{k: getattr(ms, k)[keep] for k in _ARRAYS
-                                                      if getattr(ms, k) is not None}))
+        fitted = fit_model(ms.at(keep))
         held = np.array([x for x in np.unique(size)
                          if x > cut and x >= SCORED_FROM and int(x) not in disturbed])[::thin]
         if held.size:
@@ -259,7 +258,6 @@ def _beyond_points(dataset: str, group: str, ms, thin: int = 1) -> list[Point]:
     return out
 
 
-_ARRAYS = ("size_bytes", "time_s", "time_low_s", "time_high_s", "time_in_place_s")
 
 
 # (dataset, hold-out group, log) of the sweeps validated by leave-one-size-out.
@@ -352,5 +350,3 @@ def _matching_efficiency(case: SystemCase) -> float:
     if median_error(low) <= 0.0 or median_error(high) >= 0.0:
         return case.efficiency
     return float(brentq(median_error, low, high, xtol=1e-4))
-
-

@@ -23,6 +23,10 @@ def _frozen_array(values, name: str, dtype=float) -> np.ndarray:
     return arr
 
 
+_PER_SIZE = ("size_bytes", "time_s", "time_low_s", "time_high_s", "time_in_place_s")
+"""The arrays of a set with one value per row."""
+
+
 @dataclass(frozen=True, eq=False)
 class MeasurementSet:
     """One size sweep of one collective, as imported from a log or result file.
@@ -91,7 +95,7 @@ class MeasurementSet:
             raise ValueError(f"size_bytes ({size.size}) and time_s ({time.size}) differ in length")
         object.__setattr__(self, "size_bytes", size)
         object.__setattr__(self, "time_s", time)
-        for name in ("time_low_s", "time_high_s", "time_in_place_s"):
+        for name in _PER_SIZE[2:]:
             value = getattr(self, name)
             if value is not None:
                 arr = _frozen_array(value, name)
@@ -101,6 +105,11 @@ class MeasurementSet:
         if self.link_class is not None and self.link_class not in LINK_CLASSES:
             raise ValueError(f"link_class {self.link_class!r} is not one of {LINK_CLASSES} or None")
         object.__setattr__(self, "notes", tuple(self.notes))
+
+    def at(self, keep: np.ndarray) -> MeasurementSet:
+        """The set at the sizes ``keep`` selects (a boolean mask over its rows), every per-size array alike."""
+        return dataclasses.replace(self, **{k: getattr(self, k)[keep] for k in _PER_SIZE
+                                            if getattr(self, k) is not None})
 
     def fit_points(self):
         """(size_bytes, time_s) arrays of every measurement the fitter should use.
