@@ -48,9 +48,12 @@ draw, and with three or more systems the constant is the 95% prediction bound of
 - *leave one size out*: each size of a sweep predicted by a fit that never saw it (from 64 KiB);
 - *beyond the measured sizes*: each sweep fitted without its sizes above 1/8, 1/64, 1/512, ... of its
   largest (while 8 sizes stay), every larger size predicted from 1 MiB up: a few octaves beyond a sweep
-  that reached its bytes' regime, and many beyond one that ended while latency ruled. A curve carried
-  on crosses protocol and algorithm switches it never showed, so its widening is one factor for both
-  parts;
+  that reached its bytes' regime, and many beyond one that ended while latency ruled; and fitted without
+  its sizes below 8, 64, 512, ... times its smallest, every smaller size from 1 MiB up predicted. A curve
+  carried on crosses protocol and algorithm switches it never showed, so its widening is one factor for
+  both parts; and it is one protocol's curve, which NCCL's choice at the size asked can only beat (the
+  curve carried on overestimates most of these points), so the interval's slow side has its own, smaller
+  widening (`beyond_slower_widening`);
 - *another GPU count*: inside one node: the vTrain tables fitted at some GPU counts (2+4, 2, 4,
   2+3+4, 4+8, 8), every other count predicted, on the node's description (`dgx-a100`: one GPU count
   alone cannot show that the node is switched, and without a description the answer is "not

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def _examples(*lines: str) -> str:
@@ -59,7 +60,7 @@ def run_system(args) -> int:
         if args.name is not None:
             raise UsageError(f"--detect describes this machine; {args.name!r} names another: give one of them")
         return _detect(args)
-    if args.name is None:
+    if args.name is None or (args.name == "list" and not Path(args.name).exists()):  # `system list`: as users guess
         for name in named_systems():
             print(load_system(name).summary())
         return 0

@@ -30,7 +30,9 @@ part). The terms:
   small size needs. A kind of layout fewer than two calibration systems hold takes the widest value of
   any kind of layout (:data:`LAYOUT_KINDS`). Sizes beyond a measured layout's sweep are a kind of their
   own (:data:`BEYOND_SIZES`, with the share of the bytes at the nearest end of the sweep), validated by
-  fitting the real sweeps without their largest sizes;
+  fitting the real sweeps without their largest or their smallest sizes, each side of the interval its own
+  widening (:attr:`Calibration.beyond_slower_widening`: the curve is one protocol's, which NCCL's choice there
+  can only beat);
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
   least how far they fall from one port of its rate), in a bandwidth part (the NICs' efficiency)
@@ -131,6 +133,11 @@ class Calibration:
     """The most ranks per node of any log the steps across nodes were calibrated on: up to there every step
     of a ring is known to wait on the network; beyond, the logs cannot say whether the steps inside a node
     do (:func:`pybench.model.crossing.network_steps_undescribed`)."""
+    beyond_slower_widening: float
+    """Log half-width per unit of log size distance on the slow side of a sweep carried on beyond its sizes (the
+    fast side is :data:`BEYOND_SIZES`' widening). NCCL runs each size in the fastest of its protocols and
+    algorithms, so a curve carried on is one protocol's, which the one NCCL picks there can only beat: the truth
+    strays far to the fast side and little to the slow one."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -147,7 +154,8 @@ class Calibration:
             numbers = {k: float(d[k]) for k in ("described_bandwidth_half_width", "described_latency_half_width",
                                                  "crossing_latency_half_width", "preset_half_width",
                                                  "crossing_step_latency_s", "bandwidth_step_latency_s",
-                                                 "small_protocol_busbw_Bps", "crossing_ranks_per_node")}
+                                                 "small_protocol_busbw_Bps", "crossing_ranks_per_node",
+                                                 "beyond_slower_widening")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): {str(part): float(x) for part, x in v.items()} for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}
@@ -181,6 +189,11 @@ class Calibration:
         if base == FITTED_SWEEP:  # a measured layout's sweep carried on beyond its sizes
             base = BEYOND_SIZES
         return dict(table[base]) if base in table else {p: max(table[k][p] for k in SHAPE_KINDS) for p in PARTS}
+
+    def slower_widening(self, kind: str) -> float | None:
+        """The slow side's widening of a sweep carried on beyond its sizes (both parts alike), None for another
+        kind (its two sides alike)."""
+        return self.beyond_slower_widening if kind.split(",")[0] in (BEYOND_SIZES, FITTED_SWEEP) else None
 
     def unmeasured(self, described: bool, shape_measured: bool = False, preset: bool = False) -> dict[str, float]:
         """Per part, the log half-width of what a description or preset says in place of a measurement."""
@@ -234,12 +247,18 @@ class Spread:
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
         """(below, above): the log distances from the time to the ends of its 95% interval."""
         return self.bounds_with(calibration.widening(self.kind, self.one_layout),
-                                calibration.unmeasured(self.described, self.shape_measured, self.preset))
+                                calibration.unmeasured(self.described, self.shape_measured, self.preset),
+                                calibration.slower_widening(self.kind))
 
-    def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float]) -> tuple[float, float]:
-        """The same with the parts given (what validation solves for)."""
+    def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float],
+                    slower: float | None = None) -> tuple[float, float]:
+        """The same with the parts given (what validation solves for); ``slower``: the upper end's widening of
+        both parts where it is not ``widening`` (:attr:`Calibration.beyond_slower_widening`)."""
         below, above = mixed_bounds(self.bandwidth_share, part_half_widths(self.local, self.distance, widening,
                                                                             unmeasured))
+        if slower is not None:
+            above = mixed_bounds(self.bandwidth_share, part_half_widths(
+                self.local, self.distance, dict.fromkeys(PARTS, slower), unmeasured))[1]
         return self.span + below + self.below, self.span + above + self.above
 
 

@@ -52,11 +52,25 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"`pybench {model.collective} --np {world}`")
     # a description's fabric is its GPUs': CPU ranks share the node's memory whatever it says
     if nodes == 1 and gpus and system is not None and not system.switched and world not in measured:
-        return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric a subset of "
-                f"the GPUs has a subset of the links (and how many rings NCCL finds over the links is no rate a "
-                f"description gives), so only a measurement at {world} GPUs says what they get (measured: "
+        subset = ("a subset of the GPUs has a subset of the links (and how many rings NCCL finds over the links is "
+                  "no rate a description gives)" if world < system.gpus_per_node else
+                  "how many rings NCCL finds over the links is no rate a description gives")
+        return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric {subset}, so only "
+                f"a measurement at {world} GPUs says what they get (measured: "
                 f"{', '.join(map(str, sorted(measured))) or 'none in one node'}); measure it with "
                 f"`pybench {model.collective} --np {world}`")
+    per_node = world // nodes if nodes else world
+    per_node_measured = measured | {w // n for w, n in model.fitted if n > 1}
+    if nodes > 1 and gpus and per_node not in per_node_measured and _intra_fitted(model) \
+            and ((system is not None and not system.switched) or disagree):
+        # the leg inside each node is the one-node case above: its GPUs get other links than any measured
+        fabric = f"{system.name}'s {system.intra_fabric} fabric" if system is not None and not system.switched \
+            else f"this node ({disagree})"
+        return (f"not determined by these inputs: {per_node} GPUs per node were never measured, and on {fabric} "
+                f"that many GPUs get other links than the measured "
+                f"{', '.join(map(str, sorted(per_node_measured)))} per node, inside each node before the network; "
+                f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes, or "
+                f"`pybench {model.collective} --np {per_node}` on one node")
     domain = nvlink_domain_ranks(model)
     if nodes > 1 and domain > LARGEST_NVLINK_DOMAIN_GPUS and (world, nodes) not in model.fitted:
         return (f"not determined by these inputs: the fit's bus bandwidth outruns any NIC, so its hosts share NVLink "
@@ -72,7 +86,6 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"with `pybench {model.collective} --np {world}`, or, where they spanned several domains, fit "
                 f"them with --system NAME|FILE (its NVLink domain size) so that the network joins domains")
     across = {w // n for w, n in model.fitted if n > 1}
-    per_node = world // nodes if nodes else world
     if nodes > 1 and not gpus and len(across) == 1 and per_node not in across:
         return (f"not determined by these inputs: CPU ranks fitted across nodes at {across.pop()} ranks per node "
                 f"only; at {per_node} the bottleneck moves between the node's memory, its cores' reductions and "
@@ -94,7 +107,8 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
         return (f"not determined by these inputs: one GPU count ({measured.pop()}) measured in one node and "
                 f"its fabric not described: on a switch (NVSwitch) every count keeps the same links, on an "
                 f"NVLink mesh or PCIe each count gets others; give the node's description (--system NAME|FILE: "
-                f"a switched node such as dgx-a100, or a file of yours) or measure it with "
+                f"its named system, such as dgx-a100 for an NVSwitch node or dgx-1-v100 for an NVLink mesh, or "
+                f"a file of yours) or measure it with "
                 f"`pybench {model.collective} --np {world}`")
     return ""
 

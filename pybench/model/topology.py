@@ -249,11 +249,11 @@ class TopologyModel:
                                       schedule, kind, links, regime, why, spread, tuple(caveats))
         below, above = spread.bounds(calibration)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
-        fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
+        fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # same ranks per node, fewer nodes: a floor
         fewer_s, notes = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0, []
         if fewer_s > time_s:  # more nodes, the same ranks per node: never less time
-            notes.append(f"raised to the time of {world // nodes * fewer} ranks on {fewer} node(s) as fitted ("
-                         f"{100 * (fewer_s / time_s - 1):.0f}% above): more nodes add steps and bytes")
+            notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {world // nodes * fewer} "
+                         f"ranks on {fewer} node(s) as fitted: more nodes add steps and bytes")
             time_s = fewer_s
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
         reach_s = 0.0
@@ -264,7 +264,7 @@ class TopologyModel:
         elif floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
             notes.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
             time_s = floor
-        return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor),
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor, fewer_s),
                                   max(time_s * math.exp(above), time_s, reach_s), self.algorithm, schedule, kind, links,
                                   regime, spread=spread, caveats=(*caveats, *notes), size_notes=tuple(notes))
 
@@ -390,10 +390,10 @@ class TopologyModel:
         """(time, what was priced across nodes, regime); ``rails`` as in :func:`.crossing.across_nodes`."""
         if nodes == 1 or self.inside_nvlink_domain(world):
             if self.intra is None:
-                raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node "
-                                 f"log too" + (" (CPU ranks share a node's memory: no preset prices it)"
-                                               if self.backend == "mpi" else
-                                               ", or give an intra-node preset (--link nvlink4, ...)"))
+                raise UsageError(f"the {self.collective} model holds no intra-node parameters; fit a single-node log "
+                                 f"too" + (" (CPU ranks share a node's memory: no preset prices it)" if self.backend
+                                           == "mpi" else ", or give the node's description (--system NAME|FILE; "
+                                           "system= in Python) or an intra-node preset (--link nvlink4, ...)"))
             time_s, k = self.intra.fastest(self.collective, self.algorithm, size, world)
             return time_s, "ring", regime_label(self.intra, k)
         if self.inter is None:

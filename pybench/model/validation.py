@@ -15,8 +15,9 @@ datasets say, none by hand:
   just cover its error beyond its other terms (solved on the interval's own bound); per system the
   95th percentile of those (a point no value covers counts among its misses), and over systems what
   covers one more (:func:`_worst_percentile`), in a bandwidth and a latency part (:func:`_widening`;
-  one for both beyond a sweep's sizes); per kind where two systems or more hold the kind, else the
-  widest of any kind of layout; fits at one layout and at several apart;
+  beyond a sweep's sizes one for both, on each side of the interval its own: :func:`_slower_side`); per kind
+  where two systems or more hold the kind, else the widest of any kind of layout; fits at one layout and at
+  several apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
   the description's NICs at which the described crossing meets the log on the sizes whose bytes
   rule, in the bytes it is priced with (an all-reduce in the tree's); an all-reduce on GPUs that
@@ -136,6 +137,11 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
         systems.setdefault(p.kind, set()).add(p.group)
         needed.setdefault((p.kind, p.spread.one_layout), {}).setdefault(p.group, []).append(p)
     several, one = {}, {}
+    beyond: dict[str, list[Point]] = {}
+    for layouts in (True, False):
+        for group, pts in needed.get((BEYOND_SIZES, layouts), {}).items():
+            beyond.setdefault(group, []).extend(pts)
+    slower = _slower_side(beyond)
     for kind in EXTRAPOLATED_KINDS:
         split = kind != BEYOND_SIZES  # a sweep carried on crosses regimes it never showed: one factor for both parts
         s, o = _widening(needed.get((kind, False), {}), split), _widening(needed.get((kind, True), {}), split)
@@ -152,7 +158,7 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
             several[kind], one[kind] = dict(widest), dict(widest)
     chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
-                       *_crossing_protocols(cases), chosen_on)
+                       *_crossing_protocols(cases), slower, chosen_on)
     bandwidth, latency_half = _described_half_widths(cases, base)
     # a measured node's protocol shape knows at least as much as none: its latency part is never the wider
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
@@ -209,8 +215,8 @@ def _widening(by_system: dict[str, list[Point]], split: bool = True) -> dict[str
         spread = p.spread
         return _just_covering(p, lambda x: spread.bounds_with({"bandwidth": x, "latency": x}, none))
 
-    if not split:
-        return dict.fromkeys(PARTS, _solved(by_system, lambda p: True, both))
+    if not split:  # the fast side: the points a curve carried on overestimates (its slow side: _slower_side)
+        return dict.fromkeys(PARTS, _solved(by_system, lambda p: p.error > 0, both))
     bandwidth = _solved(by_system, lambda p: _share(p) >= BANDWIDTH_BOUND, both)
 
     def latency_part(p: Point) -> float | None:
@@ -220,6 +226,19 @@ def _widening(by_system: dict[str, list[Point]], split: bool = True) -> dict[str
 
     return {"bandwidth": bandwidth, "latency": max(_solved(by_system, lambda p: _share(p) < LATENCY_BOUND,
                                                            latency_part), bandwidth)}
+
+
+def _slower_side(by_system: dict[str, list[Point]]) -> float:
+    """The slow side's widening of sizes beyond a sweep (both parts alike): from the points the curve carried on
+    underestimates, each the upper end's widening that just covers it beside the fast side's."""
+    none = dict.fromkeys(PARTS, 0.0)
+
+    def above(p: Point) -> float | None:
+        assert p.spread is not None
+        spread = p.spread
+        return _just_covering(p, lambda x: spread.bounds_with(none, none, x))
+
+    return _solved(by_system, lambda p: p.error < 0, above)
 
 
 def _share(p: Point) -> float:

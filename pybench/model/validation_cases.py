@@ -238,23 +238,25 @@ latency's, a few octaves beyond and many."""
 
 
 def _beyond_points(dataset: str, group: str, ms, thin: int = 1) -> list[Point]:
-    """The sweep fitted up to each cut (:data:`BEYOND_FACTOR`), each larger size predicted (from
-    :data:`SCORED_FROM`; not a size whose replicates disagree, which no fit takes in), every ``thin``-th of them."""
+    """The sweep fitted up to each cut (:data:`BEYOND_FACTOR`), each larger size predicted, and from each cut up,
+    each smaller size predicted (from :data:`SCORED_FROM`; not a size whose replicates disagree, which no fit
+    takes in), every ``thin``-th of them."""
     size, time = ms.fit_points()
     disturbed = {s for s, _ in disturbed_sizes(size, time)}
+    scored = np.array([x for x in np.unique(size) if x >= SCORED_FROM and int(x) not in disturbed])
     out: list[Point] = []
-    cut = float(np.max(ms.size_bytes)) / BEYOND_FACTOR
-    while np.unique(ms.size_bytes[ms.size_bytes <= cut]).size >= 8:
-        keep = ms.size_bytes <= cut
-        fitted = fit_model(ms.at(keep))
-        held = np.array([x for x in np.unique(size)
-                         if x > cut and x >= SCORED_FROM and int(x) not in disturbed])[::thin]
-        if held.size:
-            predicted, spreads = fitted.times_and_spreads(held)
-            out += [Point(dataset, group, BEYOND_SIZES, f"fit up to {format_size(int(cut))} -> {format_size(int(x))}",
-                          math.log(float(t) / float(np.median(time[size == x]))), spread=sp)
-                    for x, t, sp in zip(held, predicted.reshape(-1), spreads)]
-        cut /= BEYOND_FACTOR
+    for upward in (True, False):
+        cut = float(np.max(ms.size_bytes)) / BEYOND_FACTOR if upward else float(np.min(ms.size_bytes)) * BEYOND_FACTOR
+        while np.unique(ms.size_bytes[(ms.size_bytes <= cut) if upward else (ms.size_bytes >= cut)]).size >= 8:
+            fitted = fit_model(ms.at((ms.size_bytes <= cut) if upward else (ms.size_bytes >= cut)))
+            held = scored[(scored > cut) if upward else (scored < cut)][::thin]
+            if held.size:
+                predicted, spreads = fitted.times_and_spreads(held)
+                what = f"fit {'up to' if upward else 'from'} {format_size(int(cut))}"
+                out += [Point(dataset, group, BEYOND_SIZES, f"{what} -> {format_size(int(x))}",
+                              math.log(float(t) / float(np.median(time[size == x]))), spread=sp)
+                        for x, t, sp in zip(held, predicted.reshape(-1), spreads)]
+            cut = cut / BEYOND_FACTOR if upward else cut * BEYOND_FACTOR
     return out
 
 
@@ -342,7 +344,8 @@ def _matching_efficiency(case: SystemCase) -> float:
             nic_efficiency=dict.fromkeys(FAMILIES, efficiency), described_bandwidth_half_width=0.0,
             described_latency_half_width=0.0, crossing_latency_half_width=0.0, preset_half_width=0.0,
             crossing_step_latency_s=case.step_latency_s, bandwidth_step_latency_s=case.bandwidth_step_latency_s,
-            small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node)
+            small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node,
+            beyond_slower_widening=0.0)
         points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
         return float(np.median([p.error for p in points])) if points else 0.0
 

@@ -299,10 +299,18 @@ def test_ccr_and_plan_take_a_system_description(tmp_path, capsys):
     capsys.readouterr()
     assert main_for_tests([*args, "--system", "dgx-a100"]) == 0
     assert "system dgx-a100" in capsys.readouterr().out
-    # the nodes are the system's (4 GPUs per Polaris node), unless --gpus-per-node says otherwise
-    assert main_for_tests([*args, "--system", "alcf-polaris"]) == 0
+    # the nodes are the system's (4 GPUs per Polaris node), unless --gpus-per-node says otherwise; an 8-GPU node's
+    # fit says nothing of 4 GPUs on a Polaris node's all-to-all NVLink (not a switch): not determined
+    assert main_for_tests([*args, "--system", "alcf-polaris"]) == 2
+    assert "4 GPUs per node were never measured" in capsys.readouterr().err
+    polaris = tmp_path / "polaris.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"),
+                           "-o", str(polaris)]) == 0
+    capsys.readouterr()
+    on_polaris = [a if a != str(node) else str(polaris) for a in args]
+    assert main_for_tests([*on_polaris, "--system", "alcf-polaris"]) == 0
     assert ", 4 GPUs/node," in capsys.readouterr().out.splitlines()[0]
-    assert main_for_tests([*args, "--system", "alcf-polaris", "--gpus-per-node", "8"]) == 2
+    assert main_for_tests([*on_polaris, "--system", "alcf-polaris", "--gpus-per-node", "8"]) == 2
     capsys.readouterr()
     assert main_for_tests([*args, "--system", "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
