@@ -71,6 +71,12 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"{', '.join(map(str, sorted(per_node_measured)))} per node, inside each node before the network; "
                 f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes, or "
                 f"`pybench {model.collective} --np {per_node}` on one node")
+    across_missed = _node_counts_disagree(model)
+    if nodes > 1 and across_missed and (world, nodes) not in model.fitted \
+            and nodes not in {n for w, n in model.fitted if n > 1 and w // n == per_node}:
+        return (f"not determined by these inputs: one cost shape misses the measured {across_missed} (median), so the "
+                f"node counts do not follow one algorithm on one network and only a measurement at {nodes} nodes "
+                f"says what they take; measure it with `pybench {model.collective} --np {world}` on {nodes} nodes")
     domain = nvlink_domain_ranks(model)
     if nodes > 1 and domain > LARGEST_NVLINK_DOMAIN_GPUS and (world, nodes) not in model.fitted:
         return (f"not determined by these inputs: the fit's bus bandwidth outruns any NIC, so its hosts share NVLink "
@@ -139,6 +145,15 @@ def _gpu_counts_disagree(model: FittedModel) -> str:
                 f"{', '.join(f'{100 * f:.0f}% of the bandwidth time at {w} ranks' for w, f in heavy.items())}, "
                 f"more than the bytes themselves")
     return ""
+
+
+def _node_counts_disagree(model: FittedModel) -> str:
+    """The fitted multi-node layouts the one cost shape misses by more than :data:`OWN_MISS` (median), where the
+    fit spans several node counts, or ''."""
+    if len({n for w, n in model.fitted if n > 1}) < 2:
+        return ""
+    missed = [(w, n, m) for w, n, m in model.layout_misses if n > 1 and m > OWN_MISS]
+    return ", ".join(f"{w}-rank {n}-node sweep by {100 * m:.0f}%" for w, n, m in missed)
 
 
 def own_miss_span(model: FittedModel, kind: str, across: bool) -> float:

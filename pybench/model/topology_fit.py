@@ -147,7 +147,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                         f"other layouts"))
     residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
     misses = _layout_misses(fitted_obs, residuals)
-    notes += _miss_notes(misses)
+    notes += _miss_notes(misses, model.backend)
     notes += _implausible(intra, "intra-node")
     if hosts > 1:
         assert system is not None
@@ -180,17 +180,24 @@ def _layout_misses(obs: Sequence[Observation], residuals: Sequence[float]) -> tu
 _UNDETERMINED = "other GPU counts in one node are not determined by them"
 
 
-def _miss_notes(misses: Sequence[tuple[int, int, float]]) -> list[str]:
+def _miss_notes(misses: Sequence[tuple[int, int, float]], backend: str | None) -> list[str]:
     """One note per fitted layout whose own sweep the model misses by more than OWN_MISS (median)."""
     counts = len({w for w, n, _ in misses if n == 1})
+    nodes = len({n for _, n, _ in misses if n > 1})
 
     def what(n: int) -> str:
-        return _UNDETERMINED if n == 1 and counts > 1 else "other layouts are uncertain"
+        if n == 1:
+            return _UNDETERMINED if counts > 1 else "other layouts are uncertain"
+        return "other node counts are not determined by them" if nodes > 1 else "other layouts are uncertain"
+
+    def why(n: int) -> str:
+        if n > 1:
+            return "an algorithm switch between node counts, or a network shared or tapered?"
+        return "caches, memory channels or sockets?" if backend == "mpi" else "an NVLink mesh or PCIe?"
 
     return [f"the topology model misses its own {w}-rank{'' if n == 1 else f' {n}-node'} sweep by "
             f"{100 * m:.0f}% (median): these layouts do not follow one algorithm on one fabric "
-            f"(an NVLink mesh or PCIe?), so {what(n)}; "
-            f"that sweep's own curve answers at its layout"
+            f"({why(n)}), so {what(n)}; that sweep's own curve answers at its layout"
             for w, n, m in misses if m > OWN_MISS]
 
 

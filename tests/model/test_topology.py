@@ -579,11 +579,14 @@ def test_a_gpu_count_on_an_unswitched_described_node_never_measured_is_not_deter
 
 def test_a_cost_shape_that_misses_its_own_layouts_widens_its_other_layouts_by_that_miss():
     """MPI on 96 ranks per node at 32 and 64 nodes, its latency growing with the nodes faster than any tree: the one
-    shape misses its own sweeps (a real EKS log: by 50%), so 128 nodes are known no better than that."""
+    shape misses its own sweeps, so 128 nodes are known no better than that; where it misses them by more than
+    OWN_MISS (a real EKS log: by 52%), other node counts are not determined (test_node_counts_determined.py)."""
     sizes = [2.0 ** k for k in range(2, 21)]
-    obs = [Observation(s, 96 * n, n, 8e-6 * n * n / 32 + s / 2e9) for n in (32, 64) for s in sizes]
+    steep = [Observation(s, 96 * n, n, 8e-6 * n * n / 32 + s / 2e9) for n in (32, 64) for s in sizes]
+    assert not fit_topology("allreduce", steep).predict(1024, 96 * 128, 128).determined
+    obs = [Observation(s, 96 * n, n, 256e-6 * (n / 32) ** 0.6 + s / 2e9) for n in (32, 64) for s in sizes]
     model = fit_topology("allreduce", obs)
-    assert max(m for _, _, m in model.layout_misses) > 0.1
+    assert 0.1 < max(m for _, _, m in model.layout_misses) <= 0.15
     missed = model.predict(1024, 96 * 128, 128)
     clean = dataclasses.replace(model, layout_misses=()).predict(1024, 96 * 128, 128)
     miss = max(m for _, _, m in model.layout_misses)
