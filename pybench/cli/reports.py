@@ -121,7 +121,9 @@ def run_compare(args) -> int:
     out = Path(args.json) if args.json else None
     if out is not None:
         refuse_existing(out, args.force, [args.a, args.b])
-    pairs = paired_results(args.a, args.b)
+    pairs, unpaired = paired_results(args.a, args.b)
+    for note in unpaired:
+        print(f"pybench: compare: {note}", file=sys.stderr)
     comps, wrong = [], 0
     for a, b in pairs:
         comp = compare_results(a, b, alpha=args.alpha, noise=args.noise, label_a=run_label(a, args.a),

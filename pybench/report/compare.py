@@ -38,7 +38,7 @@ from statistics import NormalDist
 import numpy as np
 
 from pybench.io.formats import COMPARISON, stamp
-from pybench.measure.results import RunResult
+from pybench.measure.results import RunResult, SizeRecord
 from pybench.sizes import format_size
 
 DEFAULT_ALPHA = 0.05
@@ -288,6 +288,17 @@ def _differences(a: RunResult, b: RunResult) -> list[str]:
     return notes
 
 
+def _by_size(run: RunResult) -> tuple[dict[int, SizeRecord], dict[int, list[float]]]:
+    """Each size's first record, and the finite samples of every record of that size (its time where none)."""
+    first: dict[int, SizeRecord] = {}
+    samples: dict[int, list[float]] = {}
+    for r in run.records:
+        first.setdefault(r.size_bytes, r)
+        samples.setdefault(r.size_bytes, []).extend(
+            [s for s in r.samples_s if s is not None and math.isfinite(s)] or [r.time_s])
+    return first, samples
+
+
 def compare_results(a: RunResult, b: RunResult, *, alpha: float = DEFAULT_ALPHA, noise: float = DEFAULT_NOISE,
                     n_boot: int = DEFAULT_BOOTSTRAP, label_a: str | None = None,
                     label_b: str | None = None) -> Comparison:
@@ -313,14 +324,15 @@ def compare_results(a: RunResult, b: RunResult, *, alpha: float = DEFAULT_ALPHA,
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if not 0 <= noise < 1:
         raise ValueError(f"noise must be in [0, 1), got {noise}")
-    rec_a = {r.size_bytes: r for r in reversed(a.records)}  # first record wins on a repeated size
-    rec_b = {r.size_bytes: r for r in reversed(b.records)}
+    # a size measured more than once in a run (nccl-tests -N cycles, -r all roots, two processes each printing a
+    # table): every measurement of it is a sample; the first record speaks for its other fields
+    rec_a, samples_a = _by_size(a)
+    rec_b, samples_b = _by_size(b)
     common = sorted(set(rec_a) & set(rec_b))
     raw = []
     for size in common:
         ra, rb = rec_a[size], rec_b[size]
-        sa = [s for s in ra.samples_s if s is not None and math.isfinite(s)] or [ra.time_s]
-        sb = [s for s in rb.samples_s if s is not None and math.isfinite(s)] or [rb.time_s]
+        sa, sb = samples_a[size], samples_b[size]
         med_a, med_b = float(np.median(sa)), float(np.median(sb))
         ratio = med_b / med_a if med_a > 0 else math.nan
         lo, hi = bootstrap_median_ratio_ci(sa, sb, n_boot=n_boot)
@@ -341,6 +353,11 @@ def compare_results(a: RunResult, b: RunResult, *, alpha: float = DEFAULT_ALPHA,
                                   busbw_b_gbps=rb.busbw_gbps * rb.time_s / med_b if med_b > 0 else math.nan,
                                   p_value=p, p_holm=ph, n_a=n_a, n_b=n_b, verdict=verdict))
     notes = _differences(a, b)
+    for label, run, recs in (("A", a, rec_a), ("B", b, rec_b)):
+        repeated = len(run.records) - len(recs)
+        if repeated:
+            notes.append(f"{label} measured {repeated} size(s) more than once (nccl-tests -N run cycles, -r all "
+                         f"roots, or several processes printing a table each): each size's measurements are pooled")
     if not common:
         notes.append("no size is in both runs; nothing to compare")
     return Comparison(label_a=label_a or run_label(a), label_b=label_b or run_label(b), sizes=tuple(out),

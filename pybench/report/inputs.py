@@ -131,24 +131,40 @@ def load_results(path: str | Path) -> list[RunResult]:
     return _from_log(p)
 
 
-def sweep_key(result: RunResult) -> tuple[str, str, str]:
-    """What makes two sweeps comparable: the benchmark, the element type and the reduction."""
-    return result.benchmark, result.dtype, result.redop
+def sweep_key(result: RunResult) -> tuple[str, str, str, int | None]:
+    """What makes two sweeps comparable: the benchmark, the element type, the reduction and the rank count."""
+    return result.benchmark, result.dtype, result.redop, result.world_size
 
 
-def paired_results(path_a: str | Path, path_b: str | Path) -> list[tuple[RunResult, RunResult]]:
+def paired_results(path_a: str | Path, path_b: str | Path) -> tuple[list[tuple[RunResult, RunResult]], list[str]]:
     """The runs of two files paired for comparison: the one run of each, or, when a file holds
-    several sweeps (a pytest-benchmark save, an ``-d all`` log), every sweep found in both by
-    :func:`sweep_key`; a UsageError (one line) when none pairs."""
+    several sweeps (a pytest-benchmark save, an ``-d all`` log, logs of several runs), every sweep found in both
+    by :func:`sweep_key`; with notes naming the sweeps left unpaired. A UsageError (one line) when none pairs,
+    or when a file holds two sweeps of one key (a rerun appended to a log): which one to compare is the user's."""
     runs_a, runs_b = load_results(path_a), load_results(path_b)
     if len(runs_a) == 1 and len(runs_b) == 1:
-        return [(runs_a[0], runs_b[0])]
-    by_key = {sweep_key(r): r for r in reversed(runs_b)}
+        return [(runs_a[0], runs_b[0])], []
+    for path, runs in ((path_a, runs_a), (path_b, runs_b)):
+        keys = [sweep_key(r) for r in runs]
+        twice = next((k for k in keys if keys.count(k) > 1), None)
+        if twice is not None:
+            raise UsageError(f"{path} holds {keys.count(twice)} sweeps of {_key_label(twice)} (several runs in one "
+                             f"file): split it so that each side holds the run to compare")
+    by_key = {sweep_key(r): r for r in runs_b}
     pairs = [(a, by_key[sweep_key(a)]) for a in runs_a if sweep_key(a) in by_key]
     if not pairs:
-        raise UsageError(f"{path_a} and {path_b} hold no sweep of the same collective, type and reduction; "
-                         "compare sweeps of one operation")
-    return pairs
+        raise UsageError(f"{path_a} and {path_b} hold no sweep of the same collective, type, reduction and rank "
+                         "count; compare sweeps of one operation")
+    paired = {sweep_key(a) for a, _ in pairs}
+    notes = [f"{path}: its sweep of {_key_label(sweep_key(r))} has none to pair in the other file: not compared"
+             for path, runs in ((path_a, runs_a), (path_b, runs_b)) for r in runs if sweep_key(r) not in paired]
+    return pairs, notes
+
+
+def _key_label(key: tuple[str, str, str, int | None]) -> str:
+    benchmark, dtype, redop, world = key
+    return f"{benchmark} {dtype}" + (f" {redop}" if redop not in ("", "none") else "") + \
+        (f" at {world} ranks" if world else "")
 
 
 def load_one_result(path: str | Path) -> RunResult:

@@ -1,0 +1,57 @@
+"""`compare` on logs that measure a size more than once, or hold several runs.
+
+nccl-tests' ``-N`` run cycles and ``-r all`` roots print every size again in one table, and a log of several
+runs holds several tables: the second copy of a size was dropped without a word (a candidate whose second cycle
+ran twice as slow passed a 10% regression gate), and a second table of other ranks was never compared.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import PUBLIC_LOGS, SHARED_DATA
+
+from pybench.cli.main import main
+
+P5 = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+ROW = re.compile(r"^\d+:\s+\d+\s+\d+\s+\w+\s+\w+\s+-?\d+\s")
+
+
+def _slower(line: str, factor: float) -> str:
+    """A table row (``0: size count type redop root`` and two halves of time, algbw, busbw, #wrong) with both
+    halves ``factor`` times as long."""
+    cells = line.split()
+    for half in (6, 10):
+        cells[half] = f"{float(cells[half]) * factor:.2f}"
+        cells[half + 1] = f"{float(cells[half + 1]) / factor:.4f}"
+        cells[half + 2] = f"{float(cells[half + 2]) / factor:.4f}"
+    return " ".join(cells)
+
+
+def test_a_size_measured_twice_pools_its_measurements(tmp_path, capsys):
+    lines = P5.read_text().splitlines()
+    rows = [i for i, line in enumerate(lines) if ROW.match(line)]
+    cycles = tmp_path / "cycles.log"  # -N 2: the table again, the second cycle twice as slow
+    cycles.write_text("\n".join([*lines[:rows[-1] + 1], *(_slower(lines[i], 2.0) for i in rows),
+                                 *lines[rows[-1] + 1:]]) + "\n")
+    assert main(["compare", str(P5), str(cycles), "--json", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr()
+    assert "B measured" in out.out + out.err and "more than once" in out.out + out.err
+    ratios = [float(x) for x in re.findall(r'"time_ratio": ([\d.]+)', (tmp_path / "c.json").read_text())]
+    # the candidate's median at a size is that of both cycles: between once and twice the time, never 1.0
+    assert ratios and min(ratios) > 1.2
+
+
+def test_a_file_of_several_runs_pairs_by_rank_count_and_names_the_rest(tmp_path, capsys):
+    eight = PUBLIC_LOGS / "xr01_h100_N1_G8_002.log"
+    both = tmp_path / "both.log"
+    both.write_text(P5.read_text() + eight.read_text())
+    assert main(["compare", str(P5), str(both)]) == 0
+    out = capsys.readouterr()
+    assert "at 8 ranks has none to pair in the other file: not compared" in out.err
+    again = tmp_path / "again.log"  # a rerun appended: which of the two to compare is the user's choice
+    again.write_text(P5.read_text() + P5.read_text())
+    assert main(["compare", str(P5), str(again)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds 2 sweeps of allreduce" in err[0] and "split it" in err[0]
