@@ -53,7 +53,10 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   carried on crosses protocol and algorithm switches it never showed, so its widening is one factor for
   both parts; and it is one protocol's curve, which NCCL's choice at the size asked can only beat (the
   curve carried on overestimates most of these points), so the interval's slow side has its own, smaller
-  widening (`beyond_slower_widening`);
+  widening (`beyond_slower_widening`). Sizes whose bytes' rate the fitted sizes never measured are
+  answered "not determined" and are not scored: above a sweep that ended while latency ruled where its
+  line says the bytes rule, and for GPUs from 16 MiB up after a sweep that ended below it (NCCL's
+  bandwidth protocol, whose rate such a sweep never saw);
 - *another GPU count*: inside one node: the vTrain tables fitted at some GPU counts (2+4, 2, 4,
   2+3+4, 4+8, 8), every other count predicted, on the node's description (`dgx-a100`: one GPU count
   alone cannot show that the node is switched, and without a description the answer is "not

@@ -16,7 +16,9 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
     records = []
     for m in models:
         w = m.world_size
-        pred = m.predict([float(s) for s in sizes], band=band)
+        why = {s: m.undetermined_at(float(s)) for s in sizes}  # a part of the time its sweep never measured
+        known = [s for s in sizes if not why[s]]
+        pred = m.predict([float(s) for s in known], band=band) if known else None
         factor = busbw_factor(m.collective, w) if w else math.nan
         anomalies = {a.size_bytes: a for a in m.anomalies}
         nodes = m._fitted_nodes()
@@ -24,7 +26,19 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
         predates = band is None and not all(math.isfinite(seg.rel_sigma) for seg in m.segments)
         used = "confidence" if predates else band or "prediction"
         old = " (confidence band: the file predates prediction bands; refit it)" if predates else ""
-        for s, t, lo, hi in zip(sizes, pred.time_s, pred.time_low_s, pred.time_high_s):
+        answered = dict(zip(known, zip(pred.time_s, pred.time_low_s, pred.time_high_s))) if pred is not None else {}
+        for s in sizes:
+            if why[s]:
+                records.append({
+                    "collective": m.collective, "backend": m.backend, "link_class": m.link_class, "dtype": m.dtype,
+                    "size_bytes": int(s), "world": w, "time_s": None, "time_low_s": None, "time_high_s": None,
+                    "band": used, "algbw_gbps": None, "busbw_gbps": None, "algorithm": "fitted sweep",
+                    "size_notes": [], "determined": False, "undetermined": why[s],
+                    **({"nodes": nodes} if nodes else {}),
+                    "provenance": m.provenance_at(float(s)), "extrapolated_world": False, "extrapolated_size": True,
+                    "band_reaches_zero": False, "measured_anomaly_ratio": None})
+                continue
+            t, lo, hi = answered[s]
             # Fitted pieces are physical (alpha >= 0, B > 0), so t > 0; the guard only
             # keeps a nonsense bandwidth out of the output should that ever break.
             algbw = s / t / 1e9 if t > 0 else None

@@ -22,7 +22,9 @@ from pybench.model.anomalies import Anomaly
 from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Spread, load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
+from pybench.model.regimes import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.segment import SegmentFit
+from pybench.model.system import GPU_BACKENDS
 from pybench.model.topology_fit import nodes_of
 from pybench.sizes import MAX_SIZE_BYTES, format_size
 
@@ -195,6 +197,9 @@ class AlphaBetaModel:
                 p = dataclasses.replace(p, provenance=f"{p.provenance} (a prediction interval: another layout has "
                                                       f"no confidence band)")
             return p
+        unknown = [why for x in s.reshape(-1) if (why := self.undetermined_at(float(x)))]
+        if unknown:  # the CLI's table asks size by size (prediction_table.prediction_records)
+            raise NotDetermined(unknown[0])
         said = "; ".join(sorted({self.provenance_at(float(x)) for x in s.reshape(-1)}))
         if band is None:
             band = "prediction"
@@ -235,6 +240,28 @@ class AlphaBetaModel:
                     else (self.segments[0], self.size_min_bytes))
         data = end * seg.inv_bw_s_per_byte
         return data / (seg.alpha_s + data) if seg.alpha_s + data > 0 else 0.0
+
+    def undetermined_at(self, size: float) -> str:
+        """Why the sweep cannot answer at ``size`` above its sizes, or '': the bytes that its own line says rule
+        there after a sweep that ended while latency ruled, or a GPU sweep that ended before NCCL's bandwidth
+        protocol, never measured their rate. (Below a sweep its widening answers: a latency is at most the one
+        carried down, and the planner's latency probes ask there.)"""
+        if size <= self.size_max_bytes:
+            return ""
+        seg = self.segments[-1]
+        data = size * seg.inv_bw_s_per_byte
+        share, edge = (data / (seg.alpha_s + data) if seg.alpha_s + data > 0 else 0.0), self._bytes_share(size)
+        asked, hi = format_size(int(size)), format_size(self.size_max_bytes)
+        if edge < 0.5 <= share:
+            why, sizes = f"ended at {hi} while latency ruled, so the bytes' rate", f"{hi}:{asked}"
+        elif self.backend in GPU_BACKENDS and self.size_max_bytes < BANDWIDTH_PROTOCOL_BYTES <= size:
+            why = (f"ended at {hi}, below {format_size(BANDWIDTH_PROTOCOL_BYTES)} where NCCL runs its bandwidth "
+                   f"protocol (Simple) on every log here, so the rate")
+            sizes = f"{hi}:{asked}"
+        else:
+            return ""
+        return (f"not determined by these inputs: the sweep {why} that rules at {asked} is not measured; measure it "
+                f"with `pybench {self.collective} --sizes {sizes}`")
 
     def provenance_at(self, size: float) -> str:
         """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""

@@ -26,6 +26,7 @@ from pybench.model.crossing import as_double_tree, regime_crossing_s, tree_or_ri
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
+from pybench.model.regimes import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.system import load_system
 from pybench.model.topology import BETWEEN_SIZES, DESCRIBED, PRESET, Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology, undisturbed_observations
@@ -250,6 +251,7 @@ def _beyond_points(dataset: str, group: str, ms, thin: int = 1) -> list[Point]:
         while np.unique(ms.size_bytes[(ms.size_bytes <= cut) if upward else (ms.size_bytes >= cut)]).size >= 8:
             fitted = fit_model(ms.at((ms.size_bytes <= cut) if upward else (ms.size_bytes >= cut)))
             held = scored[(scored > cut) if upward else (scored < cut)][::thin]
+            held = np.array([x for x in held if not fitted.undetermined_at(float(x))])  # answered "not determined"
             if held.size:
                 predicted, spreads = fitted.times_and_spreads(held)
                 what = f"fit {'up to' if upward else 'from'} {format_size(int(cut))}"
@@ -323,8 +325,7 @@ def _system_case(dataset: str, group: str, system: str, collective: str, obs: li
     return dataclasses.replace(case, efficiency=_matching_efficiency(case))
 
 
-PROTOCOL_PROBE_BYTES = 16 << 20
-"""A size every 2-node log runs in NCCL's bandwidth protocol (Simple) with its latency still ruling."""
+PROTOCOL_PROBE_BYTES = BANDWIDTH_PROTOCOL_BYTES
 
 
 def _regime_at(inter: LinkCost, collective: str, world: int, nodes: int, size: float) -> LinkCost:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pybench.errors import UsageError
+from pybench.errors import NotDetermined, UsageError
 from pybench.model.anomalies import find_anomalies
 from pybench.model.build import fit_model, fit_models
 from pybench.model.cross_validation import cross_validate
@@ -263,6 +263,18 @@ def test_unbounded_and_undefined_intervals_are_said_not_invented():
         assert seg.to_dict()["bw_ci_Bps"][1] is None
 
 
+def _answered(model, sizes, world):
+    """The sizes the fitted sweep answers at its own world: the rest (a part of the time it never measured) are
+    refused as not determined, which the test checks too."""
+    if world != model.world_size:
+        return sizes
+    unknown = [s for s in sizes if model.undetermined_at(float(s))]
+    for s in unknown[:1]:
+        with pytest.raises(NotDetermined):
+            model.predict(s, world=world)
+    return np.array([s for s in sizes if s not in unknown])
+
+
 def test_convex_cpu_sweep_fits_physically_with_positive_predictions():
     from pybench.model.logs import MeasurementSet
 
@@ -276,7 +288,7 @@ def test_convex_cpu_sweep_fits_physically_with_positive_predictions():
     sizes = 2.0 ** np.arange(0, 41)          # 1 B .. 1 TiB, far outside the sweep both ways
     for world in (2, 3, 4, 8, 16, 128, 4096):
         for band in ("confidence", "prediction"):
-            p = model.predict(sizes, world=world, band=band)
+            p = model.predict(_answered(model, sizes, world), world=world, band=band)
             assert np.all(p.time_s > 0)
             assert np.all(np.isfinite(p.time_low_s)) and np.all(np.isfinite(p.time_high_s))
             assert np.all(p.time_low_s <= p.time_s) and np.all(p.time_s <= p.time_high_s)
@@ -383,7 +395,7 @@ def test_cpu_runs_fit_physically_and_beat_one_line(name):
         assert seg.alpha_s >= 0 and seg.inv_bw_s_per_byte > 0
     sizes = 2.0 ** np.arange(0, 41)
     for world in (2, 3, 8, 64, 1024):
-        p = model.predict(sizes, world=world)
+        p = model.predict(_answered(model, sizes, world), world=world)
         assert np.all(p.time_s > 0)
         assert np.all(np.isfinite(p.time_low_s)) and np.all(np.isfinite(p.time_high_s))
         assert np.all(p.time_low_s <= p.time_s) and np.all(p.time_s <= p.time_high_s)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pybench.cli.main import main as main_for_tests
-from pybench.errors import FileFormatError, UsageError
+from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.formats import MODEL
 from pybench.model.build import fit_model, fit_models
 from pybench.model.logs import MeasurementSet
@@ -278,8 +278,10 @@ def test_report_and_json_say_when_an_interval_is_unbounded(tmp_path):
     assert seg["held"] == "inv_bw" and seg["bw_ci_Bps"][1] is None
     assert any("unbounded" in n for n in seg["ci_notes"])
     assert load_model(path) == m
-    p = m.predict([1.0, 1e12])
+    p = m.predict([1.0, 1e6])
     assert np.all(p.time_s > 0) and np.all(np.isfinite(p.time_high_s))
+    with pytest.raises(NotDetermined, match="below 16M where NCCL runs its bandwidth protocol"):
+        m.predict(1e12)  # a GPU sweep that ended at 32K never saw the rate NCCL's Simple protocol reaches
     # Its hosts are unknown, so no topology model was fitted: 64 ranks are refused, not guessed.
     with pytest.raises(UsageError, match="holds no topology model"):
         m.predict([1.0, 1e12], world=64)
@@ -666,5 +668,7 @@ def test_beyond_a_sweep_that_ends_while_latency_rules_the_band_only_widens():
                         None, None, None, "median")
     (model,) = fit_models([ms])
     widths = [model.predict(float(s)).time_high_s / model.predict(float(s)).time_s for s in (4 << 10, 256 << 10,
-                                                                                            1 << 20, 1 << 30)]
+                                                                                            1 << 20, 8 << 20)]
     assert widths == sorted(widths) and widths[0] > 1.0, widths
+    with pytest.raises(NotDetermined, match="the bytes' rate that rules at 1G is not measured"):
+        model.predict(float(1 << 30))  # where its own line says the bytes rule: their rate was never measured

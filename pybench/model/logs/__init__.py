@@ -27,9 +27,10 @@ import numpy as np
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json, read_bytes
 from pybench.model.logs.launcher_labels import strip_launcher_labels
+from pybench.model.logs.log_bytes import decode_log
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
 from pybench.model.logs.nccl_tests import looks_like_nccl_tests, parse_nccl_tests_text
-from pybench.model.logs.nccl_tests_json import parse_nccl_tests_json
+from pybench.model.logs.nccl_tests_json import parse_cut_nccl_tests_json, parse_nccl_tests_json
 from pybench.model.logs.osu import looks_like_osu, parse_osu_text
 from pybench.model.logs.pybench_json import parse_pybench_result
 from pybench.model.logs.rccl_tests_jsonl import looks_like_json_lines, parse_rccl_tests_jsonl
@@ -52,10 +53,7 @@ def _read(path: Path) -> str:
     Logs are decoded leniently (a stray byte in shell noise must not refuse a whole sweep);
     JSON documents are then parsed strictly by :func:`pybench.io.files.parse_json`.
     """
-    raw = read_bytes(path, _MAX_BYTES)
-    if b"\x00" in raw[:4096]:
-        raise FileFormatError(f"{path}: binary file, not a benchmark log or result JSON")
-    return raw.decode("utf-8", errors="replace")
+    return decode_log(read_bytes(path, _MAX_BYTES), path)
 
 
 def _json_format(data: Any) -> str:
@@ -141,7 +139,13 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
     body = _json_text(text)
     if body is not None:
         # Strict JSON, depth-checked: a deeply nested file is one line, never a RecursionError.
-        data = parse_json(body, str(p))
+        try:
+            data = parse_json(body, str(p))
+        except FileFormatError:
+            cut = parse_cut_nccl_tests_json(body, p, collective, world_size)  # an -J file of a killed run
+            if cut is None:
+                raise
+            return _bounded(cut, p)
         fmt = _json_format(data)
         if fmt == "pybench-json":
             return _bounded(parse_pybench_result(data, p), p)

@@ -9,7 +9,12 @@
 * MPICH's ``-prepend-rank`` (and Intel MPI's ``-l``) label ``[0] ``, on every write, found alike;
 * Ray's (and SkyPilot's) worker label ``(head, rank=0, pid=3808) ``, before any of the above;
 * a Markdown quote ``> `` (a log pasted into a reply), around all of these, where most lines or a
-  table header carry it.
+  table header carry it;
+* PRRTE's (Open MPI 5) ``--output`` tags ``[1,0][host:pid]<stdout>:``, ``[nspace@1,0]<stdout>:``, ``[0]<stdout>:``;
+* any other text that stands before a table header and before the rows under it alike (docker compose's
+  ``nccl-1  | ``, pdsh's ``node001: ``, ``kubectl logs --prefix``, stern): stripped where it stands.
+
+ANSI colour (CSI) sequences are dropped everywhere first.
 
 No table line starts with any of these, so a row is never taken for a label, and stripping
 lines already stripped (load_measurements does it before a parser's own clean_lines) finds the
@@ -25,8 +30,13 @@ from pybench.model.logs.nccl_tests_table import header_tokens
 # RFC 3339 (kubectl's RFC3339Nano: 2024-05-01T12:00:00.123456789Z) and the space after it.
 _TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})? ")
 _RAY_PREFIX_RE = re.compile(r"^\s*\((?:[\w.-]+, )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\) ")
+# Open MPI 4's [1,0]; PRRTE's (Open MPI 5) [1,0][host:pid] (tag-detailed), [nspace@1,0] and [0] (--output rank)
 _OMPI_PREFIX_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
-                             r"\[\d+,\d+\]<(?:stdout|stderr)>:\s?")
+                             r"\[(?:[\w.-]+@)?\d+(?:,\d+)?\](?:\[[\w.-]+:\d+\])?<(?:stdout|stderr)>:\s?")
+# ANSI CSI sequences (colour, cursor): a colouriser or a log viewer's capture
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# Where an nccl-tests (or OSU) header starts inside a line that some other text precedes
+_HEADER_AT_RE = re.compile(r"#?[ \t]*(?:size[ \t]+count|bytes[ \t]+N|Size)[ \t]")
 _SRUN_PREFIX_RE = re.compile(r"^\s*\d+:\s?")
 _HYDRA_PREFIX_RE = re.compile(r"^\[\d+\] ")
 _HYDRA_GLUED_RE = re.compile(r"(?<=\S)\[\d+\] ")
@@ -45,9 +55,34 @@ def _labelled(lines: list[str], bodies: list[str]) -> bool:
     return bool(bodies) and (len(bodies) >= max(1, len(lines) // 2) or any(map(_holds_header, bodies)))
 
 
+def _constant_prefix(lines: list[str]) -> str | None:
+    """The text before a table header on its line (``nccl-1  |``, ``node001:``, ``[pod/x/c]``) when rows
+    under the header carry the same text first: a collector's label this module does not know by name."""
+    for k, ln in enumerate(lines):
+        if not ("size" in ln or "Size" in ln or "bytes" in ln) or _holds_header(ln):
+            continue
+        m = _HEADER_AT_RE.search(ln)
+        prefix = ln[:m.start()].rstrip() if m else ""
+        if not prefix or not _holds_header(ln[len(prefix):]):
+            continue
+        rows = (row[len(prefix):].split() for row in lines[k + 1:k + 40] if row.startswith(prefix))
+        if any(toks and toks[0].isdigit() for toks in rows):
+            return prefix
+    return None
+
+
 def clean_lines(text: str) -> list[str]:
-    """``text``'s lines, one for one, without launcher labels (see the module's docstring)."""
-    lines = text.splitlines()
+    """``text``'s lines, one for one, without ANSI colour codes and launcher labels (see the module's docstring)."""
+    lines = [_ANSI_RE.sub("", ln) for ln in text.splitlines()] if "\x1b" in text else text.splitlines()
+    lines = _known_labels(lines)
+    prefix = _constant_prefix(lines)
+    if prefix is not None:  # what stands after it may be a known label (a time stamp) in turn
+        lines = _known_labels([ln[len(prefix):] if ln.startswith(prefix) else ln for ln in lines])
+    return lines
+
+
+def _known_labels(lines: list[str]) -> list[str]:
+    """``lines`` without the labels this module knows by name."""
     if _labelled(lines, [_QUOTE_RE.sub("", ln, count=1) for ln in lines if _QUOTE_RE.match(ln)]):
         lines = [_QUOTE_RE.sub("", ln, count=1) for ln in lines]
     lines = [_OMPI_PREFIX_RE.sub("", _RAY_PREFIX_RE.sub("", _TIMESTAMP_RE.sub("", ln, count=1), count=1), count=1)

@@ -14,7 +14,10 @@ Text layouts handled (all seen in real logs):
 * NCCL INFO/WARN lines printed inside a row (after its size ... root, before its times):
   the row is joined across them; a last row cut short by a killed run: skipped, with a note;
 * several tests in one log (all_reduce then alltoall): one set per table, each named by
-  the program named since the previous table (checked against busbw/algbw);
+  the program named since the previous table (checked against busbw/algbw); a test that failed
+  before its first row ("Test NCCL failure ..." under its header) is named in a note on the others;
+* times of 10 s and more, printed in e-notation to two digits: read to the precision the row's
+  algbw and busbw give (see :mod:`nccl_tests_precision`);
 * ``-b 8`` sweeps on many ranks, whose first rows have size 0: skipped, with a note;
 * pybench's own stdout table (``# pybench ...: allreduce, backend mpi`` and ``# world N
   ranks, H host(s) [...], link ...`` above it; older pybench wrote ``ranks on H host(s)``):
@@ -47,12 +50,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
+from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES, busbw_factor
 from pybench.errors import FileFormatError
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.nccl_tests_precision import sharpen_times
+from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import (
+    EmptyTable,
     Table,
     alltoall_fingerprint,
     bus_ratios,
@@ -91,10 +97,6 @@ _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)(?:\s*\(([^()]{1,160})\))?")
 # "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
 _PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks(?:,|\s+on)\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
-# busbw/algbw of each family of collectives: 2(n-1)/n, (n-1)/n, 1.
-_RATIO_RANGES = {"allreduce": (0.98, 2.0), "allgather": (0.45, 1.02), "reducescatter": (0.45, 1.02),
-                 "alltoall": (0.45, 1.02), "broadcast": (0.98, 1.02), "reduce": (0.98, 1.02),
-                 "sendrecv": (0.98, 1.02)}
 
 
 def redop_name(text: str) -> str:
@@ -124,78 +126,10 @@ def looks_like_nccl_tests(text: str) -> bool:
         return any((toks := header_tokens(ln)) is not None and ("time" in toks[2:] or "cputime" in toks[2:])
                    for ln in lines)
 
-    if has_header(clean_lines(text[:_SNIFF_HEAD])):
-        return True
+    if has_header(clean_lines(text[:_SNIFF_HEAD])) or _rccl_csv(text):
+        return True  # (rccl-tests' CSV: for parse_nccl_tests_text to refuse by name)
     rest = [ln for ln in text[_SNIFF_HEAD:].splitlines() if _MAYBE_HEADER_RE.search(ln)]
     return bool(rest) and has_header(clean_lines("\n".join(rest)))
-
-
-# Collectives whose bus factor, 2(n-1)/n or (n-1)/n, is 0 on one rank: their busbw prints 0.00.
-_ZERO_ON_ONE_RANK = ("allreduce", "allgather", "reducescatter", "alltoall")
-
-
-def ratio_agrees(collective: str, bus: float) -> bool:
-    """Whether busbw/algbw = ``bus`` is possible for ``collective`` (True when it cannot tell)."""
-    lo_hi = _RATIO_RANGES.get(collective)
-    if collective in _ZERO_ON_ONE_RANK and bus < 0.005:
-        return True  # one rank
-    return lo_hi is None or not math.isfinite(bus) or lo_hi[0] <= bus < lo_hi[1]
-
-
-def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str | None:
-    reduces = bool(redops - {"none", "-", ""})
-    rooted = any(r not in ("-1", "") for r in roots)
-    if bus < 0.005:
-        return None  # busbw 0 on one rank, for all-reduce and reduce-scatter alike
-    if bus > 1.02:
-        return "allreduce"
-    if bus < 0.98:
-        return "reducescatter" if reduces else "allgather"
-    if rooted:
-        return "reduce" if reduces else "broadcast"
-    return "allreduce" if reduces else "sendrecv"  # busbw/algbw = 2(n-1)/n = 1 only for n = 2
-
-
-def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus: list[float],
-          ratio_raw: list[float], old_layout: bool) -> tuple[str | None, int | None, list[str]]:
-    """Recover (collective, world, notes) from bandwidth ratios and the redop/root columns.
-
-    ``ratios_bus``: busbw/algbw; ``ratio_raw``: printed algbw / (size/time), ~1 unless the
-    old layout pre-scaled algbw by (n-1)/n.
-    """
-    notes: list[str] = []
-    bus = float(np.median(ratios_bus)) if ratios_bus else math.nan
-    raw = float(np.median(ratio_raw)) if ratio_raw else math.nan
-    if old_layout and math.isfinite(raw) and raw < 0.97:
-        # Pre-2020 all_gather/reduce_scatter: algbw = size/time * (n-1)/n.
-        old_world = int(round(1.0 / (1.0 - raw)))
-        notes.append(f"world size {old_world} from algbw/(size/time) = {raw:.4f} = (n-1)/n (old layout)")
-        if collective is None:
-            collective = "reducescatter" if bool(redops - {"none", "-", ""}) else "allgather"
-            notes.append(f"collective {collective} guessed from pre-scaled algbw")
-        return collective, old_world, notes
-    if collective is None and math.isfinite(bus):
-        collective = _collective_from_ratio(bus, redops, roots)
-        twin = {"allgather": "alltoall", "sendrecv": "broadcast"}.get(collective or "")
-        if collective == "allreduce" and bus <= 1.02:  # 2(n-1)/n = 1: two ranks, or a send/recv printing redop sum
-            twin = "sendrecv"
-        if collective is not None:
-            notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
-                         f"and redop/root columns (program name not in the log)"
-                         + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else ""))
-    world: int | None = None
-    if math.isfinite(bus) and collective in _ZERO_ON_ONE_RANK and bus < 0.005:
-        world = 1
-        notes.append("world size 1: busbw is 0.00 where algbw is not, as only one rank prints it "
-                     "(nothing crosses a link; the times are local copies)")
-    elif math.isfinite(bus) and collective == "allreduce" and 1.0 - 1e-3 <= bus < 2.0 - 1e-3:
-        world = int(round(2.0 / (2.0 - bus)))
-    elif math.isfinite(bus) and collective in ("allgather", "reducescatter", "alltoall") \
-            and 0.45 <= bus < 1.0 - 1e-3:
-        world = int(round(1.0 / (1.0 - bus)))
-    if world is not None and world > 1:
-        notes.append(f"world size {world} from busbw/algbw = {bus:.4f}")
-    return collective, world, notes
 
 
 # Bytes per element of nccl-tests' type names (its -d values), for size = count x ranks x width.
@@ -405,6 +339,10 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         in_place[:] = math.nan
         notes.append("in-place block left out: on one rank an in-place operation moves nothing, so its times are "
                      "the launch alone")
+    if not table.columns.cputime and not _prescaled(table):  # else algbw is not size over the printed time
+        factor = busbw_factor(coll, world, unknown=math.nan)
+        notes += sharpen_times(table.sizes, table.cells, table.lines, time, in_place, unit,
+                               factor if math.isfinite(factor) else None)
     low, high = np.array(table.p5) * unit, np.array(table.p95) * unit
     out = []
     for sel, key, extra in table.groups():
@@ -424,6 +362,11 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
                                     world_size: int | None, coll: str, ratio_world: int | None) -> None:
     """--collective and --world name what a log does not say; where its busbw/algbw says otherwise (nccl-tests
     prints it from the collective's bus factor at the rank count), the override would relabel the data."""
+    at_least = max(pre.ranks) + 1 if pre.ranks else 0
+    if world_size is not None and world_size < at_least and not pre.pybench:
+        raise FileFormatError(f"{path}: line {table.header_line}: --world {world_size} is fewer ranks than the Rank "
+                              f"lines above the table list (up to Rank {at_least - 1}); leave --world out, or give "
+                              f"the rank count that ran")
     if pre.pybench or _prescaled(table):
         return
     ratios = bus_ratios(table)
@@ -433,6 +376,11 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
                               f"table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave --collective "
                               f"out, or give the collective that ran")
     check_world_override(path, table, coll, world_size, ratio_world, bus)
+
+
+def _rccl_csv(text: str) -> bool:
+    """Whether ``text`` opens with the header of rccl-tests' ``-Z csv`` file."""
+    return text.lstrip("\ufeff \t\r\n").startswith("numCycle,collective,nodes,ranks,")
 
 
 def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = None,
@@ -460,10 +408,14 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
         No table, malformed rows, or a collective that cannot be recovered; the message names
         the file and the line.
     """
+    if _rccl_csv(text):
+        raise FileFormatError(f"{path}: rccl-tests CSV (-Z csv), which pybench does not read: rerun with -Z json, "
+                              f"or give the text output")
     lines = clean_lines(text)
     sets: list[MeasurementSet] = []
     pre, previous = Preamble(), None
     named: set[str | None] = set()  # the programs the tables name
+    failed: list[tuple[str | None, EmptyTable]] = []  # (program, its empty table) of tests that failed
     i = 0
     while i < len(lines):
         names = header_tokens(lines[i])
@@ -476,7 +428,15 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             # without MPI, started by mpirun): the rows follow the last header.
             i += 1
             continue
-        table, i = scan_rows(path, lines, i, names)
+        try:
+            table, i = scan_rows(path, lines, i, names)
+        except EmptyTable as empty:
+            if empty.failure is None:
+                raise
+            # a test that failed before its first row: the tests after it may have run whole
+            failed.append((pre.program, empty))
+            i, pre = empty.resume, Preamble(launch=pre.launch)
+            continue
         if pre.program is None:  # named only in the footer: "# Collective test concluded: alltoall_perf"
             pre.program = _concluded_after(lines, i)
         named.add(pre.program)
@@ -488,6 +448,16 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
         previous = pre.program or previous
         pre = Preamble(launch=pre.launch)  # one job's launcher line runs its tests alike
     if not sets:
+        if failed:
+            raise failed[0][1]
         raise FileFormatError(f"{path}: no nccl-tests result table found (expected a header line "
                               f"'# size count type ... time algbw busbw')")
-    return sets
+    return [dataclasses.replace(m, notes=m.notes + tuple(_failed_note(program, empty) for program, empty in failed))
+            for m in sets]
+
+
+def _failed_note(program: str | None, empty: EmptyTable) -> str:
+    assert empty.failure is not None
+    line, text = empty.failure
+    return (f"{program or 'a test'} (table header line {empty.resume}) failed before its first row and is not read: "
+            f"line {line}: {text[:120]}")

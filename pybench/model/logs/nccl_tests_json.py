@@ -12,6 +12,8 @@ parsed by :func:`pybench.io.files.parse_json` before it gets here, and checked a
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,19 @@ import numpy as np
 
 from pybench.collectives import COLLECTIVES
 from pybench.errors import FileFormatError
+from pybench.io.files import parse_json
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, canonical_dtype, exact_world, infer, redop_name
-from pybench.model.logs.nccl_tests_table import Rows, is_wrong, wrong_note
+from pybench.model.logs.nccl_tests import (
+    PROGRAM_RE,
+    PROGRAMS,
+    canonical_dtype,
+    exact_world,
+    infer,
+    ratio_agrees,
+    redop_name,
+)
+from pybench.model.logs.nccl_tests_table import Columns, Rows, Table, is_wrong, wrong_note
+from pybench.model.logs.nccl_tests_world import ratio_allows, ratio_worlds
 
 
 def _program(data: dict[str, Any]) -> str | None:
@@ -141,12 +153,15 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     alg, bus = np.array(rows.algbw, dtype=float), np.array(rows.busbw, dtype=float)
     good = alg > 0.01
     # pybench's subcommand before any program name in its args (an output named all_reduce_perf.json)
-    named = collective or _pybench_collective(data) or PROGRAMS.get(_program(data) or "")
+    own = _pybench_collective(data) or PROGRAMS.get(_program(data) or "")
+    named = collective or own
     coll, world, notes = infer(named, rows.redops, rows.roots,
                                list(bus[good] / alg[good]), [], False)
     if coll is None:
         raise FileFormatError(f"{path}: cannot tell which collective this nccl-tests JSON measured; "
                               f"give --collective (collective=... in Python)")
+    ratio = float(np.median(bus[good] / alg[good])) if np.any(good) else math.nan
+    _refuse_contradicting_overrides(path, data, rows, collective, world_size, coll, world, ratio, own)
     world = exact_world(coll, rows.sizes, rows.counts, rows.keys, world, notes)
     hosts, link = _hosts(data), None
     if hosts:
@@ -156,11 +171,19 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         if per_process > 1 and any(b - a != per_process for a, b in zip(ranks, ranks[1:])):
             per_process = 1  # the entries are ranks, not processes (consecutive): each is one
         listed = max(len(hosts) * per_process, ranks[-1] + 1)
+        if world_size is not None and world_size < listed:  # the listed ranks ran: fewer cannot have
+            raise FileFormatError(
+                f"{path}: --world {world_size} is fewer than the {listed} ranks config.devices lists"
+                + (f" ({len(hosts)} processes x {per_process} ranks each, -t x -g)" if per_process > 1 else "")
+                + "; leave --world out, or give the rank count that ran")
         world = max(world or 0, listed)   # the ranks listed exist; the ratio may say more
         link = "inter-node" if len(set(hosts.values())) > 1 else "intra-node"
         notes.append(f"{listed} ranks on {len(set(hosts.values()))} host(s) per config.devices"
                      + (f" ({len(hosts)} processes x {per_process} ranks each, -t x -g)" if per_process > 1 else ""))
     if world_size is not None:
+        if world != world_size:  # what the ratio or the devices said is superseded (it allows the count given)
+            notes[:] = [n for n in notes if not n.startswith(f"world size {world} ")]
+            notes.append(f"world size {world_size} as given (--world)")
         world = world_size
     if host_timed:
         notes.append(CPU_TIME_NOTE)
@@ -172,6 +195,149 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
     if _pybench_run(data).get("mpi_library"):
         notes.append(f"MPI library: {_pybench_run(data)['mpi_library']}")
     return _sets(path, rows, coll, world, link, notes, backend)
+
+
+def _refuse_contradicting_overrides(path, data: dict[str, Any], rows: Rows, collective: str | None,
+                                    world_size: int | None, coll: str, ratio_world: int | None, bus: float,
+                                    own: str | None) -> None:
+    """--collective and --world name what a file does not say, as for a text table (nccl_tests.py): one its
+    program name, or its bus_bw/alg_bw (from the collective's bus factor at the rank count), contradicts would
+    relabel the data."""
+    if collective and own and collective != own:
+        said = "pybench's subcommand" if _pybench_collective(data) else f"its program {_program(data)}"
+        raise FileFormatError(f"{path}: --collective {collective} disagrees with this JSON's args, which name "
+                              f"{said} ({own}); leave --collective out, or give the file of the collective that ran")
+    if _pybench_collective(data):
+        return  # pybench's own file names its collective and world; its bandwidths are not nccl-tests'
+    if collective and math.isfinite(bus) and not ratio_agrees(collective, bus):
+        raise FileFormatError(f"{path}: --collective {collective} disagrees with this JSON's bus_bw/alg_bw = "
+                              f"{bus:.3f}, which no {collective} gives; leave --collective out, or give the "
+                              f"collective that ran")
+    if world_size is None or ratio_world is None or ratio_world < 2:
+        return
+    table = _as_table(rows)
+    span = ratio_worlds(coll, table)  # every row's rounding (nccl-tests writes 2 decimals), where rows bound it
+    if (not span[0] <= world_size <= span[1] if span is not None
+            else world_size != ratio_world and not ratio_allows(coll, table, world_size)):
+        says = f"{span[0]} to {span[1]}" if span is not None and span[0] < span[1] else str(
+            span[0] if span else ratio_world)
+        raise FileFormatError(f"{path}: --world {world_size} disagrees with this JSON's bus_bw/alg_bw = {bus:.4f}, "
+                              f"which, rounded as written, says {says} ranks for {coll}; leave --world out, or "
+                              f"give the rank count that ran")
+
+
+def _as_table(rows: Rows) -> Table:
+    """The rows as a text table, for nccl_tests_world's ratio checks (only the bandwidths are read)."""
+    none = Columns(names=(), size=0, count=1, type=2, time=(), algbw=(), busbw=(), redop=None, root=None,
+                   p5=None, p95=None)
+    return Table(columns=none, header_line=0, sizes=rows.sizes, counts=rows.counts, algbw=rows.algbw,
+                 busbw=rows.busbw)
+
+
+# The top-level keys nccl-tests writes before its results: what tells its -J file from other JSON.
+_HEAD_KEYS = {"version", "start_time", "args", "env", "nccl_version", "config"}
+CUT_NOTE = "the JSON ends mid-document (run killed?): read the {n} complete result record(s) before the cut"
+
+
+def parse_cut_nccl_tests_json(body: str, path="<json>", collective: str | None = None,
+                              world_size: int | None = None) -> list[MeasurementSet] | None:
+    """The sets of an nccl-tests ``-J`` file cut short, where :func:`parse_json` refused it; None for other text.
+
+    nccl-tests writes the file as it runs, so a job killed mid-run (or by a time limit) leaves its complete
+    result records followed by half of one: those records are read, with a note, as the text reader keeps the
+    complete rows of a cut log. One FileFormatError line when no record before the cut is complete."""
+    found = _cut_results(body)
+    if found is None:
+        return None
+    end, complete = found
+    if not complete:
+        raise FileFormatError(f"{path}: this nccl-tests JSON ends mid-document (run killed?) before any complete "
+                              f"result record; nothing to read")
+    data = parse_json(body[:end] + "]}", str(path))  # the complete records, closed: strict and bounded as ever
+    note = CUT_NOTE.format(n=complete)
+    return [dataclasses.replace(m, notes=(*m.notes, note))
+            for m in parse_nccl_tests_json(data, path, collective, world_size)]
+
+
+def _cut_results(body: str) -> tuple[int, int] | None:
+    """(offset just past the last complete ``results`` record, how many) of an nccl-tests -J document cut
+    short: its keys before ``results`` whole, the text ending in that array or in a key after it. None where
+    the text is not such a document, or fails before its end (corrupt, not cut). The stdlib decoder reads
+    every value; only the commas and colons between them are looked at here."""
+    decoder, head, end, complete = json.JSONDecoder(), {}, -1, 0
+
+    def skip(i: int) -> int:
+        while i < len(body) and body[i] in " \t\r\n":
+            i += 1
+        return i
+
+    def members(i: int, until: str | None) -> tuple[int, bool]:
+        """Past the top-level members from ``i`` up to key ``until`` (its value not read), and whether the
+        text ended first; ValueError where a separator is wrong."""
+        while True:
+            i = skip(i)
+            if i >= len(body):
+                return i, True
+            if body.startswith("}", i):
+                raise ValueError("the document is whole")  # parse_json failed for another reason
+            key, i = decoder.raw_decode(body, i)
+            i = skip(i)
+            if i >= len(body):
+                return i, True
+            if not isinstance(key, str) or not body.startswith(":", i):
+                raise ValueError("not a member")
+            i = skip(i + 1)
+            if key == until:
+                return i, i >= len(body)
+            head[key], i = decoder.raw_decode(body, i)
+            i = skip(i)
+            if body.startswith(",", i):
+                i += 1
+            elif i < len(body):
+                raise ValueError("no comma")
+
+    try:
+        if not body.startswith("{", skip(0)):
+            return None
+        i, cut = members(skip(0) + 1, "results")
+        if cut:
+            return (0, 0) if _nccl_head(head) else None
+        if not body.startswith("[", i):
+            return None
+        end, i = i + 1, skip(i + 1)
+        while i < len(body) and not body.startswith("]", i):
+            _, i = decoder.raw_decode(body, i)
+            end, complete, i = i, complete + 1, skip(i)
+            if body.startswith(",", i):
+                i = skip(i + 1)
+            elif i < len(body) and not body.startswith("]", i):
+                return None
+        if i < len(body):  # the array whole: the cut must come in a member after it
+            i = skip(i + 1)
+            if i < len(body) and not body.startswith(",", i):
+                return None
+            _, cut = members(i + 1, None)
+            if not cut:
+                return None
+    except json.JSONDecodeError as exc:
+        if not _at_end(body, exc):
+            return None
+        if end < 0:  # cut before the results: nccl-tests' still, when its keys say so
+            return (0, 0) if _nccl_head(head) else None
+    except (ValueError, RecursionError):
+        return None
+    return (end, complete) if head.keys() & _HEAD_KEYS else None
+
+
+def _nccl_head(head: dict[str, Any]) -> bool:
+    """Whether the members before a cut say nccl-tests wrote them (its version, config, or program)."""
+    return bool(head.keys() & {"nccl_version", "config"}) or _program(head) is not None
+
+
+def _at_end(body: str, exc: json.JSONDecodeError) -> bool:
+    """Whether the decoder failed for want of text: at the end (but a cut literal such as ``tru``), or in a
+    string that runs to the end."""
+    return exc.msg.startswith("Unterminated string") or exc.pos >= len(body.rstrip()) - 5
 
 
 def _backend(data: dict[str, Any]) -> str:

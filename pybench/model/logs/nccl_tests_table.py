@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.errors import FileFormatError
+from pybench.model.logs.nccl_tests_precision import Cell, half_last_digit
 
 _FOOTERS = ("Avg bus bandwidth", "Out of bounds", "Collective test concluded")
 CPUTIME_NOTE = ("times are nccl-tests' cputime columns (-C 1): measured on the host, for non-blocking collectives "
@@ -90,6 +91,8 @@ class Table(Rows):
     p95: list[float] = field(default_factory=list)
     bw_half: list[tuple[float, float]] = field(default_factory=list)
     """Half the last printed digit of each row's algbw and busbw: how far the printed value may be from the true one."""
+    cells: list[tuple[Cell, Cell | None]] = field(default_factory=list)
+    """Each row's printed (time, algbw, busbw) tokens, out-of-place then in-place: how precise its time is."""
     unit_s: float | None = None
     notes: list[str] = field(default_factory=list)
     wrong: list[tuple[int, str]] = field(default_factory=list)
@@ -100,6 +103,19 @@ class Table(Rows):
     """Per half, the rows of both halves whose #wrong printed N/A: no check reported there."""
     reported: dict[str, int] = field(default_factory=dict)
     """Per half, the rows of both halves that printed its #wrong cell."""
+
+
+# nccl-tests' own failure report ("Test NCCL failure common.cu:401 '...'", "Test CUDA failure ...")
+_FAILURE_RE = re.compile(r"\bTest (?:NCCL |CUDA |MPI )?failure\b")
+
+
+class EmptyTable(FileFormatError):
+    """A header with no rows under it. ``failure``: (line number, text) of the failure the test reported, if any;
+    ``resume``: the index of the line after the header, where another test's lines may begin."""
+
+    def __init__(self, message: str, failure: tuple[int, str] | None, resume: int) -> None:
+        super().__init__(message)
+        self.failure, self.resume = failure, resume
 
 
 # The NCCL 1.x test programs (all_reduce_test ..., 2016-2017) named the columns differently.
@@ -152,18 +168,6 @@ def _row_layout(path, cols: Columns, toks: list[str], lineno: int) -> list[Half]
         return [(n, t - 4, a - 4, b - 4, None if w is None else w - 4)]
     raise FileFormatError(f"{path}: line {lineno}: expected {ncols} columns as in the header, "
                           f"got {len(toks)}: {' '.join(toks)[:80]}")
-
-
-def half_last_digit(token: str) -> float:
-    """Half a unit of the last digit ``token`` prints: 0.005 for ``45.87``, 0.05 for ``1234.6`` (nccl-tests
-    drops decimals to keep a value in its 6-character column), 5e2 for ``1.2e+03``."""
-    mantissa, _, exponent = token.lower().partition("e")
-    decimals = len(mantissa.partition(".")[2])
-    try:
-        shift = int(exponent) if exponent else 0
-    except ValueError:
-        shift = 0
-    return 0.5 * 10.0 ** (shift - decimals)
 
 
 def _number(toks: list[str], index: int | None) -> float:
@@ -268,6 +272,7 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
         _, tc, ac, bc, _ = right[0]
         t, a, b = float(toks[tc]), float(toks[ac]), float(toks[bc])
     ic = right[1][1] if len(right) > 1 else None
+    cells = [(toks[h[1]], toks[h[2]], toks[h[3]]) if h[3] < len(toks) else None for h in right[:2]]
     table.lines.append(lineno)
     table.sizes.append(size)
     table.counts.append(count)
@@ -275,6 +280,7 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
     table.algbw.append(a)
     table.busbw.append(b)
     table.bw_half.append((half_last_digit(toks[ac]), half_last_digit(toks[bc])))
+    table.cells.append((cells[0] or (toks[tc], toks[ac], toks[bc]), cells[1] if len(cells) > 1 else None))
     table.in_place.append(_number(toks, ic))
     table.p5.append(_number(toks, cols.p5))
     table.p95.append(_number(toks, cols.p95))
@@ -399,7 +405,10 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
         table.notes.append(wrong_note(table.wrong, table.wrong_rows, "nccl-tests' #wrong column"))
     if not table.sizes:
         skipped = f" ({len(table.notes)} row(s) of size 0)" if table.notes else ""
-        raise FileFormatError(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}")
+        failed = next(((k + 1, lines[k].strip()) for k in range(start + 1, j) if _FAILURE_RE.search(lines[k])), None)
+        said = f"; the test failed (line {failed[0]}: {failed[1][:120]})" if failed else ""
+        raise EmptyTable(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}{said}", failed,
+                         start + 1)
     # What follows the last row (Rank lines, a program name) belongs to the next table.
     return table, end
 

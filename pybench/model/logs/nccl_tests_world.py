@@ -109,7 +109,8 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
             notes.append(f"Rank lines name ranks 0..{at_least - 1}; busbw/algbw said {world} ranks")
         world = at_least
     elif listed < world:
-        notes.append(f"Rank lines list {listed} of {world} ranks (world size from busbw/algbw)")
+        said = "--world" if world_size is not None else "busbw/algbw"
+        notes.append(f"Rank lines list {listed} of {world} ranks (world size from {said})")
     notes.append(f"{listed} ranks on {hosts} host(s) per the Rank lines")
     if hosts > 1:
         return world, "inter-node"

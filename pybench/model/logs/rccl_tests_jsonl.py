@@ -116,13 +116,20 @@ def _world(coll: str, rows: list[dict], notes: list[str]) -> int | None:
     return world
 
 
-def _hosts(rows: list[dict], world: int | None) -> list[str]:
-    """The note that gives the node count (the topology model's), from an MPI build's ``nodes`` field where
-    every row agrees and it divides the world; none otherwise."""
+def _hosts(rows: list[dict], world: int | None) -> tuple[list[str], str | None]:
+    """The note that gives the node count (the topology model's) and the link class, from an MPI build's
+    ``nodes`` field where every row agrees and it divides the world; none otherwise. The field counts the
+    hosts the ranks ran on, as Rank lines on distinct hosts do for the text reader."""
     nodes = {r.get("nodes") for r in rows}
     if world is None or len(nodes) != 1 or (n := nodes.pop()) is None or world % n:
-        return []
-    return [f"{world} ranks on {n} host(s) per the 'nodes' field"]
+        return [], None
+    return [f"{world} ranks on {n} host(s) per the 'nodes' field"], ("inter-node" if n > 1 else "intra-node")
+
+
+# The text reader's note for a log rccl-tests wrote (nccl_tests.py): its JSON is the same run's
+RCCL_NOTE = ("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of described "
+             "crossings (--system) come from NVIDIA systems only, so a prediction from a description rests on no "
+             "RCCL measurement")
 
 
 def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = None,
@@ -154,10 +161,11 @@ def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = N
         if wrong:
             notes.append(wrong_note(wrong, lost, "rccl-tests' 'wrong' field"))
         world = world_size if world_size is not None else _world(coll, rows, notes)
-        notes += _hosts(rows, world)
+        hosts, link = _hosts(rows, world)
+        notes += hosts + [RCCL_NOTE]
         in_place = np.array([math.nan if i is None else i["time"] for _, i in pairs]) * 1e-6
         out.append(MeasurementSet(
-            source="rccl-tests", collective=coll, backend="nccl", world_size=world, link_class=None,
+            source="rccl-tests", collective=coll, backend="nccl", world_size=world, link_class=link,
             dtype=canonical_dtype(dtype) if dtype else "",
             size_bytes=np.array([m["size"] for m, _ in pairs], dtype=np.int64),
             time_s=np.array([m["time"] for m, _ in pairs]) * 1e-6,

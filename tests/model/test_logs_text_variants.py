@@ -1,0 +1,172 @@
+"""nccl-tests text logs in shapes met in the wild: times printed in e-notation (two significant digits), a test
+that failed before its first row with a good test after it, line prefixes of Open MPI 5 / PRRTE, kubectl,
+docker compose, pdsh, stern and ANSI colour, a --world below the listed ranks, UTF-16 / gzip / empty files,
+and rccl-tests' CSV. Fixtures and their origins: tests/fixtures/logs_text/SOURCES.md."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pybench.cli.main import main as main_for_tests
+from pybench.errors import FileFormatError
+from pybench.model.logs import load_measurements
+from pybench.model.logs.log_bytes import decode_log
+from pybench.model.logs.nccl_tests_precision import sharpest_time
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "logs_text"
+EXPONENT = FIXTURES / "xxrjun_N2_G4_sendrecv_exponent_time.log"
+FAILED_FIRST = FIXTURES / "xxrjun_N2_G4_alltoall_failed_then_sendrecv.log"
+CLEAN = FIXTURES / "c_p5_full_clean.log"
+
+
+def _sendrecv(sets):
+    (m,) = [m for m in sets if m.collective == "sendrecv"]
+    return m
+
+
+# --- A: e-notation times ---------------------------------------------------------------------------------
+
+def test_an_e_notation_time_is_read_to_the_precision_its_bandwidths_give():
+    # "17179869184 ... 1.9e+07 0.93 0.93 0 1.9e+07 0.90 0.90": 1.9e+07 us allows 18.5 to 19.5 s; algbw 0.93
+    # allows 18.37 to 18.57 s; both come from one measured time, so it lies in 18.50 .. 18.57 s.
+    m = _sendrecv(load_measurements(EXPONENT))
+    big = m.size_bytes == 17179869184
+    assert 18.50 <= m.time_s[big][0] <= 18.58
+    assert 18.98 <= m.time_in_place_s[big][0] <= 19.19   # 0.90 GB/s: 18.98 .. 19.19 s
+    assert any("e-notation" in n and "1.9e+07" in n for n in m.notes)
+    # rows with 3+ significant digits stand as printed
+    assert m.time_s[m.size_bytes == 33554432][0] == pytest.approx(3852.19e-6)
+
+
+def test_a_time_with_three_digits_or_cells_that_disagree_stand_as_printed():
+    assert sharpest_time(1048576, ("0.105", "9.99", "17.48"), 1e-3, 1.75) is None
+    assert sharpest_time(17179869184, ("1.9e+07", "0.70", "0.70"), 1e-6, 1.0) is None   # 24.5 s: no overlap
+    assert sharpest_time(17179869184, ("1.9e+07", "0.00", "0.00"), 1e-6, 1.0) is None   # bounds nothing
+    # busbw alone narrows it alike: 1.86 GB/s at factor 2 allows 18.42 .. 18.52 s
+    assert sharpest_time(17179869184, ("1.9e+07", "N/A", "1.86"), 1e-6, 2.0) == pytest.approx(18.511, abs=0.001)
+
+
+# --- B: a failed test before a good one ------------------------------------------------------------------
+
+def test_a_test_that_failed_before_its_first_row_leaves_the_next_test_read_with_a_note():
+    (m,) = load_measurements(FAILED_FIRST)
+    assert (m.collective, m.world_size, m.link_class, len(m)) == ("sendrecv", 8, "inter-node", 10)
+    note = next(n for n in m.notes if "failed before its first row" in n)
+    assert "alltoall_perf" in note and "line 18: cnode2-002: Test NCCL failure common.cu:401" in note
+
+
+def test_a_log_of_one_failed_test_is_refused_quoting_the_failure(tmp_path, capsys):
+    path = tmp_path / "failed.log"
+    path.write_text("".join(FAILED_FIRST.read_text().splitlines(keepends=True)[:25]))
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "line 16: nccl-tests table has no data rows" in err
+    assert "the test failed (line 18: cnode2-002: Test NCCL failure common.cu:401" in err
+
+
+# --- C: line prefixes ------------------------------------------------------------------------------------
+
+PREFIXES = {
+    "ompi5 tag-detailed": "[1,0][f5n18:100629]<stdout>: ",
+    "prrte namespace tag": "[prterun-f5n18-100629@1,0]<stdout>: ",
+    "prrte output rank": "[0]<stdout>: ",
+    "kubectl --prefix": "[pod/nccl-tests-launcher-x7k2p/mpi-launcher] ",
+    "kubectl --prefix --timestamps": "[pod/nccl-tests-launcher-x7k2p/mpi-launcher] 2025-03-01T10:00:23.123456789Z ",
+    "docker compose": "nccl-1  | ",
+    "pdsh": "node001: ",
+    "stern": "nccl-tests-worker-0 worker ",
+}
+
+
+def _same(a, b):
+    assert (a.collective, a.world_size, a.link_class, a.dtype) == (b.collective, b.world_size, b.link_class, b.dtype)
+    np.testing.assert_array_equal(a.size_bytes, b.size_bytes)
+    np.testing.assert_array_equal(a.time_s, b.time_s)
+    np.testing.assert_array_equal(a.time_in_place_s, b.time_in_place_s)
+
+
+@pytest.mark.parametrize("prefix", list(PREFIXES.values()), ids=list(PREFIXES))
+def test_a_constant_line_prefix_is_stripped(tmp_path, prefix):
+    path = tmp_path / "prefixed.log"
+    path.write_text("".join(prefix + ln for ln in CLEAN.read_text().splitlines(keepends=True)))
+    (want,) = load_measurements(CLEAN)
+    (got,) = load_measurements(path)
+    _same(got, want)
+    assert got.world_size == 16 and got.link_class == "inter-node"
+
+
+@pytest.mark.parametrize("wrap", [("\x1b[0;32m0: \x1b[0m", ""), ("\x1b[36m", "\x1b[0m")], ids=["srun-label", "plain"])
+def test_ansi_colour_codes_are_dropped(tmp_path, wrap):
+    path = tmp_path / "colour.log"
+    path.write_text("".join(f"{wrap[0]}{ln}{wrap[1]}\n" for ln in CLEAN.read_text().splitlines()))
+    _same(load_measurements(path)[0], load_measurements(CLEAN)[0])
+
+
+def test_a_prefix_on_the_header_only_is_not_taken_for_a_label(tmp_path):
+    # text before the header that no row carries: a note, not a label (the header then is no header)
+    lines = CLEAN.read_text().splitlines(keepends=True)
+    k = next(i for i, ln in enumerate(lines) if "size         count" in ln)
+    lines[k] = "note: " + lines[k]
+    path = tmp_path / "one.log"
+    path.write_text("".join(lines))
+    with pytest.raises(FileFormatError):
+        load_measurements(path)
+
+
+# --- E: --world below the listed ranks -------------------------------------------------------------------
+
+def test_a_world_below_the_listed_ranks_is_refused_where_busbw_cannot_tell(tmp_path, capsys):
+    # sendrecv's busbw/algbw is 1 at any rank count; the Rank lines list ranks 0..7
+    with pytest.raises(FileFormatError, match=r"--world 4 is fewer ranks than the Rank lines .* \(up to Rank 7\)"):
+        load_measurements(EXPONENT, world_size=4)
+    assert main_for_tests(["fit", str(EXPONENT), "--world", "4", "-o", str(tmp_path / "m.json")]) == 2
+    assert "\n" not in capsys.readouterr().err.strip()
+
+
+def test_a_world_given_is_named_as_the_source_of_the_world(tmp_path):
+    path = tmp_path / "sendrecv.log"  # the sendrecv test alone (the alltoall before it says 8 ranks)
+    path.write_text("".join(EXPONENT.read_text().splitlines(keepends=True)[32:]))
+    m = _sendrecv(load_measurements(path, world_size=16))
+    assert m.world_size == 16
+    assert "Rank lines list 8 of 16 ranks (world size from --world)" in m.notes
+    assert not any("from busbw/algbw" in n for n in m.notes)
+
+
+# --- D: encodings, compression, empty files --------------------------------------------------------------
+
+def test_utf16_with_a_byte_order_mark_is_decoded_and_the_rest_named():
+    text = CLEAN.read_text()
+    assert decode_log(text.encode("utf-16"), "x.log") == text
+    assert decode_log(b"\xef\xbb\xbf" + text.encode(), "x.log").lstrip("\ufeff") == text
+    for raw, said in ((gzip.compress(text.encode()), "x.log: gzip-compressed: gunzip it first"),
+                      (b"", "x.log: empty file"),
+                      (text.encode("utf-16-le"), "x.log: UTF-16 text without a byte-order mark: save it as UTF-8"),
+                      (b"\x7fELF\x00\x01" * 10, "x.log: binary file")):
+        with pytest.raises(FileFormatError, match="^" + said.replace(".", r"\.")):
+            decode_log(raw, "x.log")
+
+
+def test_load_measurements_reads_utf16_and_names_gzip_and_empty(tmp_path):
+    path = tmp_path / "utf16.log"
+    path.write_bytes(CLEAN.read_text().encode("utf-16"))
+    _same(load_measurements(path)[0], load_measurements(CLEAN)[0])
+    (tmp_path / "x.log.gz").write_bytes(gzip.compress(CLEAN.read_bytes()))
+    with pytest.raises(FileFormatError, match="gzip-compressed: gunzip it first"):
+        load_measurements(tmp_path / "x.log.gz")
+    (tmp_path / "empty.log").write_bytes(b"")
+    with pytest.raises(FileFormatError, match="empty file"):
+        load_measurements(tmp_path / "empty.log")
+
+
+# --- F: rccl-tests CSV -----------------------------------------------------------------------------------
+
+def test_rccl_tests_csv_is_refused_by_name(tmp_path, capsys):
+    path = FIXTURES / "c_rccl_csv.csv"
+    with pytest.raises(FileFormatError, match=r"rccl-tests CSV \(-Z csv\).*rerun with -Z json, or give the text"):
+        load_measurements(path)
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    assert "\n" not in capsys.readouterr().err.strip()
