@@ -354,6 +354,8 @@ def _topology_for(args, models) -> list:
         which = f" for {args.collective}" if args.collective else ""
         raise UsageError(f"{args.model} holds no topology model{which} ({models[0].why_no_topology()}), so "
                          f"{args.world} ranks are not determined by it; or measure at that layout")
+    if args.nodes and args.nodes > args.world:
+        raise UsageError(f"--world {args.world} ranks cannot fill --nodes {args.nodes}: give one rank per node or more")
     if args.world % (args.nodes or 1):
         raise UsageError(f"--world {args.world} is not divisible by --nodes {args.nodes}; give ranks per node x nodes")
     out = []

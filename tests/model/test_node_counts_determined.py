@@ -70,3 +70,10 @@ def test_mpi_across_nodes_is_labelled_with_a_tree_not_nccls_double_tree(tmp_path
     assert main_for_tests(["predict", str(model), "--sizes", "4", "--world", "6144", "--nodes", "64"]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     assert "across nodes tree" in header and "double-tree" not in header
+
+
+def test_fewer_ranks_than_nodes_is_said_as_such(eks, capsys):
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(eks), "--sizes", "4", "--world", "16", "--nodes", "32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot fill --nodes 32" in err[0]
