@@ -249,7 +249,7 @@ class TopologyModel:
                                       schedule, kind, links, regime, why, spread, tuple(caveats))
         below, above = spread.bounds(calibration)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
-        fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # same ranks per node, fewer nodes: a floor
+        fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
         fewer_s, notes = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0, []
         if fewer_s > time_s:  # more nodes, the same ranks per node: never less time
             notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {world // nodes * fewer} "
@@ -264,7 +264,7 @@ class TopologyModel:
         elif floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
             notes.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
             time_s = floor
-        return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor, fewer_s),
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor),
                                   max(time_s * math.exp(above), time_s, reach_s), self.algorithm, schedule, kind, links,
                                   regime, spread=spread, caveats=(*caveats, *notes), size_notes=tuple(notes))
 

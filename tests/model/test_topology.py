@@ -549,7 +549,8 @@ def test_more_nodes_of_the_same_ranks_per_node_never_take_less_time_than_fewer_a
         two = model.predict(int(s), 144, 36)
         assert two.time_s >= model.predict(int(s), 72, 18).time_s * 0.999
     assert any("to the time of 72 ranks on 1 node(s) as fitted" in n for n in two.size_notes)
-    assert two.low_s >= model.predict(int(sizes[-1]), 72, 18).time_s * 0.999  # the low end too
+    # the low end is not raised: real logs run some sizes faster on more nodes than the fit of fewer says (an H100
+    # InfiniBand cluster's 8 nodes at 1-8 MiB against its 4-node fit), and the interval must still hold them
     assert "raised" not in two.links  # a size's own note: a table prints the links once per layout
     # the same holds between node counts of a multi-node fit: 128 nodes from 32 + 64 are not faster than 64
     grow = [Observation(s, 96 * n, n, 1e-4 * n + s / 10e9) for n in (32, 64) for s in sizes]
