@@ -15,12 +15,17 @@ from typing import Protocol
 from pybench.model.calibration import EXTRAPOLATED_KINDS
 from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, ModelLinks, nvlink_domain_ranks, ranks_per_node
 from pybench.model.link_presets import PRESETS
+from pybench.model.regimes import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.system import GPU_BACKENDS
 from pybench.model.topology_schedules import algorithm_steps
+from pybench.sizes import format_size
 
 
 class FittedModel(ModelLinks, Protocol):
     """What deciding reads of a :class:`pybench.model.topology.TopologyModel`."""
+
+    @property
+    def size_range(self) -> tuple[int, int]: ...
 
     @property
     def backend(self) -> str: ...
@@ -38,8 +43,28 @@ PCIE_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.name.startswith("p
 FILL_SHARE = 0.5
 
 
-def undetermined(model: FittedModel, world: int, nodes: int) -> str:
-    """Why no model can answer for this layout (``nodes`` in the model's nodes) from these inputs, or ''."""
+def undetermined(model: FittedModel, world: int, nodes: int, size: float = 0.0) -> str:
+    """Why no model can answer for this layout (``nodes`` in the model's nodes), or at ``size`` there, from these
+    inputs, or ''."""
+    return _layout_undetermined(model, world, nodes) or _size_undetermined(model, world, nodes, size)
+
+
+def _size_undetermined(model: FittedModel, world: int, nodes: int, size: float) -> str:
+    """A GPU crossing of nodes at a size from NCCL's bandwidth protocol up, when every fitted sweep ended below it:
+    the rate that protocol reaches across the network was never measured (as a sweep's own curve says,
+    :meth:`pybench.model.piecewise_model.AlphaBetaModel.undetermined_at`)."""
+    top = model.size_range[1]
+    if nodes < 2 or model.backend not in GPU_BACKENDS or model.inter is None or model.inter.is_preset \
+            or model.inter.is_described or not top < BANDWIDTH_PROTOCOL_BYTES <= size:
+        return ""
+    return (f"not determined by these inputs: every sweep across nodes ended by {format_size(top)}, below "
+            f"{format_size(BANDWIDTH_PROTOCOL_BYTES)} where NCCL runs its bandwidth protocol (Simple) on every log "
+            f"here, so the rate that rules at {format_size(int(size))} is not measured; measure it with "
+            f"`pybench {model.collective} --np {world} --sizes {format_size(top)}:{format_size(int(size))}` on "
+            f"{nodes} nodes")
+
+
+def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
     system = model.system
     measured = {w for w, n in model.fitted if n == 1}
     disagree = _gpu_counts_disagree(model)
@@ -61,7 +86,7 @@ def undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"`pybench {model.collective} --np {world}`")
     per_node = world // nodes if nodes else world
     per_node_measured = measured | {w // n for w, n in model.fitted if n > 1}
-    if nodes > 1 and gpus and per_node not in per_node_measured and _intra_fitted(model) \
+    if nodes > 1 and gpus and per_node > 1 and per_node not in per_node_measured and _intra_fitted(model) \
             and ((system is not None and not system.switched) or disagree):
         # the leg inside each node is the one-node case above: its GPUs get other links than any measured
         fabric = f"{system.name}'s {system.intra_fabric} fabric" if system is not None and not system.switched \

@@ -19,12 +19,11 @@ import numpy as np
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
+from pybench.model.beyond_sweep import unmeasured_bytes
 from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Spread, load_calibration
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
-from pybench.model.regimes import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.segment import SegmentFit
-from pybench.model.system import GPU_BACKENDS
 from pybench.model.topology_fit import nodes_of
 from pybench.sizes import MAX_SIZE_BYTES, format_size
 
@@ -197,9 +196,13 @@ class AlphaBetaModel:
                 p = dataclasses.replace(p, provenance=f"{p.provenance} (a prediction interval: another layout has "
                                                       f"no confidence band)")
             return p
-        unknown = [why for x in s.reshape(-1) if (why := self.undetermined_at(float(x)))]
-        if unknown:  # the CLI's table asks size by size (prediction_table.prediction_records)
-            raise NotDetermined(unknown[0])
+        beyond = [x for x in s.reshape(-1) if self._beyond_own_sweep(float(x))]
+        if beyond:  # the CLI's table asks size by size (prediction_table.prediction_records)
+            unknown = [why for x in s.reshape(-1) if (why := self.undetermined_at(float(x)))]
+            if unknown:
+                raise NotDetermined(unknown[0])
+            # larger sizes measured at other layouts: the topology model answers, as it does elsewhere
+            return self._predict_elsewhere(s, int(self.world_size or 0), self._fitted_nodes())
         said = "; ".join(sorted({self.provenance_at(float(x)) for x in s.reshape(-1)}))
         if band is None:
             band = "prediction"
@@ -211,6 +214,12 @@ class AlphaBetaModel:
         ends = np.array([sp.bounds(calibration) for sp in spreads])
         below, above = ends[:, 0].reshape(t_arr.shape), ends[:, 1].reshape(t_arr.shape)
         low, high = t_arr * np.exp(-below), t_arr * np.exp(above)
+        # More bytes never take less time than the largest size measured: above the sweep, the low end stays at
+        # or above that size's own.
+        if np.any(s > self.size_max_bytes):
+            top_t, top_spread = self.times_and_spreads(np.array(float(self.size_max_bytes)), band)
+            top_low = float(top_t) * math.exp(-top_spread[0].bounds(calibration)[0])
+            low = np.where(s > self.size_max_bytes, np.maximum(low, top_low), low)
         # An anomaly's own measurement is a real time at its size (a switch there, or a disturbed run): the
         # interval reaches it, wherever the trend lies.
         for a in self.anomalies:
@@ -242,26 +251,22 @@ class AlphaBetaModel:
         return data / (seg.alpha_s + data) if seg.alpha_s + data > 0 else 0.0
 
     def undetermined_at(self, size: float) -> str:
-        """Why the sweep cannot answer at ``size`` above its sizes, or '': the bytes that its own line says rule
-        there after a sweep that ended while latency ruled, or a GPU sweep that ended before NCCL's bandwidth
-        protocol, never measured their rate. (Below a sweep its widening answers: a latency is at most the one
-        carried down, and the planner's latency probes ask there.)"""
-        if size <= self.size_max_bytes:
-            return ""
+        """Why no model of the file answers at ``size`` on the fitted layout, or '': the sweep's own curve cannot
+        (:meth:`_beyond_own_sweep`), and the topology model, which may have seen larger sizes at other
+        layouts, does not reach it either."""
+        why = self._beyond_own_sweep(size)
+        return "" if why and self._topology_reaches(size) else why
+
+    def _topology_reaches(self, size: float) -> bool:
+        """Whether the topology model's fitted sizes reach ``size`` (then it answers at the fitted layout)."""
+        return (self.topology is not None and self.world_size is not None
+                and size <= self.topology.size_range[1] and self.size_max_bytes < self.topology.size_range[1])
+
+    def _beyond_own_sweep(self, size: float) -> str:
+        """Why the sweep's own curve cannot answer at ``size`` (:func:`pybench.model.beyond_sweep.unmeasured_bytes`)."""
         seg = self.segments[-1]
-        data = size * seg.inv_bw_s_per_byte
-        share, edge = (data / (seg.alpha_s + data) if seg.alpha_s + data > 0 else 0.0), self._bytes_share(size)
-        asked, hi = format_size(int(size)), format_size(self.size_max_bytes)
-        if edge < 0.5 <= share:
-            why, sizes = f"ended at {hi} while latency ruled, so the bytes' rate", f"{hi}:{asked}"
-        elif self.backend in GPU_BACKENDS and self.size_max_bytes < BANDWIDTH_PROTOCOL_BYTES <= size:
-            why = (f"ended at {hi}, below {format_size(BANDWIDTH_PROTOCOL_BYTES)} where NCCL runs its bandwidth "
-                   f"protocol (Simple) on every log here, so the rate")
-            sizes = f"{hi}:{asked}"
-        else:
-            return ""
-        return (f"not determined by these inputs: the sweep {why} that rules at {asked} is not measured; measure it "
-                f"with `pybench {self.collective} --sizes {sizes}`")
+        return unmeasured_bytes(self.collective, self.backend, self.link_class, self.size_max_bytes, seg.alpha_s,
+                                seg.inv_bw_s_per_byte, size)
 
     def provenance_at(self, size: float) -> str:
         """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""

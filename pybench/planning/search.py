@@ -113,8 +113,8 @@ def prices_inter_node(models: ModelSet, gpus_per_node: int) -> bool:
     saved = list(models.notes)
     try:
         models.time("allreduce", 2**20, 2 * gpus_per_node, INTER)
-    except UsageError:
-        return False
+    except UsageError as exc:  # not determined: the link is there, this size or layout is what it cannot say
+        return isinstance(exc, NotDetermined)
     finally:
         models.notes[:] = saved
     return True

@@ -21,8 +21,9 @@ from typing import Any
 
 from pybench.collectives import DTYPES, busbw_factor
 from pybench.errors import FileFormatError, UsageError
-from pybench.io.files import parse_json, read_text
+from pybench.io.files import MAX_JSON_BYTES, parse_json, read_bytes
 from pybench.measure.results import RunResult, SizeRecord
+from pybench.model.logs.log_bytes import decode_log
 
 
 def _looks_like_pytest_benchmark(data: Any) -> bool:
@@ -121,7 +122,7 @@ def load_results(path: str | Path) -> list[RunResult]:
     from pybench.report.plot import load_checked_result
 
     p = Path(path)
-    text = read_text(p)
+    text = decode_log(read_bytes(p, MAX_JSON_BYTES), p)  # as `fit` reads it: UTF-16 too; compressed files named
     if text.lstrip().startswith("{") and not looks_like_json_lines(text):  # rccl-tests' lines are a log
         data = parse_json(text, str(p))
         if isinstance(data, dict) and "schema" in data:

@@ -162,3 +162,13 @@ def test_rccl_json_of_one_node_is_intra_node(tmp_path):
     path.write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
     (m,) = load_measurements(path)
     assert (m.world_size, m.link_class) == (8, "intra-node")
+
+
+def test_a_short_cut_json_takes_its_rank_count_from_the_devices_it_lists(tmp_path):
+    """Cut before its large sizes, a -J file's rounded bandwidths allowed 20 ranks, and that was taken although
+    config.devices lists 16 (2 processes x -g 8): where the rounding allows the listed count, the list decides."""
+    short = tmp_path / "cut.json"
+    short.write_text(P5_JSON.read_text()[:5000])
+    cut = load_measurements(short)
+    assert [m.world_size for m in cut] == [16]
+    assert not any(n.startswith("world size 20") for m in cut for n in m.notes)

@@ -170,3 +170,14 @@ def test_rccl_tests_csv_is_refused_by_name(tmp_path, capsys):
         load_measurements(path)
     assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
     assert "\n" not in capsys.readouterr().err.strip()
+
+
+def test_a_time_stamp_that_changes_is_no_constant_prefix(tmp_path):
+    """moreutils `ts` stamps every line with its second: the header's stamp, taken as a constant prefix, cut the
+    table at the first row of the next second (4 of 31 rows read, no rank count, no note)."""
+    lines = CLEAN.read_text().splitlines()
+    stamped = tmp_path / "ts.log"
+    stamped.write_text("\n".join(f"Dec 06 11:39:{i // 8:02d} {ln}" for i, ln in enumerate(lines)) + "\n")
+    sets = load_measurements(stamped)  # stripped as a time stamp: every row read
+    clean = load_measurements(CLEAN)
+    assert [len(m.size_bytes) for m in sets] == [len(m.size_bytes) for m in clean]

@@ -280,8 +280,7 @@ def test_report_and_json_say_when_an_interval_is_unbounded(tmp_path):
     assert load_model(path) == m
     p = m.predict([1.0, 1e6])
     assert np.all(p.time_s > 0) and np.all(np.isfinite(p.time_high_s))
-    with pytest.raises(NotDetermined, match="below 16M where NCCL runs its bandwidth protocol"):
-        m.predict(1e12)  # a GPU sweep that ended at 32K never saw the rate NCCL's Simple protocol reaches
+    assert m.predict(1e12).time_s > 0  # links unknown: not known to cross nodes, where the 16M rule holds
     # Its hosts are unknown, so no topology model was fitted: 64 ranks are refused, not guessed.
     with pytest.raises(UsageError, match="holds no topology model"):
         m.predict([1.0, 1e12], world=64)

@@ -77,3 +77,19 @@ def test_fewer_ranks_than_nodes_is_said_as_such(eks, capsys):
     assert main_for_tests(["predict", str(eks), "--sizes", "4", "--world", "16", "--nodes", "32"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot fill --nodes 32" in err[0]
+
+
+def test_one_gpu_per_node_has_no_leg_inside_a_node_to_be_undetermined():
+    """GPUs per node never measured on a mesh node are not determined across nodes, but one GPU per node has no
+    link inside its node at all: it is answered."""
+    from pybench.model.system import load_system
+    from pybench.model.topology import Observation
+    from pybench.model.topology_fit import fit_topology
+    sizes = [float(2 ** k) for k in range(16, 28)]
+    obs = [Observation(s, 8, 1, 10e-6 + 14 / 8 * s / 100e9) for s in sizes]
+    obs += [Observation(s, 16, 2, 30e-6 + 30 / 16 * s / 20e9) for s in sizes]
+    mesh = load_system("dgx-1-v100")
+    model = fit_topology("allreduce", obs, system=mesh).with_system(mesh)
+    assert model.predict(1 << 24, 8, 8).determined
+    p = model.predict(1 << 24, 8, 2)  # 4 of a DGX-1's 8 GPUs per node: a subset of the mesh
+    assert not p.determined and "4 GPUs per node were never measured" in p.undetermined

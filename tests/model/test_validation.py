@@ -47,7 +47,7 @@ def test_the_generated_document_holds_todays_table(result):
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails.
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.94, 16.5, 3.0),
-         ("beyond the measured sizes", 0.99, 1150.0, 18.0),
+         ("beyond the measured sizes", 0.99, 1200.0, 19.0),
          ("another GPU count", 0.995, 115.0, 3.1), ("another GPU count per node", 0.92, 340.0, 43.0),
          ("another node count", 0.93, 240.0, 15.0),
          ("system description", 0.91, 135.0, 20.0), ("preset", 0.97, 2300.0, 105.0)]

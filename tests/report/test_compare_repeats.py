@@ -55,3 +55,17 @@ def test_a_file_of_several_runs_pairs_by_rank_count_and_names_the_rest(tmp_path,
     assert main(["compare", str(P5), str(again)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds 2 sweeps of allreduce" in err[0] and "split it" in err[0]
+
+
+def test_compare_reads_what_fit_reads_and_names_what_it_cannot(tmp_path, capsys):
+    import gzip
+    text = P5.read_text()
+    utf16 = tmp_path / "u16.log"  # Windows PowerShell 5's `>` writes UTF-16 with a byte-order mark
+    utf16.write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
+    assert main(["compare", str(P5), str(utf16)]) == 0
+    packed = tmp_path / "p5.log.gz"
+    packed.write_bytes(gzip.compress(text.encode()))
+    capsys.readouterr()
+    assert main(["compare", str(P5), str(packed)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gzip-compressed: gunzip it first" in err[0]

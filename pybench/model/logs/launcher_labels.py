@@ -28,7 +28,9 @@ import re
 from pybench.model.logs.nccl_tests_table import header_tokens
 
 # RFC 3339 (kubectl's RFC3339Nano: 2024-05-01T12:00:00.123456789Z) and the space after it.
-_TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})? ")
+# RFC 3339 (kubectl --timestamps), or moreutils `ts`'s default "Dec 06 11:39:00 " (every line its own second)
+_TIMESTAMP_RE = re.compile(r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+                           r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?) ")
 _RAY_PREFIX_RE = re.compile(r"^\s*\((?:[\w.-]+, )?(?:rank=\d+, )?pid=\d+(?:, ip=[\d.]+)?\) ")
 # Open MPI 4's [1,0]; PRRTE's (Open MPI 5) [1,0][host:pid] (tag-detailed), [nspace@1,0] and [0] (--output rank)
 _OMPI_PREFIX_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
@@ -65,8 +67,12 @@ def _constant_prefix(lines: list[str]) -> str | None:
         prefix = ln[:m.start()].rstrip() if m else ""
         if not prefix or not _holds_header(ln[len(prefix):]):
             continue
-        rows = (row[len(prefix):].split() for row in lines[k + 1:k + 40] if row.startswith(prefix))
-        if any(toks and toks[0].isdigit() for toks in rows):
+        # the same text on the header's next lines too (a time stamp that changes is no constant prefix: taken
+        # as one, it would cut the table at the first line of another second)
+        after = [row for row in lines[k + 1:k + 40] if row.strip()][:3]
+        if after and all(row.startswith(prefix) for row in after) and \
+                any(toks and toks[0].isdigit() for toks in (row[len(prefix):].split() for row in lines[k + 1:k + 40]
+                                                             if row.startswith(prefix))):
             return prefix
     return None
 

@@ -176,6 +176,10 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
                 f"{path}: --world {world_size} is fewer than the {listed} ranks config.devices lists"
                 + (f" ({len(hosts)} processes x {per_process} ranks each, -t x -g)" if per_process > 1 else "")
                 + "; leave --world out, or give the rank count that ran")
+        if world is not None and world > listed and ratio_allows(coll, _as_table(rows), listed):
+            # the bandwidths, rounded as written, allow the listed ranks: the devices say exactly
+            notes[:] = [n for n in notes if not n.startswith(f"world size {world} ")]
+            world = listed
         world = max(world or 0, listed)   # the ranks listed exist; the ratio may say more
         link = "inter-node" if len(set(hosts.values())) > 1 else "intra-node"
         notes.append(f"{listed} ranks on {len(set(hosts.values()))} host(s) per config.devices"

@@ -1,0 +1,36 @@
+"""Sizes above a measured sweep whose bytes' rate it never measured: there a sweep's curve carried on says
+nothing, and the answer is "not determined" with the sizes to measure.
+
+Below a sweep its widening answers instead: a latency is at most the one carried down (the curve there is one
+protocol's, which NCCL's choice can only beat), and the planner's latency probes ask there.
+"""
+
+from __future__ import annotations
+
+from pybench.model.regimes import BANDWIDTH_PROTOCOL_BYTES
+from pybench.model.system import GPU_BACKENDS
+from pybench.sizes import format_size
+
+
+def unmeasured_bytes(collective: str, backend: str, link_class: str | None, size_max: float, alpha_s: float,
+                     inv_bw_s_per_byte: float, size: float) -> str:
+    """Why a sweep ending at ``size_max`` (its last piece ``alpha_s + size * inv_bw_s_per_byte``) cannot answer at
+    ``size``, or '': where its own line says the bytes rule ``size`` after it ended while latency ruled, or where a
+    GPU sweep across nodes ended before NCCL's bandwidth protocol, whose rate it never saw."""
+    if size <= size_max:
+        return ""
+
+    def share(x: float) -> float:
+        data = x * inv_bw_s_per_byte
+        return data / (alpha_s + data) if alpha_s + data > 0 else 0.0
+
+    asked, hi = format_size(int(size)), format_size(int(size_max))
+    if share(size_max) < 0.5 <= share(size):
+        why = f"ended at {hi} while latency ruled, so the bytes' rate"
+    elif backend in GPU_BACKENDS and link_class == "inter-node" and size_max < BANDWIDTH_PROTOCOL_BYTES <= size:
+        why = (f"ended at {hi}, below {format_size(BANDWIDTH_PROTOCOL_BYTES)} where NCCL runs its bandwidth protocol "
+               f"(Simple) on every log here, so the rate")
+    else:
+        return ""
+    return (f"not determined by these inputs: the sweep {why} that rules at {asked} is not measured; measure it with "
+            f"`pybench {collective} --sizes {hi}:{asked}`")

@@ -1,0 +1,62 @@
+"""Sizes above a sweep whose bytes' rate it never measured are not determined, by the sweep's own curve and by
+the topology model alike; where the topology model saw larger sizes at other layouts, it answers.
+
+A 2-node all-reduce cut at 4 MiB priced 25 MB 1.7x too slow at 8 and 32 ranks (the topology model) while its own
+layout was refused; NCCL's bandwidth protocol, which runs such sizes across nodes, was never measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import PUBLIC_LOGS, SHARED_DATA
+
+from pybench.errors import NotDetermined
+from pybench.model.build import fit_model
+from pybench.model.logs import load_measurements
+from pybench.model.topology_fit import fit_topology_models
+
+OCI = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+
+
+def _cut(ms, top):
+    keep = ms.size_bytes <= top
+    return dataclasses.replace(ms, **{k: getattr(ms, k)[keep] for k in ("size_bytes", "time_s", "time_in_place_s")})
+
+
+def test_a_sweep_across_nodes_that_ended_before_ncclS_bandwidth_protocol_does_not_determine_larger_sizes():
+    (ms,) = load_measurements(OCI)
+    short = _cut(ms, 4 << 20)
+    sweep = fit_model(short)
+    with pytest.raises(NotDetermined, match="the sweep ended at 4M .* is not measured"):
+        sweep.predict(25e6)
+    (topology,), _ = fit_topology_models([short])
+    for world, nodes in ((16, 2), (32, 4), (8, 2)):
+        p = topology.predict(25_000_000, world, nodes)
+        assert not p.determined and "every sweep across nodes ended by 4M" in p.undetermined
+    assert topology.predict(1 << 20, 32, 4).determined
+
+
+def test_a_one_node_sweep_cut_below_16m_still_answers():
+    """One node's NVLink or PCIe runs its bandwidth protocol from far smaller sizes: an RTX 4090 node cut at 8 MiB
+    was within 1% at 16-256 MiB."""
+    (ms,) = load_measurements(PUBLIC_LOGS / "rtx4090_kalavai_docker_g4_allreduce.log")
+    short = fit_model(_cut(ms, 8 << 20))
+    assert short.link_class == "intra-node" and short.predict(64 << 20).time_s > 0
+
+
+def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where_others_reached():
+    """Polaris' 256-node all-reduce cut at 64 KiB (latency still rules there); its 2- and 8-node sweeps reach
+    1 GiB: at 256 nodes the topology model answers sizes that sweep never measured, not a refusal."""
+    sets = [m for n in (2, 8, 256) for m in load_measurements(
+        SHARED_DATA / "nccl-tests" / f"polaris_a100_{n}node_4gpu_slingshot_allreduce.txt")]
+    sets = [_cut(m, 1 << 16) if m.world_size == 1024 else m for m in sets]
+    models = fit_topology_models(sets)[0]
+    on_256 = next(s for s in sets if s.world_size == 1024)
+    sweep = dataclasses.replace(fit_model(on_256), topology=models[0])
+    big = float(64 << 20)
+    assert sweep._beyond_own_sweep(big)  # its own curve cannot
+    assert big <= models[0].size_range[1]
+    assert sweep.undetermined_at(big) == ""
+    assert sweep.predict(big).time_s > 0
