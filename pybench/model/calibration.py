@@ -31,8 +31,8 @@ part). The terms:
   any kind of layout (:data:`LAYOUT_KINDS`). Sizes beyond a measured layout's sweep are a kind of their
   own (:data:`BEYOND_SIZES`, with the share of the bytes at the nearest end of the sweep), validated by
   fitting the real sweeps without their largest or their smallest sizes, each side of the interval its own
-  widening (:attr:`Calibration.beyond_slower_widening`: the curve is one protocol's, which NCCL's choice there
-  can only beat);
+  widening (:attr:`Calibration.slower_widening_above_sweep`: the curve is one protocol's, which NCCL's choice there
+  can only beat; below a sweep smaller sizes may run on fewer channels, so above and below apart);
 * ``described``: when a link class comes from a system description or a preset rather than a
   measurement, how far real multi-node logs fall from what their description says (a preset: at
   least how far they fall from one port of its rate), in a bandwidth part (the NICs' efficiency)
@@ -133,11 +133,14 @@ class Calibration:
     """The most ranks per node of any log the steps across nodes were calibrated on: up to there every step
     of a ring is known to wait on the network; beyond, the logs cannot say whether the steps inside a node
     do (:func:`pybench.model.crossing.network_steps_undescribed`)."""
-    beyond_slower_widening: float
-    """Log half-width per unit of log size distance on the slow side of a sweep carried on beyond its sizes (the
+    slower_widening_above_sweep: float
+    """Log half-width per unit of log size distance on the slow side of a sweep carried on above its sizes (the
     fast side is :data:`BEYOND_SIZES`' widening). NCCL runs each size in the fastest of its protocols and
     algorithms, so a curve carried on is one protocol's, which the one NCCL picks there can only beat: the truth
     strays far to the fast side and little to the slow one."""
+    slower_widening_below_sweep: float
+    """The same below a sweep's sizes, where smaller sizes may also run on fewer channels than the carried curve
+    did, and so more slowly than it."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -155,7 +158,7 @@ class Calibration:
                                                  "crossing_latency_half_width", "preset_half_width",
                                                  "crossing_step_latency_s", "bandwidth_step_latency_s",
                                                  "small_protocol_busbw_Bps", "crossing_ranks_per_node",
-                                                 "beyond_slower_widening")}
+                                                 "slower_widening_above_sweep", "slower_widening_below_sweep")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): {str(part): float(x) for part, x in v.items()} for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}
@@ -190,10 +193,12 @@ class Calibration:
             base = BEYOND_SIZES
         return dict(table[base]) if base in table else {p: max(table[k][p] for k in SHAPE_KINDS) for p in PARTS}
 
-    def slower_widening(self, kind: str) -> float | None:
-        """The slow side's widening of a sweep carried on beyond its sizes (both parts alike), None for another
-        kind (its two sides alike)."""
-        return self.beyond_slower_widening if kind.split(",")[0] in (BEYOND_SIZES, FITTED_SWEEP) else None
+    def slower_widening(self, kind: str, below_sweep: bool) -> float | None:
+        """The slow side's widening of a sweep carried on above or below its sizes (both parts alike), None for
+        another kind (its two sides alike)."""
+        if kind.split(",")[0] not in (BEYOND_SIZES, FITTED_SWEEP):
+            return None
+        return self.slower_widening_below_sweep if below_sweep else self.slower_widening_above_sweep
 
     def unmeasured(self, described: bool, shape_measured: bool = False, preset: bool = False) -> dict[str, float]:
         """Per part, the log half-width of what a description or preset says in place of a measurement."""
@@ -239,6 +244,8 @@ class Spread:
     """A described crossing priced on a measured node's protocol regimes (see the module text)."""
     preset: bool = False
     """The link the time rests on is a preset (``--link``)."""
+    below_sweep: bool = False
+    """The size lies below the measured sizes (else above, or among them)."""
     below: float = 0.0
     above: float = 0.0
     """Log distance beyond ``span`` from the time down to the fastest, and up to the slowest, of the readings
@@ -248,12 +255,12 @@ class Spread:
         """(below, above): the log distances from the time to the ends of its 95% interval."""
         return self.bounds_with(calibration.widening(self.kind, self.one_layout),
                                 calibration.unmeasured(self.described, self.shape_measured, self.preset),
-                                calibration.slower_widening(self.kind))
+                                calibration.slower_widening(self.kind, self.below_sweep))
 
     def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float],
                     slower: float | None = None) -> tuple[float, float]:
         """The same with the parts given (what validation solves for); ``slower``: the upper end's widening of
-        both parts where it is not ``widening`` (:attr:`Calibration.beyond_slower_widening`)."""
+        both parts where it is not ``widening`` (:attr:`Calibration.slower_widening_above_sweep`)."""
         below, above = mixed_bounds(self.bandwidth_share, part_half_widths(self.local, self.distance, widening,
                                                                             unmeasured))
         if slower is not None:

@@ -240,7 +240,8 @@ class AlphaBetaModel:
         flat, rel = sizes.reshape(-1), (np.asarray(half, dtype=float) / t_arr).reshape(-1)
         far = np.maximum(np.log(self.size_min_bytes / flat), 0.0) + np.maximum(np.log(flat / self.size_max_bytes), 0.0)
         return t_arr, [Spread(BEYOND_SIZES, float(np.log1p(b)) / Z95, float(d), True, False,
-                              self._bytes_share(float(x))) for x, b, d in zip(flat, rel, far)]
+                              self._bytes_share(float(x)), below_sweep=bool(x < self.size_min_bytes))
+                       for x, b, d in zip(flat, rel, far)]
 
     def _bytes_share(self, size: float) -> float:
         """The share of the time that the bytes take at the end of the measured sizes nearest ``size``: what the

@@ -329,7 +329,7 @@ class TopologyModel:
         above = max([0.0, *(math.log(r / time_s) - span for r in reach)])
         return time_s, schedule, regime, Spread(kind, self._local_sigma(size), distance, one_layout, described,
                                                 share, span, shape_measured, priced is not None and priced.is_preset,
-                                                below, above)
+                                                size < self.size_range[0], below, above)
 
     def _latency_readings(self, size: float, world: int, nodes: int, sharing: int,
                           rails: float | None = None) -> tuple[float, float] | None:

@@ -15,7 +15,7 @@ datasets say, none by hand:
   just cover its error beyond its other terms (solved on the interval's own bound); per system the
   95th percentile of those (a point no value covers counts among its misses), and over systems what
   covers one more (:func:`_worst_percentile`), in a bandwidth and a latency part (:func:`_widening`;
-  beyond a sweep's sizes one for both, on each side of the interval its own: :func:`_slower_side`); per kind
+  beyond a sweep's sizes one for both, its slow side its own above and below: :func:`_slower_side`); per kind
   where two systems or more hold the kind, else the widest of any kind of layout; fits at one layout and at
   several apart;
 * the NIC efficiency per family (all-reduce, ring): the geometric mean over datasets of the share of
@@ -141,7 +141,9 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     for layouts in (True, False):
         for group, pts in needed.get((BEYOND_SIZES, layouts), {}).items():
             beyond.setdefault(group, []).extend(pts)
-    slower = _slower_side(beyond)
+    above_sweep, below_sweep = (_slower_side({g: [p for p in pts if p.spread is not None and
+                                                  p.spread.below_sweep == below] for g, pts in beyond.items()})
+                                for below in (False, True))
     for kind in EXTRAPOLATED_KINDS:
         split = kind != BEYOND_SIZES  # a sweep carried on crosses regimes it never showed: one factor for both parts
         s, o = _widening(needed.get((kind, False), {}), split), _widening(needed.get((kind, True), {}), split)
@@ -158,7 +160,7 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
             several[kind], one[kind] = dict(widest), dict(widest)
     chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
-                       *_crossing_protocols(cases), slower, chosen_on)
+                       *_crossing_protocols(cases), above_sweep, below_sweep, chosen_on)
     bandwidth, latency_half = _described_half_widths(cases, base)
     # a measured node's protocol shape knows at least as much as none: its latency part is never the wider
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
@@ -238,7 +240,7 @@ def _slower_side(by_system: dict[str, list[Point]]) -> float:
         spread = p.spread
         return _just_covering(p, lambda x: spread.bounds_with(none, none, x))
 
-    return _solved(by_system, lambda p: p.error < 0, above)
+    return _solved(by_system, lambda p: p.error < 0, above)  # (above and below the sweeps apart: the caller)
 
 
 def _share(p: Point) -> float:

@@ -346,7 +346,7 @@ def _matching_efficiency(case: SystemCase) -> float:
             described_latency_half_width=0.0, crossing_latency_half_width=0.0, preset_half_width=0.0,
             crossing_step_latency_s=case.step_latency_s, bandwidth_step_latency_s=case.bandwidth_step_latency_s,
             small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node,
-            beyond_slower_widening=0.0)
+            slower_widening_above_sweep=0.0, slower_widening_below_sweep=0.0)
         points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
         return float(np.median([p.error for p in points])) if points else 0.0
 
