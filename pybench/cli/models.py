@@ -395,6 +395,11 @@ def _nodes_asked(args, models) -> int:
     single-node model, else as many as the fitted multi-node sweeps' ranks per node give."""
     if args.nodes is not None:
         return args.nodes
+    if getattr(args, "system", None):  # the described node's GPUs, where the ranks fill whole nodes
+        from pybench.model.system import load_system
+        per_node = load_system(args.system).gpus_per_node
+        if args.world > per_node and args.world % per_node == 0:
+            return args.world // per_node
     counts = set()
     for m in models:
         try:

@@ -14,10 +14,11 @@ from typing import Protocol
 
 import numpy as np
 
+from pybench.errors import UsageError
 from pybench.model.calibration import Z95, Calibration, load_calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS
-from pybench.model.system import GPU_BACKENDS, SystemDescription, most_ports_per_gpu
+from pybench.model.system import GPU_BACKENDS, SystemDescription, most_gpus_per_node, most_ports_per_gpu
 from pybench.model.topology_schedules import crossing_algorithms, crossing_bytes, crossing_terms, intra_node_ranks
 
 
@@ -383,3 +384,21 @@ def tree_or_ring_undescribed(collective: str, schedule: str, system: SystemDescr
     span in the interval.
     """
     return collective == "allreduce" and schedule == "ring" and system.nics_per_node < system.gpus_per_node
+
+
+def one_node_model_nodes(topology, world_size: int | None, collective: str, world: int) -> int:
+    """Nodes for ``world`` ranks of a model measured in one node: one up to the most GPUs its node's description
+    holds, or else a one-node sweep or any named system's node does; beyond, the description's nodes, or the
+    caller must say (64 ranks are not one 8-GPU node)."""
+    system = getattr(topology, "system", None)
+    if getattr(topology, "backend", "nccl") not in GPU_BACKENDS:
+        return 1  # CPU ranks: a node's cores, which no one-node sweep bounds
+    most = system.gpus_per_node if system is not None else max(
+        [w for w, n in getattr(topology, "fitted", ()) if n == 1] + [world_size or 0, most_gpus_per_node()])
+    if world <= most:
+        return 1
+    if system is not None and world % most == 0:
+        return world // most
+    holds = f"a node of {system.name} holds" if system is not None else "its one-node sweeps or any named node hold"
+    raise UsageError(f"{world} ranks of the {collective} model: more than the {most} GPUs {holds}; give nodes= "
+                     f"(--nodes N: how many nodes the ranks run on; 1 for one node)")

@@ -21,6 +21,7 @@ from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
 from pybench.model.beyond_sweep import unmeasured_bytes
 from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Spread, load_calibration
+from pybench.model.crossing import one_node_model_nodes
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
@@ -134,7 +135,7 @@ class AlphaBetaModel:
             raise UsageError(f"world={world}: a collective over one rank moves nothing between ranks; give world= "
                              f"2 or more")
         if self.link_class == "intra-node":
-            return 1
+            return one_node_model_nodes(self.topology, self.world_size, self.collective, world)
         per_node = {w // n for w, n in getattr(self.topology, "fitted", ()) if n > 1}
         if len(per_node) == 1 and world % (rpn := per_node.pop()) == 0:
             return world // rpn

@@ -148,6 +148,12 @@ def most_ports_per_gpu(nic_Bps: float) -> float:
     return max([1.0, *counts])
 
 
+def most_gpus_per_node() -> int:
+    """The most GPUs one node of a named system holds (public specifications): a one-node fit asked for more
+    ranks than that and than it measured is not asked about one node unless the caller says so."""
+    return max(_named(name).gpus_per_node for name in named_systems())
+
+
 def system_from_dict(data: object, source: str) -> SystemDescription:
     """A validated description; FileFormatError naming the first problem otherwise."""
     try:

@@ -104,8 +104,10 @@ def test_fit_models_selects_algorithm_across_worlds():
     models = fit_models(sets)
     assert [m.world_size for m in models] == [4, 8, 16]
     assert {m.topology.algorithm for m in models} == {"tree"}
-    p = models[0].predict(1 << 26, world=64)
+    p = models[0].predict(1 << 26, world=64, nodes=1)  # more ranks than any named node holds: one node, said
     assert p.time_s == pytest.approx(_TIMES["tree_allreduce"](1 << 26, 64, 20e-6, 100e9), rel=1e-3)
+    with pytest.raises(UsageError, match="64 ranks of the allreduce model: more than the 16 GPUs"):
+        models[0].predict(1 << 26, world=64)  # not silently 64 GPUs in one node
 
 
 def test_fit_model_rejects_mixed_groups_and_single_size():

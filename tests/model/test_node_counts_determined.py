@@ -93,3 +93,19 @@ def test_one_gpu_per_node_has_no_leg_inside_a_node_to_be_undetermined():
     assert model.predict(1 << 24, 8, 8).determined
     p = model.predict(1 << 24, 8, 2)  # 4 of a DGX-1's 8 GPUs per node: a subset of the mesh
     assert not p.determined and "4 GPUs per node were never measured" in p.undetermined
+
+
+def test_a_one_node_fit_asked_for_more_gpus_than_a_node_holds_needs_the_nodes(tmp_path, capsys):
+    """A 2..8-GPU A100 node fitted, asked for 64 ranks without --nodes: they were priced inside one 8-GPU NVSwitch
+    node (a 3.6x interval), while 64 A100s cross InfiniBand. More GPUs than the fits and every named node hold is
+    no one node unless the user says so; with the node's description, its nodes."""
+    model = tmp_path / "v.json"
+    logs = [str(SHARED_DATA / "vtrain" / f"a100_nvswitch_allreduce_{g}gpu.csv") for g in (2, 4, 8)]
+    assert main_for_tests(["fit", *logs, "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "64"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give --nodes" in err[0]
+    assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "64", "--system", "dgx-a100"]) == 0
+    assert "64 ranks on 8 node(s)" in capsys.readouterr().out
+    assert main_for_tests(["predict", str(model), "--sizes", "1G", "--world", "6"]) == 0  # inside the node
