@@ -10,6 +10,7 @@ for reduce-scatter the input buffer, for all-to-all the whole send buffer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -109,11 +110,22 @@ def get_collective(name: str) -> Collective:
         raise UsageError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVES)}") from None
 
 
+# nccl-tests' collectives pybench does not run: gather and scatter move (n-1)/n of the data through each rank's
+# links (nccl-tests' own factor); hypercube's and alltoallv's algbw is not size / time, so no factor of size / time
+# gives their busbw.
+_NCCL_TESTS_ONLY = {"gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,
+                    "hypercube": None, "alltoallv": None}
+
+
 def busbw_factor(collective: str, world: int | None, unknown: float = 1.0) -> float:
-    """busbw / algbw of ``collective`` on ``world`` ranks: 1 for point-to-point and anything not in the table;
-    for an unknown world the factor where it does not depend on it, else ``unknown`` (nan: a busbw not known)."""
+    """busbw / algbw (algbw = size / time) of ``collective`` on ``world`` ranks: 1 for point-to-point and anything
+    not in the table; for an unknown world the factor where it does not depend on it, else ``unknown`` (nan: a
+    busbw not known)."""
     c = COLLECTIVES.get(collective)
     if c is None:
+        if collective in _NCCL_TESTS_ONLY:
+            factor = _NCCL_TESTS_ONLY[collective]
+            return factor(world) if factor is not None and world else math.nan
         return 1.0
     if not world:
         return c.busbw_factor(2) if c.busbw_factor(2) == c.busbw_factor(3) else unknown

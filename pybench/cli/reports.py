@@ -148,6 +148,13 @@ def run_compare(args) -> int:
         print(f"# wrote {out}", file=sys.stderr)
     if args.fail_on_regression is not None:
         bad = [s for c in comps for s in c.regressions_over(args.fail_on_regression / 100.0)]
+        whole = [c for c in comps if c.sweep_slower_over(args.fail_on_regression / 100.0)]
+        if whole and not bad:  # too few samples per size to test one alone (a log's two halves): the sweep's
+            up, down, p = whole[0].sweep_test
+            print(f"pybench: regression: the sweep is slower as a whole: {up} of {len(whole[0].sizes)} sizes beyond "
+                  f"+{100 * whole[0].noise:g}% and {down} below (sign test p {p:.1e}), geometric-mean time "
+                  f"x{whole[0].geomean_time_ratio:.3f}, more than {args.fail_on_regression:g}%", file=sys.stderr)
+            return 1
         if bad:
             worst = max(bad, key=lambda s: s.time_ratio)
             print(f"pybench: regression: {len(bad)} size(s) significantly slower by more than "

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+from scipy.stats import binomtest
 
 from pybench.io.formats import COMPARISON, stamp
 from pybench.measure.results import RunResult, SizeRecord
@@ -210,11 +211,28 @@ class Comparison:
         """Significant slowdowns whose time grew by more than ``fraction`` (0.10 = 10%)."""
         return tuple(s for s in self.slower if s.time_ratio > 1.0 + fraction)
 
+    @property
+    def sweep_test(self) -> tuple[int, int, float]:
+        """(sizes slower beyond the noise band, sizes faster beyond it, the two-sided sign test's p over them): the
+        sweep's verdict as a whole, which holds where each size has too few samples to be tested alone (a log's
+        two halves: no Mann-Whitney p of 2 against 2 samples is below 0.05)."""
+        up = sum(1 for s in self.sizes if s.time_ratio > 1.0 + self.noise)
+        down = sum(1 for s in self.sizes if 0 < s.time_ratio < 1.0 / (1.0 + self.noise))
+        return up, down, float(binomtest(up, up + down).pvalue) if up + down else 1.0
+
+    def sweep_slower_over(self, fraction: float) -> bool:
+        """Whether the sweep as a whole is significantly slower (:attr:`sweep_test`) with its geometric-mean time
+        more than ``fraction`` above A's."""
+        up, down, p = self.sweep_test
+        return p < self.alpha and up > down and self.geomean_time_ratio > 1.0 + fraction
+
     def summary(self) -> str:
         n = len(self.sizes)
         parts = [f"{len(self.slower)} of {n} size(s) slower (significant)", f"{len(self.faster)} faster",
                  f"{n - len(self.slower) - len(self.faster)} not significant"]
+        up, down, p = self.sweep_test
         line = ", ".join(parts) + f"; geometric-mean time ratio B/A {self.geomean_time_ratio:.3f}"
+        line += f"; across sizes {up} slower and {down} faster beyond {100 * self.noise:g}% (sign test p {p:.1e})"
         worst = self.worst_slowdown()
         if worst is not None:
             line += (f"; worst {format_size(worst.size_bytes)} x{worst.time_ratio:.2f} "

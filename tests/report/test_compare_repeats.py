@@ -8,7 +8,6 @@ ran twice as slow passed a 10% regression gate), and a second table of other ran
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from conftest import PUBLIC_LOGS, SHARED_DATA
 
@@ -69,3 +68,26 @@ def test_compare_reads_what_fit_reads_and_names_what_it_cannot(tmp_path, capsys)
     assert main(["compare", str(P5), str(packed)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "gzip-compressed: gunzip it first" in err[0]
+
+
+def test_a_gate_over_logs_of_two_samples_per_size_judges_the_sweep_as_a_whole(capsys):
+    """A 63x slowdown of a whole sweep (an A100 node alone, then under heavy contention) passed a 10% gate: no
+    size's two halves against two can be significant alone. Every size slower beyond the noise band is, by a sign
+    test over the sizes."""
+    alone = PUBLIC_LOGS / "modal_a100_g8_allreduce.log"
+    contended = PUBLIC_LOGS / "modal_a100_g8_allreduce_contended_high.log"
+    assert main(["compare", str(alone), str(contended), "--fail-on-regression", "10"]) == 1
+    captured = capsys.readouterr()
+    assert "the sweep is slower as a whole: 25 of 25 sizes" in captured.err
+    assert "across sizes 25 slower and 0 faster" in captured.out
+    assert main(["compare", str(alone), str(alone), "--fail-on-regression", "10"]) == 0
+    assert main(["compare", str(contended), str(alone), "--fail-on-regression", "10"]) == 0  # faster passes
+
+
+def test_gather_busbw_is_nccl_tests_own_not_the_algbw():
+    """nccl-tests' gather moves (n-1)/n of the data through each rank: a 2-rank gather's report had shown its
+    algbw as busbw, twice what the log says (20.19 and 22.34 GB/s at 128 MiB)."""
+    from pybench.report.inputs import load_results
+    (run,) = load_results(PUBLIC_LOGS / "issue350_a100pcie_2node_gather_linstep.log")
+    (row,) = [r for r in run.records if r.size_bytes == 134217728]
+    assert run.world_size == 2 and 20.19 <= row.busbw_gbps <= 22.34
