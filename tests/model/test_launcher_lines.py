@@ -30,6 +30,12 @@ from pybench.model.topology_fit import nodes_of
     ("mpirun --mca btl ^openib -np 4 -pernode ./osu_allreduce", Launch("mpirun", 4, 4)),
     ("flux run -N2 --tasks-per-node=96 ./osu_allreduce", Launch("flux", 192, 2)),
     ("flux mini run -n 8 -N 2 ./osu_allreduce", Launch("flux", 8, 2)),
+    # a count glued to its flag: the program after it is no value of it
+    ("srun -n16 ./osu_allreduce", Launch("srun", 16, None)),
+    # MPMD app contexts (eunomia-bpf/nccl-eBPF's logs): one job of both contexts' ranks
+    ("mpirun -np 1 ./osu_bcast : -np 1 ./osu_bcast", Launch("mpirun", 2, None)),
+    # Open MPI without a rank count starts every slot -H lists
+    ("mpirun -H node1:8,node2:8 ./osu_allreduce", Launch("mpirun", 16, 2)),
 ])
 def test_a_launcher_line_gives_its_ranks_and_hosts(line, launch):
     assert read_launch(line) == launch

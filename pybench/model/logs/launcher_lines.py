@@ -65,10 +65,10 @@ def _options(words: list[str], launcher: str) -> dict[str, str]:
         if name in _PAIRS and not eq:  # --mca NAME VALUE
             k += 3
             continue
-        if not eq and name not in flags and k + 1 < len(words) and not words[k + 1].startswith("-"):
-            value, k = words[k + 1], k + 1
-        elif not eq and re.fullmatch(r"-[a-zA-Z]\d+", word):  # -n4
+        if not eq and re.fullmatch(r"-[a-zA-Z]\d+", word):  # -n4 (its value glued: the next word is not it)
             name, value = word[:2], word[2:]
+        elif not eq and name not in flags and k + 1 < len(words) and not words[k + 1].startswith("-"):
+            value, k = words[k + 1], k + 1
         found.setdefault(name, value)
         k += 1
     return found
@@ -139,8 +139,34 @@ def read_launch(line: str) -> Launch | None:
         words = line[m.end():].split()
     launcher = m.group(1).split(".")[0].split()[0]
     launch = _read(launcher, _options(words, launcher))
+    contexts = _app_contexts(words)
+    if launcher not in ("srun", "flux", "jsrun", "aprun") and len(contexts) > 1:
+        # MPMD, `mpirun -np 1 A : -np 1 B`: every app context's ranks are one job's
+        parts = [_read(launcher, _options(c, launcher)).ranks for c in contexts]
+        if all(parts):
+            launch = dataclasses.replace(launch, ranks=sum(p for p in parts if p), hosts=None)
     program, own = _nccl_test([w for word in words for w in word.split() or [word]])  # a quoted `bash -c "..."` too
     return dataclasses.replace(launch, program=program, devices_per_process=_devices_per_process(own) if program else 1)
+
+
+def _app_contexts(words: list[str]) -> list[list[str]]:
+    """The words of each app context of an MPMD launch (separated by a lone ``:``)."""
+    contexts: list[list[str]] = [[]]
+    for word in words:
+        if word == ":":
+            contexts.append([])
+        else:
+            contexts[-1].append(word)
+    return [c for c in contexts if c]
+
+
+def _host_slots(value: str) -> tuple[int, int] | None:
+    """(ranks, hosts) of Open MPI's ``-H node1:8,node2:8`` (no rank count: it starts every slot listed)."""
+    hosts = value.split(",")
+    slots = [re.fullmatch(r"[\w.-]+:(\d+)", h) for h in hosts]
+    if not hosts or not all(slots):
+        return None
+    return sum(int(m.group(1)) for m in slots if m), len(hosts)
 
 
 def _read(launcher: str, options: dict[str, str]) -> Launch:
@@ -164,4 +190,7 @@ def _read(launcher: str, options: dict[str, str]) -> Launch:
         per_host = int(ppr.group(1))
     if per_host is None and ("-pernode" in options or "--pernode" in options):
         per_host = 1
+    listed = _host_slots(options.get("-H", options.get("--host", "")))
+    if ranks is None and listed is not None:
+        return Launch(launcher, listed[0], listed[1])
     return Launch(launcher, ranks, _hosts(ranks, per_host))
