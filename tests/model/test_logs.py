@@ -777,3 +777,17 @@ def test_an_all_to_all_without_its_program_name_is_told_from_an_all_gather_by_it
     # an out-of-place check that found wrong values: the unchecked in-place half cannot vouch for the row
     (ms,) = parse_nccl_tests_text(header + rows.replace("18.74      0", "18.74     12"), "<log>")
     assert list(ms.size_bytes) == [1048576, 2097152] and any("1 row(s) with no timing left" in n for n in ms.notes)
+
+
+def test_an_osu_header_without_its_title_is_not_the_previous_test_of_another_kind(tmp_path):
+    """An MI300A README (public, modelled here) printed a latency and a bandwidth test per affinity mode, the
+    titles only above the first pair: the later latency tables were taken as bandwidth tests (the last title) and
+    their microseconds fitted as inverse throughput. A header repeated without its title belongs to the same test
+    only where it is that test's kind of header."""
+    latency = "# Size       Avg Latency(us)\n1   0.34\n4   0.31\n64   0.35\n256   0.36\n512   8.43\n"
+    bandwidth = "# Size      Bandwidth (MB/s)\n256   1394.81\n512   85.16\n4096   694.49\n65536   9441.79\n"
+    text = ("# OSU MPI-ROCM Latency Test v7.5\n" + latency + "\n# OSU MPI-ROCM Bandwidth Test v7.5\n" + bandwidth
+            + "\n" + latency + "\n" + bandwidth)
+    log = tmp_path / "modes.txt"
+    log.write_text(text)
+    assert [m.collective for m in load_measurements(log)] == ["p2p_latency", "p2p_bw", "p2p_latency", "p2p_bw"]

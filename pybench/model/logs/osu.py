@@ -290,11 +290,18 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     previous_title = None
     sets: list[MeasurementSet] = []
     for header, title, kind, columns in tables:
-        title = title or previous_title  # a header repeated without its title belongs to the same test
+        if title is None and previous_title is not None and _kind_of(previous_title) == kind:
+            title = previous_title  # a header repeated without its title belongs to the same test, if of its kind
         previous_title = title
         notes = [f"table {len(sets) + 1} of {len(tables)} (line {header + 1})"] if len(tables) > 1 else []
         sets.append(_one_table(path, lines, header, title, kind, columns, collective, world_size, notes))
     return sets
+
+
+def _kind_of(title: tuple[str, str]) -> str:
+    """'bandwidth' or 'latency': the header a test of ``title`` prints (a latency header after a bandwidth
+    test's title is another test, whose title a README left out)."""
+    return "bandwidth" if _collective_from_title(*title) in ("p2p_bw", "p2p_bibw", "p2p_mbw") else "latency"
 
 
 def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | None, kind: str,
