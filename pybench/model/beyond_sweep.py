@@ -7,9 +7,12 @@ protocol's, which NCCL's choice can only beat), and the planner's latency probes
 
 from __future__ import annotations
 
-from pybench.model.regimes import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.system import GPU_BACKENDS
 from pybench.sizes import format_size
+
+BANDWIDTH_PROTOCOL_BYTES = 16 << 20
+"""A size every multi-node log here runs in NCCL's bandwidth protocol (Simple), its latency still ruling: a GPU
+sweep across nodes that ended below it never measured the rate that protocol reaches."""
 
 
 def unmeasured_bytes(collective: str, backend: str, link_class: str | None, size_max: float, alpha_s: float,

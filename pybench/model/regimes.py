@@ -33,10 +33,6 @@ import numpy as np
 from pybench.io.model_names import MAX_LINK_REGIMES
 from pybench.model.relative_lsq import solve_nonnegative
 
-BANDWIDTH_PROTOCOL_BYTES = 16 << 20
-"""A size every multi-node log here runs in NCCL's bandwidth protocol (Simple), its latency still ruling: a GPU
-sweep that ended below it never measured the rate that protocol reaches."""
-
 MAX_REGIMES = MAX_LINK_REGIMES
 """LL, LL128 and Simple, plus one algorithm switch (ring to tree): what a model file may hold."""
 NOISE_FLOOR = 0.03

@@ -19,6 +19,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from pybench.model.anomalies import disturbed_sizes
+from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.build import fit_model
 from pybench.model.calibration import BEYOND_SIZES, EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, Spread
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
@@ -26,7 +27,6 @@ from pybench.model.crossing import as_double_tree, regime_crossing_s, tree_or_ri
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
-from pybench.model.regimes import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.system import load_system
 from pybench.model.topology import BETWEEN_SIZES, DESCRIBED, PRESET, Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology, undisturbed_observations

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-from scipy.stats import binomtest
 
 from pybench.io.formats import COMPARISON, stamp
 from pybench.measure.results import RunResult, SizeRecord
@@ -216,6 +215,8 @@ class Comparison:
         """(sizes slower beyond the noise band, sizes faster beyond it, the two-sided sign test's p over them): the
         sweep's verdict as a whole, which holds where each size has too few samples to be tested alone (a log's
         two halves: no Mann-Whitney p of 2 against 2 samples is below 0.05)."""
+        from scipy.stats import binomtest  # here: planning imports this module and never needs scipy
+
         up = sum(1 for s in self.sizes if s.time_ratio > 1.0 + self.noise)
         down = sum(1 for s in self.sizes if 0 < s.time_ratio < 1.0 / (1.0 + self.noise))
         return up, down, float(binomtest(up, up + down).pvalue) if up + down else 1.0

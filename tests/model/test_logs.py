@@ -791,3 +791,13 @@ def test_an_osu_header_without_its_title_is_not_the_previous_test_of_another_kin
     log = tmp_path / "modes.txt"
     log.write_text(text)
     assert [m.collective for m in load_measurements(log)] == ["p2p_latency", "p2p_bw", "p2p_latency", "p2p_bw"]
+
+
+def test_a_sendrecv_log_without_its_name_is_told_from_a_two_rank_allreduce_by_its_checks():
+    """nccl-tests#331's sendrecv_perf -t 2 log names no program; busbw/algbw = 1 fits a 2-rank all-reduce too,
+    which it had been saved as. sendrecv_perf reports no in-place check (#wrong N/A on every row) while
+    all_reduce_perf does."""
+    from conftest import PUBLIC_LOGS
+    (m,) = load_measurements(PUBLIC_LOGS / "issue331_leonardo_a100_t2_sendrecv_noname.log")
+    assert (m.collective, m.world_size) == ("sendrecv", 2)
+    assert any("sendrecv_perf prints it" in n for n in m.notes)

@@ -156,6 +156,13 @@ def _collective_from_counts(table: Table, notes: list[str]) -> str | None:
     return name
 
 
+def _no_in_place_check(table) -> bool:
+    """Whether every row that printed an in-place half reported no in-place check while its out-of-place check
+    reported (sendrecv_perf and all_to_all_perf have none in place)."""
+    in_place = table.reported.get("in-place", 0)
+    return bool(in_place) and table.unchecked.get("in-place") == in_place and not table.unchecked.get("out-of-place")
+
+
 def _allreduce_from_rounding(table: Table, notes: list[str]) -> str | None:
     """All-reduce when some row prints busbw above algbw, even at 0.00 vs 0.01: only all-reduce's
     factor 2(n-1)/n exceeds 1 (send/recv, broadcast and reduce print the same number twice), and
@@ -296,6 +303,12 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         notes = [f"collective sendrecv inferred from busbw/algbw = 1 over the {len(pre.ranks)} ranks the Rank lines "
                  f"list (an all-reduce over them would print {2 * (len(pre.ranks) - 1) / len(pre.ranks):.2f}); "
                  f"broadcast has the same ratio: give --collective broadcast if it was"]
+    if name is None and coll == "allreduce" and world == 2 and _no_in_place_check(table):
+        # sendrecv_perf has no in-place check (all_reduce_perf's reports): busbw/algbw = 1 is then not 2 ranks'
+        coll, world = "sendrecv", None
+        notes = ["collective sendrecv inferred: busbw/algbw = 1 (an all-reduce of 2 ranks, or send/recv) and the "
+                 "in-place #wrong printed N/A on every row while the out-of-place check reported, as sendrecv_perf "
+                 "prints it (all_reduce_perf checks in place); give --collective allreduce if it was"]
     if coll is None:
         coll = _allreduce_from_rounding(table, notes)
     if coll is None:
