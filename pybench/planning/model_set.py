@@ -243,7 +243,8 @@ class ModelSet:
                                 f"{UPPER_BOUND}: {bound.source}")
         have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
         raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
-                         f"{', '.join(have)}; measure {c} over {link_class} links and fit it")
+                         f"{', '.join(have)}; measure {c} over {link_class} links and fit it, or give the system "
+                         f"(--system NAME|FILE) or a {link_class} preset (--link NAME)")
 
 
 def _sweep_nodes(model: Any) -> int | None:

@@ -225,7 +225,9 @@ def _batch(a: BatchAdvice) -> str:
     where = f"{r.strategy} on {devices(r.world)}"
     if a.verdict == BatchVerdict.CHANGES_BAND and a.at is not None:
         x = a.at
-        return (f"larger batches amortise communication: {where} goes from {r.comm_fraction:.2f} ({start}) at "
+        what = ("larger batches amortise communication" if x.comm_fraction < r.comm_fraction else
+                "larger batches do not amortise communication here (their layout or checkpointing costs more)")
+        return (f"{what}: {where} goes from {r.comm_fraction:.2f} ({start}) at "
                 f"batch {a.batch} to {x.comm_fraction:.2f} ({x.decisive_band}) from batch {a.tried_batch} per "
                 f"device, {x.samples_per_s:.2f} samples/s, {fmt_gb(x.memory.needed_bytes)}/device")
     if a.verdict == BatchVerdict.ADOPTED and a.at is not None:

@@ -27,3 +27,4 @@ def test_plan_imports_no_measuring_layer_and_no_heavy_library(tmp_path_factory):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert "recommended:" in out.stdout, out.stdout + out.stderr
     assert out.stdout.strip().splitlines()[-1] == "imported: []", out.stdout
+

@@ -296,3 +296,18 @@ def test_a_model_no_layout_holds_says_memory_decides_not_that_nothing_is_needed(
     assert _need(p).verdict is NeedVerdict.MEMORY
     assert not any("nan" in a or "no named need" in a for a in p.advice)
     assert any("no layout searched holds it" in a for a in p.advice)
+
+
+def test_plan_says_larger_batches_amortise_communication_only_where_they_do(tmp_path_factory, capsys):
+    """A 13B plan on Polaris: a larger micro-batch moved the recommended layout from caution (0.26) to comm-bound
+    (0.56) at a sixth of the throughput, and the line said "larger batches amortise communication"."""
+    import re
+    polaris = SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"
+    model = fitted_model_file(tmp_path_factory, polaris)
+    assert main(["plan", "--params", "13B", "--seq", "4096", "--model", str(model), "--tflops", "150",
+                 "--device-memory-gb", "40", "--gpus-per-node", "4", "--max-world", "4096",
+                 "--target-samples-per-s", "400"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "larger batches" in ln)
+    start, end = (float(x) for x in re.search(r"goes from ([\d.]+) .* to ([\d.]+) ", line).groups())
+    assert ("do not amortise" in line) == (end >= start), line
