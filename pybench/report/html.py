@@ -132,16 +132,19 @@ _RESULT_HEADER = ("size", "bytes", "count", "type", "redop", "time (us)", "p5 (u
 def _run_section(result: RunResult, source: str) -> dict[str, Any]:
     """One run's table and the notes under it (the template says how a wrong count is shown)."""
     rows = []
+    imported = imported_from(result) is not None
     for r in sorted(result.records, key=lambda r: r.size_bytes):
         rows.append((format_size(r.size_bytes), r.size_bytes, r.count, r.dtype, r.redop,
                      _num(r.time_s * 1e6), _num(r.time_p5_s * 1e6), _num(r.time_p95_s * 1e6),
                      _num(r.algbw_gbps), _num(r.busbw_gbps), r.wrong if r.check_iters else "N/A", r.iterations,
+                     "n/a" if imported else  # another tool's log prints no interval of its time
                      _num(100 * r.ci_rel if r.time_s > 0 else math.nan, ".1f") + ("" if r.precision_met else "*")))
     peak = result.peak_busbw()
     return {"benchmark": result.benchmark, "backend": result.backend, "dtype": result.dtype,
             "world_size": result.world_size, "source": source, "header": _RESULT_HEADER, "rows": rows,
             "peak": f"{peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)}" if peak is not None else "",
-            "wrong": result.total_wrong(), "imprecise": any(not r.precision_met for r in result.records)}
+            "wrong": result.total_wrong(), "checked": any(r.check_iters for r in result.records),
+            "imprecise": any(not r.precision_met for r in result.records)}
 
 
 _CCR_HEADER = ("strategy", "workers", "batch", "tp", "CCR", "CCR interval", "exposed", "band", "comm (ms)",

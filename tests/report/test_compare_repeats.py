@@ -91,3 +91,14 @@ def test_gather_busbw_is_nccl_tests_own_not_the_algbw():
     (run,) = load_results(PUBLIC_LOGS / "issue350_a100pcie_2node_gather_linstep.log")
     (row,) = [r for r in run.records if r.size_bytes == 134217728]
     assert run.world_size == 2 and 20.19 <= row.busbw_gbps <= 22.34
+
+
+def test_a_report_of_another_tools_log_claims_no_check_and_no_interval(tmp_path):
+    """An OSU or nccl-tests log read into a report had said "#wrong: 0 OK" and "ci 0.0%" (two samples 21x apart
+    included): the check and the interval are not the other tool's to give."""
+    import html as html_lib
+    out = tmp_path / "r.html"
+    assert main(["report", str(P5), "-o", str(out)]) == 0
+    text = html_lib.unescape(out.read_text())
+    assert "#wrong: no check recorded." in text and "#wrong: 0 OK." not in text
+    assert "<td>n/a</td>" in text.replace(" ", "")  # the ci column
