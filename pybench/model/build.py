@@ -61,7 +61,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     if size.size < 3:  # two points fit a line exactly: nothing says how far off it is
         raise UsageError(f"{first.path or first.label}: {size.size} measured times; a model needs at least 3 "
                          f"(sweep more sizes, e.g. --sizes 1M:1G)")
-    disturbed = _disagreeing_replicates(size, time)  # whether or not such a size is also off the trend
+    disturbed = _disagreeing_replicates(size, time, len(sets))  # whether or not such a size is also off the trend
     anomalies = find_anomalies(size, time, anomaly_ratio) if anomaly_ratio else ()
     size, time = without(size, time, anomalies)
     fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,
@@ -121,13 +121,18 @@ def _with_topology_note(model: AlphaBetaModel, skipped: list[str]) -> AlphaBetaM
     return dataclasses.replace(model, notes=(*model.notes, NO_TOPOLOGY + why))
 
 
-def _disagreeing_replicates(size: np.ndarray, time: np.ndarray) -> list[str]:
+def _disagreeing_replicates(size: np.ndarray, time: np.ndarray, sweeps: int = 1) -> list[str]:
     """One note naming the sizes whose replicates differ by more than
-    :data:`~pybench.model.anomalies.REPLICATE_RATIO`."""
+    :data:`~pybench.model.anomalies.REPLICATE_RATIO`; where ``sweeps`` tables were pooled, it may be their settings
+    that differ, not a disturbance."""
     far = disturbed_sizes(size, time)
     if not far:
         return []
     shown = ", ".join(f"{format_size(int(u))} ({ratio:.0f}x)" for u, ratio in far[:6])
-    return [f"the times measured at {len(far)} size(s) differ between their replicates (out-of-place and in-place, "
-            f"or repeated sweeps): {shown}{' ...' if len(far) > 6 else ''}: the run was disturbed there, and the "
-            f"curve through them is no measurement (the topology model leaves them out); rerun"]
+    why = ("the run was disturbed there, or the tables ran with other settings (NCCL_PROTO, GPUDirect, placement, "
+           "another build): fit each table apart if they did" if sweeps > 1 else
+           "the run was disturbed there")
+    pooled = f"{sweeps} tables pooled as replicates" if sweeps > 1 else "out-of-place and in-place"
+    return [f"the times measured at {len(far)} size(s) differ between their replicates ({pooled}): {shown}"
+            f"{' ...' if len(far) > 6 else ''}: {why}, and the curve through them is no measurement (the topology "
+            f"model leaves them out); rerun"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -654,3 +655,17 @@ def test_a_spike_just_before_the_largest_size_is_named_and_the_largest_kept(fact
     times = 2e-5 + sizes / 2e10
     times[-2] *= factor
     assert [a.size_bytes for a in find_anomalies(sizes, times)] == [int(sizes[-2])]
+
+
+def test_tables_pooled_as_replicates_that_disagree_may_have_run_with_other_settings():
+    """Five broadcast runs of one log, each under another NCCL_PROTO, were pooled and called a disturbed run
+    ("rerun"); where several tables are pooled, the note says their settings may differ and to fit them apart."""
+    from pybench.model.build import fit_model
+    from pybench.model.logs import MeasurementSet
+    sizes = np.array([2.0 ** k for k in range(10, 24)])
+    fast = MeasurementSet("x", "broadcast", "nccl", 2, "intra-node", "float32", sizes, 10e-6 + sizes / 100e9)
+    slow = dataclasses.replace(fast, time_s=40 * fast.time_s)
+    pooled = fit_model([fast, slow])
+    assert any("2 tables pooled as replicates" in n and "fit each table apart" in n for n in pooled.notes)
+    single = fit_model(dataclasses.replace(fast, time_in_place_s=40 * fast.time_s))
+    assert any("(out-of-place and in-place)" in n and "fit each table apart" not in n for n in single.notes)
