@@ -209,10 +209,9 @@ class TopologyModel:
                 nodes_are_hosts: bool = True) -> TopologyPrediction:
         """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes.
 
-        ``sharing`` groups run the same operation at once through the same node NICs (the
-        data-parallel groups of a tp x dp layout, say): across nodes each gets 1/sharing of
-        the inter-node bandwidth. The 95% interval is calibrated for what the prediction rests on
-        (:mod:`pybench.model.calibration`; ``calibration`` replaces the shipped one, for validation).
+        ``sharing`` groups run the same operation at once through the same node NICs (the data-parallel groups of a
+        tp x dp layout, say): across nodes each gets 1/sharing of the inter-node bandwidth. The 95% interval is
+        calibrated for what it rests on (:mod:`~pybench.model.calibration`; ``calibration`` replaces the shipped one).
         ``nics_as_fitted``: without a description, the node's NICs carry what the fitted layout's did whatever
         the ranks per node (a caller that shares them between groups itself, as the planner does); by default,
         and always with one, a ranks-per-node count the inputs cannot price is a span
@@ -264,19 +263,20 @@ class TopologyModel:
         elif floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
             notes.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
             time_s = floor
-        return TopologyPrediction(int(size_bytes), world, asked, time_s, max(time_s * math.exp(-below), floor),
-                                  max(time_s * math.exp(above), time_s, reach_s), self.algorithm, schedule, kind, links,
-                                  regime, spread=spread, caveats=(*caveats, *notes), size_notes=tuple(notes))
+        low, high = max(time_s * math.exp(-below), floor), max(time_s * math.exp(above), time_s, reach_s)
+        if size_bytes > (top := self.size_range[1]):  # above the sizes: no faster than the largest, per byte no slower
+            edge = self.predict(top, world, asked, sharing, calibration, nics_as_fitted, nodes_are_hosts)
+            low, high = max(low, min(edge.low_s, time_s)), min(high, max(edge.high_s * size_bytes / top, time_s))
+        return TopologyPrediction(int(size_bytes), world, asked, time_s, low, high, self.algorithm, schedule, kind,
+                                  links, regime, spread=spread, caveats=(*caveats, *notes), size_notes=tuple(notes))
 
     def _described_readings(self, world: int, nodes: int,
                             calibration: Calibration) -> tuple[tuple[LinkCost, str, bool], ...]:
-        """The readings of a described crossing its description cannot rule out, with why
-        (:func:`~pybench.model.crossing.other_described_readings`); none elsewhere."""
+        """A described crossing's readings its description cannot rule out, with why (none elsewhere)."""
         if (nodes < 2 or self.inside_nvlink_domain(world) or self.system is None or self.intra is None
                 or self.inter is None or not self.inter.is_described):
             return ()
         return other_described_readings(self.collective, self.schedule, self.intra, self.system, calibration)
-
     def _estimate(self, size: float, world: int, nodes: int, sharing: int, nic_share: float | None,
                   others: tuple[tuple[LinkCost, str, bool], ...]) -> tuple[float, str, str, Spread]:
         """(time, what was priced across nodes, regime, interval inputs), each computed once.

@@ -60,3 +60,22 @@ def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where
     assert big <= models[0].size_range[1]
     assert sweep.undetermined_at(big) == ""
     assert sweep.predict(big).time_s > 0
+
+
+def test_above_the_sizes_a_topology_interval_is_bounded_by_the_largest_size():
+    """One DGX A100 node (2, 4, 8 GPUs) with its description, 8 nodes asked above the sweep's 1 GiB: the slow end
+    grew as the size to the power 2.5 (98 s for 14 GB against 157 ms at 1 GiB). More bytes are never faster than
+    fewer, and per byte never slower than at the largest size: the ends stay within those bounds."""
+    from pybench.model.system import load_system
+    from pybench.model.topology_fit import fit_topology_models
+    vtrain = SHARED_DATA / "vtrain"
+    sets = [m for g in (2, 4, 8) for m in load_measurements(vtrain / f"a100_nvswitch_allreduce_{g}gpu.csv")]
+    dgx = load_system("dgx-a100")
+    (topology,), _ = fit_topology_models(sets, dgx)
+    topology = topology.with_system(dgx)
+    top = topology.size_range[1]
+    edge = topology.predict(top, 64, 8)
+    for factor in (2, 8, 13):
+        p = topology.predict(top * factor, 64, 8)
+        assert p.high_s <= edge.high_s * factor * (1 + 1e-9)
+        assert p.low_s >= min(edge.low_s, p.time_s) * (1 - 1e-9)
