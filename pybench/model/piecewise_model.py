@@ -215,12 +215,14 @@ class AlphaBetaModel:
         ends = np.array([sp.bounds(calibration) for sp in spreads])
         below, above = ends[:, 0].reshape(t_arr.shape), ends[:, 1].reshape(t_arr.shape)
         low, high = t_arr * np.exp(-below), t_arr * np.exp(above)
-        # More bytes never take less time than the largest size measured: above the sweep, the low end stays at
-        # or above that size's own.
+        # More bytes never take less time than the largest size measured, nor more per byte: above the sweep, the
+        # ends stay within that size's own.
         if np.any(s > self.size_max_bytes):
             top_t, top_spread = self.times_and_spreads(np.array(float(self.size_max_bytes)), band)
-            top_low = float(top_t) * math.exp(-top_spread[0].bounds(calibration)[0])
-            low = np.where(s > self.size_max_bytes, np.maximum(low, top_low), low)
+            (down, up), above_top = top_spread[0].bounds(calibration), s > self.size_max_bytes
+            low = np.where(above_top, np.maximum(low, float(top_t) * math.exp(-down)), low)
+            per_byte = float(top_t) * math.exp(up) / self.size_max_bytes
+            high = np.where(above_top, np.minimum(high, np.maximum(per_byte * s, t_arr)), high)
         # An anomaly's own measurement is a real time at its size (a switch there, or a disturbed run): the
         # interval reaches it, wherever the trend lies.
         for a in self.anomalies:

@@ -79,3 +79,15 @@ def test_above_the_sizes_a_topology_interval_is_bounded_by_the_largest_size():
         p = topology.predict(top * factor, 64, 8)
         assert p.high_s <= edge.high_s * factor * (1 + 1e-9)
         assert p.low_s >= min(edge.low_s, p.time_s) * (1 - 1e-9)
+
+
+def test_above_its_sizes_a_sweeps_interval_is_bounded_by_its_largest_size():
+    """The fitted sweep's own interval above its sizes: no faster than its largest size, per byte no slower."""
+    (ms,) = load_measurements(OCI)
+    sweep = fit_model(ms)
+    top = float(sweep.size_max_bytes)
+    edge = sweep.predict(top)
+    for factor in (2.0, 8.0, 64.0):
+        p = sweep.predict(top * factor)
+        assert edge.time_low_s * (1 - 1e-9) <= p.time_low_s
+        assert p.time_high_s <= edge.time_high_s * factor * (1 + 1e-9)
