@@ -173,10 +173,15 @@ def run_fit(args) -> int:
                              f"line, Rank lines or exact bandwidth ratio); give --world N (one per input)")
     # Two points fit a line exactly and leave nothing to say how far off it is: no interval.
     usable = [m for m in sets if len(set(m.size_bytes.tolist())) >= 2 and len(m.fit_points()[0]) >= 3]
+    short: dict[str, int] = {}  # one line per kind of skipped table, with how many (a -d all -o all log has dozens)
     for m in sets:
         if m not in usable:
-            print(f"warning: {m.path}: {m.label} has {len(m)} size(s); skipped (a model needs "
-                  f"at least 2 sizes and 3 measured times; sweep more, e.g. -b 8 -e 8G)", file=sys.stderr)
+            how = "-m 1:8G" if m.source == "osu" else "--sizes 8:8G" if m.source == "pybench" else "-b 8 -e 8G"
+            line = (f"warning: {m.path}: {m.label} has {len(m)} size(s); skipped (a model needs at least 2 sizes "
+                    f"and 3 measured times; sweep more, e.g. {how})")
+            short[line] = short.get(line, 0) + 1
+    for line, n in short.items():
+        print(line + (f" ({n} tables alike)" if n > 1 else ""), file=sys.stderr)
     if not usable:
         raise UsageError("no input has enough sizes to fit a model (need at least 2 distinct sizes and 3 "
                          "measured times)")

@@ -669,3 +669,18 @@ def test_tables_pooled_as_replicates_that_disagree_may_have_run_with_other_setti
     assert any("2 tables pooled as replicates" in n and "fit each table apart" in n for n in pooled.notes)
     single = fit_model(dataclasses.replace(fast, time_in_place_s=40 * fast.time_s))
     assert any("(out-of-place and in-place)" in n and "fit each table apart" not in n for n in single.notes)
+
+
+def test_a_table_too_short_to_fit_is_told_how_its_tool_sweeps_once_per_kind(tmp_path, capsys):
+    """An OSU table of one size was told to sweep with nccl-tests' `-b 8 -e 8G`, and a log of twenty such tables
+    printed twenty identical lines."""
+    from pybench.cli.main import main
+    table = "# OSU MPI Allreduce Latency Test v7.0\n# Size       Avg Latency(us)\n{size}      {t}\n"
+    one = tmp_path / "one.txt"
+    one.write_text("mpirun -np 4 osu_allreduce\n" + table.format(size=8, t=3.2) + "\n" + table.format(size=8, t=3.4))
+    full = tmp_path / "full.txt"
+    full.write_text("mpirun -np 4 osu_allreduce\n# OSU MPI Allreduce Latency Test v7.0\n# Size       Avg Latency(us)\n"
+                    + "".join(f"{2 ** k}      {3 + 0.01 * 2 ** k:.2f}\n" for k in range(2, 12)))
+    assert main(["fit", str(one), str(full), "-o", str(tmp_path / "m.json")]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "skipped" in ln]
+    assert len(err) == 1 and "-m 1:8G" in err[0] and "(2 tables alike)" in err[0], err
