@@ -181,3 +181,23 @@ def test_a_time_stamp_that_changes_is_no_constant_prefix(tmp_path):
     sets = load_measurements(stamped)  # stripped as a time stamp: every row read
     clean = load_measurements(CLEAN)
     assert [len(m.size_bytes) for m in sets] == [len(m.size_bytes) for m in clean]
+
+
+def test_a_log_printed_in_a_jupyter_notebook_is_read_from_its_cells(tmp_path):
+    """A notebook whose cell ran nccl-tests was refused as "not JSON pybench reads": its output strings looked like
+    lines under a constant prefix and were stripped as labels, breaking the JSON."""
+    import json
+    log = CLEAN.read_text()
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "source": ["!mpirun -np 16 ./all_reduce_perf -b 8 -e 8G"], "metadata": {},
+         "execution_count": 1, "outputs": [{"output_type": "stream", "name": "stdout",
+                                            "text": log.splitlines(keepends=True)}]}]}
+    path = tmp_path / "run.ipynb"
+    path.write_text(json.dumps(notebook, indent=1))
+    read, plain = load_measurements(path), load_measurements(CLEAN)
+    assert [(m.collective, m.world_size, len(m.size_bytes)) for m in read] == \
+        [(m.collective, m.world_size, len(m.size_bytes)) for m in plain]
+    other = tmp_path / "other.json"
+    other.write_text('{"cells": [], "nbformat": 4}')
+    with pytest.raises(FileFormatError, match="nor a Jupyter notebook whose cells printed a log"):
+        load_measurements(other)

@@ -19,6 +19,7 @@ text log, the line); JSON is parsed only by :func:`pybench.io.files.parse_json`.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,33 @@ def _json_text(text: str) -> str | None:
     each (an nccl-tests -J file shown by ``kubectl logs --timestamps``); else None."""
     head = text[:4096]
     labelled = strip_launcher_labels(head) != head  # a collector labelled the lines (not always the first)
-    if text.lstrip().startswith("{") and not labelled:
+    if text.lstrip().startswith("{") and (not labelled or _parses(text)):  # a notebook's strings look labelled
         return text
     if strip_launcher_labels(head).lstrip().startswith("{") and text.count("\n") <= _MAX_LINES:
         return strip_launcher_labels(text)
     return None
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _notebook_text(data: Any) -> str | None:
+    """The text a Jupyter notebook's cells printed (streams and plain-text results), or None for other JSON."""
+    if not (isinstance(data, dict) and "nbformat" in data and isinstance(data.get("cells"), list)):
+        return None
+    out: list[str] = []
+    for cell in data["cells"]:
+        for o in cell.get("outputs", []) if isinstance(cell, dict) else []:
+            if not isinstance(o, dict):
+                continue
+            text = o.get("text", (o.get("data") or {}).get("text/plain", ""))
+            out.append("".join(text) if isinstance(text, list) else str(text))
+    return "\n".join(out)
 
 
 def _text_format(text: str) -> str:
@@ -151,8 +174,10 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
             return _bounded(parse_pybench_result(data, p), p)
         if fmt == "nccl-tests-json":
             return _bounded(parse_nccl_tests_json(data, p, collective, world_size), p)
-        raise FileFormatError(f"{p}: JSON but neither a pybench result ('schema' key) nor an "
-                              f"nccl-tests -J file ('results' key)")
+        text = _notebook_text(data) or ""  # a notebook: the logs its cells printed
+        if not text.strip():
+            raise FileFormatError(f"{p}: JSON but neither a pybench result ('schema' key), an nccl-tests -J file "
+                                  f"('results' key) nor a Jupyter notebook whose cells printed a log")
     lines = text.count("\n")
     if lines > _MAX_LINES:
         raise FileFormatError(f"{p}: {lines} lines, more than a log of a sweep of at most {MAX_SWEEP_SIZES} sizes "
