@@ -439,7 +439,7 @@ def test_two_processes_each_running_their_own_test_under_mpirun(tmp_path):
     (m,) = load_measurements(path)
     assert (m.collective, m.world_size, m.link_class) == ("allreduce", 1, None), m.notes
     assert m.size_bytes.tolist() == [1 << 20, 1 << 20, 1 << 22, 1 << 22]
-    assert any(n.startswith("Rank 0 is listed on 2 hosts (node-a, node-b)") for n in m.notes)
+    assert any(n.startswith("Rank 0 is listed by 2 processes (node-a") and "node-b" in n for n in m.notes)
 
 
 @pytest.mark.parametrize("redop, collective", [("none", "allgather"), ("sum", "reducescatter")])
@@ -724,3 +724,20 @@ def test_pybench_stdout_across_hosts_gives_its_node_count(tmp_path):
     (m,) = load_measurements(path)
     assert (m.world_size, m.link_class, nodes_of(m)) == (2, "inter-node", 2)
     assert nodes_of(load_measurements(fixture)[0]) == 1
+
+
+def test_one_rank_listed_by_several_processes_of_one_host_is_said(tmp_path):
+    """nccl-tests built without MPI=1 and started 8 times on one host: 8 "Rank 0" lines with 8 Pids, read as one
+    1-rank run without a word. Each process ran a test of its own, which the notes now say."""
+    head = "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 1 iters: 20\n"
+    ranks = "".join(f"#  Rank  0 Group  0 Pid {700 + k} on    host1 device  {k} [0000:{k:02x}:00] NVIDIA A100\n"
+                    for k in range(3))
+    table = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+             "   busbw #wrong\n"
+             + "".join(f"{s:>12} {s // 4:>13}     float     sum      -1    {10 + s / 1e4:.2f}  {s / (10 + s / 1e4) / 1e3:6.2f}"
+                       f"    0.00      0    {10 + s / 1e4:.2f}  {s / (10 + s / 1e4) / 1e3:6.2f}    0.00      0\n"
+                       for s in (1048576, 2097152, 4194304)))
+    log = tmp_path / "nonmpi.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + head + "# Using devices\n" + ranks + table)
+    (m, *_) = load_measurements(log)
+    assert any(n.startswith("Rank 0 is listed by 3 processes (host1 (Pid 700)") and "MPI=1" in n for n in m.notes)

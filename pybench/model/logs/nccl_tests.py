@@ -94,6 +94,7 @@ PROGRAMS = {
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
 _NGPUS_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
+_PID_RE = re.compile(r"\bPid\s+(\d+)")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)(?:\s*\(([^()]{1,160})\))?")
 # "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
 _PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks(?:,|\s+on)\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
@@ -197,7 +198,8 @@ class Preamble:
     program: str | None = None
     pybench: dict[str, str] = field(default_factory=dict)
     repeated: dict[int, set[str]] = field(default_factory=dict)
-    """Ranks listed again on another host: several processes each ran a test of their own."""
+    """Ranks listed again by another process (another host or Pid): several processes each ran a test of their own."""
+    pids: dict[int, str] = field(default_factory=dict)
     rccl: bool = False
     """rccl-tests' banner or RCCL's version line: AMD's port of NCCL ran it."""
     launch: Launch | None = None
@@ -220,9 +222,11 @@ class Preamble:
         m = _RANK_RE.match(stripped)
         if m:
             rank, host = int(m.group(1)), m.group(2)
-            if self.ranks.get(rank, host) != host:
-                self.repeated.setdefault(rank, {self.ranks[rank]}).add(host)
-            self.ranks[rank] = host
+            pid = _PID_RE.search(stripped)
+            where, before = f"{host} (Pid {pid.group(1)})" if pid else host, self.pids.get(rank)
+            if self.ranks.get(rank, host) != host or (before is not None and before != where):
+                self.repeated.setdefault(rank, {before or self.ranks[rank]}).add(where)
+            self.ranks[rank], self.pids[rank] = host, where
         pm = PROGRAM_RE.search(stripped)
         # "Collective test concluded: X" closes the previous test; it does not name the next.
         if pm and "concluded" not in stripped:

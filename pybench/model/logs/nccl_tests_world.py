@@ -96,8 +96,10 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
         return world, None
     if pre.repeated:
         rank, hosts_of = min(pre.repeated.items())
-        notes.append(f"Rank {rank} is listed on {len(hosts_of)} hosts ({', '.join(sorted(hosts_of))}): each process "
-                     f"ran a test of its own (nccl-tests built without MPI=1?), so the hosts say nothing of the link")
+        shown = ", ".join(sorted(hosts_of)[:4]) + (", ..." if len(hosts_of) > 4 else "")
+        notes.append(f"Rank {rank} is listed by {len(hosts_of)} processes ({shown}): each process ran a test of its "
+                     f"own (nccl-tests built without MPI=1?), so the table is one process's and the hosts say nothing "
+                     f"of the link; rebuild nccl-tests with MPI=1")
         return world if world is not None else max(pre.ranks) + 1, None
     hosts = len(set(pre.ranks.values()))
     # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
