@@ -141,3 +141,19 @@ def processes_with(marker: str) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def broadcast_g8_json(tmp_path: Path) -> Path:
+    """An nccl-tests -J file of broadcast_perf -g 8 on 2 processes (one device entry per process, as nccl-tests
+    writes them): busbw/algbw = 1 says nothing of the ranks; config.devices says 16 on 2 hosts."""
+    import json
+    rows = [{"size": s, "count": s // 4, "type": "float", "redop": "none", "root": 0,
+             "out_of_place": {"time": t, "alg_bw": round(s / t / 1e3, 2), "bus_bw": round(s / t / 1e3, 2),
+                              "nwrong": 0}}
+            for s, t in ((1 << 20, 20.0), (1 << 24, 120.0), (1 << 28, 1800.0))]
+    devices = [{"rank": 8 * p, "group": 0, "pid": 100 + p, "hostname": f"dgx{p}", "device": 0,
+                "device_hex": "0000:07:00", "device_info": "NVIDIA H100 80GB HBM3"} for p in range(2)]
+    path = tmp_path / "bcast.json"
+    path.write_text(json.dumps({"args": ["./broadcast_perf", "-g", "8"], "results": rows,
+                                "config": {"nthreads": 1, "ngpus": 8, "devices": devices}}))
+    return path

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import broadcast_g8_json
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError
@@ -549,14 +550,7 @@ def test_an_unnamed_send_recv_over_more_ranks_than_two_is_not_a_two_rank_all_red
 
 def test_json_lists_one_device_per_process_and_each_drives_nthreads_x_ngpus_ranks(tmp_path):
     # nccl-tests -J writes each process's first Rank line only: 2 processes with -g 8 are 16 ranks, not 9
-    rows = [{"size": s, "count": s // 4, "type": "float", "redop": "none", "root": 0,
-             "out_of_place": {"time": t, "alg_bw": s / t / 1e3, "bus_bw": s / t / 1e3, "nwrong": 0}}
-            for s, t in ((1 << 20, 20.0), (1 << 24, 120.0), (1 << 28, 1800.0))]
-    devices = [{"rank": 8 * p, "group": 0, "pid": 100 + p, "hostname": f"dgx{p}", "device": 0,
-                "device_hex": "0000:07:00", "device_info": "NVIDIA H100 80GB HBM3"} for p in range(2)]
-    path = tmp_path / "bcast.json"
-    path.write_text(json.dumps({"args": ["./broadcast_perf", "-g", "8"], "results": rows,
-                                "config": {"nthreads": 1, "ngpus": 8, "devices": devices}}))
+    path = broadcast_g8_json(tmp_path)
     (m,) = load_measurements(path)
     assert (m.collective, m.world_size, m.link_class) == ("broadcast", 16, "inter-node")
     assert any(n.startswith("16 ranks on 2 host(s)") for n in m.notes)

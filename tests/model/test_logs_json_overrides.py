@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO
+from conftest import REPO, broadcast_g8_json
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError
@@ -40,22 +40,8 @@ def test_the_world_the_json_says_is_accepted():
     assert not any("as given" in n for n in m.notes)   # nothing superseded
 
 
-def _bcast_json(tmp_path):
-    """broadcast_perf -g 8 on 2 processes: busbw/algbw = 1 says nothing of the ranks; config.devices says 16."""
-    rows = [{"size": s, "count": s // 4, "type": "float", "redop": "none", "root": 0,
-             "out_of_place": {"time": t, "alg_bw": round(s / t / 1e3, 2), "bus_bw": round(s / t / 1e3, 2),
-                              "nwrong": 0}}
-            for s, t in ((1 << 20, 20.0), (1 << 24, 120.0), (1 << 28, 1800.0))]
-    devices = [{"rank": 8 * p, "group": 0, "pid": 100 + p, "hostname": f"dgx{p}", "device": 0,
-                "device_hex": "0000:07:00", "device_info": "NVIDIA H100 80GB HBM3"} for p in range(2)]
-    path = tmp_path / "bcast.json"
-    path.write_text(json.dumps({"args": ["./broadcast_perf", "-g", "8"], "results": rows,
-                                "config": {"nthreads": 1, "ngpus": 8, "devices": devices}}))
-    return path
-
-
 def test_a_world_below_the_ranks_config_devices_lists_is_refused(tmp_path):
-    path = _bcast_json(tmp_path)
+    path = broadcast_g8_json(tmp_path)
     with pytest.raises(FileFormatError, match=r"bcast.json: --world 8 is fewer than the 16 ranks config.devices "
                                               r"lists \(2 processes x 8 ranks each, -t x -g\); leave --world out"):
         load_measurements(path, world_size=8)

@@ -64,6 +64,7 @@ from pybench.model.logs.nccl_tests_table import (
     bus_ratios,
     check_values,
     header_tokens,
+    no_in_place_check,
     raw_algbw_ratio,
     resolve_unit,
     scan_rows,
@@ -155,13 +156,6 @@ def _collective_from_counts(table: Table, notes: list[str]) -> str | None:
     notes.append(f"collective {name} inferred from the per-rank count (size = count x {ranks} x type size)"
                  + ("" if reduces else " and redop none; alltoall counts alike: give --collective alltoall if it was"))
     return name
-
-
-def _no_in_place_check(table) -> bool:
-    """Whether every row that printed an in-place half reported no in-place check while its out-of-place check
-    reported (sendrecv_perf and all_to_all_perf have none in place)."""
-    in_place = table.reported.get("in-place", 0)
-    return bool(in_place) and table.unchecked.get("in-place") == in_place and not table.unchecked.get("out-of-place")
 
 
 def _allreduce_from_rounding(table: Table, notes: list[str]) -> str | None:
@@ -307,7 +301,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         notes = [f"collective sendrecv inferred from busbw/algbw = 1 over the {len(pre.ranks)} ranks the Rank lines "
                  f"list (an all-reduce over them would print {2 * (len(pre.ranks) - 1) / len(pre.ranks):.2f}); "
                  f"broadcast has the same ratio: give --collective broadcast if it was"]
-    if name is None and coll == "allreduce" and world == 2 and _no_in_place_check(table):
+    if name is None and coll == "allreduce" and world == 2 and no_in_place_check(table):
         # sendrecv_perf has no in-place check (all_reduce_perf's reports): busbw/algbw = 1 is then not 2 ranks'
         coll, world = "sendrecv", None
         notes = ["collective sendrecv inferred: busbw/algbw = 1 (an all-reduce of 2 ranks, or send/recv) and the "

@@ -232,16 +232,19 @@ def _right_halves(table: Table, toks: list[str], halves: list[Half], size: int) 
     return kept
 
 
+def no_in_place_check(table: Table) -> bool:
+    """Every in-place half printed no check while out of place reported (all_to_all_perf's, sendrecv_perf's)."""
+    in_place = table.reported.get("in-place", 0)
+    return bool(in_place) and table.unchecked.get("in-place") == in_place and not table.unchecked.get("out-of-place")
+
+
 def alltoall_fingerprint(table: Table) -> str:
     """Why a table that reads as an all-gather (per-rank counts, no reduction) is nccl-tests' all-to-all ("" where
-    nothing says so): a redop column blank on every row (all_to_all_perf in 2020-2022), or a check that ran out of
-    place and reported nothing in place on every row that printed an in-place half (all_to_all_perf has no
-    in-place check; all_gather_perf's in-place one reports)."""
+    nothing says so): a redop column blank on every row (all_to_all_perf in 2020-2022), or no in-place check."""
     if table.columns.redop is not None and table.redops == {""} and table.roots <= {"", "-1"}:
         return ("its redop column printed blank on every row, as all_to_all_perf printed it in 2020-2022 "
                 "(all_gather_perf then printed no redop column)")
-    in_place = table.reported.get("in-place", 0)
-    if in_place and table.unchecked.get("in-place") == in_place and not table.unchecked.get("out-of-place"):
+    if no_in_place_check(table):
         return ("its in-place #wrong printed N/A on every row while the out-of-place check reported: all_to_all_perf "
                 "reports no in-place check, all_gather_perf does")
     return ""
