@@ -141,6 +141,10 @@ class Calibration:
     slower_widening_below_sweep: float
     """The same below a sweep's sizes, where smaller sizes may also run on fewer channels than the carried curve
     did, and so more slowly than it."""
+    more_nodes_speedup: float = math.inf
+    """Log factor by which an operation on more nodes of the same ranks per node may run faster than the fitted
+    time of a layout with fewer: more nodes add steps and bytes, but a run may pick another algorithm or
+    protocol there, or the fewer-node run was slower than its fit (inf: no such bound)."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -158,7 +162,8 @@ class Calibration:
                                                  "crossing_latency_half_width", "preset_half_width",
                                                  "crossing_step_latency_s", "bandwidth_step_latency_s",
                                                  "small_protocol_busbw_Bps", "crossing_ranks_per_node",
-                                                 "slower_widening_above_sweep", "slower_widening_below_sweep")}
+                                                 "slower_widening_above_sweep", "slower_widening_below_sweep",
+                                                 "more_nodes_speedup")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): {str(part): float(x) for part, x in v.items()} for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}
@@ -250,23 +255,28 @@ class Spread:
     above: float = 0.0
     """Log distance beyond ``span`` from the time down to the fastest, and up to the slowest, of the readings
     that only widen the interval (see the module text)."""
+    above_fewer_nodes: float = math.inf
+    """ln(time / the fitted time of the same ranks per node on fewer nodes), where such a layout was fitted: the
+    lower end lies at most :attr:`Calibration.more_nodes_speedup` below that time (inf: no such layout)."""
 
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
         """(below, above): the log distances from the time to the ends of its 95% interval."""
         return self.bounds_with(calibration.widening(self.kind, self.one_layout),
                                 calibration.unmeasured(self.described, self.shape_measured, self.preset),
-                                calibration.slower_widening(self.kind, self.below_sweep))
+                                calibration.slower_widening(self.kind, self.below_sweep),
+                                calibration.more_nodes_speedup)
 
     def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float],
-                    slower: float | None = None) -> tuple[float, float]:
+                    slower: float | None = None, speedup: float = math.inf) -> tuple[float, float]:
         """The same with the parts given (what validation solves for); ``slower``: the upper end's widening of
-        both parts where it is not ``widening`` (:attr:`Calibration.slower_widening_above_sweep`)."""
+        both parts where it is not ``widening`` (:attr:`Calibration.slower_widening_above_sweep`); ``speedup``:
+        how far below a fewer-node layout's time the lower end may reach (:attr:`above_fewer_nodes`)."""
         below, above = mixed_bounds(self.bandwidth_share, part_half_widths(self.local, self.distance, widening,
                                                                             unmeasured))
         if slower is not None:
             above = mixed_bounds(self.bandwidth_share, part_half_widths(
                 self.local, self.distance, dict.fromkeys(PARTS, slower), unmeasured))[1]
-        return self.span + below + self.below, self.span + above + self.above
+        return min(self.span + below + self.below, self.above_fewer_nodes + speedup), self.span + above + self.above
 
 
 @lru_cache(maxsize=1)

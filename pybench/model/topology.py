@@ -246,7 +246,6 @@ class TopologyModel:
         if why:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, kind, links, regime, why, spread, tuple(caveats))
-        below, above = spread.bounds(calibration)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
         fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
         fewer_s, notes = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0, []
@@ -254,6 +253,9 @@ class TopologyModel:
             notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {world // nodes * fewer} "
                          f"ranks on {fewer} node(s) as fitted: more nodes add steps and bytes")
             time_s = fewer_s
+        if fewer_s > 0:  # and its lower end no further below that time than real runs on more nodes went
+            spread = dataclasses.replace(spread, above_fewer_nodes=math.log(time_s / fewer_s))
+        below, above = spread.bounds(calibration)
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
         reach_s = 0.0
         if floor > time_s and nics_contradicted(self, self.system):  # inputs that disagree: span both, favour neither

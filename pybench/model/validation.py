@@ -137,6 +137,9 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
         systems.setdefault(p.kind, set()).add(p.group)
         needed.setdefault((p.kind, p.spread.one_layout), {}).setdefault(p.group, []).append(p)
     several, one = {}, {}
+    # the lower end's bound on more nodes, apart from the widenings: a point below it is one of its 5% of misses,
+    # which no widening should be stretched to cover
+    speedup = _more_nodes_speedup(points)
     beyond: dict[str, list[Point]] = {}
     for layouts in (True, False):
         for group, pts in needed.get((BEYOND_SIZES, layouts), {}).items():
@@ -160,13 +163,25 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
             several[kind], one[kind] = dict(widest), dict(widest)
     chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
-                       *_crossing_protocols(cases), above_sweep, below_sweep, chosen_on)
+                       *_crossing_protocols(cases), above_sweep, below_sweep, speedup, chosen_on)
     bandwidth, latency_half = _described_half_widths(cases, base)
     # a measured node's protocol shape knows at least as much as none: its latency part is never the wider
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
                                     described_latency_half_width=latency_half,
                                     crossing_latency_half_width=min(base.crossing_latency_half_width, latency_half))
     return dataclasses.replace(described, preset_half_width=_preset_half_width(cases, described))
+
+
+def _more_nodes_speedup(points: Sequence[Point]) -> float:
+    """How far below the fitted time of fewer nodes (the same ranks per node) an operation on more nodes may run:
+    for each point with such a layout, the log factor its measurement lies below that time (0 where above);
+    per system the 95th percentile, over systems what covers one more (:func:`_worst_percentile`); no bound
+    (:data:`_REACH`) without such points."""
+    by_system: dict[str, list[float]] = {}
+    for p in points:
+        if p.spread is not None and math.isfinite(p.spread.above_fewer_nodes):
+            by_system.setdefault(p.group, []).append(max(p.error - p.spread.above_fewer_nodes, 0.0))
+    return _worst_percentile(by_system) if by_system else _REACH
 
 
 _REACH = 40.0
