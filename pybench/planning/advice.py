@@ -33,7 +33,7 @@ from typing import Any
 
 from pybench.errors import UsageError
 from pybench.planning.bands import Band
-from pybench.planning.choice import Choice, Need, choose, good
+from pybench.planning.choice import Choice, Need, choose, good, met_at_slow_comm
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, make_ccr_config, node_gpus
 from pybench.planning.grid import grid_notes, not_priced_notes
@@ -403,8 +403,9 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     batch_record = _batch_advice(rows, choice, need, max_batch)
     if batch_record is not None:
         records.append(batch_record)
+    sure = choice.row is None or need.target is None or not choice.met or met_at_slow_comm(choice.row, need)
     records.append(NeedAdvice(choice.verdict, choice.row, choice.node, target_samples_per_s, choice.best_allowed,
-                              loader_samples_per_s, choice.met))
+                              loader_samples_per_s, choice.met, sure, choice.determined))
     r = choice.row
     if r is not None and cfg.priced:
         records.append(CostAdvice("priced", cfg.cost_per_hour(gpus_per_node) or 0.0, r, choice.node,

@@ -12,6 +12,9 @@
   far under peak) it stays inside one node even with a target.
 - A target nothing meets: the fastest layout is "the nearest", and the plan says the search's
   bounds (``--max-world``) held it.
+- A target met at the estimate but not with the communication at the slow end of its 95% interval
+  (a layout far from every measured one) is not determined by the inputs: the plan says so, and names
+  the cheapest allowed layout that meets it even there, if any was priced; the rules above still pick.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pybench.planning.bands import Band
 from pybench.planning.records import NeedVerdict
 from pybench.planning.step import StepEstimate
 
-__all__ = ["Need", "Choice", "choose", "good", "throughput", "cost_per_sample", "COST_TOLERANCE"]
+__all__ = ["Need", "Choice", "choose", "good", "throughput", "cost_per_sample", "met_at_slow_comm", "COST_TOLERANCE"]
 
 # Costs per sample this close count as equal: the models' own error is larger, and the rules then
 # prefer fewer nodes (the same tolerance as the grid's breakeven).
@@ -40,6 +43,13 @@ def throughput(r: StepEstimate, loader_samples_per_s: float | None) -> float:
     if loader_samples_per_s is None:
         return r.samples_per_s
     return min(r.samples_per_s, loader_samples_per_s * r.layout.dp)
+
+
+def met_at_slow_comm(r: StepEstimate, need: Need) -> bool:
+    """Whether ``r`` meets the target with its communication at the slow end of its 95% interval."""
+    slow = r.samples_per_s_slow_comm
+    capped = slow if need.loader_samples_per_s is None else min(slow, need.loader_samples_per_s * r.layout.dp)
+    return need.target is not None and capped >= need.target
 
 
 def cost_per_sample(r: StepEstimate, loader_samples_per_s: float | None) -> float:
@@ -70,6 +80,9 @@ class Choice:
     node: StepEstimate | None = None
     best_allowed: StepEstimate | None = None
     one_device: StepEstimate | None = None
+    determined: StepEstimate | None = None
+    """Where the pick meets the target only at its estimate: the cheapest allowed layout that meets it with its
+    communication at the slow end of its interval (None: the pick does, or none priced does)."""
 
 
 def _cheapest(rows: Sequence[StepEstimate], need: Need) -> StepEstimate:
@@ -104,7 +117,10 @@ def choose(rows: Sequence[StepEstimate], need: Need) -> Choice:
             pick = _cheapest(meeting, need) if meeting else _fastest(pool, need)
             return Choice(pick, bool(meeting), NeedVerdict.DEVICE_NOT_WELL_USED, node, one_device=one_device)
         if allowed:
-            return Choice(_cheapest(allowed, need), True, NeedVerdict.TARGET_MET, node, one_device=one_device)
+            pick = _cheapest(allowed, need)
+            sure = [r for r in allowed if met_at_slow_comm(r, need)]
+            determined = _cheapest(sure, need) if sure and not met_at_slow_comm(pick, need) else None
+            return Choice(pick, True, NeedVerdict.TARGET_MET, node, one_device=one_device, determined=determined)
         if meeting:
             good_pool = [r for r in pool if good(r)]
             best = _fastest(good_pool, need) if good_pool else None

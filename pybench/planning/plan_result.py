@@ -279,6 +279,21 @@ def _node_best(a: NeedAdvice) -> str:
     return said
 
 
+def _undetermined(a: NeedAdvice, r: Any) -> str:
+    """Where the pick meets the target at its estimate only: its communication's interval, and the cheapest
+    layout that meets the target across its own."""
+    if a.met_at_slow_comm:
+        return ""
+    d = a.determined
+    other = ("no priced layout meets it there" if d is None else
+             f"the cheapest that meets it there is {d.strategy} on {devices(d.world)} [{d.layout}] at {micro(d)}, "
+             f"{d.samples_per_s_slow_comm:.2f} samples/s at its slow end")
+    return (f"; but not determined by these inputs: its communication per step has a 95% interval of "
+            f"{r.comm_low_s:.3g}-{r.comm_high_s:.3g} s (estimate {r.comm_s:.3g} s), and at its slow end it may give "
+            f"as little as {r.samples_per_s_slow_comm:.3g} samples/s (if overlap hides none of the extra); {other}; "
+            f"measuring the collectives on {r.layout.nodes} node(s) would narrow it")
+
+
 def _need(a: NeedAdvice) -> str:
     r = a.row
     if a.verdict == NeedVerdict.NO_NAMED_NEED:
@@ -307,7 +322,7 @@ def _need(a: NeedAdvice) -> str:
     if a.verdict == NeedVerdict.TARGET_MET and r is not None:
         return (f"the target of {a.target_samples_per_s:g} samples/s is met most cheaply per sample by {r.strategy} "
                 f"on {devices(r.world)} [{r.layout}] at {micro(r)}: {r.samples_per_s:.2f} samples/s, "
-                f"{r.decisive_band} by its own bands")
+                f"{r.decisive_band} by its own bands{_undetermined(a, r)}")
     if a.verdict == NeedVerdict.TARGET_MET_ONLY_COMM_BOUND and r is not None:
         best = a.best_allowed
         allowed = ("no layout its bands allow" if best is None else
@@ -341,7 +356,8 @@ def _batches(b: Any) -> str:
                 f"does not divide it is not weighed)")
     return (f"micro-batch {b.batches[0]}-{b.batches[-1]} (max_batch) with gradient accumulation to every global "
             f"batch within {b.global_batch_limit} sequences (global_batch_limit; the global batch is free within "
-            f"it: give global_batch to hold yours)")
+            f"it: give global_batch to hold yours; a layout with more data-parallel replicas than that runs one "
+            f"micro-batch per step and exceeds it)")
 
 
 def _search(a: SearchAdvice) -> str:
@@ -421,6 +437,8 @@ def plan_text(p: Plan) -> str:
         if loader is not None and loader * r.layout.dp < r.samples_per_s:
             # the figures above are the step's; the loader caps what the job really gets
             line += f"; the data loader caps it at {loader * r.layout.dp:.2f} samples/s"
+        if any(isinstance(a, NeedAdvice) and not a.met_at_slow_comm for a in p.records):
+            line += "; the target is met at the estimate only, not across its communication's interval"
         lines.append(line)
     lines += [f"note: {n}" for n in p.notes]
     return "\n".join(lines)

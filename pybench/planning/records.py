@@ -252,7 +252,9 @@ class NeedAdvice(Advice):
     ``node``: the best configuration inside one node; ``target_samples_per_s``: the need, if named;
     ``best_allowed``: the fastest layout its bands do not call comm-bound (when only comm-bound ones meet it);
     ``loader_samples_per_s``: one replica's data loader, which caps every row (None: no cap given);
-    ``target_met``: whether the recommendation reaches the target.
+    ``target_met``: whether the recommendation reaches the target; ``met_at_slow_comm``: whether it still does with
+    its communication at the slow end of its 95% interval (else these inputs do not determine that it does);
+    ``determined``: then the cheapest allowed layout that does, if one was priced.
     """
 
     rule = Rule.NEED
@@ -262,6 +264,8 @@ class NeedAdvice(Advice):
     best_allowed: StepEstimate | None = None
     loader_samples_per_s: float | None = None
     target_met: bool = True
+    met_at_slow_comm: bool = True
+    determined: StepEstimate | None = None
 
 
 @dataclass(frozen=True)

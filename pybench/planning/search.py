@@ -370,6 +370,8 @@ def search_layouts(cfg: CcrConfig, models: ModelSet, bounds: SearchBounds, user_
     for strategy, world, tp, pp in _candidates(g, degrees, depths, bounds.worlds):
         layout = make_layout(strategy, world, g, tp, shape.layers, pp)
         user_m = default_micro_batches(base, layout)
+        if bounds.global_batch is None:  # the default pipeline's 4p micro-batches, within the limit too
+            user_m = max(1, min(user_m, bounds.global_batch_limit // layout.dp // user_batch))
         shard = (layout.strategy, layout.dp if layout.strategy in ("zero1", "zero2", "zero3") else 0,
                  layout.tp, layout.pp)
 

@@ -173,6 +173,12 @@ class StepEstimate:
         return self.global_batch / self.step_s
 
     @property
+    def samples_per_s_slow_comm(self) -> float:
+        """Samples/s with the communication at the slow end of its 95% interval, all of the extra time exposed (a
+        lower bound: overlap may hide some of it)."""
+        return self.global_batch / (self.step_s + max(0.0, self.comm_high_s - self.comm_s))
+
+    @property
     def efficiency_vs_device(self) -> float:
         return self.samples_per_s / (self.world * self.samples_per_s_one_device)
 
@@ -197,7 +203,8 @@ class StepEstimate:
                 "band": self.band, "overlap": self.overlap, "exposed_s": self.exposed_s,
                 "exposed_fraction": self.exposed_fraction, "band_exposed": self.band_exposed,
                 "straggler_factor": self.straggler_factor, "step_s": self.step_s,
-                "samples_per_s": self.samples_per_s, "efficiency_vs_device": self.efficiency_vs_device,
+                "samples_per_s": self.samples_per_s, "samples_per_s_slow_comm": self.samples_per_s_slow_comm,
+                "efficiency_vs_device": self.efficiency_vs_device,
                 "efficiency_vs_node": self.efficiency_vs_node, "cost_per_hour": self.cost_per_hour,
                 "samples_per_dollar": self.samples_per_dollar, "memory": self.memory.to_dict()}
 

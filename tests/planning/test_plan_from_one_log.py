@@ -156,3 +156,32 @@ def test_a_group_is_priced_on_the_nodes_its_layout_places_it_on(two_node_model):
     assert on_8 > 1.2 * on_2
     # one node count measured: NCCL's tree or its ring across 8 nodes, and the plan says so
     assert any(n.startswith("allreduce across nodes: fitted at one node count") for n in models.notes)
+
+
+POLARIS_2NODE = SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt"
+
+
+@pytest.fixture(scope="module")
+def polaris_two_nodes(tmp_path_factory):
+    return fitted(tmp_path_factory, "polaris2", [POLARIS_2NODE])
+
+
+def test_a_target_met_only_at_the_estimate_of_a_far_layout_is_said_not_determined(polaris_two_nodes, one_node_model):
+    """A 2-node log (4 ranks per node) had the plan recommend 512 nodes for a target, "caution by its own bands",
+    while that layout's communication per step had a 95% interval from 0.1 s to thousands of seconds: the plan
+    now says the target is met at the estimate only, with the interval and what would narrow it."""
+    kw = dict(models=polaris_two_nodes, flops_per_s=150e12, device_memory_gb=40, gpus_per_node=4, max_world=4096,
+              target_samples_per_s=400)
+    p = plan("13B", 4096, 1, **kw)
+    (need,) = [a for a in p.records if isinstance(a, NeedAdvice)]
+    r = p.recommended
+    assert need.verdict is NeedVerdict.TARGET_MET and r.layout.nodes > 2
+    assert r.samples_per_s >= 400 > r.samples_per_s_slow_comm and r.comm_high_s > 10 * r.comm_s
+    assert not need.met_at_slow_comm and need.to_dict()["met_at_slow_comm"] is False
+    said = next(a for a in p.advice if a.startswith("the target of 400"))
+    assert "not determined by these inputs" in said and f"{r.comm_high_s:.3g}" in said
+    # where the inputs do determine it (a one-node log, a target inside the node), nothing is added
+    near = plan("1.3B", 2048, 1, models=one_node_model, flops_per_s=250e12, max_world=8, target_samples_per_s=10)
+    (need,) = [a for a in near.records if isinstance(a, NeedAdvice)]
+    assert need.verdict is NeedVerdict.TARGET_MET and need.met_at_slow_comm
+    assert not any("not determined" in a for a in near.advice)
