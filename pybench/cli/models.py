@@ -162,11 +162,13 @@ def run_fit(args) -> int:
     # stderr; only a log of nothing else is refused.
     unmodelled = [m for m in sets if m.collective not in MODELLED]
     sets = [m for m in sets if m.collective in MODELLED]
-    for m in unmodelled:
-        why = (f"{m.path}: pybench has no model for {m.collective!r} (it fits {', '.join(MODELLED)})")
+    unfitted = Counter(f"{m.path}: pybench has no model for {m.collective!r} (it fits {', '.join(MODELLED)})"
+                       for m in unmodelled)  # a job log repeats its tests run after run: each said once
+    for why, count in unfitted.items():
         if not sets:
             raise UsageError(f"{why}; give --collective if the log names it wrongly")
-        print(f"warning: {why}; that table skipped", file=sys.stderr)
+        print(f"warning: {why}; " + (f"its {count} tables skipped" if count > 1 else "that table skipped"),
+              file=sys.stderr)
     for m in sets:
         if m.world_size is None:
             raise UsageError(f"{m.path}: the log does not say how many ranks ran its {m.collective} (no launcher "

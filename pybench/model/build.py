@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,7 +71,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     notes: list[str] = []
     for m in sets:
         notes.extend(m.notes)
-    notes += disturbed
+    notes = _tables_pooled(notes) + disturbed
     return AlphaBetaModel(
         collective=first.collective, backend=first.backend, link_class=first.link_class,
         world_size=first.world_size, dtype=first.dtype, segments=fit.segments,
@@ -79,6 +80,38 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
         single_line_median_ape=line.median_ape, single_line_max_ape=line.max_ape,
         sources=tuple(sorted({m.path for m in sets if m.path})),
         notes=tuple(dict.fromkeys(notes)), anomalies=anomalies)
+
+
+_TABLE_NOTE = re.compile(r"table (\d+) of (\d+) \(line (\d+)\)")
+_LINE_NOTE = re.compile(r"line (\d+): (.*)")
+
+
+def _few(numbers: list[int]) -> str:
+    """'2, 5, 8' or '2, 5, 8, ..., 59': a list of line or table numbers, short."""
+    shown = numbers if len(numbers) <= 4 else [*numbers[:3], "...", numbers[-1]]
+    return ", ".join(str(n) for n in shown)
+
+
+def _tables_pooled(notes: list[str]) -> list[str]:
+    """The notes with what the tables of one log pooled say alike said once, in place of the first (a job log
+    that repeats its test run after run had one "table N of M" line per run, and as many of each skipped row)."""
+    tables = [(int(x[1]), int(x[2]), int(x[3])) for n in notes if (x := _TABLE_NOTE.fullmatch(n))]
+    by_text: dict[str, list[int]] = {}
+    for n in notes:
+        if x := _LINE_NOTE.fullmatch(n):
+            by_text.setdefault(x[2], []).append(int(x[1]))
+    out: list[str] = []
+    for n in notes:
+        if (x := _TABLE_NOTE.fullmatch(n)) and len(tables) > 2:
+            if int(x[3]) == tables[0][2]:
+                out.append(f"tables {_few([t for t, _, _ in tables])} of {tables[0][1]} (lines {tables[0][2]} to "
+                           f"{tables[-1][2]}): {len(tables)} runs of this test, pooled")
+        elif (x := _LINE_NOTE.fullmatch(n)) and len(lines := by_text[x[2]]) > 2:
+            if int(x[1]) == lines[0]:
+                out.append(f"lines {_few(lines)}: {x[2]}")
+        else:
+            out.append(n)
+    return out
 
 
 def fit_models(measurements: Sequence[MeasurementSet], **kwargs: Any) -> list[AlphaBetaModel]:

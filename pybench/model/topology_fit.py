@@ -340,7 +340,7 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
         try:
             algorithm_steps(ms.collective, "ring", 2)
         except UsageError:
-            skipped.append(f"{where}: no topology model for this collective")
+            skipped.append(f"{where}: no cost formula prices it at other layouts")
             continue
         if not ms.world_size:
             skipped.append(f"{where}: rank count unknown; not in the topology model: give fit --world N (the ranks "

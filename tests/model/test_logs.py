@@ -801,3 +801,33 @@ def test_a_sendrecv_log_without_its_name_is_told_from_a_two_rank_allreduce_by_it
     (m,) = load_measurements(PUBLIC_LOGS / "issue331_leonardo_a100_t2_sendrecv_noname.log")
     assert (m.collective, m.world_size) == ("sendrecv", 2)
     assert any("sendrecv_perf prints it" in n for n in m.notes)
+
+
+def test_an_unmodelled_test_repeated_run_after_run_is_said_once_with_its_count(tmp_path, capsys):
+    """A job log of 20 runs (LLNL Lassen, converged-computing/metrics-operator-experiments) printed one
+    "no model for 'p2p_mbw'" warning per run: 20 identical lines."""
+    from pybench.cli.main import main as main_for_tests
+
+    mbw = ("# OSU MPI Multiple Bandwidth / Message Rate Test v5.8\n# [ pairs: 2 ] [ window size: 64 ]\n"
+           "# Size                  MB/s        Messages/s\n1                       2.10        2100000.00\n"
+           "1024                 1500.00        1464843.75\n65536               9000.00         137329.10\n")
+    log = tmp_path / "job.out"
+    log.write_text("".join(f"Start run {k} of 3\n+ srun -n 4 ./osu_mbw_mr\n{mbw}+ srun -n 16 ./osu_allreduce\n"
+                           f"{_OSU_AR}" for k in range(1, 4)))
+    assert main_for_tests(["fit", str(log), "-o", str(tmp_path / "m.json")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("no model for 'p2p_mbw'") == 1 and "its 3 tables skipped" in err, err
+
+
+def test_a_test_run_again_and_again_in_one_log_is_noted_once_not_per_run(tmp_path):
+    """The same Lassen job log: the fitted model listed "table 3 of 60 (line 77)", "table 6 of 60 (line 177)", ...
+    and "line 139: size 0 skipped" once per run: 40 note lines for one fact each."""
+    from pybench.model.build import fit_models
+
+    runs = "".join(f"Start run {k}\n+ srun -n 16 ./osu_allreduce\n{_OSU_AR}" for k in range(1, 7))
+    log = tmp_path / "job.out"
+    log.write_text(runs)
+    (model,) = fit_models(load_measurements(log, world_size=16))
+    tables = [n for n in model.notes if "of 6" in n]
+    assert tables == ["tables 1, 2, 3, ..., 6 of 6 (lines 4 to 39): 6 runs of this test, pooled"], model.notes
+    assert not any(n.startswith("table ") for n in model.notes)
