@@ -81,7 +81,8 @@ def add_parsers(subparsers) -> None:
     p.add_argument("-o", "--output", required=True, metavar="MODEL.json", help="model file to write")
     p.add_argument("--force", action="store_true", help="replace MODEL.json if it exists")
     p.add_argument("--collective", default=None,
-                   help="collective, for logs that do not name it (e.g. allreduce)")
+                   help="collective, for logs that do not name it (e.g. allreduce); on a log of several named "
+                        "tests, only that one's tables")
     p.add_argument("--world", type=_per_input(_ranks), default=None, metavar="N[,N...]",
                    help="rank count, for logs that do not show it (OSU's): one for every input, or one per input "
                         "in their order")
@@ -140,10 +141,29 @@ def add_parsers(subparsers) -> None:
     q.set_defaults(func=run_predict)
 
 
+def _load_named(path: str, collective: str | None, world: int | None) -> list:
+    """A log's tables, with ``collective`` naming what the log does not; on a log of several named tests, those of
+    ``collective`` alone (said on stderr), where it holds any."""
+    from pybench.errors import FileFormatError
+    from pybench.model.logs import load_measurements
+
+    try:
+        return load_measurements(path, collective=collective, world_size=world)
+    except FileFormatError as several:
+        if collective is None or "would name all" not in str(several):
+            raise
+        every = load_measurements(path, world_size=world)
+        mine = [m for m in every if m.collective == collective]
+        if not mine:
+            raise
+        print(f"note: {path}: --collective {collective}: its {len(mine)} {collective} table(s) taken, the "
+              f"{len(every) - len(mine)} other(s) of this log left out", file=sys.stderr)
+        return mine
+
+
 def run_fit(args) -> int:
     """Body of ``pybench fit``; returns the exit status."""
     from pybench.model.build import fit_model_file
-    from pybench.model.logs import load_measurements
     from pybench.model.model_writer import save_models
 
     out = Path(args.output)
@@ -156,7 +176,7 @@ def run_fit(args) -> int:
     system = _system(args.system)
     sets: list = []
     for path, world, n in zip(args.inputs, worlds, nodes):
-        these = load_measurements(path, collective=args.collective, world_size=world)
+        these = _load_named(path, args.collective, world)
         sets.extend(these if n is None else [_with_nodes(m, n) for m in these])
     # A test pybench does not model (osu_mbw_mr beside osu_allreduce in one job's log) is skipped, said on
     # stderr; only a log of nothing else is refused.

@@ -97,11 +97,15 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes, or "
                 f"`pybench {model.collective} --np {per_node}` on one node")
     across_missed = _node_counts_disagree(model)
+    # (at one fitted node count, its other ranks per node are another GPU count per node: not this rule's)
+    fitted_nodes = {n for w, n in model.fitted if n > 1}
     if nodes > 1 and across_missed and (world, nodes) not in model.fitted \
-            and nodes not in {n for w, n in model.fitted if n > 1 and w // n == per_node}:
-        return (f"not determined by these inputs: one cost shape misses the measured {across_missed} (median), so the "
-                f"node counts do not follow one algorithm on one network and only a measurement at {nodes} nodes "
-                f"says what they take; measure it with `pybench {model.collective} --np {world}` on {nodes} nodes")
+            and nodes not in {n for w, n in model.fitted if n > 1 and w // n == per_node} \
+            and (len(fitted_nodes) > 1 or nodes not in fitted_nodes):
+        return (f"not determined by these inputs: one cost shape misses the measured {across_missed} (median), so "
+                f"these sweeps do not follow one algorithm on one network (an algorithm switch between node counts, "
+                f"or at fixed sizes to a slower one) and only a measurement at {nodes} nodes says what they take; "
+                f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes")
     domain = nvlink_domain_ranks(model)
     if nodes > 1 and domain > LARGEST_NVLINK_DOMAIN_GPUS and (world, nodes) not in model.fitted:
         return (f"not determined by these inputs: the fit's bus bandwidth outruns any NIC, so its hosts share NVLink "
@@ -173,10 +177,9 @@ def _gpu_counts_disagree(model: FittedModel) -> str:
 
 
 def _node_counts_disagree(model: FittedModel) -> str:
-    """The fitted multi-node layouts the one cost shape misses by more than :data:`OWN_MISS` (median), where the
-    fit spans several node counts, or ''."""
-    if len({n for w, n in model.fitted if n > 1}) < 2:
-        return ""
+    """The fitted multi-node layouts the one cost shape misses by more than :data:`OWN_MISS` (median), or ''.
+    Across several node counts the counts do not follow one algorithm on one network; at one, its sizes do not
+    follow the shape carried to other counts (a library that switches algorithm at fixed sizes, to a slower one)."""
     missed = [(w, n, m) for w, n, m in model.layout_misses if n > 1 and m > OWN_MISS]
     return ", ".join(f"{w}-rank {n}-node sweep by {100 * m:.0f}%" for w, n, m in missed)
 

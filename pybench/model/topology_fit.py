@@ -188,9 +188,12 @@ def _miss_notes(misses: Sequence[tuple[int, int, float]], backend: str | None) -
     def what(n: int) -> str:
         if n == 1:
             return _UNDETERMINED if counts > 1 else "other layouts are uncertain"
-        return "other node counts are not determined by them" if nodes > 1 else "other layouts are uncertain"
+        return "other node counts are not determined by them"
 
     def why(n: int) -> str:
+        if n > 1 and nodes == 1:
+            return "an algorithm switch at a size that is not to the faster one, as an MPI library's fixed " \
+                   "thresholds make, or a network shared or tapered?"
         if n > 1:
             return "an algorithm switch between node counts, or a network shared or tapered?"
         return "caches, memory channels or sockets?" if backend == "mpi" else "an NVLink mesh or PCIe?"
