@@ -296,7 +296,15 @@ def describe_topology(tm) -> str:
     """Two lines about a fitted topology model, for ``fit``'s report."""
     fitted = ", ".join(f"{w}" if n == 1 else f"{w} ranks on {n} nodes" for w, n in tm.fitted)
     unit = " ranks" if tm.fitted[-1][1] == 1 else ""
-    lines = [f"topology model: {tm.collective} / {tm.backend} / {tm.algorithm}, fitted at {fitted}{unit}"]
+    across = [(w, n) for w, n in tm.fitted if n > 1]
+    if across:  # what crossed the nodes, as predict's header says it
+        from pybench.cli.prediction_table import schedule_label
+        w, n = max(across, key=lambda x: x[1])
+        schedule = tm.predict(tm.size_range[1], w, n).schedule
+        how = f"algorithm {tm.algorithm}; across nodes {schedule_label(tm.backend, schedule)}"
+    else:
+        how = f"algorithm {tm.algorithm}"
+    lines = [f"topology model: {tm.collective} / {tm.backend} / {how}, fitted at {fitted}{unit}"]
     for name, link in (("intra-node", tm.intra), ("inter-node", tm.inter)):
         if link is None:
             continue

@@ -113,7 +113,7 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
         for s in sizes:
             p = m.predict(int(s), world, nodes)
             known = p.determined
-            across = f"; across nodes {_schedule_label(m.backend, p.schedule)}"
+            across = f"; across nodes {schedule_label(m.backend, p.schedule)}"
             records.append({
                 "collective": m.collective, "backend": m.backend or "?", "link_class": p.links, "size_bytes": int(s),
                 "world": world, "nodes": nodes, "time_s": p.time_s if known else None,
@@ -130,6 +130,6 @@ def topology_records(models, sizes, world: int, nodes: int) -> list:
     return records
 
 
-def _schedule_label(backend: str | None, schedule: str) -> str:
+def schedule_label(backend: str | None, schedule: str) -> str:
     """What crossed the nodes, in the library's words: NCCL's double binary tree is priced for MPI's trees too."""
     return "tree" if backend == "mpi" and schedule == "double-tree" else schedule
