@@ -35,7 +35,11 @@ Every real log in `tests/fixtures/shared_data` (the project's shared data) and
 `tests/fixtures/public_logs` (logs other projects published, each with its source in `SOURCES.md`) is a
 dataset. Each row scores the predictions of one kind on one dataset, with the interval constants chosen
 on the **other** systems only (the two Polaris logs are one system and are left out together). "all"
-pools the held-out points of every dataset. Errors and half-widths are in % of the predicted time;
+pools the held-out points of every dataset. What is scored is the interval a user gets: `predict`'s own
+ends under the held-out constants, after its bounds beyond the calibrated spread (above the measured sizes no
+faster than the largest, nor slower per byte; no faster than the NICs carry; on more nodes no further below
+the fewer-node time than `more_nodes_speedup`), while the constants are chosen on the spread alone. Errors
+and half-widths are in % of the predicted time;
 extrapolated and described predictions are scored from 1 MiB up, never against a size whose own
 replicates (out-of-place and in-place) disagree by more than 2.8x: no fit takes such a disturbed run
 in, and no prediction can meet two times that far apart. A constant that bounds how far a system

@@ -296,14 +296,14 @@ def describe_topology(tm) -> str:
     """Two lines about a fitted topology model, for ``fit``'s report."""
     fitted = ", ".join(f"{w}" if n == 1 else f"{w} ranks on {n} nodes" for w, n in tm.fitted)
     unit = " ranks" if tm.fitted[-1][1] == 1 else ""
+    how = f"algorithm {tm.algorithm}"
     across = [(w, n) for w, n in tm.fitted if n > 1]
-    if across:  # what crossed the nodes, as predict's header says it
+    if across and not tm.inside_nvlink_domain(max(across, key=lambda x: x[1])[0]):
+        # what crossed the nodes, as predict's header says it (the fitted layouts are in the model's nodes)
         from pybench.cli.prediction_table import schedule_label
         w, n = max(across, key=lambda x: x[1])
-        schedule = tm.predict(tm.size_range[1], w, n).schedule
-        how = f"algorithm {tm.algorithm}; across nodes {schedule_label(tm.backend, schedule)}"
-    else:
-        how = f"algorithm {tm.algorithm}"
+        schedule = tm.predict(tm.size_range[1], w, n, nodes_are_hosts=False).schedule
+        how += f"; across nodes {schedule_label(tm.backend, schedule)}"
     lines = [f"topology model: {tm.collective} / {tm.backend} / {how}, fitted at {fitted}{unit}"]
     for name, link in (("intra-node", tm.intra), ("inter-node", tm.inter)):
         if link is None:

@@ -20,7 +20,7 @@ from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
 from pybench.model.beyond_sweep import unmeasured_bytes
-from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Spread, load_calibration
+from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Calibration, Spread, load_calibration
 from pybench.model.crossing import one_node_model_nodes
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
@@ -143,7 +143,7 @@ class AlphaBetaModel:
 
     # -- prediction ------------------------------------------------------------------
     def predict(self, size_bytes, world: int | None = None, band: str | None = None,
-                nodes: int | None = None) -> Prediction:
+                nodes: int | None = None, calibration: Calibration | None = None) -> Prediction:
         """Time per operation at ``size_bytes`` (scalar or array) on ``world`` ranks over ``nodes`` nodes.
 
         Parameters
@@ -161,6 +161,9 @@ class AlphaBetaModel:
             model's prediction interval.
         nodes : int, optional
             Nodes the ranks run on (default: the fitted layout's ranks per node).
+        calibration : Calibration, optional
+            The interval constants beyond the measured sizes (default: the shipped ones; validation passes
+            those chosen without the dataset it scores).
 
         Returns
         -------
@@ -211,7 +214,7 @@ class AlphaBetaModel:
                 band = "confidence"
                 said += " (confidence band: the file predates prediction bands; refit it)"
         t_arr, spreads = self.times_and_spreads(s, band)
-        calibration = load_calibration()
+        calibration = calibration or load_calibration()
         ends = np.array([sp.bounds(calibration) for sp in spreads])
         below, above = ends[:, 0].reshape(t_arr.shape), ends[:, 1].reshape(t_arr.shape)
         low, high = t_arr * np.exp(-below), t_arr * np.exp(above)

@@ -386,7 +386,7 @@ def validate(shared: Path, public: Path, progress: Callable[[str], None] = lambd
         held = [p for p in points if p.group == group]
         held += [p for c in cases if c.group == group for p in (*c.points(calibration),
                                                                  *c.preset_points(calibration))]
-        scored += [(p, p.bounds(calibration)) for p in held]
+        scored += [(p, p.answered_bounds(calibration)) for p in held]  # what predict returns, not only its spread
     scores = []
     for kind in VALIDATED_KINDS:
         mine = [(p, h) for p, h in scored if p.kind == kind]

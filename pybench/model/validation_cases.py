@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,10 +52,21 @@ class Point:
     """Log half-width when the interval needs no calibration (the size kinds' own band)."""
     spread: Spread | None = None
     """The interval's inputs when it does."""
+    ends: Callable[[Calibration], tuple[float, float, float]] | None = field(default=None, compare=False, repr=False)
+    """The (time, low, high) the prediction itself returns under a calibration, where it takes one: what is scored
+    (the spread chooses the constants; predict's bounds and clamps beyond it are the user's answer)."""
 
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
         """(below, above): the log half-widths of its 95% interval under and over the prediction."""
         return self.spread.bounds(calibration) if self.spread is not None else (self.half, self.half)
+
+    def answered_bounds(self, calibration: Calibration) -> tuple[float, float]:
+        """(below, above) of the interval the prediction returns under ``calibration`` (:attr:`ends`), else of
+        :meth:`bounds`."""
+        if self.ends is None:
+            return self.bounds(calibration)
+        time, low, high = self.ends(calibration)
+        return math.log(time / low), math.log(high / time)
 
 
 @dataclass(frozen=True)
@@ -111,7 +122,8 @@ class SystemCase:
         for o in _scored_observations(self.observations):
             p = model.predict(int(o.size_bytes), o.world, o.nodes, calibration=calibration)
             out.append(Point(self.dataset, self.group, kind, f"{source} -> {o.world} on {o.nodes}",
-                             math.log(p.time_s / o.time_s), spread=p.spread))
+                             math.log(p.time_s / o.time_s), spread=p.spread,
+                             ends=_answered(model, int(o.size_bytes), o.world, o.nodes)))
         return out
 
 
@@ -189,8 +201,26 @@ def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation
                 assert spread is not None
                 out.append(Point(dataset, group, spread.kind.split(",")[0],
                                  f"fit {','.join(map(str, fitted))} -> {key}", math.log(p.time_s / o.time_s),
-                                 spread=spread))
+                                 spread=spread, ends=_answered(model, int(o.size_bytes), o.world, o.nodes)))
     return out
+
+
+Answered = Callable[[Calibration], tuple[float, float, float]]
+"""(time, low, high) a prediction returns under a calibration."""
+
+
+def _answered(model: TopologyModel, size: int, world: int, nodes: int) -> Answered:
+    def ends(calibration: Calibration) -> tuple[float, float, float]:
+        p = model.predict(size, world, nodes, calibration=calibration)
+        return p.time_s, p.low_s, p.high_s
+    return ends
+
+
+def _answered_sweep(model, size: float) -> Answered:
+    def ends(calibration: Calibration) -> tuple[float, float, float]:
+        p = model.predict(size, calibration=calibration)
+        return p.time_s, p.time_low_s, p.time_high_s
+    return ends
 
 
 def _cv_points(dataset: str, group: str, kind: str, cv: CrossValidation) -> list[Point]:
@@ -256,7 +286,8 @@ def _beyond_points(dataset: str, group: str, ms, thin: int = 1) -> list[Point]:
                 predicted, spreads = fitted.times_and_spreads(held)
                 what = f"fit {'up to' if upward else 'from'} {format_size(int(cut))}"
                 out += [Point(dataset, group, BEYOND_SIZES, f"{what} -> {format_size(int(x))}",
-                              math.log(float(t) / float(np.median(time[size == x]))), spread=sp)
+                              math.log(float(t) / float(np.median(time[size == x]))), spread=sp,
+                              ends=_answered_sweep(fitted, float(x)))
                         for x, t, sp in zip(held, predicted.reshape(-1), spreads)]
             cut = cut / BEYOND_FACTOR if upward else cut * BEYOND_FACTOR
     return out
