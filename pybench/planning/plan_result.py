@@ -232,7 +232,7 @@ def _batch(a: BatchAdvice) -> str:
                 f"device, {x.samples_per_s:.2f} samples/s, {fmt_gb(x.memory.needed_bytes)}/device")
     if a.verdict == BatchVerdict.ADOPTED and a.at is not None:
         x = a.at
-        return (f"{micro(x)} per device is recommended, not the {micro(r)} asked for: "
+        return (f"{micro(x)} per device is recommended, not {micro(r)} (batch={a.batch}, the default unless given): "
                 f"{x.strategy} on {devices(x.world)} gives {x.samples_per_s:.2f} samples/s at {x.comm_fraction:.2f} "
                 f"({x.decisive_band}), where at {micro(r)} it gives {r.samples_per_s:.2f} at "
                 f"{r.comm_fraction:.2f} ({start})" + ("" if x.global_batch == r.global_batch else

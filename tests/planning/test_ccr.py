@@ -513,7 +513,7 @@ def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
     assert band(r.exposed_fraction) == "fits" and r.batch * r.micro_batches > 1 and at_one
     assert at_one[0].exposed_fraction > 1.5 * r.exposed_fraction and at_one[0].samples_per_s < r.samples_per_s
     said = [a for a in ok.advice if a.startswith(f"micro-batch {r.batch} x {r.micro_batches} micro-batches per device "
-                                                  f"is recommended, not the micro-batch 1 asked for")]
+                                                  f"is recommended, not micro-batch 1 (batch=1")]
     assert said and f"ddp on {r.world} devices" in said[0]
 
 
