@@ -413,7 +413,7 @@ def test_a_micro_batch_other_than_the_users_is_said_beside_the_users(h100n):
     assert b.verdict is BatchVerdict.ADOPTED and (b.row.batch, b.row.micro_batches) == (1, 1) and b.at == r
     assert b.row.layout == r.layout
     assert any(a.startswith(f"micro-batch {r.batch} x {r.micro_batches} micro-batches per device is recommended, "
-                            f"not the micro-batch 1 asked for") for a in p.advice)
+                            f"not micro-batch 1 (batch=1, the default unless given)") for a in p.advice)
 
 
 @pytest.mark.parametrize("kw, said", [({"device_memory_gb": math.inf}, "device_memory_gb must be finite"),
