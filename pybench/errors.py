@@ -47,5 +47,9 @@ class FileFormatError(PyBenchError):
     """A results file, model file or imported log cannot be read."""
 
 
+class SeveralTestsNamed(FileFormatError):
+    """A collective given for a log whose tables name several tests: it would name them all alike."""
+
+
 class NativeError(EnvironmentFault):
     """An error raised by the C++ core (mapped from its exception type)."""

@@ -144,18 +144,18 @@ def add_parsers(subparsers) -> None:
 def _load_named(path: str, collective: str | None, world: int | None) -> list:
     """A log's tables, with ``collective`` naming what the log does not; on a log of several named tests, those of
     ``collective`` alone (said on stderr), where it holds any."""
-    from pybench.errors import FileFormatError
+    from pybench.errors import SeveralTestsNamed
     from pybench.model.logs import load_measurements
 
     try:
         return load_measurements(path, collective=collective, world_size=world)
-    except FileFormatError as several:
-        if collective is None or "would name all" not in str(several):
-            raise
+    except SeveralTestsNamed:
         every = load_measurements(path, world_size=world)
         mine = [m for m in every if m.collective == collective]
         if not mine:
-            raise
+            raise UsageError(f"{path}: --collective {collective}: the log names no {collective} test; its tests are "
+                             f"{', '.join(sorted({m.collective for m in every}))}: give one of them, or leave "
+                             f"--collective out") from None
         print(f"note: {path}: --collective {collective}: its {len(mine)} {collective} table(s) taken, the "
               f"{len(every) - len(mine)} other(s) of this log left out", file=sys.stderr)
         return mine
@@ -301,9 +301,12 @@ def describe_topology(tm) -> str:
     if across and not tm.inside_nvlink_domain(max(across, key=lambda x: x[1])[0]):
         # what crossed the nodes, as predict's header says it (the fitted layouts are in the model's nodes)
         from pybench.cli.prediction_table import schedule_label
+        from pybench.model.crossing import tree_or_ring_fitted
         w, n = max(across, key=lambda x: x[1])
-        schedule = tm.predict(tm.size_range[1], w, n, nodes_are_hosts=False).schedule
-        how += f"; across nodes {schedule_label(tm.backend, schedule)}"
+        schedule = schedule_label(tm.backend, tm.predict(tm.size_range[1], w, n, nodes_are_hosts=False).schedule)
+        if tree_or_ring_fitted(tm) is not None:  # one node count: the tree's bytes and the ring's fit it alike
+            schedule = f"{schedule} or ring (one node count cannot tell)"
+        how += f"; across nodes {schedule}"
     lines = [f"topology model: {tm.collective} / {tm.backend} / {how}, fitted at {fitted}{unit}"]
     for name, link in (("intra-node", tm.intra), ("inter-node", tm.inter)):
         if link is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,10 +69,11 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,
                          noise_floor=noise_floor, confidence=confidence)
     line = fit_single_line(size, time, confidence=confidence)
-    notes: list[str] = []
+    by_file: dict[str, list[str]] = {}  # each log's tables pooled apart: their numbers and lines are that log's
     for m in sets:
-        notes.extend(m.notes)
-    notes = _tables_pooled(notes) + disturbed
+        by_file.setdefault(m.path or "", []).extend(m.notes)
+    notes = [n if len(by_file) == 1 or n in these else f"{Path(path).name}: {n}"
+             for path, these in by_file.items() for n in _tables_pooled(these)] + disturbed
     return AlphaBetaModel(
         collective=first.collective, backend=first.backend, link_class=first.link_class,
         world_size=first.world_size, dtype=first.dtype, segments=fit.segments,

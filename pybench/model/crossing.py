@@ -222,14 +222,14 @@ def unknown_tree_bytes(model: ModelLinks, world: int, nodes: int) -> LinkCost | 
     Fits at several layouts choose per regime; a system description chooses only where the ring's
     bytes could not have gone through its NICs (:func:`tree_bytes_on_nics`).
     """
-    fitted = _tree_or_ring(model)
+    fitted = tree_or_ring_fitted(model)
     if fitted is None or nodes == fitted[1]:
         return None
     assert model.inter is not None
     return as_double_tree(model.inter, *fitted)
 
 
-def _tree_or_ring(model: ModelLinks) -> tuple[int, int] | None:
+def tree_or_ring_fitted(model: ModelLinks) -> tuple[int, int] | None:
     """The one (world, nodes) an all-reduce's crossing was fitted at, where its regimes cannot tell NCCL's
     tree from its ring (all ``tree``: the ring's bytes, a tie); None otherwise."""
     inter = model.inter
@@ -278,7 +278,7 @@ def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float, noise: float 
 
     ``noise``: the fit's relative scatter at its largest sizes. A ring that fills its NICs is fitted at
     their rate give or take that scatter, so only a rate beyond it (at 95%) rules the ring out."""
-    fitted = _tree_or_ring(model)
+    fitted = tree_or_ring_fitted(model)
     if fitted is None or model.inter is None or model.inter.busbw_Bps <= nic_Bps_per_node * math.exp(Z95 * noise):
         return None
     return as_double_tree(model.inter, *fitted)

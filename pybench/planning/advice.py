@@ -52,6 +52,7 @@ from pybench.planning.records import (
     InputPipelineAdvice,
     MemoryAdvice,
     NeedAdvice,
+    NeedVerdict,
     NoLayoutAdvice,
     OneDevice,
     PipelineAdvice,
@@ -397,15 +398,18 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         # Every split of the pick, for the batch advice (those left out could not be chosen).
         search.complete(choice.row.layout)
         rows = search.rows
+    # only a target met by a layout its bands allow is weighed against its communication's slow end
+    sure = choice.verdict != NeedVerdict.TARGET_MET or choice.row is None or met_at_slow_comm(choice.row, need)
+    determined = None if sure else search.cheapest_met_at_slow_comm(need)
+    rows = search.rows
     bounds = search.bounds
     bounded = (not choice.met and not use) or bounds.max_world_reason.startswith("one node")
     records.append(SearchAdvice("searched", bounds, bounded))
     batch_record = _batch_advice(rows, choice, need, max_batch)
     if batch_record is not None:
         records.append(batch_record)
-    sure = choice.row is None or need.target is None or not choice.met or met_at_slow_comm(choice.row, need)
     records.append(NeedAdvice(choice.verdict, choice.row, choice.node, target_samples_per_s, choice.best_allowed,
-                              loader_samples_per_s, choice.met, sure, choice.determined))
+                              loader_samples_per_s, choice.met, sure, determined))
     r = choice.row
     if r is not None and cfg.priced:
         records.append(CostAdvice("priced", cfg.cost_per_hour(gpus_per_node) or 0.0, r, choice.node,

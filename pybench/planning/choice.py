@@ -13,8 +13,9 @@
 - A target nothing meets: the fastest layout is "the nearest", and the plan says the search's
   bounds (``--max-world``) held it.
 - A target met at the estimate but not with the communication at the slow end of its 95% interval
-  (a layout far from every measured one) is not determined by the inputs: the plan says so, and names
-  the cheapest allowed layout that meets it even there, if any was priced; the rules above still pick.
+  (or with no calibrated interval at all) is not determined by the inputs: the plan says so, and names
+  the cheapest allowed layout that meets it even there (``Search.cheapest_met_at_slow_comm``); the rules
+  above still pick.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pybench.planning.bands import Band
 from pybench.planning.records import NeedVerdict
 from pybench.planning.step import StepEstimate
 
-__all__ = ["Need", "Choice", "choose", "good", "throughput", "cost_per_sample", "met_at_slow_comm", "COST_TOLERANCE"]
+__all__ = ["Need", "Choice", "choose", "good", "throughput", "cost_per_sample", "cheapest", "met_at_slow_comm",
+           "COST_TOLERANCE"]
 
 # Costs per sample this close count as equal: the models' own error is larger, and the rules then
 # prefer fewer nodes (the same tolerance as the grid's breakeven).
@@ -80,12 +82,11 @@ class Choice:
     node: StepEstimate | None = None
     best_allowed: StepEstimate | None = None
     one_device: StepEstimate | None = None
-    determined: StepEstimate | None = None
-    """Where the pick meets the target only at its estimate: the cheapest allowed layout that meets it with its
-    communication at the slow end of its interval (None: the pick does, or none priced does)."""
 
 
-def _cheapest(rows: Sequence[StepEstimate], need: Need) -> StepEstimate:
+def cheapest(rows: Sequence[StepEstimate], need: Need) -> StepEstimate:
+    """The cheapest per sample of ``rows``; among costs within :data:`COST_TOLERANCE`, fewer nodes, then fewer
+    devices, then the micro-batch nearest the user's."""
     lowest = min(cost_per_sample(r, need.loader_samples_per_s) for r in rows)
     equal = [r for r in rows if cost_per_sample(r, need.loader_samples_per_s) <= lowest * (1 + COST_TOLERANCE)]
     return min(equal, key=lambda r: (r.layout.nodes, r.world, abs(r.batch - need.batch),
@@ -104,7 +105,7 @@ def choose(rows: Sequence[StepEstimate], need: Need) -> Choice:
     node_good = [r for r in in_node if good(r)]
     node = _fastest(node_good, need) if node_good else None
     one = [r for r in fitting if r.world == 1]
-    one_device = _cheapest(one, need) if one else None
+    one_device = cheapest(one, need) if one else None
     if not fitting:
         return Choice(None, need.target is None, NeedVerdict.TARGET_NOT_REACHABLE if need.target is not None
                       else NeedVerdict.MEMORY, node)  # nothing fits: memory, not communication, decides
@@ -114,21 +115,18 @@ def choose(rows: Sequence[StepEstimate], need: Need) -> Choice:
         meeting = [r for r in pool if throughput(r, need.loader_samples_per_s) >= need.target]
         allowed = [r for r in meeting if good(r)]
         if not need.device_well_used:
-            pick = _cheapest(meeting, need) if meeting else _fastest(pool, need)
+            pick = cheapest(meeting, need) if meeting else _fastest(pool, need)
             return Choice(pick, bool(meeting), NeedVerdict.DEVICE_NOT_WELL_USED, node, one_device=one_device)
         if allowed:
-            pick = _cheapest(allowed, need)
-            sure = [r for r in allowed if met_at_slow_comm(r, need)]
-            determined = _cheapest(sure, need) if sure and not met_at_slow_comm(pick, need) else None
-            return Choice(pick, True, NeedVerdict.TARGET_MET, node, one_device=one_device, determined=determined)
+            return Choice(cheapest(allowed, need), True, NeedVerdict.TARGET_MET, node, one_device=one_device)
         if meeting:
             good_pool = [r for r in pool if good(r)]
             best = _fastest(good_pool, need) if good_pool else None
-            return Choice(_cheapest(meeting, need), True, NeedVerdict.TARGET_MET_ONLY_COMM_BOUND, node, best,
+            return Choice(cheapest(meeting, need), True, NeedVerdict.TARGET_MET_ONLY_COMM_BOUND, node, best,
                           one_device)
         return Choice(_fastest(pool, need), False, NeedVerdict.TARGET_NOT_REACHABLE, node, one_device=one_device)
     allowed = [r for r in pool if good(r)]
-    pick = _cheapest(allowed or pool, need)
+    pick = cheapest(allowed or pool, need)
     if not need.device_well_used:
         return Choice(pick, True, NeedVerdict.DEVICE_NOT_WELL_USED, node, one_device=one_device)
     verdict = NeedVerdict.MEMORY if need.memory else NeedVerdict.NO_NAMED_NEED

@@ -55,9 +55,13 @@ class CommTime:
     time_low_s: float
     time_high_s: float
     source: str
+    calibrated: bool = True
+    """Whether the interval says how far the time may stray (False: a sweep carried to another world by the ring
+    formula, or used at a world it does not know, whose band says nothing about the move)."""
 
     def scaled(self, factor: float) -> CommTime:
-        return CommTime(self.time_s * factor, self.time_low_s * factor, self.time_high_s * factor, self.source)
+        return CommTime(self.time_s * factor, self.time_low_s * factor, self.time_high_s * factor, self.source,
+                        self.calibrated)
 
 
 # Missing collective -> ways to derive it: ([(collective, factor, world override)], why).
@@ -200,7 +204,11 @@ class ModelSet:
         if provenance:  # what the figure rests on, in the words `pybench predict` prints
             where += f": {provenance}"
         t = float(pred.time_s)
-        return CommTime(t, float(getattr(pred, "time_low_s", t)), float(getattr(pred, "time_high_s", t)), where)
+        # a sweep carried to another world without a topology model, or of unknown world: no interval says how far
+        calibrated = getattr(model, "any_world", False) or not (
+            model.world_size is None or (int(model.world_size) != world and getattr(model, "topology", False) is None))
+        return CommTime(t, float(getattr(pred, "time_low_s", t)), float(getattr(pred, "time_high_s", t)), where,
+                        calibrated)
 
     def _derived(self, collective: str, size_bytes: float, world: int, link_class: str,
                  nodes: int | None = None) -> CommTime | None:
@@ -211,7 +219,7 @@ class ModelSet:
             if len(found) == len(parts):
                 self._note(f"derived {why} over {link_class} links (no {collective} model)")
                 return CommTime(sum(p.time_s for p in found), sum(p.time_low_s for p in found),
-                                sum(p.time_high_s for p in found), f"derived: {why}")
+                                sum(p.time_high_s for p in found), f"derived: {why}", all(p.calibrated for p in found))
         return None
 
     def time(self, collective: str, size_bytes: float, world: int, link_class: str,
@@ -240,7 +248,7 @@ class ModelSet:
                            f"inside a node are at least as fast); fit a one-node log or give --link nvlink4, "
                            f"pcie5, ... for a closer answer")
                 return CommTime(bound.time_s, bound.time_low_s, bound.time_high_s,
-                                f"{UPPER_BOUND}: {bound.source}")
+                                f"{UPPER_BOUND}: {bound.source}", bound.calibrated)
         have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
         raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it, or give the system "

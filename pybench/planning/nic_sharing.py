@@ -61,4 +61,4 @@ def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime,
         return call
     scaled = call.scaled(floor_s / call.time_s)
     return CommTime(scaled.time_s, scaled.time_low_s, scaled.time_high_s,
-                    f"{call.source}; NICs shared by {sharing} groups")
+                    f"{call.source}; NICs shared by {sharing} groups", call.calibrated)

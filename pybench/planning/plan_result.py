@@ -288,10 +288,17 @@ def _undetermined(a: NeedAdvice, r: Any) -> str:
     other = ("no priced layout meets it there" if d is None else
              f"the cheapest that meets it there is {d.strategy} on {devices(d.world)} [{d.layout}] at {micro(d)}, "
              f"{d.samples_per_s_slow_comm:.2f} samples/s at its slow end")
-    return (f"; but not determined by these inputs: its communication per step has a 95% interval of "
+    measure = (f"measuring its collectives at its layout ({r.world} ranks on {r.layout.nodes} node(s)) would "
+               f"narrow it")
+    if not r.comm_interval_calibrated:
+        return (f"; met at the estimate only, which these inputs do not bound: its communication ({r.comm_s:.3g} s "
+                f"per step) rests on a "
+                f"sweep carried to other rank counts by the ring formula, which no calibrated interval bounds (the "
+                f"model file holds no topology model: fit with --nodes N, or give --system); {other}; {measure}")
+    return (f"; met at the estimate only: its communication per step has a 95% interval of "
             f"{r.comm_low_s:.3g}-{r.comm_high_s:.3g} s (estimate {r.comm_s:.3g} s), and at its slow end it may give "
             f"as little as {r.samples_per_s_slow_comm:.3g} samples/s (if overlap hides none of the extra); {other}; "
-            f"measuring the collectives on {r.layout.nodes} node(s) would narrow it")
+            f"{measure}")
 
 
 def _need(a: NeedAdvice) -> str:
@@ -356,8 +363,8 @@ def _batches(b: Any) -> str:
                 f"does not divide it is not weighed)")
     return (f"micro-batch {b.batches[0]}-{b.batches[-1]} (max_batch) with gradient accumulation to every global "
             f"batch within {b.global_batch_limit} sequences (global_batch_limit; the global batch is free within "
-            f"it: give global_batch to hold yours; a layout with more data-parallel replicas than that runs one "
-            f"micro-batch per step and exceeds it)")
+            f"it: give global_batch to hold yours; a layout whose data-parallel replicas times its micro-batch "
+            f"exceed it runs one micro-batch per step and exceeds it too)")
 
 
 def _search(a: SearchAdvice) -> str:

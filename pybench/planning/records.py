@@ -91,9 +91,11 @@ class BatchVerdict(TextEnum):
 
 def row_summary(r: StepEstimate) -> dict[str, Any]:
     """The figures of a row that advice quotes (the full row is in the plan's ``rows``)."""
-    return {"strategy": r.strategy, "world": r.world, "batch": r.batch, "layout": str(r.layout), "ccr": r.ccr,
+    return {"strategy": r.strategy, "world": r.world, "batch": r.batch, "micro_batches": r.micro_batches,
+            "layout": str(r.layout), "ccr": r.ccr,
             "band": r.band, "overlap": r.overlap, "exposed_fraction": r.exposed_fraction,
-            "samples_per_s": r.samples_per_s, "efficiency_vs_device": r.efficiency_vs_device,
+            "samples_per_s": r.samples_per_s, "samples_per_s_slow_comm": r.samples_per_s_slow_comm,
+            "efficiency_vs_device": r.efficiency_vs_device,
             "efficiency_vs_node": r.efficiency_vs_node, "memory_bytes": r.memory.needed_bytes,
             "memory_fit": r.memory.fits}
 

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pybench.errors import NotDetermined, UsageError
+from pybench.planning.choice import COST_TOLERANCE, Need, cheapest, cost_per_sample, good, met_at_slow_comm
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
 from pybench.planning.pruning import Candidate, Frontier, Pace
@@ -460,6 +461,38 @@ class Search:
     def rows(self) -> list[StepEstimate]:
         return sorted(self.priced, key=lambda r: (r.world, r.strategy, r.layout.tp, r.layout.pp, r.batch,
                                                   r.micro_batches))
+
+    def cheapest_met_at_slow_comm(self, need: Need) -> StepEstimate | None:
+        """The cheapest layout its bands allow that meets ``need``'s target even with its communication at the slow
+        end of its 95% interval (the choice's rules among equals), pricing the combinations left out that could be
+        it, by rising cost bound: the search left them out against the estimate, not against that end."""
+        if need.target is None:
+            return None
+        loader = need.loader_samples_per_s
+
+        def sure(r: StepEstimate) -> bool:
+            return good(r) and met_at_slow_comm(r, need)
+
+        found = [r for r in self.priced if sure(r)]
+        heap = [(c.cost_bound, i, c) for i, c in enumerate(self.left) if c.samples_per_s_bound >= need.target]
+        heapq.heapify(heap)
+        taken: set[int] = set()
+        while heap:
+            bound, i, c = heap[0]
+            if found and bound > min(cost_per_sample(r, loader) for r in found) * (1 + COST_TOLERANCE):
+                break  # nothing left can be cheaper than one found
+            heapq.heappop(heap)
+            if not c.refined:
+                c.refine()
+                heapq.heappush(heap, (c.cost_bound, i, c))
+                continue
+            taken.add(id(c))
+            row = self.price(c)
+            if row is not None and sure(row):
+                found.append(row)
+        self.left = [c for c in self.left if id(c) not in taken]
+        self.bounds = replace(self.bounds, rows_left_out=len(self.left), rows_priced=len(self.priced))
+        return cheapest(found, need) if found else None
 
     def complete(self, layout: Layout) -> None:
         """Price every combination of ``layout`` left out (no choice changes: they could not win)."""

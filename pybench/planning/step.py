@@ -32,6 +32,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -173,10 +174,18 @@ class StepEstimate:
         return self.global_batch / self.step_s
 
     @property
+    def comm_interval_calibrated(self) -> bool:
+        """Whether every call's interval says how far its time may stray (see ``CommTime.calibrated``)."""
+        return all(o.call.calibrated for o in self.ops)
+
+    @property
     def samples_per_s_slow_comm(self) -> float:
         """Samples/s with the communication at the slow end of its 95% interval, all of the extra time exposed (a
-        lower bound: overlap may hide some of it)."""
-        return self.global_batch / (self.step_s + max(0.0, self.comm_high_s - self.comm_s))
+        lower bound: overlap may hide some of it); 0 where no calibrated interval bounds it."""
+        extra = self.comm_high_s - self.comm_s
+        if not self.comm_interval_calibrated or not math.isfinite(extra):
+            return 0.0
+        return self.global_batch / (self.step_s + max(0.0, extra))
 
     @property
     def efficiency_vs_device(self) -> float:
@@ -204,6 +213,7 @@ class StepEstimate:
                 "exposed_fraction": self.exposed_fraction, "band_exposed": self.band_exposed,
                 "straggler_factor": self.straggler_factor, "step_s": self.step_s,
                 "samples_per_s": self.samples_per_s, "samples_per_s_slow_comm": self.samples_per_s_slow_comm,
+                "comm_interval_calibrated": self.comm_interval_calibrated,
                 "efficiency_vs_device": self.efficiency_vs_device,
                 "efficiency_vs_node": self.efficiency_vs_node, "cost_per_hour": self.cost_per_hour,
                 "samples_per_dollar": self.samples_per_dollar, "memory": self.memory.to_dict()}

@@ -125,3 +125,7 @@ def test_one_node_count_whose_sizes_one_shape_cannot_follow_does_not_determine_a
     with pytest.raises(NotDetermined, match=r"4-rank 4-node sweep by \d+%.*on 16 nodes"):
         load_model(out).predict(1 << 20, world=16, nodes=16)
     assert load_model(out).predict(1 << 20).time_s == pytest.approx(573.4e-6, rel=0.02)  # the sweep itself
+    # a test the log does not hold is named as such, with the tests it does
+    assert main_for_tests(["fit", str(log), "--collective", "allgather", "-o", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "the log names no allgather test; its tests are allreduce, p2p_latency, p2p_mbw" in err, err

@@ -179,9 +179,25 @@ def test_a_target_met_only_at_the_estimate_of_a_far_layout_is_said_not_determine
     assert r.samples_per_s >= 400 > r.samples_per_s_slow_comm and r.comm_high_s > 10 * r.comm_s
     assert not need.met_at_slow_comm and need.to_dict()["met_at_slow_comm"] is False
     said = next(a for a in p.advice if a.startswith("the target of 400"))
-    assert "not determined by these inputs" in said and f"{r.comm_high_s:.3g}" in said
+    assert "met at the estimate only" in said and f"{r.comm_high_s:.3g}" in said
     # where the inputs do determine it (a one-node log, a target inside the node), nothing is added
     near = plan("1.3B", 2048, 1, models=one_node_model, flops_per_s=250e12, max_world=8, target_samples_per_s=10)
     (need,) = [a for a in near.records if isinstance(a, NeedAdvice)]
     assert need.verdict is NeedVerdict.TARGET_MET and need.met_at_slow_comm
-    assert not any("not determined" in a for a in near.advice)
+    assert not any("estimate only" in a for a in near.advice)
+
+
+def test_a_sweep_carried_by_the_ring_formula_never_counts_as_meeting_the_target_for_sure(tmp_path_factory):
+    """A 16-rank sweep whose log lists no hosts holds no topology model; the planner carries it to 2048 ranks by the
+    ring formula with the sweep's own 2% band, and the plan called that target met with no caveat, while the same
+    log fitted with --nodes 2 said its communication might be thousands of times slower."""
+    model = fitted(tmp_path_factory, "p5", [SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"])
+    p = plan("13B", 4096, 1, models=model, flops_per_s=150e12, device_memory_gb=40, gpus_per_node=8,
+             max_world=4096, target_samples_per_s=610)
+    (need,) = [a for a in p.records if isinstance(a, NeedAdvice)]
+    r = p.recommended
+    assert need.verdict is NeedVerdict.TARGET_MET and r.world > 16 and not r.comm_interval_calibrated
+    assert not need.met_at_slow_comm and r.samples_per_s_slow_comm == 0.0
+    said = next(a for a in p.advice if a.startswith("the target of 610"))
+    assert "which these inputs do not bound" in said and "ring formula" in said
+    assert r.to_dict()["comm_interval_calibrated"] is False and need.to_dict()["met_at_slow_comm"] is False

@@ -453,6 +453,8 @@ def test_the_new_ccr_options_refuse_bad_input_in_one_line(h100n, capsys, extra, 
     ("7B", dict(target_samples_per_s=20, straggler_cv=0.1, slow_node=0.9)),
     # met within the tolerance of the least cost any combination could reach: layouts on more nodes left out
     ("1.3B", dict(target_samples_per_s=500)),
+    # met at the estimate only: the cheapest that meets it at its communication's slow end was left out
+    ("1.3B", dict(target_samples_per_s=300)),
 ])
 def test_the_combinations_left_out_never_change_the_plan(h100n, params, kw, monkeypatch):
     """Pricing only what could be chosen or is quoted (a best-case bound against priced layouts) says what
@@ -471,6 +473,8 @@ def test_the_combinations_left_out_never_change_the_plan(h100n, params, kw, monk
         return [x for x in p.text().splitlines() if not x.startswith("note:") and "combinations of layout" not in x]
     assert pruned.recommended == full.recommended
     assert said(pruned) == said(full)
+    if kw == dict(target_samples_per_s=300):
+        assert any("the cheapest that meets it there is" in x for x in said(pruned)), said(pruned)
 
 
 def test_scale_out_quotes_every_node_count_to_8_nodes_then_powers_of_two(h100n):

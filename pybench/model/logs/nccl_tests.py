@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES, busbw_factor
-from pybench.errors import FileFormatError
+from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
@@ -452,7 +452,7 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             pre.program = _concluded_after(lines, i)
         named.add(pre.program)
         if collective and len(named - {None}) > 1:
-            raise FileFormatError(f"{path}: --collective {collective} would name all the tests of this log alike "
+            raise SeveralTestsNamed(f"{path}: --collective {collective} would name all the tests of this log alike "
                                   f"({', '.join(sorted(n for n in named if n))}); split the log into one file per "
                                   f"test, or fit it without --collective")
         sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from pybench.errors import FileFormatError
+from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import read_launch
 from pybench.model.logs.measurements import MeasurementSet
@@ -284,7 +284,7 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     tables = _headers(path, lines)
     named = {f"{t[0]} {t[1]}".lower() for _, t, _, _ in tables if t}
     if collective is not None and len(named) > 1:
-        raise FileFormatError(f"{path}: --collective {collective} would name all {len(named)} tests of this log "
+        raise SeveralTestsNamed(f"{path}: --collective {collective} would name all {len(named)} tests of this log "
                               f"alike ({', '.join(sorted(named))[:200]}); split the log into one file per test, "
                               f"or fit it without --collective")
     previous_title = None
