@@ -80,11 +80,11 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   the others held out) takes the widest widening of any kind of layout. An all-reduce fitted at one node count cannot say
   whether it crossed by NCCL's tree (bytes per node growing with the nodes) or its ring: the
   prediction lies between the two, with that span in the interval. More nodes of the same ranks per
-  node add steps and bytes, but real runs there may pick another algorithm or protocol, and a fewer-node
-  run may have been slower than its fit: the interval's lower end lies no further below the fitted time
-  of the fewer-node layout than `more_nodes_speedup` (how far below it each calibration system's
-  measurements on more nodes went, its 95th percentile, over systems what covers one more; widenings are
-  solved without it, so that no widening is stretched for a point this bound misses);
+  node add steps and bytes, but real runs there may pick another algorithm or protocol, and a run strays
+  from its fit: the interval's lower end lies no further below the fitted time of a fewer-node layout, and
+  its upper end no further above that of a more-node one, than `more_nodes_speedup` (per calibration
+  system the farthest any point the widenings cover lies beyond that time, so that the bound takes none of
+  them and its misses do not add to theirs; over systems what covers one more);
 - *system description*: each 2-node log predicted from its system description (NICs per node and
   rate) and, for the A100 and MI300X nodes, a one-node log of the same node type at 8 GPUs (the vTrain
   A100 table; another MI300X cluster's log); the other nodes were never measured alone, so their links

@@ -143,8 +143,9 @@ class Calibration:
     did, and so more slowly than it."""
     more_nodes_speedup: float = math.inf
     """Log factor by which an operation on more nodes of the same ranks per node may run faster than the fitted
-    time of a layout with fewer: more nodes add steps and bytes, but a run may pick another algorithm or
-    protocol there, or the fewer-node run was slower than its fit (inf: no such bound)."""
+    time of a layout with fewer (and one on fewer nodes slower than the fitted time of more): more nodes add steps
+    and bytes, but a run may pick another algorithm or protocol there, or a run strays from its fit (inf: no
+    such bound)."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -258,6 +259,9 @@ class Spread:
     above_fewer_nodes: float = math.inf
     """ln(time / the fitted time of the same ranks per node on fewer nodes), where such a layout was fitted: the
     lower end lies at most :attr:`Calibration.more_nodes_speedup` below that time (inf: no such layout)."""
+    below_more_nodes: float = math.inf
+    """ln(the fitted time of the same ranks per node on more nodes / time), where such a layout was fitted: the upper
+    end lies at most :attr:`Calibration.more_nodes_speedup` above that time (inf: no such layout)."""
 
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
         """(below, above): the log distances from the time to the ends of its 95% interval."""
@@ -276,7 +280,8 @@ class Spread:
         if slower is not None:
             above = mixed_bounds(self.bandwidth_share, part_half_widths(
                 self.local, self.distance, dict.fromkeys(PARTS, slower), unmeasured))[1]
-        return min(self.span + below + self.below, self.above_fewer_nodes + speedup), self.span + above + self.above
+        return (min(self.span + below + self.below, self.above_fewer_nodes + speedup),
+                min(self.span + above + self.above, self.below_more_nodes + speedup))
 
 
 @lru_cache(maxsize=1)

@@ -198,6 +198,14 @@ def fewer_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
     return max((n for w, n in model.fitted if n < nodes and w == world // nodes * n), default=0)
 
 
+def more_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
+    """The fewest nodes of a fitted multi-node layout with more nodes than ``nodes`` and the same ranks per node, 0
+    without one or at a fitted layout: an operation over fewer such nodes takes no more."""
+    if (world, nodes) in model.fitted:
+        return 0
+    return min((n for w, n in model.fitted if n > nodes and w == world // nodes * n), default=0)
+
+
 def tree_or_ring_caveat(backend: str, described: bool) -> str:
     """What a prediction at another node count of an all-reduce fitted at one node count leaves open."""
     tree, ring = ("NCCL's tree", "its ring") if backend != "mpi" else ("a tree, as MPI libraries run", "a ring")

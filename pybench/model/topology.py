@@ -49,6 +49,7 @@ from pybench.model.crossing import (
     chain_latency,
     described_crossing,
     fewer_nodes_fitted,
+    more_nodes_fitted,
     nic_floor_s,
     nic_share_caveat,
     nvlink_domain_ranks,
@@ -253,8 +254,16 @@ class TopologyModel:
             notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {world // nodes * fewer} "
                          f"ranks on {fewer} node(s) as fitted: more nodes add steps and bytes")
             time_s = fewer_s
+        more = more_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, more nodes
+        more_s = self._time(size_bytes, world // nodes * more, more)[0] if more else 0.0
+        if 0 < more_s < time_s:  # fewer nodes, the same ranks per node: never more time
+            notes.append(f"lowered by {100 * (1 - more_s / time_s):.0f}% to the time of {world // nodes * more} "
+                         f"ranks on {more} node(s) as fitted: fewer nodes take fewer steps and bytes")
+            time_s = more_s
         if fewer_s > 0:  # and its lower end no further below that time than real runs on more nodes went
             spread = dataclasses.replace(spread, above_fewer_nodes=math.log(time_s / fewer_s))
+        if more_s > 0:  # nor its upper end further above the more-node time than real runs on fewer went
+            spread = dataclasses.replace(spread, below_more_nodes=math.log(more_s / time_s))
         below, above = spread.bounds(calibration)
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
         reach_s = 0.0

@@ -106,23 +106,23 @@ class Validation:
 
 # -- calibration --------------------------------------------------------------------------------------------
 
-def _worst_percentile(values_by_system: dict[str, list[float]]) -> float:
+def _worst_percentile(values_by_system: dict[str, list[float]], percentile: float = _PERCENTILE) -> float:
     """What covers a system not among those seen: each system's 95th percentile is one draw of how far a
     system strays, and the next system is another draw (two logs of one system, Polaris' all-reduce and
     all-gather, are one draw, not two). With three or more systems, the one-sided 95%
     prediction bound for one more draw (Student's t, k - 1 degrees of freedom), never below the largest seen;
     with fewer, the largest (0 without values)."""
-    seen = [_percentile(v) for v in values_by_system.values() if v]
+    seen = [_percentile(v, percentile) for v in values_by_system.values() if v]
     if len(seen) < 3:
         return max(seen, default=0.0)
     k, mean, sd = len(seen), float(np.mean(seen)), float(np.std(seen, ddof=1))
     return max(max(seen), mean + float(student_t.ppf(_PERCENTILE / 100.0, k - 1)) * sd * math.sqrt(1.0 + 1.0 / k))
 
 
-def _percentile(values: list[float]) -> float:
-    """A system's 95th percentile; values no constant reaches (inf: a point no value of the part covers) count
-    among the 5% it may miss, and where they are more, the largest that one does reach."""
-    p = float(np.percentile(values, _PERCENTILE, method="higher"))
+def _percentile(values: list[float], percentile: float = _PERCENTILE) -> float:
+    """A system's 95th percentile (or ``percentile``); values no constant reaches (inf: a point no value of the part
+    covers) count among the 5% it may miss, and where they are more, the largest that one does reach."""
+    p = float(np.percentile(values, percentile, method="higher"))
     return p if math.isfinite(p) else max([v for v in values if math.isfinite(v)], default=0.0)
 
 
@@ -137,9 +137,6 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
         systems.setdefault(p.kind, set()).add(p.group)
         needed.setdefault((p.kind, p.spread.one_layout), {}).setdefault(p.group, []).append(p)
     several, one = {}, {}
-    # the lower end's bound on more nodes, apart from the widenings: a point below it is one of its 5% of misses,
-    # which no widening should be stretched to cover
-    speedup = _more_nodes_speedup(points)
     beyond: dict[str, list[Point]] = {}
     for layouts in (True, False):
         for group, pts in needed.get((BEYOND_SIZES, layouts), {}).items():
@@ -163,7 +160,8 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
             several[kind], one[kind] = dict(widest), dict(widest)
     chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
-                       *_crossing_protocols(cases), above_sweep, below_sweep, speedup, chosen_on)
+                       *_crossing_protocols(cases), above_sweep, below_sweep, _REACH, chosen_on)
+    base = dataclasses.replace(base, more_nodes_speedup=_more_nodes_speedup(points, base))
     bandwidth, latency_half = _described_half_widths(cases, base)
     # a measured node's protocol shape knows at least as much as none: its latency part is never the wider
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
@@ -172,16 +170,22 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     return dataclasses.replace(described, preset_half_width=_preset_half_width(cases, described))
 
 
-def _more_nodes_speedup(points: Sequence[Point]) -> float:
-    """How far below the fitted time of fewer nodes (the same ranks per node) an operation on more nodes may run:
-    for each point with such a layout, the log factor its measurement lies below that time (0 where above);
-    per system the 95th percentile, over systems what covers one more (:func:`_worst_percentile`); no bound
-    (:data:`_REACH`) without such points."""
+def _more_nodes_speedup(points: Sequence[Point], widened: Calibration) -> float:
+    """How far below the fitted time of fewer nodes (the same ranks per node) an operation on more nodes may run,
+    and on fewer nodes above the time of more: for each point with such a layout inside its interval under the
+    widenings of ``widened`` (their misses are theirs), the log factor by which the bound must reach to keep it;
+    per system the largest (the bound takes no point the widenings cover: their misses and its would add), over
+    systems what covers one more (:func:`_worst_percentile`); no bound (:data:`_REACH`) without such points."""
     by_system: dict[str, list[float]] = {}
     for p in points:
-        if p.spread is not None and math.isfinite(p.spread.above_fewer_nodes):
-            by_system.setdefault(p.group, []).append(max(p.error - p.spread.above_fewer_nodes, 0.0))
-    return _worst_percentile(by_system) if by_system else _REACH
+        if p.spread is None or not (math.isfinite(p.spread.above_fewer_nodes) or
+                                    math.isfinite(p.spread.below_more_nodes)):
+            continue
+        below, above = p.spread.bounds(widened)
+        if -above <= p.error <= below:  # (error = ln(predicted / measured))
+            need = max(p.error - p.spread.above_fewer_nodes, -p.error - p.spread.below_more_nodes, 0.0)
+            by_system.setdefault(p.group, []).append(need)
+    return _worst_percentile(by_system, 100.0) if by_system else _REACH
 
 
 _REACH = 40.0
