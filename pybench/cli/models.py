@@ -415,7 +415,7 @@ def _topology_for(args, models) -> list:
                     link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
                 _say(f"--system {system.name}: the {tm.collective} model measured both link classes; the description "
                      f"only bounds the layouts and says which are not determined")
-            for line in fabric_mismatches(tm, system):
+            for line in fabric_mismatches(tm, tm.system_per_node(system)):
                 _say(f"--system {system.name}: {line}")
             tm = tm.with_system(system)
         out.append(tm)

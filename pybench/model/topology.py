@@ -244,9 +244,9 @@ class TopologyModel:
         links = "; ".join([self._links_label(nodes), *caveats])
         why = undetermined(self, world, nodes, size_bytes)  # (:mod:`pybench.model.determined`)
         kind = spread.kind if self.backend in GPU_BACKENDS else spread.kind.replace(OTHER_GPU_COUNT, OTHER_RANK_COUNT)
-        if why:
+        if why:  # no interval to say what the caveats leave open: the reason stands alone
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
-                                      schedule, kind, links, regime, why, spread, tuple(caveats))
+                                      schedule, kind, self._links_label(nodes), regime, why, spread)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
         fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
         fewer_s, notes = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0, []
@@ -465,11 +465,7 @@ class TopologyModel:
         the NICs carry (:func:`~pybench.model.crossing.tree_bytes_on_nics`); else it stays between the two.
         """
         calibration = calibration or load_calibration()
-        if self.hosts_per_node > 1 and system != self.system:  # a node is one NVLink domain: the system per domain
-            if system.hosts_per_domain() != self.hosts_per_node:
-                raise UsageError(f"this model counts NVLink domains of {self.hosts_per_node} hosts as its nodes; "
-                                 f"{system.name}'s span {system.hosts_per_domain()}: refit with --system {system.name}")
-            system = system.per_nvlink_domain()
+        system = self.system_per_node(system)
         # A link priced from an earlier description (a model fitted with --system) is no measurement:
         # this description prices it again.
         intra = unless_described(self.intra)
@@ -490,6 +486,15 @@ class TopologyModel:
         if inter is None and intra is not None:
             inter = described_crossing(self.collective, self.schedule, intra, system, calibration)
         return dataclasses.replace(self, intra=intra, inter=inter, system=system, notes=(*self.notes, *notes))
+
+    def system_per_node(self, system: SystemDescription) -> SystemDescription:
+        """``system`` as this model counts its nodes: one NVLink domain per node where a node is one."""
+        if self.hosts_per_node > 1 and system != self.system:
+            if system.hosts_per_domain() != self.hosts_per_node:
+                raise UsageError(f"this model counts NVLink domains of {self.hosts_per_node} hosts as its nodes; "
+                                 f"{system.name}'s span {system.hosts_per_domain()}: refit with --system {system.name}")
+            return system.per_nvlink_domain()
+        return system
 
     def with_preset(self, preset: LinkPreset) -> TopologyModel:
         """This model with ``preset`` filling the link class it does not hold (a held one is kept)."""

@@ -135,6 +135,12 @@ def test_fit_and_predict_a_two_rack_log_as_a_user_would(tmp_path, capsys):
                  str(tmp_path / "p.json")]) == 0
     out = capsys.readouterr().out
     assert "another node count" in out and "not determined" not in out
+    # the description given again at predict is checked per NVLink domain, as the fit counted nodes (it had said the
+    # crossing outran "4 x 400 Gb/s NICs per node", one host's)
+    assert main(["predict", str(model), "--sizes", "16G", "--world", "1440", "--nodes", "360", "--system",
+                 "gb200-nvl72"]) == 0
+    said = capsys.readouterr()
+    assert "another node count" in said.out and "NICs per node carry" not in said.err, said.err
     assert main(["fit", str(log), "-o", str(tmp_path / "hosts.json")]) == 0  # no description: hosts are nodes
     capsys.readouterr()
     assert main(["predict", str(tmp_path / "hosts.json"), "--sizes", "16G", "--world", "1440", "--nodes", "360"]) == 0
