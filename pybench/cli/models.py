@@ -142,20 +142,27 @@ def add_parsers(subparsers) -> None:
 
 
 def _load_named(path: str, collective: str | None, world: int | None) -> list:
-    """A log's tables, with ``collective`` naming what the log does not; on a log of several named tests, those of
-    ``collective`` alone (said on stderr), where it holds any."""
-    from pybench.errors import SeveralTestsNamed
+    """A log's tables, with ``collective`` naming what the log does not; on a log of several tests that it names
+    or whose bandwidth ratios tell apart, those of ``collective`` alone (said on stderr), where it holds any."""
+    from pybench.errors import FileFormatError, SeveralTestsNamed
     from pybench.model.logs import load_measurements
 
     try:
         return load_measurements(path, collective=collective, world_size=world)
-    except SeveralTestsNamed:
-        every = load_measurements(path, world_size=world)
+    except FileFormatError as refused:
+        if collective is None:
+            raise
+        try:
+            every = load_measurements(path, world_size=world)
+        except FileFormatError:
+            raise refused from None
         mine = [m for m in every if m.collective == collective]
-        if not mine:
+        if not mine and isinstance(refused, SeveralTestsNamed):
             raise UsageError(f"{path}: --collective {collective}: the log names no {collective} test; its tests are "
                              f"{', '.join(sorted({m.collective for m in every}))}: give one of them, or leave "
                              f"--collective out") from None
+        if not mine or len(mine) == len(every):  # nothing to pick: the refusal stands
+            raise refused from None
         print(f"note: {path}: --collective {collective}: its {len(mine)} {collective} table(s) taken, the "
               f"{len(every) - len(mine)} other(s) of this log left out", file=sys.stderr)
         return mine

@@ -831,3 +831,29 @@ def test_a_test_run_again_and_again_in_one_log_is_noted_once_not_per_run(tmp_pat
     tables = [n for n in model.notes if "of 6" in n]
     assert tables == ["tables 1, 2, 3, ..., 6 of 6 (lines 4 to 39): 6 runs of this test, pooled"], model.notes
     assert not any(n.startswith("table ") for n in model.notes)
+
+
+def test_collective_picks_its_tables_from_a_log_whose_ratios_tell_its_tests_apart(tmp_path, capsys):
+    """An OCI MI355X page of rccl-tests output: an all-reduce named only by its footer, then an all-to-all named by
+    nothing, each a table at 8 ranks. `fit --collective allreduce` refused ("disagrees with the table's
+    busbw/algbw = 0.875") while the log without it told the two apart."""
+    from pybench.cli.main import main as main_for_tests
+
+    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+            "busbw #wrong\n")
+
+    def table(ratio, redop):
+        rows = ""
+        for s, t in ((1 << 20, 40.0), (1 << 24, 120.0), (1 << 28, 1400.0), (1 << 30, 5400.0)):
+            algbw = s / t / 1e3
+            rows += (f"{s:>12} {s // 4:>12}     float {redop:>7}      -1 {t:8.1f} {algbw:7.2f} {algbw * ratio:7.2f}"
+                     f"      0 {t:8.1f} {algbw:7.2f} {algbw * ratio:7.2f}      0\n")
+        return head + rows
+
+    log = tmp_path / "page.md"
+    log.write_text("### All Reduce\n" + table(1.75, "sum") + "# Collective test concluded: all_reduce_perf\n"
+                   "### All 2 All\n" + table(0.875, "none"))
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(log), "--collective", "allreduce", "--world", "8", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "its 1 allreduce table(s) taken, the 1 other(s) of this log left out" in err, err
