@@ -72,7 +72,7 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   and links than measured: a kind of its own;
 - *another node count*: the Polaris sweeps fitted at some node counts (2+8, 2, 8, 2+8+256, 8+256),
   every other count (2 to 540 nodes) predicted; an H100 InfiniBand cluster's all-reduce at 2, 4
-  and 8 nodes (NVIDIA/nccl-tests#309) fitted at 2, 4, 2+4 and 2+8; and `h100-xr01`'s all-to-all and
+  and 8 nodes (NVIDIA/nccl-tests#309) fitted at 2, 4, 2+4, 2+8 and 4+8 (fewer nodes than any fitted too); and `h100-xr01`'s all-to-all and
   send/recv at 2 and 10 nodes, each predicting the other, at 1, 2, 4 and 8 GPUs per node. The widening per unit of distance
   is chosen per kind, in two parts, each its own factor of its share of the time: a bandwidth part
   from the sizes the bytes rule, a latency part from those latency rules (a cluster's small-size

@@ -243,7 +243,8 @@ def fixed_points(shared: Path, public: Path) -> list[Point]:
     for collective in ("allreduce", "allgather"):
         points += _layout_points(f"polaris-{collective}", "polaris", _polaris(shared, collective),
                                  ((2, 8), (2,), (8,), (2, 8, 256), (8, 256)), collective)
-    points += _layout_points("h100-ib-nx8", "h100ib", _h100_ib(public), ((2,), (4,), (2, 4), (2, 8)), "allreduce")
+    points += _layout_points("h100-ib-nx8", "h100ib", _h100_ib(public), ((2,), (4,), (2, 4), (2, 8), (4, 8)),
+                             "allreduce")
     # an H100 cluster at 1 GPU to 8 per node: 2 and 10 nodes (all-to-all, send/recv), and one node or ten at every
     # GPU count (five collectives); its one-node GPU counts on its node's description (NVSwitch)
     for collective in ("alltoall", "sendrecv"):
