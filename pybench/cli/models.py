@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pybench.cli.argtypes import number, output_file
+from pybench.cli.fit_inputs import load_named
 from pybench.cli.prediction_table import format_prediction_table, prediction_records, topology_records
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
@@ -141,33 +142,6 @@ def add_parsers(subparsers) -> None:
     q.set_defaults(func=run_predict)
 
 
-def _load_named(path: str, collective: str | None, world: int | None) -> list:
-    """A log's tables, with ``collective`` naming what the log does not; on a log of several tests that it names
-    or whose bandwidth ratios tell apart, those of ``collective`` alone (said on stderr), where it holds any."""
-    from pybench.errors import FileFormatError, SeveralTestsNamed
-    from pybench.model.logs import load_measurements
-
-    try:
-        return load_measurements(path, collective=collective, world_size=world)
-    except FileFormatError as refused:
-        if collective is None:
-            raise
-        try:
-            every = load_measurements(path, world_size=world)
-        except FileFormatError:
-            raise refused from None
-        mine = [m for m in every if m.collective == collective]
-        if not mine and isinstance(refused, SeveralTestsNamed):
-            raise UsageError(f"{path}: --collective {collective}: the log names no {collective} test; its tests are "
-                             f"{', '.join(sorted({m.collective for m in every}))}: give one of them, or leave "
-                             f"--collective out") from None
-        if not mine or len(mine) == len(every):  # nothing to pick: the refusal stands
-            raise refused from None
-        print(f"note: {path}: --collective {collective}: its {len(mine)} {collective} table(s) taken, the "
-              f"{len(every) - len(mine)} other(s) of this log left out", file=sys.stderr)
-        return mine
-
-
 def run_fit(args) -> int:
     """Body of ``pybench fit``; returns the exit status."""
     from pybench.model.build import fit_model_file
@@ -183,7 +157,7 @@ def run_fit(args) -> int:
     system = _system(args.system)
     sets: list = []
     for path, world, n in zip(args.inputs, worlds, nodes):
-        these = _load_named(path, args.collective, world)
+        these = load_named(path, args.collective, world)
         sets.extend(these if n is None else [_with_nodes(m, n) for m in these])
     # A test pybench does not model (osu_mbw_mr beside osu_allreduce in one job's log) is skipped, said on
     # stderr; only a log of nothing else is refused.

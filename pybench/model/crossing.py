@@ -190,22 +190,6 @@ def nvlink_domain_ranks(model: ModelLinks) -> int:
     return max(w for w, _ in layouts) if model.inter.busbw_Bps > ranks_per_node(model) * FASTEST_NIC_BPS else 0
 
 
-def fewer_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
-    """The most nodes of a fitted layout with fewer nodes than ``nodes`` and the same ranks per node (1: the
-    intra-node fit), 0 without one or at a fitted layout: an operation over more such nodes takes no less."""
-    if (world, nodes) in model.fitted:
-        return 0
-    return max((n for w, n in model.fitted if n < nodes and w == world // nodes * n), default=0)
-
-
-def more_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
-    """The fewest nodes of a fitted multi-node layout with more nodes than ``nodes`` and the same ranks per node, 0
-    without one or at a fitted layout: an operation over fewer such nodes takes no more."""
-    if (world, nodes) in model.fitted:
-        return 0
-    return min((n for w, n in model.fitted if n > nodes and w == world // nodes * n), default=0)
-
-
 def tree_or_ring_caveat(backend: str, described: bool) -> str:
     """What a prediction at another node count of an all-reduce fitted at one node count leaves open."""
     tree, ring = ("NCCL's tree", "its ring") if backend != "mpi" else ("a tree, as MPI libraries run", "a ring")

@@ -48,8 +48,6 @@ from pybench.model.crossing import (
     across_nodes,
     chain_latency,
     described_crossing,
-    fewer_nodes_fitted,
-    more_nodes_fitted,
     nic_floor_s,
     nic_share_caveat,
     nvlink_domain_ranks,
@@ -63,6 +61,7 @@ from pybench.model.description_checks import fabric_mismatches, implausible_regi
 from pybench.model.determined import own_miss_span, undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
+from pybench.model.node_count_bounds import bounded_by_fitted_node_counts
 from pybench.model.switch_reduction import switch_reduction_reach
 from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
 from pybench.model.topology_schedules import algorithm_steps, check_crossing_version, crossing_terms
@@ -210,15 +209,14 @@ class TopologyModel:
                 nodes_are_hosts: bool = True) -> TopologyPrediction:
         """Predicted time of one operation of ``size_bytes`` on ``world`` ranks over ``nodes`` nodes.
 
-        ``sharing`` groups run the same operation at once through the same node NICs (the data-parallel groups of a
-        tp x dp layout, say): across nodes each gets 1/sharing of the inter-node bandwidth. The 95% interval is
-        calibrated for what it rests on (:mod:`~pybench.model.calibration`; ``calibration`` replaces the shipped one).
-        ``nics_as_fitted``: without a description, the node's NICs carry what the fitted layout's did whatever
-        the ranks per node (a caller that shares them between groups itself, as the planner does); by default,
-        and always with one, a ranks-per-node count the inputs cannot price is a span
-        (:func:`~pybench.model.crossing.unknown_nic_share`).
-        ``nodes`` counts hosts, as a log lists them; ``nodes_are_hosts=False``: the model's own nodes
-        (NVLink domains where a node is one, :attr:`hosts_per_node`), as the planner's crossings mean them.
+        ``sharing`` groups run it at once through the same node NICs (a tp x dp layout's data-parallel groups, say):
+        across nodes each gets 1/sharing of the inter-node bandwidth. The 95% interval is calibrated for what it
+        rests on (:mod:`~pybench.model.calibration`; ``calibration`` replaces the shipped one).
+        ``nics_as_fitted``: without a description, the node's NICs carry what the fitted layout's did whatever the
+        ranks per node (a caller that shares them itself, as the planner does); by default, and always with one, a
+        ranks-per-node count the inputs cannot price is a span (:func:`~pybench.model.crossing.unknown_nic_share`).
+        ``nodes`` counts hosts, as a log lists them; ``nodes_are_hosts=False``: the model's own nodes (NVLink
+        domains where a node is one, :attr:`hosts_per_node`), as the planner's crossings mean them.
         """
         asked = nodes
         _check_layout(world, nodes)
@@ -248,22 +246,8 @@ class TopologyModel:
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,
                                       schedule, kind, self._links_label(nodes), regime, why, spread)
         theirs = across and not 0 < world <= nvlink_domain_ranks(self)  # not one NVLink domain's hosts measured
-        fewer = fewer_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, fewer nodes
-        fewer_s, notes = self._time(size_bytes, world // nodes * fewer, fewer)[0] if fewer else 0.0, []
-        if fewer_s > time_s:  # more nodes, the same ranks per node: never less time
-            notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {world // nodes * fewer} "
-                         f"ranks on {fewer} node(s) as fitted: more nodes add steps and bytes")
-            time_s = fewer_s
-        more = more_nodes_fitted(self, world, nodes) if across else 0  # the same ranks per node, more nodes
-        more_s = self._time(size_bytes, world // nodes * more, more)[0] if more else 0.0
-        if 0 < more_s < time_s:  # fewer nodes, the same ranks per node: never more time
-            notes.append(f"lowered by {100 * (1 - more_s / time_s):.0f}% to the time of {world // nodes * more} "
-                         f"ranks on {more} node(s) as fitted: fewer nodes take fewer steps and bytes")
-            time_s = more_s
-        if fewer_s > 0:  # and its lower end no further below that time than real runs on more nodes went
-            spread = dataclasses.replace(spread, above_fewer_nodes=math.log(time_s / fewer_s))
-        if more_s > 0:  # nor its upper end further above the more-node time than real runs on fewer went
-            spread = dataclasses.replace(spread, below_more_nodes=math.log(more_s / time_s))
+        time_s, spread, notes = bounded_by_fitted_node_counts(  # the fitted node counts on either side bound it
+            self, size_bytes, world, nodes, sharing, time_s, spread) if across else (time_s, spread, [])
         below, above = spread.bounds(calibration)
         floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
         reach_s = 0.0
@@ -489,7 +473,7 @@ class TopologyModel:
 
     def system_per_node(self, system: SystemDescription) -> SystemDescription:
         """``system`` as this model counts its nodes: one NVLink domain per node where a node is one."""
-        if self.hosts_per_node > 1 and system != self.system:
+        if self.hosts_per_node > 1 and system != self.system:  # (the one it was fitted with is so already)
             if system.hosts_per_domain() != self.hosts_per_node:
                 raise UsageError(f"this model counts NVLink domains of {self.hosts_per_node} hosts as its nodes; "
                                  f"{system.name}'s span {system.hosts_per_domain()}: refit with --system {system.name}")

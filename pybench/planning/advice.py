@@ -76,6 +76,7 @@ from pybench.planning.search import (
     search_layouts,
     world_sizes,
 )
+from pybench.planning.slow_end import cheapest_met_at_slow_comm
 from pybench.planning.step import StepEstimate
 from pybench.planning.strategies import (
     MEMORY_HEADROOM,
@@ -399,8 +400,10 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         search.complete(choice.row.layout)
         rows = search.rows
     # only a target met by a layout its bands allow is weighed against its communication's slow end
-    sure = choice.verdict != NeedVerdict.TARGET_MET or choice.row is None or met_at_slow_comm(choice.row, need)
-    determined = None if sure else search.cheapest_met_at_slow_comm(need)
+    # a target met: whether also with the communication at the slow end of its interval (None: no target met)
+    sure = None if need.target is None or not choice.met or choice.row is None else met_at_slow_comm(choice.row, need)
+    determined = cheapest_met_at_slow_comm(search, need) if (sure is False and choice.verdict ==
+                                                              NeedVerdict.TARGET_MET) else None
     rows = search.rows
     bounds = search.bounds
     bounded = (not choice.met and not use) or bounds.max_world_reason.startswith("one node")

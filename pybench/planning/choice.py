@@ -14,7 +14,7 @@
   bounds (``--max-world``) held it.
 - A target met at the estimate but not with the communication at the slow end of its 95% interval
   (or with no calibrated interval at all) is not determined by the inputs: the plan says so, and names
-  the cheapest allowed layout that meets it even there (``Search.cheapest_met_at_slow_comm``); the rules
+  the cheapest allowed layout that meets it even there (:mod:`pybench.planning.slow_end`); the rules
   above still pick.
 """
 

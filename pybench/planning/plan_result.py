@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.io.formats import PLAN, stamp
+from pybench.planning.choice import cost_per_sample
 from pybench.planning.records import (
     AccumulationAdvice,
     Advice,
@@ -280,25 +281,28 @@ def _node_best(a: NeedAdvice) -> str:
 
 
 def _undetermined(a: NeedAdvice, r: Any) -> str:
-    """Where the pick meets the target at its estimate only: its communication's interval, and the cheapest
-    layout that meets the target across its own."""
-    if a.met_at_slow_comm:
+    """Where the pick meets the target at its estimate only: its communication's interval, and (for a pick its
+    bands allow) the cheapest layout that meets the target at the slow end of its own."""
+    if a.met_at_slow_comm is not False:
         return ""
-    d = a.determined
-    other = ("no priced layout meets it there" if d is None else
-             f"the cheapest that meets it there is {d.strategy} on {devices(d.world)} [{d.layout}] at {micro(d)}, "
-             f"{d.samples_per_s_slow_comm:.2f} samples/s at its slow end")
-    measure = (f"measuring its collectives at its layout ({r.world} ranks on {r.layout.nodes} node(s)) would "
-               f"narrow it")
+    d, other = a.determined, ""
+    if a.verdict == NeedVerdict.TARGET_MET:
+        ratio = cost_per_sample(d, a.loader_samples_per_s) / cost_per_sample(r, a.loader_samples_per_s) if d else 0
+        other = ("; no layout searched meets it there" if d is None else
+                 f"; the cheapest that meets it at the slow end of a calibrated interval is {d.strategy} on "
+                 f"{devices(d.world)} [{d.layout}] at {micro(d)}, {d.samples_per_s_slow_comm:.2f} samples/s there, at "
+                 f"{ratio:.2f}x the cost per sample")
+    measure = f"; measuring its collectives at its layout ({r.world} ranks on {r.layout.nodes} node(s)) would narrow it"
     if not r.comm_interval_calibrated:
-        return (f"; met at the estimate only, which these inputs do not bound: its communication ({r.comm_s:.3g} s "
-                f"per step) rests on a "
-                f"sweep carried to other rank counts by the ring formula, which no calibrated interval bounds (the "
-                f"model file holds no topology model: fit with --nodes N, or give --system); {other}; {measure}")
+        carried = ", ".join(sorted({o.op.collective for o in r.ops if not o.call.calibrated}))
+        return (f"; met at the estimate only, which these inputs do not bound: its {carried} ({r.comm_s:.3g} s of "
+                f"communication per step in all) rests on a sweep used at a rank count it was not measured at, with "
+                f"no topology model for it in the file (carried by the ring formula, or of an unknown rank count), "
+                f"so no calibrated interval bounds it: fit it with --nodes N, or give --system{other}{measure}")
     return (f"; met at the estimate only: its communication per step has a 95% interval of "
             f"{r.comm_low_s:.3g}-{r.comm_high_s:.3g} s (estimate {r.comm_s:.3g} s), and at its slow end it may give "
-            f"as little as {r.samples_per_s_slow_comm:.3g} samples/s (if overlap hides none of the extra); {other}; "
-            f"{measure}")
+            f"as little as {r.samples_per_s_slow_comm:.3g} samples/s (if overlap hides none of the extra)"
+            f"{other}{measure}")
 
 
 def _need(a: NeedAdvice) -> str:
@@ -337,7 +341,7 @@ def _need(a: NeedAdvice) -> str:
                    f"{best.samples_per_s:.2f} samples/s")
         return (f"only comm-bound layouts reach the target of {a.target_samples_per_s:g} samples/s: "
                 f"{r.strategy} on {devices(r.world)}, {r.samples_per_s:.2f} samples/s with exposed "
-                f"communication {r.comm_fraction:.2f}; {allowed}")
+                f"communication {r.comm_fraction:.2f}{_undetermined(a, r)}; {allowed}")
     nearest = "" if r is None else (f"; the nearest is {r.strategy} on {devices(r.world)} [{r.layout}] at "
                                     f"{micro(r)}, {r.samples_per_s:.2f} samples/s, the fastest of "
                                     f"every layout searched")
@@ -444,8 +448,10 @@ def plan_text(p: Plan) -> str:
         if loader is not None and loader * r.layout.dp < r.samples_per_s:
             # the figures above are the step's; the loader caps what the job really gets
             line += f"; the data loader caps it at {loader * r.layout.dp:.2f} samples/s"
-        if any(isinstance(a, NeedAdvice) and not a.met_at_slow_comm for a in p.records):
-            line += "; the target is met at the estimate only, not across its communication's interval"
+        if any(isinstance(a, NeedAdvice) and a.met_at_slow_comm is False for a in p.records):
+            line += ("; the target is met at the estimate only, not across its communication's interval"
+                     if r.comm_interval_calibrated else "; the target is met at the estimate only, which no "
+                     "calibrated interval bounds")
         lines.append(line)
     lines += [f"note: {n}" for n in p.notes]
     return "\n".join(lines)

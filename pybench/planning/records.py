@@ -94,7 +94,7 @@ def row_summary(r: StepEstimate) -> dict[str, Any]:
     return {"strategy": r.strategy, "world": r.world, "batch": r.batch, "micro_batches": r.micro_batches,
             "layout": str(r.layout), "ccr": r.ccr,
             "band": r.band, "overlap": r.overlap, "exposed_fraction": r.exposed_fraction,
-            "samples_per_s": r.samples_per_s, "samples_per_s_slow_comm": r.samples_per_s_slow_comm,
+            "samples_per_s": r.samples_per_s, "samples_per_s_slow_comm": r.slow_comm_figure,
             "efficiency_vs_device": r.efficiency_vs_device,
             "efficiency_vs_node": r.efficiency_vs_node, "memory_bytes": r.memory.needed_bytes,
             "memory_fit": r.memory.fits}
@@ -266,7 +266,7 @@ class NeedAdvice(Advice):
     best_allowed: StepEstimate | None = None
     loader_samples_per_s: float | None = None
     target_met: bool = True
-    met_at_slow_comm: bool = True
+    met_at_slow_comm: bool | None = None
     determined: StepEstimate | None = None
 
 

@@ -10,9 +10,8 @@ Dimensions, all of them weighed (issue 25):
   (``pybench.planning.strategies.make_layout``): what a Megatron or NeMo user launches.
 - pipeline depths: for every size of the largest stage, the fewest stages that give it (the step's pace
   is the largest stage's; a deeper pipeline with it is no faster). Depths need not be powers of two.
-- world: every device count up to ``EVERY_DEVICE_COUNT_UP_TO_NODES`` nodes (part of a node included:
-  12 devices on nodes of 8), then every whole-node count up to ``EVERY_NODE_COUNT_UP_TO`` nodes, then
-  whole nodes doubling, up to ``max_world``.
+- world: every device count up to ``EVERY_DEVICE_COUNT_UP_TO_NODES`` nodes (part of a node included: 12 devices
+  on nodes of 8), then every whole-node count up to ``EVERY_NODE_COUNT_UP_TO`` nodes, then doubling to ``max_world``.
 - micro-batch and gradient accumulation: micro-batch b (powers of two up to ``max_batch``, and the
   user's) x m micro-batches per step. With a named global batch G every split has b x m x dp = G
   (a layout whose dp does not divide G cannot train it and is not weighed); without one, the global
@@ -28,11 +27,10 @@ Dimensions, all of them weighed (issue 25):
   at all are priced, each at m = 1 and at the most micro-batches within the limit. With a
   pipeline every b is priced (a smaller b shrinks the bubble but adds calls), at the fewest and
   the most micro-batches that fit without checkpointing, and the same of those that fit only with
-  it (memory grows with the micro-batches in flight, up to the stages). The user's own
-  micro-batch, with the default count (1, or 4 x stages with a pipeline), is always priced too.
-  tests/planning/test_plan_search.py prices every split of several layouts to check this.
-- activation checkpointing: where a layout needs it to fit. Where it fits without, checkpointing
-  only adds a third to compute, so such a row can never be the better choice and is not timed.
+  it (memory grows with the micro-batches in flight, up to the stages). The user's own micro-batch, with the
+  default count (1, or 4 x stages with a pipeline, within the limit), is always priced too (test_plan_search.py).
+- activation checkpointing: where a layout needs it to fit. Where it fits without, checkpointing only adds a
+  third to compute, so such a row can never be the better choice and is not timed.
 
 Memory is checked first (arithmetic). Every combination inside one node is priced, and so is what the
 advice quotes whatever the choice (every layout at 2, 4 and 8 devices, ddp's user micro-batch inside one
@@ -63,7 +61,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pybench.errors import NotDetermined, UsageError
-from pybench.planning.choice import COST_TOLERANCE, Need, cheapest, cost_per_sample, good, met_at_slow_comm
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
 from pybench.planning.pruning import Candidate, Frontier, Pace
@@ -461,38 +458,6 @@ class Search:
     def rows(self) -> list[StepEstimate]:
         return sorted(self.priced, key=lambda r: (r.world, r.strategy, r.layout.tp, r.layout.pp, r.batch,
                                                   r.micro_batches))
-
-    def cheapest_met_at_slow_comm(self, need: Need) -> StepEstimate | None:
-        """The cheapest layout its bands allow that meets ``need``'s target even with its communication at the slow
-        end of its 95% interval (the choice's rules among equals), pricing the combinations left out that could be
-        it, by rising cost bound: the search left them out against the estimate, not against that end."""
-        if need.target is None:
-            return None
-        loader = need.loader_samples_per_s
-
-        def sure(r: StepEstimate) -> bool:
-            return good(r) and met_at_slow_comm(r, need)
-
-        found = [r for r in self.priced if sure(r)]
-        heap = [(c.cost_bound, i, c) for i, c in enumerate(self.left) if c.samples_per_s_bound >= need.target]
-        heapq.heapify(heap)
-        taken: set[int] = set()
-        while heap:
-            bound, i, c = heap[0]
-            if found and bound > min(cost_per_sample(r, loader) for r in found) * (1 + COST_TOLERANCE):
-                break  # nothing left can be cheaper than one found
-            heapq.heappop(heap)
-            if not c.refined:
-                c.refine()
-                heapq.heappush(heap, (c.cost_bound, i, c))
-                continue
-            taken.add(id(c))
-            row = self.price(c)
-            if row is not None and sure(row):
-                found.append(row)
-        self.left = [c for c in self.left if id(c) not in taken]
-        self.bounds = replace(self.bounds, rows_left_out=len(self.left), rows_priced=len(self.priced))
-        return cheapest(found, need) if found else None
 
     def complete(self, layout: Layout) -> None:
         """Price every combination of ``layout`` left out (no choice changes: they could not win)."""

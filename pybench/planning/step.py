@@ -188,6 +188,11 @@ class StepEstimate:
         return self.global_batch / (self.step_s + max(0.0, extra))
 
     @property
+    def slow_comm_figure(self) -> float | None:
+        """:attr:`samples_per_s_slow_comm` for JSON: None where no calibrated interval bounds the communication."""
+        return self.samples_per_s_slow_comm if self.comm_interval_calibrated else None
+
+    @property
     def efficiency_vs_device(self) -> float:
         return self.samples_per_s / (self.world * self.samples_per_s_one_device)
 
@@ -212,7 +217,7 @@ class StepEstimate:
                 "band": self.band, "overlap": self.overlap, "exposed_s": self.exposed_s,
                 "exposed_fraction": self.exposed_fraction, "band_exposed": self.band_exposed,
                 "straggler_factor": self.straggler_factor, "step_s": self.step_s,
-                "samples_per_s": self.samples_per_s, "samples_per_s_slow_comm": self.samples_per_s_slow_comm,
+                "samples_per_s": self.samples_per_s, "samples_per_s_slow_comm": self.slow_comm_figure,
                 "comm_interval_calibrated": self.comm_interval_calibrated,
                 "efficiency_vs_device": self.efficiency_vs_device,
                 "efficiency_vs_node": self.efficiency_vs_node, "cost_per_hour": self.cost_per_hour,

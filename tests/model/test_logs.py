@@ -857,3 +857,7 @@ def test_collective_picks_its_tables_from_a_log_whose_ratios_tell_its_tests_apar
     assert main_for_tests(["fit", str(log), "--collective", "allreduce", "--world", "8", "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert "its 1 allreduce table(s) taken, the 1 other(s) of this log left out" in err, err
+    # a ratio several collectives print names none of them: the all-to-all table is not taken as an all-gather
+    assert main_for_tests(["fit", str(log), "--collective", "allgather", "--world", "8", "-o", str(out),
+                           "--force"]) == 2
+    assert "taken" not in capsys.readouterr().err

@@ -704,3 +704,17 @@ def test_the_cli_says_one_rank_moves_nothing_before_asking_for_nodes(tmp_path, c
     assert main(["predict", str(out), "--world", "1", "--sizes", "1M"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "one rank moves nothing between ranks" in line and "give --nodes" not in line
+
+
+def test_groups_sharing_the_nics_take_longer_between_fitted_node_counts_too():
+    """The bounds from the fitted node counts on either side were taken without the sharing: 1 GiB on 4 nodes of an
+    H100 cluster fitted at 2 and 8 nodes took 7360 us whether 2, 4 or 8 groups shared the NICs."""
+    from conftest import PUBLIC_LOGS
+
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology_fit import fit_topology_models
+
+    sets = [m for n in (2, 8) for m in load_measurements(PUBLIC_LOGS / f"h100ib_gjaion_{n}node{8 * n}_allreduce.log")]
+    (model,), _ = fit_topology_models(sets, None)
+    times = [model.predict(1 << 30, 32, 4, sharing=k).time_s for k in (1, 2, 4, 8)]
+    assert all(a < b for a, b in zip(times, times[1:])), times

@@ -1,0 +1,60 @@
+"""The fitted node counts on either side of an asked one bound its time: more nodes of the same ranks per node add
+steps and bytes, fewer take fewer. Real runs stray from that (another algorithm or protocol at another node count,
+a run off its fit), by as much as :attr:`~pybench.model.calibration.Calibration.more_nodes_speedup` says, chosen on
+the calibration logs: the point is moved to the nearer fitted time, and the interval reaches no further past it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Protocol
+
+from pybench.model.calibration import Spread
+from pybench.model.crossing import ModelLinks
+
+
+class TimedModel(ModelLinks, Protocol):
+    """What the bounds read of a :class:`pybench.model.topology.TopologyModel`."""
+
+    def _time(self, size: float, world: int, nodes: int, sharing: int = 1,
+              rails: float | None = None) -> tuple[float, str, str]: ...
+
+
+def fewer_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
+    """The most nodes of a fitted layout with fewer nodes than ``nodes`` and the same ranks per node (1: the
+    intra-node fit), 0 without one or at a fitted layout: an operation over more such nodes takes no less."""
+    if (world, nodes) in model.fitted:
+        return 0
+    return max((n for w, n in model.fitted if n < nodes and w == world // nodes * n), default=0)
+
+
+def more_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
+    """The fewest nodes of a fitted multi-node layout with more nodes than ``nodes`` and the same ranks per node, 0
+    without one or at a fitted layout: an operation over fewer such nodes takes no more."""
+    if (world, nodes) in model.fitted:
+        return 0
+    return min((n for w, n in model.fitted if n > nodes and w == world // nodes * n), default=0)
+
+
+def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, nodes: int, sharing: int,
+                                  time_s: float, spread: Spread) -> tuple[float, Spread, list[str]]:
+    """(time, spread, notes) of a crossing at (``world``, ``nodes``) moved within the fitted node counts of the same
+    ranks per node, and its spread told how far its ends may reach past them (:class:`Spread`)."""
+    per_node, notes = world // nodes, []
+    fewer, more = fewer_nodes_fitted(model, world, nodes), more_nodes_fitted(model, world, nodes)
+    fewer_s = model._time(size, per_node * fewer, fewer, sharing)[0] if fewer else 0.0
+    more_s = model._time(size, per_node * more, more, sharing)[0] if more else 0.0
+    if fewer_s > time_s:
+        notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {per_node * fewer} ranks on "
+                     f"{fewer} node(s) as fitted: more nodes add steps and bytes")
+        time_s = fewer_s
+    if 0 < more_s < time_s:
+        notes.append(f"lowered by {100 * (1 - more_s / time_s):.0f}% to the time of {per_node * more} ranks on "
+                     f"{more} node(s) as fitted: fewer nodes take fewer steps and bytes")
+        time_s = more_s
+    if fewer_s > 0:
+        spread = dataclasses.replace(spread, above_fewer_nodes=math.log(time_s / fewer_s))
+    if more_s > 0:
+        spread = dataclasses.replace(spread, below_more_nodes=math.log(more_s / time_s))
+    return time_s, spread, notes
