@@ -318,7 +318,8 @@ class AlphaBetaModel:
         recorded = [n.removeprefix(NO_TOPOLOGY) for n in self.notes if n.startswith(NO_TOPOLOGY)]
         if recorded:
             return recorded[0]
-        return "the file was written by a pybench without topology models: refit it (`pybench fit LOG... -o FILE`)"
+        return ("its topology model does not answer that layout (`pybench predict` there says so)" if self.topology else
+                "the file was written by a pybench without topology models: refit it (`pybench fit LOG... -o FILE`)")
 
     # -- text ------------------------------------------------------------------------
     def _steep_note(self, k: int) -> tuple[str, ...]:

@@ -36,7 +36,7 @@ from pybench.planning.bands import Band
 from pybench.planning.choice import Choice, Need, choose, good, met_at_slow_comm
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, make_ccr_config, node_gpus
-from pybench.planning.grid import grid_notes, not_priced_notes
+from pybench.planning.grid import grid_notes, not_priced_notes, undetermined_worlds
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.plan_result import Plan
 from pybench.planning.preset_check import unused_presets
@@ -178,7 +178,7 @@ def _does_not_fit(rows: list[StepEstimate], ev: _Inputs, max_world: int) -> list
     return found
 
 
-def _scaling(rows: list[StepEstimate], batch: int, max_world: int) -> ScalingAdvice:
+def _scaling(rows: list[StepEstimate], batch: int, max_world: int, undetermined: set[int]) -> ScalingAdvice:
     """Efficiency at 2, 4 and 8 workers: the fastest layout that fits at each, at the user's batch if one does."""
     shown, missing = [], []
     for w in (w for w in SCALING_CHECK_WORLDS if w <= max_world):
@@ -187,7 +187,8 @@ def _scaling(rows: list[StepEstimate], batch: int, max_world: int) -> ScalingAdv
             shown.append(max(at, key=lambda r: r.samples_per_s))
         else:
             missing.append(w)
-    return ScalingAdvice("check before larger counts", tuple(shown), tuple(missing))
+    return ScalingAdvice("check before larger counts", tuple(shown), tuple(missing),
+                         tuple(w for w in missing if w in undetermined))
 
 
 def _batch_advice(rows: list[StepEstimate], choice: Choice, need: Need, max_batch: int) -> BatchAdvice | None:
@@ -390,7 +391,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
         records += _fits_only_just(rows, ev, one)
     else:
         records += _does_not_fit(rows, ev, search.bounds.max_world)
-    records.append(_scaling(rows, batch, search.bounds.max_world))
+    records.append(_scaling(rows, batch, search.bounds.max_world, undetermined_worlds(search.undetermined)))
     records += use
     need = Need(target_samples_per_s, verdict is not OneDevice.FITS, not use, gpus_per_node, batch,
                 loader_samples_per_s)

@@ -81,12 +81,18 @@ def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str],
     return rows
 
 
+def undetermined_worlds(undetermined: dict[str, set[str]]) -> set[int]:
+    """The device counts of the layouts ("strategy on W") these inputs do not determine."""
+    return {int(x.rsplit(" ", 1)[1]) for layouts in undetermined.values() for x in layouts}
+
+
 def not_priced_notes(undetermined: dict[str, set[str]]) -> list[str]:
     """One note per reason (whatever group size it names) for the layouts whose communication these inputs
     do not determine: they were weighed and left out, never priced."""
     by_reason: dict[str, set[str]] = {}
     for why, layouts in undetermined.items():
-        by_reason.setdefault(re.sub(r"--np \d+", "--np N", why), set()).update(layouts)
+        said = re.sub(r"\b\d+ nodes\b", "N nodes", re.sub(r"--np \d+", "--np N", why))  # one reason, any count
+        by_reason.setdefault(said, set()).update(layouts)
     out = []
     for why, layouts in sorted(by_reason.items()):
         shown = sorted(layouts, key=lambda x: (int(x.rsplit(" ", 1)[1]), x))

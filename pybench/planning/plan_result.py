@@ -260,7 +260,8 @@ def _input_pipeline(a: InputPipelineAdvice) -> str:
 def _scaling(a: ScalingAdvice) -> str:
     shown = [(r.world, f"{devices(r.world)} {r.efficiency_vs_device:.2f} ({r.strategy}, "
                        f"{r.samples_per_s:.2f} samples/s)") for r in a.rows]
-    shown += [(w, f"{devices(w)}: nothing fits") for w in a.missing]
+    shown += [(w, f"{devices(w)}: " + ("not determined by these inputs (see the notes)" if w in a.undetermined else
+                                       "nothing fits")) for w in a.missing]
     return "check scaling efficiency at small counts before larger ones: " + "; ".join(
         text for _, text in sorted(shown))
 

@@ -239,12 +239,14 @@ class ScalingAdvice(Advice):
     """Scaling efficiency at 2, 4 and 8 workers, to check before larger counts.
 
     ``rows``: the fastest layout that fits at each count (at the user's micro-batch where it fits);
-    ``missing``: the counts at which nothing fits.
+    ``missing``: the counts at which nothing fits or was priced; ``undetermined``: those of them whose layouts
+    these inputs do not determine (weighed and left out, never priced).
     """
 
     rule = Rule.SCALING
     rows: tuple[StepEstimate, ...]
     missing: tuple[int, ...] = ()
+    undetermined: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

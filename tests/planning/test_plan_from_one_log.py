@@ -201,3 +201,20 @@ def test_a_sweep_carried_by_the_ring_formula_never_counts_as_meeting_the_target_
     said = next(a for a in p.advice if a.startswith("the target of 610"))
     assert "which these inputs do not bound" in said and "ring formula" in said
     assert r.to_dict()["comm_interval_calibrated"] is False and need.to_dict()["met_at_slow_comm"] is False
+
+
+def test_device_counts_whose_layouts_no_input_determines_are_not_said_to_fit_nothing(tmp_path):
+    """A Lassen OSU all-reduce at 4 nodes x 1 rank (its cost shape misses its own sweep): the scaling check said
+    "2 devices: nothing fits" of a 1.3B model that fits one device, and a note called the fresh file "written by a
+    pybench without topology models"."""
+    from conftest import PUBLIC_LOGS
+
+    from pybench.cli.main import main
+
+    out = tmp_path / "lassen.json"
+    assert main(["fit", str(PUBLIC_LOGS / "osu_lassen_n4_jsrun_20runs_allreduce.log"), "--collective", "allreduce",
+                 "-o", str(out)]) == 0
+    p = plan("1.3B", 2048, 1, models=str(out), flops_per_s=100e12, gpus_per_node=4, target_samples_per_s=50)
+    said = next(a for a in p.advice if a.startswith("check scaling efficiency"))
+    assert "2 devices: not determined by these inputs" in said and "nothing fits" not in said, said
+    assert not any("without topology models" in n for n in p.notes)
