@@ -84,7 +84,9 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   from its fit: the interval's lower end lies no further below the fitted time of a fewer-node layout, and
   its upper end no further above that of a more-node one, than `more_nodes_speedup` (per calibration
   system the farthest any point the widenings cover lies beyond that time, so that the bound takes none of
-  them and its misses do not add to theirs; over systems what covers one more);
+  them and its misses do not add to theirs; over systems what covers one more); and at fewer nodes its lower
+  end lies no further below the more-node time scaled by a ring's steps, (p - 1) / (p_fitted - 1), than that
+  same factor (no schedule's time falls faster with fewer ranks);
 - *system description*: each 2-node log predicted from its system description (NICs per node and
   rate) and, for the A100 and MI300X nodes, a one-node log of the same node type at 8 GPUs (the vTrain
   A100 table; another MI300X cluster's log); the other nodes were never measured alone, so their links

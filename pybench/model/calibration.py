@@ -262,13 +262,19 @@ class Spread:
     below_more_nodes: float = math.inf
     """ln(the fitted time of the same ranks per node on more nodes / time), where such a layout was fitted: the upper
     end lies at most :attr:`Calibration.more_nodes_speedup` above that time (inf: no such layout)."""
+    above_fewest_steps: float = math.inf
+    """ln(time / that more-node time scaled by the ring's steps, (p - 1) / (p_fitted - 1)): no schedule's time falls
+    faster with fewer ranks, so the lower end lies no further below it than a fitted time strays from a run's
+    (:attr:`Calibration.more_nodes_speedup`; inf: no such layout)."""
 
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
-        """(below, above): the log distances from the time to the ends of its 95% interval."""
-        return self.bounds_with(calibration.widening(self.kind, self.one_layout),
-                                calibration.unmeasured(self.described, self.shape_measured, self.preset),
-                                calibration.slower_widening(self.kind, self.below_sweep),
-                                calibration.more_nodes_speedup)
+        """(below, above): the log distances from the time to the ends of its 95% interval (the steps' bound, with
+        the fitted times' own stray, applied here and not where the constants are solved)."""
+        below, above = self.bounds_with(calibration.widening(self.kind, self.one_layout),
+                                        calibration.unmeasured(self.described, self.shape_measured, self.preset),
+                                        calibration.slower_widening(self.kind, self.below_sweep),
+                                        calibration.more_nodes_speedup)
+        return min(below, self.above_fewest_steps + calibration.more_nodes_speedup), above
 
     def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float],
                     slower: float | None = None, speedup: float = math.inf) -> tuple[float, float]:

@@ -55,6 +55,8 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
         time_s = more_s
     if fewer_s > 0:
         spread = dataclasses.replace(spread, above_fewer_nodes=math.log(time_s / fewer_s))
-    if more_s > 0:
-        spread = dataclasses.replace(spread, below_more_nodes=math.log(more_s / time_s))
+    if more_s > 0:  # (a ring over fewer ranks pays fewer steps: no schedule's time falls faster than that)
+        fewest_s = more_s * (world - 1) / (per_node * more - 1)
+        spread = dataclasses.replace(spread, below_more_nodes=math.log(more_s / time_s),
+                                     above_fewest_steps=math.log(time_s / fewest_s))
     return time_s, spread, notes
