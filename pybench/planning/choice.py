@@ -40,18 +40,20 @@ def good(r: StepEstimate) -> bool:
     return r.decisive_band != Band.COMM_BOUND and r.memory.fits_at_all
 
 
+def _loader_capped(samples_per_s: float, r: StepEstimate, loader_samples_per_s: float | None) -> float:
+    """``samples_per_s`` of ``r``, capped by the data loader of each data-parallel replica."""
+    return samples_per_s if loader_samples_per_s is None else min(samples_per_s, loader_samples_per_s * r.layout.dp)
+
+
 def throughput(r: StepEstimate, loader_samples_per_s: float | None) -> float:
     """Samples/s of a layout, capped by the data loader of each data-parallel replica."""
-    if loader_samples_per_s is None:
-        return r.samples_per_s
-    return min(r.samples_per_s, loader_samples_per_s * r.layout.dp)
+    return _loader_capped(r.samples_per_s, r, loader_samples_per_s)
 
 
 def met_at_slow_comm(r: StepEstimate, need: Need) -> bool:
     """Whether ``r`` meets the target with its communication at the slow end of its 95% interval."""
-    slow = r.samples_per_s_slow_comm
-    capped = slow if need.loader_samples_per_s is None else min(slow, need.loader_samples_per_s * r.layout.dp)
-    return need.target is not None and capped >= need.target
+    return need.target is not None and \
+        _loader_capped(r.samples_per_s_slow_comm, r, need.loader_samples_per_s) >= need.target
 
 
 def cost_per_sample(r: StepEstimate, loader_samples_per_s: float | None) -> float:

@@ -81,9 +81,14 @@ def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str],
     return rows
 
 
+def _world_of(layout: str) -> int:
+    """The device count of a layout said as "strategy on W" (``Search.undetermined``)."""
+    return int(layout.rsplit(" ", 1)[1])
+
+
 def undetermined_worlds(undetermined: dict[str, set[str]]) -> set[int]:
-    """The device counts of the layouts ("strategy on W") these inputs do not determine."""
-    return {int(x.rsplit(" ", 1)[1]) for layouts in undetermined.values() for x in layouts}
+    """The device counts of the layouts these inputs do not determine."""
+    return {_world_of(x) for layouts in undetermined.values() for x in layouts}
 
 
 def not_priced_notes(undetermined: dict[str, set[str]]) -> list[str]:
@@ -95,7 +100,7 @@ def not_priced_notes(undetermined: dict[str, set[str]]) -> list[str]:
         by_reason.setdefault(said, set()).update(layouts)
     out = []
     for why, layouts in sorted(by_reason.items()):
-        shown = sorted(layouts, key=lambda x: (int(x.rsplit(" ", 1)[1]), x))
+        shown = sorted(layouts, key=lambda x: (_world_of(x), x))
         more = ", ..." if len(shown) > 6 else ""
         out.append(f"not priced, {len(shown)} layout(s) (strategy on devices: {', '.join(shown[:6])}{more}): {why}")
     return out

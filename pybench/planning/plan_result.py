@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.io.formats import PLAN, stamp
-from pybench.planning.choice import cost_per_sample
+from pybench.planning.choice import cost_per_sample, throughput
 from pybench.planning.records import (
     AccumulationAdvice,
     Advice,
@@ -266,18 +266,14 @@ def _scaling(a: ScalingAdvice) -> str:
         text for _, text in sorted(shown))
 
 
-def _capped(r: StepEstimate, loader: float | None) -> float:
-    return r.samples_per_s if loader is None else min(r.samples_per_s, loader * r.layout.dp)
-
-
 def _node_best(a: NeedAdvice) -> str:
     if a.node is None:
         return "nothing inside one node that is not comm-bound"
     n = a.node
     said = (f"one node's best is {n.strategy} on {devices(n.world)} at {micro(n)}, "
             f"{n.samples_per_s:.2f} samples/s")
-    if a.loader_samples_per_s is not None and _capped(n, a.loader_samples_per_s) < n.samples_per_s:
-        said += f" by compute, {_capped(n, a.loader_samples_per_s):.2f} with this data loader"
+    if a.loader_samples_per_s is not None and throughput(n, a.loader_samples_per_s) < n.samples_per_s:
+        said += f" by compute, {throughput(n, a.loader_samples_per_s):.2f} with this data loader"
     return said
 
 
