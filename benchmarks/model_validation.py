@@ -102,7 +102,9 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   across nodes, `small_protocol_busbw_Bps`) and in the bandwidth protocol that runs the middle sizes
   (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB). A described all-reduce crosses
   the nodes by NCCL's tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
-  `nic_efficiency` is what the NICs carry, not a bus bandwidth; where GPUs share NICs (Polaris:
+  `nic_efficiency` is what the NICs carry, not a bus bandwidth; that efficiency is typical, not a bound (some
+  logs reach nearly the full rate), so the interval's fast side reaches the NICs at their full
+  rate, and `described_bandwidth_half_width` covers what lies beyond that reach; where GPUs share NICs (Polaris:
   four GPUs, two NICs) the logs cannot say whether NCCL picks its tree or its ring, the prediction
   lies between the tree's bytes and the ring's with that span in the interval, the interval reaches
   up to the ring's steps, each waiting on the network (as NCCL's ring ran on Polaris's 2 nodes), and

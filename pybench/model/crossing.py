@@ -330,8 +330,11 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
     The prediction lies between the readings that are not only reach (their span in the interval). A ring's
     steps (every one waiting on the network: NCCL's ring on GPUs that share NICs ran so on 2 and 8 nodes)
     are reach only: many nodes make them many times the tree's, and NCCL's tuner then picks the tree, so
-    they move the interval's far end, not the answer (:class:`~pybench.model.calibration.Spread`)."""
-    out = []
+    they move the interval's far end, not the answer (:class:`~pybench.model.calibration.Spread`). The NICs at
+    their full rate are reach too: the calibrated efficiency is a typical share of it, and a system may reach
+    nearly all of it (a description cannot say how close), but none more."""
+    full_rate = dataclasses.replace(calibration, nic_efficiency=dict.fromkeys(calibration.nic_efficiency, 1.0))
+    out = [(described_crossing(collective, schedule, intra, system, full_rate), "", True)]
     if tree_or_ring_undescribed(collective, schedule, system):
         why = ("ranks share the described NICs: the all-reduce may cross by a tree or a ring (NCCL picks per "
                "system, and so does an MPI library), between the tree's bytes and the ring's, in the interval, "

@@ -50,7 +50,7 @@ TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.94,
          ("beyond the measured sizes", 0.97, 250.0, 19.0),
          ("another GPU count", 0.995, 115.0, 3.1), ("another GPU count per node", 0.92, 380.0, 43.0),
          ("another node count", 0.93, 215.0, 15.5),
-         ("system description", 0.91, 125.0, 20.0), ("preset", 0.97, 2100.0, 105.0)]
+         ("system description", 0.95, 115.0, 20.0), ("preset", 0.97, 2100.0, 105.0)]
 
 
 @pytest.mark.parametrize("kind, coverage, half_width, error", TODAY)
@@ -83,9 +83,10 @@ def test_each_described_log_is_pinned_held_out(result, dataset):
 
 # Held-out coverage below issue 24's 75% on one dataset, today (pinned so that it cannot fall further):
 # - GCP A3 Mega from its description: GPUDirect-TCPXO's latency per step across nodes is 3x the highest of
-#   the RDMA systems the constants are chosen on, and its tree crossing reaches 0.92 of its NICs where the
-#   others reach 0.45-0.75; nothing in a description tells it apart.
-SHORT_TODAY = {("system description", "h100-a3mega-2x8"): 0.35}
+#   the RDMA systems the constants are chosen on (its 4-64 MiB all-reduces take 3-4x the described time);
+#   nothing in a description tells it apart. (Its largest sizes, at 0.92 of its NICs' rate, are covered since
+#   the interval reaches the NICs' full rate.)
+SHORT_TODAY = {("system description", "h100-a3mega-2x8"): 0.70}
 
 
 def test_every_kind_is_calibrated_pooled_and_on_each_dataset(result):
