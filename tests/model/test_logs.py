@@ -861,3 +861,39 @@ def test_collective_picks_its_tables_from_a_log_whose_ratios_tell_its_tests_apar
     assert main_for_tests(["fit", str(log), "--collective", "allgather", "--world", "8", "-o", str(out),
                            "--force"]) == 2
     assert "taken" not in capsys.readouterr().err
+
+
+def _unnamed_table(ratio, redop, ranks_in_count):
+    """An nccl-tests table with no program name: busbw = ratio x algbw, count = size / (ranks_in_count x 4)."""
+    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+            "busbw #wrong\n")
+    rows = ""
+    for s, t in ((1 << 20, 40.0), (1 << 24, 120.0), (1 << 28, 1400.0), (1 << 30, 5400.0)):
+        algbw = s / t / 1e3
+        rows += (f"{s:>12} {s // (4 * ranks_in_count):>12}     float {redop:>7}      -1 {t:8.1f} {algbw:7.2f} "
+                 f"{algbw * ratio:7.2f}      0 {t:8.1f} {algbw:7.2f} {algbw * ratio:7.2f}      0\n")
+    return head + rows
+
+
+def test_a_collective_whose_count_column_the_table_contradicts_is_refused(tmp_path, capsys):
+    """An RTX 4090 log of two unnamed tests on 2 GPUs (an all-reduce, busbw/algbw 1.00, then an all-gather, 0.50):
+    `fit --collective allgather` took the all-reduce's table as an all-gather too (an all-gather over many ranks
+    prints nearly 1.00) and pooled it with the real one. nccl-tests prints an all-gather's count per rank and an
+    all-reduce's for the whole buffer: the count column tells them apart."""
+    from pybench.cli.main import main as main_for_tests
+
+    log = tmp_path / "two_tests.log"
+    log.write_text("#  Rank  0 Group  0 Pid 1 on host device  0 [0x01] NVIDIA GeForce RTX 4090\n"
+                   "#  Rank  1 Group  0 Pid 1 on host device  1 [0x81] NVIDIA GeForce RTX 4090\n"
+                   + _unnamed_table(1.0, "sum", 1) + "\n" + _unnamed_table(0.5, "none", 2))
+    assert [(m.collective, m.world_size) for m in load_measurements(log)] == [("allreduce", 2), ("allgather", 2)]
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(log), "--collective", "allgather", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--collective allgather disagrees with the table's count column" in err and err.count("\n") == 1, err
+    # a reduce-scatter over 1024 ranks prints busbw/algbw 1.00 too, and a count per rank: no all-reduce's
+    wide = tmp_path / "wide.log"
+    wide.write_text(_unnamed_table(1023 / 1024, "sum", 1024))
+    with pytest.raises(FileFormatError, match="count column"):
+        load_measurements(wide, collective="allreduce")
+    assert load_measurements(wide)[0].collective == "reducescatter"

@@ -386,7 +386,30 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
         raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
                               f"table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave --collective "
                               f"out, or give the collective that ran")
+    _refuse_contradicting_counts(path, table, collective, bus)
     check_world_override(path, table, coll, world_size, ratio_world, bus)
+
+
+# nccl-tests prints the count per rank for these (size = count x ranks x type size), the whole buffer's for the others
+_PER_RANK_COUNT = ("allgather", "reducescatter", "alltoall")
+
+
+def _refuse_contradicting_counts(path, table: Table, collective: str | None, bus: float) -> None:
+    """A --collective whose count column nccl-tests prints otherwise than the table does: an all-reduce's table
+    (count = size / type size) named all-gather would be relabelled, and pooled with the log's real all-gather
+    tables, where busbw/algbw alone cannot tell them apart (1.00 is a 2-rank all-reduce's, and nearly an all-gather's
+    over many ranks)."""
+    if collective not in COLLECTIVES or not (math.isfinite(bus) and bus > 0.005):  # busbw 0: one rank, counts alike
+        return
+    ranks = world_from_counts(table.sizes, table.counts, table.keys, _type_bytes(table.keys))
+    if ranks is None or (ranks > 1) == (collective in _PER_RANK_COUNT):
+        return
+    printed = "size = count x type size, the whole buffer's count" if ranks == 1 else \
+        f"size = count x {ranks} x type size, a count per rank"
+    raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the table's "
+                          f"count column ({printed} on every row), which no {collective} of nccl-tests prints: this "
+                          f"table measured another collective; leave --collective out (the log then says which "
+                          f"each table measured), or give the collective that ran")
 
 
 def _rccl_csv(text: str) -> bool:
