@@ -105,8 +105,8 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     together): if what held the fitted rate is shared by the node (its NICs, or its own links), the
     fitted bandwidth stands; if each rank drives its own NIC (rails), it scales by q/r. A system
     description counts the NICs, so the rails reading scales by min(q, nics)/min(r, nics); it cannot say
-    whether the NICs were what held the fitted rate (8 ranks of a node of 8 NICs reached 2.5 times what
-    2 of them did on a public H100 cluster, not 4). Fits at several ranks-per-node counts tell. A preset
+    whether the NICs were what held the fitted rate (on a public H100 cluster, four times the ranks of a node
+    of 8 NICs did not move four times the bytes). Fits at several ranks-per-node counts tell. A preset
     is one port per node: with q ranks per node the node may drive one port per rank or more, up to what
     named systems hold of that rate (:func:`~pybench.model.system.most_ports_per_gpu`).
     """
