@@ -141,7 +141,8 @@ def ccr_table(result: CcrResult) -> str:
     """The CCR table for stdout: a header, one line per row, breakevens and notes."""
     c = result.config
     priced = c.priced
-    head = (f"# ccr: {format_param_count(c.params)} params ({c.shape}), seq {c.seq}, "
+    # the parameters given price weights, gradients and FLOPs; the shape sets activations and the layer split
+    head = (f"# ccr: {format_param_count(c.params)} params as given (activations from the shape {c.shape}), seq {c.seq}, "
             f"{c.gpus_per_node} GPUs/node, compute {c.flops_per_s / 1e12:.2f} TFLOP/s ({c.flops_source}), "
             f"overlap {'on, ' + format(c.bucket_bytes / 2**20, 'g') + ' MiB buckets' if c.overlap else 'off'}")
     lines = [head, _columns(c.overlap, priced)]
