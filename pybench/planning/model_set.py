@@ -252,7 +252,7 @@ class ModelSet:
         have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
         raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it, or give the system "
-                         f"(--system NAME|FILE) or a {link_class} preset (--link NAME)")
+                         f"(--system NAME|FILE) or {'an' if link_class[0] in 'aeiou' else 'a'} {link_class} preset (--link NAME)")
 
 
 def _sweep_nodes(model: Any) -> int | None:
