@@ -33,6 +33,12 @@ class NotDetermined(UsageError):
     a caller weighing many layouts leaves this one out and says why."""
 
 
+class NoModelFor(UsageError):
+    """No fitted model, direct or derived, prices a collective on a link class (the message says what to give). A
+    grid of the sizes asked leaves those rows out and says so; a search for the best layout may not recommend
+    around layouts nobody priced, and refuses."""
+
+
 class EnvironmentFault(PyBenchError):
     """The machine, not the input, failed: a library, device or file system error."""
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from pybench.errors import NotDetermined, UsageError
+from pybench.errors import NoModelFor, NotDetermined, UsageError
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config, node_gpus
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
@@ -55,7 +55,7 @@ def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str],
           undetermined: dict[str, set[str]]) -> list[StepEstimate]:
     """Every row these models price; the rest, by reason, in ``undetermined`` (none priced: the first reason)."""
     rows: list[StepEstimate] = []
-    first: NotDetermined | None = None
+    first: NotDetermined | NoModelFor | None = None
     g, layers = cfg.gpus_per_node, cfg.shape.layers
     for s in cfg.strategies:
         for b in cfg.batches:
@@ -73,7 +73,7 @@ def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str],
                     continue
                 try:
                     rows.append(_with_node_efficiency(cfg, models, estimate_step(cfg, models, s, w, b)))
-                except NotDetermined as exc:  # not these inputs' to price: the other rows still are
+                except (NotDetermined, NoModelFor) as exc:  # not these inputs' to price: the others still are
                     first = first or exc
                     undetermined.setdefault(str(exc), set()).add(f"{s} on {w}")
     if first is not None and not rows:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
-from pybench.errors import BackendUnavailable, FileFormatError, NotDetermined, PyBenchError, UsageError
+from pybench.errors import BackendUnavailable, FileFormatError, NoModelFor, NotDetermined, PyBenchError, UsageError
 from pybench.planning.topology_models import TopologyCollective, topology_collectives
 
 __all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set",
@@ -229,7 +229,7 @@ class ModelSet:
 
         Raises
         ------
-        UsageError
+        NoModelFor
             When no model, direct or derived, covers the collective on this link class.
         """
         c = _norm_collective(collective)
@@ -250,9 +250,10 @@ class ModelSet:
                 return CommTime(bound.time_s, bound.time_low_s, bound.time_high_s,
                                 f"{UPPER_BOUND}: {bound.source}", bound.calibrated)
         have = sorted({f"{_norm_collective(m.collective)}/{m.link_class or 'any'}" for m in self.models})
-        raise UsageError(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
+        article = "an" if link_class[0] in "aeiou" else "a"
+        raise NoModelFor(f"no {c} model for {link_class} links (and none to derive it from); the model file has "
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it, or give the system "
-                         f"(--system NAME|FILE) or {'an' if link_class[0] in 'aeiou' else 'a'} {link_class} preset (--link NAME)")
+                         f"(--system NAME|FILE) or {article} {link_class} preset (--link NAME)")
 
 
 def _sweep_nodes(model: Any) -> int | None:

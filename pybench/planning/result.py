@@ -142,8 +142,8 @@ def ccr_table(result: CcrResult) -> str:
     c = result.config
     priced = c.priced
     # the parameters given price weights, gradients and FLOPs; the shape sets activations and the layer split
-    head = (f"# ccr: {format_param_count(c.params)} params as given (activations from the shape {c.shape}), seq {c.seq}, "
-            f"{c.gpus_per_node} GPUs/node, compute {c.flops_per_s / 1e12:.2f} TFLOP/s ({c.flops_source}), "
+    head = (f"# ccr: {format_param_count(c.params)} params as given (activations from the shape {c.shape}), "
+            f"seq {c.seq}, {c.gpus_per_node} GPUs/node, compute {c.flops_per_s / 1e12:.2f} TFLOP/s ({c.flops_source}), "
             f"overlap {'on, ' + format(c.bucket_bytes / 2**20, 'g') + ' MiB buckets' if c.overlap else 'off'}")
     lines = [head, _columns(c.overlap, priced)]
     lines += [_row_line(r, c.overlap, priced) for r in result.rows]

@@ -81,8 +81,13 @@ def test_one_node_log_and_25g_ethernet_stays_on_one_node(one_node_model):
 def test_ccr_takes_link_presets_too(one_node_model):
     res = ccr("1.3B", 2048, 1, "8,16", "ddp", models=one_node_model, flops_per_s=250e12, links=["eth-25g"])
     assert [r.world for r in res.rows] == [8, 16]
+    # without a link for 16 devices, the grid still answers 8 and says why not 16 (it refused both)
+    res = ccr("1.3B", 2048, 1, "8,16", "ddp", models=one_node_model, flops_per_s=250e12)
+    assert [r.world for r in res.rows] == [8]
+    (why,) = [n for n in res.notes if n.startswith("not priced")]
+    assert "ddp on 16" in why and "no allreduce model for inter-node links" in why and "--system" in why
     with pytest.raises(UsageError, match="no allreduce model for inter-node links"):
-        ccr("1.3B", 2048, 1, "8,16", "ddp", models=one_node_model, flops_per_s=250e12)
+        ccr("1.3B", 2048, 1, 16, "ddp", models=one_node_model, flops_per_s=250e12)
     with pytest.raises(UsageError, match="unknown link preset"):
         ccr("1.3B", 2048, 1, 8, "ddp", models=one_node_model, flops_per_s=250e12, links=["carrier-pigeon"])
 
