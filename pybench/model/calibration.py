@@ -266,6 +266,10 @@ class Spread:
     """ln(time / that more-node time scaled by the ring's steps, (p - 1) / (p_fitted - 1)): no schedule's time falls
     faster with fewer ranks, so the lower end lies no further below it than a fitted time strays from a run's
     (:attr:`Calibration.more_nodes_speedup`; inf: no such layout)."""
+    below_most_steps: float = math.inf
+    """ln(the slowest a fewer-node fitted time allows / time): the latency of a ring's steps over every rank, the
+    bytes at most doubled; the upper end lies no further above it than a fitted time strays from a run's
+    (:attr:`Calibration.more_nodes_speedup`; inf: no such layout)."""
 
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
         """(below, above): the log distances from the time to the ends of its 95% interval (the steps' bound, with
@@ -274,7 +278,8 @@ class Spread:
                                         calibration.unmeasured(self.described, self.shape_measured, self.preset),
                                         calibration.slower_widening(self.kind, self.below_sweep),
                                         calibration.more_nodes_speedup)
-        return min(below, self.above_fewest_steps + calibration.more_nodes_speedup), above
+        speedup = calibration.more_nodes_speedup
+        return min(below, self.above_fewest_steps + speedup), max(min(above, self.below_most_steps + speedup), 0.0)
 
     def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float],
                     slower: float | None = None, speedup: float = math.inf) -> tuple[float, float]:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Protocol
 
 from pybench.model.calibration import Spread
 from pybench.model.crossing import ModelLinks
+from pybench.model.link_cost import LinkCost
 
 
 class TimedModel(ModelLinks, Protocol):
@@ -19,6 +21,14 @@ class TimedModel(ModelLinks, Protocol):
 
     def _time(self, size: float, world: int, nodes: int, sharing: int = 1,
               rails: float | None = None) -> tuple[float, str, str]: ...
+
+    def _with_links(self, change: Callable[[LinkCost], LinkCost], which: str = "both") -> TimedModel: ...
+
+
+# No collective NCCL runs across nodes sends more than twice the bytes through a node's NICs on more nodes than on
+# fewer: a ring's 2(p-1)/p S grows by less, a double tree's from S on two nodes towards 2S, an all-to-all's from
+# half of each rank's buffer towards all of it.
+MOST_BYTES_GROWTH = 2.0
 
 
 def fewer_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
@@ -55,8 +65,22 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
         time_s = more_s
     if fewer_s > 0:
         spread = dataclasses.replace(spread, above_fewer_nodes=math.log(time_s / fewer_s))
+    if fewer > 1 and model.schedule == "ring":  # (from one node, the network's whole cost is new: no such bound)
+        slowest_s = _slowest_ring_s(model, size, world, per_node * fewer, fewer, sharing, fewer_s)
+        spread = dataclasses.replace(spread, below_most_steps=math.log(slowest_s / time_s))
     if more_s > 0:  # (a ring over fewer ranks pays fewer steps: no schedule's time falls faster than that)
         fewest_s = more_s * (world - 1) / (per_node * more - 1)
         spread = dataclasses.replace(spread, below_more_nodes=math.log(more_s / time_s),
                                      above_fewest_steps=math.log(time_s / fewest_s))
     return time_s, spread, notes
+
+
+def _slowest_ring_s(model: TimedModel, size: float, world: int, fitted_world: int, fitted_nodes: int, sharing: int,
+                    fitted_s: float) -> float:
+    """The most an operation over ``world`` ranks may take against the fitted time of ``fitted_world`` ranks (the
+    same ranks per node, fewer nodes): its latency paid at each step of a ring over every rank, (p - 1) /
+    (p_fitted - 1) times as many (no algorithm NCCL picks pays more steps), its bytes at most
+    :data:`MOST_BYTES_GROWTH` times as many through each node's NICs."""
+    bytes_only = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
+    bytes_s = min(bytes_only._time(size, fitted_world, fitted_nodes, sharing)[0], fitted_s)
+    return (fitted_s - bytes_s) * (world - 1) / (fitted_world - 1) + bytes_s * MOST_BYTES_GROWTH

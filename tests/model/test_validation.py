@@ -196,6 +196,31 @@ def test_the_shipped_lower_end_on_many_more_nodes_stays_near_the_fewer_node_time
         assert p.low_s >= more * 7 / 2159 * math.exp(-speedup) * (1 - 1e-9), (size, p)
 
 
+def test_the_upper_end_on_many_more_nodes_grows_no_faster_than_a_rings_steps():
+    """A 2-node Polaris fit asked for 540 nodes answered 1 GiB with an upper end of 606 s (the node-count widening
+    over eight doublings): a ring over all 2160 ranks pays 2159 / 7 times the fitted latency and at most twice the
+    bytes per node, and no algorithm NCCL picks pays more; the upper end reaches no further past that than a
+    fitted time strays. The measured 540-node times stay inside."""
+    from pybench.model.calibration import load_calibration
+    from pybench.model.node_count_bounds import MOST_BYTES_GROWTH
+    from pybench.model.topology_fit import fit_topology
+    from pybench.model.validation_cases import _polaris
+
+    layouts = _polaris(REPO / "tests" / "fixtures" / "shared_data", "allreduce")
+    model = fit_topology("allreduce", layouts[2])
+    stray = math.exp(load_calibration().more_nodes_speedup)
+    for size in (1 << 20, 1 << 30):
+        fitted = model.predict(size, 8, 2).time_s
+        p = model.predict(size, 2160, 540)
+        assert p.high_s <= stray * fitted * max(2159 / 7, MOST_BYTES_GROWTH) * (1 + 1e-9), (size, p)
+    big = model.predict(1 << 30, 2160, 540)
+    assert big.high_s < 1.0  # seconds, for a 1 GiB all-reduce that measured 74 ms
+    for o in layouts[540]:
+        if o.size_bytes >= 1 << 20:
+            p = model.predict(o.size_bytes, 2160, 540)
+            assert p.low_s <= o.time_s <= p.high_s, (o, p)
+
+
 def test_a_widening_has_a_bandwidth_part_and_a_latency_part_each_its_own_factor_of_its_share():
     """A cluster whose small sizes stray far between node counts (an H100 InfiniBand cluster's 4-node sweep ran
     its 1-8 MiB sizes at twice the 2- and 8-node times) does not widen the interval of the sizes its bytes rule:
