@@ -60,8 +60,8 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     rails = 1.0 if rails is None else rails
     share = _described_reach(model, world // nodes * sharing)
     # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
-    reach = (share * model.system.nic_Bps_per_node * load_calibration().efficiency(model.collective)
-             if model.system is not None and share < 1.0 else math.inf)
+    efficiency = model.inter.nic_efficiency or load_calibration().efficiency(model.collective)  # (a fit: typical)
+    reach = share * model.system.nic_Bps_per_node * efficiency if model.system is not None and share < 1.0 else math.inf
     times, labels = [], []
     for r in model.inter.all_regimes():
         time_s, label = regime_crossing_s(r, model.schedule, model.collective, size, world, nodes,
@@ -314,7 +314,7 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
         return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
                                    step_s=max(r.step_s, share * step + (1.0 - share) * r.step_s),
-                                   busbw_Bps=busbw, label=label, algorithm=algorithm)
+                                   busbw_Bps=busbw, label=label, algorithm=algorithm, nic_efficiency=efficiency)
 
     small_cap = calibration.small_protocol_busbw_Bps or math.inf  # 0: chosen on no log, nothing to cap with
     regimes = [across(r, calibration.crossing_step_latency_s, min(r.busbw_Bps * scale, small_cap)) for r in small]

@@ -35,6 +35,9 @@ class LinkCost:
     regimes: tuple[LinkCost, ...] = ()
     algorithm: str = "ring"
     """Across nodes, the algorithm this regime runs between them (``ring`` or ``tree``)."""
+    nic_efficiency: float = 0.0
+    """A described crossing's share of its NICs' rate (what it was priced at: the calibrated one, or 1 for the NICs
+    at their full rate); 0 elsewhere. Not in the file: a described link is priced again from its description."""
 
     @property
     def is_preset(self) -> bool:

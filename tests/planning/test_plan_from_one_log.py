@@ -173,15 +173,16 @@ def polaris_two_nodes(tmp_path_factory):
 
 def test_a_target_met_only_at_the_estimate_of_a_far_layout_is_said_not_determined(polaris_two_nodes, one_node_model):
     """A 2-node log (4 ranks per node) had the plan recommend 512 nodes for a target, "caution by its own bands",
-    while that layout's communication per step had a 95% interval from 0.1 s to thousands of seconds: the plan
-    now says the target is met at the estimate only, with the interval and what would narrow it."""
+    while that layout's communication per step had a 95% interval from 0.1 s to thousands of seconds (since bounded
+    by a ring's steps: still several times its estimate): the plan now says the target is met at the estimate only,
+    with the interval and what would narrow it."""
     kw = dict(models=polaris_two_nodes, flops_per_s=150e12, device_memory_gb=40, gpus_per_node=4, max_world=4096,
               target_samples_per_s=400)
     p = plan("13B", 4096, 1, **kw)
     (need,) = [a for a in p.records if isinstance(a, NeedAdvice)]
     r = p.recommended
     assert need.verdict is NeedVerdict.TARGET_MET and r.layout.nodes > 2
-    assert r.samples_per_s >= 400 > r.samples_per_s_slow_comm and r.comm_high_s > 10 * r.comm_s
+    assert r.samples_per_s >= 400 > r.samples_per_s_slow_comm and r.comm_high_s > 2 * r.comm_s
     assert not need.met_at_slow_comm and need.to_dict()["met_at_slow_comm"] is False
     said = next(a for a in p.advice if a.startswith("the target of 400"))
     assert "met at the estimate only" in said and f"{r.comm_high_s:.3g}" in said

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES, busbw_factor
-from pybench.errors import FileFormatError, SeveralTestsNamed
+from pybench.errors import CollectiveContradicted, FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
@@ -137,11 +137,11 @@ def looks_like_nccl_tests(text: str) -> bool:
 # Bytes per element of nccl-tests' type names (its -d values), for size = count x ranks x width.
 _TYPE_WIDTHS = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
                 "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2,
-                "f8e4m3": 1, "f8e5m2": 1}
+                "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}  # (rccl-tests' fp8 names)
 
 
 def _type_bytes(keys: list[tuple[str, str]]) -> dict[str, int]:
-    widths = {name: _TYPE_WIDTHS.get(name.strip().lower()) for name, _ in set(keys)}
+    widths = {name: _TYPE_WIDTHS.get(name.strip().lower(), DTYPES.get(canonical_dtype(name))) for name, _ in set(keys)}
     return {name: w for name, w in widths.items() if w is not None}
 
 
@@ -383,9 +383,9 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
     ratios = bus_ratios(table)
     bus = float(np.median(ratios)) if ratios else math.nan
     if collective and math.isfinite(bus) and not table.columns.old_layout and not ratio_agrees(collective, bus):
-        raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
-                              f"table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave --collective "
-                              f"out, or give the collective that ran")
+        raise CollectiveContradicted(f"{path}: line {table.header_line}: --collective {collective} disagrees with "
+                                     f"the table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave "
+                                     f"--collective out, or give the collective that ran", table.header_line)
     _refuse_contradicting_counts(path, table, collective, bus)
     check_world_override(path, table, coll, world_size, ratio_world, bus)
 
@@ -406,10 +406,11 @@ def _refuse_contradicting_counts(path, table: Table, collective: str | None, bus
         return
     printed = "size = count x type size, the whole buffer's count" if ranks == 1 else \
         f"size = count x {ranks} x type size, a count per rank"
-    raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the table's "
-                          f"count column ({printed} on every row), which no {collective} of nccl-tests prints: this "
-                          f"table measured another collective; leave --collective out (the log then says which "
-                          f"each table measured), or give the collective that ran")
+    raise CollectiveContradicted(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
+                                 f"table's count column ({printed} on every row), which no {collective} of "
+                                 f"nccl-tests prints: this table measured another collective; leave --collective out "
+                                 f"(the log then says which each table measured), or give the collective that ran",
+                                 table.header_line)
 
 
 def _rccl_csv(text: str) -> bool:
@@ -450,6 +451,7 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
     pre, previous = Preamble(), None
     named: set[str | None] = set()  # the programs the tables name
     failed: list[tuple[str | None, EmptyTable]] = []  # (program, its empty table) of tests that failed
+    contradicted: list[CollectiveContradicted] = []  # tables whose columns no run of ``collective`` prints
     i = 0
     while i < len(lines):
         names = header_tokens(lines[i])
@@ -478,9 +480,19 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             raise SeveralTestsNamed(f"{path}: --collective {collective} would name all the tests of this log alike "
                                   f"({', '.join(sorted(n for n in named if n))}); split the log into one file per "
                                   f"test, or fit it without --collective")
-        sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
+        try:
+            sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
+        except CollectiveContradicted as other:  # another test's table: the log's others may be this one's
+            contradicted.append(other)
         previous = pre.program or previous
         pre = Preamble(launch=pre.launch)  # one job's launcher line runs its tests alike
+    if not sets and contradicted:
+        raise contradicted[0]
+    if contradicted:
+        lines_out = ", ".join(str(e.line) for e in contradicted)
+        left = (f"--collective {collective}: {len(contradicted)} table(s) of this log left out (header line(s) "
+                f"{lines_out}): their busbw/algbw or count column is no {collective}'s, another test's")
+        sets = [dataclasses.replace(m, notes=(*m.notes, left)) for m in sets]
     if not sets:
         if failed:
             raise failed[0][1]
