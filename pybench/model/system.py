@@ -53,10 +53,11 @@ class SystemDescription(BaseModel):
     source: str = Field(min_length=1, max_length=800)
     gpus_per_node: int = Field(ge=1, le=1024)
     intra_fabric: Fabric
-    intra_GBps_per_gpu: float = Field(gt=0, le=1e5, allow_inf_nan=False)
+    # (lower bounds: 10 Mb/s, the slowest Ethernet; below, times overflow what a float holds)
+    intra_GBps_per_gpu: float = Field(ge=0.01, le=1e5, allow_inf_nan=False)
     """Per direction, per GPU, as vendors quote NVLink (GB/s = 1e9 B/s)."""
     nics_per_node: int = Field(ge=1, le=1024)
-    nic_Gbps: float = Field(gt=0, le=1e5, allow_inf_nan=False)
+    nic_Gbps: float = Field(ge=0.01, le=1e5, allow_inf_nan=False)
     """Per NIC port and direction, in Gbit/s as vendors quote it."""
     nic_kind: Literal["infiniband", "roce", "ethernet", "efa", "slingshot"] = "infiniband"
     rail_optimised: bool = False

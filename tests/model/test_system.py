@@ -48,6 +48,8 @@ def _write(tmp_path, **change):
     ({"gpus_per_node": 8, "nvlink_domain_gpus": 12}, "multiple of gpus_per_node"),
     ({"nic_Gbps": "fast"}, "nic_Gbps"),
     ({"nic_Gbps": float("inf")}, "non-finite"),
+    ({"nic_Gbps": 1e-300}, "nic_Gbps"),  # (a traceback: times beyond what a float holds)
+    ({"intra_GBps_per_gpu": 1e-300}, "intra_GBps_per_gpu"),
     ({"surprise": 1}, "surprise"),
     ({"intra_fabric": "pcie", "in_switch_reduction": True}, "only NVSwitches reduce"),
 ])
