@@ -337,11 +337,18 @@ def test_two_tests_in_one_log_are_two_sets_not_pooled(tmp_path):
     assert sorted(m.collective for m in fit_models(sets)) == ["allreduce", "alltoall"]
 
 
-def test_only_some_rank_lines_world_from_busbw():
+def test_only_some_rank_lines_world_from_busbw(tmp_path):
     m = _one(FIXTURES / "log_nccl_tests_partial_rank_lines_allreduce.txt")
     # 8 Rank lines on one host, busbw/algbw = 1.875: 16 ranks, and the link class is not guessed.
     assert (m.collective, m.world_size, m.link_class) == ("allreduce", 16, None)
-    assert any("Rank lines list 8 of 16" in n for n in m.notes)
+    assert "Rank lines list 8 of 16 ranks (world size from busbw/algbw)" in m.notes
+    # where the launcher's line gave the count, the note says so (it said busbw/algbw beside "from the mpirun
+    # command line" on a 1024-rank log that printed 100 Rank lines)
+    text = (FIXTURES / "log_nccl_tests_partial_rank_lines_allreduce.txt").read_text()
+    log = tmp_path / "launched.log"
+    log.write_text("mpirun -np 16 ./build/all_reduce_perf -b 8 -e 128M -f 2\n" + text)
+    launched = _one(log)
+    assert "Rank lines list 8 of 16 ranks (world size from the command line)" in launched.notes, launched.notes
 
 
 def test_osu_with_mvapich_warnings_keeps_all_19_sizes():

@@ -111,7 +111,9 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
             notes.append(f"Rank lines name ranks 0..{at_least - 1}; busbw/algbw said {world} ranks")
         world = at_least
     elif listed < world:
-        said = "--world" if world_size is not None else "busbw/algbw"
+        launched = pre.launch is not None and f"world size {world} from the {pre.launch.launcher} command line" in \
+            " ".join(notes)
+        said = "--world" if world_size is not None else "the command line" if launched else "busbw/algbw"
         notes.append(f"Rank lines list {listed} of {world} ranks (world size from {said})")
     notes.append(f"{listed} ranks on {hosts} host(s) per the Rank lines")
     if hosts > 1:
