@@ -921,3 +921,23 @@ def test_collective_picks_a_later_test_of_a_log_that_names_its_tests():
     from pybench.cli.fit_inputs import load_named
     (taken,) = load_named(str(log), "alltoall", None)
     assert taken.collective == "alltoall" and taken.world_size == 4
+
+
+def test_a_flux_jobs_ranks_and_nodes_come_from_its_jobspec_after_the_table(tmp_path):
+    """OSU logs of a public performance study ran under Flux: no launcher line, and the job's record after the table
+    ({"resources": [{"type": "node", "count": 4, "with": [{"type": "slot", "count": 8 ...}]}], tasks per slot 1).
+    pybench asked for --world; the record says 32 ranks on 4 nodes."""
+    log = FIXTURES / "public_logs" / "osu_gkegpu_flux_n4_ppn8_allreduce.out"
+    m = _one(log)
+    assert (m.collective, m.world_size) == ("allreduce", 32)
+    assert "32 ranks on 4 host(s) per the Flux jobspec" in m.notes
+    from pybench.model.topology_fit import observations_from
+    assert {(o.world, o.nodes) for o in observations_from([m])} == {(32, 4)}
+    # a damaged record says nothing: the count is asked for again
+    text = log.read_text().replace('"count": 8,', '"count": -8,')
+    bad = tmp_path / "bad.out"
+    bad.write_text(text)
+    assert _one(bad).world_size is None
+    deep = tmp_path / "deep.out"
+    deep.write_text(log.read_text().split("START OF JOBSPEC")[0] + "START OF JOBSPEC\n" + "[" * 100000 + "\n")
+    assert _one(deep).world_size is None

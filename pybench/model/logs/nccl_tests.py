@@ -50,11 +50,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES, busbw_factor
+from pybench.collectives import COLLECTIVES, busbw_factor
 from pybench.errors import CollectiveContradicted, FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.nccl_tests_counts import (
+    canonical_dtype,
+    collective_from_counts,
+    exact_world,
+    refuse_contradicting_counts,
+    type_bytes,
+)
 from pybench.model.logs.nccl_tests_precision import sharpen_times
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import (
@@ -107,14 +114,6 @@ def redop_name(text: str) -> str:
     return "" if value in ("", "none", "-") else value
 
 
-def canonical_dtype(name: str) -> str:
-    """pybench's dtype name for a log's type column (nccl-tests' own spellings kept)."""
-    key = name.strip().lower()
-    key = {"char": "int8"}.get(key, key)  # nccl-tests before 2019 (and NCCL 1.x) named int8 "char"
-    key = DTYPE_ALIASES.get(key, key)
-    return key if key in DTYPES or key == "int8" else name.strip().lower()
-
-
 _SNIFF_HEAD = 200000
 # Only a line holding one of these can be a table header ("size"; NCCL 1.x's "bytes").
 _MAYBE_HEADER_RE = re.compile(r"size|bytes", re.IGNORECASE)
@@ -135,29 +134,6 @@ def looks_like_nccl_tests(text: str) -> bool:
 
 
 # Bytes per element of nccl-tests' type names (its -d values), for size = count x ranks x width.
-_TYPE_WIDTHS = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
-                "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2,
-                "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}  # (rccl-tests' fp8 names)
-
-
-def _type_bytes(keys: list[tuple[str, str]]) -> dict[str, int]:
-    widths = {name: _TYPE_WIDTHS.get(name.strip().lower(), DTYPES.get(canonical_dtype(name))) for name, _ in set(keys)}
-    return {name: w for name, w in widths.items() if w is not None}
-
-
-def _collective_from_counts(table: Table, notes: list[str]) -> str | None:
-    """All-gather or reduce-scatter when the printed count is per rank (size = count x ranks x type
-    size, ranks > 1), for tables whose bandwidths are too small to tell by busbw/algbw."""
-    ranks = world_from_counts(table.sizes, table.counts, table.keys, _type_bytes(table.keys))
-    if ranks is None or ranks < 2:
-        return None  # count = size / type size: all-reduce, broadcast, reduce and send/recv alike
-    reduces = bool(table.redops - {"none", "-", ""})
-    name = "reducescatter" if reduces else "allgather"
-    notes.append(f"collective {name} inferred from the per-rank count (size = count x {ranks} x type size)"
-                 + ("" if reduces else " and redop none; alltoall counts alike: give --collective alltoall if it was"))
-    return name
-
-
 def _allreduce_from_rounding(table: Table, notes: list[str]) -> str | None:
     """All-reduce when some row prints busbw above algbw, even at 0.00 vs 0.01: only all-reduce's
     factor 2(n-1)/n exceeds 1 (send/recv, broadcast and reduce print the same number twice), and
@@ -168,20 +144,6 @@ def _allreduce_from_rounding(table: Table, notes: list[str]) -> str | None:
     notes.append("collective allreduce inferred from busbw printed above algbw (bandwidths too small for "
                  "their ratio; program name not in the log)")
     return "allreduce"
-
-
-def exact_world(collective: str | None, sizes: list[int], counts: list[int], keys: list[tuple[str, str]],
-                world: int | None, notes: list[str]) -> int | None:
-    """The per-rank count's exact world for all-gather, reduce-scatter, all-to-all (see world_from_counts)."""
-    if collective not in ("allgather", "reducescatter", "alltoall"):
-        return world
-    exact = world_from_counts(sizes, counts, keys, _type_bytes(keys))
-    if exact is None or exact < 2 or exact == world:  # 1: count = size/width, nothing per rank to read
-        return world
-    said = f" (busbw/algbw said {world})" if world is not None else ""
-    notes[:] = [n for n in notes if not n.startswith(f"world size {world} from busbw/algbw")]  # superseded
-    notes.append(f"world size {exact} from size = count x ranks x type size{said}")
-    return exact
 
 
 @dataclass
@@ -291,7 +253,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     # A per-rank count is exact, where busbw/algbw = (n-1)/n of an all-gather or reduce-scatter over
     # hundreds of ranks reads as send/recv's or a 2-rank all-reduce's 1.00: the counts speak first.
     count_notes: list[str] = []
-    by_counts = None if name else _collective_from_counts(table, count_notes)
+    by_counts = None if name else collective_from_counts(table, count_notes)
     coll, world, notes = infer(name or by_counts, table.redops, table.roots, bus_ratios(table),
                                raw_algbw_ratio(table), table.columns.old_layout)
     notes = count_notes + notes
@@ -322,7 +284,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     from_ratio = world
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
     counted = coll in ("allgather", "reducescatter", "alltoall") and world is not None and world > 1 and \
-        world_from_counts(table.sizes, table.counts, table.keys, _type_bytes(table.keys)) == world
+        world_from_counts(table.sizes, table.counts, table.keys, type_bytes(table.keys)) == world
     span = None
     if world == from_ratio and not counted and world_size is None and "world" not in pre.pybench \
             and not _prescaled(table):
@@ -386,31 +348,8 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
         raise CollectiveContradicted(f"{path}: line {table.header_line}: --collective {collective} disagrees with "
                                      f"the table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave "
                                      f"--collective out, or give the collective that ran", table.header_line)
-    _refuse_contradicting_counts(path, table, collective, bus)
+    refuse_contradicting_counts(path, table, collective, bus)
     check_world_override(path, table, coll, world_size, ratio_world, bus)
-
-
-# nccl-tests prints the count per rank for these (size = count x ranks x type size), the whole buffer's for the others
-_PER_RANK_COUNT = ("allgather", "reducescatter", "alltoall")
-
-
-def _refuse_contradicting_counts(path, table: Table, collective: str | None, bus: float) -> None:
-    """A --collective whose count column nccl-tests prints otherwise than the table does: an all-reduce's table
-    (count = size / type size) named all-gather would be relabelled, and pooled with the log's real all-gather
-    tables, where busbw/algbw alone cannot tell them apart (1.00 is a 2-rank all-reduce's, and nearly an all-gather's
-    over many ranks)."""
-    if collective not in COLLECTIVES or not (math.isfinite(bus) and bus > 0.005):  # busbw 0: one rank, counts alike
-        return
-    ranks = world_from_counts(table.sizes, table.counts, table.keys, _type_bytes(table.keys))
-    if ranks is None or (ranks > 1) == (collective in _PER_RANK_COUNT):
-        return
-    printed = "size = count x type size, the whole buffer's count" if ranks == 1 else \
-        f"size = count x {ranks} x type size, a count per rank"
-    raise CollectiveContradicted(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
-                                 f"table's count column ({printed} on every row), which no {collective} of "
-                                 f"nccl-tests prints: this table measured another collective; leave --collective out "
-                                 f"(the log then says which each table measured), or give the collective that ran",
-                                 table.header_line)
 
 
 def _rccl_csv(text: str) -> bool:

@@ -24,15 +24,9 @@ from pybench.collectives import COLLECTIVES
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import (
-    PROGRAM_RE,
-    PROGRAMS,
-    canonical_dtype,
-    exact_world,
-    infer,
-    ratio_agrees,
-    redop_name,
-)
+from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, redop_name
+from pybench.model.logs.nccl_tests_counts import canonical_dtype, exact_world
+from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import Columns, Rows, Table, is_wrong, wrong_note
 from pybench.model.logs.nccl_tests_world import ratio_allows, ratio_worlds
 

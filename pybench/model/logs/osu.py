@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from pybench.errors import FileFormatError, SeveralTestsNamed
+from pybench.model.logs.flux_jobspec import flux_layout
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import read_launch
 from pybench.model.logs.measurements import MeasurementSet
@@ -253,7 +254,21 @@ def _world_of_table(lines: list[str], header: int, name: str, world_size: int | 
     if world is not None or any(read_launch(ln) for ln in own):
         return world
     counts = {launch.ranks for ln in lines[:header] if (launch := read_launch(ln)) and launch.ranks}
-    return _world(lines[:header], name, world_size, notes) if len(counts) == 1 else None
+    if len(counts) == 1:
+        return _world(lines[:header], name, world_size, notes)
+    flux = None if counts else flux_layout(_trailer(lines, header))  # (under Flux, no launcher line is printed)
+    if flux is None:
+        return None
+    notes.append(f"world size {flux.ranks} from the Flux jobspec after the table")
+    notes.append(f"{flux.ranks} ranks on {flux.nodes} host(s) per the Flux jobspec")
+    return flux.ranks
+
+
+def _trailer(lines: list[str], header: int) -> list[str]:
+    """The lines after the table under ``header``, up to the next test's title or header."""
+    rest = lines[header + 1:]
+    end = next((i for i, ln in enumerate(rest) if _HEADER_RE.match(ln) or _TITLE_RE.search(ln)), len(rest))
+    return rest[:end]
 
 
 def parse_osu_text(text: str, path="<text>", collective: str | None = None,

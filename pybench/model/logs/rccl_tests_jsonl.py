@@ -31,7 +31,8 @@ from pybench.io.foreign_schemas import MAX_TIME_US, validate_foreign
 from pybench.io.schemas import MAX_WORLD, Rate, Size, Text, _Body
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import canonical_dtype, redop_name
+from pybench.model.logs.nccl_tests import redop_name
+from pybench.model.logs.nccl_tests_counts import canonical_dtype
 from pybench.model.logs.nccl_tests_table import is_wrong, wrong_note
 
 # rccl-tests' names, lower case -> pybench's.

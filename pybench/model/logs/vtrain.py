@@ -23,7 +23,7 @@ import numpy as np
 from pybench.collectives import COLLECTIVES
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import canonical_dtype
+from pybench.model.logs.nccl_tests_counts import canonical_dtype
 
 _HEADER_RE = re.compile(r"^\s*size\s*\(B\)\s*,\s*count\s*,\s*type\s*,\s*time\s*\(ns\)", re.IGNORECASE)
 _WORLD_RES = (re.compile(r"(\d+)\s*gpus?(?![a-z])", re.IGNORECASE), re.compile(r"gpus?_?(\d+)", re.IGNORECASE))
