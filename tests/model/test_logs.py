@@ -846,20 +846,9 @@ def test_collective_picks_its_tables_from_a_log_whose_ratios_tell_its_tests_apar
     busbw/algbw = 0.875") while the log without it told the two apart."""
     from pybench.cli.main import main as main_for_tests
 
-    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
-            "busbw #wrong\n")
-
-    def table(ratio, redop):
-        rows = ""
-        for s, t in ((1 << 20, 40.0), (1 << 24, 120.0), (1 << 28, 1400.0), (1 << 30, 5400.0)):
-            algbw = s / t / 1e3
-            rows += (f"{s:>12} {s // 4:>12}     float {redop:>7}      -1 {t:8.1f} {algbw:7.2f} {algbw * ratio:7.2f}"
-                     f"      0 {t:8.1f} {algbw:7.2f} {algbw * ratio:7.2f}      0\n")
-        return head + rows
-
     log = tmp_path / "page.md"
-    log.write_text("### All Reduce\n" + table(1.75, "sum") + "# Collective test concluded: all_reduce_perf\n"
-                   "### All 2 All\n" + table(0.875, "none"))
+    log.write_text("### All Reduce\n" + _unnamed_table(1.75, "sum", 1) + "# Collective test concluded: "
+                   "all_reduce_perf\n### All 2 All\n" + _unnamed_table(0.875, "none", 1))
     out = tmp_path / "m.json"
     assert main_for_tests(["fit", str(log), "--collective", "allreduce", "--world", "8", "-o", str(out)]) == 0
     said = capsys.readouterr().out
