@@ -86,9 +86,10 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   system the farthest any point the widenings cover lies beyond that time, so that the bound takes none of
   them and its misses do not add to theirs; over systems what covers one more); and at fewer nodes its lower
   end lies no further below the more-node time scaled by a ring's steps, (p - 1) / (p_fitted - 1), than that
-  same factor (no schedule's time falls faster with fewer ranks); at more nodes its upper end lies no further
-  above the slowest a fewer-node fitted time allows, that time's latency paid at each step of a ring over every
-  rank and its bytes at most doubled (no algorithm NCCL picks pays more), than that same factor;
+  same factor (no schedule's time falls faster with fewer ranks); for NCCL and RCCL at more nodes its upper
+  end lies no further above the slowest a fewer-node fitted time allows, that time's latency paid at each step
+  of a ring over every rank and its bytes at most doubled (no algorithm they pick pays more), than that same
+  factor;
 - *system description*: each 2-node log predicted from its system description (NICs per node and
   rate) and, for the A100 and MI300X nodes, a one-node log of the same node type at 8 GPUs (the vTrain
   A100 table; another MI300X cluster's log); the other nodes were never measured alone, so their links

@@ -53,16 +53,6 @@ class FileFormatError(PyBenchError):
     """A results file, model file or imported log cannot be read."""
 
 
-class CollectiveContradicted(FileFormatError):
-    """A table whose columns (busbw/algbw, the count) no run of the collective given prints: another test's table.
-    A log of several tests keeps the tables the collective given agrees with and leaves this one out."""
-
-    def __init__(self, message: str, line: int):
-        super().__init__(message)
-        self.line = line
-        """The table's header line."""
-
-
 class SeveralTestsNamed(FileFormatError):
     """A collective given for a log whose tables name several tests: it would name them all alike."""
 

@@ -191,7 +191,9 @@ def evaluate(cfg: CcrConfig, models: ModelSet, warnings: Sequence[str] = ()) -> 
     breakevens = _breakevens(cfg, models, rows, found)
     found += [f"skipped: {why}" for why in skipped]
     notes = (*not_priced_notes(undetermined), *grid_notes(cfg, models, rows))
-    return CcrResult(cfg, tuple(rows), tuple(breakevens), notes, tuple(found))
+    unpriced = sorted((x.rsplit(" on ", 1)[0], _world_of(x), why) for why, layouts in undetermined.items()
+                      for x in layouts)
+    return CcrResult(cfg, tuple(rows), tuple(breakevens), notes, tuple(found), tuple(unpriced))
 
 
 def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str | Sequence[int] = 1,

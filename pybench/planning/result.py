@@ -50,6 +50,8 @@ class CcrResult:
     breakevens: tuple[Breakeven, ...] = ()
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    not_priced: tuple[tuple[str, int, str], ...] = ()
+    """(strategy, world, why) of each combination asked for that these models do not price (the notes say it too)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The ``pybench.ccr`` JSON document (:func:`ccr_document`)."""
@@ -93,7 +95,8 @@ def ccr_document(result: CcrResult) -> dict[str, Any]:
     """The ``pybench.ccr`` document of a CCR result (see :data:`pybench.io.formats.CCR`)."""
     return stamp(CCR, {"config": result.config.to_dict(), "rows": [r.to_dict() for r in result.rows],
                        "breakevens": [b.to_dict() for b in result.breakevens], "notes": list(result.notes),
-                       "warnings": list(result.warnings)})
+                       "warnings": list(result.warnings),
+                       "not_priced": [{"strategy": s, "world": w, "reason": why} for s, w, why in result.not_priced]})
 
 
 def _columns(overlap: bool, priced: bool) -> str:

@@ -221,6 +221,22 @@ def test_the_upper_end_on_many_more_nodes_grows_no_faster_than_a_rings_steps():
             assert p.low_s <= o.time_s <= p.high_s, (o, p)
 
 
+def test_mpi_runs_take_no_rings_steps_bound():
+    """MPI libraries run algorithms of more steps or bytes than a ring (an Open MPI all-gather on 64 cloud nodes
+    took 7.6 times what the ring's bound allowed from 4 nodes): the bound is NCCL's and RCCL's alone."""
+    import dataclasses
+
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology_fit import fit_topology_models
+
+    (eks,) = load_measurements(REPO / "tests" / "fixtures" / "public_logs" /
+                               "osu_awseks_hpc7a_n32_ppn96_allreduce.log", world_size=3072)
+    (model,), _ = fit_topology_models([dataclasses.replace(eks, notes=(*eks.notes, "3072 ranks on 32 host(s)"))])
+    assert model.backend == "mpi" and model.schedule == "ring"
+    p = model.predict(1 << 20, 12288, 128)
+    assert p.spread is not None and p.spread.below_most_steps == math.inf
+
+
 def test_a_widening_has_a_bandwidth_part_and_a_latency_part_each_its_own_factor_of_its_share():
     """A cluster whose small sizes stray far between node counts (an H100 InfiniBand cluster's 4-node sweep ran
     its 1-8 MiB sizes at twice the 2- and 8-node times) does not widen the interval of the sizes its bytes rule:

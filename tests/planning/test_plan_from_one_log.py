@@ -86,6 +86,8 @@ def test_ccr_takes_link_presets_too(one_node_model):
     assert [r.world for r in res.rows] == [8]
     (why,) = [n for n in res.notes if n.startswith("not priced")]
     assert "ddp on 16" in why and "no allreduce model for inter-node links" in why and "--system" in why
+    (unpriced,) = res.to_dict()["not_priced"]
+    assert unpriced["strategy"] == "ddp" and unpriced["world"] == 16 and "inter-node" in unpriced["reason"]
     with pytest.raises(UsageError, match="no allreduce model for inter-node links"):
         ccr("1.3B", 2048, 1, 16, "ddp", models=one_node_model, flops_per_s=250e12)
     with pytest.raises(UsageError, match="unknown link preset"):

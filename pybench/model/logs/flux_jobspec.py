@@ -65,6 +65,6 @@ def _layout(spec: object) -> FluxLayout | None:
     else:
         per_slot = _count(count.get("per_slot"))
         ranks = nodes * slots * per_slot if per_slot is not None else None
-    if ranks is None or ranks < nodes or ranks > _MOST:
+    if ranks is None or ranks > _MOST or ranks % nodes:  # (ranks spread unevenly: no one count per node)
         return None
     return FluxLayout(ranks, nodes)

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.collectives import COLLECTIVES, busbw_factor
-from pybench.errors import CollectiveContradicted, FileFormatError, SeveralTestsNamed
+from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
@@ -345,9 +345,9 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
     ratios = bus_ratios(table)
     bus = float(np.median(ratios)) if ratios else math.nan
     if collective and math.isfinite(bus) and not table.columns.old_layout and not ratio_agrees(collective, bus):
-        raise CollectiveContradicted(f"{path}: line {table.header_line}: --collective {collective} disagrees with "
-                                     f"the table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave "
-                                     f"--collective out, or give the collective that ran", table.header_line)
+        raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
+                              f"table's busbw/algbw = {bus:.3f}, which no {collective} prints; leave --collective "
+                              f"out, or give the collective that ran")
     refuse_contradicting_counts(path, table, collective, bus)
     check_world_override(path, table, coll, world_size, ratio_world, bus)
 
@@ -386,11 +386,10 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
         raise FileFormatError(f"{path}: rccl-tests CSV (-Z csv), which pybench does not read: rerun with -Z json, "
                               f"or give the text output")
     lines = clean_lines(text)
+    _refuse_one_name_for_several(path, lines, collective)
     sets: list[MeasurementSet] = []
     pre, previous = Preamble(), None
-    named: set[str | None] = set()  # the programs the tables name
     failed: list[tuple[str | None, EmptyTable]] = []  # (program, its empty table) of tests that failed
-    contradicted: list[CollectiveContradicted] = []  # tables whose columns no run of ``collective`` prints
     i = 0
     while i < len(lines):
         names = header_tokens(lines[i])
@@ -414,24 +413,9 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             continue
         if pre.program is None:  # named only in the footer: "# Collective test concluded: alltoall_perf"
             pre.program = _concluded_after(lines, i)
-        named.add(pre.program)
-        if collective and len(named - {None}) > 1:
-            raise SeveralTestsNamed(f"{path}: --collective {collective} would name all the tests of this log alike "
-                                  f"({', '.join(sorted(n for n in named if n))}); split the log into one file per "
-                                  f"test, or fit it without --collective")
-        try:
-            sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
-        except CollectiveContradicted as other:  # another test's table: the log's others may be this one's
-            contradicted.append(other)
+        sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
         previous = pre.program or previous
         pre = Preamble(launch=pre.launch)  # one job's launcher line runs its tests alike
-    if not sets and contradicted:
-        raise contradicted[0]
-    if contradicted:
-        lines_out = ", ".join(str(e.line) for e in contradicted)
-        left = (f"--collective {collective}: {len(contradicted)} table(s) of this log left out (header line(s) "
-                f"{lines_out}): their busbw/algbw or count column is no {collective}'s, another test's")
-        sets = [dataclasses.replace(m, notes=(*m.notes, left)) for m in sets]
     if not sets:
         if failed:
             raise failed[0][1]
@@ -439,6 +423,18 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
                               f"'# size count type ... time algbw busbw')")
     return [dataclasses.replace(m, notes=m.notes + tuple(_failed_note(program, empty) for program, empty in failed))
             for m in sets]
+
+
+def _refuse_one_name_for_several(path, lines: list[str], collective: str | None) -> None:
+    """SeveralTestsNamed where ``collective`` is given for a log of several tables that names several tests: before
+    any table is read, as the first table's own check would refuse a later test's name first."""
+    if not collective:
+        return
+    programs = {m.group(1) for ln in lines if (m := PROGRAM_RE.search(ln))}
+    if len(programs) > 1 and sum(header_tokens(ln) is not None for ln in lines) > 1:
+        raise SeveralTestsNamed(f"{path}: --collective {collective} would name all the tests of this log alike "
+                                f"({', '.join(sorted(programs))}); split the log into one file per test, or fit it "
+                                f"without --collective")
 
 
 def _failed_note(program: str | None, empty: EmptyTable) -> str:

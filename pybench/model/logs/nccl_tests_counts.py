@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
-from pybench.errors import CollectiveContradicted
+from pybench.errors import FileFormatError
 from pybench.model.logs.nccl_tests_table import Table, world_from_counts
 
 
@@ -72,8 +72,7 @@ def refuse_contradicting_counts(path, table: Table, collective: str | None, bus:
         return
     printed = "size = count x type size, the whole buffer's count" if ranks == 1 else \
         f"size = count x {ranks} x type size, a count per rank"
-    raise CollectiveContradicted(f"{path}: line {table.header_line}: --collective {collective} disagrees with the "
-                                 f"table's count column ({printed} on every row), which no {collective} of "
-                                 f"nccl-tests prints: this table measured another collective; leave --collective out "
-                                 f"(the log then says which each table measured), or give the collective that ran",
-                                 table.header_line)
+    raise FileFormatError(f"{path}: line {table.header_line}: --collective {collective} disagrees with the table's "
+                          f"count column ({printed} on every row), which no {collective} of nccl-tests prints: this "
+                          f"table measured another collective; leave --collective out (the log then says which each "
+                          f"table measured), or give the collective that ran")
