@@ -859,12 +859,14 @@ def test_collective_picks_its_tables_from_a_log_whose_ratios_tell_its_tests_apar
     assert "taken" not in capsys.readouterr().err
 
 
-def _unnamed_table(ratio, redop, ranks_in_count):
-    """An nccl-tests table with no program name: busbw = ratio x algbw, count = size / (ranks_in_count x 4)."""
+def _unnamed_table(ratio, redop, ranks_in_count, slower=1.0):
+    """An nccl-tests table with no program name: busbw = ratio x algbw, count = size / (ranks_in_count x 4); its
+    times ``slower`` times those of a 200 GB/s link."""
     head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
             "busbw #wrong\n")
     rows = ""
-    for s, t in ((1 << 20, 40.0), (1 << 24, 120.0), (1 << 28, 1400.0), (1 << 30, 5400.0)):
+    for s, t in ((1 << 20, 40.0 * slower), (1 << 24, 120.0 * slower), (1 << 28, 1400.0 * slower),
+                 (1 << 30, 5400.0 * slower)):
         algbw = s / t / 1e3
         rows += (f"{s:>12} {s // (4 * ranks_in_count):>12}     float {redop:>7}      -1 {t:8.1f} {algbw:7.2f} "
                  f"{algbw * ratio:7.2f}      0 {t:8.1f} {algbw:7.2f} {algbw * ratio:7.2f}      0\n")
@@ -931,3 +933,12 @@ def test_a_flux_jobs_ranks_and_nodes_come_from_its_jobspec_after_the_table(tmp_p
     deep = tmp_path / "deep.out"
     deep.write_text(log.read_text().split("START OF JOBSPEC")[0] + "START OF JOBSPEC\n" + "[" * 100000 + "\n")
     assert _one(deep).world_size is None
+
+
+def test_an_all_reduce_over_many_ranks_on_a_slow_link_may_print_busbw_twice_algbw(tmp_path):
+    """2(n-1)/n rounds to 2.00 where busbw and algbw print two decimals under 1 GB/s: `--collective allreduce` refused
+    such a table ("which no allreduce prints") that the log itself named all_reduce_perf."""
+    log = tmp_path / "slow.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + _unnamed_table(2.0, "sum", 1, slower=400))
+    (m,) = load_measurements(log, collective="allreduce", world_size=64)
+    assert (m.collective, m.world_size) == ("allreduce", 64)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 # busbw/algbw of each family of collectives: 2(n-1)/n, (n-1)/n, 1.
-_RATIO_RANGES = {"allreduce": (0.98, 2.0), "allgather": (0.45, 1.02), "reducescatter": (0.45, 1.02),
+_RATIO_RANGES = {"allreduce": (0.98, 2.02), "allgather": (0.45, 1.02), "reducescatter": (0.45, 1.02),
                  "alltoall": (0.45, 1.02), "broadcast": (0.98, 1.02), "reduce": (0.98, 1.02),
                  "sendrecv": (0.98, 1.02)}
 
