@@ -430,8 +430,16 @@ def _refuse_one_name_for_several(path, lines: list[str], collective: str | None)
     any table is read, as the first table's own check would refuse a later test's name first."""
     if not collective:
         return
-    programs = {m.group(1) for ln in lines if (m := PROGRAM_RE.search(ln))}
-    if len(programs) > 1 and sum(header_tokens(ln) is not None for ln in lines) > 1:
+    programs, current = set(), None  # the programs that name a table: above its header, or in its footer
+    for ln in lines:
+        named = PROGRAM_RE.search(ln)
+        if named and "concluded" in ln:
+            programs.add(named.group(1))
+        elif named:
+            current = named.group(1)
+        elif current and header_tokens(ln) is not None:
+            programs.add(current)
+    if len(programs) > 1:
         raise SeveralTestsNamed(f"{path}: --collective {collective} would name all the tests of this log alike "
                                 f"({', '.join(sorted(programs))}); split the log into one file per test, or fit it "
                                 f"without --collective")
