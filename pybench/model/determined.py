@@ -99,8 +99,8 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
     across_missed = _node_counts_disagree(model)
     # (at one fitted node count, its other ranks per node are another GPU count per node: not this rule's)
     fitted_nodes = {n for w, n in model.fitted if n > 1}
-    # (not even between two fitted node counts: the shape's own times there are what it missed, by up to 20x on an
-    # MPI cluster at 256 nodes, so they bound nothing)
+    # (not even between two fitted node counts: the shape's own times there are what it missed, so they bound
+    # nothing)
     if nodes > 1 and across_missed and (world, nodes) not in model.fitted \
             and nodes not in {n for w, n in model.fitted if n > 1 and w // n == per_node} \
             and (len(fitted_nodes) > 1 or nodes not in fitted_nodes):
