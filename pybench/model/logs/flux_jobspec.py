@@ -15,10 +15,42 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 _MARK = "START OF JOBSPEC"
 # Beyond any machine: a count past it is a damaged record, not a job.
 _MOST = 1 << 24
+Count = Annotated[int, Field(strict=True, gt=0, le=_MOST)]
+
+
+class _Slot(BaseModel):
+    type: Literal["slot"]
+    count: Count
+
+
+class _Node(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    type: Literal["node"]
+    count: Count
+    slots: Annotated[list[_Slot], Field(alias="with", min_length=1, max_length=1)]
+
+
+class _TaskCount(BaseModel):
+    per_slot: Count | None = None
+    total: Count | None = None
+
+
+class _Task(BaseModel):
+    count: _TaskCount
+
+
+class _Jobspec(BaseModel):
+    """What a version-1 jobspec says of its layout (its other fields ignored)."""
+
+    resources: Annotated[list[_Node], Field(min_length=1, max_length=1)]
+    tasks: Annotated[list[_Task], Field(min_length=1, max_length=1)]
 
 
 @dataclass(frozen=True)
@@ -28,43 +60,18 @@ class FluxLayout:
 
 
 def flux_layout(lines: list[str]) -> FluxLayout | None:
-    """The job's ranks and nodes from the first jobspec record in ``lines``, None where there is none or it says
-    neither (a record without a node level, a count that is no positive integer, JSON that does not parse)."""
+    """The job's ranks and nodes from the first jobspec record in ``lines``: nodes x slots per node x tasks per slot
+    (or the tasks' total); None where there is none or it says neither (a record without a node level, a count that
+    is no positive integer, ranks spread unevenly over the nodes, JSON that does not parse)."""
     for i, line in enumerate(lines[:-1]):
         if line.strip() == _MARK:
             try:
-                spec = json.loads(lines[i + 1])
-            except (ValueError, RecursionError):
+                spec = _Jobspec.model_validate(json.loads(lines[i + 1]))
+            except (ValueError, RecursionError, ValidationError):
                 return None
-            return _layout(spec)
+            node, count = spec.resources[0], spec.tasks[0].count
+            ranks = count.total or (node.count * node.slots[0].count * count.per_slot if count.per_slot else None)
+            if ranks is None or ranks > _MOST or ranks % node.count:
+                return None
+            return FluxLayout(ranks, node.count)
     return None
-
-
-def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _MOST:
-        return None
-    return int(value)
-
-
-def _layout(spec: object) -> FluxLayout | None:
-    """Nodes x slots per node x tasks per slot (or the tasks' total) of a version-1 jobspec."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("resources"), list) or len(spec["resources"]) != 1:
-        return None
-    node = spec["resources"][0]
-    if not isinstance(node, dict) or node.get("type") != "node" or not isinstance(node.get("with"), list) \
-            or len(node["with"]) != 1 or not isinstance(node["with"][0], dict) or node["with"][0].get("type") != "slot":
-        return None
-    nodes, slots = _count(node.get("count")), _count(node["with"][0].get("count"))
-    tasks = spec.get("tasks")
-    count = tasks[0].get("count") if isinstance(tasks, list) and len(tasks) == 1 and isinstance(tasks[0], dict) \
-        else None
-    if nodes is None or slots is None or not isinstance(count, dict):
-        return None
-    if "total" in count:
-        ranks = _count(count["total"])
-    else:
-        per_slot = _count(count.get("per_slot"))
-        ranks = nodes * slots * per_slot if per_slot is not None else None
-    if ranks is None or ranks > _MOST or ranks % nodes:  # (ranks spread unevenly: no one count per node)
-        return None
-    return FluxLayout(ranks, nodes)
