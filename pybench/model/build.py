@@ -14,8 +14,9 @@ from pybench.errors import UsageError
 from pybench.model.anomalies import ANOMALY_RATIO, disturbed_sizes, find_anomalies, without
 from pybench.model.logs.measurements import MeasurementSet, one_reduction
 from pybench.model.piecewise import fit_alpha_beta, fit_single_line
-from pybench.model.piecewise_model import NO_TOPOLOGY, AlphaBetaModel, attach_topology
+from pybench.model.piecewise_model import NO_TOPOLOGY, AlphaBetaModel
 from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR
+from pybench.model.sweeps_joined import attach_topology
 from pybench.model.system import SystemDescription
 from pybench.model.topology import TopologyModel
 from pybench.model.topology_fit import fit_topology_models

@@ -24,7 +24,8 @@ from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_document
 from pybench.io.formats import MODEL, check_document
 from pybench.model.model_writer import models_to_document, save_models
-from pybench.model.piecewise_model import AlphaBetaModel, attach_topology
+from pybench.model.piecewise_model import AlphaBetaModel
+from pybench.model.sweeps_joined import attach_topology
 from pybench.model.system import SystemDescription, load_system
 from pybench.model.topology import TopologyModel
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +106,8 @@ class AlphaBetaModel:
     anomalies: tuple[Anomaly, ...] = ()
     topology: Any = field(default=None, compare=False, repr=False)
     """The model file's topology model of the same collective and backend, which answers for other layouts."""
+    sweeps: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    """The file's other sweeps of this collective, backend and element type: each answers its own layout."""
 
     # -- geometry --------------------------------------------------------------------
     @property
@@ -195,6 +196,9 @@ class AlphaBetaModel:
         if band not in (None, "prediction", "confidence"):
             raise UsageError(f"unknown band {band!r}; use 'prediction' or 'confidence'")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
+            own = next((x for x in self.sweeps if x.world_size == world and nodes in (None, x._fitted_nodes())), None)
+            if own is not None:  # a measured layout: its own sweep answers, as `pybench predict` does
+                return own.predict(size_bytes, world, band, nodes, calibration)
             p = self._predict_elsewhere(s, int(world), nodes)
             if band == "confidence":  # no mean is measured there to put a confidence band around
                 p = dataclasses.replace(p, provenance=f"{p.provenance} (a prediction interval: another layout has "
@@ -452,29 +456,6 @@ class AlphaBetaModel:
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write this model (and its topology model) to ``path``; see :func:`pybench.model.model_writer.save_models`."""
         return save_models([self], path, overwrite=overwrite, topology=[self.topology] if self.topology else [])
-
-
-def attach_topology(models: Sequence[AlphaBetaModel], topology: Sequence[Any]) -> list[AlphaBetaModel]:
-    """``models``, each with the topology model of its collective and backend (None where there is none). A curve
-    of another element type than the topology model was fitted on gets none, and a note that says why."""
-    from pybench.model.topology_fit import topology_dtype
-
-    def match(m: AlphaBetaModel) -> Any:
-        return next((tm for tm in topology if (tm.collective, tm.backend or m.backend) == (m.collective, m.backend)),
-                    None)
-
-    out = []
-    for m in models:
-        tm = match(m)
-        same = [x for x in models if (x.collective, x.backend) == (m.collective, m.backend)]
-        fitted_on = topology_dtype(same, m)
-        if tm is not None and m.dtype != fitted_on:
-            why = (f"{NO_TOPOLOGY}the {m.collective} topology model was fitted on the {fitted_on} sweeps only (element "
-                   f"types are not pooled): other layouts are answered for {fitted_on}; measure {m.dtype} there")
-            out.append(dataclasses.replace(m, topology=None, notes=m.notes if why in m.notes else (*m.notes, why)))
-        else:
-            out.append(dataclasses.replace(m, topology=tm))
-    return out
 
 
 def _gbps(bw_Bps: float) -> str:
