@@ -58,7 +58,9 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   both parts; and it is one protocol's curve, which NCCL's choice at the size asked can only beat (the
   curve carried on overestimates most of these points above a sweep), so the interval's slow side has
   widenings of its own, above the sweep (`slower_widening_above_sweep`) and below it
-  (`slower_widening_below_sweep`: smaller sizes may run on fewer channels than the curve did). Sizes whose bytes' rate the fitted sizes never measured are
+  (`slower_widening_below_sweep`: smaller sizes may run on fewer channels than the curve did), up to that of
+  the first octave below the sweep further down (fewer bytes take no longer, but for a protocol switch just
+  below it: a B200 log runs 2 MiB slower than 4 MiB). Sizes whose bytes' rate the fitted sizes never measured are
   answered "not determined" and are not scored: above a sweep that ended while latency ruled where its
   line says the bytes rule, and for GPUs from 16 MiB up after a sweep that ended below it (NCCL's
   bandwidth protocol, whose rate such a sweep never saw);

@@ -230,6 +230,12 @@ class AlphaBetaModel:
             low = np.where(above_top, np.maximum(low, float(top_t) * math.exp(-down)), low)
             per_byte = float(top_t) * math.exp(up) / self.size_max_bytes
             high = np.where(above_top, np.minimum(high, np.maximum(per_byte * s, t_arr)), high)
+        # Fewer bytes take no longer, but for a protocol switch just below the sweep (real logs run a size there
+        # slower than the one above it): further below, the upper end stays that first octave's.
+        if np.any(far_below := s < self.size_min_bytes / 2):
+            octave_t, octave_spread = self.times_and_spreads(np.array(self.size_min_bytes / 2), band)
+            ceiling = float(octave_t) * math.exp(octave_spread[0].bounds(calibration)[1])
+            high = np.where(far_below, np.minimum(high, np.maximum(ceiling, t_arr)), high)
         # An anomaly's own measurement is a real time at its size (a switch there, or a disturbed run): the
         # interval reaches it, wherever the trend lies.
         for a in self.anomalies:

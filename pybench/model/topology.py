@@ -1,34 +1,32 @@
 """A topology-aware cost model for collectives, shaped like NCCL's own tuning model.
 
-NCCL prices an operation as a per-call latency, plus a per-step latency times the steps the
-algorithm takes, plus the bytes over a per-rank bus bandwidth. pybench fits that shape, not
-one line per world size, so one fitted model answers for any (world, nodes):
+NCCL prices an operation as a per-call latency, plus a per-step latency times the steps the algorithm takes,
+plus the bytes over a per-rank bus bandwidth. pybench fits that shape, not one line per world size, so one
+fitted model answers for any (world, nodes):
 
     T(S, p) = base + hops(p) * step + (data_steps(p) + c) / p * S / B
 
-``hops`` and ``data_steps`` come from the algorithm (ring all-reduce: 2(p-1) each; tree:
-2 log2 p hops; NVLS: a flat 2 hops); ``c`` is the ring's pipeline fill and drain in units of
-one step's data, which is why bus bandwidth rises slowly with p on one NVSwitch node. The
-model is linear in (base, step, 1/B, c/B), so it is fitted by weighted least squares on
-relative error, with no parameter below zero and none that the data cannot tell apart (one
-world size cannot separate base from step).
+``hops`` and ``data_steps`` come from the algorithm (ring all-reduce: 2(p-1) each; tree: 2 log2 p hops; NVLS:
+a flat 2 hops); ``c`` is the ring's pipeline fill and drain in units of one step's data, which is why bus
+bandwidth rises slowly with p on one NVSwitch node. The model is linear in (base, step, 1/B, c/B), so it is
+fitted by weighted least squares on relative error, with no parameter below zero and none that the data
+cannot tell apart (one world size cannot separate base from step).
 
-Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's cost is the
-fastest of up to 4 such frames (:mod:`pybench.model.regimes`); their switch moves with p where they cross.
+Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's cost is the fastest
+of up to 4 such frames (:mod:`pybench.model.regimes`); their switch moves with p where they cross.
 
-Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps
-that cross nodes (or a preset or a system description, labelled as such). Across nodes the
-operation pays the inter-node step latency and runs at the inter-node bus bandwidth: fitted, it
-was measured end to end with the legs inside each node; a preset NIC runs at most at the
-intra-node link's rate. Every group that crosses a node's NICs at the same time shares them
-(:func:`~pybench.model.crossing.nic_floor_s`). Which ranks cross the NICs, and with how many
-bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`): one ring, one ring of
-node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
+Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps that cross
+nodes (or a preset or a system description, labelled as such). Across nodes the operation pays the
+inter-node step latency and runs at the inter-node bus bandwidth: fitted, it was measured end to end with
+the legs inside each node; a preset NIC runs at most at the intra-node link's rate. Every group that crosses
+a node's NICs at the same time shares them (:func:`~pybench.model.crossing.nic_floor_s`). Which ranks cross
+the NICs, and with how many bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`): one
+ring, one ring of node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
 
-Uncertainty: every prediction says what it rests on (:data:`KINDS`) and carries a 95% interval calibrated
-for that kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`). Where the inputs
-cannot determine the answer (a GPU count never measured on a fabric where a subset of GPUs has a subset of
-the links), the answer says so instead of a time.
+Uncertainty: every prediction says what it rests on (:data:`KINDS`) and carries a 95% interval calibrated for
+that kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`). Where the inputs cannot
+determine the answer (a GPU count never measured on a fabric where a subset of GPUs has a subset of the links),
+the answer says so instead of a time.
 """
 
 from __future__ import annotations
@@ -262,6 +260,9 @@ class TopologyModel:
         if size_bytes > (top := self.size_range[1]):  # above the sizes: no faster than the largest, per byte no slower
             edge = self.predict(top, world, asked, sharing, calibration, nics_as_fitted, nodes_are_hosts)
             low, high = max(low, min(edge.low_s, time_s)), min(high, max(edge.high_s * size_bytes / top, time_s))
+        elif size_bytes < (octave := self.size_range[0] // 2):  # far below: no slower than an octave below them
+            edge = self.predict(octave, world, asked, sharing, calibration, nics_as_fitted, nodes_are_hosts)
+            high = min(high, max(edge.high_s, time_s))  # (as the measured curve's: AlphaBetaModel.predict)
         return TopologyPrediction(int(size_bytes), world, asked, time_s, low, high, self.algorithm, schedule, kind,
                                   links, regime, spread=spread, caveats=(*caveats, *notes), size_notes=tuple(notes))
 
@@ -458,8 +459,7 @@ class TopologyModel:
                              f"system {system.name}: {system.intra_fabric} at {system.intra_GBps_per_gpu:g} GB/s "
                              f"per GPU (nominal)")
         inter = unless_described(self.inter)
-        notes = [f"system {system.summary()}",
-                 *fabric_mismatches(self, system), *implausible_regimes(self, system)]
+        notes = [f"system {system.summary()}", *fabric_mismatches(self, system), *implausible_regimes(self, system)]
         decided = None if nics_contradicted(self, system) else tree_bytes_on_nics(
             self, system.nic_Bps_per_node, self._local_sigma(self.size_range[1]))
         if decided is not None and self.inter is not None:

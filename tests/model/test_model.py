@@ -679,3 +679,21 @@ def test_beyond_a_sweep_that_ends_while_latency_rules_the_band_only_widens():
     assert widths == sorted(widths) and widths[0] > 1.0, widths
     with pytest.raises(NotDetermined, match="the bytes' rate that rules at 1G is not measured"):
         model.predict(float(1 << 30))  # where its own line says the bytes rule: their rate was never measured
+
+
+def test_far_below_the_measured_sizes_the_upper_end_stays_that_of_the_first_octave_below(tmp_path):
+    """An H100 cluster's 8-node sweep measured from 1 MiB answered 1 B with an upper end of 14,085 s: fewer bytes
+    take no longer, but for a protocol switch just below the sweep (a B200 log runs 2 MiB slower than 4 MiB), so
+    further below, the upper end is the first octave's; within that octave the widening stands."""
+    from pybench.model.logs import load_measurements
+
+    models = fit_models(load_measurements(PUBLIC_LOGS / "h100ib_gjaion_8node64_allreduce.log"))
+    (m,) = [x for x in models if x.world_size == 64]
+    octave = m.predict(float(m.size_min_bytes // 2))
+    for size in (1.0, 1024.0, 65536.0, m.size_min_bytes / 4):
+        p = m.predict(size)
+        assert p.time_low_s <= p.time_s <= p.time_high_s <= max(octave.time_high_s, p.time_s), (size, p)
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(PUBLIC_LOGS / "h100ib_gjaion_8node64_allreduce.log"), "-o", str(out)]) == 0
+    via_topology = load_model(out).topology.predict(1, 64, 8)
+    assert via_topology.high_s <= load_model(out).topology.predict(m.size_min_bytes // 2, 64, 8).high_s * (1 + 1e-9)

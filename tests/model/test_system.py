@@ -330,7 +330,7 @@ def test_a_crossing_on_a_measured_node_is_as_uncertain_as_nics_and_crossings_var
     nominal = TopologyModel("allreduce", "ring", None, None, ((2, 1),), (1, 1 << 40)).with_system(
         load_system("dgx-h100"))
     preset = fit_topology("allreduce", _sweep(8)).with_preset(get_preset("ib-ndr"))
-    for size in (1 << 14, 1 << 20, 1 << 30):
+    for size in (1 << 16, 1 << 20, 1 << 30):  # (the sweep from 64 KiB: far below it, another bound)
         on_node, on_nothing, on_preset = (m.predict(size, 16, 2) for m in (measured, nominal, preset))
         assert on_node.spread.shape_measured and not on_nothing.spread.shape_measured
         assert not on_preset.spread.shape_measured
