@@ -211,6 +211,9 @@ def run_fit(args) -> int:
         print(f"pybench: fit: {line}" + (f" ({count} tables)" if count > 1 else ""), file=sys.stderr)
     for tm in topology:
         print(f"\n{describe_topology(tm)}")
+    if args.system and not topology:  # a description lives in the topology model: none, nothing records it
+        print(f"pybench: fit: --system {args.system} not used: no topology model was fitted (the lines above say "
+              f"why), and only a topology model records a description", file=sys.stderr)
     save_models(models, out, overwrite=args.force, topology=topology)
     print(f"\nsaved {len(models)} model(s) and {len(topology)} topology model(s) to {out}")
     return 0

@@ -942,3 +942,15 @@ def test_an_all_reduce_over_many_ranks_on_a_slow_link_may_print_busbw_twice_algb
     log.write_text("# Collective test starting: all_reduce_perf\n" + _unnamed_table(2.0, "sum", 1, slower=400))
     (m,) = load_measurements(log, collective="allreduce", world_size=64)
     assert (m.collective, m.world_size) == ("allreduce", 64)
+
+
+def test_a_system_no_topology_model_records_is_said_unused(tmp_path, capsys):
+    """`fit --system gb200-nvl72` on a GB300 log of two sizes per table printed exactly what it printed without it:
+    no topology model was fitted, so nothing recorded the description."""
+    from pybench.cli.main import main as main_for_tests
+
+    log = tmp_path / "two_sizes.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + "".join(_unnamed_table(1.75, "sum", 1)
+                                                                             .splitlines(keepends=True)[:3]))
+    assert main_for_tests(["fit", str(log), "--world", "8", "--system", "dgx-h100", "-o", str(tmp_path / "m.json")]) == 0
+    assert "--system dgx-h100 not used: no topology model was fitted" in capsys.readouterr().err
