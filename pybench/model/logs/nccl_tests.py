@@ -56,6 +56,7 @@ from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests_counts import (
+    PER_RANK_COUNT,
     canonical_dtype,
     collective_from_counts,
     exact_world,
@@ -283,7 +284,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     _refuse_contradicting_overrides(path, table, pre, collective, world_size, coll, world)
     from_ratio = world
     world = exact_world(coll, table.sizes, table.counts, table.keys, world, notes)
-    counted = coll in ("allgather", "reducescatter", "alltoall") and world is not None and world > 1 and \
+    counted = coll in PER_RANK_COUNT and world is not None and world > 1 and \
         world_from_counts(table.sizes, table.counts, table.keys, type_bytes(table.keys)) == world
     span = None
     if world == from_ratio and not counted and world_size is None and "world" not in pre.pybench \

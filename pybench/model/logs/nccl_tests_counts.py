@@ -10,6 +10,9 @@ from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
 from pybench.errors import FileFormatError
 from pybench.model.logs.nccl_tests_table import Table, world_from_counts
 
+# nccl-tests prints the count per rank for these (size = count x ranks x type size), the whole buffer's for the others
+PER_RANK_COUNT = ("allgather", "reducescatter", "alltoall")
+
 
 def canonical_dtype(name: str) -> str:
     """pybench's dtype name for a log's type column (nccl-tests' own spellings kept)."""
@@ -45,7 +48,7 @@ def collective_from_counts(table: Table, notes: list[str]) -> str | None:
 def exact_world(collective: str | None, sizes: list[int], counts: list[int], keys: list[tuple[str, str]],
                 world: int | None, notes: list[str]) -> int | None:
     """The per-rank count's exact world for all-gather, reduce-scatter, all-to-all (see world_from_counts)."""
-    if collective not in ("allgather", "reducescatter", "alltoall"):
+    if collective not in PER_RANK_COUNT:
         return world
     exact = world_from_counts(sizes, counts, keys, type_bytes(keys))
     if exact is None or exact < 2 or exact == world:  # 1: count = size/width, nothing per rank to read
@@ -56,8 +59,6 @@ def exact_world(collective: str | None, sizes: list[int], counts: list[int], key
     return exact
 
 
-# nccl-tests prints the count per rank for these (size = count x ranks x type size), the whole buffer's for the others
-PER_RANK_COUNT = ("allgather", "reducescatter", "alltoall")
 
 
 def refuse_contradicting_counts(path, table: Table, collective: str | None, bus: float) -> None:
