@@ -137,6 +137,7 @@ def fit_model_file(measurements: Sequence[MeasurementSet], *, system: SystemDesc
     (list of AlphaBetaModel, list of TopologyModel, list of str)
         Models in order of first appearance.
     """
+    _refuse_several_devices(measurements)
     groups: dict[tuple[str, str, str | None, str], dict[int | None, list[MeasurementSet]]] = {}
     for m in one_reduction(measurements):
         key = (m.collective, m.backend, m.link_class, m.dtype)
@@ -146,6 +147,24 @@ def fit_model_file(measurements: Sequence[MeasurementSet], *, system: SystemDesc
     if system is not None:
         topology = [tm.with_system(system) for tm in topology]
     return [_with_topology_note(m, skipped) for m in attach_topology(models, topology)], topology, skipped
+
+
+def _device_key(name: str) -> str:
+    """A GPU name as drivers of other ages print it alike ("Tesla V100-SXM2-32GB", "NVIDIA ...")."""
+    return " ".join(w for w in name.lower().split() if w not in ("nvidia", "tesla"))
+
+
+def _refuse_several_devices(measurements: Sequence[MeasurementSet]) -> None:
+    """UsageError where the logs name different GPUs: their tables would be pooled as replicates of one
+    system, or read as its other layouts."""
+    first: dict[str, MeasurementSet] = {}
+    for m in measurements:
+        if m.device:
+            first.setdefault(_device_key(m.device), m)
+    if len(first) > 1:
+        named = " and ".join(f"{m.device!r} ({Path(m.path).name or m.label})" for m in list(first.values())[:2])
+        raise UsageError(f"the logs name different GPUs: {named}; a model file describes one system: fit each "
+                         f"system's logs into a file of its own")
 
 
 def _with_topology_note(model: AlphaBetaModel, skipped: list[str]) -> AlphaBetaModel:

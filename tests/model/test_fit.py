@@ -684,3 +684,43 @@ def test_a_table_too_short_to_fit_is_told_how_its_tool_sweeps_once_per_kind(tmp_
     assert main(["fit", str(one), str(full), "-o", str(tmp_path / "m.json")]) == 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if "skipped" in ln]
     assert len(err) == 1 and "-m 1:8G" in err[0] and "(2 tables alike)" in err[0], err
+
+
+# -- one system per model file -------------------------------------------------------------
+
+def test_logs_of_different_gpus_are_refused_not_pooled(tmp_path, capsys):
+    from conftest import PUBLIC_LOGS
+
+    from pybench.cli.main import main
+    h100 = PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce.log"
+    mi300x = PUBLIC_LOGS / "mi300x_aac10_2node16_allreduce.log"
+    assert {m.device for m in load_measurements(mi300x)} == {"AMD Instinct MI300X"}
+    assert {m.device for m in load_measurements(h100)} == {"NVIDIA H100 80GB HBM3"}
+    with pytest.raises(UsageError, match="different GPUs.*'NVIDIA H100 80GB HBM3'.*'AMD Instinct MI300X'"):
+        fit_models(load_measurements(h100) + load_measurements(mi300x))
+    assert main(["fit", str(h100), str(mi300x), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+    assert err.count("\n") == 1 and "fit each system's logs into a file of its own" in err
+
+
+def test_one_gpu_named_by_drivers_of_other_ages_is_one_system(tmp_path):
+    def log(name: str, rank_device: str) -> Path:
+        def row(s: int) -> str:
+            us = 1 + s / 2e4
+            half = f"{us:8.2f}  {s / us / 1e3:6.2f}  {s / us / 1e3:6.2f}       0"
+            return f"{s:>12} {s // 4:>12}  float     sum      -1  {half}  {half}"
+        rows = "\n".join(row(2 ** k) for k in range(10, 24))
+        path = tmp_path / name
+        path.write_text("# nThread 1 nGpus 1 minBytes 1024 maxBytes 8388608 step: 2(factor) warmup iters: 5\n"
+                        f"#  Rank  0 Pid 1 on node1 device  0 [0x07] {rank_device}\n"
+                        f"#  Rank  1 Pid 2 on node1 device  1 [0x0a] {rank_device}\n"
+                        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+                        "     time   algbw   busbw #wrong\n" + rows + "\n")
+        return path
+    sets = load_measurements(log("old.log", "Tesla V100-SXM2-32GB")) + load_measurements(
+        log("new.log", "NVIDIA V100-SXM2-32GB"))
+    assert [m.device for m in sets] == ["Tesla V100-SXM2-32GB", "NVIDIA V100-SXM2-32GB"]
+    assert fit_models(sets)[0].n_points == 2 * 2 * 14
+    with pytest.raises(UsageError, match="different GPUs"):
+        fit_models(sets + load_measurements(log("other.log", "NVIDIA A100-SXM4-40GB")))

@@ -87,6 +87,9 @@ class MeasurementSet:
     redop: str = ""
     """The reduction the rows ran (``sum``, ``max``, ...; empty where the log does not say or
     the collective does not reduce): an ``-o all`` log holds one set per reduction."""
+    device: str = ""
+    """The GPU model the log names for its ranks (nccl-tests' Rank lines, its JSON's config.devices), several
+    joined by ", "; empty where the log does not say."""
 
     def __post_init__(self):
         size = _frozen_array(self.size_bytes, "size_bytes", dtype=np.int64)

@@ -103,6 +103,8 @@ PROGRAMS = {
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
 _NGPUS_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
+# "... device  0 [0000:1b:00] NVIDIA H100 80GB HBM3": the GPU's name after its bus id
+_DEVICE_NAME_RE = re.compile(r"\bdevice\s+\d+\s+(?:\[[^\]]*\]\s*)?(\S.*?)\s*$")
 _PID_RE = re.compile(r"\bPid\s+(\d+)")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)(?:\s*\(([^()]{1,160})\))?")
 # "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
@@ -165,6 +167,8 @@ class Preamble:
     """nccl-tests' ``# nThread T nGpus G`` line: each process drove T x G GPUs (``-t``, ``-g``); 0 unread."""
     gpus_per_thread: int = 0
     """Its G: the GPUs whose kernels one thread launches."""
+    devices: dict[int, str] = field(default_factory=dict)
+    """rank -> the GPU name its Rank line prints."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
@@ -184,6 +188,9 @@ class Preamble:
             if self.ranks.get(rank, host) != host or (before is not None and before != where):
                 self.repeated.setdefault(rank, {before or self.ranks[rank]}).add(where)
             self.ranks[rank], self.pids[rank] = host, where
+            named = _DEVICE_NAME_RE.search(stripped)
+            if named:
+                self.devices[rank] = named.group(1)[:120]
         pm = PROGRAM_RE.search(stripped)
         # "Collective test concluded: X" closes the previous test; it does not name the next.
         if pm and "concluded" not in stripped:
@@ -328,7 +335,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
             time_low_s=low[sel] if spread else None, time_high_s=high[sel] if spread else None,
             time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
             path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra),
-            redop=redop_name(key[1])))
+            redop=redop_name(key[1]), device=", ".join(sorted(set(pre.devices.values())))))
     return out
 
 

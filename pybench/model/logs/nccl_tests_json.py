@@ -56,14 +56,22 @@ def _pybench_run(data: dict[str, Any]) -> dict[str, str]:
     return {k: str(v)[:160] for k, v in run.items() if k in ("backend", "mpi_library") and isinstance(v, str)}
 
 
-def _hosts(data: dict[str, Any]) -> dict[int, str]:
+def _listed(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """config.devices (or a top-level devices list): one entry per listed process, with its rank."""
     config = data.get("config")
     devices = (config.get("devices") if isinstance(config, dict) else None) or data.get("devices") or []
-    hosts = {}
-    for d in devices if isinstance(devices, list) else []:
-        if isinstance(d, dict) and isinstance(d.get("rank"), int):
-            hosts[int(d["rank"])] = str(d.get("hostname", ""))
-    return hosts
+    return [d for d in devices if isinstance(d, dict) and isinstance(d.get("rank"), int)] \
+        if isinstance(devices, list) else []
+
+
+def _hosts(data: dict[str, Any]) -> dict[int, str]:
+    return {int(d["rank"]): str(d.get("hostname", "")) for d in _listed(data)}
+
+
+def _device_names(data: dict[str, Any]) -> str:
+    """The GPU names config.devices lists (its device_info), several joined by ", "."""
+    return ", ".join(sorted({str(d["device_info"]).strip()[:120] for d in _listed(data)
+                             if isinstance(d.get("device_info"), str) and d["device_info"].strip()}))
 
 
 def _per_process(data: dict[str, Any]) -> int:
@@ -192,7 +200,7 @@ def parse_nccl_tests_json(data: Any, path="<json>", collective: str | None = Non
         notes.append(f"pybench's -J file of its {backend} backend")
     if _pybench_run(data).get("mpi_library"):
         notes.append(f"MPI library: {_pybench_run(data)['mpi_library']}")
-    return _sets(path, rows, coll, world, link, notes, backend)
+    return _sets(path, rows, coll, world, link, notes, backend, _device_names(data))
 
 
 def _refuse_contradicting_overrides(path, data: dict[str, Any], rows: Rows, collective: str | None,
@@ -357,7 +365,7 @@ def _backend(data: dict[str, Any]) -> str:
 
 
 def _sets(path, rows: Rows, coll: str, world: int | None, link: str | None,
-          notes: list[str], backend: str) -> list[MeasurementSet]:
+          notes: list[str], backend: str, device: str) -> list[MeasurementSet]:
     size, time = np.array(rows.sizes, dtype=np.int64), np.array(rows.times) * 1e-6
     in_place = np.array(rows.in_place, dtype=float) * 1e-6
     in_place[~(in_place > 0)] = math.nan
@@ -368,5 +376,5 @@ def _sets(path, rows: Rows, coll: str, world: int | None, link: str | None,
                                   time_s=time[sel],
                                   time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
                                   path=str(path), time_statistic="mean", notes=tuple(notes + extra),
-                                  redop=redop_name(key[1])))
+                                  redop=redop_name(key[1]), device=device))
     return out
