@@ -374,7 +374,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                           price_per_device_hour=price_per_device_hour, memory_headroom=memory_headroom,
                           bytes_per_param=bytes_per_param, straggler_cv=straggler_cv, slow_node=slow_node,
                           comm_bytes_per_value=comm_bytes_per_value, param_comm_bytes_per_value=comm_bytes_per_value)
-    ev = _Inputs(cfg, CachedModels(given), batch)
+    ev = _Inputs(cfg, CachedModels(given.for_wire_bytes(cfg.grad_bytes_per_value)), batch)
     replica = batch / (training_flops(P, batch * seq, False) / cfg.flops_per_s)
     use = _device_use(cfg.flops_per_s, peak_flops_per_s, loader_samples_per_s, replica)
     search = _search(ev, max_world, max_batch, global_batch_limit, global_batch, loader_samples_per_s,

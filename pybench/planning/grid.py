@@ -184,6 +184,7 @@ def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate], searc
 
 def evaluate(cfg: CcrConfig, models: ModelSet, warnings: Sequence[str] = ()) -> CcrResult:
     """The CCR grid of ``cfg`` with these models (``warnings`` are carried into the result)."""
+    models = models.for_wire_bytes(cfg.grad_bytes_per_value)
     skipped: list[str] = []
     undetermined: dict[str, set[str]] = {}
     rows = _rows(cfg, models, skipped, undetermined)

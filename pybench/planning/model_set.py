@@ -84,6 +84,10 @@ _DERIVATIONS: dict[str, list[tuple[list[tuple[str, float, int | None]], str]]] =
 }
 
 
+# The element types whose sweeps price an exchange of so many bytes per value, the training types first.
+_WIRE_TYPES = {2: ("bfloat16", "float16"), 4: ("float32",)}
+
+
 class ModelSet:
     """Chooses a fitted model for (collective, link class, world) and predicts with it.
 
@@ -94,8 +98,10 @@ class ModelSet:
     recorded in ``notes``; when nothing fits, UsageError names what is missing.
     """
 
-    def __init__(self, models: Iterable[CollectiveModel], backend: str | None = None):
+    def __init__(self, models: Iterable[CollectiveModel], backend: str | None = None,
+                 wire_bytes: int | None = None):
         self.models: list[CollectiveModel] = list(models)
+        self._given, self._backend = list(self.models), backend
         if not self.models:
             raise UsageError("no communication models given; fit some with `pybench fit LOG... -o FILE`")
         self.notes: list[str] = []
@@ -110,8 +116,10 @@ class ModelSet:
             chosen = "nccl" if "nccl" in backends else backends[0]
             self.models = [m for m in self.models if getattr(m, "backend", chosen) == chosen]
             self.notes.append(f"models for backends {', '.join(backends)}: using {chosen} (choose with backend=NAME)")
-        self._one_dtype()
-        self.models += self._topology_of(self.models)
+        of_backend = list(self.models)
+        self._one_dtype(wire_bytes)
+        # (the topology model, fitted on one element type, answers other layouts for every type, as predict does)
+        self.models += self._topology_of(of_backend)
 
     @staticmethod
     def _topology_of(models: Sequence[CollectiveModel]) -> list[CollectiveModel]:
@@ -126,14 +134,24 @@ class ModelSet:
                     if link is not None]
         return out
 
-    def _one_dtype(self) -> None:
+    def for_wire_bytes(self, wire_bytes: int) -> ModelSet:
+        """This set with the element type that moves ``wire_bytes`` per value where its file fitted one (a bf16
+        gradient exchange on the bfloat16 sweeps of a ``-d all`` log); itself where that changes nothing."""
+        if len({str(getattr(m, "dtype", "") or "") for m in self._given} - {""}) < 2:
+            return self
+        return ModelSet(self._given, self._backend, wire_bytes)
+
+    def _one_dtype(self, wire_bytes: int | None) -> None:
         # A file fitted from a nccl-tests -d all log holds one model per element type; the plan prices
-        # bytes, so it takes one type, float32 where fitted (models without a type always stay).
+        # bytes, so it takes one type: the one of the bytes exchanged, else float32 (models without a
+        # type always stay).
         types = sorted({str(getattr(m, "dtype", "") or "") for m in self.models} - {""})
         if len(types) > 1:
-            chosen = "float32" if "float32" in types else types[0]
+            wire = [t for t in _WIRE_TYPES.get(wire_bytes or 0, ()) if t in types]
+            chosen = wire[0] if wire else "float32" if "float32" in types else types[0]
             self.models = [m for m in self.models if (getattr(m, "dtype", "") or chosen) == chosen]
-            self.notes.append(f"models for element types {', '.join(types)}: using {chosen}")
+            why = f" ({wire_bytes} B per value exchanged)" if wire else ""
+            self.notes.append(f"models for element types {', '.join(types)}: using {chosen}{why}")
 
     def _note(self, note: str) -> None:
         if note not in self.notes:

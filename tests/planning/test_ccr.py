@@ -7,6 +7,7 @@ so every result can be computed by hand.
 """
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -412,6 +413,41 @@ def test_real_fitted_model_file(tmp_path):
     assert ddp8.comm_s == pytest.approx(ring_allreduce(size, 8, 5e-6, 150e9), rel=1e-3)
     assert ddp16.comm_s == pytest.approx(ring_allreduce(size, 16, 20e-6, 25e9), rel=1e-3)
     assert res.rows[2].comm_s == pytest.approx(ddp8.comm_s, rel=1e-3)  # RS + AG derived as 2 x AR/2
+
+
+def test_a_file_of_several_element_types_prices_the_exchange_on_the_type_of_its_bytes():
+    """A -d all log fits one model per type: a bf16 gradient exchange takes the bfloat16 sweep, an fp32 one the
+    float32 sweep, where float32 alone was taken before."""
+    import numpy as np
+
+    from pybench.model.piecewise import fit_alpha_beta
+    from pybench.model.piecewise_model import AlphaBetaModel
+
+    sizes = 2.0 ** np.arange(20, 31)
+    models = [AlphaBetaModel(collective="allreduce", backend="nccl", link_class="intra-node", world_size=8,
+                             dtype=dtype, segments=fit_alpha_beta(sizes, 5e-6 + 1.75 * sizes / bw).segments)
+              for dtype, bw in (("float32", 100e9), ("bfloat16", 50e9), ("int8", 10e9))]
+    bf16 = ccr("7B", 4096, 1, 8, "ddp", models=models, flops_per_s=400e12)
+    assert bf16.rows[0].comm_s == pytest.approx(5e-6 + 1.75 * 2 * 7e9 / 50e9, rel=1e-3)
+    assert any("using bfloat16 (2 B per value exchanged)" in n for n in bf16.notes)
+    fp32 = ccr("7B", 4096, 1, 8, "ddp", models=models, flops_per_s=400e12, comm_bytes_per_value=4)
+    assert fp32.rows[0].comm_s == pytest.approx(5e-6 + 1.75 * 4 * 7e9 / 100e9, rel=1e-3)
+    chosen = plan("7B", 4096, 1, models=models, flops_per_s=400e12, max_world=8, gpus_per_node=8)
+    assert any("using bfloat16" in n for n in chosen.notes)
+
+
+def test_the_topology_model_of_one_element_type_answers_other_layouts_for_the_type_chosen():
+    from conftest import PUBLIC_LOGS
+
+    from pybench.model.build import fit_models
+    from pybench.model.logs import load_measurements
+    sets = load_measurements(PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce.log")
+    models = fit_models(sets + [dataclasses.replace(m, dtype="bfloat16") for m in sets])
+    assert {(m.dtype, m.topology is None) for m in models} == {("float32", False), ("bfloat16", True)}
+    res = ccr("7B", 4096, 1, "16,32", "ddp", models=models, flops_per_s=400e12, gpus_per_node=8)
+    assert any("using bfloat16" in n for n in res.notes)
+    assert any("topology model" in n for n in res.notes) and not any("ring formula" in n for n in res.notes)
+    assert ModelSet(models).for_wire_bytes(2).time("allreduce", 1e9, 32, "inter-node", nodes=4).calibrated
 
 
 # --- plan -----------------------------------------------------------------------------------------------
