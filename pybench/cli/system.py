@@ -31,8 +31,9 @@ def add_parsers(subparsers) -> None:
                          "pybench system --recorded ar.json   # the machine a result was measured on",
                          "NCCL_TOPO_DUMP_FILE=topo.xml pybench allreduce ...; pybench system --detect "
                          "--topology-dump topo.xml"))
-    p.add_argument("name", nargs="?", default=None, metavar="NAME|FILE",
-                   help="a named system or a description file to show (default: list the named systems)")
+    p.add_argument("name", nargs="*", metavar="NAME|FILE",
+                   help="a named system or a description file to show (default: list the named systems; "
+                        "`list` and `show NAME` read alike)")
     p.add_argument("--detect", action="store_true", help="describe this machine instead (default off)")
     p.add_argument("--evidence", action="store_true",
                    help="with --detect: print what was detected, from where, and what was not, as JSON, even "
@@ -50,6 +51,7 @@ def run_system(args) -> int:
     from pybench.errors import UsageError
     from pybench.model.system import load_system, named_systems
 
+    args.name = _one_name(args.name)
     if not args.detect and (args.evidence or args.topology_dump):
         raise UsageError("--evidence and --topology-dump describe this machine: give them with --detect")
     if args.recorded is not None:
@@ -60,12 +62,27 @@ def run_system(args) -> int:
         if args.name is not None:
             raise UsageError(f"--detect describes this machine; {args.name!r} names another: give one of them")
         return _detect(args)
-    if args.name is None or (args.name == "list" and not Path(args.name).exists()):  # `system list`: as users guess
+    if args.name is None:
         for name in named_systems():
             print(load_system(name).summary())
         return 0
     print(json.dumps(load_system(args.name).model_dump(exclude_defaults=True), indent=1))
     return 0
+
+
+def _one_name(names: list[str]) -> str | None:
+    """The one NAME or FILE given, None for none; `list` and `show NAME` (as users guess) read as none and NAME."""
+    from pybench.errors import UsageError
+
+    if names and names[0] in ("list", "show") and not Path(names[0]).exists():
+        verb, names = names[0], names[1:]
+        if verb == "show" and not names:
+            raise UsageError("`system show` needs a NAME or FILE (`pybench system` lists the names)")
+        if verb == "list" and names:
+            raise UsageError(f"`system list` takes no name; show one with `pybench system {names[0]}`")
+    if len(names) > 1:
+        raise UsageError(f"give one NAME or FILE, not {len(names)} ({' '.join(names)})")
+    return names[0] if names else None
 
 
 def _detect(args) -> int:

@@ -16,6 +16,7 @@ was constrained) are refused on load, with the remedy (refit).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,12 +72,26 @@ def load_models(path: str | Path, *, system: str | SystemDescription | None = No
     FileFormatError
         Unreadable, not JSON, wrong schema, newer schema version, malformed entry.
     """
-    return models_from_document(read_document(path, MODEL), path, system)
+    return models_from_document(_model_document(path), path, system)
 
 
 def load_topology(path: str | Path) -> list[TopologyModel]:
     """The topology-aware models a model file holds (none in files written before them)."""
-    return _entries(read_document(path, MODEL), "topology", TopologyModel.from_dict, path)
+    return _entries(_model_document(path), "topology", TopologyModel.from_dict, path)
+
+
+def _model_document(path: str | Path) -> dict[str, Any]:
+    """The model file's document; a measurement given in its place is refused saying how to fit it first."""
+    try:
+        return read_document(path, MODEL)
+    except FileFormatError as refused:
+        from pybench.model.logs import load_measurements  # (the log readers are needed only here)
+        try:
+            load_measurements(path)
+        except (FileFormatError, UsageError):
+            raise refused from None
+        raise FileFormatError(f"{path} holds measurements, not a fitted model: fit it first "
+                              f"(`pybench fit {shlex.quote(str(path))} -o MODEL.json`) and give MODEL.json") from None
 
 
 def load_model(path: str | Path, *, collective: str | None = None, link_class: str | None = None,

@@ -229,6 +229,16 @@ def test_bad_model_files(tmp_path, content, fragment):
     assert fragment in str(info.value) and "\n" not in str(info.value) and str(path) in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["public_logs/h100ib_gjaion_2node16_allreduce.log", "nccl_tests_allreduce_8xa100.json",
+                                  "compare_allreduce_a.json"])
+def test_a_measurement_given_as_a_model_says_to_fit_it_first(tmp_path, capsys, name):
+    from pybench.cli.main import main
+    with pytest.raises(FileFormatError, match=r"holds measurements, not a fitted model: fit it first \(`pybench fit "):
+        load_models(FIXTURES / name)
+    assert main(["predict", str(FIXTURES / name), "--sizes", "1M"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
 def test_unphysical_old_model_is_refused_with_the_remedy(tmp_path):
     # A file written before the fit was constrained, with the negative latency that
     # predicted -10015 us at 16 MiB on 8 ranks.

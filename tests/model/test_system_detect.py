@@ -82,6 +82,10 @@ def test_system_lists_and_shows_named_systems_as_files_that_load_back(capsys, tm
     path = tmp_path / "mine.json"
     path.write_text(capsys.readouterr().out)
     assert load_system(path) == load_system("dgx-1-v100")
+    assert main(["system", "show", "dgx-1-v100"]) == 0  # as users guess it, with `system list`
+    assert load_system(path) == load_system(path.write_text(capsys.readouterr().out) and path)
+    assert main(["system", "list"]) == 0
+    assert [ln.split(":")[0] for ln in capsys.readouterr().out.splitlines()] == named_systems()
 
 
 def test_detect_prints_a_description_that_system_file_accepts(capsys, tmp_path, monkeypatch, h100_node):
@@ -101,6 +105,9 @@ def test_detect_prints_a_description_that_system_file_accepts(capsys, tmp_path, 
     (["system", "no-such-system"], "unknown system 'no-such-system'"),
     (["system", "--evidence"], "give them with --detect"),
     (["system", "dgx-h100", "--detect"], "give one of them"),
+    (["system", "show"], "`system show` needs a NAME or FILE"),
+    (["system", "list", "dgx-h100"], "`system list` takes no name"),
+    (["system", "dgx-h100", "aws-p5"], "give one NAME or FILE, not 2"),
 ])
 def test_system_bad_input_is_one_line_exit_2(capsys, argv, says):
     assert main(argv) == 2
