@@ -39,7 +39,7 @@ from pybench.planning.config import CcrConfig, make_ccr_config, node_gpus
 from pybench.planning.grid import grid_notes, not_priced_notes, undetermined_worlds
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.plan_result import Plan
-from pybench.planning.preset_check import unused_presets
+from pybench.planning.preset_check import system_caveats, unused_presets
 from pybench.planning.records import (
     RULE_ORDER,
     AccumulationAdvice,
@@ -367,7 +367,8 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     global_batch = None if global_batch is None else int(global_batch)
     profile = load_compute(compute) if isinstance(compute, str) else compute
     given = as_model_set(models, backend, links, system)
-    warnings = unused_presets(given, links, isinstance(models, str))
+    warnings = unused_presets(given, links, isinstance(models, str)) + system_caveats(
+        given, system, isinstance(models, str))
     cfg = make_ccr_config(P, seq, batch, 1, "ddp", compute=profile, flops_per_s=flops_per_s, shape=shape,
                           gpus_per_node=gpus_per_node, bucket_mb=bucket_mb, device_memory_gb=device_memory_gb,
                           overlap=overlap, flash_attention=flash_attention, price_per_node_hour=price_per_node_hour,

@@ -19,7 +19,7 @@ from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config, node_gpus
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.overlap import OverlapProfile
-from pybench.planning.preset_check import unused_presets
+from pybench.planning.preset_check import system_caveats, unused_presets
 from pybench.planning.result import Breakeven, CcrResult
 from pybench.planning.step import StepEstimate, estimate_step
 from pybench.planning.strategies import MEMORY_HEADROOM, make_layout
@@ -263,7 +263,8 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         models), naming the parameter.
     """
     model_set = as_model_set(models, backend, links, system)
-    unused = unused_presets(model_set, links, isinstance(models, str))
+    unused = unused_presets(model_set, links, isinstance(models, str)) + system_caveats(
+        model_set, system, isinstance(models, str))
     if isinstance(params, CcrConfig):
         return evaluate(params, model_set, unused)
     if seq is None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pybench.planning.model_set import ModelSet
 
-__all__ = ["unused_presets"]
+__all__ = ["unused_presets", "system_caveats"]
 
 
 def _measured(models: ModelSet, link_class: str) -> list[str]:
@@ -48,3 +48,29 @@ def unused_presets(models: ModelSet, links: Sequence[str], from_file: bool = Tru
                         f"from measurements ({'; '.join(measured)}), which come first; drop links={name}, or fit "
                         f"a file without those measurements to price {name}")
     return said
+
+
+def system_caveats(models: ModelSet, system: str | None, from_file: bool = True) -> list[str]:
+    """What ``system`` (a description's name or file) cannot do for ``models``, as ``pybench predict --system``
+    says it: nothing where the models were given as objects, only bounds where both link classes were measured,
+    and the figures it contradicts."""
+    if not system:
+        return []
+    if not from_file:
+        return [f"system {system} is not used: a description fills the link classes of a model file, and these "
+                f"models were given as objects; pass the model file's path to use system={system}"]
+    from pybench.model.description_checks import fabric_mismatches
+    from pybench.model.system import load_system
+    name = load_system(system).name
+    said: dict[str, list[str]] = {}  # what is said -> the collectives it is said of
+    fitted = {id(tm): tm for m in models.models if (tm := getattr(m, "model", None)) is not None
+              and getattr(m, "any_world", False) and getattr(getattr(tm, "system", None), "name", None) == name}
+    for tm in fitted.values():
+        if tm.intra is not None and tm.inter is not None and not any(
+                link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
+            said.setdefault("measured both link classes; the description only bounds the layouts and says which "
+                            "are not determined", []).append(tm.collective)
+        for line in fabric_mismatches(tm, tm.system_per_node(tm.system)):
+            said.setdefault(line, []).append(tm.collective)
+    return [f"system {name}: {', '.join(dict.fromkeys(of))} model{'s' if len(of) > 1 else ''}: {line}"
+            for line, of in said.items()]
