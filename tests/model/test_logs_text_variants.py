@@ -68,6 +68,24 @@ def test_a_log_of_one_failed_test_is_refused_quoting_the_failure(tmp_path, capsy
     assert "the test failed (line 18: cnode2-002: Test NCCL failure common.cu:401" in err
 
 
+def test_a_test_that_failed_on_its_first_row_is_a_failed_test_too(tmp_path, capsys):
+    # nccl-tests printed the row's size and type, then the failure on the same line (NVIDIA/nccl-tests#355): it was
+    # "a row's size and type with no times after them", and the test after it was never read
+    lines = FAILED_FIRST.read_text().splitlines(keepends=True)
+    lines[17] = ("     2097152         32768     float    none      -1 cnode2-002: Test CUDA failure common.cu:389 "
+                 "'an illegal memory access was encountered'\n")
+    path = tmp_path / "failed_row.log"
+    path.write_text("".join(lines))
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size, len(m)) == ("sendrecv", 8, 10)
+    assert any("failed before its first row" in n and "illegal memory access" in n for n in m.notes)
+    path.write_text("".join(lines[:25]))
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "line 18: the row of size 2097152 has no times; the test failed (line 18: 2097152 " \
+        "32768 float none -1 cnode2-002: Test CUDA failure common.cu:389" in err
+
+
 # --- C: line prefixes ------------------------------------------------------------------------------------
 
 PREFIXES = {

@@ -63,10 +63,10 @@ from pybench.model.logs.nccl_tests_counts import (
     refuse_contradicting_counts,
     type_bytes,
 )
+from pybench.model.logs.nccl_tests_failure import EmptyTable
 from pybench.model.logs.nccl_tests_precision import sharpen_times
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import (
-    EmptyTable,
     Table,
     alltoall_fingerprint,
     bus_ratios,

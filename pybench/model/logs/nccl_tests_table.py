@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pybench.errors import FileFormatError
+from pybench.model.logs.nccl_tests_failure import EmptyTable, reported_failure
 from pybench.model.logs.nccl_tests_precision import Cell, half_last_digit
 
 _FOOTERS = ("Avg bus bandwidth", "Out of bounds", "Collective test concluded")
@@ -103,19 +104,6 @@ class Table(Rows):
     """Per half, the rows of both halves whose #wrong printed N/A: no check reported there."""
     reported: dict[str, int] = field(default_factory=dict)
     """Per half, the rows of both halves that printed its #wrong cell."""
-
-
-# nccl-tests' own failure report ("Test NCCL failure common.cu:401 '...'", "Test CUDA failure ...")
-_FAILURE_RE = re.compile(r"\bTest (?:NCCL |CUDA |MPI )?failure\b")
-
-
-class EmptyTable(FileFormatError):
-    """A header with no rows under it. ``failure``: (line number, text) of the failure the test reported, if any;
-    ``resume``: the index of the line after the header, where another test's lines may begin."""
-
-    def __init__(self, message: str, failure: tuple[int, str] | None, resume: int) -> None:
-        super().__init__(message)
-        self.failure, self.resume = failure, resume
 
 
 # The NCCL 1.x test programs (all_reduce_test ..., 2016-2017) named the columns differently.
@@ -388,9 +376,13 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
             end = j + 1
         j += 1
     closed = j < len(lines) and any(f in lines[j] for f in _FOOTERS)
+    failed = reported_failure(lines, start + 1, j)
+    said = f"; the test failed (line {failed[0]}: {failed[1][:160]})" if failed else ""
+    if pending is not None and (closed or not table.sizes):  # (failed at its first size: later tests may have run)
+        raise (EmptyTable(f"{path}: line {pending[1]}: the row of size {pending[0][0]} has no times{said}", failed,
+                          start + 1) if failed and not table.sizes else
+               FileFormatError(f"{path}: line {pending[1]}: a row's size and type with no times after them{said}"))
     if pending is not None:
-        if closed or not table.sizes:
-            raise FileFormatError(f"{path}: line {pending[1]}: a row's size and type with no times after them")
         what = "has no times" if len(pending[0]) == table.columns.time[0] else "has its out-of-place half alone"
         table.notes.append(f"line {pending[1]}: the row of size {pending[0][0]} {what} (the run stopped during it) "
                            f"and is skipped")
@@ -408,8 +400,6 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
         table.notes.append(wrong_note(table.wrong, table.wrong_rows, "nccl-tests' #wrong column"))
     if not table.sizes:
         skipped = f" ({len(table.notes)} row(s) of size 0)" if table.notes else ""
-        failed = next(((k + 1, lines[k].strip()) for k in range(start + 1, j) if _FAILURE_RE.search(lines[k])), None)
-        said = f"; the test failed (line {failed[0]}: {failed[1][:120]})" if failed else ""
         raise EmptyTable(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}{said}", failed,
                          start + 1)
     # What follows the last row (Rank lines, a program name) belongs to the next table.

@@ -1,0 +1,26 @@
+"""A test that nccl-tests reports failed: its table has no rows, and the tests after it in the log may have run."""
+
+from __future__ import annotations
+
+import re
+
+from pybench.errors import FileFormatError
+
+# nccl-tests' own failure report ("Test NCCL failure common.cu:401 '...'", "Test CUDA failure ...")
+_FAILURE_RE = re.compile(r"\bTest (?:NCCL |CUDA |MPI )?failure\b")
+
+
+class EmptyTable(FileFormatError):
+    """A header with no rows under it. ``failure``: (line number, text) of the failure the test reported, if any;
+    ``resume``: the index of the line after the header, where another test's lines may begin."""
+
+    def __init__(self, message: str, failure: tuple[int, str] | None, resume: int) -> None:
+        super().__init__(message)
+        self.failure, self.resume = failure, resume
+
+
+def reported_failure(lines: list[str], start: int, end: int) -> tuple[int, str] | None:
+    """(line number, its words) of the first failure nccl-tests reports in ``lines[start:end]``, with the rank's
+    label or the row's size and type that may come before it on its line."""
+    return next(((k + 1, " ".join(lines[k].split())) for k in range(start, end) if _FAILURE_RE.search(lines[k])),
+                None)
