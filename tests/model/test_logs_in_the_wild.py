@@ -271,7 +271,7 @@ def test_osu_tests_that_are_not_send_recv_keep_their_own_names(tmp_path):
         "# OSU MPI Scatterv Latency Test v7.2\n" + full + lat: ("scatterv", None),
         "# OSU MPI Reduce_scatter_block Latency Test v7.2\n" + full + lat: ("reducescatter", None),
         "# OSU MPI_Put Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("one-sided put", None),
-        "# OSU MPI Multi-threaded Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("p2p_latency", 2),
+        "# OSU MPI Multi-threaded Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("p2p_latency_mt", 2),
         "# OSU MPI Latency Test v7.2\n# Size          Latency (us)\n1 0.9\n2 0.9\n": ("p2p_latency", 2),
     }
     path = tmp_path / "osu.txt"
@@ -283,6 +283,19 @@ def test_osu_tests_that_are_not_send_recv_keep_their_own_names(tmp_path):
     path.write_text("# OSU MPI Multiple Bandwidth / Message Rate Test v7.4\n# [ pairs: 48 ] [ window size: 64 ]\n"
                     "# Size                  MB/s        Messages/s\n1 40.0 40000000.0\n2 80.0 40000000.0\n")
     assert (load_measurements(path)[0].collective, load_measurements(path)[0].world_size) == ("p2p_mbw", 96)
+
+
+def test_osu_multi_threaded_latency_is_not_pooled_with_one_threads(tmp_path, capsys):
+    # a GKE job's log ran osu_latency then osu_latency_mt: both were fitted as one p2p_latency curve
+    def table(base_us: float) -> str:
+        return "# Size          Latency (us)\n" + "".join(f"{s} {base_us + s / 1e4:.2f}\n" for s in (1, 4, 16, 64, 256))
+    path = tmp_path / "osu.txt"
+    path.write_text("# OSU MPI Latency Test v7.2\n" + table(1.5)
+                    + "# OSU MPI Multi-threaded Latency Test v7.2\n" + table(4.0))
+    assert [(m.collective, m.world_size) for m in load_measurements(path)] == [("p2p_latency", 2),
+                                                                               ("p2p_latency_mt", 2)]
+    assert main_for_tests(["fit", str(path), "-o", str(tmp_path / "m.json")]) == 0
+    assert "pybench has no model for 'p2p_latency_mt'" in capsys.readouterr().err
 
 
 def test_osu_under_a_launcher_label_and_its_datatype_below_the_header(tmp_path):

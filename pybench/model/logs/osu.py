@@ -37,10 +37,15 @@ _PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
 # The point-to-point tests' titles (what is left of them, lower case) -> pybench name. Only these
 # are point-to-point: a title naming no collective and none of these is an unknown test.
 _P2P_TITLES = [
-    (re.compile(r"^(?:multi-threaded\s+)?bi-directional bandwidth$"), "p2p_bibw"),
+    (re.compile(r"^bi-directional bandwidth$"), "p2p_bibw"),
     (re.compile(r"^multiple bandwidth\s*/\s*message rate$"), "p2p_mbw"),
-    (re.compile(r"^(?:multi-threaded\s+)?bandwidth$"), "p2p_bw"),
-    (re.compile(r"^(?:multi-threaded\s+)?latency$"), "p2p_latency"),
+    (re.compile(r"^bandwidth$"), "p2p_bw"),
+    (re.compile(r"^latency$"), "p2p_latency"),
+    # osu_latency_mt, osu_bw_mt ...: several threads per rank share its messages, another test than one
+    # thread's (never pooled with it as a replicate)
+    (re.compile(r"^multi-threaded\s+bi-directional bandwidth$"), "p2p_bibw_mt"),
+    (re.compile(r"^multi-threaded\s+bandwidth$"), "p2p_bw_mt"),
+    (re.compile(r"^multi-threaded\s+latency$"), "p2p_latency_mt"),
 ]
 _COLLECTIVE_WORDS = {
     # The vector variants (equal counts in OSU, but their own call) keep their own names.
@@ -54,7 +59,7 @@ _COLLECTIVE_WORDS = {
 }
 
 
-_TWO_RANK_TESTS = ("p2p_latency", "p2p_bw", "p2p_bibw")
+_TWO_RANK_TESTS = ("p2p_latency", "p2p_bw", "p2p_bibw", "p2p_latency_mt", "p2p_bw_mt", "p2p_bibw_mt")
 """osu_latency, osu_bw and osu_bibw: exactly 2 ranks (osu_mbw_mr's pairs are counted from its header)."""
 
 PER_RANK_SIZES = ("allgather", "alltoall")
