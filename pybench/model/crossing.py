@@ -138,7 +138,8 @@ def nic_share_caveat(model: ModelLinks, per_node: int, nic_share: float) -> str:
         return (f"NICs per rank unknown at {per_node} ranks per node (fitted at {round(per_node / nic_share)}): "
                 f"between the node's NICs shared and one NIC per rank, in the interval; give --system NAME|FILE "
                 f"to say")
-    return (f"{per_node} ranks per node drive {nic_share:g}x the NICs of the fitted layout's on {model.system.name}, "
+    ranks = f"{per_node} ranks per node drive" if per_node > 1 else "1 rank per node drives"
+    return (f"{ranks} {nic_share:g}x the NICs of the fitted layout's on {model.system.name}, "
             f"but whether those NICs held its rate (or the node's own links did) no input says: between the two, "
             f"in the interval; fit that ranks-per-node count to know")
 
