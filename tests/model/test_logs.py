@@ -921,7 +921,7 @@ def test_a_flux_jobs_ranks_and_nodes_come_from_its_jobspec_after_the_table(tmp_p
     pybench asked for --world; the record says 32 ranks on 4 nodes."""
     log = FIXTURES / "public_logs" / "osu_gkegpu_flux_n4_ppn8_allreduce.out"
     m = _one(log)
-    assert (m.collective, m.world_size) == ("allreduce", 32)
+    assert (m.collective, m.world_size, m.link_class) == ("allreduce", 32, "inter-node")  # (4 hosts: not unknown)
     assert "32 ranks on 4 host(s) per the Flux jobspec" in m.notes
     from pybench.model.topology_fit import observations_from
     assert {(o.world, o.nodes) for o in observations_from([m])} == {(32, 4)}

@@ -31,6 +31,7 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 _PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
 # A table's header; a collector may indent the output.
 _HEADER_RE = re.compile(r"^\s*#\s*Size\s+\S")
+_HOSTS_NOTE_RE = re.compile(r"\d+ ranks on (\d+) host\(s\)")
 # osu_mbw_mr: "# [ pairs: 48 ] [ window size: 64 ]"; each pair is two ranks.
 _PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
 
@@ -355,7 +356,10 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
     backend = "nccl" if title and title[0].upper().startswith("NCCL") else "mpi"
     # "# Datatype:" sits above the header (OSU 7.3+) or just below it (7.2)
     dtype = _dtype(lines[_previous_header(lines, header):header + 2], name, notes)
+    # the hosts a launcher line or Flux's jobspec names say which links the ranks crossed
+    hosts = next((int(m.group(1)) for n in notes if (m := _HOSTS_NOTE_RE.match(n))), None)
+    link = None if hosts is None else "inter-node" if hosts > 1 else "intra-node"
     return MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
-                          link_class=None, dtype=dtype, size_bytes=size_arr, time_s=time_s,
+                          link_class=link, dtype=dtype, size_bytes=size_arr, time_s=time_s,
                           time_low_s=time_low, time_high_s=time_high, path=str(path),
                           time_statistic="mean", notes=tuple(notes))
