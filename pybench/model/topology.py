@@ -12,22 +12,17 @@ bandwidth rises slowly with p on one NVSwitch node. The model is linear in (base
 fitted by weighted least squares on relative error, with no parameter below zero and none that the data
 cannot tell apart (one world size cannot separate base from step).
 
-Protocol regimes: NCCL runs the fastest algorithm x protocol (LL, LL128, Simple), so a link's cost is the fastest
-of up to 4 such frames (:mod:`pybench.model.regimes`); their switch moves with p where they cross.
+Protocol regimes: a link's cost is the fastest of up to 4 algorithm x protocol frames (:mod:`pybench.model.regimes`).
 
-Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps that cross
-nodes (or a preset or a system description, labelled as such). Across nodes the operation pays the
-inter-node step latency and runs at the inter-node bus bandwidth: fitted, it was measured end to end with
-the legs inside each node; a preset NIC runs at most at the intra-node link's rate. Every group that crosses
-a node's NICs at the same time shares them (:func:`~pybench.model.crossing.nic_floor_s`). Which ranks cross
-the NICs, and with how many bytes, is the model's schedule (:mod:`pybench.model.topology_schedules`): one
-ring, one ring of node leaders, or what Open MPI 5 runs (:mod:`pybench.model.mpi_openmpi`).
+Two link classes: intra-node parameters from single-node sweeps, inter-node ones from sweeps that cross nodes (or
+a preset or a system description, labelled as such). Across nodes the operation pays the inter-node step latency
+and runs at the inter-node bus bandwidth (fitted: measured end to end with the legs inside each node; a preset NIC
+runs at most at the intra-node link's rate), every group crossing a node's NICs at once sharing them. Which ranks
+cross them, with how many bytes, is the schedule (:mod:`pybench.model.topology_schedules`).
 
-Uncertainty: every prediction says what it rests on (:data:`KINDS`) and carries a 95% interval calibrated for
-that kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`). Where the inputs cannot
-determine the answer (a GPU count never measured on a fabric where a subset of GPUs has a subset of the links),
-the answer says so instead of a time.
-"""
+Uncertainty: every prediction says what it rests on (:data:`KINDS`) and carries a 95% interval calibrated for that
+kind by leave-one-dataset-out validation (:mod:`pybench.model.calibration`), or says that its inputs cannot
+determine it (a GPU count never measured on a fabric where a subset of GPUs has a subset of the links)."""
 
 from __future__ import annotations
 
@@ -44,6 +39,7 @@ from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FITTED_SWEEP, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
+    as_asked,
     chain_latency,
     described_crossing,
     nic_floor_s,
@@ -54,6 +50,7 @@ from pybench.model.crossing import (
     tree_or_ring_caveat,
     unknown_nic_share,
     unknown_tree_bytes,
+    whole_domains,
 )
 from pybench.model.description_checks import fabric_mismatches, implausible_regimes, nics_contradicted
 from pybench.model.determined import own_miss_span, undetermined
@@ -218,6 +215,8 @@ class TopologyModel:
         """
         asked = nodes
         _check_layout(world, nodes)
+        if nodes_are_hosts and (whole := whole_domains(self, world, nodes)) != (world, nodes):  # partly filled
+            return as_asked(self.predict(size_bytes, *whole, sharing, calibration, nics_as_fitted), world, nodes)
         if world < 2:  # nothing crosses a link: the cost shape has no steps to price
             raise UsageError(f"world {world}: a collective over one rank moves nothing between ranks, so the "
                              f"topology model has nothing to price; give 2 or more ranks")

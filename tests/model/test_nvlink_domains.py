@@ -84,6 +84,19 @@ def test_one_rack_is_the_node_and_two_cross_the_network():
     assert model.predict(1 << 30, 36, 9).provenance != OTHER_NODE_COUNT  # half a rack: inside one domain
 
 
+def test_hosts_that_fill_domains_partly_are_priced_as_whole_domains():
+    """128 ranks on 32 trays (coreweave's "2 racks": one full rack of 72 and 56 more) were priced as 64 ranks per
+    domain, which no fitted layout bounded: twice as fast as the one rack fitted, where the real run took as long.
+    The busiest domain sets the pace: as 144 on 36, said so."""
+    model = fit_topology("allreduce", _racks(1, 850e9), system=NVL72).with_system(NVL72)
+    one_rack = model.predict(1 << 33, 72, 18)
+    part, whole = model.predict(1 << 33, 128, 32), model.predict(1 << 33, 144, 36)
+    assert (part.world, part.nodes) == (128, 32) and "partly filled NVLink domains" in part.links
+    assert part.time_s == pytest.approx(whole.time_s) and part.time_s >= one_rack.time_s
+    assert (part.low_s, part.high_s) == (whole.low_s, whole.high_s)
+    assert "partly" not in model.predict(1 << 33, 36, 9).links  # inside one domain: nothing crosses
+
+
 def test_without_the_description_the_world_beyond_the_fitted_racks_is_not_determined():
     model = fit_topology("allreduce", _racks(2, 800e9))
     assert model.hosts_per_node == 1
