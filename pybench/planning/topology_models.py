@@ -55,6 +55,9 @@ class TopologyCollective:
         # ranks that do not fill their nodes evenly (29 on four 8-GPU nodes) are priced as the even layout
         # on those nodes that holds them (32): the busiest node's NICs carry as much either way
         priced = nodes * -(-w // nodes)
+        if getattr(self.model, "hosts_per_node", 1) > 1 and nodes > 1 and self.model.system is not None:
+            # NVLink domains, filled in turn: the busiest sets the pace (as pybench predict prices hosts)
+            priced = max(priced, nodes * min(w, self.model.system.gpus_per_node))
         caveats = (PART_FULL,) if priced != w else ()
         # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time); its
         # nodes are what the network joins (an NVLink domain where the model's node is one)

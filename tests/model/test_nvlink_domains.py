@@ -170,6 +170,11 @@ def test_the_planner_prices_a_domain_model_on_domains_not_on_its_own_nodes():
     for planner_nodes in (None, 18, 36):
         assert TopologyCollective(model, "inter-node").predict(1 << 30, 144, planner_nodes).time_s == \
             pytest.approx(racks, rel=1e-12)
+    # 128 ranks fill one domain and part of another: the full one sets the pace, as `predict` prices 128 on 32 hosts
+    one_rack = fit_topology("allreduce", _racks(1, 850e9), system=NVL72).with_system(NVL72)
+    part = TopologyCollective(one_rack, "inter-node").predict(1 << 33, 128, None)
+    assert part.time_s == pytest.approx(one_rack.predict(1 << 33, 128, 32).time_s, rel=1e-12)
+    assert part.time_s >= one_rack.predict(1 << 33, 72, 18).time_s
 
 
 def _one_rack_allgather(busbw: float = 700e9, latency: float = 30e-6) -> list[Observation]:
