@@ -298,6 +298,18 @@ def test_osu_multi_threaded_latency_is_not_pooled_with_one_threads(tmp_path, cap
     assert "pybench has no model for 'p2p_latency_mt'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("launch, link", [("srun --mpi=pmix -N2 ./pt2pt/osu_latency D D", "inter-node"),
+                                          ("srun --mpi=pmix -N1 -n2 ./pt2pt/osu_latency D D", "intra-node"),
+                                          ("mpirun -np 2 ./osu_latency", None)])
+def test_osu_point_to_point_takes_its_link_class_from_the_hosts_its_launcher_line_names(tmp_path, launch, link):
+    # eth-cscs/cray-network-stack's OSU 7.5 logs on GH200: "link class unknown" under `srun -N2`
+    path = tmp_path / "osu.txt"
+    path.write_text(f"[santis][user@santis-ln002 ~]$ {launch}\n\n# OSU MPI-CUDA Latency Test v7.5\n"
+                    "# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)\n1 2.5\n4 2.5\n16 2.6\n64 2.7\n")
+    (m,) = load_measurements(path)
+    assert (m.collective, m.world_size, m.link_class) == ("p2p_latency", 2, link)
+
+
 def test_osu_under_a_launcher_label_and_its_datatype_below_the_header(tmp_path):
     # mpirun --tag-output prefixes every line; OSU 7.2 prints "# Datatype:" under the header
     body = "# OSU MPI Allreduce Latency Test v7.2\n# Size       Avg Latency(us)\n# Datatype: MPI_FLOAT.\n" + \

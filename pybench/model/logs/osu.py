@@ -233,6 +233,9 @@ def _world(preamble: list[str], name: str, world_size: int | None, notes: list[s
         if world_size not in (None, 2):
             notes.append(f"--world {world_size} not applied to this table: OSU's {name} runs between 2 ranks")
         notes.append("world size 2: point-to-point test")
+        launch = next((x for ln in reversed(preamble) if (x := read_launch(ln)) is not None), None)
+        if launch is not None and launch.hosts and launch.hosts <= 2:  # (its pair of ranks on one host or two)
+            notes.append(f"2 ranks on {launch.hosts} host(s) per the {launch.launcher} command line")
         return 2
     if world_size is not None:
         return world_size
