@@ -705,6 +705,7 @@ def test_logs_of_different_gpus_are_refused_not_pooled(tmp_path, capsys):
 
 
 def test_one_gpu_named_by_drivers_of_other_ages_is_one_system(tmp_path):
+    from conftest import PUBLIC_LOGS
     def log(name: str, rank_device: str) -> Path:
         def row(s: int) -> str:
             us = 1 + s / 2e4
@@ -724,3 +725,8 @@ def test_one_gpu_named_by_drivers_of_other_ages_is_one_system(tmp_path):
     assert fit_models(sets)[0].n_points == 2 * 2 * 14
     with pytest.raises(UsageError, match="different GPUs"):
         fit_models(sets + load_measurements(log("other.log", "NVIDIA A100-SXM4-40GB")))
+    # pybench's own Rank lines name other hosts' GPUs "GPU"; some logs print a bus id and no name: no name
+    unnamed = load_measurements(log("pybench.log", "GPU")) + load_measurements(log("bare.log", ""))
+    assert [m.device for m in unnamed] == ["", ""]
+    assert fit_models(sets + unnamed)[0].n_points == 4 * 2 * 14
+    assert {m.device for m in load_measurements(PUBLIC_LOGS / "mi355x_aac14_2node16_pollara_allreduce.log")} == {""}

@@ -152,6 +152,16 @@ class MeasurementSet:
         return f"MeasurementSet({self.label}, {len(self)} sizes{span}, source={self.source!r})"
 
 
+# What stands in for a name a process did not know (pybench lists its other hosts' ranks as "GPU")
+_PLACEHOLDER_DEVICES = ("", "gpu", "cpu", "n/a", "unknown")
+
+
+def device_names(names) -> str:
+    """A table's :attr:`MeasurementSet.device`: the GPU names its ranks list, placeholders left out, each once,
+    sorted, joined by ", "."""
+    return ", ".join(sorted({n.strip()[:120] for n in names if n.strip().lower() not in _PLACEHOLDER_DEVICES}))
+
+
 def one_reduction(measurements: Sequence[MeasurementSet]) -> list[MeasurementSet]:
     """The sets to fit: of a collective measured with several reductions (nccl-tests ``-o all``),
     the ``sum`` sweeps (what training all-reduces), else the first reduction's; each op's own

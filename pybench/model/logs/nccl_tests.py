@@ -54,7 +54,7 @@ from pybench.collectives import COLLECTIVES, busbw_factor
 from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
-from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.measurements import MeasurementSet, device_names
 from pybench.model.logs.nccl_tests_counts import (
     PER_RANK_COUNT,
     canonical_dtype,
@@ -103,8 +103,8 @@ PROGRAMS = {
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
 _NGPUS_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
 _RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
-# "... device  0 [0000:1b:00] NVIDIA H100 80GB HBM3": the GPU's name after its bus id
-_DEVICE_NAME_RE = re.compile(r"\bdevice\s+\d+\s+(?:\[[^\]]*\]\s*)?(\S.*?)\s*$")
+# "... device  0 [0000:1b:00] NVIDIA H100 80GB HBM3": the GPU's name after its bus id (none after a bare bus id)
+_DEVICE_NAME_RE = re.compile(r"\bdevice\s+\d+\s+(?:\[[^\]]*\]\s*)?([^\s\[].*?)\s*$")
 _PID_RE = re.compile(r"\bPid\s+(\d+)")
 _PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)(?:\s*\(([^()]{1,160})\))?")
 # "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
@@ -335,7 +335,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
             time_low_s=low[sel] if spread else None, time_high_s=high[sel] if spread else None,
             time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
             path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra),
-            redop=redop_name(key[1]), device=", ".join(sorted(set(pre.devices.values())))))
+            redop=redop_name(key[1]), device=device_names(pre.devices.values())))
     return out
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from pybench.collectives import COLLECTIVES
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json
-from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.measurements import MeasurementSet, device_names
 from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, redop_name
 from pybench.model.logs.nccl_tests_counts import canonical_dtype, exact_world
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
@@ -69,9 +69,8 @@ def _hosts(data: dict[str, Any]) -> dict[int, str]:
 
 
 def _device_names(data: dict[str, Any]) -> str:
-    """The GPU names config.devices lists (its device_info), several joined by ", "."""
-    return ", ".join(sorted({str(d["device_info"]).strip()[:120] for d in _listed(data)
-                             if isinstance(d.get("device_info"), str) and d["device_info"].strip()}))
+    """The GPU names config.devices lists (its device_info)."""
+    return device_names(str(d["device_info"]) for d in _listed(data) if isinstance(d.get("device_info"), str))
 
 
 def _per_process(data: dict[str, Any]) -> int:
