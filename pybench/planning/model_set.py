@@ -116,10 +116,8 @@ class ModelSet:
             chosen = "nccl" if "nccl" in backends else backends[0]
             self.models = [m for m in self.models if getattr(m, "backend", chosen) == chosen]
             self.notes.append(f"models for backends {', '.join(backends)}: using {chosen} (choose with backend=NAME)")
-        of_backend = list(self.models)
         self._one_dtype(wire_bytes)
-        # (the topology model, fitted on one element type, answers other layouts for every type, as predict does)
-        self.models += self._topology_of(of_backend)
+        self.models += self._topology_of(self.models)
 
     @staticmethod
     def _topology_of(models: Sequence[CollectiveModel]) -> list[CollectiveModel]:
@@ -143,15 +141,23 @@ class ModelSet:
 
     def _one_dtype(self, wire_bytes: int | None) -> None:
         # A file fitted from a nccl-tests -d all log holds one model per element type; the plan prices
-        # bytes, so it takes one type: the one of the bytes exchanged, else float32 (models without a
-        # type always stay).
+        # bytes, so it takes one type for every layout: the one of the bytes exchanged where its sweeps carry
+        # the topology model that answers the layouts they did not measure, else float32 (models without a type
+        # always stay).
         types = sorted({str(getattr(m, "dtype", "") or "") for m in self.models} - {""})
-        if len(types) > 1:
-            wire = [t for t in _WIRE_TYPES.get(wire_bytes or 0, ()) if t in types]
-            chosen = wire[0] if wire else "float32" if "float32" in types else types[0]
-            self.models = [m for m in self.models if (getattr(m, "dtype", "") or chosen) == chosen]
-            why = f" ({wire_bytes} B per value exchanged)" if wire else ""
-            self.notes.append(f"models for element types {', '.join(types)}: using {chosen}{why}")
+        if len(types) < 2:
+            return
+        typed = [m for m in self.models if getattr(m, "dtype", "")]
+        any_topology = any(getattr(m, "topology", None) is not None for m in typed)
+        wire = [t for t in _WIRE_TYPES.get(wire_bytes or 0, ()) if t in types]
+        unanswered = [t for t in wire if any_topology and any(getattr(m, "topology", None) is None
+                                                              for m in typed if getattr(m, "dtype", "") == t)]
+        chosen = next((t for t in wire if t not in unanswered), "float32" if "float32" in types else types[0])
+        self.models = [m for m in self.models if (getattr(m, "dtype", "") or chosen) == chosen]
+        why = (f" ({wire_bytes} B per value exchanged)" if chosen in wire else
+               f" throughout: the {unanswered[0]} sweeps carry no topology model to price the layouts they did not "
+               f"measure, and one element type prices every layout" if unanswered else "")
+        self.notes.append(f"models for element types {', '.join(types)}: using {chosen}{why}")
 
     def _note(self, note: str) -> None:
         if note not in self.notes:

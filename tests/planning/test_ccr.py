@@ -436,18 +436,26 @@ def test_a_file_of_several_element_types_prices_the_exchange_on_the_type_of_its_
     assert any("using bfloat16" in n for n in chosen.notes)
 
 
-def test_the_topology_model_of_one_element_type_answers_other_layouts_for_the_type_chosen():
+def test_one_element_type_prices_every_layout_where_only_float32_carries_the_topology_model(tmp_path):
+    """The bfloat16 sweeps of a -d all file carry no topology model (it is fitted on float32): pricing their own
+    layouts on bfloat16 and the rest on the float32 topology model mixed two types in one table (24 ranks cost
+    more than 32). The table stays on float32, and says why."""
     from conftest import PUBLIC_LOGS
 
     from pybench.model.build import fit_models
     from pybench.model.logs import load_measurements
-    sets = load_measurements(PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce.log")
+    from pybench.model.model_files import save_models
+    sets = [m for n in (2, 4) for m in load_measurements(PUBLIC_LOGS / f"h100ib_gjaion_{n}node{8 * n}_allreduce.log")]
     models = fit_models(sets + [dataclasses.replace(m, dtype="bfloat16") for m in sets])
     assert {(m.dtype, m.topology is None) for m in models} == {("float32", False), ("bfloat16", True)}
-    res = ccr("7B", 4096, 1, "16,32", "ddp", models=models, flops_per_s=400e12, gpus_per_node=8)
-    assert any("using bfloat16" in n for n in res.notes)
-    assert any("topology model" in n for n in res.notes) and not any("ring formula" in n for n in res.notes)
-    assert ModelSet(models).for_wire_bytes(2).time("allreduce", 1e9, 32, "inter-node", nodes=4).calibrated
+    path = tmp_path / "dall.json"
+    save_models(models, path, topology=[models[0].topology])
+    for given in (models, str(path)):
+        res = ccr("7B", 4096, 1, "16,24,32", "ddp", models=given, flops_per_s=400e12, gpus_per_node=8)
+        assert any("using float32 throughout: the bfloat16 sweeps carry no topology model" in n for n in res.notes)
+        f32 = ccr("7B", 4096, 1, "16,24,32", "ddp", models=[m for m in models if m.dtype == "float32"],
+                  flops_per_s=400e12, gpus_per_node=8)
+        assert [r.comm_s for r in res.rows] == pytest.approx([r.comm_s for r in f32.rows], rel=1e-9)
 
 
 # --- plan -----------------------------------------------------------------------------------------------
