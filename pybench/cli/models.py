@@ -379,10 +379,7 @@ def _topology_for(args, models) -> list:
     if args.nodes and args.nodes > args.world:
         raise UsageError(f"--world {args.world} ranks cannot fill --nodes {args.nodes}: give one rank per node or more")
     if args.world % (args.nodes or 1):
-        even = args.nodes * -(-args.world // args.nodes)
-        raise UsageError(f"--world {args.world} is not divisible by --nodes {args.nodes}; give ranks per node x nodes "
-                         f"(ccr and plan price such a layout as the even one that holds it: --world {even} --nodes "
-                         f"{args.nodes} gives their figure)")
+        raise UsageError(f"--world {args.world} is not divisible by --nodes {args.nodes}; give ranks per node x nodes")
     out = []
     for tm in topology:
         for preset in presets:
