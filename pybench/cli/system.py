@@ -51,7 +51,7 @@ def run_system(args) -> int:
     from pybench.errors import UsageError
     from pybench.model.system import load_system, named_systems
 
-    args.name = _one_name(args.name)
+    args.name = _one_name(args.name) if not args.detect else " ".join(args.name) or None
     if not args.detect and (args.evidence or args.topology_dump):
         raise UsageError("--evidence and --topology-dump describe this machine: give them with --detect")
     if args.recorded is not None:
@@ -79,7 +79,7 @@ def _one_name(names: list[str]) -> str | None:
         if verb == "show" and not names:
             raise UsageError("`system show` needs a NAME or FILE (`pybench system` lists the names)")
         if verb == "list" and names:
-            raise UsageError(f"`system list` takes no name; show one with `pybench system {names[0]}`")
+            raise UsageError(f"`system list` takes no name; show one with `pybench system show {names[-1]}`")
     if len(names) > 1:
         raise UsageError(f"give one NAME or FILE, not {len(names)} ({' '.join(names)})")
     return names[0] if names else None

@@ -57,8 +57,8 @@ def system_caveats(models: ModelSet, system: str | None, from_file: bool = True)
     if not system:
         return []
     if not from_file:
-        return [f"system {system} is not used: a description fills the link classes of a model file, and these "
-                f"models were given as objects; pass the model file's path to use system={system}"]
+        return [f"system {system} sets the GPUs per node only: a description fills the link classes of a model file, "
+                f"and these models were given as objects; pass the model file's path for that"]
     from pybench.model.description_checks import fabric_mismatches
     from pybench.model.system import load_system
     name = load_system(system).name

@@ -106,7 +106,8 @@ def test_detect_prints_a_description_that_system_file_accepts(capsys, tmp_path, 
     (["system", "--evidence"], "give them with --detect"),
     (["system", "dgx-h100", "--detect"], "give one of them"),
     (["system", "show"], "`system show` needs a NAME or FILE"),
-    (["system", "list", "dgx-h100"], "`system list` takes no name"),
+    (["system", "list", "dgx-h100"], "`system list` takes no name; show one with `pybench system show dgx-h100`"),
+    (["system", "--detect", "list"], "give one of them"),
     (["system", "dgx-h100", "aws-p5"], "give one NAME or FILE, not 2"),
 ])
 def test_system_bad_input_is_one_line_exit_2(capsys, argv, says):

@@ -42,4 +42,4 @@ def test_a_system_the_measured_models_need_not_is_said_not_dropped(tmp_path_fact
     assert any("more than ethernet-25g's 1 x 25 Gb/s NICs per node carry" in ln for ln in said)
     from pybench.model.model_files import load_models
     res = ccr("7B", 4096, 1, 8, "ddp", models=ModelSet(load_models(model)), flops_per_s=300e12, system="dgx-h100")
-    assert any("system dgx-h100 is not used" in w for w in res.warnings)
+    assert any("system dgx-h100 sets the GPUs per node only" in w for w in res.warnings)
