@@ -133,8 +133,8 @@ class ModelSet:
         return out
 
     def for_wire_bytes(self, wire_bytes: int) -> ModelSet:
-        """This set with the element type that moves ``wire_bytes`` per value where its file fitted one (a bf16
-        gradient exchange on the bfloat16 sweeps of a ``-d all`` log); itself where that changes nothing."""
+        """This set with its one element type chosen for an exchange of ``wire_bytes`` per value (see
+        :meth:`_one_dtype`); itself where the models hold one type or none."""
         if len({str(getattr(m, "dtype", "") or "") for m in self._given} - {""}) < 2:
             return self
         return ModelSet(self._given, self._backend, wire_bytes)
