@@ -341,7 +341,7 @@ def _about(size: int) -> str:
 def _topology_for(args, models) -> list:
     """The topology models that answer for ``--world``/``--nodes`` (with ``--link`` and ``--system``), or []
     when the fitted sweeps answer (the layout asked for is a measured one)."""
-    from pybench.model.description_checks import fabric_mismatches
+    from pybench.model.description_checks import both_links_measured, fabric_mismatches
     from pybench.model.link_presets import get_preset
     from pybench.model.system import GPU_BACKENDS
 
@@ -395,8 +395,7 @@ def _topology_for(args, models) -> list:
             if (args.nodes or 1) > 1 and _crossing_measured(tm):
                 _say(f"--system {system.name}: the {tm.collective} model's crossing was measured end to end, the legs "
                      f"inside each node included; the description's intra-node rate prices one-node layouts only")
-            if tm.intra is not None and tm.inter is not None and not any(
-                    link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
+            if both_links_measured(tm):
                 _say(f"--system {system.name}: the {tm.collective} model measured both link classes; the description "
                      f"only bounds the layouts and says which are not determined")
             for line in fabric_mismatches(tm, tm.system_per_node(system)):

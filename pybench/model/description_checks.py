@@ -43,6 +43,12 @@ def _reached_Bps(model: FittedTopology, multi_node: bool) -> float:
     return max(rates, default=0.0)
 
 
+def both_links_measured(model: ModelLinks) -> bool:
+    """Whether both link classes were fitted to measurements: a description then only bounds the layouts."""
+    return all(link is not None and not link.is_preset and not link.is_described
+               for link in (model.intra, model.inter))
+
+
 def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[str]:
     """One note per fitted link the description cannot have carried, or whose node is not the one described."""
     notes: list[str] = []

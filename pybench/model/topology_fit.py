@@ -5,7 +5,6 @@ inter-node one, each as the regimes (protocol frames) that explain the measured 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -16,7 +15,7 @@ from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, nvlink_domain_ran
 from pybench.model.determined import OWN_MISS
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
-from pybench.model.logs.measurements import one_reduction
+from pybench.model.logs.measurements import HOSTS_NOTE, listed_hosts, one_reduction
 from pybench.model.logs.pybench_json import OVERSUBSCRIBED
 from pybench.model.regimes import Regime, envelope, fit_regimes
 from pybench.model.system import GPU_BACKENDS, SystemDescription
@@ -52,19 +51,14 @@ def _link_from_regimes(regimes: Sequence[Regime], label: str, algorithms: Sequen
     return dataclasses.replace(_link_from_regime(regimes[-1], label, algorithms), regimes=small)
 
 
-_HOSTS_NOTE = re.compile(r"(\d+) ranks on (\d+) host\(s\)")
-
-
 def nodes_of(ms: object) -> int | None:
     """Node count of an imported sweep: its ``nodes``, the hosts its log listed for every rank, or 1 intra-node."""
     nodes = getattr(ms, "nodes", None)
     if nodes:
         return int(nodes)
-    world = getattr(ms, "world_size", None)
-    for note in getattr(ms, "notes", ()):
-        m = _HOSTS_NOTE.search(note)
-        if m and world and int(m.group(1)) >= world:
-            return int(m.group(2))
+    hosts = listed_hosts(getattr(ms, "notes", ()), getattr(ms, "world_size", None))
+    if hosts:
+        return hosts
     return 1 if getattr(ms, "link_class", None) == "intra-node" else None
 
 
@@ -353,7 +347,7 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
             skipped.append(f"{where}: needs 2 or more ranks and 3 or more sizes for the topology model")
             continue
         if nodes_of(ms) is None:
-            some = any(_HOSTS_NOTE.search(n) for n in ms.notes)
+            some = any(HOSTS_NOTE.search(n) for n in ms.notes)
             why = "hosts of only some ranks listed" if some else "no hosts listed"
             skipped.append(f"{where}: node count unknown ({why}); not in the topology model: "
                            f"give fit --nodes N (the nodes it ran on)")

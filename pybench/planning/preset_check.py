@@ -59,15 +59,14 @@ def system_caveats(models: ModelSet, system: str | None, from_file: bool = True)
     if not from_file:
         return [f"system {system} sets the GPUs per node only: a description fills the link classes of a model file, "
                 f"and these models were given as objects; pass the model file's path for that"]
-    from pybench.model.description_checks import fabric_mismatches
+    from pybench.model.description_checks import both_links_measured, fabric_mismatches
     from pybench.model.system import load_system
     name = load_system(system).name
     said: dict[str, list[str]] = {}  # what is said -> the collectives it is said of
     fitted = {id(tm): tm for m in models.models if (tm := getattr(m, "model", None)) is not None
               and getattr(m, "any_world", False) and getattr(getattr(tm, "system", None), "name", None) == name}
     for tm in fitted.values():
-        if tm.intra is not None and tm.inter is not None and not any(
-                link.is_preset or link.is_described for link in (tm.intra, tm.inter)):
+        if both_links_measured(tm):
             said.setdefault("measured both link classes; the description only bounds the layouts and says which "
                             "are not determined", []).append(tm.collective)
         for line in fabric_mismatches(tm, tm.system_per_node(tm.system)):

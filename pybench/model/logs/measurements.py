@@ -8,7 +8,8 @@ says which model it belongs to (collective, backend, world size, link class).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -150,6 +151,19 @@ class MeasurementSet:
         if len(self):
             span = f", {int(self.size_bytes.min())}..{int(self.size_bytes.max())} B"
         return f"MeasurementSet({self.label}, {len(self)} sizes{span}, source={self.source!r})"
+
+
+HOSTS_NOTE = re.compile(r"(\d+) ranks on (\d+) host\(s\)")
+"""How a reader notes the hosts a log lists ranks on ("16 ranks on 2 host(s) per the Rank lines")."""
+
+
+def listed_hosts(notes: Iterable[str], world: int | None) -> int | None:
+    """The hosts the notes say all ``world`` ranks ran on; None where they say it of fewer ranks or not at all."""
+    for note in notes:
+        m = HOSTS_NOTE.search(note)
+        if m and world and int(m.group(1)) >= world:
+            return int(m.group(2))
+    return None
 
 
 # What stands in for a name a process did not know (pybench lists its other hosts' ranks as "GPU")

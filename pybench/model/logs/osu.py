@@ -21,7 +21,7 @@ from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.flux_jobspec import flux_layout
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import read_launch
-from pybench.model.logs.measurements import MeasurementSet
+from pybench.model.logs.measurements import MeasurementSet, listed_hosts
 
 # Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
 _TITLE_RE = re.compile(r"#\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b", re.IGNORECASE)
@@ -31,7 +31,6 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 _PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
 # A table's header; a collector may indent the output.
 _HEADER_RE = re.compile(r"^\s*#\s*Size\s+\S")
-_HOSTS_NOTE_RE = re.compile(r"\d+ ranks on (\d+) host\(s\)")
 # osu_mbw_mr: "# [ pairs: 48 ] [ window size: 64 ]"; each pair is two ranks.
 _PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
 
@@ -360,7 +359,7 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
     # "# Datatype:" sits above the header (OSU 7.3+) or just below it (7.2)
     dtype = _dtype(lines[_previous_header(lines, header):header + 2], name, notes)
     # the hosts a launcher line or Flux's jobspec names say which links the ranks crossed
-    hosts = next((int(m.group(1)) for n in notes if (m := _HOSTS_NOTE_RE.match(n))), None)
+    hosts = listed_hosts(notes, world)
     link = None if hosts is None else "inter-node" if hosts > 1 else "intra-node"
     return MeasurementSet(source="osu", collective=name, backend=backend, world_size=world,
                           link_class=link, dtype=dtype, size_bytes=size_arr, time_s=time_s,
