@@ -10,7 +10,10 @@ over a range of sizes, and the switch between two falls where NCCL finds them eq
 min-assignment: start from K contiguous size ranges (the first split point tried at up to 40
 distinct sizes, each further split likewise), fit each range by non-negative least squares on
 relative error, give every point to the regime that predicts the least time there, refit, until
-nothing moves. Every regime keeps 3 or more distinct sizes, or it is dropped.
+nothing moves. Every regime keeps 3 or more distinct sizes, or it is dropped. Adding one split to
+the last finds no good K where the best K ranges share no split with the best K - 1 (a sweep that
+bends twice above where it first does), so each K also starts from the best split into K contiguous
+ranges (dynamic programming over up to 48 candidate points), and the better of the two is kept.
 
 K is chosen by BIC on the relative residuals with a 3% noise floor (no regime is added for
 misfit below the floor). The floor is what keeps bends that do not carry across world sizes out
@@ -187,10 +190,72 @@ def fit_regimes(designs: np.ndarray | Sequence[np.ndarray], y: np.ndarray, sizes
         return None
     best, bounds = one, list[float]()
     n = y.size
+    segmented = _segmentations(designs, y, sizes, max_regimes)
     while len(best[0]) < max_regimes and best[1] / n > noise_floor * noise_floor:
         more = _split_once(designs, y, sizes, bounds)
-        if more is None or _bic(more[0][1], n, len(more[0][0]), noise_floor) >= _bic(best[1], n, len(best[0]),
-                                                                                    noise_floor):
+        # the best contiguous split into as many ranges, where the greedy search's split points are worse
+        other = segmented.get(len(bounds) + 2)
+        if other is not None and (more is None or other[0][1] < more[0][1]):
+            more = other
+        if more is None:
             break
+        if _bic(more[0][1], n, len(more[0][0]), noise_floor) >= _bic(best[1], n, len(best[0]), noise_floor):
+            # one more regime may not pay where two more do (a bend in the middle and one at the top)
+            two = segmented.get(len(bounds) + 3)
+            if two is None or len(bounds) + 3 > max_regimes or \
+                    _bic(two[0][1], n, len(two[0][0]), noise_floor) >= _bic(best[1], n, len(best[0]), noise_floor):
+                break
+            more = two
         best, bounds = more
     return _bandwidth_regime_last(designs, y, sizes, _drop_weak(designs, y, sizes, best[0])) or [one[0][0]]
+
+
+_SEGMENT_CUTS = 48  # candidate split points of the contiguous search (distinct sizes, evenly spread)
+
+
+def _segmentations(designs, y, sizes, max_regimes: int) -> dict[int, tuple[tuple[list[Regime], float], list[float]]]:
+    """For each count of regimes from 2 up, the split of the sizes into that many contiguous ranges whose own
+    fits leave the least relative RSS (dynamic programming over up to :data:`_SEGMENT_CUTS` split points), refined
+    by min-assignment: {count: ((regimes, RSS), split points)}. The greedy search adds one split to the last; where
+    the best ranges for k regimes share no split with those for k - 1 it cannot reach them."""
+    distinct = np.unique(sizes)
+    if distinct.size < 2 * MIN_DISTINCT_SIZES:
+        return {}
+    order = np.argsort(sizes, kind="stable")
+    rows = order[::max(1, -(-sizes.size // _SEARCH_ROWS))]
+    thin_sizes, thin_y = sizes[rows], y[rows]
+    thinned = [x[rows] for x in designs]
+    index = np.unique(np.linspace(0, distinct.size, _SEGMENT_CUTS + 1).astype(int))
+    edges = [float(distinct[i]) if i < distinct.size else math.inf for i in index]
+    m = len(edges) - 1
+    cost = np.full((m + 1, m + 1), math.inf)
+    for i in range(m):
+        for j in range(i + 1, m + 1):
+            sel = (thin_sizes >= edges[i]) & (thin_sizes < edges[j])
+            if np.unique(thin_sizes[sel]).size < MIN_DISTINCT_SIZES:
+                continue
+            fits = [solve_nonnegative(x[sel], thin_y[sel], _COLUMN_PREFERENCE, BANDWIDTH_COLUMN) for x in thinned]
+            cost[i, j] = min((f[1] for f in fits if f is not None), default=math.inf)
+    total = np.full((max_regimes + 1, m + 1), math.inf)
+    back = np.zeros((max_regimes + 1, m + 1), dtype=int)
+    total[0, 0] = 0.0
+    for k in range(1, max_regimes + 1):
+        for j in range(1, m + 1):
+            options = total[k - 1, :j] + cost[:j, j]
+            back[k, j] = int(np.argmin(options))
+            total[k, j] = options[back[k, j]]
+    out = {}
+    for k in range(2, max_regimes + 1):
+        if not math.isfinite(total[k, m]):
+            continue
+        cuts, j = [], m
+        for kk in range(k, 0, -1):
+            j = back[kk, j]
+            cuts.append(edges[j])
+        bounds = sorted(c for c in cuts if c > edges[0])
+        assign = np.searchsorted(np.array(bounds), sizes, side="right")
+        # min-assignment may strip a range of its sizes; the ranges' own fits are then the answer
+        full = _refine(designs, y, sizes, assign) or _refine(designs, y, sizes, assign, rounds=1)
+        if full is not None:
+            out[k] = (full, bounds)
+    return out

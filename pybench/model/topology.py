@@ -113,6 +113,7 @@ class Observation:
     world: int
     nodes: int
     time_s: float
+    off_trend: bool = False  # slower than its sweep's trend (pybench.model.anomalies): scored, never fitted
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from pybench.errors import UsageError
-from pybench.model.anomalies import disturbed_sizes
+from pybench.model.anomalies import disturbed_sizes, find_anomalies
 from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, nvlink_domain_ranks, ranks_per_node
 from pybench.model.determined import OWN_MISS
 from pybench.model.link_cost import LinkCost
@@ -89,7 +89,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                          f"{-(-o.world // system.gpus_per_node)} or more)")
     hosts = system.hosts_per_domain() if system is not None and schedule == "ring" else 1
     obs = [dataclasses.replace(o, nodes=-(-o.nodes // hosts)) for o in observations
-           if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
+           if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2 and not o.off_trend]
     if not obs:
         raise UsageError(f"no {collective} measurements with 2 or more ranks to fit a topology model to")
     single = [o for o in obs if o.nodes == 1]
@@ -301,7 +301,13 @@ def undisturbed_observations(ms, nodes_fn: Callable[[object], int | None] | None
     disturbed = {s for s, _ in disturbed_sizes(*ms.fit_points())}
     if len(set(int(x) for x in ms.size_bytes) - disturbed) < 2:
         disturbed = set()
-    return [o for o in observations_from([ms], nodes_fn) if int(o.size_bytes) not in disturbed]
+    # A size slower than its neighbours' trend is fitted around, as in the sweep's own curve: a lower envelope of
+    # regimes cannot bend up at one size (NCCL would have run the faster regime there), so such a point only drags
+    # the regimes around it. A faster one may be a regime of its own, and stays.
+    size, time = ms.fit_points()
+    off = {int(a.size_bytes) for a in find_anomalies(size, time) if a.ratio > 1} if np.unique(size).size >= 3 else set()
+    return [dataclasses.replace(o, off_trend=int(o.size_bytes) in off)
+            for o in observations_from([ms], nodes_fn) if int(o.size_bytes) not in disturbed]
 
 
 def topology_dtype(sets: Sequence, ms) -> str:
