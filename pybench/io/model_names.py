@@ -12,8 +12,9 @@ TOPOLOGY_ALGORITHMS = ("ring", "tree", "nvls")
 #: How a world spread over nodes is scheduled: one ring, intra- then inter-node, or Open MPI's choice.
 TOPOLOGY_SCHEDULES = ("ring", "hierarchical", "openmpi")
 # The bytes a topology model's crossing formulas put through a node's NICs, as its fitted figures assume them:
-# 1 priced an all-to-all across nodes as a ring; 2 as every rank sending to every other at once.
-TOPOLOGY_CROSSING_VERSION = 2
+# 1 priced an all-to-all across nodes as a ring; 2 as every rank sending to every other at once; 3 a sendrecv as
+# one step of every rank at once, not a chain of p - 1.
+TOPOLOGY_CROSSING_VERSION = 3
 #: The algorithms a link's fitted regime may price with across nodes: NCCL's ring; ``tree``, the tree's
 #: latency with the ring's bytes; ``double-tree``, NCCL's double binary tree, its latency and its bytes.
 LINK_ALGORITHMS = ("ring", "tree", "double-tree")

@@ -425,9 +425,9 @@ class TopologyModel:
         validate_body(d, TopologySchema, "a topology model")
         intra = LinkCost.from_dict(d["intra"]) if d.get("intra") is not None else None
         inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
-        # Files from before the intra-node phase was priced fitted their inter-node link over it.
-        absorbs = d.get("inter_absorbs_intra", inter is not None)
-        check_crossing_version(d["collective"], d.get("schedule", "ring"), d.get("crossing_version", 1), inter)
+        absorbs = d.get("inter_absorbs_intra", inter is not None)  # older files fitted the phase into it
+        check_crossing_version(d["collective"], d.get("schedule", "ring"), d.get("crossing_version", 1), inter,
+                               tuple(int(w) for w, _ in d["fitted"]))
         system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
         if inter is not None and inter.is_described and intra is not None and system is not None:
             # not a measurement: priced again from the description with the shipped calibration, as

@@ -49,7 +49,9 @@ def algorithm_steps(collective: str, algorithm: str, world: int) -> tuple[float,
         raise UsageError(f"{collective} is modelled with the ring algorithm only, not {algorithm!r}")
     if collective in _ONE_PASS:
         return float(p - 1), float(p - 1)
-    if collective in ("broadcast", "reduce", "sendrecv"):
+    if collective == "sendrecv":  # every rank sends to the next and receives from the one before at once
+        return 1.0, float(p)
+    if collective in ("broadcast", "reduce"):
         return float(max(p - 1, 1)), float(p)  # a pipelined chain: S/B once, plus its fill
     raise UsageError(f"no topology model for collective {collective!r}; modelled: allreduce, allgather, "
                      f"reducescatter, alltoall, broadcast, reduce, sendrecv")
@@ -62,14 +64,18 @@ class _Link(Protocol):  # what the check reads of a LinkCost (which imports this
     def is_preset(self) -> bool: ...
 
 
-def check_crossing_version(collective: str, schedule: str, version: int, inter: _Link | None) -> None:
-    """FileFormatError for a fitted crossing whose figures assume other bytes than these formulas
+def check_crossing_version(collective: str, schedule: str, version: int, inter: _Link | None,
+                           fitted_worlds: tuple[int, ...] = ()) -> None:
+    """FileFormatError for fitted figures that assume other steps or bytes than these formulas
     (:data:`pybench.io.model_names.TOPOLOGY_CROSSING_VERSION`): version 1 priced an all-to-all's ring schedule
-    as a ring."""
+    as a ring; versions 1 and 2 a sendrecv as a chain of p - 1 steps (the same as one step at 2 ranks only)."""
     if (collective == "alltoall" and schedule == "ring" and version < 2 and inter is not None
             and not (inter.is_described or inter.is_preset)):
         raise FileFormatError("its all-to-all was fitted across nodes with a ring's bytes, not each rank's own: "
                               "refit the logs with `pybench fit`")
+    if collective == "sendrecv" and version < 3 and any(w > 2 for w in fitted_worlds):
+        raise FileFormatError("its sendrecv was fitted as a chain of p - 1 steps, not one step of every rank at "
+                              "once: refit the logs with `pybench fit`")
 
 
 def check_schedule(name: object) -> str:

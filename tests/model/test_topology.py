@@ -20,6 +20,7 @@ from conftest import SHARED_DATA
 
 from pybench.collectives import busbw_factor
 from pybench.errors import FileFormatError, UsageError
+from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
 from pybench.model.crossing import nic_floor_s
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import PRESETS, get_preset
@@ -659,7 +660,7 @@ def test_an_all_to_all_fitted_with_a_rings_bytes_is_refused_in_one_line(tmp_path
     model = fit_topology("alltoall", [Observation(s, 16, 2, 30e-6 + s / 20e9)
                                       for s in (2.0 ** k for k in range(20, 30))])
     doc = model.to_dict()
-    assert doc["crossing_version"] == 2
+    assert doc["crossing_version"] == TOPOLOGY_CROSSING_VERSION
     del doc["crossing_version"]  # as files before it wrote them
     with pytest.raises(FileFormatError, match="all-to-all was fitted across nodes with a ring's bytes.*refit"):
         TopologyModel.from_dict(doc)
@@ -718,3 +719,29 @@ def test_groups_sharing_the_nics_take_longer_between_fitted_node_counts_too():
     (model,), _ = fit_topology_models(sets, None)
     times = [model.predict(1 << 30, 32, 4, sharing=k).time_s for k in (1, 2, 4, 8)]
     assert all(a < b for a, b in zip(times, times[1:])), times
+
+
+def test_sendrecv_is_one_step_of_every_rank_at_once_at_any_world():
+    """nccl-tests' sendrecv_perf sends to the next rank and receives from the one before, every rank at once:
+    one step at any world. Priced as a chain of p - 1 steps, a B200 cluster's 2-node fit put 1 KiB on 8 nodes
+    at 126 us; the same cluster measured 30 us there (30 us on 2 nodes: together-nccl-tests)."""
+    from conftest import PUBLIC_LOGS
+
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology_fit import undisturbed_observations
+
+    def sweep(nodes: int) -> list[Observation]:
+        return [o for ms in load_measurements(PUBLIC_LOGS / f"together_b200_sendrecv_{nodes}node{8 * nodes}.log")
+                if np.unique(ms.size_bytes).size > 2 for o in undisturbed_observations(ms)]
+
+    assert algorithm_steps("sendrecv", "ring", 512) == (1.0, 512.0)  # one step; S through each rank
+    model = fit_topology("sendrecv", sweep(2))
+    for o in sweep(8):
+        if o.size_bytes <= 64 << 10:  # latency rules: the same step on any number of nodes
+            p = model.predict(o.size_bytes, o.world, o.nodes)
+            assert abs(p.time_s / o.time_s - 1) < 0.25 and p.low_s <= o.time_s <= p.high_s, (o, p)
+    # a file written when a sendrecv's steps grew with its ranks is refused, not misread
+    with pytest.raises(FileFormatError, match="chain of p - 1 steps.*refit"):
+        TopologyModel.from_dict({**model.to_dict(), "crossing_version": 2})
+    pair = fit_topology("sendrecv", [Observation(s, 2, 2, 20e-6 + s / 40e9) for s in (1e3, 1e5, 1e6, 1e7, 1e8)])
+    assert TopologyModel.from_dict({**pair.to_dict(), "crossing_version": 2}) == pair  # 2 ranks: one step either way
