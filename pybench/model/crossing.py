@@ -218,7 +218,8 @@ def tree_or_ring_caveat(backend: str, described: bool) -> str:
     return (f"fitted at one node count, the all-reduce may have crossed by {tree} (its bytes per node grow with "
             f"the nodes) or {ring} (they do not): between the two, in the interval; a second node count tells "
             f"them apart" + ("" if described else
-                             ", and so may --system NAME|FILE (NICs too slow for the ring's bytes)"))
+                             ", and so may --system NAME|FILE (NICs too slow for the ring's bytes)")
+            + (", or a sweep run with NCCL_ALGO=Ring or Tree" if backend != "mpi" else ""))
 
 
 def ranks_per_node(model: ModelLinks) -> int:

@@ -62,10 +62,15 @@ def nodes_of(ms: object) -> int | None:
     return 1 if getattr(ms, "link_class", None) == "intra-node" else None
 
 
+# How an all-reduce forced to one algorithm (NCCL_ALGO) crosses the nodes: the ring's steps and bytes, or the
+# double binary tree's.
+FORCED_CROSSING = {"ring": "ring", "tree": "double-tree"}
+
+
 def fit_topology(collective: str, observations: Sequence[Observation], *,
                  algorithm: str | None = None, intra_preset: LinkPreset | None = None,
                  inter_preset: LinkPreset | None = None, schedule: str = "ring",
-                 system: SystemDescription | None = None) -> TopologyModel:
+                 system: SystemDescription | None = None, across: str | None = None) -> TopologyModel:
     """Fit a :class:`TopologyModel` to sweeps at one or more (world, nodes).
 
     Single-node observations give the intra-node link; multi-node ones the inter-node link
@@ -75,7 +80,8 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     what Open MPI 5 runs by ranks, nodes and size): one layout cannot tell them apart, so it is
     the caller's knowledge of the library. ``system``: where its NVLink domain spans hosts (GB200
     NVL72), one domain is one node of the model (the network joins domains, not trays); the model
-    still takes layouts in hosts (:attr:`TopologyModel.hosts_per_node`). Other systems change nothing
+    still takes layouts in hosts (:attr:`TopologyModel.hosts_per_node`). ``across``: the one algorithm the
+    multi-node sweeps crossed by (:data:`FORCED_CROSSING`), where the log forced it. Other systems change nothing
     here (:meth:`TopologyModel.with_system` applies them), but a sweep with more ranks per node than
     its GPUs is refused (one GPU per rank; CPU ranks are fitted without a system).
     """
@@ -121,7 +127,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     if single and len({o.world for o in single}) == 1:
         notes.append("one world size: base and per-step latency cannot be told apart; another world size, where "
                      "the inputs determine it, is predicted between the two readings, with the span in its interval")
-    inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule)
+    inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule, across)
     fitted_obs = single + multi
     model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
                           (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
@@ -221,7 +227,8 @@ def _fit_link(designs: Sequence[np.ndarray], obs: Sequence[Observation], label: 
 
 
 def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], intra: LinkCost | None,
-               preset: LinkPreset | None, notes: list[str], schedule: str = "ring") -> tuple[LinkCost | None, bool]:
+               preset: LinkPreset | None, notes: list[str], schedule: str = "ring",
+               across: str | None = None) -> tuple[LinkCost | None, bool]:
     """The inter-node link, and whether it absorbed the leader schedules' intra-node phase.
 
     With an intra-node link, that phase (:func:`pybench.model.topology_schedules.intra_node_ranks`)
@@ -244,7 +251,7 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
         inside[:] = 0.0
         absorbs = True
     between = [dataclasses.replace(o, time_s=float(t)) for o, t in zip(multi, times - inside)]
-    algorithms = crossing_algorithms(schedule, collective)
+    algorithms = (across,) if across else crossing_algorithms(schedule, collective)
     designs = []
     for algorithm in algorithms:
         rows = []
@@ -336,6 +343,7 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
     """
     groups: dict[tuple[str, str], list[Observation]] = {}
     open_mpi: set[tuple[str, str]] = set()
+    forced: dict[tuple[str, str], set[str]] = {}  # NCCL_ALGO each group's sweeps were run with ("" where none)
     dtype_of: dict[tuple[str, str], str] = {}  # one element type per model: float32 where measured
     skipped: list[str] = []
     for ms in one_reduction(sets):
@@ -373,16 +381,21 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
                              f"or its node count (--nodes counts hosts: {ms.world_size} ranks need "
                              f"{-(-ms.world_size // system.gpus_per_node)} or more)")
         groups.setdefault((ms.collective, ms.backend), []).extend(undisturbed_observations(ms))
+        forced.setdefault((ms.collective, ms.backend), set()).add(ms.nccl_algo)
         if _ran_on_open_mpi(ms):
             open_mpi.add((ms.collective, ms.backend))
     models = []
     for (collective, backend), obs in sorted(groups.items()):
         # Open MPI's all-reduce across nodes is HAN or coll/tuned's pick, not one ring over every rank.
         schedule = "openmpi" if collective == "allreduce" and (collective, backend) in open_mpi else "ring"
+        # every sweep forced one algorithm: it crossed the nodes by that one, at any node count
+        algorithm = next(iter(forced[collective, backend])) if collective == "allreduce" and schedule == "ring" \
+            and len(forced[collective, backend]) == 1 else ""
         try:
             on = system if backend in GPU_BACKENDS else None  # CPU ranks are not the described GPUs
-            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule, system=on),
-                                              backend=backend))
+            models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule, system=on,
+                                                           algorithm=algorithm or None,
+                                                           across=FORCED_CROSSING.get(algorithm)), backend=backend))
         except UsageError as exc:
             skipped.append(f"{collective}: {exc}")
     return models, skipped

@@ -91,6 +91,8 @@ class MeasurementSet:
     device: str = ""
     """The GPU model the log names for its ranks (nccl-tests' Rank lines, its JSON's config.devices), several
     joined by ", "; empty where the log does not say."""
+    nccl_algo: str = ""
+    """``ring`` or ``tree`` where the log forced NCCL's algorithm (NCCL_ALGO); empty where NCCL chose."""
 
     def __post_init__(self):
         size = _frozen_array(self.size_bytes, "size_bytes", dtype=np.int64)

@@ -55,6 +55,7 @@ from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import Launch, read_launch
 from pybench.model.logs.measurements import MeasurementSet, device_names
+from pybench.model.logs.nccl_env import forced_algorithm
 from pybench.model.logs.nccl_tests_counts import (
     PER_RANK_COUNT,
     canonical_dtype,
@@ -169,10 +170,15 @@ class Preamble:
     """Its G: the GPUs whose kernels one thread launches."""
     devices: dict[int, str] = field(default_factory=dict)
     """rank -> the GPU name its Rank line prints."""
+    nccl_algo: str = ""
+    """The algorithm NCCL_ALGO forced above the table (:mod:`pybench.model.logs.nccl_env`), "" where none."""
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
         stripped = line.strip()
+        forced = forced_algorithm(stripped)
+        if forced is not None:
+            self.nccl_algo = forced
         launch = read_launch(stripped)
         if launch is not None and launch.ranks and launch.program in PROGRAMS:
             self.launch = launch
@@ -311,6 +317,8 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         notes.append("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of "
                      "described crossings (--system) come from NVIDIA systems only, so a prediction from a "
                      "description rests on no RCCL measurement")
+    if pre.nccl_algo:
+        notes.append(f"NCCL_ALGO={pre.nccl_algo.capitalize()} in the log: NCCL ran its {pre.nccl_algo} at every size")
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
     time = np.array(table.times) * unit
@@ -335,7 +343,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
             time_low_s=low[sel] if spread else None, time_high_s=high[sel] if spread else None,
             time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
             path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra),
-            redop=redop_name(key[1]), device=device_names(pre.devices.values())))
+            redop=redop_name(key[1]), device=device_names(pre.devices.values()), nccl_algo=pre.nccl_algo))
     return out
 
 

@@ -1,0 +1,41 @@
+"""A log that forced NCCL's algorithm (NCCL_ALGO) says how its all-reduce crossed the nodes."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import PUBLIC_LOGS
+
+from pybench.model.logs import load_measurements
+from pybench.model.logs.nccl_env import forced_algorithm
+from pybench.model.topology_fit import fit_topology_models
+
+
+@pytest.mark.parametrize("line, algorithm", [
+    ("mpirun -np 16 -N 8 -x NCCL_ALGO=Ring -x NCCL_MIN_CTAS=24 ./build/all_reduce_perf -b 1M", "ring"),
+    ("export NCCL_ALGO=Tree", "tree"),
+    ("mpiexec -n 16 -genv NCCL_ALGO Ring ./all_reduce_perf", "ring"),
+    ("node1:123:123 [0] NCCL INFO NCCL_ALGO set by environment to Ring", "ring"),
+    ("srun --export=ALL,NCCL_ALGO=ring,NCCL_PROTO=Simple ./all_reduce_perf", "ring"),
+    ("NCCL_ALGO=^NVLS ./all_reduce_perf", ""),          # an exclusion forces no one algorithm
+    ("NCCL_ALGO=Ring,Tree ./all_reduce_perf", ""),      # nor does a list
+    ("NCCL_ALGO=allreduce:tree ./all_reduce_perf", ""),  # nor a per-collective form
+    ("mpirun -x NCCL_DEBUG=INFO ./all_reduce_perf", None),
+    ("NCCL_ALGORITHM_X=1", None),
+])
+def test_the_algorithm_a_line_forces(line, algorithm):
+    assert forced_algorithm(line) == algorithm
+
+
+def test_an_all_reduce_forced_to_the_ring_crosses_nodes_by_the_ring_at_any_node_count():
+    """nccl-tests#309: a 2-node H100 all-reduce run with -x NCCL_ALGO=Ring. Read as 'tree or ring (one node count
+    cannot tell)', its 8-node prediction lay between the two readings, with that span in the interval."""
+    sets = load_measurements(PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce_ncclalgo_ring.log")
+    assert [ms.nccl_algo for ms in sets] == ["ring"]
+    assert any("NCCL_ALGO=Ring in the log" in n for n in sets[0].notes)
+    (model,), _ = fit_topology_models(sets)
+    assert {r.algorithm for r in model.inter.all_regimes()} == {"ring"}
+    p = model.predict(1 << 30, 64, 8)
+    assert not any("may have crossed by NCCL's tree" in c for c in p.caveats), p.caveats
+    # a log that forced nothing keeps both readings
+    (plain,), _ = fit_topology_models(load_measurements(PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce.log"))
+    assert any("may have crossed by NCCL's tree" in c for c in plain.predict(1 << 30, 64, 8).caveats)
