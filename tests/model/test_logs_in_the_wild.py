@@ -760,3 +760,16 @@ def test_one_rank_listed_by_several_processes_of_one_host_is_said(tmp_path):
     log.write_text("# Collective test starting: all_reduce_perf\n" + head + "# Using devices\n" + ranks + table)
     (m, *_) = load_measurements(log)
     assert any(n.startswith("Rank 0 is listed by 3 processes (host1 (Pid 700)") and "MPI=1" in n for n in m.notes)
+
+
+def test_processes_that_each_ran_every_rank_of_their_test_ran_inside_their_host(tmp_path, capsys):
+    """together-nccl-tests: a 2-node launch ran `-g 8` once per host, two tests of 8 ranks each, their lines
+    interleaved. The table is one host's NVLink; it was read as 'link class unknown', and `--nodes 2` then fitted
+    NVLink's 365 GB/s as the network between nodes."""
+    from conftest import PUBLIC_LOGS
+    log = PUBLIC_LOGS / "together_h100_two_independent_g8_allreduce.log"
+    (ms,) = load_measurements(log)
+    assert (ms.world_size, ms.link_class) == (8, "intra-node")
+    assert any("each with all 8 ranks" in n for n in ms.notes)
+    assert main_for_tests(["fit", str(log), "--nodes", "2", "-o", str(tmp_path / "m.json")]) == 2
+    assert "ran on 1 node(s) by its own record" in capsys.readouterr().err

@@ -97,10 +97,17 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
     if pre.repeated:
         rank, hosts_of = min(pre.repeated.items())
         shown = ", ".join(sorted(hosts_of)[:4]) + (", ..." if len(hosts_of) > 4 else "")
+        world = world if world is not None else max(pre.ranks) + 1
+        if world > 1 and all(pre.repeated.get(r) == hosts_of for r in range(world)):  # each process: all its ranks
+            notes.append(f"Rank {rank} is listed by {len(hosts_of)} processes ({shown}), each with all {world} ranks: "
+                         f"each process ran a test of its own inside its host (nccl-tests -g {world}), so the table "
+                         f"is one node's (to test across nodes, run one rank per GPU under MPI: nccl-tests MPI=1)")
+            notes.append(f"{world} ranks on 1 host(s) per the Rank lines")
+            return world, "intra-node"
         notes.append(f"Rank {rank} is listed by {len(hosts_of)} processes ({shown}): each process ran a test of its "
                      f"own (nccl-tests built without MPI=1?), so the table is one process's and the hosts say nothing "
                      f"of the link; rebuild nccl-tests with MPI=1")
-        return world if world is not None else max(pre.ranks) + 1, None
+        return world, None
     hosts = len(set(pre.ranks.values()))
     # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
     # Rank lines 0..k-1 within 5% of it are the whole list.
