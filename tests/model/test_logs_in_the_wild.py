@@ -773,3 +773,20 @@ def test_processes_that_each_ran_every_rank_of_their_test_ran_inside_their_host(
     assert any("each with all 8 ranks" in n for n in ms.notes)
     assert main_for_tests(["fit", str(log), "--nodes", "2", "-o", str(tmp_path / "m.json")]) == 2
     assert "ran on 1 node(s) by its own record" in capsys.readouterr().err
+
+
+def test_a_sendrecv_over_elided_rank_lines_is_said_over_the_ranks_they_name(tmp_path):
+    """together-nccl-tests' 64-node sendrecv log printed as an excerpt (Rank 0-3 and 508-511): the note reasoned
+    over '8 ranks the Rank lines list' while the model said 512."""
+    ranks = "".join(f"#  Rank {r:3d} Group  0 Pid {1000 + r} on {'a' if r < 8 else 'b'} device {r % 8} [0x1b] "
+                    f"NVIDIA B200\n" for r in (*range(4), *range(508, 512)))
+    head = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw"
+            "   busbw  #wrong\n")
+    rows = "".join(f"{s:>12} {s // 4:>12}     float     sum      -1  {t:7.2f}  {s / t / 1e3:6.2f}  {s / t / 1e3:6.2f}"
+                   f"       0  {t:7.2f}  {s / t / 1e3:6.2f}  {s / t / 1e3:6.2f}       0\n"
+                   for s, t in ((1 << 20, 60.0), (1 << 22, 150.0), (1 << 24, 500.0)))
+    path = tmp_path / "sr.log"
+    path.write_text(ranks + "#\n" + head + rows)
+    (ms,) = load_measurements(path)
+    assert (ms.collective, ms.world_size) == ("sendrecv", 512)
+    assert any("over the 512 ranks the Rank lines name" in n for n in ms.notes), ms.notes

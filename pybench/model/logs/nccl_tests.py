@@ -274,8 +274,9 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     if name is None and coll == "allreduce" and world == 2 and len(pre.ranks) > 2:
         # busbw/algbw = 1 said a 2-rank all-reduce; Rank lines of more ranks say send/recv (which prints redop sum)
         coll, world = "sendrecv", None
-        notes = [f"collective sendrecv inferred from busbw/algbw = 1 over the {len(pre.ranks)} ranks the Rank lines "
-                 f"list (an all-reduce over them would print {2 * (len(pre.ranks) - 1) / len(pre.ranks):.2f}); "
+        named = max(pre.ranks) + 1  # the highest Rank line: lines in the middle may be elided
+        notes = [f"collective sendrecv inferred from busbw/algbw = 1 over the {named} ranks the Rank lines name "
+                 f"(an all-reduce over them would print {2 * (named - 1) / named:.2f}); "
                  f"broadcast has the same ratio: give --collective broadcast if it was"]
     if name is None and coll == "allreduce" and world == 2 and no_in_place_check(table):
         # sendrecv_perf has no in-place check (all_reduce_perf's reports): busbw/algbw = 1 is then not 2 ranks'
