@@ -52,6 +52,11 @@ def both_links_measured(model: ModelLinks) -> bool:
 def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[str]:
     """One note per fitted link the description cannot have carried, or whose node is not the one described."""
     notes: list[str] = []
+    if model.backend not in GPU_BACKENDS:
+        notes.append(f"the {model.collective} model was measured over {model.backend.upper()}, not NCCL: of "
+                     f"{system.name} only its {system.nics_per_node} x {system.nic_Gbps:g} Gb/s NICs per node price "
+                     f"what was not measured, at the share of their rate NCCL reaches on them (no MPI library's is "
+                     f"calibrated); its GPUs' fabric is not used")
     intra = model.intra
     if intra is not None and not intra.is_described and not intra.is_preset and model.backend in GPU_BACKENDS:
         reached, rate = _reached_Bps(model, False), system.intra_Bps_per_gpu

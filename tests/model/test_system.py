@@ -672,3 +672,15 @@ def test_an_all_to_all_that_outran_the_described_nics_is_said_in_its_own_bytes()
     assert not any("though no fitted size runs that fast" in n for n in model.notes)
     p = model.predict(1 << 30, 32, 4)
     assert any("the fit outran the described NICs" in c for c in p.caveats) and p.time_s < p.high_s
+
+
+def test_a_gpu_description_on_an_mpi_model_says_only_its_nics_price_it():
+    """An OSU all-reduce on CPU nodes asked with --system dgx-h100 took the GPU node's NICs at NCCL's efficiency
+    on them without a word (an NCCL model with more ranks per node than GPUs is refused)."""
+    from pybench.model.description_checks import fabric_mismatches
+    cpu = [Observation(s, 96, 1, 20e-6 + s / 5e9) for s in (1e4, 1e6, 1e8)]
+    tm = dataclasses.replace(fit_topology("allreduce", cpu), backend="mpi")
+    (line, *_) = fabric_mismatches(tm, load_system("dgx-h100"))
+    assert "measured over MPI, not NCCL" in line and "8 x 400 Gb/s NICs" in line
+    nccl = fit_topology("allreduce", [Observation(s, 16, 2, 30e-6 + s / 40e9) for s in (1e4, 1e6, 1e8)])
+    assert not any("not NCCL" in n for n in fabric_mismatches(nccl, load_system("dgx-h100")))
