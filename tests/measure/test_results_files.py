@@ -171,6 +171,7 @@ def test_two_runs_on_one_json_file_the_second_fails_in_one_line(tmp_path, native
 def test_a_run_whose_file_appeared_after_the_check_fails_in_one_line(tmp_path, native):
     """Under a user's mpiexec no parent checks the file first: rank 0's exclusive creation does."""
     from pybench.measure.launch import find_launcher
+    from pybench.measure.mpi_stderr import START_ATTEMPTS, failed_to_start
     first = subprocess.Popen([sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K,16M", "--iters", "100",
                               "--backend", "mpi", "--json", "same.json"], cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -178,9 +179,13 @@ def test_a_run_whose_file_appeared_after_the_check_fails_in_one_line(tmp_path, n
         while first.poll() is None and not (tmp_path / "same.json").exists():
             pass
         launcher = find_launcher()
-        second = subprocess.run(launcher.command(2, [sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K",
-                                                     "--backend", "mpi", "--json", "same.json"]),
-                                cwd=tmp_path, env=launcher.environment(), capture_output=True, text=True, timeout=120)
+        for _ in range(START_ATTEMPTS):  # Open MPI's start-up race (mpi_stderr), which pybench's own launch retries
+            second = subprocess.run(launcher.command(2, [sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K",
+                                                         "--backend", "mpi", "--json", "same.json"]),
+                                    cwd=tmp_path, env=launcher.environment(), capture_output=True, text=True,
+                                    timeout=120)
+            if not failed_to_start(second.stderr):
+                break
         first.communicate(timeout=300)
     finally:
         if first.poll() is None:
