@@ -790,3 +790,25 @@ def test_a_sendrecv_over_elided_rank_lines_is_said_over_the_ranks_they_name(tmp_
     (ms,) = load_measurements(path)
     assert (ms.collective, ms.world_size) == ("sendrecv", 512)
     assert any("over the 512 ranks the Rank lines name" in n for n in ms.notes), ms.notes
+
+
+def test_a_rank_line_that_every_rows_ratio_rules_out_is_not_the_tables(tmp_path, capsys):
+    """coreweave/nccl-tests' README prints a 2-rack GB200 run as one Rank line, 'Rank 143', copied from the
+    1-rack run's 'Rank 71' (same Pid and host), above rows whose busbw/algbw = 1.98437 (2 x 127/128) on every one:
+    144 ranks would print 1.98611. It was read as 144 ranks without --nodes and refused --world 128."""
+    line = "#  Rank 143 Group  0 Pid  14840 on slurm-gb200-207-171 device  3 [0x01] NVIDIA Graphics Device\n"
+    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+            "   busbw #wrong\n")
+    rows = ("   536870912     134217728     float     sum      -1   2156.8  248.92  493.94      0   2093.7  256.42  "
+            "508.83      0\n  8589934592    2147483648     float     sum      -1    21493  399.65  793.06      0    "
+            "21525  399.06  791.88      0\n 17179869184    4294967296     float     sum      -1    42067  408.40  "
+            "810.41      0    41557  413.41  820.36      0\n")
+    path = tmp_path / "gb200.log"
+    path.write_text(line + "#\n" + head + rows)
+    (ms,) = load_measurements(path)
+    assert ms.world_size == 128 and ms.link_class is None
+    assert any("those lines are another run's" in n for n in ms.notes), ms.notes
+    (given,) = load_measurements(path, world_size=128)
+    assert given.world_size == 128
+    out = tmp_path / "m.json"
+    assert main_for_tests(["fit", str(path), "--nodes", "32", "-o", str(out)]) == 0  # 4 ranks per host, as run

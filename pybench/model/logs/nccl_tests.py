@@ -79,7 +79,12 @@ from pybench.model.logs.nccl_tests_table import (
     scan_rows,
     world_from_counts,
 )
-from pybench.model.logs.nccl_tests_world import check_world_override, world_and_link, world_from_ratio_span
+from pybench.model.logs.nccl_tests_world import (
+    check_world_override,
+    ratio_allows,
+    world_and_link,
+    world_from_ratio_span,
+)
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -353,7 +358,9 @@ def _refuse_contradicting_overrides(path, table: Table, pre: Preamble, collectiv
     """--collective and --world name what a log does not say; where its busbw/algbw says otherwise (nccl-tests
     prints it from the collective's bus factor at the rank count), the override would relabel the data."""
     at_least = max(pre.ranks) + 1 if pre.ranks else 0
-    if world_size is not None and world_size < at_least and not pre.pybench:
+    foreign = len(pre.ranks) < at_least and world_size is not None and ratio_allows(coll, table, world_size) \
+        and not ratio_allows(coll, table, at_least)  # a few Rank lines the rows rule out: not this table's
+    if world_size is not None and world_size < at_least and not pre.pybench and not foreign:
         raise FileFormatError(f"{path}: line {table.header_line}: --world {world_size} is fewer ranks than the Rank "
                               f"lines above the table list (up to Rank {at_least - 1}); leave --world out, or give "
                               f"the rank count that ran")

@@ -109,6 +109,13 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
                      f"of the link; rebuild nccl-tests with MPI=1")
         return world, None
     hosts = len(set(pre.ranks.values()))
+    if world_size is None and world is not None and listed < at_least and world < at_least and \
+            ratio_allows(collective, table, world) and not ratio_allows(collective, table, at_least):
+        # a few Rank lines naming more ranks than every row's busbw/algbw allows: they are not this table's
+        notes.append(f"the Rank lines name ranks up to {at_least - 1} ({listed} of them printed), which busbw/algbw "
+                     f"on every row rules out: the table ran {world} ranks, and those lines are another run's (or "
+                     f"were edited); their hosts are not used")
+        return world, None
     # busbw is printed to 0.01 GB/s, so at hundreds of ranks the ratio's world is off by a few:
     # Rank lines 0..k-1 within 5% of it are the whole list.
     whole = listed == at_least and world is not None and (
