@@ -135,7 +135,8 @@ def nic_share_caveat(model: ModelLinks, per_node: int, nic_share: float) -> str:
                 f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at this rate); "
                 f"between the two, in the interval; give --system NAME|FILE to count them")
     if model.system is None:
-        return (f"NICs per rank unknown at {per_node} ranks per node (fitted at {round(per_node / nic_share)}): "
+        at = f"{per_node} ranks per node" if per_node != 1 else "1 rank per node"
+        return (f"NICs per rank unknown at {at} (fitted at {round(per_node / nic_share)}): "
                 f"between the node's NICs shared and one NIC per rank, in the interval; give --system NAME|FILE "
                 f"to say")
     ranks = f"{per_node} ranks per node drive" if per_node > 1 else "1 rank per node drives"

@@ -352,7 +352,7 @@ def test_fewer_ranks_per_node_than_fitted_leaves_the_nics_they_drive_open_withou
     fitted = fit_topology("allreduce", _sweep(16, 2, alpha=40e-6, bw=180e9))
     size = 1 << 30
     open_ = fitted.predict(size, 2, 2)
-    assert "NICs per rank unknown at 1 ranks per node (fitted at 8)" in open_.links and "--system" in open_.links
+    assert "NICs per rank unknown at 1 rank per node (fitted at 8)" in open_.links and "--system" in open_.links
     shared = fitted._time(size, 2, 2)[0]
     railed = fitted._time(size, 2, 2, rails=1 / 8)[0]
     assert railed > 5 * shared
