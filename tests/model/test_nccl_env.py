@@ -18,9 +18,14 @@ from pybench.model.topology_fit import fit_topology_models
     ("srun --export=ALL,NCCL_ALGO=ring,NCCL_PROTO=Simple ./all_reduce_perf", "ring"),
     ("NCCL_ALGO=^NVLS ./all_reduce_perf", ""),          # an exclusion forces no one algorithm
     ("NCCL_ALGO=Ring,Tree ./all_reduce_perf", ""),      # nor does a list
-    ("NCCL_ALGO=allreduce:tree ./all_reduce_perf", ""),  # nor a per-collective form
+    ("NCCL_ALGO=allreduce:tree;broadcast:ring ./all_reduce_perf", "tree"),  # the all-reduce's own, per collective
     ("mpirun -x NCCL_DEBUG=INFO ./all_reduce_perf", None),
     ("NCCL_ALGORITHM_X=1", None),
+    ("#export NCCL_ALGO=Tree", None),                       # a shell comment sets nothing
+    ("# NCCL_ALGO=Tree was slower, so we use the default", None),
+    ("export NCCL_ALGO=\"Tree\"", "tree"),                  # quoted, as shells take it
+    ("h:1:1 [0] NCCL INFO NCCL_ALGO set by environment to allreduce:tree", "tree"),  # NCCL 2.24's per-collective form
+    ("NCCL_ALGO=allgather:ring ./all_gather_perf", ""),     # says nothing of the all-reduce
 ])
 def test_the_algorithm_a_line_forces(line, algorithm):
     assert forced_algorithm(line) == algorithm
@@ -39,3 +44,22 @@ def test_an_all_reduce_forced_to_the_ring_crosses_nodes_by_the_ring_at_any_node_
     # a log that forced nothing keeps both readings
     (plain,), _ = fit_topology_models(load_measurements(PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce.log"))
     assert any("may have crossed by NCCL's tree" in c for c in plain.predict(1 << 30, 64, 8).caveats)
+
+
+def test_every_test_of_a_job_run_with_nccl_algo_is_forced_and_another_job_line_ends_it(tmp_path):
+    """A second table of the same job (or under an earlier `export`) lost the forced algorithm: the preamble was
+    read afresh after each table, keeping only the launcher line."""
+    log = (PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce_ncclalgo_ring.log").read_text().splitlines(keepends=True)
+    launch, test = "".join(log[:2]), "".join(log[2:])
+    twice = tmp_path / "twice.log"
+    twice.write_text(launch + test + test)
+    assert [ms.nccl_algo for ms in load_measurements(twice)] == ["ring", "ring"]
+    exported = tmp_path / "exported.log"
+    exported.write_text("export NCCL_ALGO=Ring\n" + test + test)
+    assert [ms.nccl_algo for ms in load_measurements(exported)] == ["ring", "ring"]
+    other = tmp_path / "other.log"  # the next job's line sets no algorithm: the first -x was its job's alone
+    other.write_text(launch + test + "mpirun -np 16 -N 8 --hostfile h ./build/all_reduce_perf -b 1M -e 8G -f 2 -g 1\n"
+                     + test)
+    assert [ms.nccl_algo for ms in load_measurements(other)] == ["ring", ""]
+    (model,), _ = fit_topology_models(load_measurements(twice))
+    assert {r.algorithm for r in model.inter.all_regimes()} == {"ring"}

@@ -177,15 +177,24 @@ class Preamble:
     """rank -> the GPU name its Rank line prints."""
     nccl_algo: str = ""
     """The algorithm NCCL_ALGO forced above the table (:mod:`pybench.model.logs.nccl_env`), "" where none."""
+    algo_on_launch: bool = False
+    """Whether it was set on a launcher line (then for that job alone), not in the shell (for what follows)."""
+
+    def for_next_test(self) -> Preamble:
+        """What the next test of the log inherits: one job's launcher line, and NCCL_ALGO, run its tests alike."""
+        return Preamble(launch=self.launch, nccl_algo=self.nccl_algo, algo_on_launch=self.algo_on_launch)
 
     def see(self, line: str) -> None:
         """Take what ``line`` says, if anything."""
         stripped = line.strip()
         forced = forced_algorithm(stripped)
-        if forced is not None:
-            self.nccl_algo = forced
         launch = read_launch(stripped)
-        if launch is not None and launch.ranks and launch.program in PROGRAMS:
+        job = launch is not None and bool(launch.ranks) and launch.program in PROGRAMS
+        if forced is not None:
+            self.nccl_algo, self.algo_on_launch = forced, launch is not None
+        elif job and self.algo_on_launch:  # another job's line: the earlier line's -x was that job's alone
+            self.nccl_algo = ""
+        if job:
             self.launch = launch
         m = _NGPUS_RE.match(stripped)
         if m:
@@ -323,7 +332,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         notes.append("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of "
                      "described crossings (--system) come from NVIDIA systems only, so a prediction from a "
                      "description rests on no RCCL measurement")
-    if pre.nccl_algo:
+    if pre.nccl_algo and coll == "allreduce":  # the one collective NCCL runs by either
         notes.append(f"NCCL_ALGO={pre.nccl_algo.capitalize()} in the log: NCCL ran its {pre.nccl_algo} at every size")
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
@@ -433,13 +442,13 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
                 raise
             # a test that failed before its first row: the tests after it may have run whole
             failed.append((pre.program, empty))
-            i, pre = empty.resume, Preamble(launch=pre.launch)
+            i, pre = empty.resume, pre.for_next_test()
             continue
         if pre.program is None:  # named only in the footer: "# Collective test concluded: alltoall_perf"
             pre.program = _concluded_after(lines, i)
         sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
         previous = pre.program or previous
-        pre = Preamble(launch=pre.launch)  # one job's launcher line runs its tests alike
+        pre = pre.for_next_test()
     if not sets:
         if failed:
             raise failed[0][1]
