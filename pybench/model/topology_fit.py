@@ -5,6 +5,7 @@ inter-node one, each as the regimes (protocol frames) that explain the measured 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -94,8 +95,8 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                          f"its node count (--nodes counts hosts: {o.world} ranks need "
                          f"{-(-o.world // system.gpus_per_node)} or more)")
     hosts = system.hosts_per_domain() if system is not None and schedule == "ring" else 1
-    obs = [dataclasses.replace(o, nodes=-(-o.nodes // hosts)) for o in observations
-           if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2 and not o.off_trend]
+    measured = [o for o in observations if o.time_s > 0 and o.size_bytes > 0 and o.world >= 2]
+    obs = [dataclasses.replace(o, nodes=-(-o.nodes // hosts)) for o in measured if not o.off_trend]
     if not obs:
         raise UsageError(f"no {collective} measurements with 2 or more ranks to fit a topology model to")
     single = [o for o in obs if o.nodes == 1]
@@ -130,7 +131,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule, across)
     fitted_obs = single + multi
     model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
-                          (int(min(o.size_bytes for o in obs)), int(max(o.size_bytes for o in obs))),
+                          (int(min(o.size_bytes for o in measured)), int(max(o.size_bytes for o in measured))),
                           tuple(float(o.size_bytes) for o in fitted_obs), (), tuple(notes), schedule=schedule,
                           inter_absorbs_intra=absorbs)
     domain = nvlink_domain_ranks(model)
@@ -308,13 +309,22 @@ def undisturbed_observations(ms, nodes_fn: Callable[[object], int | None] | None
     disturbed = {s for s, _ in disturbed_sizes(*ms.fit_points())}
     if len(set(int(x) for x in ms.size_bytes) - disturbed) < 2:
         disturbed = set()
-    # A size slower than its neighbours' trend is fitted around, as in the sweep's own curve: a lower envelope of
-    # regimes cannot bend up at one size (NCCL would have run the faster regime there), so such a point only drags
-    # the regimes around it. A faster one may be a regime of its own, and stays.
+    # A spike is fitted around, as in the sweep's own curve: a size slower than its neighbours' trend and than a
+    # larger size. A lower envelope of regimes cannot bend up at one size and come back down, so such a point only
+    # drags the regimes around it. The first size of a slower plateau (a protocol step NCCL's tuner chose: the
+    # larger sizes stay up) and a faster size (a regime of its own) stay.
     size, time = ms.fit_points()
-    off = {int(a.size_bytes) for a in find_anomalies(size, time) if a.ratio > 1} if np.unique(size).size >= 3 else set()
+    off = ({int(a.size_bytes) for a in find_anomalies(size, time) if a.ratio > 1 and _comes_back(a, size, time)}
+           if np.unique(size).size >= 3 else set())
     return [dataclasses.replace(o, off_trend=int(o.size_bytes) in off)
             for o in observations_from([ms], nodes_fn) if int(o.size_bytes) not in disturbed]
+
+
+def _comes_back(anomaly, size: np.ndarray, time: np.ndarray) -> bool:
+    """Whether a larger size ran faster than ``anomaly``'s by more than half its ratio off the trend (in log): the
+    sweep came back down, so the size was a spike, not the first of a slower plateau (a dip within noise is not)."""
+    larger = [float(np.median(time[size == s])) for s in np.unique(size[size > anomaly.size_bytes])]
+    return bool(larger) and min(larger) < anomaly.time_s / math.sqrt(anomaly.ratio)
 
 
 def topology_dtype(sets: Sequence, ms) -> str:

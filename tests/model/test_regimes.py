@@ -122,8 +122,8 @@ def _real(name: str):
 @pytest.mark.parametrize("name, regimes, median, worst, one_frame_worst", [
     # today: 4 regimes 1.6% / 9.4% (one frame 15.8% / 35.2%)
     ("a100_2node_16gpu_oci_roce_allreduce.txt", 4, 0.02, 0.10, 0.30),
-    # today: 2 regimes 14.5% / 35.6% (one frame 26.9% / 81.3%): 2 MiB is slower than 4 MiB (scored, not fitted)
-    ("b200_2node_16gpu_gke_a4_allgather.txt", 2, 0.15, 0.36, 0.75),
+    # today: 2 regimes 15.5% / 35.6% (one frame 26.9% / 81.3%): 2 MiB is slower than 4 MiB
+    ("b200_2node_16gpu_gke_a4_allgather.txt", 2, 0.16, 0.36, 0.75),
     # today: 3 regimes 3.2% / 11.5% (one frame 20.8% / 45.7%)
     ("h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt", 3, 0.035, 0.12, 0.40),
 ])
@@ -244,3 +244,15 @@ def test_a_size_slower_than_its_neighbours_is_not_fitted_but_a_faster_one_is():
     times[np.asarray(ms.size_bytes) == 1 << 20] /= 3
     faster = undisturbed_observations(dataclasses.replace(ms, time_s=times, time_in_place_s=None))
     assert not any(o.off_trend for o in faster if o.size_bytes == 1 << 20)
+
+
+def test_the_first_size_of_a_slower_plateau_stays_in_the_fit():
+    """Polaris's 2-node all-reduce steps up at 128 KiB (73 -> 371 us, then 411 and 463) and at 2 MiB: each first
+    size lies off its neighbours' trend, but the larger sizes stay up, so it is a protocol NCCL's tuner chose, not
+    a spike. Left out, the 540-node prediction moved further off (review of the off-trend rule)."""
+    from pybench.model.logs import load_measurements
+    from pybench.model.topology_fit import undisturbed_observations
+    (ms,) = load_measurements(SHARED_DATA / "nccl-tests" / "polaris_a100_2node_4gpu_slingshot_allreduce.txt")
+    assert not any(o.off_trend for o in undisturbed_observations(ms) if o.size_bytes in (128 << 10, 2 << 20))
+    model = fit_topology("allreduce", undisturbed_observations(ms))
+    assert model.size_range[0] == int(min(ms.size_bytes))  # what was measured, off-trend sizes included
