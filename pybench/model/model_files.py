@@ -16,6 +16,7 @@ was constrained) are refused on load, with the remedy (refit).
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -25,10 +26,11 @@ from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_document
 from pybench.io.formats import MODEL, check_document
 from pybench.model.model_writer import models_to_document, save_models
-from pybench.model.piecewise_model import AlphaBetaModel
+from pybench.model.piecewise_model import NO_TOPOLOGY, AlphaBetaModel
 from pybench.model.sweeps_joined import attach_topology
 from pybench.model.system import SystemDescription, load_system
 from pybench.model.topology import TopologyModel
+from pybench.model.topology_schedules import StaleCrossing
 
 T = TypeVar("T")
 
@@ -43,12 +45,23 @@ def models_from_document(data: Any, path: str | Path = "<model>",
     ``system`` (a named system, a description file or a description) prices what the file's topology
     models did not measure, as ``pybench predict --system`` does."""
     data = check_document(data, MODEL, str(path))  # the schema: a non-empty list of models, a list of topology
-    topology = _entries(data, "topology", TopologyModel.from_dict, path)
+    stale: dict[str, str] = {}  # collective -> why its topology model is not used (its curves still answer)
+
+    def topology_model(entry: Any) -> TopologyModel | None:
+        try:
+            return TopologyModel.from_dict(entry)
+        except StaleCrossing as e:
+            stale[str(entry.get("collective"))] = str(e)
+            return None
+
+    topology = [tm for tm in _entries(data, "topology", topology_model, path) if tm is not None]
     if system is not None:
         described = system if isinstance(system, SystemDescription) else load_system(system)
         topology = [tm.with_system(described) for tm in topology]
+    models = [dataclasses.replace(m, notes=(*m.notes, f"{NO_TOPOLOGY}{stale[m.collective]}"))
+              if m.collective in stale else m for m in _entries(data, "models", AlphaBetaModel.from_dict, path)]
     # Each model carries its collective's topology model, which answers for every other layout.
-    return attach_topology(_entries(data, "models", AlphaBetaModel.from_dict, path), topology)
+    return attach_topology(models, topology)
 
 
 def _entries(data: dict[str, Any], key: str, parse: Callable[[Any], T], path: str | Path) -> list[T]:

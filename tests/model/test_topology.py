@@ -727,6 +727,7 @@ def test_sendrecv_is_one_step_of_every_rank_at_once_at_any_world():
     at 126 us; the same cluster measured 30 us there (30 us on 2 nodes: together-nccl-tests)."""
     from conftest import PUBLIC_LOGS
 
+    from pybench.model.build import fit_model
     from pybench.model.logs import load_measurements
     from pybench.model.topology_fit import undisturbed_observations
 
@@ -743,5 +744,16 @@ def test_sendrecv_is_one_step_of_every_rank_at_once_at_any_world():
     # a file written when a sendrecv's steps grew with its ranks is refused, not misread
     with pytest.raises(FileFormatError, match="chain of p - 1 steps.*refit"):
         TopologyModel.from_dict({**model.to_dict(), "crossing_version": 2})
+    # in a file, only that collective loses its topology model (its curve still answers where it was measured)
+    from pybench.model.model_files import models_from_document
+    from pybench.model.model_writer import models_to_document
+    curve = fit_model([m for m in load_measurements(PUBLIC_LOGS / "together_b200_sendrecv_2node16.log")
+                       if np.unique(m.size_bytes).size > 2])
+    other = fit_topology("allreduce", [Observation(s, 16, 2, 30e-6 + s / 40e9) for s in (1e3, 1e5, 1e6, 1e7, 1e8)])
+    doc = models_to_document([curve], [model, other])
+    doc["topology"] = [{**t, "crossing_version": 2} for t in doc["topology"]]
+    (loaded,) = models_from_document(doc)
+    assert loaded.topology is None and "chain of p - 1 steps" in loaded.why_no_topology()
+    assert loaded.predict(1 << 20, 16).provenance == "measured"
     pair = fit_topology("sendrecv", [Observation(s, 2, 2, 20e-6 + s / 40e9) for s in (1e3, 1e5, 1e6, 1e7, 1e8)])
     assert TopologyModel.from_dict({**pair.to_dict(), "crossing_version": 2}) == pair  # 2 ranks: one step either way
