@@ -1,8 +1,7 @@
 """A topology-aware cost model for collectives, shaped like NCCL's own tuning model.
 
-NCCL prices an operation as a per-call latency, plus a per-step latency times the steps the algorithm takes,
-plus the bytes over a per-rank bus bandwidth. pybench fits that shape, not one line per world size, so one
-fitted model answers for any (world, nodes):
+NCCL prices an operation as a per-call latency, plus a per-step latency times the steps the algorithm takes, plus
+the bytes over a per-rank bus bandwidth. pybench fits that shape, so one model answers for any (world, nodes):
 
     T(S, p) = base + hops(p) * step + (data_steps(p) + c) / p * S / B
 
@@ -299,7 +298,8 @@ class TopologyModel:
         share = min(bytes_only._time(size, world, nodes, sharing)[0] / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
         span = own_miss_span(self, kind, across)  # the cost shape's misfit at the layouts it was fitted on
-        if readings and across and any(r.algorithm == "ring" for r in priced.all_regimes()):  # type: ignore[union-attr]
+        ring = across and any(r.algorithm == "ring" for r in priced.all_regimes())  # type: ignore[union-attr]
+        if readings and ring and self.collective != "allreduce":  # a forced all-reduce ring (NCCL_ALGO): as a tree
             time_s = readings[1]
         elif readings:
             time_s, span = _between(readings[0], readings[1], span)

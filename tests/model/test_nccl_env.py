@@ -41,6 +41,10 @@ def test_an_all_reduce_forced_to_the_ring_crosses_nodes_by_the_ring_at_any_node_
     assert {r.algorithm for r in model.inter.all_regimes()} == {"ring"}
     p = model.predict(1 << 30, 64, 8)
     assert not any("may have crossed by NCCL's tree" in c for c in p.caveats), p.caveats
+    # fitted at one node count from 1 MiB up, its latency is neither all per call nor all per step of the ring (all
+    # per step put 1 MiB on 8 nodes at 605 us, 5x what NCCL's default runs there took): between the two
+    per_call, per_step = model._latency_readings(1 << 20, 64, 8, 1)
+    assert per_call < model.predict(1 << 20, 64, 8).time_s < per_step
     # a log that forced nothing keeps both readings
     (plain,), _ = fit_topology_models(load_measurements(PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce.log"))
     assert any("may have crossed by NCCL's tree" in c for c in plain.predict(1 << 30, 64, 8).caveats)
