@@ -78,6 +78,27 @@ def run_under_mpiexec(script: Path, args: list[str], cwd: Path, nprocs: int = 2,
     return proc
 
 
+def start_ranks(cmd: list[str], ready, wait_s: float, **popen_kwargs) -> subprocess.Popen:
+    """Popen ``cmd`` (ranks under a user's mpiexec, stderr piped) and wait until ``ready()``, its end or ``wait_s``;
+    launched again where Open MPI failed to start before any rank ran (the start-up race pybench's own launch
+    retries, :func:`pybench.measure.mpi_stderr.failed_to_start`). A job that ends otherwise before it is ready
+    fails the test with its stderr."""
+    import time
+
+    from pybench.measure.mpi_stderr import START_ATTEMPTS, failed_to_start
+    for attempt in range(START_ATTEMPTS):
+        proc = subprocess.Popen(cmd, **popen_kwargs)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and proc.poll() is None and not ready():
+            time.sleep(0.05)
+        if proc.poll() is None or ready():
+            return proc
+        _, stderr = proc.communicate()
+        if not failed_to_start(stderr or "") or attempt == START_ATTEMPTS - 1:
+            pytest.fail(f"the ranks ended before they were ready (exit {proc.returncode}): {stderr}")
+    raise AssertionError("unreachable")
+
+
 def assert_every_case_exact(results: list[dict]) -> None:
     """Every collective x dtype x op appears in a rank script's results, and none had a wrong value."""
     from pybench.collectives import COLLECTIVES, DTYPES, OPS

@@ -8,10 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from conftest import start_ranks
 
 
 def _rank_pid(marker: str, rank: int) -> int | None:
@@ -40,14 +40,11 @@ def test_the_survivor_of_a_killed_torch_rank_says_one_line(tmp_path, native):
     env = {k: v for k, v in launcher.environment().items() if k not in ("PYBENCH_STATUS_FILE", "PYBENCH_JOB_DIR")}
     argv = [sys.executable, "-m", "pybench", "allreduce", "--backend", "torch", "--sizes", "1K,2K,4K,128M",
             "--iters", "300", "--json", str(out)]
-    proc = subprocess.Popen(launcher.command(2, argv), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # Both ranks are in the sweep once the file holds a measured size (files are replaced whole, never seen
+    # half-written); a busy machine only makes that wait longer.
+    proc = start_ranks(launcher.command(2, argv), lambda: _measured(out), 180, cwd=tmp_path, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        # Both ranks are in the sweep once the file holds a measured size (files are replaced whole,
-        # never seen half-written); a busy machine only makes that wait longer.
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None and not _measured(out):
-            time.sleep(0.05)
         assert _measured(out), f"no size measured in time: {proc.poll()=}"
         victim = _rank_pid(str(out), 1)
         assert victim is not None, "rank 1 never started"

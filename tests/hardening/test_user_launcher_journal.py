@@ -13,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from conftest import start_ranks
+
 
 def _rank0_pid(marker: str) -> int | None:
     for d in Path("/proc").iterdir():
@@ -37,19 +39,20 @@ def test_rank0_killed_under_the_users_mpirun_keeps_every_size_measured(tmp_path,
     # 10 s), so the third size is only in the journal when rank 0 dies inside the fourth.
     argv = [sys.executable, "-m", "pybench", "allreduce", "--sizes", "1K,2K,4K,512M", "--iters", "400",
             "--backend", "mpi", "--json", str(out)]
-    proc = subprocess.Popen(launcher.command(2, argv), cwd=tmp_path, env=launcher.environment(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    def journaled() -> Path | None:
+        for journal in Path(tempfile.gettempdir()).glob(f"pybench-job-*/{name}"):
+            try:
+                if journal.read_text().count("\n") >= 4:  # the header and 3 sizes
+                    return journal.parent
+            except OSError:
+                pass
+        return None
+
+    proc = start_ranks(launcher.command(2, argv), lambda: journaled() is not None, 90, cwd=tmp_path,
+                       env=launcher.environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       start_new_session=True)
     try:
-        deadline = time.monotonic() + 90
-        folder = None
-        while time.monotonic() < deadline and proc.poll() is None and folder is None:
-            for journal in Path(tempfile.gettempdir()).glob(f"pybench-job-*/{name}"):
-                try:
-                    if journal.read_text().count("\n") >= 4:  # the header and 3 sizes
-                        folder = journal.parent
-                except OSError:
-                    pass
-            time.sleep(0.05)
+        folder = journaled()
         assert folder is not None, "rank 0 never journaled its third size"
         victim = _rank0_pid(str(out))
         assert victim is not None

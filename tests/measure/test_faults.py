@@ -318,11 +318,17 @@ def test_a_rank_does_not_wait_forever_in_finalize_for_a_stopped_launcher(tmp_pat
     from pybench.measure.launch import find_launcher
     script = tmp_path / "finalize.py"
     script.write_text(_FINALIZE_SCRIPT)
+    from pybench.measure.mpi_stderr import START_ATTEMPTS, failed_to_start
     launcher = find_launcher()
-    p = subprocess.Popen(launcher.command(2, [sys.executable, str(script)]), cwd=tmp_path, env=launcher.environment(),
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    for _ in range(START_ATTEMPTS):  # Open MPI's start-up race, which pybench's own launch retries
+        p = subprocess.Popen(launcher.command(2, [sys.executable, str(script)]), cwd=tmp_path,
+                             env=launcher.environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        started = p.stdout.readline().strip()
+        if started == "started" or not failed_to_start(p.communicate()[1]):
+            break
     try:
-        assert p.stdout.readline().strip() == "started"
+        assert started == "started"
         os.kill(p.pid, signal.SIGSTOP)
         deadline = time.monotonic() + 60  # bounds a regression; the ranks go about 3 s after the sleep
         while _processes_with(str(script)) != [p.pid] and time.monotonic() < deadline:
