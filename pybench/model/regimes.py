@@ -190,9 +190,11 @@ def fit_regimes(designs: np.ndarray | Sequence[np.ndarray], y: np.ndarray, sizes
         return None
     best, bounds = one, list[float]()
     n = y.size
-    segmented = _segmentations(designs, y, sizes, max_regimes)
+    segmented: dict | None = None  # computed where a split is first tried (a sweep within the floor needs none)
     while len(best[0]) < max_regimes and best[1] / n > noise_floor * noise_floor:
         more = _split_once(designs, y, sizes, bounds)
+        if segmented is None:
+            segmented = _segmentations(designs, y, sizes, max_regimes)
         # the best contiguous split into as many ranges, where the greedy search's split points are worse
         other = segmented.get(len(bounds) + 2)
         if other is not None and (more is None or other[0][1] < more[0][1]):
