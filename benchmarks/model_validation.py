@@ -105,7 +105,10 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   node. A crossing's latency is priced per step of its schedule (a ring's p-1 steps, a
   tree's levels), in the small-size protocols (`crossing_step_latency_s`, at the bus bandwidth they reach
   across nodes, `small_protocol_busbw_Bps`) and in the bandwidth protocol that runs the middle sizes
-  (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB). A described all-reduce crosses
+  (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB, for a measured node, whose
+  regimes carry their own rates there; on a node at its nominal rate, `nominal_step_latency_s`, the latency per step
+  at which each log's description meets it best: the middle sizes run below the rate the largest reach, which a
+  nominal rate does not know). A described all-reduce crosses
   the nodes by NCCL's tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
   `nic_efficiency` is what the NICs carry, not a bus bandwidth; that efficiency is typical, not a bound (some
   logs reach nearly the full rate), so the interval's fast side reaches the NICs at their full

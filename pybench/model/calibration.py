@@ -125,7 +125,14 @@ class Calibration:
     more often."""
     bandwidth_step_latency_s: float
     """The same in the bandwidth protocol (NCCL's Simple), which every log runs in the middle sizes: each
-    of its steps across nodes waits on a network transfer of a whole chunk."""
+    of its steps across nodes waits on a network transfer of a whole chunk. Read from the regime each 2-node
+    fit runs there, with that regime's own rate: it prices a crossing on a measured node's regimes, which
+    carry their own rates."""
+    nominal_step_latency_s: float
+    """The same where the node was not measured, its links at the description's nominal rate in one regime:
+    the latency per step at which each log's description meets it best. The middle sizes run below the rate
+    the largest reach (NCCL fills its pipeline and channels only there), which a nominal rate does not know:
+    priced with the regime's latency, most logs' middle sizes came out too fast."""
     small_protocol_busbw_Bps: float
     """Bus bandwidth the small-size protocols (LL, LL128) reach across nodes: their buffers are small, so
     they move little per network round trip whatever the NICs' rate."""
@@ -162,6 +169,7 @@ class Calibration:
             numbers = {k: float(d[k]) for k in ("described_bandwidth_half_width", "described_latency_half_width",
                                                  "crossing_latency_half_width", "preset_half_width",
                                                  "crossing_step_latency_s", "bandwidth_step_latency_s",
+                                                 "nominal_step_latency_s",
                                                  "small_protocol_busbw_Bps", "crossing_ranks_per_node",
                                                  "slower_widening_above_sweep", "slower_widening_below_sweep",
                                                  "more_nodes_speedup")}

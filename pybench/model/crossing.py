@@ -342,7 +342,9 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
 
     small_cap = calibration.small_protocol_busbw_Bps or math.inf  # 0: chosen on no log, nothing to cap with
     regimes = [across(r, calibration.crossing_step_latency_s, min(r.busbw_Bps * scale, small_cap)) for r in small]
-    regimes.append(across(bandwidth, calibration.bandwidth_step_latency_s, bandwidth.busbw_Bps * scale))
+    # a measured node's bandwidth regime carries its own rate in the middle sizes; a nominal rate does not
+    step = calibration.nominal_step_latency_s if intra.is_described else calibration.bandwidth_step_latency_s
+    regimes.append(across(bandwidth, step, bandwidth.busbw_Bps * scale))
     return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
 
 

@@ -296,9 +296,10 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     return {f: mean([c.efficiency for c in known if family(c.collective) == f] or pooled) for f in FAMILIES}
 
 
-def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, float, float]:
-    """The medians over ``cases`` of the small-size and the bandwidth protocols' latency per step across nodes,
-    and of the small-size protocols' bus bandwidth (0 without a case), and the most ranks per node among them.
+def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, float, float, float]:
+    """The medians over ``cases`` of the small-size and the bandwidth protocols' latency per step across nodes
+    (on a measured node, and on a nominal one), and of the small-size protocols' bus bandwidth (0 without a
+    case), and the most ranks per node among them.
     An all-reduce that may have crossed by the tree or the ring (:attr:`SystemCase.tree_or_ring`) cannot say
     how many steps it paid: it says nothing of the latency per step."""
     def median(values: list[float]) -> float:
@@ -306,7 +307,8 @@ def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, floa
 
     known = [c for c in cases if not c.tree_or_ring] or list(cases)
     return (median([c.step_latency_s for c in known]), median([c.bandwidth_step_latency_s for c in known]),
-            median([c.small_busbw_Bps for c in cases]), float(max((c.ranks_per_node for c in cases), default=0)))
+            median([c.nominal_step_latency_s for c in known]), median([c.small_busbw_Bps for c in cases]),
+            float(max((c.ranks_per_node for c in cases), default=0)))
 
 
 def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
@@ -338,9 +340,10 @@ def _described_half_widths(cases: Sequence[SystemCase], base: Calibration) -> tu
     misses: dict[str, list[tuple[Point, Calibration]]] = {}
     for group in groups:
         rest = [c for c in cases if c.group != group]
-        step, bandwidth_step, small_busbw, _ = _crossing_protocols(rest)
+        step, bandwidth_step, nominal_step, small_busbw, _ = _crossing_protocols(rest)
         inner = dataclasses.replace(base, nic_efficiency=_efficiencies(rest), crossing_step_latency_s=step,
-                                    bandwidth_step_latency_s=bandwidth_step, small_protocol_busbw_Bps=small_busbw,
+                                    bandwidth_step_latency_s=bandwidth_step, nominal_step_latency_s=nominal_step,
+                                    small_protocol_busbw_Bps=small_busbw,
                                     crossing_latency_half_width=_crossing_latency_half_width(rest))
         for case in (c for c in cases if c.group == group):
             misses.setdefault(group, []).extend((p, inner) for p in case.points(inner))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import brentq
+from scipy.optimize import brentq, least_squares
 
 from pybench.model.anomalies import disturbed_sizes
 from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
@@ -86,6 +86,9 @@ class SystemCase:
     """Fitted small-size inter-node latency per step of the schedule that crossed."""
     bandwidth_step_latency_s: float
     """The same of the regime its fit runs at :data:`PROTOCOL_PROBE_BYTES` (the bandwidth protocol)."""
+    nominal_step_latency_s: float
+    """The bandwidth protocol's latency per step at which its description, on a node at its nominal rate,
+    meets its log best (:func:`_matching_nominal_step`)."""
     small_busbw_Bps: float
     """Bus bandwidth of its fit's smallest-size regime across nodes, in the bytes its crossing is priced with."""
     ranks_per_node: int
@@ -352,9 +355,10 @@ def _system_case(dataset: str, group: str, system: str, collective: str, obs: li
     hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
     case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                       (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
-                      first.busbw_Bps, w0 // n0, preset, intra,
+                      (middle.base_s + hops * middle.step_s) / hops, first.busbw_Bps, w0 // n0, preset, intra,
                       tree_or_ring_undescribed(collective, "ring", load_system(system)))
-    return dataclasses.replace(case, efficiency=_matching_efficiency(case))
+    case = dataclasses.replace(case, efficiency=_matching_efficiency(case))
+    return dataclasses.replace(case, nominal_step_latency_s=_matching_nominal_step(case))
 
 
 PROTOCOL_PROBE_BYTES = BANDWIDTH_PROTOCOL_BYTES
@@ -365,24 +369,42 @@ def _regime_at(inter: LinkCost, collective: str, world: int, nodes: int, size: f
     return min(inter.all_regimes(), key=lambda r: regime_crossing_s(r, "ring", collective, size, world, nodes)[0])
 
 
+def _own_calibration(case: SystemCase, efficiency: float, nominal_step_s: float) -> Calibration:
+    """A calibration of the case's own constants alone, with no interval terms."""
+    none = {k: dict.fromkeys(PARTS, 0.0) for k in EXTRAPOLATED_KINDS}
+    return Calibration(
+        widening_several_layouts=none, widening_one_layout=none, nic_efficiency=dict.fromkeys(FAMILIES, efficiency),
+        described_bandwidth_half_width=0.0, described_latency_half_width=0.0, crossing_latency_half_width=0.0,
+        preset_half_width=0.0, crossing_step_latency_s=case.step_latency_s,
+        bandwidth_step_latency_s=case.bandwidth_step_latency_s, nominal_step_latency_s=nominal_step_s,
+        small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node,
+        slower_widening_above_sweep=0.0, slower_widening_below_sweep=0.0)
+
+
 def _matching_efficiency(case: SystemCase) -> float:
     """The NIC efficiency at which the case's own description meets its log: the median log error of its
     points whose bytes take most of the time is zero. The fitted bandwidth regime's rate is what the
     largest sizes reach; NCCL gets there only at the top of the sweep, and the scored sizes run below it.
     Where no efficiency meets the log (the node's own links are the slower), the fitted rate's."""
     def median_error(efficiency: float) -> float:
-        calibration = Calibration(
-            widening_several_layouts={k: dict.fromkeys(PARTS, 0.0) for k in EXTRAPOLATED_KINDS},
-            widening_one_layout={k: dict.fromkeys(PARTS, 0.0) for k in EXTRAPOLATED_KINDS},
-            nic_efficiency=dict.fromkeys(FAMILIES, efficiency), described_bandwidth_half_width=0.0,
-            described_latency_half_width=0.0, crossing_latency_half_width=0.0, preset_half_width=0.0,
-            crossing_step_latency_s=case.step_latency_s, bandwidth_step_latency_s=case.bandwidth_step_latency_s,
-            small_protocol_busbw_Bps=case.small_busbw_Bps, crossing_ranks_per_node=case.ranks_per_node,
-            slower_widening_above_sweep=0.0, slower_widening_below_sweep=0.0)
-        points = [p for p in case.points(calibration) if p.spread is not None and p.spread.bandwidth_share >= 0.5]
+        points = [p for p in case.points(_own_calibration(case, efficiency, case.nominal_step_latency_s))
+                  if p.spread is not None and p.spread.bandwidth_share >= 0.5]
         return float(np.median([p.error for p in points])) if points else 0.0
 
     low, high = case.efficiency / 4.0, case.efficiency * 4.0
     if median_error(low) <= 0.0 or median_error(high) >= 0.0:
         return case.efficiency
     return float(brentq(median_error, low, high, xtol=1e-4))
+
+
+def _matching_nominal_step(case: SystemCase) -> float:
+    """The bandwidth protocol's latency per step across nodes at which the case's description, its node at
+    the nominal rate (measured or not) and its NICs at the matching efficiency, meets its log best: least
+    squares in log time over its scored sizes, within a factor e^3 of its fit's regime's own."""
+    start, nominal = math.log(case.bandwidth_step_latency_s), dataclasses.replace(case, node_model=None)
+
+    def errors(x: np.ndarray) -> np.ndarray:
+        return np.array([p.error for p in nominal.points(_own_calibration(case, case.efficiency, math.exp(x[0])))])
+
+    solved = least_squares(errors, [start], bounds=([start - 3.0], [start + 3.0]))
+    return float(math.exp(solved.x[0]))

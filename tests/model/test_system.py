@@ -7,7 +7,7 @@ import json
 import math
 
 import pytest
-from conftest import REPO, SHARED_DATA, fitted_model_file
+from conftest import PUBLIC_LOGS, REPO, SHARED_DATA, fitted_model_file
 
 from pybench.cli.main import main as main_for_tests
 from pybench.collectives import busbw_factor
@@ -18,6 +18,7 @@ from pybench.model.logs import load_measurements
 from pybench.model.system import SystemDescription, load_system, named_systems
 from pybench.model.topology import Observation, TopologyModel
 from pybench.model.topology_fit import fit_topology
+from pybench.model.validation_cases import _own_calibration, system_cases
 
 OSU_ALLREDUCE = REPO / "tests" / "fixtures" / "osu_allreduce.txt"
 NAMED = ("dgx-1-v100", "dgx-a100", "dgx-h100", "dgx-h200", "hgx-b200", "gb200-nvl72", "aws-p4d", "aws-p4de",
@@ -405,6 +406,33 @@ def test_a_described_crossing_runs_its_middle_sizes_in_the_bandwidth_protocol():
     assert middle.time_s >= 15 * calibration.bandwidth_step_latency_s
     assert middle.regime == f"{len(small) + 1} of {len(small) + 1}"
     assert model.predict(1 << 10, 16, 2).regime == "1 of 2"
+
+
+def test_a_node_at_its_nominal_rate_pays_the_step_its_description_needs_in_the_middle_sizes():
+    """A nominal rate does not know that the middle sizes run below the rate the largest reach (NCCL fills its
+    pipeline and channels only there): priced with a fit's bandwidth-regime latency, which comes with that
+    regime's own lower rate, most logs' 4-64 MiB all-reduces came out too fast. A node without a measurement
+    pays the step its description needs (chosen where each log's description meets it); a measured node keeps
+    the regime's, its own regimes carrying their rates."""
+    calibration = dataclasses.replace(load_calibration(), bandwidth_step_latency_s=40e-6, nominal_step_latency_s=90e-6)
+    system = load_system("dgx-h100")
+    nominal = TopologyModel("allreduce", "ring", None, None, ((2, 1),), (1, 1 << 40)).with_system(system, calibration)
+    measured = fit_topology("allreduce", [Observation(float(s), 8, 1, 10e-6 + 14 / 8 * s / 200e9)
+                                          for s in (2.0 ** k for k in range(10, 31))]).with_system(system, calibration)
+    assert nominal.inter is not None and measured.inter is not None
+    assert nominal.inter.all_regimes()[-1].step_s == pytest.approx(90e-6)
+    assert measured.inter.all_regimes()[-1].step_s == pytest.approx(40e-6)
+
+
+def test_each_logs_nominal_step_is_the_one_at_which_its_description_meets_it():
+    def cost(case, step):
+        nominal = dataclasses.replace(case, node_model=None)
+        return sum(p.error ** 2 for p in nominal.points(_own_calibration(case, case.efficiency, step)))
+
+    for case in system_cases(SHARED_DATA, PUBLIC_LOGS)[:3]:
+        chosen = case.nominal_step_latency_s
+        assert cost(case, chosen) <= min(cost(case, chosen * 1.2), cost(case, chosen / 1.2)) + 1e-12, case.dataset
+        assert math.isfinite(chosen) and chosen > 0
 
 
 def test_a_described_crossing_read_from_a_file_is_priced_again_with_the_shipped_calibration():
