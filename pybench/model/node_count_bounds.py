@@ -1,9 +1,11 @@
 """The fitted node counts on either side of an asked one bound its time: more nodes of the same ranks per node add
-steps and bytes, fewer take fewer. Real runs stray from that (another algorithm or protocol at another node count,
-a run off its fit), by as much as :attr:`~pybench.model.calibration.Calibration.more_nodes_speedup` says, chosen on
-the calibration logs: the point is moved to the nearer fitted time, and the interval reaches no further past it.
-Far beyond the fitted node counts, NCCL's and RCCL's time is bounded above too: no algorithm they pick pays more
-steps than a ring over every rank, nor more than twice the bytes per node.
+steps and bytes, fewer take fewer (where no fewer-node layout of those ranks per node was fitted, one node of them as
+the node's own links price it: a crossing whose NICs outpace those links cannot beat the node's own collective).
+Real runs stray from that (another algorithm or protocol at another node count, a run off its fit), by as much as
+:attr:`~pybench.model.calibration.Calibration.more_nodes_speedup` says, chosen on the calibration logs: the point is
+moved to the nearer fitted time, and the interval reaches no further past it. Far beyond the fitted node counts,
+NCCL's and RCCL's time is bounded above too: no algorithm they pick pays more steps than a ring over every rank, nor
+more than twice the bytes per node.
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
         notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {per_node * fewer} ranks on "
                      f"{fewer} node(s) as fitted: more nodes add steps and bytes")
         time_s = fewer_s
+    elif not fewer and per_node > 1 and model.intra is not None:  # no such layout fitted: the node's own model
+        one_node_s = model._time(size, per_node, 1)[0]  # (each node still does its own ranks' share inside it)
+        if one_node_s > time_s:
+            notes.append(f"raised by {100 * (one_node_s / time_s - 1):.0f}% to the time of {per_node} ranks on one "
+                         f"node as its own links price it: more nodes add steps and bytes")
+            time_s = one_node_s
     if 0 < more_s < time_s:
         notes.append(f"lowered by {100 * (1 - more_s / time_s):.0f}% to the time of {per_node * more} ranks on "
                      f"{more} node(s) as fitted: fewer nodes take fewer steps and bytes")

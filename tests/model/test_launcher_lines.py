@@ -36,6 +36,11 @@ from pybench.model.topology_fit import nodes_of
     ("mpirun -np 1 ./osu_bcast : -np 1 ./osu_bcast", Launch("mpirun", 2, None)),
     # Open MPI without a rank count starts every slot -H lists
     ("mpirun -H node1:8,node2:8 ./osu_allreduce", Launch("mpirun", 16, 2)),
+    # with a rank count, Open MPI fills the listed hosts' slots in order (OCI's H100 quick start: -n 16 -H a:8,b:8)
+    ("mpirun -n 16 -H node1:8,node2:8 ./osu_allreduce", Launch("mpirun", 16, 2)),
+    ("mpirun -n 8 -H node1:8,node2:8 ./osu_allreduce", Launch("mpirun", 8, 1)),
+    ("mpirun -n 8 --map-by node -H node1:8,node2:8 ./osu_allreduce", Launch("mpirun", 8, 2)),
+    ("mpirun -n 32 -H node1:8,node2:8 ./osu_allreduce", Launch("mpirun", 32, None)),
 ])
 def test_a_launcher_line_gives_its_ranks_and_hosts(line, launch):
     assert read_launch(line) == launch

@@ -86,6 +86,25 @@ def test_a_test_that_failed_on_its_first_row_is_a_failed_test_too(tmp_path, caps
         "32768 float none -1 cnode2-002: Test CUDA failure common.cu:389" in err
 
 
+def test_a_test_that_failed_after_some_rows_keeps_them_and_says_the_run_ended_there(tmp_path):
+    """An MI355X 2-node run broke off after 1 MiB of the 16 GiB asked (NCCL WARN NET/IB ... status=12, Test NCCL
+    failure, Open MPI's abort): its rows were fitted with no word that the run had failed."""
+    lines = CLEAN.read_text().splitlines(keepends=True)
+    rows = [k for k, ln in enumerate(lines) if ln.split() and ln.split()[0].isdigit() and len(ln.split()) > 10]
+    cut = lines[:rows[len(rows) // 2] + 1] + [
+        "node1:3318:3390 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<37011> with status=12 opcode=0\n",
+        "node1: Test NCCL failure common.cu:1174 'remote process exited or there was a network error / '\n",
+        "Primary job  terminated normally, but 1 process returned\n"]
+    path = tmp_path / "broke_off.log"
+    path.write_text("".join(cut))
+    (m,) = load_measurements(path)
+    assert len(np.unique(m.size_bytes)) == len(rows) // 2 + 1
+    note = next(n for n in m.notes if "failed after its last row" in n)
+    assert f"line {len(cut) - 1}: node1: Test NCCL failure common.cu:1174" in note and "never ran" in note
+    (whole,) = load_measurements(CLEAN)
+    assert not any("failed after" in n for n in whole.notes)
+
+
 # --- C: line prefixes ------------------------------------------------------------------------------------
 
 PREFIXES = {

@@ -97,6 +97,24 @@ def test_hosts_that_fill_domains_partly_are_priced_as_whole_domains():
     assert "partly" not in model.predict(1 << 33, 36, 9).links  # inside one domain: nothing crosses
 
 
+def test_two_domains_take_no_less_than_one_domain_of_their_ranks_where_no_such_layout_was_fitted():
+    """OCI's GB300 sweeps: 4 ranks on 1 host and 64 on 16 (one rack, partly filled), fitted with the description.
+    Two racks (128 ranks on 32 hosts, priced as 72 per domain) were predicted at 1.2 ms for 1 GiB, 930 GB/s of
+    NVLink bus bandwidth reaching 1.7 TB/s, where one rack's 64 ranks took 2.8 ms (the real 2-rack run: 3.8 ms): the
+    crossing, its NICs faster than NVLink, was priced in the tree's bytes alone. No layout of 72 ranks per domain
+    was fitted, so one domain of them as its own links price it bounds the time from below."""
+    def sweep(world, hosts, busbw):
+        return [Observation(s, world, hosts, 20e-6 + 2 * (world - 1) / world * s / busbw) for s in SIZES]
+
+    model = fit_topology("allreduce", sweep(4, 1, 970e9) + sweep(64, 16, 930e9), system=NVL72).with_system(NVL72)
+    size = 1 << 30
+    one_rack, two = model.predict(size, 64, 16), model.predict(size, 128, 32)
+    one_domain_of_72 = model.predict(size, 72, 18)
+    assert two.time_s >= one_domain_of_72.time_s * (1 - 1e-9) and two.time_s >= one_rack.time_s
+    assert any("raised" in n and "72 ranks on one node" in n for n in two.size_notes)
+    assert size / two.time_s * busbw_factor("allreduce", 128) <= 930e9 * 1.05
+
+
 def test_without_the_description_the_world_beyond_the_fitted_racks_is_not_determined():
     model = fit_topology("allreduce", _racks(2, 800e9))
     assert model.hosts_per_node == 1

@@ -6,7 +6,9 @@ Each launcher counts them its own way:
   ``--ntasks-per-node`` (flux: ``--tasks-per-node``) where no rank count is given;
 * ``mpirun``/``mpiexec``/``orterun``/``mpirun_rsh``: ``-np``/``-n``/``--np`` ranks; ranks per host
   from ``-ppn``/``-perhost`` (MPICH, Intel MPI), ``-npernode``/``--npernode``/``-N`` (Open MPI),
-  ``--map-by ppr:K:node`` or ``-pernode`` (one); ``--mca NAME VALUE`` and ``-genv NAME VALUE`` skipped;
+  ``--map-by ppr:K:node`` or ``-pernode`` (one), else the hosts of ``-H host:slots,...`` the ranks fill in
+  order (Open MPI maps by slot; ``--map-by node``: one rank per host in turn); ``--mca NAME VALUE`` and
+  ``-genv NAME VALUE`` skipped;
 * ``jsrun`` (LSF): ``-p``/``--np`` ranks, else ``-n``/``--nrs`` resource sets times
   ``-a``/``--tasks_per_rs`` (1 by default); ``-r``/``--rs_per_host`` sets per host;
 * ``aprun`` (Cray ALPS): ``-n`` ranks, ``-N`` ranks per node.
@@ -128,6 +130,25 @@ def _hosts(ranks: int | None, per_host: int | None) -> int | None:
     return ranks // per_host if ranks and per_host and ranks % per_host == 0 else None
 
 
+_LONGEST_COMMAND = 8000
+"""Characters a command continued over lines is joined up to (a stray backslash joins no whole log)."""
+
+
+def continued_lines(lines: list[str]) -> list[str]:
+    """``lines`` with each command continued over lines (``mpirun --np 8 \\``, as scripts and READMEs print
+    them) joined into its last line, the lines before it left empty: one launcher line, read as one."""
+    out, held = [], ""
+    for line in lines:
+        stripped = line.rstrip()
+        if stripped.endswith("\\") and len(held) + len(stripped) < _LONGEST_COMMAND:
+            held += stripped[:-1].strip() + " "
+            out.append("")
+            continue
+        out.append(held + line.strip() if held else line)
+        held = ""
+    return out
+
+
 def read_launch(line: str) -> Launch | None:
     """The launch on ``line``, or None where it holds no launcher command."""
     m = _LAUNCHER_RE.search(line)
@@ -160,13 +181,23 @@ def _app_contexts(words: list[str]) -> list[list[str]]:
     return [c for c in contexts if c]
 
 
-def _host_slots(value: str) -> tuple[int, int] | None:
-    """(ranks, hosts) of Open MPI's ``-H node1:8,node2:8`` (no rank count: it starts every slot listed)."""
-    hosts = value.split(",")
-    slots = [re.fullmatch(r"[\w.-]+:(\d+)", h) for h in hosts]
-    if not hosts or not all(slots):
+def _host_slots(value: str) -> list[int] | None:
+    """The slots of each host of Open MPI's ``-H node1:8,node2:8``, None where a host names none."""
+    slots = [re.fullmatch(r"[\w.-]+:(\d+)", h) for h in value.split(",")]
+    if not all(slots):
         return None
-    return sum(int(m.group(1)) for m in slots if m), len(hosts)
+    return [int(m.group(1)) for m in slots if m]
+
+
+def _hosts_filled(ranks: int, slots: list[int]) -> int | None:
+    """Hosts that ``ranks`` ranks occupy when mapped by slot, as Open MPI does by default: each host's slots
+    filled in the order listed (None where the ranks outnumber the slots: oversubscribed, mapped otherwise)."""
+    filled = 0
+    for k, n in enumerate(slots, start=1):
+        filled += n
+        if filled >= ranks:
+            return k
+    return None
 
 
 def _read(launcher: str, options: dict[str, str]) -> Launch:
@@ -191,6 +222,9 @@ def _read(launcher: str, options: dict[str, str]) -> Launch:
     if per_host is None and ("-pernode" in options or "--pernode" in options):
         per_host = 1
     listed = _host_slots(options.get("-H", options.get("--host", "")))
-    if ranks is None and listed is not None:
-        return Launch(launcher, listed[0], listed[1])
+    if ranks is None and listed is not None:  # no rank count: it starts every slot listed
+        return Launch(launcher, sum(listed), len(listed))
+    if ranks and per_host is None and listed is not None:
+        by_node = options.get("--map-by", options.get("-map-by", "")).split(":")[0] == "node"  # round robin
+        return Launch(launcher, ranks, min(ranks, len(listed)) if by_node else _hosts_filled(ranks, listed))
     return Launch(launcher, ranks, _hosts(ranks, per_host))

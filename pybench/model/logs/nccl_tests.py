@@ -53,7 +53,7 @@ import numpy as np
 from pybench.collectives import COLLECTIVES, busbw_factor
 from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
-from pybench.model.logs.launcher_lines import Launch, read_launch
+from pybench.model.logs.launcher_lines import Launch, continued_lines, read_launch
 from pybench.model.logs.measurements import MeasurementSet, device_names
 from pybench.model.logs.nccl_env import forced_algorithm
 from pybench.model.logs.nccl_tests_counts import (
@@ -64,7 +64,7 @@ from pybench.model.logs.nccl_tests_counts import (
     refuse_contradicting_counts,
     type_bytes,
 )
-from pybench.model.logs.nccl_tests_failure import EmptyTable
+from pybench.model.logs.nccl_tests_failure import EmptyTable, failed_after_rows
 from pybench.model.logs.nccl_tests_precision import sharpen_times
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import (
@@ -332,6 +332,8 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         notes.append("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of "
                      "described crossings (--system) come from NVIDIA systems only, so a prediction from a "
                      "description rests on no RCCL measurement")
+    if launch is not None and launch.devices != world and pre.algo_on_launch:  # another job's line, its -x too
+        pre = dataclasses.replace(pre, nccl_algo="")
     if pre.nccl_algo and coll == "allreduce":  # the one collective NCCL runs by either
         notes.append(f"NCCL_ALGO={pre.nccl_algo.capitalize()} in the log: NCCL ran its {pre.nccl_algo} at every size")
     own = bool(pre.pybench)
@@ -418,7 +420,7 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
     if _rccl_csv(text):
         raise FileFormatError(f"{path}: rccl-tests CSV (-Z csv), which pybench does not read: rerun with -Z json, "
                               f"or give the text output")
-    lines = clean_lines(text)
+    lines = continued_lines(clean_lines(text))  # (a launcher command continued over lines: one line)
     _refuse_one_name_for_several(path, lines, collective)
     sets: list[MeasurementSet] = []
     pre, previous = Preamble(), None
@@ -446,7 +448,10 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             continue
         if pre.program is None:  # named only in the footer: "# Collective test concluded: alltoall_perf"
             pre.program = _concluded_after(lines, i)
-        sets.extend(_measurement_sets(path, table, pre, previous, collective, world_size))
+        found = _measurement_sets(path, table, pre, previous, collective, world_size)
+        if (stopped := failed_after_rows(lines, i, lambda ln: header_tokens(ln) is not None)) is not None:
+            found = [dataclasses.replace(m, notes=(*m.notes, stopped)) for m in found]
+        sets.extend(found)
         previous = pre.program or previous
         pre = pre.for_next_test()
     if not sets:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pybench.errors import FileFormatError
 
@@ -24,3 +25,15 @@ def reported_failure(lines: list[str], start: int, end: int) -> tuple[int, str] 
     label or the row's size and type that may come before it on its line."""
     return next(((k + 1, " ".join(lines[k].split())) for k in range(start, end) if _FAILURE_RE.search(lines[k])),
                 None)
+
+
+def failed_after_rows(lines: list[str], end: int, is_header: Callable[[str], bool]) -> str | None:
+    """A note where a test reported a failure after its last row (``end``), before the next table's header: its
+    rows stand, and the run ended there, short of the sizes it was asked for. None where it reported none."""
+    stop = next((k for k in range(end, min(len(lines), end + 200)) if is_header(lines[k])), min(len(lines), end + 200))
+    failure = reported_failure(lines, end, stop)
+    if failure is None:
+        return None
+    line, text = failure
+    return (f"the test failed after its last row (line {line}: {text[:120]}): its rows are read, the larger sizes "
+            f"it was asked for never ran")

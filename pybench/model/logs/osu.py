@@ -20,7 +20,7 @@ import numpy as np
 from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.flux_jobspec import flux_layout
 from pybench.model.logs.launcher_labels import clean_lines
-from pybench.model.logs.launcher_lines import read_launch
+from pybench.model.logs.launcher_lines import continued_lines, read_launch
 from pybench.model.logs.measurements import MeasurementSet, listed_hosts
 
 # Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
@@ -303,7 +303,7 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     FileFormatError
         No ``# Size`` header, rows that are not numbers, or an unknown unit (file and line named).
     """
-    lines = clean_lines(text)  # without mpirun --tag-output / srun --label prefixes
+    lines = continued_lines(clean_lines(text))  # without mpirun --tag-output / srun --label prefixes; commands joined
     tables = _headers(path, lines)
     named = {f"{t[0]} {t[1]}".lower() for _, t, _, _ in tables if t}
     if collective is not None and len(named) > 1:
