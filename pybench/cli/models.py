@@ -197,6 +197,8 @@ def run_fit(args) -> int:
         kwargs["min_points"] = args.min_points
     if system is None:
         system = _system_recorded_by(usable)
+    if system is not None and system.hosts_per_domain() > 1:
+        usable = [_inside_one_domain(m, system) for m in usable]
     models, topology, skipped = fit_model_file(usable, system=system, **kwargs)
     for k, model in enumerate(models):
         if k:
@@ -248,6 +250,20 @@ def _system_recorded_by(sets):
     print(f"pybench: fit: pricing with the system recorded in {first}: {found[first].summary()} "
           f"(give --system NAME|FILE for another)", file=sys.stderr)
     return found[first]
+
+
+def _inside_one_domain(ms, system):
+    """``ms`` labelled intra-node where all its hosts fit in one NVLink domain of ``system`` (a GB200 NVL72 rack's
+    trays), as its topology model counts them: its ranks talked over NVLink, not the network."""
+    from pybench.model.topology_fit import nodes_of
+
+    hosts, per_domain = nodes_of(ms), system.hosts_per_domain()
+    if ms.link_class != "inter-node" or hosts is None or hosts > per_domain \
+            or (ms.world_size or 0) > system.gpus_per_node * per_domain:
+        return ms
+    return dataclasses.replace(ms, link_class="intra-node", notes=(
+        *ms.notes, f"intra-node: its {hosts} hosts fit in one NVLink domain of {system.name} ({per_domain} hosts), "
+                   f"whose ranks talk over NVLink"))
 
 
 def _with_nodes(ms, nodes: int):

@@ -155,6 +155,12 @@ def _allreduce_from_rounding(table: Table, notes: list[str]) -> str | None:
     return "allreduce"
 
 
+RCCL_NOTE = ("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems are NVIDIA's, and the constants of "
+             "described crossings (--system) were chosen mostly on NVIDIA logs (two of the 2-node logs are AMD's: "
+             "docs/model-validation.md), so a prediction from a description rests on few RCCL measurements")
+"""What a log that RCCL ran is read as (its text and its JSON alike)."""
+
+
 @dataclass
 class Preamble:
     """What the lines above a table say about it: Rank lines, program name, pybench's own header."""
@@ -329,9 +335,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     if pre.pybench.get("backend") == "mpi" and pre.pybench.get("library"):
         notes.append(f"MPI library: {pre.pybench['library']}")  # which library's algorithms ran it
     if pre.rccl:
-        notes.append("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of "
-                     "described crossings (--system) come from NVIDIA systems only, so a prediction from a "
-                     "description rests on no RCCL measurement")
+        notes.append(RCCL_NOTE)
     if launch is not None and launch.devices != world and pre.algo_on_launch:  # another job's line, its -x too
         pre = dataclasses.replace(pre, nccl_algo="")
     if pre.nccl_algo and coll == "allreduce":  # the one collective NCCL runs by either

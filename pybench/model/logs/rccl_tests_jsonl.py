@@ -31,7 +31,7 @@ from pybench.io.foreign_schemas import MAX_TIME_US, validate_foreign
 from pybench.io.schemas import MAX_WORLD, Rate, Size, Text, _Body
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests import redop_name
+from pybench.model.logs.nccl_tests import RCCL_NOTE, redop_name
 from pybench.model.logs.nccl_tests_counts import canonical_dtype
 from pybench.model.logs.nccl_tests_table import is_wrong, wrong_note
 
@@ -127,10 +127,7 @@ def _hosts(rows: list[dict], world: int | None) -> tuple[list[str], str | None]:
     return [f"{world} ranks on {n} host(s) per the 'nodes' field"], ("inter-node" if n > 1 else "intra-node")
 
 
-# The text reader's note for a log rccl-tests wrote (nccl_tests.py): its JSON is the same run's
-RCCL_NOTE = ("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems and the constants of described "
-             "crossings (--system) come from NVIDIA systems only, so a prediction from a description rests on no "
-             "RCCL measurement")
+
 
 
 def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = None,
