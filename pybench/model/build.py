@@ -65,6 +65,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
         raise UsageError(f"{first.path or first.label}: {size.size} measured times; a model needs at least 3 "
                          f"(sweep more sizes, e.g. --sizes 1M:1G)")
     disturbed = _disagreeing_replicates(size, time, len(sets))  # whether or not such a size is also off the trend
+    disturbed += [n for m in sets for n in _in_place_apart(m)][:1]
     anomalies = find_anomalies(size, time, anomaly_ratio) if anomaly_ratio else ()
     size, time = without(size, time, anomalies)
     fit = fit_alpha_beta(size, time, min_points=min_points, criterion=criterion,
@@ -191,3 +192,29 @@ def _disagreeing_replicates(size: np.ndarray, time: np.ndarray, sweeps: int = 1)
     return [f"the times measured at {len(far)} size(s) differ between their replicates ({pooled}): {shown}"
             f"{' ...' if len(far) > 6 else ''}: {why}, and the curve through them is no measurement (the topology "
             f"model leaves them out); rerun"]
+
+
+def _in_place_apart(m: MeasurementSet) -> list[str]:
+    """One note where the in-place times run :data:`~pybench.model.anomalies.ANOMALY_RATIO` or more off the
+    out-of-place ones, the same way, at as many consecutive sizes as a piece's fewest points (RCCL's in-place
+    all-to-all, 1.5x from 128 B to 4 MiB): another code path, not a disturbance; pooled as replicates, the band
+    holds both."""
+    if m.time_in_place_s is None:
+        return []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        log_ratio = np.log(m.time_in_place_s / m.time_s)
+    side = np.where(np.isfinite(log_ratio) & (np.abs(log_ratio) >= np.log(ANOMALY_RATIO)), np.sign(log_ratio), 0)
+    run, first, k = 0, 0, 0
+    while k < side.size:
+        end = k + 1
+        while side[k] and end < side.size and side[end] == side[k]:
+            end += 1
+        if side[k] and end - k > run:
+            run, first = end - k, k
+        k = end
+    if run < DEFAULT_MIN_POINTS:
+        return []
+    how = float(np.exp(np.median(log_ratio[first:first + run])))
+    return [f"in-place times are {how:.2g}x the out-of-place ones at {run} consecutive sizes "
+            f"({format_size(int(m.size_bytes[first]))} to {format_size(int(m.size_bytes[first + run - 1]))}): "
+            f"the two run different code paths there, pooled as replicates of one size, so the band holds both"]

@@ -730,3 +730,24 @@ def test_one_gpu_named_by_drivers_of_other_ages_is_one_system(tmp_path):
     assert [m.device for m in unnamed] == ["", ""]
     assert fit_models(sets + unnamed)[0].n_points == 4 * 2 * 14
     assert {m.device for m in load_measurements(PUBLIC_LOGS / "mi355x_aac14_2node16_pollara_allreduce.log")} == {""}
+
+
+def test_in_place_times_off_the_out_of_place_ones_size_after_size_are_said_to_run_another_path():
+    """RCCL's in-place all-to-all ran 1.5x its out-of-place one from 128 B to 512 KiB on an MI355X node: pooled as
+    replicates of one size with no word (median APE 20%), as if it were scatter."""
+    from pybench.model.logs.measurements import MeasurementSet
+    size = 2.0 ** np.arange(3, 24)
+    time = 20e-6 + size / 50e9
+    slower = np.where((size >= 128) & (size <= 1 << 19), 1.5, 1.0)
+
+    def model(in_place):
+        return fit_model(MeasurementSet("nccl-tests", "alltoall", "nccl", 8, "intra-node", "float32", size, time,
+                                        time_in_place_s=in_place))
+
+    note = next(n for n in model(time * slower).notes if n.startswith("in-place times are"))
+    assert "1.5x" in note and "at 13 consecutive sizes (128 to 512K)" in note
+    assert not any("in-place times are" in n for n in model(time * 1.02).notes)
+    few = np.where((size >= 128) & (size <= 512), 1.5, 1.0)  # three sizes: no code path to name
+    assert not any("in-place times are" in n for n in model(time * few).notes)
+    sides = np.where(np.arange(size.size) % 2, 1.5, 1 / 1.5)  # off both ways in turn: scatter
+    assert not any("in-place times are" in n for n in model(time * sides).notes)
