@@ -64,7 +64,8 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
         notes.append(f"raised by {100 * (fewer_s / time_s - 1):.0f}% to the time of {per_node * fewer} ranks on "
                      f"{fewer} node(s) as fitted: more nodes add steps and bytes")
         time_s = fewer_s
-    elif not fewer and per_node > 1 and model.intra is not None:  # no such layout fitted: the node's own model
+    elif not fewer and per_node > 1 and model.intra is not None and (world, nodes) not in model.fitted:
+        # no such layout fitted: the node's own model (a fitted layout answers by its own sweep)
         one_node_s = model._time(size, per_node, 1)[0]  # (each node still does its own ranks' share inside it)
         if one_node_s > time_s:
             notes.append(f"raised by {100 * (one_node_s / time_s - 1):.0f}% to the time of {per_node} ranks on one "
