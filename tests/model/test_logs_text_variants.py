@@ -136,6 +136,26 @@ def test_a_constant_line_prefix_is_stripped(tmp_path, prefix):
     assert got.world_size == 16 and got.link_class == "inter-node"
 
 
+@pytest.mark.parametrize("tag", ["[1,0]<stdout>:", "[1,0][f5n18:100629]<stdout>:"])
+def test_open_mpi_tags_glued_inside_a_row_are_stripped(tmp_path, tag):
+    """Open MPI's --tag-output tags each write, and nccl-tests prints a row in three: an AWS p5 log's rows read
+    "... sum -1[1,0]<stdout>:    459.2 ...      0[1,0]<stdout>:    434.2 ...". The glued "0[1,0]<stdout>:" was
+    taken for a non-zero #wrong, and every out-of-place time was left out as a wrong result."""
+    out = []
+    for ln in CLEAN.read_text().splitlines():
+        toks = ln.split()
+        if len(toks) == 13 and toks[0].isdigit():  # size count type redop root | time algbw busbw wrong | ...
+            ln = (f"{tag}{' '.join(toks[:5])}{tag}    {' '.join(toks[5:9])}{tag}    {' '.join(toks[9:])}")
+        else:
+            ln = tag + ln
+        out.append(ln + "\n")
+    path = tmp_path / "tagged.log"
+    path.write_text("".join(out))
+    (got,) = load_measurements(path)
+    _same(got, load_measurements(CLEAN)[0])
+    assert not any("#wrong" in n for n in got.notes)
+
+
 @pytest.mark.parametrize("wrap", [("\x1b[0;32m0: \x1b[0m", ""), ("\x1b[36m", "\x1b[0m")], ids=["srun-label", "plain"])
 def test_ansi_colour_codes_are_dropped(tmp_path, wrap):
     path = tmp_path / "colour.log"

@@ -2,7 +2,8 @@
 
 * ``kubectl logs --timestamps`` / ``docker logs -t``: an RFC 3339 time and a space, on every line;
 * Open MPI's ``--tag-output`` label ``[1,0]<stdout>:``, wherever the line starts (a collector
-  may indent it) and after ``--timestamp-output``'s ``Wed May  1 12:00:00 2024``;
+  may indent it) and after ``--timestamp-output``'s ``Wed May  1 12:00:00 2024``, and inside a line
+  where it tagged each of the writes that printed it;
 * srun's ``--label`` (``-l``) task label ``0: ``, on the lines srun printed: a job script's own
   preamble (``nvidia-smi``, the environment) is not labelled, so the labels are stripped when
   most lines carry one or when a table header does (the table then came through srun);
@@ -35,6 +36,9 @@ _RAY_PREFIX_RE = re.compile(r"^\s*\((?:[\w.-]+, )?(?:rank=\d+, )?pid=\d+(?:, ip=
 # Open MPI 4's [1,0]; PRRTE's (Open MPI 5) [1,0][host:pid] (tag-detailed), [nspace@1,0] and [0] (--output rank)
 _OMPI_PREFIX_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
                              r"\[(?:[\w.-]+@)?\d+(?:,\d+)?\](?:\[[\w.-]+:\d+\])?<(?:stdout|stderr)>:\s?")
+# The same tag glued to the text before it: Open MPI tags each write, and nccl-tests prints a row in three
+# ("... sum -1[1,0]<stdout>:    459.2 ...[1,0]<stdout>:    434.2 ...")
+_OMPI_GLUED_RE = re.compile(r"(?<=\S)\[(?:[\w.-]+@)?\d+(?:,\d+)?\](?:\[[\w.-]+:\d+\])?<(?:stdout|stderr)>:")
 # ANSI CSI sequences (colour, cursor): a colouriser or a log viewer's capture
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Where an nccl-tests (or OSU) header starts inside a line that some other text precedes
@@ -93,6 +97,7 @@ def _known_labels(lines: list[str]) -> list[str]:
         lines = [_QUOTE_RE.sub("", ln, count=1) for ln in lines]
     lines = [_OMPI_PREFIX_RE.sub("", _RAY_PREFIX_RE.sub("", _TIMESTAMP_RE.sub("", ln, count=1), count=1), count=1)
              for ln in lines]
+    lines = [_OMPI_GLUED_RE.sub(" ", ln) if "<std" in ln else ln for ln in lines]
     srun = [_SRUN_PREFIX_RE.sub("", ln, count=1) for ln in lines if _SRUN_PREFIX_RE.match(ln) and ":" in ln[:8]]
     if _labelled(lines, srun):
         lines = [_SRUN_PREFIX_RE.sub("", ln, count=1) if re.match(r"^\s*\d+:", ln) else ln for ln in lines]
