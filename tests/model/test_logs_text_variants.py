@@ -258,3 +258,24 @@ def test_a_log_printed_in_a_jupyter_notebook_is_read_from_its_cells(tmp_path):
     other.write_text('{"cells": [], "nbformat": 4}')
     with pytest.raises(FileFormatError, match="nor a Jupyter notebook whose cells printed a log"):
         load_measurements(other)
+
+
+def test_one_process_that_drove_every_rank_ran_on_one_host(tmp_path):
+    """GKE's B200 README prints a `-g 8` run whose Rank lines name a Pid and no host: the node count was unknown, so
+    no topology model was fitted and `--system` went unused. One process runs on one host."""
+    rows = "".join(f"{s:>12} {s // 4:>13}     float     sum      -1  {t:>7.1f} {s / t / 1e3:7.2f} "
+                   f"{s / t / 1e3 * 1.75:7.2f}      0\n" for s, t in ((8 << 20, 80.3), (16 << 20, 110.5),
+                                                                     (32 << 20, 172.6), (64 << 20, 280.0)))
+    ranks = "".join(f"#  Rank {r:2d} Group  0 Pid 221599 device  {r} [0000:8f:00] NVIDIA B200\n" for r in range(8))
+    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n")
+    path = tmp_path / "g8.log"
+    path.write_text("# nThread 1 nGpus 8 minBytes 8388608 maxBytes 67108864 step: 2(factor)\n#\n# Using devices\n"
+                    + ranks + "#\n" + head + rows)
+    (m,) = load_measurements(path)
+    assert (m.world_size, m.link_class) == (8, "intra-node")
+    assert any(n.startswith("8 ranks on 1 host(s): one process drove them all") for n in m.notes)
+    path.write_text("# nThread 1 nGpus 1 minBytes 8388608 maxBytes 67108864 step: 2(factor)\n#\n# Using devices\n"
+                    + ranks + "#\n" + head + rows)  # one GPU per process: the processes may be on any hosts
+    (m,) = load_measurements(path)
+    assert m.link_class is None and not any("ranks on 1 host(s)" in n for n in m.notes)

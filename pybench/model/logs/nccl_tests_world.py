@@ -93,6 +93,10 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
         if launch is not None and launch.hosts and world is not None and world == launch.devices:
             notes.append(f"{world} ranks on {launch.hosts} host(s) per the {launch.launcher} command line")
             return world, ("inter-node" if launch.hosts > 1 else "intra-node")
+        if world is not None and world > 1 and pre.gpus_per_process == world:  # one process runs on one host
+            notes.append(f"{world} ranks on 1 host(s): one process drove them all (nccl-tests' header: nThread x "
+                         f"nGpus = {world})")
+            return world, "intra-node"
         return world, None
     if pre.repeated:
         rank, hosts_of = min(pre.repeated.items())
