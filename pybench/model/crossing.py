@@ -316,7 +316,8 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     efficiency = calibration.nic_efficiency["ring"] if by_ring else calibration.efficiency(collective)
     cap = efficiency * system.nic_Bps_per_node
     label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
-             f"per node at {efficiency:.2f} of their rate")
+             f"per node at {efficiency:.2f} of their rate (as healthy clusters' logs reach it: a fabric running below "
+             f"its rate runs below the interval)")
     # every protocol keeps its share of the bandwidth regime's rate (LL at half of Simple's on NVLink
     # is at half of it through the NICs too), the small-size ones capped below
     scale = min(1.0, cap / intra.busbw_Bps)
