@@ -128,6 +128,15 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"only; at {per_node} the bottleneck moves between the node's memory, its cores' reductions and "
                 f"its NICs (which every rank shares), and one count cannot show where; measure it with "
                 f"`pybench {model.collective} --np {world}` on {nodes} nodes")
+    counts = sorted({n for w, n in model.fitted if n > 1})
+    if nodes > 1 and not gpus and len(counts) == 1 and nodes not in counts and model.inter is not None \
+            and not (model.inter.is_described or model.inter.is_preset):
+        return (f"not determined by these inputs: CPU ranks fitted across nodes at {counts[0]} nodes only; an MPI "
+                f"library chooses its algorithm by the number of ranks (Open MPI's tuned rules, MPICH's thresholds) "
+                f"and a network's latency may grow with the nodes faster than any tree, so one node count cannot "
+                f"say what another takes (OSU on cloud CPU clusters ran 4x slower on 256 nodes than on 128 at every "
+                f"size); fit two or more node counts, or measure it with `pybench {model.collective} --np {world}` "
+                f"on {nodes} nodes")
     outside = not min(measured, default=0) < world < max(measured, default=0)
     if nodes == 1 and gpus and system is None and len(measured) > 1 and world not in measured and outside \
             and _intra_fitted(model) and model.intra is not None and model.intra.busbw_Bps <= PCIE_BPS:

@@ -579,7 +579,8 @@ def test_a_curve_of_another_element_type_than_the_topology_models_refuses_other_
     from pybench.model.build import fit_model_file
 
     sizes = np.array([1 << k for k in range(10, 25)])
-    sets = [MeasurementSet(source="osu", collective="allreduce", backend="mpi", world_size=16, link_class="inter-node",
+    sets = [MeasurementSet(source="nccl-tests", collective="allreduce", backend="nccl", world_size=16,
+                           link_class="inter-node",
                            dtype=dtype, size_bytes=sizes, time_s=slow * (20e-6 + sizes / 2e9), path=f"{dtype}.txt",
                            notes=("16 ranks on 2 host(s) per --nodes",))
             for dtype, slow in (("float32", 1.0), ("byte", 1.3))]
