@@ -301,13 +301,16 @@ def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, floa
     (on a measured node, and on a nominal one), and of the small-size protocols' bus bandwidth (0 without a
     case), and the most ranks per node among them.
     An all-reduce that may have crossed by the tree or the ring (:attr:`SystemCase.tree_or_ring`) cannot say
-    how many steps it paid: it says nothing of the latency per step."""
+    how many steps it paid: it says nothing of the latency per step. A sweep that never reached the small-size
+    protocols (:attr:`SystemCase.small_measured`) says nothing of them."""
     def median(values: list[float]) -> float:
         return float(np.median(values)) if values else 0.0
 
     known = [c for c in cases if not c.tree_or_ring] or list(cases)
-    return (median([c.step_latency_s for c in known]), median([c.bandwidth_step_latency_s for c in known]),
-            median([c.nominal_step_latency_s for c in known]), median([c.small_busbw_Bps for c in cases]),
+    small = [c for c in known if c.small_measured] or known  # (a sweep from 1 MiB up never ran them)
+    return (median([c.step_latency_s for c in small]), median([c.bandwidth_step_latency_s for c in known]),
+            median([c.nominal_step_latency_s for c in known]),
+            median([c.small_busbw_Bps for c in cases if c.small_measured] or [c.small_busbw_Bps for c in cases]),
             float(max((c.ranks_per_node for c in cases), default=0)))
 
 
@@ -319,9 +322,11 @@ def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
     known = [c for c in cases if not c.tree_or_ring]
     for case in known:
         rest = [c for c in known if c.group != case.group]
-        for step in (lambda c: c.step_latency_s, lambda c: c.bandwidth_step_latency_s):
-            if rest:
-                latency = max(latency, abs(math.log(step(case) / float(np.median([step(c) for c in rest])))))
+        for step, of in ((lambda c: c.step_latency_s, lambda c: c.small_measured),
+                         (lambda c: c.bandwidth_step_latency_s, lambda c: True)):
+            others = [step(c) for c in rest if of(c)]
+            if others and of(case):
+                latency = max(latency, abs(math.log(step(case) / float(np.median(others)))))
     return latency
 
 

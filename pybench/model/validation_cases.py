@@ -98,6 +98,10 @@ class SystemCase:
     intra_preset: str = ""
     """The preset of its GPUs' links, where no node was measured ("" where no preset names them: no preset
     points)."""
+    small_measured: bool = True
+    """Whether its sweep reached the small-size protocols: its fit's first regime is not the one it runs at
+    :data:`PROTOCOL_PROBE_BYTES` (a sweep from 1 MiB or 8 MiB up has one regime, the bandwidth protocol's, and says
+    nothing of the small-size steps or their bus bandwidth)."""
     tree_or_ring: bool = False
     """An all-reduce whose description cannot say whether NCCL crosses by its tree or its ring
     (:func:`~pybench.model.crossing.tree_or_ring_undescribed`): it chooses no family's efficiency, as
@@ -308,14 +312,16 @@ _SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
            ("h100-ib-nx8", "h100ib", "h100ib_gjaion_2node16_allreduce.log"),
            ("mi300x-aac10-2x8", "mi300x", "mi300x_aac10_2node16_allreduce.log"),
            ("mi355x-aac14-2x8", "mi355x", "mi355x_aac14_2node16_pollara_allreduce.log"),
-           ("h100-a3mega-2x8", "a3mega", "gcp_a3mega_2node16_allreduce.log"))
+           ("h100-a3mega-2x8", "a3mega", "gcp_a3mega_2node16_allreduce.log"),
+           ("b200-a4-gke-2x8", "a4", "gke_a4_b200_2node16_allreduce.log"))
 
 
 def system_cases(shared: Path, public: Path) -> list[SystemCase]:
     """The 2-node logs with their system descriptions, and a one-node log of the same node type where one
     exists (the vTrain A100 table for the OCI A100 node, another cluster's MI300X node for AAC10's)."""
     nodes = {"vtrain": fit_topology("allreduce", _vtrain(shared)[8]),
-             "mi300x": fit_topology("allreduce", _observations(public / "mi300x_aac8_1node8_allreduce.log", 1))}
+             "mi300x": fit_topology("allreduce", _observations(public / "mi300x_aac8_1node8_allreduce.log", 1)),
+             "b200": fit_topology("allreduce", _observations(public / "gke_a4_b200_1node8_allreduce.log", 1))}
     cases = []
     # (..., a one-node fit of its node type, the preset of one of its NICs, of its GPUs' links: "" for none)
     for dataset, group, system, collective, log, node, preset, intra in (
@@ -336,7 +342,9 @@ def system_cases(shared: Path, public: Path) -> list[SystemCase]:
             ("mi355x-aac14-2x8", "mi355x", str(public / "systems" / "amd-mi355x-pollara.json"), "allreduce",
              "mi355x_aac14_2node16_pollara_allreduce.log", "", "eth-400g", ""),
             ("h100-a3mega-2x8", "a3mega", "gcp-a3-mega", "allreduce", "gcp_a3mega_2node16_allreduce.log", "",
-             "eth-200g", "nvlink4")):
+             "eth-200g", "nvlink4"),
+            ("b200-a4-gke-2x8", "a4", "gcp-a4", "allreduce", "gke_a4_b200_2node16_allreduce.log", "b200",
+             "eth-400g", "nvlink5")):
         obs = _observations(_log_path(log, shared, public), 2)
         cases.append(_system_case(dataset, group, system, collective, obs, nodes.get(node), preset, intra))
     return cases
@@ -356,7 +364,7 @@ def _system_case(dataset: str, group: str, system: str, collective: str, obs: li
     case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                       (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
                       (middle.base_s + hops * middle.step_s) / hops, first.busbw_Bps, w0 // n0, preset, intra,
-                      tree_or_ring_undescribed(collective, "ring", load_system(system)))
+                      first is not middle, tree_or_ring_undescribed(collective, "ring", load_system(system)))
     case = dataclasses.replace(case, efficiency=_matching_efficiency(case))
     return dataclasses.replace(case, nominal_step_latency_s=_matching_nominal_step(case))
 

@@ -279,3 +279,12 @@ def test_one_process_that_drove_every_rank_ran_on_one_host(tmp_path):
                     + ranks + "#\n" + head + rows)  # one GPU per process: the processes may be on any hosts
     (m,) = load_measurements(path)
     assert m.link_class is None and not any("ranks on 1 host(s)" in n for n in m.notes)
+
+
+def test_the_real_tagged_p5_log_keeps_every_out_of_place_time():
+    """KeitaW/p5-nccl-test's EKS log (`mpirun --tag-output`): every row carries Open MPI's tag three times."""
+    (m,) = load_measurements(FIXTURES.parents[0] / "public_logs" / "aws_p5_eks_2node16_allreduce_tagoutput.log")
+    assert (m.collective, m.world_size, m.link_class, len(m)) == ("allreduce", 16, "inter-node", 32)
+    assert np.all(np.isfinite(m.time_s)) and np.all(np.isfinite(m.time_in_place_s))
+    assert not any("#wrong" in n for n in m.notes)
+    assert any("16 ranks on 2 host(s)" in n for n in m.notes)
