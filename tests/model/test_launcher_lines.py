@@ -115,3 +115,12 @@ def test_the_command_of_an_nccl_tests_binary_ends_at_a_shell_separator():
     assert launch is not None and (launch.program, launch.devices) == ("all_gather_perf", 8)  # a wrapper's command
     launch = read_launch("mpirun -np 2 hostname && mpirun -np 4 ./all_reduce_perf")  # another launch's binary
     assert launch is not None and launch.program == ""
+
+
+def test_a_command_continued_over_lines_is_one_line_and_a_stray_backslash_joins_no_table():
+    from pybench.model.logs.launcher_lines import continued_lines
+    assert continued_lines(["mpirun --np 8 \\", "  -x NCCL_ALGO=Ring \\", "  ./all_reduce_perf -g 1", "row"]) == [
+        "", "", "mpirun --np 8 -x NCCL_ALGO=Ring ./all_reduce_perf -g 1", "row"]
+    header = "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+    assert continued_lines(["# logs in C:\\", header]) == ["# logs in C:\\", header]
+    assert continued_lines(["cd /x \\", "", "row"]) == ["cd /x \\", "", "row"]

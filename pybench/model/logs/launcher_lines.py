@@ -136,16 +136,21 @@ _LONGEST_COMMAND = 8000
 
 def continued_lines(lines: list[str]) -> list[str]:
     """``lines`` with each command continued over lines (``mpirun --np 8 \\``, as scripts and READMEs print
-    them) joined into its last line, the lines before it left empty: one launcher line, read as one."""
-    out, held = [], ""
-    for line in lines:
-        stripped = line.rstrip()
-        if stripped.endswith("\\") and len(held) + len(stripped) < _LONGEST_COMMAND:
-            held += stripped[:-1].strip() + " "
-            out.append("")
+    them) joined into its last line, the lines before it left empty: one launcher line, read as one. A blank
+    line or a comment (a table's header) ends a continuation unjoined: a stray backslash joins no table."""
+    out, held = list(lines), []
+    for k, line in enumerate(lines):
+        body = line.strip()
+        if held and (not body or body.startswith("#")):
+            held = []  # (the lines held stay as they were)
+        if body.endswith("\\") and sum(len(lines[j]) for j in held) + len(line) < _LONGEST_COMMAND:
+            held.append(k)
             continue
-        out.append(held + line.strip() if held else line)
-        held = ""
+        if held:
+            out[k] = " ".join([*(lines[j].strip()[:-1].strip() for j in held), body])
+            for j in held:
+                out[j] = ""
+            held = []
     return out
 
 
