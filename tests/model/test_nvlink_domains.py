@@ -285,3 +285,18 @@ def test_a_fit_over_more_ranks_than_any_nvlink_domain_holds_determines_no_other_
     assert model.predict(1 << 30, 1440, 360).determined
     other = model.predict(1 << 30, 144, 36)
     assert not other.determined and "--system NAME|FILE (its NVLink domain size)" in other.undetermined
+
+
+def test_an_all_to_all_between_domains_leaves_by_the_nics_at_their_rate():
+    """OCI's GB300 all-to-all over two racks (with gb200-nvl72's description) was priced 2.5x slower than it ran: the
+    36 S a domain of 72 ranks sends to the other left at one rank's NVLink bus bandwidth (700 GB/s), not at its 72
+    NICs' 3.6 TB/s. An all-to-all's bytes for other nodes pass no leg of a ring inside the node."""
+    from pybench.model.calibration import load_calibration
+    from pybench.model.topology_schedules import alltoall_node_bytes
+    sweep = [Observation(s, world, hosts, 20e-6 + (world - 1) / world * s / 700e9)
+             for world, hosts in ((4, 1), (64, 16)) for s in SIZES]
+    model = fit_topology("alltoall", sweep, system=NVL72).with_system(NVL72)
+    size = 1 << 34
+    nics = load_calibration().efficiency("alltoall") * 72 * NVL72.nic_Bps_per_node / NVL72.gpus_per_node
+    expected = alltoall_node_bytes(144, 2) * size / nics
+    assert model.predict(size, 144, 36).time_s == pytest.approx(expected, rel=0.05)
