@@ -302,7 +302,8 @@ def tree_bytes_on_nics(model: ModelLinks, nic_Bps_per_node: float, noise: float 
 
 
 def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
-                       calibration: Calibration, by_ring: str = "", network_share: float = 1.0) -> LinkCost:
+                       calibration: Calibration, by_ring: str = "", network_share: float = 1.0,
+                       nic_share: float = 1.0) -> LinkCost:
     """The inter-node link of a node from its description: the node's protocol regimes, each at most
     at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and the small-size
     ones at what those protocols reach across nodes, each step of the schedule across nodes at least as
@@ -312,10 +313,11 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     only the ring's bytes (the tree's latency), ``"steps"`` its bytes and its steps, each waiting on the
     network. With
     ``network_share`` below 1, only that share of a ring's steps waits on the network, the others on the
-    node's own links (see :func:`network_steps_undescribed`)."""
+    node's own links (see :func:`network_steps_undescribed`); with ``nic_share`` below 1, only that share of its
+    NICs carries the crossing."""
     algorithm = {"bytes": "tree", "steps": "ring"}.get(by_ring) or crossing_algorithms(schedule, collective)[-1]
     efficiency = calibration.nic_efficiency["ring"] if by_ring else calibration.efficiency(collective)
-    cap = efficiency * system.nic_Bps_per_node
+    cap = efficiency * system.nic_Bps_per_node * nic_share
     label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
              f"per node at {efficiency:.2f} of their rate (as healthy clusters' logs reach it: a fabric running below "
              f"its rate runs below the interval)")
@@ -371,6 +373,15 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
                "and up to the ring's steps; a measurement across nodes replaces this reading")
         out.append((described_crossing(collective, schedule, intra, system, calibration, by_ring="bytes"), why, False))
         out.append((described_crossing(collective, schedule, intra, system, calibration, by_ring="steps"), "", True))
+    many = calibration.crossing_ranks_per_node
+    if 0 < many < system.gpus_per_node:  # a node of more GPUs than any calibration log's (an NVL72 rack)
+        out.append((described_crossing(collective, schedule, intra, system, calibration,
+                                       nic_share=many / system.gpus_per_node),
+                    f"{system.name} holds {system.gpus_per_node} GPUs per node, more than any log the crossing was "
+                    f"calibrated on ({many:g}): whether NCCL drives all of its NICs across nodes or about as many as "
+                    f"such a node has is not known (GB200 racks on 20 racks and GB300 racks on 2 crossed at about "
+                    f"8 GPUs' NICs' worth); between the two, in the interval; a measurement across racks replaces "
+                    f"this reading", False))
     known = network_steps_undescribed(collective, schedule, system, calibration)
     if known:
         out.append((described_crossing(collective, schedule, intra, system, calibration,
