@@ -69,17 +69,20 @@ def test_every_test_of_a_job_run_with_nccl_algo_is_forced_and_another_job_line_e
     assert {r.algorithm for r in model.inter.all_regimes()} == {"ring"}
 
 
+def _ring_test_under(tmp_path, launch: str):
+    """The NCCL_ALGO=Ring 2-node log's test (without its own launcher lines) under ``launch``, read."""
+    log = (PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce_ncclalgo_ring.log").read_text().splitlines(keepends=True)
+    path = tmp_path / "launched.log"
+    path.write_text(launch + "".join(log[2:]))
+    return load_measurements(path)
+
+
 def test_a_launcher_line_that_is_another_jobs_forces_nothing_on_the_table(tmp_path):
     """A V100 log pastes a "command sample" of another job (`mpirun -np 24 ... -x NCCL_ALGO=RING ... -g 4`: 96
     ranks) above a 4-GPU run started by hand: its rank count was set aside as another job's, yet its NCCL_ALGO
     was taken as the table's ("NCCL ran its ring at every size")."""
-    log = (PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce_ncclalgo_ring.log").read_text().splitlines(keepends=True)
-    test = "".join(log[2:])
-    sample = ("mpirun --oversubscribe -np 24 -H node1,node2,node3 -x NCCL_ALGO=RING -x NCCL_DEBUG=INFO "
-              "./build/all_reduce_perf -b 8 -e 128M -f 2 -g 4\n")
-    path = tmp_path / "sample.log"
-    path.write_text(sample + test)
-    (ms,) = load_measurements(path)
+    (ms,) = _ring_test_under(tmp_path, "mpirun --oversubscribe -np 24 -H node1,node2,node3 -x NCCL_ALGO=RING "
+                                       "-x NCCL_DEBUG=INFO ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 4\n")
     assert ms.world_size == 16 and any("another job's line" in n for n in ms.notes)
     assert ms.nccl_algo == "" and not any("NCCL_ALGO" in n for n in ms.notes)
 
@@ -87,12 +90,7 @@ def test_a_launcher_line_that_is_another_jobs_forces_nothing_on_the_table(tmp_pa
 def test_a_launcher_command_continued_over_lines_is_read_as_one(tmp_path):
     """READMEs and job scripts print `mpirun ... \\` over several lines; only the first was read, so the rank
     count (and NCCL_ALGO) on the later lines was not: OCI's H100 quick start put `-n 16 -H a:8,b:8` there."""
-    log = (PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce_ncclalgo_ring.log").read_text().splitlines(keepends=True)
-    test = "".join(log[2:])
-    wrapped = ("mpirun --bind-to none \\\n    -n 16 -H inst-a:8,inst-b:8 \\\n    -x NCCL_ALGO=Ring \\\n"
-               "    ./build/all_reduce_perf -b 1M -e 8G -f 2 -g 1\n")
-    path = tmp_path / "wrapped.log"
-    path.write_text(wrapped + test)
-    (ms,) = load_measurements(path)
+    (ms,) = _ring_test_under(tmp_path, "mpirun --bind-to none \\\n    -n 16 -H inst-a:8,inst-b:8 \\\n"
+                                       "    -x NCCL_ALGO=Ring \\\n    ./build/all_reduce_perf -b 1M -e 8G -f 2 -g 1\n")
     assert ms.world_size == 16 and ms.nccl_algo == "ring"
     assert any("world size 16 from the mpirun command line" in n for n in ms.notes), ms.notes
