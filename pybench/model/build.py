@@ -197,8 +197,8 @@ def _disagreeing_replicates(size: np.ndarray, time: np.ndarray, sweeps: int = 1)
 def _in_place_apart(m: MeasurementSet) -> list[str]:
     """One note where the in-place times run :data:`~pybench.model.anomalies.ANOMALY_RATIO` or more off the
     out-of-place ones, the same way, at as many consecutive sizes as a piece's fewest points (RCCL's in-place
-    all-to-all, 1.5x from 128 B to 4 MiB): another code path, not a disturbance; pooled as replicates, the band
-    holds both."""
+    all-to-all on an MI355X node): another code path, not a disturbance; pooled as replicates, the band holds
+    both."""
     if m.time_in_place_s is None:
         return []
     with np.errstate(invalid="ignore", divide="ignore"):
