@@ -123,10 +123,23 @@ def test_two_domains_take_no_less_than_one_domain_of_their_ranks_where_no_such_l
     assert any("raised" in n and "72 ranks on one node" in n for n in two.size_notes)
 
 
-def _gb300(hosts: int) -> list[Observation]:
+def _gb300(hosts: int, collective: str = "allreduce") -> list[Observation]:
     """OCI's GB300 quick-start sweeps (tests/fixtures/public_logs/SOURCES.md): 4 ranks per host."""
     name = {1: "h1_g4", 2: "h2_g8", 16: "h16_g64", 32: "h32_g128"}[hosts]
-    return observations_from(load_measurements(PUBLIC_LOGS / f"gb300_oci_{name}_allreduce.log"), lambda _: hosts)
+    return observations_from(load_measurements(PUBLIC_LOGS / f"gb300_oci_{name}_{collective}.log"), lambda _: hosts)
+
+
+def test_the_real_gb300_all_to_all_over_two_racks_is_priced_at_the_nics():
+    """Fitted on one host and 16 of one rack with gb200-nvl72's description (GB300 hosts have twice its NICs), two
+    racks were 116% off from 1 MiB, 7 of 30 points inside (2.5x too slow at the largest sizes). Today: pinned."""
+    model = fit_topology("alltoall", _gb300(1, "alltoall") + _gb300(16, "alltoall"), system=NVL72).with_system(NVL72)
+    errors, inside = [], []
+    for o in _gb300(32, "alltoall"):
+        if o.size_bytes >= 1 << 20:
+            p = model.predict(int(o.size_bytes), 128, 32)
+            errors.append(abs(p.time_s / o.time_s - 1))
+            inside.append(p.low_s <= o.time_s <= p.high_s)
+    assert np.median(errors) <= 0.2 and np.mean(inside) >= 0.9
 
 
 def test_the_real_gb300_rack_predicts_two_racks_no_faster_than_one():
