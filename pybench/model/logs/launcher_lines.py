@@ -138,7 +138,8 @@ def continued_lines(lines: list[str]) -> list[str]:
     """``lines`` with each command continued over lines (``mpirun --np 8 \\``, as scripts and READMEs print
     them) joined into its last line, the lines before it left empty: one launcher line, read as one. A blank
     line or a comment (a table's header) ends a continuation unjoined: a stray backslash joins no table."""
-    out, held = list(lines), []
+    out: list[str] = list(lines)
+    held: list[int] = []  # the indices of the lines a command continues over, so far
     for k, line in enumerate(lines):
         body = line.strip()
         if held and (not body or body.startswith("#")):
