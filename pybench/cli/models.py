@@ -321,8 +321,11 @@ def describe_topology(tm) -> str:
                          f"{spans.get(f'{k} of {len(regimes)}', '')}")
     lines += [f"  note: {n}" for n in tm.notes]
     single = {w for w, n in tm.fitted if n == 1}
-    # one fitted GPU count: whether another count in the node is determined (asked at 2 GPUs, or 4)
-    if len(single) == 1 and (why := tm.why_undetermined(4 if 2 in single else 2, 1)):
+    # one fitted GPU count: whether another count in the node is determined (asked at 2 GPUs, or 4), where the node
+    # holds another count (a described node of 2 GPUs holds no other count of 2 or more)
+    other = 4 if 2 in single else 2
+    holds = tm.system is None or other <= tm.system.gpus_per_node * tm.hosts_per_node
+    if len(single) == 1 and holds and (why := tm.why_undetermined(other, 1)):
         lines.append(f"  note: other GPU counts in one node: {why}")
     return "\n".join(lines)
 

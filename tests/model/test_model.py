@@ -716,3 +716,16 @@ def test_far_below_the_measured_sizes_the_upper_end_stays_that_of_the_first_octa
     assert main_for_tests(["fit", str(PUBLIC_LOGS / "h100ib_gjaion_8node64_allreduce.log"), "-o", str(out)]) == 0
     via_topology = load_model(out).topology.predict(1, 64, 8)
     assert via_topology.high_s <= load_model(out).topology.predict(m.size_min_bytes // 2, 64, 8).high_s * (1 + 1e-9)
+
+
+def test_a_described_node_of_two_gpus_is_not_told_to_measure_four(tmp_path, capsys):
+    """`fit` of a 2-GPU PCIe node with its description (2 GPUs per node) ended on "other GPU counts in one node: ...
+    measure it with `pybench allreduce --np 4`": that node holds no 4 GPUs."""
+    log = PUBLIC_LOGS / "rtx4090_kalavai_docker_g2_allreduce.log"
+    node = tmp_path / "two.json"
+    node.write_text(json.dumps({"name": "two-pcie", "description": "2 GPUs on PCIe", "source": "this test",
+                                "gpus_per_node": 2, "intra_fabric": "pcie", "intra_GBps_per_gpu": 32,
+                                "nics_per_node": 1, "nic_Gbps": 100, "nic_kind": "ethernet"}))
+    for extra, told in (([], True), (["--system", str(node)], False)):
+        assert main_for_tests(["fit", str(log), *extra, "-o", str(tmp_path / "m.json"), "--force"]) == 0
+        assert ("other GPU counts in one node" in capsys.readouterr().out) is told
