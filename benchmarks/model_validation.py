@@ -93,16 +93,16 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   of a ring over every rank and its bytes at most doubled (no algorithm they pick pays more), than that same
   factor;
 - *system description*: each 2-node log predicted from its system description (NICs per node and
-  rate) and, for the A100 and MI300X nodes, a one-node log of the same node type at 8 GPUs (the vTrain
-  A100 table; another MI300X cluster's log); the other nodes were never measured alone, so their links
-  inside the node are the description's nominal rate. The public 2-node logs are an H100 InfiniBand
-  cluster (`dgx-h100`), GCP A3 Mega (`gcp-a3-mega`), and AMD MI300X and MI355X clusters (their
-  descriptions in `tests/fixtures/public_logs/systems/`). A crossing
+  rate) and, for the A100, MI300X and GKE B200 nodes, a one-node log of the same node type at 8 GPUs (the vTrain
+  A100 table; another MI300X cluster's log; the same GKE cluster's one-node run); the other nodes were never
+  measured alone, so their links inside the node are the description's nominal rate. The public 2-node logs are
+  an H100 InfiniBand cluster (`dgx-h100`), GCP A3 Mega (`gcp-a3-mega`), GKE's B200 (`gcp-a4`), and AMD MI300X and
+  MI355X clusters (their descriptions in `tests/fixtures/public_logs/systems/`). A crossing
   priced on a measured node keeps that node's protocol regimes, so the latency part of its interval
   is only as wide as the latency per step across nodes varies between the other systems
   (`crossing_latency_half_width`, never wider than the part without a measured node); without a
-  measured node the middle sizes are unknown too (`described_latency_half_width`). a100-oci-2x8 and mi300x-aac10-2x8 are the rows with a measured
-  node. A crossing's latency is priced per step of its schedule (a ring's p-1 steps, a
+  measured node the middle sizes are unknown too (`described_latency_half_width`). a100-oci-2x8, b200-a4-gke-2x8 and mi300x-aac10-2x8 are the rows with a
+  measured node. A crossing's latency is priced per step of its schedule (a ring's p-1 steps, a
   tree's levels), in the small-size protocols (`crossing_step_latency_s`, at the bus bandwidth they reach
   across nodes, `small_protocol_busbw_Bps`) and in the bandwidth protocol that runs the middle sizes
   (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB, for a measured node, whose
