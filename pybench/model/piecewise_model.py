@@ -122,8 +122,8 @@ class AlphaBetaModel:
 
     def _fitted_nodes(self) -> int | None:
         """Nodes of the fitted sweep, where the topology model or the link class says."""
-        if self.link_class == "intra-node":
-            return 1
+        if self.link_class == "intra-node":  # (hosts of one NVLink domain, where a domain is a node: their count)
+            return (nodes_of(self) or 1) if getattr(self.topology, "hosts_per_node", 1) > 1 else 1
         fitted = [n for w, n in getattr(self.topology, "fitted", ()) if w == self.world_size and n > 1]
         if not fitted:  # no topology model fitted it (point-to-point): the hosts its notes name
             return nodes_of(self) if self.world_size else None

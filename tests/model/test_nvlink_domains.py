@@ -165,6 +165,8 @@ def test_a_run_whose_hosts_fit_in_one_domain_is_intra_node_with_the_description(
         assert main(["fit", str(log), "--nodes", "2", *extra, "-o", str(tmp_path / "m.json"), "--force"]) == 0
         out = capsys.readouterr().out
         assert f"alpha-beta model: allreduce / nccl / {link} / 8 ranks" in out, out
+        assert main(["predict", str(tmp_path / "m.json"), "--sizes", "1G"]) == 0
+        assert "8 ranks on 2 node(s)" in capsys.readouterr().out  # its hosts, as --nodes counts them
 
 
 def test_without_the_description_the_world_beyond_the_fitted_racks_is_not_determined():
