@@ -56,8 +56,8 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     # inter-node link was measured end to end, those legs included, and fitted without this cap:
     # capping it again would move the prediction off the very sweeps it was fitted to.
     unmeasured = model.inter.is_preset or model.inter.is_described
-    # (an all-to-all's bytes for other nodes leave by the NICs alone: no leg of a ring inside the node on their way)
-    intra_bw = model.intra.busbw_Bps if model.intra and unmeasured and model.collective != "alltoall" else math.inf
+    intra_bw = model.intra.busbw_Bps if model.intra and unmeasured and _bytes_pass_node_links(model.collective) \
+        else math.inf
     rails = 1.0 if rails is None else rails
     share = _described_reach(model, world // nodes * sharing)
     # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
@@ -75,6 +75,13 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     if inside:
         label += f" + intra-node phase on {world // nodes} ranks"
     return times[k] + inside, label, regime_label(model.inter, k)
+
+
+def _bytes_pass_node_links(collective: str) -> bool:
+    """Whether the bytes a crossing sends through a node's NICs pass the node's own links too, so that the slower of
+    the two rules: a ring's do, leg after leg; an all-to-all's for other nodes leave by the NICs alone (its own
+    ranks' share goes over NVLink apart)."""
+    return collective != "alltoall"
 
 
 def regime_crossing_s(r: LinkCost, schedule: str, collective: str, size: float, world: int, nodes: int,
@@ -324,8 +331,8 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     # every protocol keeps its share of the bandwidth regime's rate (LL at half of Simple's on NVLink
     # is at half of it through the NICs too), the small-size ones capped below
     scale = cap / intra.busbw_Bps
-    if collective != "alltoall":  # a ring's bytes pass the node's own links and its NICs in turn: the slower rules
-        scale = min(1.0, scale)  # (an all-to-all's bytes for other nodes leave through the NICs, its own by NVLink)
+    if _bytes_pass_node_links(collective):
+        scale = min(1.0, scale)
     # The latency per step, not per call: a ring over 16 ranks waits on the network 15 times, a tree
     # across 2 nodes twice, and the logs of different systems agree better per step than per call.
     # It was calibrated as a whole 2-node crossing's latency, which holds the node's own per-call part:

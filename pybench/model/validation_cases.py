@@ -361,9 +361,10 @@ def _system_case(dataset: str, group: str, system: str, collective: str, obs: li
         inter = as_double_tree(inter, w0, n0)
     first, middle = inter.all_regimes()[0], _regime_at(inter, collective, w0, n0, PROTOCOL_PROBE_BYTES)
     hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
+    middle_step = (middle.base_s + hops * middle.step_s) / hops  # (the nominal step starts from it: matched below)
     case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
-                      (first.base_s + hops * first.step_s) / hops, (middle.base_s + hops * middle.step_s) / hops,
-                      (middle.base_s + hops * middle.step_s) / hops, first.busbw_Bps, w0 // n0, preset, intra,
+                      (first.base_s + hops * first.step_s) / hops, middle_step, middle_step, first.busbw_Bps,
+                      w0 // n0, preset, intra,
                       first is not middle, tree_or_ring_undescribed(collective, "ring", load_system(system)))
     case = dataclasses.replace(case, efficiency=_matching_efficiency(case))
     return dataclasses.replace(case, nominal_step_latency_s=_matching_nominal_step(case))
