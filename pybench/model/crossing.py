@@ -56,8 +56,7 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     # inter-node link was measured end to end, those legs included, and fitted without this cap:
     # capping it again would move the prediction off the very sweeps it was fitted to.
     unmeasured = model.inter.is_preset or model.inter.is_described
-    intra_bw = model.intra.busbw_Bps if model.intra and unmeasured and _bytes_pass_node_links(model.collective) \
-        else math.inf
+    intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
     rails = 1.0 if rails is None else rails
     share = _described_reach(model, world // nodes * sharing)
     # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
@@ -65,8 +64,9 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     reach = share * model.system.nic_Bps_per_node * efficiency if model.system is not None and share < 1.0 else math.inf
     times, labels = [], []
     for r in model.inter.all_regimes():
+        own = node_links_cap_Bps(model.collective, model.schedule, r.algorithm, world, nodes, intra_bw)
         time_s, label = regime_crossing_s(r, model.schedule, model.collective, size, world, nodes,
-                                          min(r.busbw_Bps * rails / sharing, reach / sharing, intra_bw))
+                                          min(r.busbw_Bps * rails / sharing, reach / sharing, own))
         times.append(time_s)
         labels.append(label)
     k = int(np.argmin(times))
@@ -82,6 +82,20 @@ def _bytes_pass_node_links(collective: str) -> bool:
     the two rules: a ring's do, leg after leg; an all-to-all's for other nodes leave by the NICs alone (its own
     ranks' share goes over NVLink apart)."""
     return collective != "alltoall"
+
+
+def node_links_cap_Bps(collective: str, schedule: str, algorithm: str, world: int, nodes: int,
+                       node_busbw_Bps: float) -> float:
+    """The fastest a crossing's bytes may go, in its own units (its bytes through a NIC per second), where they
+    pass the node's own links (inf where they do not): no faster than those links run the collective's ring over
+    every rank, whose bus bandwidth ``node_busbw_Bps`` is. A tree that crosses fewer bytes than the ring (S per
+    node on two nodes, not 2(p-1)/p S) still moves every byte through each GPU's links: its bus bandwidth, not its
+    rate through the NICs, is what the node's links bound."""
+    if not _bytes_pass_node_links(collective) or not math.isfinite(node_busbw_Bps) or world <= nodes:
+        return math.inf  # (one rank per node sends from its GPU straight to the NICs)
+    ring = crossing_terms(schedule, collective, 1.0, world, nodes, "ring")[1]
+    mine = crossing_terms(schedule, collective, 1.0, world, nodes, algorithm)[1]
+    return node_busbw_Bps * mine / ring if ring > 0 else node_busbw_Bps
 
 
 def regime_crossing_s(r: LinkCost, schedule: str, collective: str, size: float, world: int, nodes: int,
@@ -327,11 +341,11 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     cap = efficiency * system.nic_Bps_per_node * nic_share
     label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
              f"per node at {efficiency:.2f} of their rate (as healthy clusters' logs reach it: a fabric running below "
-             f"its rate runs below the interval)")
+             f"its rate runs below the interval), and no faster than the node's own links run it")
     # every protocol keeps its share of the bandwidth regime's rate (LL at half of Simple's on NVLink
     # is at half of it through the NICs too), the small-size ones capped below
     scale = cap / intra.busbw_Bps
-    if _bytes_pass_node_links(collective):
+    if _bytes_pass_node_links(collective):  # (in the tree's units at each layout: across_nodes)
         scale = min(1.0, scale)
     # The latency per step, not per call: a ring over 16 ranks waits on the network 15 times, a tree
     # across 2 nodes twice, and the logs of different systems agree better per step than per call.

@@ -515,7 +515,8 @@ def test_a_described_crossing_may_reach_the_nics_full_rate_and_no_more():
     largest all-reduces at 0.9 of its NICs' rate where the others reached about half. A description cannot
     say which, so at sizes the bytes rule the fast end is the NICs at their full rate, and never faster."""
     from pybench.model.crossing import nic_floor_s
-    model = fit_topology("allreduce", _sweep(8, bw=450e9)).with_system(load_system("dgx-h100"))  # NVLink 4
+    # (a node whose own links outrun its NICs' tree: 900 GB/s of bus bandwidth, NVLink 5 behind 8 x 400 Gb/s)
+    model = fit_topology("allreduce", _sweep(8, bw=900e9)).with_system(load_system("dgx-h100"))
     size = 512 << 20  # inside the node's sweep: nothing but the description widens it
     # however narrow the calibrated spread of efficiencies, the full rate stays inside the interval
     narrow = dataclasses.replace(load_calibration(), described_bandwidth_half_width=0.0)
@@ -583,6 +584,24 @@ def test_a_polaris_log_with_its_own_description_is_not_called_a_mismatch(tmp_pat
     out = capsys.readouterr().out
     assert "does not match the measured cluster" not in out and "likely not" not in out
     assert "no fitted size runs that fast" in out
+
+
+def test_a_described_crossing_runs_no_faster_than_the_nodes_own_links_run_the_collective():
+    """A 2-node all-reduce by NCCL's tree sends S through each node's NICs, not the ring's 2(p-1)/p S, but every
+    byte still passes each GPU's links: its bus bandwidth stays at about the node's own (logs: H100 InfiniBand
+    467 GB/s on 2 nodes, the node's NVLS about 480; OCI's A100 238 beside 229 on one node). A 230 GB/s A100 node
+    behind 8 x 400 Gb/s was priced at the NICs' tree rate, twice the node's own bus bandwidth."""
+    node = fit_topology("allreduce", _sweep(8, bw=230e9))
+    system = SystemDescription(name="a100-8x400", source="test", gpus_per_node=8, intra_fabric="nvswitch",
+                               intra_GBps_per_gpu=300, nics_per_node=8, nic_Gbps=400)
+    model = node.with_system(system)
+    for size in (256 << 20, 1 << 30):
+        busbw = size / model.predict(size, 16, 2).time_s * busbw_factor("allreduce", 16)
+        assert busbw <= 230e9 * 1.001
+        assert busbw >= 0.7 * 230e9  # (the node's links bind, not a far lower rate)
+    # one rank per node sends from its GPU to its NIC: no node link in the way
+    one = model.predict(1 << 30, 2, 2)
+    assert (1 << 30) / one.time_s > 0.5 * load_calibration().efficiency("allreduce") * 50e9
 
 
 @pytest.mark.parametrize("backend", ["nccl", "mpi"])
