@@ -324,7 +324,7 @@ def test_all_gather_rows_of_size_zero_are_skipped_with_a_note(tmp_path):
     lines = src.read_text().splitlines()
     only_zero = tmp_path / "all_gather_perf.txt"
     only_zero.write_text("\n".join(lines[:27]) + "\n")
-    with pytest.raises(FileFormatError, match=rf"{only_zero}: line 23: .*no data rows \(3 row\(s\) of size 0\)"):
+    with pytest.raises(FileFormatError, match=rf"{only_zero}: line 23: .*no data rows \(3 row\(s\) skipped: line 25: size 0 skipped"):
         load_measurements(only_zero)
 
 

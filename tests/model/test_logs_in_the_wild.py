@@ -812,3 +812,26 @@ def test_a_rank_line_that_every_rows_ratio_rules_out_is_not_the_tables(tmp_path,
     assert given.world_size == 128
     out = tmp_path / "m.json"
     assert main_for_tests(["fit", str(path), "--nodes", "32", "-o", str(out)]) == 0  # 4 ranks per host, as run
+
+
+def test_a_row_printed_as_nan_or_inf_is_read_from_its_other_half_or_skipped(tmp_path):
+    """nccl-tests prints -nan or inf where a time rounds to 0 or a bus factor is undefined (hypercube_perf): one
+    such cell refused the whole log. The row's in-place half stands for it where its numbers are finite; a row with
+    none is skipped, and the others are read, each with its note."""
+    rows = _rows(8, False, 1.75).splitlines(keepends=True)
+    cells = rows[3].split()
+    cells[7] = "-nan"  # out-of-place busbw
+    rows[3] = "  ".join(cells) + "\n"
+    cells = rows[5].split()
+    cells[5:8], cells[9:12] = ["0.00", "inf", "inf"], ["nan", "inf", "inf"]  # both halves
+    rows[5] = "  ".join(cells) + "\n"
+    path = tmp_path / "nan.log"
+    path.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + "".join(rows))
+    (m,) = load_measurements(path, world_size=8)
+    assert m.size_bytes.tolist() == [1 << e for e in range(20, 31) if e != 25]
+    assert any("size 8388608 read from its in-place half" in n for n in m.notes)
+    assert any("size 33554432 skipped (its time or bandwidth printed as inf inf" in n for n in m.notes)
+    every = tmp_path / "every.log"
+    every.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + rows[5])
+    with pytest.raises(FileFormatError, match="no data rows .1 row.s. skipped: line 4: size 33554432 skipped"):
+        load_measurements(every, world_size=8)

@@ -250,8 +250,20 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
     except ValueError:
         raise FileFormatError(f"{path}: line {lineno}: size/count/time/algbw/busbw are not numbers: "
                               f"{' '.join(toks)[:80]}") from None
-    if not (math.isfinite(t) and math.isfinite(a) and math.isfinite(b)):
-        raise FileFormatError(f"{path}: line {lineno}: a time or bandwidth that is not a finite number")
+    finite = [h for h in halves if h[3] < len(toks) and all(math.isfinite(_number(toks, k)) for k in h[1:4])]
+    if not finite:
+        # nccl-tests prints nan/inf where a time rounds to 0 or a bus factor is undefined (hypercube_perf): the
+        # other rows were measured all the same
+        table.notes.append(f"line {lineno}: size {size} skipped (its time or bandwidth printed as "
+                           f"{' '.join(x for x in (toks[tc], toks[ac], toks[bc]) if not math.isfinite(float(x)))}, "
+                           f"not a number)")
+        return
+    if finite[0] is not halves[0]:  # the in-place half's numbers stand for the row
+        table.notes.append(f"line {lineno}: size {size} read from its in-place half (the out-of-place one printed "
+                           f"a time or bandwidth that is not a number)")
+        halves = finite
+        _, tc, ac, bc, _ = halves[0]
+        t, a, b = float(toks[tc]), float(toks[ac]), float(toks[bc])
     if size == 0:
         # `-b 8` on many ranks: fewer bytes than one element per rank; nothing was measured.
         table.notes.append(f"line {lineno}: size 0 skipped (below one element per rank)")
@@ -399,7 +411,8 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
     if table.wrong:
         table.notes.append(wrong_note(table.wrong, table.wrong_rows, "nccl-tests' #wrong column"))
     if not table.sizes:
-        skipped = f" ({len(table.notes)} row(s) of size 0)" if table.notes else ""
+        skipped = f" ({len(table.notes)} row(s) skipped: {table.notes[0]}{'; ...' if len(table.notes) > 1 else ''})" \
+            if table.notes else ""
         raise EmptyTable(f"{path}: line {start + 1}: nccl-tests table has no data rows{skipped}{said}", failed,
                          start + 1)
     # What follows the last row (Rank lines, a program name) belongs to the next table.
