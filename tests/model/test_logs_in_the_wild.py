@@ -829,7 +829,7 @@ def test_a_row_printed_as_nan_or_inf_is_read_from_its_other_half_or_skipped(tmp_
     path.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + "".join(rows))
     (m,) = load_measurements(path, world_size=8)
     assert m.size_bytes.tolist() == [1 << e for e in range(20, 31) if e != 25]
-    assert any("size 8388608 read from its in-place half" in n for n in m.notes)
+    assert any("size 8388608 read from its in-place half (out of place: -nan)" in n for n in m.notes)
     assert any("size 33554432 skipped (its time or bandwidth printed as inf inf" in n for n in m.notes)
     every = tmp_path / "every.log"
     every.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + rows[5])

@@ -250,19 +250,15 @@ def _add_row(path, table: Table, toks: list[str], lineno: int) -> None:
     except ValueError:
         raise FileFormatError(f"{path}: line {lineno}: size/count/time/algbw/busbw are not numbers: "
                               f"{' '.join(toks)[:80]}") from None
+    # nccl-tests prints nan/inf where a time rounds to 0 or a bus factor is undefined (hypercube_perf)
     finite = [h for h in halves if h[3] < len(toks) and all(math.isfinite(_number(toks, k)) for k in h[1:4])]
-    if not finite:
-        # nccl-tests prints nan/inf where a time rounds to 0 or a bus factor is undefined (hypercube_perf): the
-        # other rows were measured all the same
-        table.notes.append(f"line {lineno}: size {size} skipped (its time or bandwidth printed as "
-                           f"{' '.join(x for x in (toks[tc], toks[ac], toks[bc]) if not math.isfinite(float(x)))}, "
-                           f"not a number)")
-        return
-    if finite[0] is not halves[0]:  # the in-place half's numbers stand for the row
-        table.notes.append(f"line {lineno}: size {size} read from its in-place half (the out-of-place one printed "
-                           f"a time or bandwidth that is not a number)")
-        halves = finite
-        _, tc, ac, bc, _ = halves[0]
+    bad = " ".join(x for x in (toks[tc], toks[ac], toks[bc]) if not math.isfinite(float(x)))
+    if not finite or finite[0] is not halves[0]:  # (skipped, or the in-place half's numbers stand for the row)
+        table.notes.append(f"line {lineno}: size {size} " + (f"read from its in-place half (out of place: {bad})"
+                           if finite else f"skipped (its time or bandwidth printed as {bad}, not a number)"))
+        if not finite:
+            return
+        halves, (_, tc, ac, bc, _) = finite, finite[0]
         t, a, b = float(toks[tc]), float(toks[ac]), float(toks[bc])
     if size == 0:
         # `-b 8` on many ranks: fewer bytes than one element per rank; nothing was measured.
