@@ -75,7 +75,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     for m in sets:
         by_file.setdefault(m.path or "", []).extend(m.notes)
     notes = [n if len(by_file) == 1 or n in these else f"{Path(path).name}: {n}"
-             for path, these in by_file.items() for n in _tables_pooled(these)] + disturbed
+             for path, these in by_file.items() for n in _tables_pooled(these)] + _pooled(sets) + disturbed
     return AlphaBetaModel(
         collective=first.collective, backend=first.backend, link_class=first.link_class,
         world_size=first.world_size, dtype=first.dtype, segments=fit.segments,
@@ -175,6 +175,21 @@ def _with_topology_note(model: AlphaBetaModel, skipped: list[str]) -> AlphaBetaM
     mine = dict.fromkeys(s.split(tag, 1)[1] for s in skipped if s.startswith(tag) or f": {tag}" in s)
     why = "; ".join(mine) or "the fit found no sweep it could use for one"
     return dataclasses.replace(model, notes=(*model.notes, NO_TOPOLOGY + why))
+
+
+def _pooled(sets: list[MeasurementSet]) -> list[str]:
+    """What pooling said nowhere else: several tables of one curve (two runs in one log, a log pasted twice: OSU's
+    reader names its tables), a table whose sizes start again (another run's rows above this one's, or nccl-tests'
+    -N cycles): each size's times are replicates of one measurement."""
+    out = [f"{len(sets)} tables pooled as replicates of one curve"] if len(sets) > 1 and not any(
+        _TABLE_NOTE.fullmatch(n) for m in sets for n in m.notes) else []
+    for m in (m for m in sets if m.source != "pybench"):  # (pybench's own results keep the asked order)
+        if (back := np.flatnonzero(np.diff(m.size_bytes) <= 0)).size:
+            out.append(f"{Path(m.path).name + ': ' if m.path else ''}its sizes start again at "
+                       f"{format_size(int(m.size_bytes[back[0] + 1]))} after {format_size(int(m.size_bytes[back[0]]))} "
+                       f"(another run's rows in the same table, or -N cycles): pooled with the earlier rows as "
+                       f"replicates")
+    return out
 
 
 def _disagreeing_replicates(size: np.ndarray, time: np.ndarray, sweeps: int = 1) -> list[str]:

@@ -835,3 +835,22 @@ def test_a_row_printed_as_nan_or_inf_is_read_from_its_other_half_or_skipped(tmp_
     every.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + rows[5])
     with pytest.raises(FileFormatError, match="no data rows .1 row.s. skipped: line 4: size 33554432 skipped"):
         load_measurements(every, world_size=8)
+
+
+def test_pooled_tables_and_sizes_that_start_again_are_said(tmp_path):
+    """A log pasted twice (two tables of one curve) and a table with another run's rows above its own (its sizes
+    start again) were pooled as replicates with no word: the fit says so."""
+    from pybench.model.build import fit_model
+    table = "# Collective test starting: all_reduce_perf\n" + NEW_HEADER + _rows(8, False, 1.75)
+    twice = tmp_path / "twice.log"
+    twice.write_text(table + "# Avg bus bandwidth    : 1.0\n\n" + table)
+    sets = load_measurements(twice, world_size=8)
+    assert len(sets) == 2 and "2 tables pooled as replicates of one curve" in fit_model(sets).notes
+    rows = _rows(8, False, 1.75).splitlines(keepends=True)
+    again = tmp_path / "again.log"
+    again.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + "".join(rows[2:4] + rows))
+    (one,) = load_measurements(again, world_size=8)
+    assert any("again.log: its sizes start again at 1M after 8M (another run's rows in the same table" in n
+               for n in fit_model(one).notes)
+    assert not any("start again" in n or "tables pooled" in n for n in fit_model(load_measurements(
+        twice, world_size=8)[0]).notes)
