@@ -2,7 +2,9 @@
 nothing, and the answer is "not determined" with the sizes to measure.
 
 Below a sweep its widening answers instead: a latency is at most the one carried down (the curve there is one
-protocol's, which NCCL's choice can only beat), and the planner's latency probes ask there.
+protocol's, which NCCL's choice can only beat), and the planner's latency probes ask there; unless the sweep's
+first piece left its latency unresolved (held at 0: its smallest sizes' times were all bytes), where the curve
+carried down tends to 0 and only the time at its smallest size bounds the answer.
 """
 
 from __future__ import annotations
@@ -37,3 +39,15 @@ def unmeasured_bytes(collective: str, backend: str, link_class: str | None, size
         return ""
     return (f"not determined by these inputs: the sweep {why} that rules at {asked} is not measured; measure it with "
             f"`pybench {collective} --sizes {hi}:{asked}`")
+
+
+def unresolved_latency(collective: str, size_min: float, latency_held: bool, time_at_min_s: float,
+                       size: float) -> str:
+    """Why a sweep starting at ``size_min``, whose first piece's latency was held at 0, cannot answer below it,
+    or ''."""
+    if size >= size_min or not latency_held:
+        return ""
+    low = format_size(int(size_min))
+    return (f"not determined by these inputs: the sweep's first sizes left its latency unresolved (held at 0), so "
+            f"below {low} it says only that the time is at most {time_at_min_s * 1e6:.4g} us (at {low}); measure it "
+            f"with `pybench {collective} --sizes {format_size(int(size))}:{low}`")

@@ -18,7 +18,7 @@ import numpy as np
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
-from pybench.model.beyond_sweep import unmeasured_bytes
+from pybench.model.beyond_sweep import unmeasured_bytes, unresolved_latency
 from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Calibration, Spread, load_calibration
 from pybench.model.crossing import one_node_model_nodes
 from pybench.model.model_writer import save_models
@@ -277,13 +277,15 @@ class AlphaBetaModel:
     def _topology_reaches(self, size: float) -> bool:
         """Whether the topology model's fitted sizes reach ``size`` (then it answers at the fitted layout)."""
         return (self.topology is not None and self.world_size is not None
-                and size <= self.topology.size_range[1] and self.size_max_bytes < self.topology.size_range[1])
+                and self.topology.size_range[0] <= size <= self.topology.size_range[1])
 
     def _beyond_own_sweep(self, size: float) -> str:
-        """Why the sweep's own curve cannot answer at ``size`` (:func:`pybench.model.beyond_sweep.unmeasured_bytes`)."""
-        seg = self.segments[-1]
+        """Why the sweep's own curve cannot answer at ``size`` (:mod:`pybench.model.beyond_sweep`)."""
+        seg, first = self.segments[-1], self.segments[0]
         return unmeasured_bytes(self.collective, self.backend, self.link_class, self.size_max_bytes, seg.alpha_s,
-                                seg.inv_bw_s_per_byte, size)
+                                seg.inv_bw_s_per_byte, size) or unresolved_latency(
+            self.collective, self.size_min_bytes, first.held == "alpha",
+            first.alpha_s + self.size_min_bytes * first.inv_bw_s_per_byte, size)
 
     def provenance_at(self, size: float) -> str:
         """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""

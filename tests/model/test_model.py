@@ -701,6 +701,24 @@ def test_beyond_a_sweep_that_ends_while_latency_rules_the_band_only_widens():
         model.predict(float(1 << 30))  # where its own line says the bytes rule: their rate was never measured
 
 
+def test_below_a_sweep_whose_latency_was_never_resolved_the_answer_is_not_determined(tmp_path, capsys):
+    """A 2-node sweep from 16 MiB whose times are all bytes (its latency held at 0) answered 1 KiB in 0.02 us: the
+    curve carried down tends to 0. Below it only the time at its smallest size bounds the answer: not determined,
+    with that bound and what to measure. A table that asks both keeps the sweep's own answer at its sizes."""
+    sizes = np.array([float(1 << k) for k in range(24, 31)])
+    ms = MeasurementSet("nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32", sizes, sizes / 50e9 - 20e-6,
+                        None, None, None, "median")
+    (model,) = fit_models([ms])
+    assert model.segments[0].held == "alpha"
+    with pytest.raises(NotDetermined, match=r"latency unresolved .held at 0.*at most 32[0-9].[0-9] us .at 16M.*--sizes 1K:16M"):
+        model.predict(1024.0)
+    assert model.predict(float(1 << 25)).time_s == pytest.approx((1 << 25) / 50e9, rel=0.01)  # inside: answered
+    from pybench.cli.prediction_table import prediction_records
+    both = prediction_records([model], [1024, 1 << 26])
+    assert both[0]["time_s"] is None and "latency unresolved" in both[0]["undetermined"]
+    assert both[1]["time_s"] == model.predict(float(1 << 26)).time_s[0]
+
+
 def test_far_below_the_measured_sizes_the_upper_end_stays_that_of_the_first_octave_below(tmp_path):
     """An H100 cluster's 8-node sweep measured from 1 MiB answered 1 B with an upper end of 14,085 s: fewer bytes
     take no longer, but for a protocol switch just below the sweep (a B200 log runs 2 MiB slower than 4 MiB), so
