@@ -854,3 +854,18 @@ def test_pooled_tables_and_sizes_that_start_again_are_said(tmp_path):
                for n in fit_model(one).notes)
     assert not any("start again" in n or "tables pooled" in n for n in fit_model(load_measurements(
         twice, world_size=8)[0]).notes)
+
+
+def test_osu_tables_with_host_and_device_buffers_are_not_pooled(tmp_path):
+    """CSCS's OSU 7.5 pages: `osu_bw` and `osu_bw D D` on the same 2 nodes were fitted as one curve of 46 points. The
+    MPI-CUDA title says where the buffers lay; the two are refused together in one line, each fits alone."""
+    rows = "".join(f"{1 << k:<10} {min(2.0 ** k, 20000.0):>14.2f}              Pass\n" for k in range(0, 23))
+    head = "# Datatype: MPI_CHAR.\n# Size      Bandwidth (MB/s)        Validation\n"
+    host, device = tmp_path / "hh.txt", tmp_path / "dd.txt"
+    host.write_text("$ srun -N2 ./pt2pt/osu_bw --validation\n# OSU MPI Bandwidth Test v7.5\n" + head + rows)
+    device.write_text("$ srun -N2 ./pt2pt/osu_bw --validation D D\n# OSU MPI-CUDA Bandwidth Test v7.5\n" + head + rows)
+    (d,) = load_measurements(device)
+    assert "buffers in cuda device memory (OSU MPI-CUDA)" in d.notes
+    assert not any("device memory" in n for n in load_measurements(host)[0].notes)
+    assert main_for_tests(["fit", str(host), str(device), "-o", str(tmp_path / "m.json")]) == 2
+    assert main_for_tests(["fit", str(device), "-o", str(tmp_path / "d.json")]) == 0

@@ -169,6 +169,17 @@ def listed_hosts(notes: Iterable[str], world: int | None) -> int | None:
 
 
 # What stands in for a name a process did not know (pybench lists its other hosts' ranks as "GPU")
+DEVICE_BUFFERS = re.compile(r"buffers in (\S+) device memory")
+"""The note of a table whose buffers lay in device memory (OSU's MPI-CUDA tests, ``D D`` or ``-d cuda``): another
+path than host buffers', never pooled with them."""
+
+
+def buffer_place(m: MeasurementSet) -> str:
+    """Where a table's buffers lay, as its notes say: a device's (``cuda``, ``rocm`` ...) or '' (host memory, or
+    the tool's own: nccl-tests' are the GPU's)."""
+    return next((x[1].lower() for n in m.notes if (x := DEVICE_BUFFERS.match(n))), "")
+
+
 _PLACEHOLDER_DEVICES = ("", "gpu", "cpu", "n/a", "unknown")
 
 

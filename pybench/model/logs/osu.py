@@ -356,6 +356,8 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
         if columns[1]:
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
     backend = "nccl" if title and title[0].upper().startswith("NCCL") else "mpi"
+    if backend == "mpi" and title and "-" in title[0]:  # "MPI-CUDA": OSU's title when -d cuda / D D put them there
+        notes.append(f"buffers in {title[0].split('-', 1)[1].lower()} device memory (OSU {title[0]})")
     # "# Datatype:" sits above the header (OSU 7.3+) or just below it (7.2)
     dtype = _dtype(lines[_previous_header(lines, header):header + 2], name, notes)
     # the hosts a launcher line or Flux's jobspec names say which links the ranks crossed
