@@ -101,8 +101,10 @@ class Anomaly:
         return anomaly
 
 
-def _trend_ratios(size: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Ratio of each time to its neighbours' trend, and the indices of those neighbours.
+def _trend_ratios(size: np.ndarray, time: np.ndarray,
+                  anchor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ratio of each time to its neighbours' trend (drawn through their ``anchor`` times, default their own), and
+    the indices of those neighbours.
 
     Two trends through the same two neighbours: the straight line in log-log (follows convex
     stretches, e.g. CPU sweeps leaving the caches) and the alpha-beta line T = a + s / B (exact
@@ -113,10 +115,11 @@ def _trend_ratios(size: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.nd
     k = np.arange(n)
     a = np.where(k == 0, 1, np.where(k == n - 1, n - 3, k - 1))
     b = np.where(k == 0, 2, np.where(k == n - 1, n - 2, k + 1))
-    ls, lt = np.log(size), np.log(time)
+    at = time if anchor is None else anchor
+    ls, lt = np.log(size), np.log(at)
     w_log = (ls - ls[a]) / (ls[b] - ls[a])
     loglog = time / np.exp(lt[a] + w_log * (lt[b] - lt[a]))
-    line = time[a] + (size - size[a]) / (size[b] - size[a]) * (time[b] - time[a])
+    line = at[a] + (size - size[a]) / (size[b] - size[a]) * (at[b] - at[a])
     with np.errstate(divide="ignore", invalid="ignore"):
         linear = np.where(line > 0, time / line, loglog)
     ratio = np.where(np.abs(np.log(linear)) < np.abs(np.log(loglog)), linear, loglog)
@@ -146,11 +149,16 @@ def find_anomalies(size_bytes, time_s, threshold: float = ANOMALY_RATIO,
     sizes, med = _medians_by_size(size, time)
     limit = 1 + sizes.size // 10 if max_count is None else max_count
     disturbed = {u for u, _ in disturbed_sizes(size, time)}
+    # a disturbance only slows a run: a size whose replicates disagree stands in its neighbours' trends by its
+    # fastest (its median, the mean of a 4x-apart pair, had a clean size beside it named as an anomaly)
+    anchor = med.copy()
+    for u in disturbed:
+        anchor[sizes == u] = time[size == u].min()
     keep = np.ones(sizes.size, dtype=bool)
     found: list[Anomaly] = []
     while len(found) < limit and keep.sum() >= 4:
         idx = np.flatnonzero(keep)
-        ratio, a, b = _trend_ratios(sizes[idx], med[idx])
+        ratio, a, b = _trend_ratios(sizes[idx], med[idx], anchor[idx])
         # The largest size has neighbours on one side only: off their trend, it may as well be where a regime
         # starts (a CPU sweep leaving its caches) as a spike, and nothing measured after it says which; left
         # out, every larger size would be priced at the regime before it. Named only where its replicates
@@ -158,7 +166,7 @@ def find_anomalies(size_bytes, time_s, threshold: float = ANOMALY_RATIO,
         # smaller neighbours alone: its own trend runs through what may be a new regime.
         if int(sizes[idx[-1]]) not in disturbed:
             if ratio[-1] > 1.0 and idx.size >= 4:
-                ratio[-2] = _trend_ratios(sizes[idx[-4:-1]], med[idx[-4:-1]])[0][-1]
+                ratio[-2] = _trend_ratios(sizes[idx[-4:-1]], med[idx[-4:-1]], anchor[idx[-4:-1]])[0][-1]
                 a[-2], b[-2] = idx.size - 4, idx.size - 3
             ratio[-1] = 1.0
         k = int(np.argmax(np.abs(np.log(ratio))))

@@ -751,3 +751,15 @@ def test_in_place_times_off_the_out_of_place_ones_size_after_size_are_said_to_ru
     assert not any("in-place times are" in n for n in model(time * few).notes)
     sides = np.where(np.arange(size.size) % 2, 1.5, 1 / 1.5)  # off both ways in turn: scatter
     assert not any("in-place times are" in n for n in model(time * sides).notes)
+
+
+def test_a_size_whose_replicates_disagree_does_not_make_its_clean_neighbour_an_anomaly():
+    """Sigma2's GH200 log: 1 B took 26.95 / 22.40 us, 2 B 97.16 / 22.58 us (one replicate disturbed), 4 B 21.8 us.
+    The 2 B median, the mean of a 4x-apart pair, drew 1 B's trend: the clean 1 B was named 3.2x faster and left out.
+    A disturbance only slows a run: in its neighbours' trends a disturbed size stands by its fastest replicate."""
+    from pybench.model.anomalies import find_anomalies
+    sizes = [1, 1, 2, 2] + [s for k in range(2, 12) for s in (2 ** k, 2 ** k)]
+    times = [26.95e-6, 22.40e-6, 97.16e-6, 22.58e-6] + [t for k in range(2, 12) for t in
+                                                          (21.8e-6 * (1 + k / 50), 21.9e-6 * (1 + k / 50))]
+    named = [a.size_bytes for a in find_anomalies(sizes, times)]
+    assert 1 not in named and named == [2]  # the disturbed size itself is still named by its median
