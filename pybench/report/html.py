@@ -31,7 +31,14 @@ from pybench.report.ccr_plot import ccr_interval, load_ccr, overlapped, render_c
 from pybench.report.compare import Comparison, compare_results, run_label
 from pybench.report.compare_plot import render_comparison
 from pybench.report.heatmap import load_link_matrix, render_link_heatmap
-from pybench.report.inputs import imported_from, load_one_result, load_results, refuse_unknown_worlds
+from pybench.report.inputs import (
+    failed_check,
+    import_notes,
+    imported_from,
+    load_one_result,
+    load_results,
+    refuse_unknown_worlds,
+)
 from pybench.report.plot import (
     matching_models,
     measured_panels,
@@ -134,9 +141,11 @@ def _run_section(result: RunResult, source: str) -> dict[str, Any]:
     rows = []
     imported = imported_from(result) is not None
     for r in sorted(result.records, key=lambda r: r.size_bytes):
+        # (another tool's log prints no percentiles or per-size iterations: its times are one or two a size)
         rows.append((format_size(r.size_bytes), r.size_bytes, r.count, r.dtype, r.redop,
-                     _num(r.time_s * 1e6), _num(r.time_p5_s * 1e6), _num(r.time_p95_s * 1e6),
-                     _num(r.algbw_gbps), _num(r.busbw_gbps), r.wrong if r.check_iters else "N/A", r.iterations,
+                     _num(r.time_s * 1e6), "n/a" if imported else _num(r.time_p5_s * 1e6),
+                     "n/a" if imported else _num(r.time_p95_s * 1e6), _num(r.algbw_gbps), _num(r.busbw_gbps),
+                     r.wrong if r.check_iters else "N/A", "n/a" if imported else r.iterations,
                      "n/a" if imported else  # another tool's log prints no interval of its time
                      _num(100 * r.ci_rel if r.time_s > 0 else math.nan, ".1f") + ("" if r.precision_met else "*")))
     peak = result.peak_busbw()
@@ -144,6 +153,7 @@ def _run_section(result: RunResult, source: str) -> dict[str, Any]:
             "world_size": result.world_size, "source": source, "header": _RESULT_HEADER, "rows": rows,
             "peak": f"{peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)}" if peak is not None else "",
             "wrong": result.total_wrong(), "checked": any(r.check_iters for r in result.records),
+            "failed_check": failed_check(result), "notes": import_notes(result),
             "imprecise": any(not r.precision_met for r in result.records)}
 
 

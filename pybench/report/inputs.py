@@ -14,6 +14,7 @@ what ``fit`` and ``plot`` read.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -82,9 +83,26 @@ def _from_log(path: Path) -> list[RunResult]:
             high = float(m.time_high_s[k]) if m.time_high_s is not None else None
             if int(size) > 0:
                 records.append(_record(int(size), m.dtype, m.redop, samples, low, high, factor))
-        results.append(_result(m.collective, m.backend, m.dtype, m.redop, m.world_size, m.link_class, m.source,
-                               path, records))
+        result = _result(m.collective, m.backend, m.dtype, m.redop, m.world_size, m.link_class, m.source, path,
+                         records)
+        results.append(dataclasses.replace(result, options={**result.options, IMPORT_NOTES: list(m.notes)}))
     return results
+
+
+IMPORT_NOTES = "import_notes"
+"""The option that holds what reading another tool's log said (sizes its own check failed, rows skipped ...)."""
+
+
+def import_notes(result: RunResult) -> list[str]:
+    """What reading ``result``'s log said ([] for pybench's own runs)."""
+    notes = result.options.get(IMPORT_NOTES)
+    return [str(n) for n in notes] if isinstance(notes, list) else []
+
+
+def failed_check(result: RunResult) -> str:
+    """The note of a log whose own check counted wrong values ('' where none did)."""
+    from pybench.model.logs.nccl_tests_table import WRONG_VALUES
+    return next((n for n in import_notes(result) if WRONG_VALUES in n), "")
 
 
 def refuse_unknown_worlds(results: list[RunResult], path: str | Path) -> list[RunResult]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from pybench.measure.results import RunResult
 from pybench.measure.table import busy_warning
-from pybench.report.inputs import imported_from
+from pybench.report.inputs import failed_check, imported_from
 from pybench.sizes import format_size
 
 
@@ -92,6 +92,11 @@ def _verdict(results, comparison) -> tuple[str, str]:
                     f"than the baseline (worst {format_size(worst.size_bytes)} x{worst.time_ratio:.2f}).", "bad")
         return (f"Verdict: no significant slowdown against the baseline at {len(comparison.sizes)} size(s) "
                 f"(noise band ±{100 * comparison.noise:g}%).", "ok")
+    failed = [(r, note) for r, _ in results if (note := failed_check(r))]
+    if failed:
+        r, note = failed[0]
+        return (f"Verdict: FAILED, the {imported_from(r)} log's own check: {r.benchmark} x{r.world_size}: {note}.",
+                "bad")
     imported = sorted({source for source in (imported_from(r) for r, _ in results) if source})
     if imported:
         return (f"Verdict: read from {', '.join(imported)} output: pybench ran neither the correctness check nor "

@@ -110,3 +110,24 @@ def test_a_report_of_another_tools_log_claims_no_check_and_no_precision(tmp_path
     html = out.read_text()
     assert "read from nccl-tests output" in html and "256 ranks" in html
     assert "check=0" not in html and "known to" not in html and "every value exact" not in html
+
+
+def test_a_report_of_a_log_whose_own_check_failed_says_so_and_what_it_left_out(tmp_path):
+    """An nccl-tests 2.17 log counted wrong values at 2M-64M (LL128 corruption): the report dropped those sizes
+    silently, said "#wrong: no check recorded", and filled p5/p95 and iters from the log's two replicates. The
+    verdict now fails with the sizes left out, the reading's notes are listed, and no percentile is made up."""
+    from tests.model.test_logs_in_the_wild import NEW_HEADER, _rows
+    rows = _rows(8, False, 1.75).splitlines(keepends=True)
+    rows[2] = rows[2][:rows[2].rindex("0")] + "4093\n"  # the in-place half of 4M counted wrong values
+    cells = rows[3].split()
+    cells[8] = "951005"  # 8M: the out-of-place half too
+    cells[12] = "17"
+    rows[3] = "  ".join(cells) + "\n"
+    log = tmp_path / "wrong.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + "".join(rows))
+    out = tmp_path / "r.html"
+    assert main(["report", str(log), "-o", str(out)]) == 0
+    html = out.read_text().replace("&#39;", "'")
+    assert "Verdict: FAILED, the nccl-tests log's own check: allreduce x8" in html
+    assert "8388608 B" in html and "#wrong column counted wrong values" in html and "no check recorded" not in html
+    assert "<td>n/a</td><td>n/a</td>" in html.replace(" ", "")  # p5 / p95: the log prints none

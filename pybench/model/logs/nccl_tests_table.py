@@ -190,6 +190,9 @@ def is_wrong(value) -> bool:
         return True
 
 
+WRONG_VALUES = "counted wrong values in their result"  # (a report of the log says that its check failed)
+
+
 def wrong_note(dropped: list[tuple[int, str]], rows_lost: int, where: str) -> str:
     """The note for ``dropped``, the (size, half) of each timing left out because ``where`` counted wrong values."""
     sizes = sorted({s for s, _ in dropped})
@@ -197,7 +200,7 @@ def wrong_note(dropped: list[tuple[int, str]], rows_lost: int, where: str) -> st
     halves = Counter(h for _, h in dropped)
     what = " and ".join(f"{n} {half} timing(s)".replace("  ", " ") for half, n in halves.items())
     return (f"{what} left out at {len(sizes)} size(s) ({shown} B; {rows_lost} row(s) with no timing left): "
-            f"{where} counted wrong values in their result, so they did not time a working collective")
+            f"{where} {WRONG_VALUES}, so they did not time a working collective")
 
 
 def _right_halves(table: Table, toks: list[str], halves: list[Half], size: int) -> list[Half]:
