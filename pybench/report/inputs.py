@@ -101,7 +101,7 @@ def import_notes(result: RunResult) -> list[str]:
 
 def failed_check(result: RunResult) -> str:
     """The note of a log whose own check counted wrong values ('' where none did)."""
-    from pybench.model.logs.nccl_tests_table import WRONG_VALUES
+    from pybench.model.logs.nccl_tests_failure import WRONG_VALUES
     return next((n for n in import_notes(result) if WRONG_VALUES in n), "")
 
 

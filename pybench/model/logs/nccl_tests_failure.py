@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 
 from pybench.errors import FileFormatError
@@ -37,3 +38,16 @@ def failed_after_rows(lines: list[str], end: int, is_header: Callable[[str], boo
     line, text = failure
     return (f"the test failed after its last row (line {line}: {text[:120]}): its rows are read, the larger sizes "
             f"it was asked for never ran")
+
+
+WRONG_VALUES = "counted wrong values in their result"  # (a report of the log says that its check failed)
+
+
+def wrong_note(dropped: list[tuple[int, str]], rows_lost: int, where: str) -> str:
+    """The note for ``dropped``, the (size, half) of each timing left out because ``where`` counted wrong values."""
+    sizes = sorted({s for s, _ in dropped})
+    shown = ", ".join(map(str, sizes[:6])) + (", ..." if len(sizes) > 6 else "")
+    halves = Counter(h for _, h in dropped)
+    what = " and ".join(f"{n} {half} timing(s)".replace("  ", " ") for half, n in halves.items())
+    return (f"{what} left out at {len(sizes)} size(s) ({shown} B; {rows_lost} row(s) with no timing left): "
+            f"{where} {WRONG_VALUES}, so they did not time a working collective")

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pybench.errors import FileFormatError
-from pybench.model.logs.nccl_tests_failure import EmptyTable, reported_failure
+from pybench.model.logs.nccl_tests_failure import EmptyTable, reported_failure, wrong_note
 from pybench.model.logs.nccl_tests_precision import Cell, half_last_digit
 
 _FOOTERS = ("Avg bus bandwidth", "Out of bounds", "Collective test concluded")
@@ -188,19 +187,6 @@ def is_wrong(value) -> bool:
         return not float(value) <= 0  # NaN too
     except (TypeError, ValueError):
         return True
-
-
-WRONG_VALUES = "counted wrong values in their result"  # (a report of the log says that its check failed)
-
-
-def wrong_note(dropped: list[tuple[int, str]], rows_lost: int, where: str) -> str:
-    """The note for ``dropped``, the (size, half) of each timing left out because ``where`` counted wrong values."""
-    sizes = sorted({s for s, _ in dropped})
-    shown = ", ".join(map(str, sizes[:6])) + (", ..." if len(sizes) > 6 else "")
-    halves = Counter(h for _, h in dropped)
-    what = " and ".join(f"{n} {half} timing(s)".replace("  ", " ") for half, n in halves.items())
-    return (f"{what} left out at {len(sizes)} size(s) ({shown} B; {rows_lost} row(s) with no timing left): "
-            f"{where} {WRONG_VALUES}, so they did not time a working collective")
 
 
 def _right_halves(table: Table, toks: list[str], halves: list[Half], size: int) -> list[Half]:

@@ -33,7 +33,8 @@ from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests import RCCL_NOTE, redop_name
 from pybench.model.logs.nccl_tests_counts import canonical_dtype
-from pybench.model.logs.nccl_tests_table import is_wrong, wrong_note
+from pybench.model.logs.nccl_tests_failure import wrong_note
+from pybench.model.logs.nccl_tests_table import is_wrong
 
 # rccl-tests' names, lower case -> pybench's.
 _NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reducescatter",
