@@ -167,7 +167,7 @@ def run_fit(args) -> int:
                        for m in unmodelled)  # a job log repeats its tests run after run: each said once
     for why, count in unfitted.items():
         if not sets:
-            raise UsageError(f"{why}; give --collective if the log names it wrongly")
+            raise UsageError(f"{why}: nothing here to fit (give --collective only where the log mislabels its test)")
         print(f"warning: {why}; " + (f"its {count} tables skipped" if count > 1 else "that table skipped"),
               file=sys.stderr)
     for m in sets:

@@ -31,7 +31,8 @@ def unmeasured_bytes(collective: str, backend: str, link_class: str | None, size
 
     asked, hi = format_size(int(size)), format_size(int(size_max))
     if share(size_max) < 0.5 <= share(size):
-        why = f"ended at {hi} while latency ruled, so the bytes' rate"
+        why = (f"ended at {hi} while latency ruled (its last piece's fixed {alpha_s * 1e6:.4g} us per call took over "
+               f"half of its time), so the bytes' rate")
     elif backend in GPU_BACKENDS and link_class == "inter-node" and size_max < BANDWIDTH_PROTOCOL_BYTES <= size:
         why = (f"ended at {hi}, below {format_size(BANDWIDTH_PROTOCOL_BYTES)} where NCCL runs its bandwidth protocol "
                f"(Simple) on every log here, so the rate")

@@ -124,3 +124,16 @@ def test_a_command_continued_over_lines_is_one_line_and_a_stray_backslash_joins_
     header = "#       size         count      type   redop    root     time   algbw   busbw #wrong"
     assert continued_lines(["# logs in C:\\", header]) == ["# logs in C:\\", header]
     assert continued_lines(["cd /x \\", "", "row"]) == ["cd /x \\", "", "row"]
+
+
+def test_an_nccl_tests_binary_run_without_a_launcher_is_one_process_on_one_host():
+    """`./build/sendrecv_perf -b 128M -e 1G -f 2 -g 8` atop a log, with no launcher: a send/recv's busbw/algbw says
+    nothing of its ranks, and pybench asked for --world. One process drives -t x -g GPUs on its one host. Where its
+    ranks' Rank lines follow, or a launcher started it (each rank echoing the binary's line), those say instead."""
+    (ms,) = parse_nccl_tests_text("$ ./build/sendrecv_perf -b 128M -e 1G -f 2 -g 8\n" + _SENDRECV, "<log>")
+    assert (ms.world_size, ms.link_class) == (8, "intra-node")
+    assert any("8 ranks on 1 host(s) per the direct command line" in n for n in ms.notes)
+    assert read_launch("Running ./build/all_reduce_perf -g 8") is None  # not a command: a word before the binary
+    (ms,) = parse_nccl_tests_text("srun -N 2 -n 16 bash -c 'set -x; ./sendrecv_perf'\n+ ./sendrecv_perf -g 1\n"
+                                  + "# Collective test starting: sendrecv_perf\n" + _SENDRECV, "<log>")
+    assert (ms.world_size, ms.link_class) == (16, "inter-node")

@@ -155,11 +155,21 @@ def continued_lines(lines: list[str]) -> list[str]:
     return out
 
 
+DIRECT = "direct"
+"""The launcher of an nccl-tests binary run with none (``$ ./build/sendrecv_perf -g 8``): one process."""
+_PROMPT = re.compile(r"^(?:[$#>+]+\s*)?")
+
+
 def read_launch(line: str) -> Launch | None:
-    """The launch on ``line``, or None where it holds no launcher command."""
+    """The launch on ``line``, or None where it holds no launcher command (a line that runs an nccl-tests binary
+    itself, its first word after a shell prompt, is one process's: :data:`DIRECT`)."""
     m = _LAUNCHER_RE.search(line)
     if m is None:
-        return None
+        words = _PROMPT.sub("", line.strip()).split()
+        if not words or not _NCCL_TEST.search(words[0]):
+            return None
+        program, own = _nccl_test(words)
+        return Launch(DIRECT, 1, 1, _devices_per_process(own), program)
     try:
         words = shlex.split(line[m.end():], comments=False)
     except ValueError:  # an unbalanced quote: the words as they stand

@@ -53,7 +53,7 @@ import numpy as np
 from pybench.collectives import COLLECTIVES, busbw_factor
 from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
-from pybench.model.logs.launcher_lines import Launch, continued_lines, read_launch
+from pybench.model.logs.launcher_lines import DIRECT, Launch, continued_lines, read_launch
 from pybench.model.logs.measurements import MeasurementSet, device_names
 from pybench.model.logs.nccl_env import forced_algorithm
 from pybench.model.logs.nccl_tests_counts import (
@@ -200,8 +200,8 @@ class Preamble:
             self.nccl_algo, self.algo_on_launch = forced, launch is not None
         elif job and self.algo_on_launch:  # another job's line: the earlier line's -x was that job's alone
             self.nccl_algo = ""
-        if job:
-            self.launch = launch
+        if job and launch is not None and not (launch.launcher == DIRECT and self.launch is not None):
+            self.launch = launch  # (a launcher's own line rules over the binary's line each of its ranks echoed)
         m = _NGPUS_RE.match(stripped)
         if m:
             self.gpus_per_process, self.gpus_per_thread = int(m.group(1)) * int(m.group(2)), int(m.group(2))

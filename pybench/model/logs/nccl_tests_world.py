@@ -15,7 +15,7 @@ import numpy as np
 
 from pybench.collectives import COLLECTIVES
 from pybench.errors import FileFormatError
-from pybench.model.logs.launcher_lines import Launch
+from pybench.model.logs.launcher_lines import DIRECT, Launch
 from pybench.model.logs.measurements import LINK_CLASSES
 from pybench.model.logs.nccl_tests_table import Table
 
@@ -64,7 +64,8 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
         world = world_size
     elif "world" in pre.pybench:
         world = int(pre.pybench["world"])
-    elif pre.launch is not None and pre.launch.devices:
+    elif pre.launch is not None and pre.launch.devices and not (pre.launch.launcher == DIRECT and pre.ranks):
+        # (a binary's line that every rank echoed, `srun bash -c 'set -x; ./x_perf'`: its Rank lines say)
         world, span = _launched(world, pre.launch, notes, collective, table, span, exact)
     if pre.pybench.get("link") in LINK_CLASSES:
         if world and pre.pybench.get("hosts"):  # the node count a fit across nodes needs
@@ -158,7 +159,7 @@ def _launched(world: int | None, launch: Launch, notes: list[str], collective: s
         return world, span
     notes[:] = [n for n in notes if not n.startswith(f"world size {world} ")]
     said = f" (busbw/algbw's median said {world})" if world is not None and world != launched else ""
-    notes.append(f"world size {launched} from the {launch.launcher} command line ({launch.ranks} processes{per})"
+    notes.append(f"world size {launched} from the {launch.launcher} command line ({launch.ranks} process(es){per})"
                  + said)
     return launched, None
 
