@@ -122,9 +122,8 @@ def _gpu_environment() -> dict:
 def _write_json(path: Path | None, force: bool, fmt: FileFormat, body: dict) -> None:
     if path is None:
         return
-    from pybench.io.files import refuse_existing, write_json
-    refuse_existing(path, force)
-    write_json(path, stamp(fmt, body))
+    from pybench.io.files import write_json
+    write_json(path, stamp(fmt, body), force)  # (checked free before the run: exclusive unless --force)
 
 
 # ---------------------------------------------------------------- copy
@@ -145,7 +144,8 @@ def cmd_copy(args) -> int:
                          bidirectional=args.bidirectional)
     for line in table_lines(records):
         print(line, flush=True)
-    _write_json(args.json, True, COPY, {"environment": _gpu_environment(), "records": [r.to_dict() for r in records]})
+    _write_json(args.json, args.force, COPY,
+                {"environment": _gpu_environment(), "records": [r.to_dict() for r in records]})
     wrong = sum(r.wrong_bytes for r in records)
     if wrong:
         print(f"pybench: error: {wrong} copied byte(s) differ from their source", file=sys.stderr, flush=True)
@@ -223,7 +223,8 @@ def run_p2p_matrix(args) -> int:
                        args.threshold)
     for line in matrix_lines(pairs, len(devices)):
         print(line, flush=True)
-    _write_json(json_path, True, P2P_MATRIX, {"environment": _gpu_environment(), "nccl": lib.to_dict(),
-                                  "threshold": args.threshold, "bandwidth_size_bytes": bw_bytes,
-                                  "latency_size_bytes": lat_bytes, "pairs": [p.to_dict() for p in pairs]})
+    _write_json(json_path, getattr(args, "force", False), P2P_MATRIX,
+                {"environment": _gpu_environment(), "nccl": lib.to_dict(), "threshold": args.threshold,
+                 "bandwidth_size_bytes": bw_bytes, "latency_size_bytes": lat_bytes,
+                 "pairs": [p.to_dict() for p in pairs]})
     return 1 if any(p.slow_bandwidth or p.slow_latency for p in pairs) else 0

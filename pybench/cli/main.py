@@ -359,7 +359,7 @@ def _cmd_env(args) -> int:
     if args.json:
         from pybench.io.files import refuse_existing, write_json
         refuse_existing(args.json, args.force)
-        write_json(args.json, env)
+        write_json(args.json, env, args.force)
         print(f"# wrote {args.json}", file=sys.stderr)
         return 0
     gpu = env["gpu"]

@@ -493,5 +493,6 @@ def run_predict(args) -> int:
     _SAID.clear()
     print(format_prediction_table(records))
     if args.json:
-        write_json(Path(args.json), stamp(PREDICTION, {"model_file": str(args.model), "records": records}))
+        write_json(Path(args.json), stamp(PREDICTION, {"model_file": str(args.model), "records": records}),
+                   args.force)
     return 0

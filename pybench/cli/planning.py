@@ -86,7 +86,7 @@ def _warn(msg: str) -> None:
 def _save(path: str | None, force: bool, document: Callable[[], dict[str, Any]]) -> None:
     if path:
         refuse_existing(path, force)
-        write_json(path, document())
+        write_json(path, document(), force)
         print(f"# wrote {path}", file=sys.stderr)
 
 

@@ -232,7 +232,7 @@ def _as_rank(args, params: int, batches: list[int]) -> int:
         res.notes.append("command: pybench " + " ".join(getattr(args, "argv", None) or sys.argv[1:]))
         print(res.table(), flush=True)
         if args.json is not None:
-            write_json(args.json, res.to_dict())
+            write_json(args.json, res.to_dict(), args.force)
     backend.finish()
     from pybench.measure.launch import report_status
     return report_status(0, is_root)
@@ -247,7 +247,7 @@ def _pipeline(args, params: int, batches: list[int], argv: list[str]) -> int:
     res.notes.append("command: pybench " + " ".join(argv))
     print(res.table(), flush=True)
     if args.json is not None:
-        write_json(args.json, res.to_dict())
+        write_json(args.json, res.to_dict(), args.force)
     return 0
 
 

@@ -144,7 +144,7 @@ def run_compare(args) -> int:
         comps.append(comp)
     if out is not None:
         doc = comps[0].to_dict() if len(comps) == 1 else {"comparisons": [c.to_dict() for c in comps]}
-        write_json(out, null_non_finite(doc))
+        write_json(out, null_non_finite(doc), args.force)
         print(f"# wrote {out}", file=sys.stderr)
     if args.fail_on_regression is not None:
         bad = [s for c in comps for s in c.regressions_over(args.fail_on_regression / 100.0)]

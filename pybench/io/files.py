@@ -192,9 +192,22 @@ def json_text(doc: Any) -> str:
         raise UsageError(f"refusing to write a non-finite number ({exc}); check the inputs for nan or inf") from None
 
 
-def write_json(path: str | os.PathLike, doc: Any) -> None:
-    """Write ``doc`` as strict JSON, atomically."""
-    write_atomic(path, json_text(doc))
+def write_json(path: str | os.PathLike, doc: Any, force: bool = True) -> None:
+    """Write ``doc`` as strict JSON, atomically (as :func:`write_output` without ``force``)."""
+    write_output(path, json_text(doc), force)
+
+
+def write_output(path: str | os.PathLike, data: str | bytes | Iterable[bytes], force: bool) -> None:
+    """Write a command's output file atomically: replacing what is there only with ``force`` (--force); without,
+    exclusively, so that of two runs given one name (each checked it free with :func:`refuse_existing` before its
+    work) the second says so instead of overwriting the first's output."""
+    try:
+        write_atomic(path, data, replace=force)
+    except FileExistsError:
+        if force:
+            raise
+        raise UsageError(f"{path} appeared while this command ran (another run writing it?); pass --force to "
+                         f"overwrite it or choose another file name") from None
 
 
 def refuse_existing(path: str | os.PathLike, force: bool, inputs: Iterable[str | os.PathLike] = ()) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pybench.errors import UsageError
-from pybench.io.files import json_text, refuse_existing, write_atomic
+from pybench.io.files import json_text, refuse_existing, write_output
 from pybench.io.formats import MODEL, stamp
 
 
@@ -58,5 +58,5 @@ def save_models(models: Sequence[ModelEntry], path: str | Path, overwrite: bool 
     if not models:
         raise UsageError("no models to save")
     refuse_existing(p, overwrite)
-    write_atomic(p, json_text(models_to_document(models, topology)))
+    write_output(p, json_text(models_to_document(models, topology)), overwrite)
     return p

@@ -213,7 +213,7 @@ class ComputeProfile:
     def save(self, path: str | os.PathLike, force: bool = False) -> None:
         """Write versioned JSON atomically (temp file + os.replace); refuse to overwrite unless ``force``."""
         refuse_existing(path, force)
-        write_json(path, self.to_dict())
+        write_json(path, self.to_dict(), force)
 
     def table(self) -> str:
         """Per-GEMM table for stdout."""

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pybench.errors import FileFormatError, UsageError
-from pybench.io.files import read_json, refuse_existing, write_atomic
+from pybench.io.files import read_json, refuse_existing, write_output
 from pybench.io.formats import CCR, COMPARISON, P2P_MATRIX, schema_of
 from pybench.report.plot import format_from_path, render_series_files, require_matplotlib
 
@@ -64,5 +64,5 @@ def plot_files(paths: Sequence[str | Path], output: str | Path, model_path: str 
     fmt = format_from_path(out)
     refuse_existing(out, force)
     require_matplotlib()  # before reading anything, so a missing matplotlib is the first thing said
-    write_atomic(out, render_files(paths, fmt, model_path))
+    write_output(out, render_files(paths, fmt, model_path), force)
     return out

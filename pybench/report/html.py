@@ -24,7 +24,7 @@ from typing import Any
 
 from pybench import __version__
 from pybench.errors import UsageError
-from pybench.io.files import refuse_existing, write_atomic
+from pybench.io.files import refuse_existing, write_output
 from pybench.measure.results import RunResult
 from pybench.measure.table import threads_text
 from pybench.report.ccr_plot import ccr_interval, load_ccr, overlapped, render_ccr_figure, render_efficiency_figure
@@ -321,5 +321,5 @@ def report_files(result_paths: Sequence[str | Path], output: str | Path, model_p
                         ccr_source=Path(ccr_path).name if ccr_path else None, title=title,
                         matrix=load_link_matrix(matrix_path) if matrix_path is not None else None,
                         matrix_source=Path(matrix_path).name if matrix_path else None, comparison=comparison)
-    write_atomic(out, text)
+    write_output(out, text, force)
     return out

@@ -117,3 +117,19 @@ def test_nccl_tests_rows_with_huge_or_nan_numbers(tmp_path, numbers):
     for s in sets or []:
         import numpy as np
         assert np.all(np.isfinite(s.time_s)) and np.all(s.time_s > 0)
+
+
+def test_an_output_that_appeared_while_the_command_ran_is_kept_without_force(tmp_path):
+    """Two `predict --json r.json` runs at once both checked r.json free, both exited 0, and the file held one
+    run's records: the other's were lost. Without --force a command's output is published exclusively: the
+    second writer says so in one line (exit 2) and the first's file stays whole; with --force it is replaced."""
+    from pybench.errors import UsageError
+    from pybench.io.files import write_json, write_output
+    out = tmp_path / "r.json"
+    write_output(out, "first", force=False)
+    with pytest.raises(UsageError, match=r"r.json appeared while this command ran \(another run writing it\?\); pass "
+                                         r"--force"):
+        write_json(out, {"second": 1}, force=False)
+    assert out.read_text() == "first"
+    write_json(out, {"third": 1}, force=True)
+    assert "third" in out.read_text()
