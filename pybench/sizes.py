@@ -96,7 +96,10 @@ def parse_sizes(spec: str) -> list[int]:
 
 def _linear_range(spec: str, lo: int, hi: int, step_text: str) -> list[int]:
     """LO, LO+STEP, ... up to HI (``LO:HI:+STEP``)."""
-    step = parse_size(step_text)
+    try:
+        step = parse_size(step_text)
+    except SizeError as exc:  # (it is the step that is wrong, not a size)
+        raise SizeError(f"size range {spec!r}, its step (after '+'): {exc}") from exc
     count = (hi - lo) // step + 1
     if count > MAX_SIZE_COUNT:
         raise SizeError(f"size range {spec!r} has {count} sizes, more than {MAX_SIZE_COUNT}; "

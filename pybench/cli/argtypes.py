@@ -25,7 +25,8 @@ def parse_decimal(text: str, whole: bool = False) -> int | float:
     kind = "whole number" if whole else "number"
     if len(t) > _MAX_NUMBER_CHARS or not (_INT_RE if whole else _FLOAT_RE).match(t):
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise argparse.ArgumentTypeError(f"{shown!r} is not a {kind} (ASCII digits, e.g. 10 or 2.5e-3)")
+        example = "10 or 64" if whole else "10 or 2.5e-3"
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a {kind} (ASCII digits, e.g. {example})")
     if whole:
         return int(t)
     value = float(t)

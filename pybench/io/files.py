@@ -388,9 +388,10 @@ def read_bytes(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> by
 
 
 def read_text(path: str | os.PathLike, limit_bytes: int = MAX_JSON_BYTES) -> str:
-    """The file's text (:func:`read_bytes`, strict UTF-8), or a one-line FileFormatError."""
+    """The file's text (:func:`read_bytes`, strict UTF-8, a leading byte-order mark as Windows editors write it
+    dropped), or a one-line FileFormatError."""
     try:
-        return read_bytes(path, limit_bytes).decode("utf-8")
+        return read_bytes(path, limit_bytes).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise FileFormatError(f"{Path(path)} is not UTF-8 text") from None
 

@@ -18,7 +18,12 @@ from pybench.errors import UsageError
 from pybench.model.calibration import Z95, Calibration, load_calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS
-from pybench.model.system import GPU_BACKENDS, SystemDescription, most_gpus_per_node, most_ports_per_gpu
+from pybench.model.system import (
+    GPU_BACKENDS,
+    SystemDescription,
+    most_gpus_per_node,
+    most_ports_per_gpu,
+)
 from pybench.model.topology_schedules import crossing_algorithms, crossing_bytes, crossing_terms, intra_node_ranks
 
 
@@ -195,9 +200,6 @@ def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing:
 
 # The fastest NIC any preset knows, per port: a GPU behind one such port cannot move more.
 FASTEST_NIC_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.link_class == "inter-node")
-# The most GPUs one NVLink domain joins: NVIDIA's NVLink Switch System connects up to 576 GPUs (GB200 NVL576). A
-# fit over more ranks whose bus bandwidth outruns any NIC crossed a network between NVLink domains too.
-LARGEST_NVLINK_DOMAIN_GPUS = 576
 
 
 def nvlink_domain_ranks(model: ModelLinks) -> int:

@@ -14,9 +14,9 @@ from typing import Protocol
 
 from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.calibration import EXTRAPOLATED_KINDS
-from pybench.model.crossing import LARGEST_NVLINK_DOMAIN_GPUS, ModelLinks, nvlink_domain_ranks, ranks_per_node
+from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node
 from pybench.model.link_presets import PRESETS
-from pybench.model.system import GPU_BACKENDS
+from pybench.model.system import GPU_BACKENDS, LARGEST_NVLINK_DOMAIN_GPUS
 from pybench.model.topology_schedules import algorithm_steps
 from pybench.sizes import format_size
 

@@ -43,6 +43,11 @@ Fabric = Literal["nvswitch", "nvlink-all-to-all", "infinity-fabric-all-to-all", 
 SWITCHED_FABRICS = ("nvswitch",)
 
 
+# The most GPUs one NVLink domain joins: NVIDIA's NVLink Switch System connects up to 576 GPUs (GB200 NVL576). A
+# fit over more ranks whose bus bandwidth outruns any NIC crossed a network between NVLink domains too.
+LARGEST_NVLINK_DOMAIN_GPUS = 576
+
+
 class SystemDescription(BaseModel):
     """One kind of machine, per node, with the public source of its figures."""
 
@@ -61,7 +66,7 @@ class SystemDescription(BaseModel):
     """Per NIC port and direction, in Gbit/s as vendors quote it."""
     nic_kind: Literal["infiniband", "roce", "ethernet", "efa", "slingshot"] = "infiniband"
     rail_optimised: bool = False
-    nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=1 << 20)
+    nvlink_domain_gpus: int | None = Field(default=None, ge=1, le=LARGEST_NVLINK_DOMAIN_GPUS)
     """GPUs that share one NVLink domain (NVL72: 72); by default one node."""
     in_switch_reduction: bool = False
     """The NVSwitches reduce (NVLink SHARP, third-generation NVSwitch on: H100, H200, B200), which NCCL's NVLS

@@ -53,6 +53,8 @@ def _write(tmp_path, **change):
     ({"intra_GBps_per_gpu": 1e-300}, "intra_GBps_per_gpu"),
     ({"surprise": 1}, "surprise"),
     ({"intra_fabric": "pcie", "in_switch_reduction": True}, "only NVSwitches reduce"),
+    # (2^20 GPUs in one NVLink domain priced 8 nodes as one; NVLink Switch Systems join 576 at most)
+    ({"gpus_per_node": 8, "nvlink_domain_gpus": 1 << 20}, "nvlink_domain_gpus.*576"),
 ])
 def test_bad_descriptions_are_refused_in_one_line(tmp_path, change, fragment):
     path = _write(tmp_path, **change)
@@ -64,6 +66,9 @@ def test_bad_descriptions_are_refused_in_one_line(tmp_path, change, fragment):
 def test_a_description_file_of_ones_own_loads(tmp_path):
     mine = load_system(_write(tmp_path, name="my-cluster", nics_per_node=4))
     assert isinstance(mine, SystemDescription) and mine.nic_Bps_per_node == 4 * 400e9 / 8
+    bom = tmp_path / "bom.json"  # as Windows editors save it (it was "Unexpected UTF-8 BOM (decode using ...)")
+    bom.write_bytes(b"\xef\xbb\xbf" + _write(tmp_path, name="my-cluster", nics_per_node=4).read_bytes())
+    assert load_system(bom) == mine
     with pytest.raises(UsageError, match="unknown system 'nope'.*dgx-h100"):
         load_system("nope")
 
