@@ -147,3 +147,8 @@ def canonical_op(name: str) -> str:
     if key not in OPS:
         raise UsageError(f"unknown reduction op {name!r}; known: {', '.join(OPS)}")
     return key
+
+
+# What `fit` models (and a model file may hold): the topology model's collectives and point-to-point.
+MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
+            "p2p_bw", "p2p_latency", "p2p_bibw")

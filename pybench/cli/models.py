@@ -25,6 +25,7 @@ import numpy as np
 from pybench.cli.argtypes import number, output_file
 from pybench.cli.fit_inputs import load_named
 from pybench.cli.prediction_table import format_prediction_table, prediction_records, topology_records
+from pybench.collectives import MODELLED
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.io.formats import PREDICTION, stamp
@@ -32,9 +33,6 @@ from pybench.sizes import parse_sizes
 
 _ranks = number(int, 1, strict=False, maximum=1 << 24)
 _min_points = number(int, 2, strict=False, maximum=1000)
-# What `fit` models: the topology model's collectives and point-to-point.
-MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
-            "p2p_bw", "p2p_latency", "p2p_bibw")
 
 
 def _system(name: str | None):

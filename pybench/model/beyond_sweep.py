@@ -3,8 +3,9 @@ nothing, and the answer is "not determined" with the sizes to measure.
 
 Below a sweep its widening answers instead: a latency is at most the one carried down (the curve there is one
 protocol's, which NCCL's choice can only beat), and the planner's latency probes ask there; unless the sweep's
-first piece left its latency unresolved (held at 0: its smallest sizes' times were all bytes), where the curve
-carried down tends to 0 and only the time at its smallest size bounds the answer.
+first piece left its latency unresolved (held at 0: its smallest sizes' times were all bytes) and that latency may
+take longer than the bytes at the size asked, where the curve carried down says nothing and only the time at its
+smallest size bounds the answer.
 """
 
 from __future__ import annotations
@@ -42,13 +43,15 @@ def unmeasured_bytes(collective: str, backend: str, link_class: str | None, size
             f"`pybench {collective} --sizes {hi}:{asked}`")
 
 
-def unresolved_latency(collective: str, size_min: float, latency_held: bool, time_at_min_s: float,
-                       size: float) -> str:
-    """Why a sweep starting at ``size_min``, whose first piece's latency was held at 0, cannot answer below it,
-    or ''."""
-    if size >= size_min or not latency_held:
+def unresolved_latency(collective: str, size_min: float, latency_ceiling_s: float, inv_bw_s_per_byte: float,
+                       time_at_min_s: float, size: float) -> str:
+    """Why a sweep starting at ``size_min``, whose first piece's latency was held at 0 with ``latency_ceiling_s``
+    the top of its interval (0 where the latency was fitted), cannot answer at ``size`` below it, or '': where
+    that latency may take longer than the bytes there, the curve carried down says nothing of the time."""
+    if size >= size_min or latency_ceiling_s <= size * inv_bw_s_per_byte:
         return ""
     low = format_size(int(size_min))
-    return (f"not determined by these inputs: the sweep's first sizes left its latency unresolved (held at 0), so "
-            f"below {low} it says only that the time is at most {time_at_min_s * 1e6:.4g} us (at {low}); measure it "
-            f"with `pybench {collective} --sizes {format_size(int(size))}:{low}`")
+    return (f"not determined by these inputs: the sweep's first sizes left its latency unresolved (held at 0, up to "
+            f"{latency_ceiling_s * 1e6:.4g} us), more than the bytes take at {format_size(int(size))}: below {low} "
+            f"it says only that the time is at most {time_at_min_s * 1e6:.4g} us (at {low}); measure it with "
+            f"`pybench {collective} --sizes {format_size(int(size))}:{low}`")

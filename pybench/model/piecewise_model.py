@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pybench.collectives import MODELLED
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.schemas import MAX_WORLD
 from pybench.model.anomalies import Anomaly
@@ -284,8 +285,8 @@ class AlphaBetaModel:
         seg, first = self.segments[-1], self.segments[0]
         return unmeasured_bytes(self.collective, self.backend, self.link_class, self.size_max_bytes, seg.alpha_s,
                                 seg.inv_bw_s_per_byte, size) or unresolved_latency(
-            self.collective, self.size_min_bytes, first.held == "alpha",
-            first.alpha_s + self.size_min_bytes * first.inv_bw_s_per_byte, size)
+            self.collective, self.size_min_bytes, first.held_ci_high if first.held == "alpha" else 0.0,
+            first.inv_bw_s_per_byte, first.alpha_s + self.size_min_bytes * first.inv_bw_s_per_byte, size)
 
     def provenance_at(self, size: float) -> str:
         """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""
@@ -432,6 +433,9 @@ class AlphaBetaModel:
             segments = tuple(SegmentFit.from_dict(s) for s in d["segments"])
             if not segments:
                 raise ValueError("no segments")
+            if d["collective"] not in MODELLED:
+                raise ValueError(f"collective {str(d['collective'])[:40]!r} is none pybench fits "
+                                 f"({', '.join(MODELLED)})")
             world = d.get("world_size")
             model = cls(
                 collective=str(d["collective"]), backend=str(d["backend"]),

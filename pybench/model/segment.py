@@ -230,8 +230,8 @@ class SegmentFit:
     def from_dict(cls, d: dict) -> SegmentFit:
         """Inverse of :meth:`to_dict` (raises KeyError/TypeError/ValueError on bad input)."""
         values = [float(x) for x in d["cov"]]
-        if len(values) != 3 or not all(math.isfinite(v) for v in values):
-            raise ValueError("cov must hold 3 finite numbers (var_alpha, cov, var_inv_bw)")
+        if len(values) != 3 or not all(math.isfinite(v) for v in values) or values[0] < 0 or values[2] < 0:
+            raise ValueError("cov must hold 3 finite numbers (var_alpha, cov, var_inv_bw), the variances >= 0")
         cov = (values[0], values[1], values[2])
         seg = cls(
             size_min_bytes=int(d["size_min_bytes"]), size_max_bytes=int(d["size_max_bytes"]),
@@ -258,8 +258,10 @@ _MAX_SIZE = 1 << 50
 
 
 def _check_physical(seg: SegmentFit) -> None:
+    # (1/B is 0 only where the fit held it there, the piece flat: elsewhere an infinite bandwidth)
     if not (0 <= seg.alpha_s < _MAX_ALPHA_S and 0 <= seg.inv_bw_s_per_byte < _MAX_INV_BW
-            and (seg.alpha_s > 0 or seg.inv_bw_s_per_byte > 0)):
+            and (seg.alpha_s > 0 or seg.inv_bw_s_per_byte > 0)
+            and (seg.inv_bw_s_per_byte > 0 or seg.held == "inv_bw")):
         raise ValueError(f"an unphysical piece (alpha_s {seg.alpha_s!r}, inv_bw_s_per_byte "
                          f"{seg.inv_bw_s_per_byte!r}; expected 0 <= alpha_s < {_MAX_ALPHA_S:g} s and "
                          f"0 <= 1/B < {_MAX_INV_BW:g} s/B, not both 0): refit with `pybench fit`")

@@ -279,6 +279,15 @@ class ModelSet:
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it, or give the system "
                          f"(--system NAME|FILE) or {article} {link_class} preset (--link NAME)")
 
+    def latency_s(self, collective: str, world: int, link_class: str, nodes: int | None = None) -> float:
+        """The time of a 1-byte call: the operation's latency; 0 where its sweep left the latency unresolved (its
+        fit held it at 0, and says no more of a message that small than that it may take up to the sweep's first
+        time: as a floor or an overhead of its own, no more is known)."""
+        try:
+            return self.time(collective, 1, world, link_class, nodes).time_s
+        except NotDetermined:
+            return 0.0
+
 
 def _sweep_nodes(model: Any) -> int | None:
     """Nodes a fitted sweep ran on, where it records them (pybench's own models do)."""

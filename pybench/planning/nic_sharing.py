@@ -55,7 +55,7 @@ def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime,
     probe = models.time(op.collective, _PROBE_BYTES, max(world, op.group_size), op.link_class,
                         max(nodes or 0, op.nodes) or None)
     busbw = _PROBE_BYTES * _bus_factor(op.collective, max(world, op.group_size)) / probe.time_s
-    latency_s = models.time(op.collective, 1, op.group_size, op.link_class, op.nodes).time_s
+    latency_s = models.latency_s(op.collective, op.group_size, op.link_class, op.nodes)
     floor_s = latency_s + sharing * _bus_factor(op.collective, op.group_size) * size_bytes / busbw
     if floor_s <= call.time_s:
         return call

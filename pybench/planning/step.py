@@ -328,7 +328,7 @@ def _latency_s(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...]) -> f
         op = o.op
         pieces = (len(bucket_sizes(op.size_bytes, cfg.bucket_bytes, cfg.explicit_buckets))
                   if cfg.overlap and op.overlaps_backward else 1)
-        alpha = min(o.call.time_s, models.time(op.collective, 1, op.group_size, op.link_class, op.nodes).time_s)
+        alpha = min(o.call.time_s, models.latency_s(op.collective, op.group_size, op.link_class, op.nodes))
         total += op.calls * pieces * alpha
     return total
 

@@ -12,8 +12,10 @@ from pybench.errors import UsageError
 __all__ = ["QUICK_SWEEP", "describe_models", "describe_quick_model", "fit_quick_model", "model_set_for"]
 
 # Up to 64 MiB: a tbf bucket lets small messages beat the link rate, so the sweep must reach the
-# bucket sizes DDP sends (25 MiB caps, ~34 MB buckets) rather than extrapolate to them.
-QUICK_SWEEP = (1 << 20, 1 << 22, 1 << 24, 1 << 25, 1 << 26)
+# bucket sizes DDP sends (25 MiB caps, ~34 MB buckets) rather than extrapolate to them; from 64 KiB: a
+# smaller --bucket-mb sends buckets below 1 MiB, where a sweep that starts above them may leave its latency
+# unresolved and say nothing of their time.
+QUICK_SWEEP = (1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 25, 1 << 26)
 
 
 def fit_quick_model(sizes: Sequence[int] = QUICK_SWEEP, samples: int = 3, link_class: str = "intra-node"):

@@ -66,6 +66,11 @@ class StepPredictor:
             When the models cannot predict this configuration (the row keeps its measurement).
         """
         row, ovl = m.row, m.overlap
+        # what the probes measured stays in the row whether or not the models predict this configuration
+        row.ready_fractions = list(ovl.ready_fractions) if ovl.ready_fractions else None
+        row.backward_share, row.compute_slowdown = ovl.backward_share, ovl.compute_slowdown
+        row.copy_in_s, row.copy_out_s = ovl.copy_in_s, ovl.copy_out_s
+        row.comm_cpu_cores = m.comm_cores
         fps, source = self.flops(row.batch, row.compute_s)
 
         def exposed(profile: OverlapProfile | None) -> float:
@@ -75,10 +80,6 @@ class StepPredictor:
         row.pred_exposed_fraction_readiness = exposed(
             dataclasses.replace(ovl, compute_slowdown=0.0, copy_in_s=0.0, copy_out_s=0.0))
         row.pred_exposed_fraction_contention = exposed(dataclasses.replace(ovl, copy_in_s=0.0, copy_out_s=0.0))
-        row.ready_fractions = list(ovl.ready_fractions) if ovl.ready_fractions else None
-        row.backward_share, row.compute_slowdown = ovl.backward_share, ovl.compute_slowdown
-        row.copy_in_s, row.copy_out_s = ovl.copy_in_s, ovl.copy_out_s
-        row.comm_cpu_cores = m.comm_cores
         row.pred_compute_s, row.pred_comm_s, row.pred_exposed_s = est.compute_s, est.comm_s, est.exposed_s
         row.pred_ccr, row.pred_exposed_fraction = est.ccr, est.exposed_fraction
         row.pred_comm_buckets_s = sum(self.model_set.time("allreduce", s, self.world, self.link_class).time_s

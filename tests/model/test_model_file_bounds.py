@@ -67,3 +67,19 @@ def test_a_link_class_no_fit_writes_is_refused(node_model, tmp_path):
 def test_load_model_names_a_path_that_is_no_file_name(path):
     with pytest.raises(UsageError, match="a file is named by a non-empty str or pathlib.Path"):
         load_model(path)
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    # a piece at infinite bandwidth (1/B = 0) that the fit never held there predicted 64 GiB in 303 us, "measured"
+    (lambda m: m["segments"][-1].update(inv_bw_s_per_byte=0.0, held=""), "unphysical piece"),
+    # a negative variance narrowed the interval
+    (lambda m: m["segments"][0].update(cov=[-1.0, 0.0, -1.0]), "the variances >= 0"),
+    (lambda m: m.update(collective="foo"), "collective 'foo' is none pybench fits"),
+])
+def test_a_hand_edited_model_that_no_fit_writes_is_refused(node_model, tmp_path, edit, fragment):
+    data = json.loads(node_model.read_text())
+    edit(data["models"][0])
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    with pytest.raises(FileFormatError, match=fragment):
+        load_models(edited)
