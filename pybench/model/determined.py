@@ -16,7 +16,7 @@ from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.calibration import EXTRAPOLATED_KINDS
 from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node
 from pybench.model.link_presets import PRESETS
-from pybench.model.system import GPU_BACKENDS, LARGEST_NVLINK_DOMAIN_GPUS
+from pybench.model.system import GPU_BACKENDS, LARGEST_NVLINK_DOMAIN_GPUS, most_gpus_per_node
 from pybench.model.topology_schedules import algorithm_steps
 from pybench.sizes import format_size
 
@@ -96,6 +96,12 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"{', '.join(map(str, sorted(per_node_measured)))} per node, inside each node before the network; "
                 f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes, or "
                 f"`pybench {model.collective} --np {per_node}` on one node")
+    most = max(most_gpus_per_node(), *per_node_measured, *(w for w, n in model.fitted if n == 1), 1)
+    if nodes > 1 and gpus and system is None and per_node > most and not model.inside_nvlink_domain(world):
+        # (2048 ranks per node priced 1 GiB 5x faster than the 16 ranks on the same 2 nodes measured)
+        return (f"not determined by these inputs: {per_node} GPUs per node, more than any named system's node holds "
+                f"or any layout was fitted at ({most}); give the node's description (--system NAME|FILE), or "
+                f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes")
     across_missed = _node_counts_disagree(model)
     # (at one fitted node count, its other ranks per node are another GPU count per node: not this rule's)
     fitted_nodes = {n for w, n in model.fitted if n > 1}

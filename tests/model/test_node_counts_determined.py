@@ -132,3 +132,21 @@ def test_one_node_count_whose_sizes_one_shape_cannot_follow_does_not_determine_a
     assert main_for_tests(["fit", str(log), "--collective", "allgather", "-o", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
     assert "the log names no allgather test; its tests are allreduce, p2p_latency, p2p_mbw" in err, err
+
+
+def test_more_gpus_per_node_than_any_node_holds_is_not_determined_without_a_description():
+    """A 2-node H100 fit (8 ranks per node) asked for 4096 ranks on 2 nodes priced 1 GiB 5x faster than the 16
+    ranks measured on the same nodes, with an interval from 30 ns to 59 hours: 2048 GPUs per node is no node of
+    the log, nor of any named system. Not determined, with the input that would tell; a description answers."""
+    from pybench.model.system import SystemDescription
+    from pybench.model.topology import Observation
+    from pybench.model.topology_fit import fit_topology
+    model = fit_topology("allreduce", [Observation(float(s), 16, 2, 40e-6 + 1.875 * s / 300e9)
+                                       for s in (2 ** k for k in range(20, 31))])
+    p = model.predict(1 << 30, 4096, 2)
+    assert not p.determined and "2048 GPUs per node, more than any named system's node holds" in p.undetermined
+    assert model.predict(1 << 30, 64, 8).determined  # 8 per node: as fitted
+    assert not model.predict(1 << 30, 32, 2).determined  # 16 per node: no named node holds them either
+    wide = SystemDescription(name="wide", source="test", gpus_per_node=16, intra_fabric="nvswitch",
+                             intra_GBps_per_gpu=450, nics_per_node=8, nic_Gbps=400)
+    assert "GPUs per node, more than" not in model.with_system(wide).predict(1 << 30, 32, 2).undetermined
