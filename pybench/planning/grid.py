@@ -21,7 +21,7 @@ from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.overlap import OverlapProfile
 from pybench.planning.preset_check import system_caveats, unused_presets
 from pybench.planning.result import Breakeven, CcrResult
-from pybench.planning.step import StepEstimate, estimate_step
+from pybench.planning.step import StepEstimate, estimate_step, node_efficiency
 from pybench.planning.strategies import MEMORY_HEADROOM, make_layout
 from pybench.planning.transformer import TransformerShape, parse_param_count
 
@@ -47,7 +47,7 @@ def _with_node_efficiency(cfg: CcrConfig, models: ModelSet, est: StepEstimate) -
             node = estimate_step(cfg, models, est.strategy, g, est.batch)
         except UsageError:
             return est
-        return replace(est, efficiency_vs_node=est.samples_per_s / (w / g * node.samples_per_s))
+        return replace(est, efficiency_vs_node=node_efficiency(est.samples_per_s, w, g, node.samples_per_s))
     return est
 
 

@@ -64,7 +64,7 @@ from pybench.errors import NotDetermined, UsageError
 from pybench.planning.config import CcrConfig
 from pybench.planning.model_set import CommTime, ModelSet
 from pybench.planning.pruning import Candidate, Frontier, Pace
-from pybench.planning.step import StepEstimate, default_micro_batches, estimate_step
+from pybench.planning.step import StepEstimate, default_micro_batches, estimate_step, node_efficiency
 from pybench.planning.strategies import (
     INTER,
     Layout,
@@ -496,5 +496,5 @@ def _with_node_efficiency(row: StepEstimate, estimate: Any, strategy: str, tp: i
             node = estimate(strategy, tp, pp, g, row.batch, row.micro_batches)
         except UsageError:
             return row
-        return replace(row, efficiency_vs_node=row.samples_per_s / (w / g * node.samples_per_s))
+        return replace(row, efficiency_vs_node=node_efficiency(row.samples_per_s, w, g, node.samples_per_s))
     return row

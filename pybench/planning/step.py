@@ -383,3 +383,10 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
                         memory=memory, cost_per_hour=cost,
                         latency_s=min(comm.serial_s, _latency_s(cfg, models, timed)), sync_s=sync_s,
                         recomputed=recompute)
+
+
+def node_efficiency(samples_per_s: float, world: int, gpus_per_node: int, node_samples_per_s: float) -> float:
+    """Scaling efficiency against one node of the same layout, at most 1: more nodes never communicate less (where
+    one node is priced from a description or a bound and more nodes from their measurement, the node's price may
+    read a little slower than theirs)."""
+    return min(1.0, samples_per_s / (world / gpus_per_node * node_samples_per_s))

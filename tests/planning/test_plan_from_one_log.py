@@ -229,3 +229,17 @@ def test_device_counts_whose_layouts_no_input_determines_are_not_said_to_fit_not
     said = next(a for a in p.advice if a.startswith("check scaling efficiency"))
     assert "2 devices: not determined by these inputs" in said and "nothing fits" not in said, said
     assert not any("without topology models" in n for n in p.notes)
+
+
+def test_scaling_efficiency_against_one_node_is_at_most_one(tmp_path):
+    """p5's 2-node fit with --system aws-p5: one node is priced from the description's NVLink rate, 16 ranks from
+    their measurement, and 16 ranks came out 1.001x one node's throughput per node. More nodes never communicate
+    less: the efficiency against one node is at most 1."""
+    import json
+    p5, out = tmp_path / "p5.json", tmp_path / "c.json"
+    assert main(["fit", str(SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"),
+                 "--nodes", "2", "-o", str(p5)]) == 0
+    assert main(["ccr", "--model", str(p5), "--tflops", "400", "--params", "7B", "--world", "8,16,32", "--system",
+                 "aws-p5", "--batch", "1,4", "--json", str(out)]) == 0
+    effs = [r["efficiency_vs_node"] for r in json.loads(out.read_text())["rows"] if r["world"] > 8]
+    assert effs and all(0 < e <= 1.0 for e in effs)
