@@ -249,15 +249,11 @@ def _call_key(layout: Layout, op: CommOp) -> tuple[Any, ...]:
 def _op_time(models: ModelSet, layout: Layout, op: CommOp) -> OpTime:
     """One kind of communication with its predicted time per call, the NICs' sharing included."""
     def compute() -> CommTime:
-        try:
-            alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes)
-        except UsageError:
-            if op.size_bytes <= MAX_SIZE_BYTES:
-                raise
-            # a fitted sweep prices calls up to 16 TiB: say which input made the call that large
+        if op.size_bytes > MAX_SIZE_BYTES:  # every model prices calls up to 16 TiB: say which input made it larger
             raise UsageError(f"params is too large: its {op.purpose} make a bucket of {op.size_bytes:.3g} "
                              f"bytes ({op.collective}), over the 16 TiB a fitted sweep prices; give fewer "
-                             f"parameters") from None
+                             f"parameters")
+        alone = models.time(op.collective, op.size_bytes, op.group_size, op.link_class, op.nodes)
         return shared_time(models, op, op.size_bytes, alone, sharing_groups(layout, op), layout.world,
                            layout.nodes)
     return OpTime(op, _memo(models, ("call", *_call_key(layout, op)), compute))

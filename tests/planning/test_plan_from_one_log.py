@@ -243,3 +243,15 @@ def test_scaling_efficiency_against_one_node_is_at_most_one(tmp_path):
                  "aws-p5", "--batch", "1,4", "--json", str(out)]) == 0
     effs = [r["efficiency_vs_node"] for r in json.loads(out.read_text())["rows"] if r["world"] > 8]
     assert effs and all(0 < e <= 1.0 for e in effs)
+
+
+def test_a_bucket_over_16_tib_is_refused_at_every_world(tmp_path, capsys):
+    """--params 1e15 priced a 1819 TiB bucket at world 8 (one node, the topology model) and refused it at world 16
+    (the sweep): every model prices calls up to 16 TiB, and the refusal names the input."""
+    model = tmp_path / "p5.json"
+    assert main(["fit", str(SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"),
+                 "--nodes", "2", "-o", str(model)]) == 0
+    for world in ("8", "16"):
+        capsys.readouterr()
+        assert main(["ccr", "--model", str(model), "--tflops", "400", "--params", "1e15", "--world", world]) == 2
+        assert "--params is too large" in capsys.readouterr().err
