@@ -18,12 +18,7 @@ from pybench.errors import UsageError
 from pybench.model.calibration import Z95, Calibration, load_calibration
 from pybench.model.link_cost import LinkCost, regime_label
 from pybench.model.link_presets import PRESETS
-from pybench.model.system import (
-    GPU_BACKENDS,
-    SystemDescription,
-    most_gpus_per_node,
-    most_ports_per_gpu,
-)
+from pybench.model.system import GPU_BACKENDS, SystemDescription, most_gpus_per_node, most_ports_per_gpu
 from pybench.model.topology_schedules import crossing_algorithms, crossing_bytes, crossing_terms, intra_node_ranks
 
 
@@ -347,7 +342,7 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     # every protocol keeps its share of the bandwidth regime's rate (LL at half of Simple's on NVLink
     # is at half of it through the NICs too), the small-size ones capped below
     scale = cap / intra.busbw_Bps
-    if _bytes_pass_node_links(collective):  # (in the tree's units at each layout: across_nodes)
+    if _bytes_pass_node_links(collective):  # (and again in the crossing's own units at each layout: across_nodes)
         scale = min(1.0, scale)
     # The latency per step, not per call: a ring over 16 ranks waits on the network 15 times, a tree
     # across 2 nodes twice, and the logs of different systems agree better per step than per call.
