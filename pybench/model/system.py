@@ -154,6 +154,7 @@ def most_ports_per_gpu(nic_Bps: float) -> float:
     return max([1.0, *counts])
 
 
+@lru_cache(maxsize=1)  # (asked at every layout a prediction weighs: the files are read once)
 def most_gpus_per_node() -> int:
     """The most GPUs one node of a named system holds (public specifications): a one-node fit asked for more
     ranks than that and than it measured is not asked about one node unless the caller says so."""
