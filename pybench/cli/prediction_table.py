@@ -18,9 +18,7 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
         w = m.world_size
         why = {s: m.undetermined_at(float(s)) for s in sizes}  # a part of the time its sweep never measured
         known = [s for s in sizes if not why[s]]
-        # (sizes its own sweep answers apart from those the topology model answers for it: each its own source)
-        parts = [[s for s in known if bool(m._beyond_own_sweep(float(s))) == other] for other in (False, True)]
-        preds = [(part, m.predict([float(s) for s in part], band=band)) for part in parts if part]
+        pred = m.predict([float(s) for s in known], band=band) if known else None
         factor = busbw_factor(m.collective, w) if w else math.nan
         anomalies = {a.size_bytes: a for a in m.anomalies}
         nodes = m._fitted_nodes()
@@ -28,8 +26,7 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
         predates = band is None and not all(math.isfinite(seg.rel_sigma) for seg in m.segments)
         used = "confidence" if predates else band or "prediction"
         old = " (confidence band: the file predates prediction bands; refit it)" if predates else ""
-        answered = {s: a for part, pred in preds for s, a in zip(part, zip(pred.time_s, pred.time_low_s,
-                                                                           pred.time_high_s))}
+        answered = dict(zip(known, zip(pred.time_s, pred.time_low_s, pred.time_high_s))) if pred else {}
         for s in sizes:
             if why[s]:
                 records.append({

@@ -22,16 +22,12 @@ from pybench.model.anomalies import Anomaly
 from pybench.model.beyond_sweep import unmeasured_bytes, unresolved_latency
 from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Calibration, Spread, load_calibration
 from pybench.model.crossing import one_node_model_nodes
+from pybench.model.model_report import model_report
 from pybench.model.model_writer import save_models
 from pybench.model.piecewise import predict_segments
 from pybench.model.segment import SegmentFit
 from pybench.model.topology_fit import nodes_of
 from pybench.sizes import MAX_SIZE_BYTES, format_size
-
-# A piece below the largest sizes with this many times their B is a step, not a rate (a protocol or
-# algorithm switch that a few sizes make look like a faster link).
-STEEP_PIECE_RATIO = 1.5
-
 
 NO_TOPOLOGY = "no topology model: "
 """Starts the note a curve keeps when the fit gave its collective no topology model, so that a
@@ -205,13 +201,27 @@ class AlphaBetaModel:
                 p = dataclasses.replace(p, provenance=f"{p.provenance} (a prediction interval: another layout has "
                                                       f"no confidence band)")
             return p
-        beyond = [x for x in s.reshape(-1) if self._beyond_own_sweep(float(x))]
-        if beyond:  # the CLI's table asks size by size (prediction_table.prediction_records)
-            unknown = [why for x in s.reshape(-1) if (why := self.undetermined_at(float(x)))]
-            if unknown:
-                raise NotDetermined(unknown[0])
-            # larger sizes measured at other layouts: the topology model answers, as it does elsewhere
+        flat = s.reshape(-1)
+        other = np.array([bool(self._beyond_own_sweep(float(x))) for x in flat], dtype=bool)
+        if not other.any():
+            return self._predict_own(s, band, calibration)
+        unknown = [why for x in flat if (why := self.undetermined_at(float(x)))]
+        if unknown:
+            raise NotDetermined(unknown[0])
+        # sizes beyond what the sweep determines, measured at other layouts: the topology model answers those, as it
+        # does elsewhere, and the sweep's own curve the rest
+        if other.all():
             return self._predict_elsewhere(s, int(self.world_size or 0), self._fitted_nodes())
+        there = self._predict_elsewhere(flat[other], int(self.world_size or 0), self._fitted_nodes())
+        here = self._predict_own(flat[~other], band, calibration)
+        t, low, high = (np.empty(flat.shape) for _ in range(3))
+        for joined, key in ((t, "time_s"), (low, "time_low_s"), (high, "time_high_s")):
+            joined[other], joined[~other] = getattr(there, key), getattr(here, key)
+        return Prediction(s, self.world_size, t.reshape(s.shape), low.reshape(s.shape), high.reshape(s.shape),
+                          f"{here.provenance}; {there.provenance}")
+
+    def _predict_own(self, s: np.ndarray, band: str | None, calibration: Calibration | None) -> Prediction:
+        """The fitted sweep's own curve at sizes ``s`` with its interval (:meth:`predict` at the fitted layout)."""
         said = "; ".join(sorted({self.provenance_at(float(x)) for x in s.reshape(-1)}))
         if band is None:
             band = "prediction"
@@ -335,65 +345,10 @@ class AlphaBetaModel:
                 "the file was written by a pybench without topology models: refit it (`pybench fit LOG... -o FILE`)")
 
     # -- text ------------------------------------------------------------------------
-    def _steep_note(self, k: int) -> tuple[str, ...]:
-        """Piece k's B when it is well above the largest sizes' piece: the slope across a step of
-        the curve (a protocol or algorithm switch), which readers would otherwise take for a link rate."""
-        s, last = self.segments[k], self.segments[-1]
-        if k == len(self.segments) - 1 or not (math.isfinite(s.bw_Bps) and math.isfinite(last.bw_Bps)):
-            return ()
-        if s.bw_Bps <= STEEP_PIECE_RATIO * last.bw_Bps:
-            return ()
-        return (f"B {s.bw_Bps / 1e9:.4g} GB/s is above the largest sizes' {last.bw_Bps / 1e9:.4g} GB/s: the slope "
-                f"across a step of the curve (a protocol, algorithm or eager/rendezvous switch), not a rate the link "
-                f"sustains",)
-
     def report(self) -> str:
-        """Multi-line text report: what was fitted, each piece with intervals, goodness."""
-        world = self.world_size if self.world_size is not None else "?"
-        lines = [
-            f"alpha-beta model: {self.collective} / {self.backend} / {self.link_class or 'link class unknown'}"
-            f" / {world} ranks / {self.dtype}",
-            f"  sizes {self.size_min_bytes} .. {self.size_max_bytes} B, {self.n_points} points, "
-            f"{len(self.segments)} piece(s) chosen by {self.criterion.upper()}",
-            f"  other layouts: {self._elsewhere()}",
-            f"  {'sizes (B)':>25}  {'alpha (us)':>10} {'95% CI':>19}  {'B (GB/s)':>9} {'95% CI':>19}"
-            f"  {'R^2':>6} {'medAPE':>6} {'maxAPE':>6}",
-        ]
-        notes: list[str] = []
-        for k, s in enumerate(self.segments):
-            a_lo, a_hi = s.alpha_ci_s
-            b_lo, b_hi = s.bw_ci_Bps
-            piece_notes = (*s.ci_notes(), *self._steep_note(k))
-            mark = f" [{k + 1}]" if piece_notes else ""
-            lines.append(
-                f"  {s.size_min_bytes:>12}..{s.size_max_bytes:<12} {s.alpha_s * 1e6:>10.3f} "
-                f"[{_us(a_lo):>8},{_us(a_hi):>8}]  {_gbps(s.bw_Bps):>9} "
-                f"[{_gbps(b_lo):>8},{_gbps(b_hi):>8}]  {s.r2:>6.3f} {s.median_ape:>5.1f}% "
-                f"{s.max_ape:>5.1f}%{mark}")
-            notes.extend(f"[{k + 1}] {n}" for n in piece_notes)
-        lines.append(f"  whole fit: R^2 {self.r2:.4f}, median APE {self.median_ape:.1f}%, "
-                     f"max APE {self.max_ape:.1f}%")
-        for n in notes:
-            lines.append(f"  {n}")
-        loo = np.array([abs(err) for s in self.segments for _, err in s.loo_errors])
-        if loo.size:
-            lines.append(f"  each size left out in turn: median {100 * np.median(loo):.1f}%, max "
-                         f"{100 * np.max(loo):.1f}% off (the prediction band holds these errors near each size)")
-        if math.isfinite(self.single_line_median_ape):
-            lines.append(f"  one line instead: median APE {self.single_line_median_ape:.1f}%, "
-                         f"max APE {self.single_line_max_ape:.1f}%")
-        for note in self.notes:
-            lines.append(f"  note: {note}")
-        for a in self.anomalies:
-            lines.append(f"  anomaly, left out of the fit: {a.describe()}")
-        return "\n".join(lines)
-
-    def _elsewhere(self) -> str:
-        tm = self.topology
-        if tm is None:
-            return "none (no topology model: this curve answers at its own layout only)"
-        fitted = ", ".join(f"{w} ranks" + ("" if n == 1 else f" on {n} nodes") for w, n in tm.fitted)
-        return f"the {self.collective} topology model ({tm.algorithm}, fitted at {fitted})"
+        """Multi-line text report: what was fitted, each piece with intervals, goodness
+        (:func:`pybench.model.model_report.model_report`)."""
+        return model_report(self)
 
     def __repr__(self) -> str:
         return (f"AlphaBetaModel({self.collective}, {self.backend}, {self.link_class}, "
@@ -468,20 +423,6 @@ class AlphaBetaModel:
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write this model (and its topology model) to ``path``; see :func:`pybench.model.model_writer.save_models`."""
         return save_models([self], path, overwrite=overwrite, topology=[self.topology] if self.topology else [])
-
-
-def _gbps(bw_Bps: float) -> str:
-    # inf: unbounded (said in words below the table); nan: undefined.
-    if math.isnan(bw_Bps):
-        return "undef"
-    # four significant digits: a 200 Mbit/s link (0.025 GB/s) must not print as 0.02
-    return "inf" if not math.isfinite(bw_Bps) else f"{bw_Bps / 1e9:.4g}"
-
-
-def _us(time_s: float) -> str:
-    if math.isnan(time_s):
-        return "undef"
-    return "inf" if not math.isfinite(time_s) else f"{time_s * 1e6:.2f}"
 
 
 def _jf(x: float):
