@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -229,8 +230,9 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
     for attempt in range(1, START_ATTEMPTS + 1):
         rc, relay, lost = _launch_once(command, env, job, guard, interrupt_grace_s)
         if rc is None:
-            mark_cut_short(result_files, "interrupted (SIGINT)", job.path)
-            print("pybench: interrupted; results written so far are kept", file=sys.stderr)
+            kept = mark_cut_short(result_files, "interrupted (SIGINT)", job.path)
+            said = f"results so far kept in {', '.join(kept)}" if kept else "nothing measured yet"
+            print(f"pybench: interrupted; {said}", file=sys.stderr)
             return 130
         if lost is not None:
             return _output_lost(lost, result_files, job)
@@ -304,15 +306,22 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
     try:
         rc = _wait(proc, job, Path(command[0]).name, relay)
     except KeyboardInterrupt:
-        # The launcher has its own session, so the terminal's SIGINT reached only us: pass it on.
-        proc.send_signal(signal.SIGINT)
+        # A second Ctrl-C while the job winds down must not cut this short: the result files are marked after it.
+        saved = (signal.signal(signal.SIGINT, signal.SIG_IGN)
+                 if threading.current_thread() is threading.main_thread() else None)
         try:
-            proc.wait(timeout=interrupt_grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        kill_session(proc.pid)
-        proc.wait()
-        relay.join(timeout=2)
+            # The launcher has its own session, so the terminal's SIGINT reached only us: pass it on.
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=interrupt_grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+            kill_session(proc.pid)
+            proc.wait()
+            relay.join(timeout=2)
+        finally:
+            if saved is not None:
+                signal.signal(signal.SIGINT, saved)
         return None, relay, None
     except Terminated:
         kill_session(proc.pid)

@@ -161,6 +161,10 @@ def most_gpus_per_node() -> int:
     return max(_named(name).gpus_per_node for name in named_systems())
 
 
+SYSTEM_FILE_BYTES = 1 << 20
+"""A description is a few hundred bytes: a file past this is the wrong file, refused before it is read."""
+
+
 def system_from_dict(data: object, source: str) -> SystemDescription:
     """A validated description; FileFormatError naming the first problem otherwise."""
     try:
@@ -185,6 +189,6 @@ def load_system(name_or_path: str | Path) -> SystemDescription:
         return _named(key.lower())
     path = Path(key)
     if key.endswith(".json") or path.exists():
-        return system_from_dict(read_json(path), key)
+        return system_from_dict(read_json(path, SYSTEM_FILE_BYTES), key)
     raise UsageError(f"unknown system {key!r}: give a description file (JSON) or one of "
                      f"{', '.join(named_systems())}")

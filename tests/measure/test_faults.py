@@ -251,6 +251,19 @@ def test_ctrl_c_stops_every_rank_within_seconds(sweep):
     assert proc.returncode == 130
     assert elapsed < 5
     assert "interrupted" in stderr and doc["cut_short"] == "interrupted (SIGINT)"
+    assert f"results so far kept in {out}" in stderr
+
+
+def test_ctrl_c_twice_is_still_an_interrupt_not_a_dead_parent(sweep):
+    """A second Ctrl-C while the ranks wound down escaped the parent, whose guard then recorded that the parent
+    had died."""
+    proc, out = sweep()
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.15)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr, elapsed, doc = _finish(proc, out, limit_s=10)
+    assert proc.returncode == 130, stderr
+    assert doc["cut_short"] == "interrupted (SIGINT)" and "Traceback" not in stderr
 
 
 # Open MPI 5's launcher sometimes fails before any rank runs ("The PMIx server's listener

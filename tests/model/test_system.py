@@ -736,3 +736,12 @@ def test_a_gpu_description_on_an_mpi_model_says_only_its_nics_price_it():
     assert "measured over MPI, not NCCL" in line and "8 x 400 Gb/s NICs" in line
     nccl = fit_topology("allreduce", [Observation(s, 16, 2, 30e-6 + s / 40e9) for s in (1e4, 1e6, 1e8)])
     assert not any("not NCCL" in n for n in fabric_mismatches(nccl, load_system("dgx-h100")))
+
+
+def test_a_huge_description_file_is_refused_before_it_is_read(tmp_path):
+    """A 1 GB file of zeros given as --system was read whole before its JSON failed."""
+    huge = tmp_path / "zeros.json"
+    with open(huge, "wb") as f:
+        f.truncate(64 << 20)  # sparse: no disk used
+    with pytest.raises(FileFormatError, match=r"zeros.json is 67108864 bytes, larger than"):
+        load_system(huge)
