@@ -61,10 +61,7 @@ class Collective:
 
     def validate(self, size_bytes: int, elem_bytes: int, world: int, dtype: str) -> None:
         """Raise SizeError when ``size_bytes`` cannot be run at this world size and dtype."""
-        if size_bytes % elem_bytes:
-            raise SizeError(
-                f"{self.name}: size {size_bytes} B is not a multiple of the {dtype} element size "
-                f"({elem_bytes} B); use sizes that are multiples of {elem_bytes}")
+        refuse_partial_elements([size_bytes], dtype, self.name, elem_bytes)
         if self.size_divisible_by_world and size_bytes % (elem_bytes * world):
             unit = elem_bytes * world
             raise SizeError(
@@ -152,3 +149,14 @@ def canonical_op(name: str) -> str:
 # What `fit` models (and a model file may hold): the topology model's collectives and point-to-point.
 MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
             "p2p_bw", "p2p_latency", "p2p_bibw")
+
+
+def refuse_partial_elements(sizes, dtype: str, what: str, width: int | None = None) -> None:
+    """SizeError for a size no run of ``dtype`` (``width`` bytes an element; by default its known width, an
+    unknown type's 1) can have: 3 B of float32."""
+    width = width or DTYPES.get(dtype, 1)
+    odd = [s for s in sizes if s % width]
+    if odd:
+        raise SizeError(f"{what}: size {odd[0]} B is not a whole number of {dtype} elements ({width} B each); "
+                        f"give multiples of {width} B")
+

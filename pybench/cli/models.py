@@ -25,7 +25,7 @@ import numpy as np
 from pybench.cli.argtypes import number, output_file
 from pybench.cli.fit_inputs import load_named
 from pybench.cli.prediction_table import format_prediction_table, prediction_records, topology_records
-from pybench.collectives import MODELLED
+from pybench.collectives import MODELLED, refuse_partial_elements
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.io.formats import PREDICTION, stamp
@@ -476,6 +476,8 @@ def run_predict(args) -> int:
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
     sizes = parse_sizes(args.sizes)
+    for m in models:  # as measuring refuses them
+        refuse_partial_elements(sizes, m.dtype, f"{m.collective} model")
     _SAID.clear()
     topology = _topology_for(args, models)
     if topology:

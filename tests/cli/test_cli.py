@@ -163,7 +163,7 @@ BAD_INPUTS = [
     (["env", "--json"], "expected one argument"),
     # 24 B of float64 on 2 ranks now runs as 16 B (nccl-tests' rounding); below one element per rank is refused
     (["allgather", "--sizes", "8", "-d", "float64"], "multiple of ranks x element size"),
-    (["allreduce", "--sizes", "6"], "not a multiple of the float32 element size"),
+    (["allreduce", "--sizes", "6"], "not a whole number of float32 elements"),
     (["allreduce", "--sizes", "8G", "-d", "float64"], "is available"),
     (["allreduce", "--sizes", "64G"], "32-bit count limit"),
     (["allreduce", "--iters", "0"], "must be at least 1"),

@@ -244,6 +244,9 @@ def test_predict_at_an_unmeasured_world_is_one_table_from_the_topology_model(tmp
     # a measured world answers from its own piecewise model only
     assert main(["predict", str(model_file), "--sizes", "1G", "--world", "4"]) == 0
     assert capsys.readouterr().out.count("# allreduce") == 1
+    # a size no float32 run has (measuring refuses it; predict printed its time)
+    assert main(["predict", str(model_file), "--sizes", "4,6", "--world", "8"]) == 2
+    assert "6 B is not a whole number of float32 elements (4 B each); give multiples of 4 B" in capsys.readouterr().err
 
 
 def test_predict_across_nodes_needs_an_inter_node_link_and_labels_presets(tmp_path, capsys):
@@ -643,7 +646,7 @@ def test_the_api_says_what_is_wrong_with_one_rank_and_labels_a_fitted_layout_bey
         assert "--world" not in str(info.value) and "nodes=" not in str(info.value).split(";")[0]
     p = model.predict(1.0, world=32, nodes=8)
     assert p.provenance == "fitted sweep, beyond the measured sizes"
-    assert main(["predict", str(out), "--world", "8", "--nodes", "2", "--sizes", "1"]) == 0
+    assert main(["predict", str(out), "--world", "8", "--nodes", "2", "--sizes", "64G"]) == 0
     row = capsys.readouterr().out.strip().splitlines()[-1]
     assert "beyond the measured sizes" in row and "outside measured sizes" not in row
 
