@@ -39,7 +39,6 @@ from pybench.measure.job import (
     set_parent_death_signal,
 )
 from pybench.measure.mpi_stderr import START_ATTEMPTS, StderrRelay, file_size_limit_hint
-from pybench.measure.output_relay import PROGRESS_MARK as PROGRESS_MARK  # re-exported for the ranks' side
 from pybench.measure.output_relay import StdoutRelay
 from pybench.measure.result_journal import JOB_DIR
 

@@ -19,9 +19,10 @@ from pybench.errors import EnvironmentFault, PyBenchError, UsageError
 from pybench.measure.backends import Backend, get_backend
 from pybench.measure.benchmark import BenchConfig, check_device_memory, check_memory, env_flag, run_sizes
 from pybench.measure.envinfo import environment
-from pybench.measure.launch import PROGRESS, PROGRESS_MARK, register_rank, report_status
+from pybench.measure.launch import PROGRESS, register_rank, report_status
 from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
 from pybench.measure.nccl_tests_preamble import CPU_DEVICE, config_line, device_entries, rank_lines
+from pybench.measure.output_relay import PROGRESS_MARK
 from pybench.measure.peer_loss import leave_after_peer_loss, peer_lost
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
 from pybench.measure.table import average_busbw, footer_lines, header_lines, min_bw_failed, row_line

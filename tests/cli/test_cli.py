@@ -289,7 +289,7 @@ def test_progress_only_on_a_terminal(pybench_cli, tmp_path, native):
     import subprocess
     import sys
 
-    from pybench.measure.launch import PROGRESS_MARK
+    from pybench.measure.output_relay import PROGRESS_MARK
     plain = pybench_cli("allreduce", "--sizes", "1K,64K", "--iters", "6")
     assert plain.returncode == 0
     assert PROGRESS_MARK not in plain.stdout and "measuring" not in plain.stderr
