@@ -114,6 +114,10 @@ class LinkSchema(SmallRegimeSchema):
 LayoutMiss = Annotated[list[Finite], Field(min_length=3, max_length=3)]
 
 
+# A fitted layout's measured sizes: [ranks, nodes, smallest, largest].
+LayoutSizes = Annotated[list[Size], Field(min_length=4, max_length=4)]
+
+
 class TopologySchema(_Body):
     """One collective's topology model: what answers for the layouts not measured
     (pybench.model.topology.TopologyModel; its system is a description, checked by its own schema)."""
@@ -132,6 +136,7 @@ class TopologySchema(_Body):
     inter: LinkSchema | None = None
     system: dict[str, Any] | None = None
     layout_misses: Annotated[list[LayoutMiss], Field(max_length=4096)] | None = None
+    layout_sizes: Annotated[list[LayoutSizes], Field(max_length=4096)] | None = None
     hosts_per_node: Annotated[int, Field(ge=1, le=MAX_WORLD)] = 1  # an NVLink domain's hosts, where it is the node
     crossing_version: Annotated[int, Field(ge=1, le=TOPOLOGY_CROSSING_VERSION)] = 1  # 1: files before the field
 

@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pybench.errors import FileFormatError, UsageError
-from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
+from pybench.errors import UsageError
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FITTED_SWEEP, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
@@ -57,8 +56,8 @@ from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
 from pybench.model.node_count_bounds import bounded_by_fitted_node_counts
 from pybench.model.switch_reduction import switch_reduction_reach
-from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
-from pybench.model.topology_schedules import algorithm_steps, check_crossing_version, crossing_terms
+from pybench.model.system import GPU_BACKENDS, SystemDescription
+from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
 OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT, _ = EXTRAPOLATED_KINDS  # each its own widening
@@ -141,6 +140,9 @@ class TopologyModel:
     """The hardware, when described: it fills the link classes not measured and bounds the layouts."""
     layout_misses: tuple[tuple[int, int, float], ...] = ()
     """(world, nodes, median relative miss) of each fitted layout: how far the one cost shape is from it."""
+    layout_sizes: tuple[tuple[int, int, int, int], ...] = ()
+    """(world, nodes, smallest, largest size) each fitted layout measured; empty in files from before it (then
+    every layout is taken to span :attr:`size_range`)."""
     hosts_per_node: int = 1
     """Hosts one of the model's nodes spans: the trays of an NVLink domain when it was fitted on a system
     whose domain spans hosts (GB200 NVL72), so that the network joins domains, not trays. Layouts are
@@ -172,16 +174,25 @@ class TopologyModel:
             link = self.intra if nodes == 1 else self.inter
             assert link is not None
             return (DESCRIBED if link.is_described else PRESET) + beyond, size_distance + out, True
+        # The layouts that measured this size are what it rests on: a fitted layout whose own sweep never reached
+        # it is another layout there (a 256-node sweep cut at 64 KiB, 1 GiB measured at 2 and 8 nodes).
+        layouts = [x for x in layouts if self._measured_at(*x, size)] or layouts
         # Distance from what was measured, in log node count plus log ranks per node: 4 nodes from a
         # 2-node fit are as far out as 4 GPUs of a node from 2, and twice the world is one step, not two.
         distance = min(abs(math.log(nodes / n)) + abs(math.log(world * n / (w * nodes))) for w, n in layouts)
-        if (world, nodes) in self.fitted:  # beyond its sizes the fitted sweep's layout is all that was measured
+        if (world, nodes) in layouts:  # beyond its sizes the fitted sweep's layout is all that was measured
             kind = FITTED_SWEEP if beyond else MEASURED if size in self.residual_sizes else BETWEEN_SIZES
         elif nodes > 1 and nodes not in {n for _, n in layouts}:
             kind = OTHER_NODE_COUNT
         else:
             kind = OTHER_GPUS_PER_NODE if nodes > 1 else OTHER_GPU_COUNT
         return kind + beyond, distance + size_distance, len(layouts) == 1
+
+    def _measured_at(self, world: int, nodes: int, size: float) -> bool:
+        """Whether the fitted layout's own sweep spans ``size`` (every layout spans :attr:`size_range` in older
+        files)."""
+        lo, hi = next(((a, b) for w, n, a, b in self.layout_sizes if (w, n) == (world, nodes)), self.size_range)
+        return lo <= size <= hi
 
     def why_undetermined(self, world: int, nodes: int) -> str:
         """Why these inputs cannot determine a layout's time ('' when they can); ``nodes`` in hosts."""
@@ -399,47 +410,15 @@ class TopologyModel:
         return across_nodes(self, size, world, sharing, nodes, rails)
 
     def to_dict(self) -> dict:
-        return {"collective": self.collective, "algorithm": self.algorithm,
-                "intra": self.intra.to_dict() if self.intra else None,
-                "inter": self.inter.to_dict() if self.inter else None,
-                "fitted": [list(f) for f in self.fitted], "size_range": list(self.size_range),
-                "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
-                "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
-                "inter_absorbs_intra": self.inter_absorbs_intra,
-                "system": self.system.model_dump() if self.system else None,
-                "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node,
-                "crossing_version": TOPOLOGY_CROSSING_VERSION}
+        """Its JSON form (:func:`pybench.model.topology_file.topology_to_dict`)."""
+        from pybench.model.topology_file import topology_to_dict
+        return topology_to_dict(self)
 
     @classmethod
     def from_dict(cls, d: object) -> TopologyModel:
-        """A model from its JSON form (a model file's ``topology`` entry); FileFormatError if malformed.
-
-        Every rule of that form (names, lengths, types, bounds) is the file format's schema,
-        :class:`pybench.io.document_schemas.TopologySchema`, checked here too so that a dict given
-        in Python is held to the rules a file is (its link costs too); the system description checks its own.
-        """
-        from pybench.io.document_schemas import TopologySchema
-        from pybench.io.schemas import validate_body
-        if not isinstance(d, dict):
-            raise FileFormatError(f"a topology model is {type(d).__name__}, not an object")
-        validate_body(d, TopologySchema, "a topology model")
-        intra = LinkCost.from_dict(d["intra"]) if d.get("intra") is not None else None
-        inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
-        absorbs = d.get("inter_absorbs_intra", inter is not None)  # older files fitted the phase into it
-        check_crossing_version(d["collective"], d.get("schedule", "ring"), d.get("crossing_version", 1), inter,
-                               tuple(int(w) for w, _ in d["fitted"]))
-        system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
-        if inter is not None and inter.is_described and intra is not None and system is not None:
-            # not a measurement: priced again from the description with the shipped calibration, as
-            # `predict --system` prices it, whichever calibration the file was written with
-            inter = described_crossing(d["collective"], d.get("schedule", "ring"), intra, system, load_calibration())
-        lo, hi = d["size_range"]
-        return cls(d["collective"], d["algorithm"], intra, inter, tuple((w, n) for w, n in d["fitted"]), (lo, hi),
-                   tuple(float(x) for x in d.get("residual_sizes") or ()),
-                   tuple(float(x) for x in d.get("residuals") or ()), tuple(d.get("notes") or ()),
-                   d.get("backend") or "", d.get("schedule", "ring"), absorbs, system,
-                   tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()),
-                   int(d.get("hosts_per_node", 1)))
+        """A model from its JSON form (:func:`pybench.model.topology_file.topology_from_dict`)."""
+        from pybench.model.topology_file import topology_from_dict
+        return topology_from_dict(d)
 
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.

@@ -154,8 +154,12 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         assert system is not None
         notes.append(f"a node here is one NVLink domain of {system.name} ({hosts} hosts, {system.domain_gpus()} GPUs): "
                      f"the network joins domains; layouts are given in hosts and counted in domains")
+    spans: dict[tuple[int, int], list[float]] = {}
+    for o in measured:  # off-trend sizes too: they were measured there
+        spans.setdefault((o.world, -(-o.nodes // hosts)), []).append(o.size_bytes)
+    sizes = tuple((w, n, int(min(v)), int(max(v))) for (w, n), v in sorted(spans.items()) if (w, n) in model.fitted)
     return dataclasses.replace(model, residuals=tuple(residuals), notes=tuple(notes), layout_misses=misses,
-                               hosts_per_node=hosts)
+                               layout_sizes=sizes, hosts_per_node=hosts)
 
 
 # A per-call latency above this inside one node is no NVLink's or PCIe's: a misfit or an artefact.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from conftest import PUBLIC_LOGS, SHARED_DATA
 
@@ -68,6 +69,27 @@ def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where
         assert (both.time_s[i], both.time_low_s[i], both.time_high_s[i]) == (one.time_s, one.time_low_s,
                                                                             one.time_high_s)
     assert sweep.predict(small).provenance in both.provenance and sweep.predict(big).provenance in both.provenance
+
+
+def test_a_fitted_layout_beyond_its_own_sweep_rests_on_the_layouts_that_measured_the_size():
+    """Polaris' 256-node sweep cut at 64 KiB, fitted with the 2- and 8-node sweeps to 1 GiB: the topology model
+    called 1 MiB..1 GiB at 256 nodes "measured" (the sizes pooled over every layout), with an interval that missed
+    the real 256-node times at 1 MiB (2.8x) and 1 GiB. They rest on the 8-node sweep, 32x fewer nodes away."""
+    full = {n: load_measurements(SHARED_DATA / "nccl-tests" / f"polaris_a100_{n}node_4gpu_slingshot_allreduce.txt")[0]
+            for n in (2, 8, 256)}
+    sets = [_cut(m, 1 << 16) if n == 256 else m for n, m in full.items()]
+    (topology,), _ = fit_topology_models(sets)
+    assert (1024, 256, 4, 1 << 16) in topology.layout_sizes
+    size, time = full[256].fit_points()
+    for x in (1 << 20, 1 << 24, 1 << 30):
+        p = topology.predict(x, 1024, 256)
+        assert p.provenance == "another node count"
+        assert p.low_s <= float(np.median(time[size == x])) <= p.high_s
+    assert topology.predict(1 << 12, 1024, 256).provenance == "measured"  # its own sweep's sizes stay its own
+    again = type(topology).from_dict(topology.to_dict())
+    assert again.layout_sizes == topology.layout_sizes
+    older = {k: v for k, v in topology.to_dict().items() if k != "layout_sizes"}  # a file from before the field
+    assert type(topology).from_dict(older).predict(1 << 30, 1024, 256).provenance == "measured"
 
 
 def test_above_the_sizes_a_topology_interval_is_bounded_by_the_largest_size():
