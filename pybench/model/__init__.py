@@ -23,5 +23,6 @@ Imports only downward (foundation, io, measure). The files, by idea:
   ``calibration.json``), ``validation`` (leave-one-dataset-out, which chooses
   them, on the cases of ``validation_cases``), ``cross_validation`` (leave-one-size-out of one sweep);
 * files: ``build`` (fit a file's sweeps), ``model_files`` / ``model_writer`` (read / write),
+  ``topology_file`` (a topology model's JSON form),
   ``sweeps_joined`` (a file's sweeps joined to their topology model).
 """
