@@ -12,7 +12,7 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.anomalies import ANOMALY_RATIO, disturbed_sizes, find_anomalies, without
-from pybench.model.logs.measurements import MeasurementSet, buffer_place, one_reduction
+from pybench.model.logs.measurements import MeasurementSet, crossing_path, one_reduction
 from pybench.model.piecewise import fit_alpha_beta, fit_single_line
 from pybench.model.piecewise_model import NO_TOPOLOGY, AlphaBetaModel
 from pybench.model.segment import DEFAULT_CONFIDENCE, DEFAULT_MIN_POINTS, DEFAULT_NOISE_FLOOR
@@ -139,7 +139,7 @@ def fit_model_file(measurements: Sequence[MeasurementSet], *, system: SystemDesc
         Models in order of first appearance.
     """
     _refuse_several_devices(measurements)
-    _refuse_mixed_buffers(measurements)
+    _refuse_mixed_paths(measurements)
     groups: dict[tuple[str, str, str | None, str], dict[int | None, list[MeasurementSet]]] = {}
     for m in one_reduction(measurements):
         key = (m.collective, m.backend, m.link_class, m.dtype)
@@ -169,19 +169,26 @@ def _refuse_several_devices(measurements: Sequence[MeasurementSet]) -> None:
                          f"system's logs into a file of its own")
 
 
-def _refuse_mixed_buffers(measurements: Sequence[MeasurementSet]) -> None:
-    """UsageError where tables of one layout put their buffers in different memories (OSU's host and MPI-CUDA
-    runs): pooled, two paths would read as replicates of one."""
-    places: dict[tuple, dict[str, MeasurementSet]] = {}
+def _refuse_mixed_paths(measurements: Sequence[MeasurementSet]) -> None:
+    """UsageError where tables of one collective took different paths (:func:`crossing_path`: OSU's host and
+    MPI-CUDA buffers, NCCL over sockets or RDMA): pooled, two paths would read as replicates of one, and joined,
+    as layouts of one system. Tables inside a node are compared apart from those across nodes (sockets join
+    only nodes)."""
+    paths: dict[tuple, dict[str, MeasurementSet]] = {}
     for m in measurements:
-        key = (m.collective, m.backend, m.link_class, m.world_size, m.dtype)
-        places.setdefault(key, {}).setdefault(buffer_place(m), m)
-    for by_place in places.values():
-        if len(by_place) > 1:
-            (a, x), (b, y) = list(by_place.items())[:2]
-            raise UsageError(f"{Path(x.path).name or x.label} has its buffers in {a or 'host'} memory, "
-                             f"{Path(y.path).name or y.label} in {b or 'host'} memory: another path, not replicates "
-                             f"of one; fit each into a file of its own")
+        key = (m.collective, m.backend, m.link_class == "intra-node")
+        paths.setdefault(key, {}).setdefault(crossing_path(m), m)
+    for by_path in paths.values():
+        if len(by_path) > 1:
+            (a, x), (b, y) = list(by_path.items())[:2]
+            raise UsageError(f"{Path(x.path).name or x.label} ran by {_path_words(a)}, {Path(y.path).name or y.label} "
+                             f"by {_path_words(b)}: another path, not replicates or layouts of one; fit each into a "
+                             f"file of its own")
+
+
+def _path_words(path: str) -> str:
+    return {"": "its tool's usual path (host buffers for OSU; RDMA or the default network for NCCL)",
+            "sockets": "NCCL's TCP sockets"}.get(path, f"buffers in {path} device memory")
 
 
 def _with_topology_note(model: AlphaBetaModel, skipped: list[str]) -> AlphaBetaModel:

@@ -6,7 +6,7 @@ import pytest
 from conftest import PUBLIC_LOGS
 
 from pybench.model.logs import load_measurements
-from pybench.model.logs.nccl_env import forced_algorithm
+from pybench.model.logs.nccl_env import SOCKETS, forced_algorithm, network_path
 from pybench.model.topology_fit import fit_topology_models
 
 
@@ -94,3 +94,47 @@ def test_a_launcher_command_continued_over_lines_is_read_as_one(tmp_path):
                                        "    -x NCCL_ALGO=Ring \\\n    ./build/all_reduce_perf -b 1M -e 8G -f 2 -g 1\n")
     assert ms.world_size == 16 and ms.nccl_algo == "ring"
     assert any("world size 16 from the mpirun command line" in n for n in ms.notes), ms.notes
+
+
+@pytest.mark.parametrize("line, path", [
+    ("mpirun -np 2 -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME=net1 ./build/all_reduce_perf -g 1", SOCKETS),
+    ("mpirun -np 2 -x NCCL_IB_DISABLE=0 -x NCCL_IB_HCA=mlx5_2 all_reduce_perf -g 2", ""),
+    ("export NCCL_NET=Socket", SOCKETS),
+    ("srun --export=ALL,NCCL_NET=Socket,NCCL_DEBUG=INFO ./all_reduce_perf", SOCKETS),
+    ("NCCL_NET='AWS Libfabric' NCCL_IB_DISABLE=1 ./all_reduce_perf", ""),  # a plugin runs with IB's own off
+    ("node1:5:5 [0] NCCL INFO Using network Socket", SOCKETS),
+    ("node1:5:5 [0] NCCL INFO Using network IB", ""),
+    ("mpiexec -genv NCCL_IB_DISABLE 1 ./all_reduce_perf", SOCKETS),
+    ("mpirun -x NCCL_NET_GDR_LEVEL=PHB ./all_reduce_perf", None),  # another variable
+    ("# NCCL_IB_DISABLE=1 was slower", None),                        # a shell comment sets nothing
+])
+def test_the_network_path_a_line_sets(line, path):
+    assert network_path(line) == path
+
+
+def test_a_socket_run_is_noted_and_never_fitted_with_an_rdma_one(tmp_path):
+    """The same two L40S nodes over TCP sockets (NCCL_IB_DISABLE=1) and over RoCE became one topology model with
+    no note: a 2x1 socket sweep and a 2x2 RoCE sweep read as two layouts of one network."""
+    from pybench.errors import UsageError
+    from pybench.model.build import fit_models
+    socket, roce = (PUBLIC_LOGS / f"l40s_rh_2node_{x}_allreduce_{y}.txt" for x, y in (("g1", "socket"),
+                                                                                    ("g2", "roce")))
+    (s,), (r,) = load_measurements(socket), load_measurements(roce)
+    assert any("TCP sockets" in n for n in s.notes) and not any("TCP sockets" in n for n in r.notes)
+    with pytest.raises(UsageError, match=r"l40s_rh_2node_g1_allreduce_socket.txt ran by NCCL's TCP sockets, "
+                                         r"l40s_rh_2node_g2_allreduce_roce.txt by .*fit each into a file of its own"):
+        fit_models([s, r])
+    assert fit_models([s])[0].topology is not None  # alone, each fits
+    # a second job's launcher line without the variable: its -x was the first job's alone
+    twice = tmp_path / "two_jobs.txt"
+    text = socket.read_text()
+    twice.write_text(text + "\n" + text.replace("-x NCCL_IB_DISABLE=1 ", ""))
+    assert [any("TCP sockets" in n for n in ms.notes) for ms in load_measurements(twice)] == [True, False]
+
+
+def test_a_log_whose_ranks_ran_on_two_gpu_models_says_so():
+    """An H100 PCIe and an A100 PCIe node in one 2-rank run: the pair ran at the slower's pace, no node of either."""
+    (ms,) = load_measurements(PUBLIC_LOGS / "violet_h100pcie_a100pcie_2node_roce_selectedrows.txt")
+    assert any(n.startswith("its Rank lines name 2 GPU models (NVIDIA A100-PCIE-40GB, NVIDIA H100 PCIe)")
+               for n in ms.notes)
+

@@ -174,10 +174,17 @@ DEVICE_BUFFERS = re.compile(r"buffers in (\S+) device memory")
 path than host buffers', never pooled with them."""
 
 
-def buffer_place(m: MeasurementSet) -> str:
-    """Where a table's buffers lay, as its notes say: a device's (``cuda``, ``rocm`` ...) or '' (host memory, or
-    the tool's own: nccl-tests' are the GPU's)."""
-    return next((x[1].lower() for n in m.notes if (x := DEVICE_BUFFERS.match(n))), "")
+SOCKETS_NOTE = ("NCCL crossed the nodes by TCP sockets (NCCL_IB_DISABLE=1, NCCL_NET=Socket or NCCL's 'Using network "
+                "Socket' in the log), not RDMA: not the network's RDMA figures")
+"""The note of a table whose nodes NCCL joined by sockets: another path than RDMA's, never fitted with it."""
+
+
+def crossing_path(m: MeasurementSet) -> str:
+    """How a table crossed its nodes beyond what its link class says, as its notes say: its buffers' device
+    memory (``cuda``, ``rocm`` ...: OSU's MPI-CUDA tests), ``sockets`` (NCCL over TCP), or '' (the tool's
+    usual path)."""
+    return next((x[1].lower() for n in m.notes if (x := DEVICE_BUFFERS.match(n))), "") or (
+        "sockets" if SOCKETS_NOTE in m.notes else "")
 
 
 _PLACEHOLDER_DEVICES = ("", "gpu", "cpu", "n/a", "unknown")

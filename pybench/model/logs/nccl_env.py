@@ -1,4 +1,5 @@
-"""The algorithm a log's NCCL was told to run: ``NCCL_ALGO`` as a log's preamble sets it.
+"""What a log's NCCL was told by its environment: the algorithm (``NCCL_ALGO``) and the path across nodes
+(``NCCL_IB_DISABLE``, ``NCCL_NET``), as a log's preamble sets them.
 
 NCCL picks ring or tree per size unless ``NCCL_ALGO`` forces one. A log that forced it says how its
 sweep crossed the nodes, which one node count alone cannot (the tree's bytes per node grow with the
@@ -8,29 +9,59 @@ Ring``, ``srun --export=ALL,NCCL_ALGO=Ring``), as a shell assignment (``export N
 Ring``); a shell comment sets nothing. One algorithm counts, for every collective or for the all-reduce
 (``allreduce:tree``, NCCL 2.24's form): a list or an exclusion (``^NVLS``) forces no single one. A launcher
 line's setting holds for the tests of its job, a shell's for everything after it.
+
+``NCCL_IB_DISABLE=1`` or ``NCCL_NET=Socket`` (and NCCL's own ``Using network Socket``) send the bytes across
+nodes through the kernel's TCP sockets instead of RDMA: the same nodes then give other figures, which are not
+the network's RDMA ones.
 """
 
 from __future__ import annotations
 
 import re
 
-# NCCL_ALGO=VALUE (a quoted value too); "-genv NCCL_ALGO VALUE"; NCCL's "NCCL_ALGO set by environment to VALUE"
-_SET = re.compile(r"\bNCCL_ALGO(?:=|\s+set by environment to\s+)[\"']?([^\s\"']+)"
-                  r"|-{1,2}g?env\s+NCCL_ALGO\s+[\"']?([^\s\"']+)")
 FORCED = {"ring": "ring", "tree": "tree"}
+SOCKETS = "socket"
+"""A sweep's network path where NCCL crossed the nodes by TCP sockets (:func:`network_path`)."""
+
+
+def _setting(text: str, name: str) -> str | None:
+    """The last value ``text`` gives the variable ``name``: ``NAME=VALUE`` (a quoted value too), ``-genv NAME
+    VALUE``, NCCL's echo ``NAME set by environment to VALUE``; None where it gives none."""
+    found = re.findall(rf"\b{name}(?:=|\s+set by environment to\s+)[\"']?([^\s\"']+)"
+                       rf"|-{{1,2}}g?env\s+{name}\s+[\"']?([^\s\"']+)", text)
+    return next(v for v in found[-1] if v) if found else None
+
+
+def _read(line: str) -> str | None:
+    """``line`` stripped, or None for a shell comment (NCCL's own echo, which a log may print behind a ``#``,
+    sets what it says)."""
+    text = line.strip()
+    return None if text.startswith("#") and "NCCL INFO" not in text else text
+
+
+def network_path(line: str) -> str | None:
+    """:data:`SOCKETS` where ``line`` sends NCCL across nodes by TCP sockets, "" where it names another network
+    (RDMA, a plugin's), None where it says nothing of it. ``NCCL_NET`` rules over ``NCCL_IB_DISABLE`` (a plugin
+    still runs with InfiniBand's own transport off)."""
+    text = _read(line)
+    if text is None:
+        return None
+    using = re.search(r"NCCL INFO Using network (\S+)", text)
+    net = using.group(1) if using else _setting(text, "NCCL_NET")
+    if net is not None:  # (up to the next variable of an --export list)
+        return SOCKETS if net.split(",")[0].lower() == "socket" else ""
+    off = _setting(text, "NCCL_IB_DISABLE")
+    return None if off is None else SOCKETS if off.split(",")[0] == "1" else ""
 
 
 def forced_algorithm(line: str) -> str | None:
     """``ring`` or ``tree`` where ``line`` forces that algorithm on an all-reduce, "" where it sets NCCL_ALGO to
     anything else (no single one), None where it does not set it. A shell comment sets nothing (NCCL's own echo,
     which a log may print behind a ``#``, does)."""
-    text = line.strip()
-    if text.startswith("#") and "NCCL INFO" not in text:
+    text = _read(line)
+    value = None if text is None else _setting(text, "NCCL_ALGO")
+    if value is None:
         return None
-    found = _SET.findall(text)
-    if not found:
-        return None
-    value = next(v for v in found[-1] if v)
     items = []
     for item in re.split(r"[,;]", value):
         if "=" in item:  # the next variable of an --export list
@@ -40,3 +71,11 @@ def forced_algorithm(line: str) -> str | None:
     if any(":" in i for i in items):  # NCCL 2.24's "allreduce:tree;broadcast:ring": the all-reduce's own
         items = per_collective
     return FORCED.get(items[0], "") if len(items) == 1 else ""
+
+
+def nccl_settings(line: str) -> dict[str, str]:
+    """What ``line`` sets of what pybench reads: ``algo`` (:func:`forced_algorithm`), ``network``
+    (:func:`network_path`)."""
+    read = {"algo": forced_algorithm(line), "network": network_path(line)}
+    return {k: v for k, v in read.items() if v is not None}
+

@@ -46,16 +46,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from pybench.collectives import COLLECTIVES, busbw_factor
 from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
-from pybench.model.logs.launcher_lines import DIRECT, Launch, continued_lines, read_launch
-from pybench.model.logs.measurements import MeasurementSet, device_names
-from pybench.model.logs.nccl_env import forced_algorithm
+from pybench.model.logs.launcher_lines import continued_lines
+from pybench.model.logs.measurements import SOCKETS_NOTE, MeasurementSet, device_names
+from pybench.model.logs.nccl_env import SOCKETS
 from pybench.model.logs.nccl_tests_counts import (
     PER_RANK_COUNT,
     canonical_dtype,
@@ -65,6 +64,7 @@ from pybench.model.logs.nccl_tests_counts import (
     type_bytes,
 )
 from pybench.model.logs.nccl_tests_failure import EmptyTable, failed_after_rows
+from pybench.model.logs.nccl_tests_preamble import PROGRAM_RE, PROGRAMS, Preamble
 from pybench.model.logs.nccl_tests_precision import sharpen_times
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import (
@@ -85,36 +85,6 @@ from pybench.model.logs.nccl_tests_world import (
     world_and_link,
     world_from_ratio_span,
 )
-
-# Program name -> pybench collective name.
-PROGRAMS = {
-    "all_reduce_perf": "allreduce",
-    "all_gather_perf": "allgather",
-    "reduce_scatter_perf": "reducescatter",
-    "broadcast_perf": "broadcast",
-    "reduce_perf": "reduce",
-    "alltoall_perf": "alltoall",
-    "sendrecv_perf": "sendrecv",
-    "gather_perf": "gather",
-    "scatter_perf": "scatter",
-    "hypercube_perf": "hypercube",
-    # NCCL 1.x's own test programs (nccl/build/test/single, 2016-2017)
-    "all_reduce_test": "allreduce",
-    "all_gather_test": "allgather",
-    "reduce_scatter_test": "reducescatter",
-    "broadcast_test": "broadcast",
-    "reduce_test": "reduce",
-}
-# NGC containers and CloudAI build the MPI flavour as all_reduce_perf_mpi, ...: the same program
-PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
-_NGPUS_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
-_RANK_RE = re.compile(r"^#?\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b")
-# "... device  0 [0000:1b:00] NVIDIA H100 80GB HBM3": the GPU's name after its bus id (none after a bare bus id)
-_DEVICE_NAME_RE = re.compile(r"\bdevice\s+\d+\s+(?:\[[^\]]*\]\s*)?([^\s\[].*?)\s*$")
-_PID_RE = re.compile(r"\bPid\s+(\d+)")
-_PYBENCH_RE = re.compile(r"^#\s*pybench\s+\S+:\s*([\w-]+),\s*backend\s+([\w-]+)(?:\s*\(([^()]{1,160})\))?")
-# "# world N ranks, H host(s) [...]"; older pybench wrote "N ranks on H host(s)"
-_PYBENCH_WORLD_RE = re.compile(r"^#\s*world\s+(\d+)\s+ranks(?:,|\s+on)\s+(\d+)\s+host\(s\).*,\s*link\s+([\w-]+)")
 
 
 def redop_name(text: str) -> str:
@@ -159,74 +129,6 @@ RCCL_NOTE = ("an rccl-tests log (AMD's RCCL), read as NCCL's: the named systems 
              "described crossings (--system) were chosen mostly on NVIDIA logs (two of the 2-node logs are AMD's: "
              "docs/model-validation.md), so a prediction from a description rests on few RCCL measurements")
 """What a log that RCCL ran is read as (its text and its JSON alike)."""
-
-
-@dataclass
-class Preamble:
-    """What the lines above a table say about it: Rank lines, program name, pybench's own header."""
-
-    ranks: dict[int, str] = field(default_factory=dict)
-    program: str | None = None
-    pybench: dict[str, str] = field(default_factory=dict)
-    repeated: dict[int, set[str]] = field(default_factory=dict)
-    """Ranks listed again by another process (another host or Pid): several processes each ran a test of their own."""
-    pids: dict[int, str] = field(default_factory=dict)
-    rccl: bool = False
-    """rccl-tests' banner or RCCL's version line: AMD's port of NCCL ran it."""
-    launch: Launch | None = None
-    """The last launcher command line above the table that names a rank count (``mpirun -n 16 ...``)."""
-    gpus_per_process: int = 0
-    """nccl-tests' ``# nThread T nGpus G`` line: each process drove T x G GPUs (``-t``, ``-g``); 0 unread."""
-    gpus_per_thread: int = 0
-    """Its G: the GPUs whose kernels one thread launches."""
-    devices: dict[int, str] = field(default_factory=dict)
-    """rank -> the GPU name its Rank line prints."""
-    nccl_algo: str = ""
-    """The algorithm NCCL_ALGO forced above the table (:mod:`pybench.model.logs.nccl_env`), "" where none."""
-    algo_on_launch: bool = False
-    """Whether it was set on a launcher line (then for that job alone), not in the shell (for what follows)."""
-
-    def for_next_test(self) -> Preamble:
-        """What the next test of the log inherits: one job's launcher line, and NCCL_ALGO, run its tests alike."""
-        return Preamble(launch=self.launch, nccl_algo=self.nccl_algo, algo_on_launch=self.algo_on_launch)
-
-    def see(self, line: str) -> None:
-        """Take what ``line`` says, if anything."""
-        stripped = line.strip()
-        forced = forced_algorithm(stripped)
-        launch = read_launch(stripped)
-        job = launch is not None and bool(launch.ranks) and launch.program in PROGRAMS
-        if forced is not None:
-            self.nccl_algo, self.algo_on_launch = forced, launch is not None
-        elif job and self.algo_on_launch:  # another job's line: the earlier line's -x was that job's alone
-            self.nccl_algo = ""
-        if job and launch is not None and not (launch.launcher == DIRECT and self.launch is not None):
-            self.launch = launch  # (a launcher's own line rules over the binary's line each of its ranks echoed)
-        m = _NGPUS_RE.match(stripped)
-        if m:
-            self.gpus_per_process, self.gpus_per_thread = int(m.group(1)) * int(m.group(2)), int(m.group(2))
-        self.rccl = self.rccl or stripped.startswith(("rccl-tests:", "RCCL version"))
-        m = _RANK_RE.match(stripped)
-        if m:
-            rank, host = int(m.group(1)), m.group(2)
-            pid = _PID_RE.search(stripped)
-            where, before = f"{host} (Pid {pid.group(1)})" if pid else host, self.pids.get(rank)
-            if self.ranks.get(rank, host) != host or (before is not None and before != where):
-                self.repeated.setdefault(rank, {before or self.ranks[rank]}).add(where)
-            self.ranks[rank], self.pids[rank] = host, where
-            named = _DEVICE_NAME_RE.search(stripped)
-            if named:
-                self.devices[rank] = named.group(1)[:120]
-        pm = PROGRAM_RE.search(stripped)
-        # "Collective test concluded: X" closes the previous test; it does not name the next.
-        if pm and "concluded" not in stripped:
-            self.program = pm.group(1)
-        m = _PYBENCH_RE.match(stripped)
-        if m:
-            self.pybench.update(benchmark=m.group(1), backend=m.group(2), library=m.group(3) or "")
-        m = _PYBENCH_WORLD_RE.match(stripped)
-        if m:
-            self.pybench.update(world=m.group(1), hosts=m.group(2), link=m.group(3))
 
 
 def _concluded_after(lines: list[str], start: int) -> str | None:
@@ -336,10 +238,16 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         notes.append(f"MPI library: {pre.pybench['library']}")  # which library's algorithms ran it
     if pre.rccl:
         notes.append(RCCL_NOTE)
-    if launch is not None and launch.devices != world and pre.algo_on_launch:  # another job's line, its -x too
-        pre = dataclasses.replace(pre, nccl_algo="")
+    if launch is not None and launch.devices != world:  # another job's line, its -x too
+        pre = pre.without_launch_settings()
     if pre.nccl_algo and coll == "allreduce":  # the one collective NCCL runs by either
         notes.append(f"NCCL_ALGO={pre.nccl_algo.capitalize()} in the log: NCCL ran its {pre.nccl_algo} at every size")
+    if pre.nccl.get("network") == SOCKETS and link != "intra-node":
+        notes.append(SOCKETS_NOTE)
+    gpus = device_names(pre.devices.values())
+    if ", " in gpus:
+        notes.append(f"its Rank lines name {gpus.count(', ') + 1} GPU models ({gpus}): the ranks ran at the slower's "
+                     f"pace, so its figures are no node of one of them")
     own = bool(pre.pybench)
     size = np.array(table.sizes, dtype=np.int64)
     time = np.array(table.times) * unit
@@ -364,7 +272,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
             time_low_s=low[sel] if spread else None, time_high_s=high[sel] if spread else None,
             time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
             path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra),
-            redop=redop_name(key[1]), device=device_names(pre.devices.values()), nccl_algo=pre.nccl_algo))
+            redop=redop_name(key[1]), device=gpus, nccl_algo=pre.nccl_algo))
     return out
 
 

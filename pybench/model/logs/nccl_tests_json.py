@@ -24,9 +24,10 @@ from pybench.collectives import COLLECTIVES
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json
 from pybench.model.logs.measurements import MeasurementSet, device_names
-from pybench.model.logs.nccl_tests import PROGRAM_RE, PROGRAMS, redop_name
+from pybench.model.logs.nccl_tests import redop_name
 from pybench.model.logs.nccl_tests_counts import canonical_dtype, exact_world
 from pybench.model.logs.nccl_tests_failure import wrong_note
+from pybench.model.logs.nccl_tests_preamble import PROGRAM_RE, PROGRAMS
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import Columns, Rows, Table, is_wrong
 from pybench.model.logs.nccl_tests_world import ratio_allows, ratio_worlds
