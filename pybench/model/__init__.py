@@ -3,7 +3,8 @@
 Imports only downward (foundation, io, measure). The files, by idea:
 
 * reading logs: ``logs/`` (nccl-tests text and JSON, OSU, vTrain, pybench results);
-* the cost model of a collective on a system: ``topology`` (the model and its predictions),
+* the cost model of a collective on a system: ``topology`` (the model; ``topology_prediction`` one of its
+  answers),
   ``topology_fit`` (fitting it), ``regimes`` (protocol regimes as NCCL picks them: the lower
   envelope of a few frames), ``link_cost`` (one link class's regimes), ``topology_schedules``
   (the one table of step counts per collective, algorithm and schedule; Open MPI's own choices
@@ -23,6 +24,5 @@ Imports only downward (foundation, io, measure). The files, by idea:
   ``calibration.json``), ``validation`` (leave-one-dataset-out, which chooses
   them, on the cases of ``validation_cases``), ``cross_validation`` (leave-one-size-out of one sweep);
 * files: ``build`` (fit a file's sweeps), ``model_files`` / ``model_writer`` (read / write),
-  ``topology_file`` (a topology model's JSON form),
   ``sweeps_joined`` (a file's sweeps joined to their topology model).
 """

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pybench.errors import UsageError
+from pybench.errors import FileFormatError, UsageError
+from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FITTED_SWEEP, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
@@ -56,8 +57,9 @@ from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
 from pybench.model.node_count_bounds import bounded_by_fitted_node_counts
 from pybench.model.switch_reduction import switch_reduction_reach
-from pybench.model.system import GPU_BACKENDS, SystemDescription
-from pybench.model.topology_schedules import algorithm_steps, crossing_terms
+from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
+from pybench.model.topology_prediction import TopologyPrediction
+from pybench.model.topology_schedules import algorithm_steps, check_crossing_version, crossing_terms
 
 # What a prediction rests on (TopologyPrediction.provenance), from the closest to a measurement.
 OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_NODE_COUNT, _ = EXTRAPOLATED_KINDS  # each its own widening
@@ -68,39 +70,6 @@ KINDS = (MEASURED, BETWEEN_SIZES, OTHER_GPU_COUNT, OTHER_RANK_COUNT, OTHER_GPUS_
          DESCRIBED, PRESET)  # another GPU count inside a node, or per node at a measured node count
 CALIBRATED_NODES = 2  # nodes of every log a described or preset crossing is calibrated on
 DESCRIBED_STEP_S = 2.0e-6  # per-step latency of a described intra-node link: NVLink's hop, as the presets take it
-
-
-@dataclass(frozen=True)
-class TopologyPrediction:
-    """One predicted operation: time with a 95% prediction interval, and how far it reaches."""
-
-    size_bytes: int
-    world: int
-    nodes: int
-    time_s: float
-    low_s: float
-    high_s: float
-    algorithm: str
-    schedule: str
-    """What was priced across nodes: ``ring`` (one node: the fitted algorithm's step count), the
-    model's schedule, or for ``openmpi`` the algorithm Open MPI runs (``openmpi tuned:rabenseifner``)."""
-    provenance: str
-    """What it rests on: one of :data:`KINDS` (with ``, beyond the measured sizes`` where it is)."""
-    links: str
-    regime: str = ""
-    """Which of the link's regimes priced it, smallest-size regime first (``2 of 4``); empty with one."""
-    undetermined: str = ""
-    """Why these inputs cannot determine the time (then ``time_s`` and the interval are nan); empty when they can."""
-    spread: Spread | None = field(default=None, repr=False, compare=False)
-    """What the interval is made of (:mod:`pybench.model.calibration`), for validation to recalibrate it."""
-    caveats: tuple[str, ...] = ()
-    """What the inputs leave open, each spanned by the interval (the layout's also end ``links``)."""
-    size_notes: tuple[str, ...] = ()
-    """This size's own (a time raised to a floor): kept out of ``links``, which tables print once per layout."""
-
-    @property
-    def determined(self) -> bool:
-        return not self.undetermined
 
 
 @dataclass(frozen=True)
@@ -410,15 +379,50 @@ class TopologyModel:
         return across_nodes(self, size, world, sharing, nodes, rails)
 
     def to_dict(self) -> dict:
-        """Its JSON form (:func:`pybench.model.topology_file.topology_to_dict`)."""
-        from pybench.model.topology_file import topology_to_dict
-        return topology_to_dict(self)
+        """Its JSON form (a model file's ``topology`` entry)."""
+        return {"collective": self.collective, "algorithm": self.algorithm,
+                "intra": self.intra.to_dict() if self.intra else None,
+                "inter": self.inter.to_dict() if self.inter else None,
+                "fitted": [list(f) for f in self.fitted], "size_range": list(self.size_range),
+                "residual_sizes": list(self.residual_sizes), "residuals": list(self.residuals),
+                "notes": list(self.notes), "backend": self.backend, "schedule": self.schedule,
+                "inter_absorbs_intra": self.inter_absorbs_intra,
+                "system": self.system.model_dump() if self.system else None,
+                "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node,
+                "layout_sizes": [list(x) for x in self.layout_sizes],
+                "crossing_version": TOPOLOGY_CROSSING_VERSION}
 
     @classmethod
     def from_dict(cls, d: object) -> TopologyModel:
-        """A model from its JSON form (:func:`pybench.model.topology_file.topology_from_dict`)."""
-        from pybench.model.topology_file import topology_from_dict
-        return topology_from_dict(d)
+        """A model from its JSON form (a model file's ``topology`` entry); FileFormatError if malformed.
+
+        Every rule of that form (names, lengths, types, bounds) is the file format's schema, checked here too so
+        that a dict given in Python is held to the rules a file is (its link costs too); the system description
+        checks its own.
+        """
+        from pybench.io.document_schemas import TopologySchema
+        from pybench.io.schemas import validate_body
+        if not isinstance(d, dict):
+            raise FileFormatError(f"a topology model is {type(d).__name__}, not an object")
+        validate_body(d, TopologySchema, "a topology model")
+        intra = LinkCost.from_dict(d["intra"]) if d.get("intra") is not None else None
+        inter = LinkCost.from_dict(d["inter"]) if d.get("inter") is not None else None
+        absorbs = d.get("inter_absorbs_intra", inter is not None)  # older files fitted the phase into it
+        check_crossing_version(d["collective"], d.get("schedule", "ring"), d.get("crossing_version", 1), inter,
+                               tuple(int(w) for w, _ in d["fitted"]))
+        system = system_from_dict(d["system"], "a topology model's system") if d.get("system") is not None else None
+        if inter is not None and inter.is_described and intra is not None and system is not None:
+            # not a measurement: priced again from the description with the shipped calibration, as
+            # `predict --system` prices it, whichever calibration the file was written with
+            inter = described_crossing(d["collective"], d.get("schedule", "ring"), intra, system, load_calibration())
+        lo, hi = d["size_range"]
+        return cls(
+            d["collective"], d["algorithm"], intra, inter, tuple((w, n) for w, n in d["fitted"]), (lo, hi),
+            tuple(float(x) for x in d.get("residual_sizes") or ()), tuple(float(x) for x in d.get("residuals") or ()),
+            tuple(d.get("notes") or ()), d.get("backend") or "", d.get("schedule", "ring"), absorbs, system,
+            tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()),
+            tuple((int(w), int(n), int(a), int(b)) for w, n, a, b in d.get("layout_sizes") or ()),
+            int(d.get("hosts_per_node", 1)))
 
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.
