@@ -97,7 +97,7 @@ def _said_as_flags(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]
 
 def _shape_from_args(args: argparse.Namespace) -> tuple[int, Any]:
     """(params, shape) from --params and/or --hidden/--layers."""
-    from pybench.planning.transformer import parse_param_count, shape_for_params, shape_from_dims
+    from pybench.planning.transformer import check_derivable, parse_param_count, shape_for_params, shape_from_dims
     if (args.hidden is None) != (args.layers is None):
         raise UsageError("give --hidden and --layers together (or --params alone)")
     if args.hidden is not None:
@@ -107,6 +107,7 @@ def _shape_from_args(args: argparse.Namespace) -> tuple[int, Any]:
     if not args.params:
         raise UsageError("give --params (e.g. 7B) or --hidden and --layers")
     params = parse_param_count(args.params)
+    check_derivable(params)  # no derived shape holds fewer: its activations would be a larger model's
     return params, shape_for_params(params)
 
 
@@ -331,8 +332,10 @@ def _add_ccr_parser(subparsers: Any) -> None:
     _add_model_args(q)
     q.add_argument("--micro-batches", type=_count, help="micro-batches per step (default 1; pp: 4 x stages)")
     q.add_argument("--tp-degree", type=_count,
-                   help="tensor-parallel degree for tp+dp and tp+pp+dp (default: GPUs per node)")
-    q.add_argument("--pp-degree", type=_count, help="pipeline stages for tp+pp+dp (default 2)")
+                   help="tensor-parallel degree for tp+dp and tp+pp+dp (default: GPUs per node; refused without "
+                        "either: tp alone takes the world size)")
+    q.add_argument("--pp-degree", type=_count, help="pipeline stages for tp+pp+dp (default 2; refused without it: pp "
+                                                    "alone runs one stage per rank)")
     q.add_argument("--overlap", action="store_true", help="overlap the gradient exchange with backward in buckets")
     q.add_argument("--bucket-mb", type=_positive, default=25, help="gradient bucket size in MiB (default 25, as DDP)")
     q.add_argument("--recompute", action="store_true", help="full activation recomputation (8 x P x tokens)")
@@ -355,7 +358,8 @@ def _add_plan_parser(subparsers: Any) -> None:
                     "the --global-batch you train with (or any global batch within --global-batch-limit), with "
                     "activation checkpointing where a layout "
                     "needs it, and recommends the cheapest per sample that meets the named need "
-                    "(--target-samples-per-s, or memory that does not fit one node) without being comm-bound; "
+                    "(--target-samples-per-s, or memory that does not fit one node) without being comm-bound (by the "
+                    "communication overlap leaves exposed; by CCR with --no-overlap); "
                     "among equals, fewer nodes. Without a need it stays on one node. Every step quotes CCR, "
                     "samples/s, scaling efficiency and memory from the fitted models and the measured compute; "
                     "the plan states the bounds it searched.",

@@ -59,6 +59,7 @@ from pybench.planning.records import (
     ScaleOutAdvice,
     ScaleOutVerdict,
     ScaleUpAdvice,
+    ScaleUpVerdict,
     ScalingAdvice,
     SearchAdvice,
     TensorParallelAdvice,
@@ -86,7 +87,13 @@ from pybench.planning.strategies import (
     make_layout,
     memory_per_device,
 )
-from pybench.planning.transformer import TransformerShape, parse_param_count, shape_for_params, training_flops
+from pybench.planning.transformer import (
+    TransformerShape,
+    check_derivable,
+    parse_param_count,
+    shape_for_params,
+    training_flops,
+)
 
 __all__ = ["plan", "Plan", "PLAN_HEADROOM", "LOW_UTILISATION", "DEFAULT_MAX_WORLD"]
 
@@ -115,16 +122,23 @@ def _at(rows: Sequence[StepEstimate], batch: int, **match: Any) -> list[StepEsti
     return out
 
 
+def _faster_than_one_device(r: StepEstimate) -> bool:
+    """Whether ``r`` trains more samples/s than one device: eff vs 1 device x devices over 1 (at eff 0.01,
+    eight devices give 0.08 of one device's samples/s)."""
+    return r.efficiency_vs_device * r.world > 1
+
+
 def _fits_one_device(rows: list[StepEstimate], batch: int, g: int) -> list[Advice]:
     found: list[Advice] = []
     node = _at(rows, batch, strategy="ddp", world=g)
-    if node:
-        found.append(ScaleUpAdvice("fill one node", g, node[0]))
+    gains = not node or _faster_than_one_device(node[0])
+    if node:  # filling the node is advice only where it trains faster than one device
+        found.append(ScaleUpAdvice(ScaleUpVerdict.FILL if gains else ScaleUpVerdict.NO_GAIN, g, node[0]))
     # the user's micro-batch at its default count: one row per world (rows are sorted by micro-batch count)
     # whole nodes only: a part of a node bills like the whole one in a scale-out decision
     multi = tuple({r.world: r for r in reversed(_at(rows, batch, strategy="ddp"))
                    if quoted_scale_out(r.world, g)}.values())[::-1]
-    if multi:
+    if multi and (gains or any(_faster_than_one_device(r) for r in multi)):  # no "then scale out" past no gain
         fine = [r for r in multi if good(r)]
         last = fine[-1].world if fine else None
         verdict = (ScaleOutVerdict.COMM_BOUND if last is None else ScaleOutVerdict.NOT_COMM_BOUND
@@ -362,7 +376,9 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
                             peak_flops_per_s=peak_flops_per_s, flops_per_s=flops_per_s,
                             memory_headroom=memory_headroom, straggler_cv=straggler_cv, slow_node=slow_node))
     P = parse_param_count(params)
-    shape = shape or shape_for_params(P)
+    if shape is None:
+        check_derivable(P)
+        shape = shape_for_params(P)
     batch, seq = int(batch), int(seq)
     global_batch = None if global_batch is None else int(global_batch)
     profile = load_compute(compute) if isinstance(compute, str) else compute

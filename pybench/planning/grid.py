@@ -25,7 +25,7 @@ from pybench.planning.step import StepEstimate, estimate_step, node_efficiency
 from pybench.planning.strategies import MEMORY_HEADROOM, make_layout
 from pybench.planning.transformer import TransformerShape, parse_param_count
 
-__all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "grid_notes", "BREAKEVEN_TOLERANCE"]
+__all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "grid_notes", "BREAKEVEN_TOLERANCE", "check_degrees"]
 
 
 def layout_ok(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None, layers: int,
@@ -182,8 +182,26 @@ def grid_notes(cfg: CcrConfig, models: ModelSet, rows: list[StepEstimate], searc
     return notes
 
 
+# The strategies that read each degree; tp and pp take theirs from the world (tp=world, pp=world stages).
+_DEGREE_USERS = {"tp_degree": ("tp+dp", "tp+pp+dp"), "pp_degree": ("tp+pp+dp",)}
+_DEGREE_OWN = {"tp_degree": "tp alone takes its degree from the world size",
+               "pp_degree": "pp alone runs one stage per rank: its depth is the world size"}
+
+
+def check_degrees(cfg: CcrConfig) -> None:
+    """UsageError when a tp or pp degree is given and no strategy of ``cfg`` reads it: it would be ignored."""
+    for name, users in _DEGREE_USERS.items():
+        value = getattr(cfg, name)
+        if value is None or any(s in users for s in cfg.strategies):
+            continue
+        raise UsageError(f"{name} {value} is used only by {' and '.join(users)}, and strategy "
+                         f"{','.join(cfg.strategies)} does not read it ({_DEGREE_OWN[name]}); add "
+                         f"{' or '.join(users)} to the strategies, or leave {name} out")
+
+
 def evaluate(cfg: CcrConfig, models: ModelSet, warnings: Sequence[str] = ()) -> CcrResult:
     """The CCR grid of ``cfg`` with these models (``warnings`` are carried into the result)."""
+    check_degrees(cfg)
     models = models.for_wire_bytes(cfg.grad_bytes_per_value)
     skipped: list[str] = []
     undetermined: dict[str, set[str]] = {}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
 from pybench.errors import BackendUnavailable, FileFormatError, NoModelFor, NotDetermined, PyBenchError, UsageError
-from pybench.planning.topology_models import TopologyCollective, topology_collectives
+from pybench.planning.topology_models import TopologyCollective, merge_part_full, topology_collectives
 
 __all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set",
            "UPPER_BOUND"]
@@ -160,8 +160,14 @@ class ModelSet:
         self.notes.append(f"models for element types {', '.join(types)}: using {chosen}{why}")
 
     def _note(self, note: str) -> None:
-        if note not in self.notes:
-            self.notes.append(note)
+        if note in self.notes:
+            return
+        for i, said in enumerate(self.notes):  # one part-full note per collective, naming its layouts
+            merged = merge_part_full(said, note)
+            if merged is not None:
+                self.notes[i] = merged
+                return
+        self.notes.append(note)
 
     def _pick(self, collective: str, link_class: str, world: int, nodes: int | None = None) -> CollectiveModel | None:
         cands = [m for m in self.models if _norm_collective(m.collective) == collective

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybench.io.formats import PLAN, stamp
+from pybench.planning.bands import Band
 from pybench.planning.choice import cost_per_sample, throughput
 from pybench.planning.records import (
     AccumulationAdvice,
@@ -29,6 +30,7 @@ from pybench.planning.records import (
     PipelineAdvice,
     ScaleOutAdvice,
     ScaleUpAdvice,
+    ScaleUpVerdict,
     ScalingAdvice,
     SearchAdvice,
     TensorParallelAdvice,
@@ -40,7 +42,7 @@ from pybench.planning.result import fmt_gb
 from pybench.planning.step import StepEstimate
 from pybench.planning.strategies import MemoryEstimate
 
-__all__ = ["Plan", "advice_sentence", "row_figures", "plan_text", "plan_notes", "plan_document"]
+__all__ = ["Plan", "advice_sentence", "row_figures", "decided_by", "plan_text", "plan_notes", "plan_document"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,17 @@ def ccr_figure(r: StepEstimate) -> str:
     return f"CCR {r.ccr:.2f} ({r.band})"
 
 
+def decided_by(r: StepEstimate) -> tuple[str, str]:
+    """What the plan bands a layout by, and the figure itself: the share of the step its communication leaves
+    exposed after overlap with backward (its CCR counts the hidden part too, so a CCR may be comm-bound where
+    this is not), else, without overlap, its CCR."""
+    if r.overlap:
+        return ("the communication they leave exposed after overlap with backward",
+                f"exposed {r.exposed_fraction:.2f} ({r.band_exposed}); its CCR {r.ccr:.2f} ({r.band}) also counts "
+                f"the part overlap hides")
+    return "their CCR (no overlap)", f"CCR {r.ccr:.2f} ({r.band})"
+
+
 def row_figures(r: StepEstimate) -> str:
     """The figures of one configuration in a sentence: CCR, band, samples/s, efficiency, memory."""
     exposed = f", exposed {r.exposed_fraction:.2f} ({r.band_exposed})" if r.overlap else ""
@@ -168,6 +181,13 @@ def _utilisation(a: UtilisationAdvice) -> str:
 
 
 def _scale_up(a: ScaleUpAdvice) -> str:
+    if a.verdict == ScaleUpVerdict.NO_GAIN:
+        r = a.node
+        return (f"do not scale up with DDP: one node ({devices(r.world)} over intra-node links) trains "
+                f"{r.efficiency_vs_device * r.world:.2f}x one device's samples/s (eff vs 1 device "
+                f"{r.efficiency_vs_device:.2f}), no more than one device: the gradient all-reduce costs more than "
+                f"the compute it divides; a larger micro-batch or longer sequences amortise it: "
+                f"{row_figures(r)}.")
     return (f"scale up first: fill one node ({a.gpus_per_node} devices over intra-node links) with DDP when more "
             f"throughput is needed: {row_figures(a.node)}.")
 
@@ -315,9 +335,12 @@ def _need(a: NeedAdvice) -> str:
         return ("the model's memory sets the layout, and no layout searched holds it: give more devices "
                 "(max_world), more memory per device, or a layout that shards more (zero3, tp, pp)")
     if a.verdict == NeedVerdict.MEMORY and r is not None:
-        return (f"the model's memory sets the layout: the cheapest per sample that fits and is not comm-bound is "
-                f"{r.strategy} on {devices(r.world)} [{r.layout}] at {micro(r)}, "
-                f"{r.samples_per_s:.2f} samples/s; {_node_best(a)}")
+        by, figure = decided_by(r)
+        among = (f"among the layouts that fit and are not comm-bound by {by}, the cheapest per sample"
+                 if r.decisive_band != Band.COMM_BOUND else
+                 f"every layout that fits is comm-bound by {by}; the cheapest per sample")
+        return (f"the model's memory sets the layout: {among} is {r.strategy} on {devices(r.world)} [{r.layout}] "
+                f"at {micro(r)}, {r.samples_per_s:.2f} samples/s ({figure}); {_node_best(a)}")
     if a.verdict == NeedVerdict.DEVICE_NOT_WELL_USED:
         said = f"no scale-out until one device is well used: stay on one node ({_node_best(a)})"
         if a.target_samples_per_s is not None and not a.target_met:
@@ -336,9 +359,10 @@ def _need(a: NeedAdvice) -> str:
         allowed = ("no layout its bands allow" if best is None else
                    f"the fastest layout its bands allow is {best.strategy} on {devices(best.world)} at "
                    f"{best.samples_per_s:.2f} samples/s")
-        return (f"only comm-bound layouts reach the target of {a.target_samples_per_s:g} samples/s: "
-                f"{r.strategy} on {devices(r.world)}, {r.samples_per_s:.2f} samples/s with exposed "
-                f"communication {r.comm_fraction:.2f}{_undetermined(a, r)}; {allowed}")
+        by, figure = decided_by(r)
+        return (f"only layouts comm-bound by {by} reach the target of {a.target_samples_per_s:g} samples/s: "
+                f"{r.strategy} on {devices(r.world)}, {r.samples_per_s:.2f} samples/s ({figure})"
+                f"{_undetermined(a, r)}; {allowed}")
     nearest = "" if r is None else (f"; the nearest is {r.strategy} on {devices(r.world)} [{r.layout}] at "
                                     f"{micro(r)}, {r.samples_per_s:.2f} samples/s, the fastest of "
                                     f"every layout searched")
@@ -349,11 +373,18 @@ def _worlds(b: Any) -> str:
     """The worlds searched, in words: every device count, then every whole-node count, then doubling."""
     g, top = b.gpus_per_node, b.worlds[-1]
     every = min(b.max_world, g * b.every_device_count_up_to_nodes)
-    said = f"every device count up to {every}" + (f" ({b.every_device_count_up_to_nodes} nodes of {g}, part of a "
-                                                  f"node included)" if every > g else "")
+    said = f"every device count up to {every}"
+    if every > g:  # the layout of the largest: whole nodes of g, and the part of one more
+        whole, part = divmod(every, g)
+        said += (f" (at most {whole} node{'s' if whole > 1 else ''} of {g}"
+                 + (f" and {part} device{'s' if part > 1 else ''} of one more" if part else "")
+                 + f"; counts that are not a multiple of {g} use part of a node)")
     if top > every:
-        said += (f", then whole nodes (every count up to {b.every_node_count_up_to} nodes, then doubling: "
-                 f"node counts between the doublings are not searched) up to {devices(top)}")
+        nodes = top // g
+        said += (f", then every whole-node count up to {nodes} nodes of {g} ({devices(top)})"
+                 if nodes <= b.every_node_count_up_to else
+                 f", then whole nodes of {g} (every count up to {b.every_node_count_up_to} nodes, then doubling: "
+                 f"node counts between the doublings are not searched) up to {nodes} nodes ({devices(top)})")
     return said
 
 

@@ -13,10 +13,11 @@ from pybench.planning.strategies import MemoryEstimate
 from pybench.planning.text_enum import TextEnum
 
 __all__ = [
-    "Rule", "RULE_ORDER", "OneDevice", "ScaleOutVerdict", "BatchVerdict", "NeedVerdict", "Advice", "MemoryAdvice",
-    "UtilisationAdvice", "ScaleUpAdvice", "ScaleOutAdvice", "ZeroAdvice", "AccumulationAdvice", "CheckpointAdvice",
-    "Zero3Advice", "TensorParallelAdvice", "PipelineAdvice", "NoLayoutAdvice", "BatchAdvice", "InputPipelineAdvice",
-    "ScalingAdvice", "NeedAdvice", "CostAdvice", "GlobalBatchAdvice", "SearchAdvice", "row_summary",
+    "Rule", "RULE_ORDER", "OneDevice", "ScaleUpVerdict", "ScaleOutVerdict", "BatchVerdict", "NeedVerdict", "Advice",
+    "MemoryAdvice", "UtilisationAdvice", "ScaleUpAdvice", "ScaleOutAdvice", "ZeroAdvice", "AccumulationAdvice",
+    "CheckpointAdvice", "Zero3Advice", "TensorParallelAdvice", "PipelineAdvice", "NoLayoutAdvice", "BatchAdvice",
+    "InputPipelineAdvice", "ScalingAdvice", "NeedAdvice", "CostAdvice", "GlobalBatchAdvice", "SearchAdvice",
+    "row_summary",
 ]
 
 
@@ -59,6 +60,13 @@ class OneDevice(TextEnum):
     FITS = "fits one device"
     FITS_ONLY_JUST = "fits only just"
     DOES_NOT_FIT = "does not fit one device"
+
+
+class ScaleUpVerdict(TextEnum):
+    """Whether filling one node with DDP gives more throughput than one device."""
+
+    FILL = "fill one node"
+    NO_GAIN = "one node gives no more than one device"
 
 
 class ScaleOutVerdict(TextEnum):
@@ -148,7 +156,7 @@ class UtilisationAdvice(Advice):
 
 @dataclass(frozen=True)
 class ScaleUpAdvice(Advice):
-    """Fill one node first."""
+    """Fill one node first (``ScaleUpVerdict.FILL``), unless it gives no more samples/s than one device."""
 
     rule = Rule.SCALE_UP
     gpus_per_node: int

@@ -172,9 +172,9 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     p = 2 if pp_degree is None else pp_degree
     if p < 1:
         raise UsageError(f"tp+pp+dp: pipeline degree must be at least 1, got {p}")
-    _check_stages(p, layers)
-    if world % (t * p):
+    if world % (t * p):  # before the layers: a depth past the world is wrong whatever the layers
         raise UsageError(f"tp+pp+dp on {world} ranks: world must be a multiple of tp x pp = {t} x {p} = {t * p}")
+    _check_stages(p, layers)
     return Layout(strategy, world, g, dp=world // (t * p), tp=t, pp=p, idle_per_node=idle)
 
 

@@ -12,13 +12,14 @@ from a preset when one was used.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pybench.errors import BackendUnavailable, NotDetermined
 
-__all__ = ["TopologyCollective", "topology_collectives"]
+__all__ = ["TopologyCollective", "topology_collectives", "part_full", "merge_part_full"]
 
 INTRA, INTER = "intra-node", "inter-node"
 
@@ -58,7 +59,7 @@ class TopologyCollective:
         if getattr(self.model, "hosts_per_node", 1) > 1 and nodes > 1 and self.model.system is not None:
             # NVLink domains, filled in turn: the busiest sets the pace (as pybench predict prices hosts)
             priced = max(priced, nodes * min(w, self.model.system.gpus_per_node))
-        caveats = (PART_FULL,) if priced != w else ()
+        caveats = (part_full(w, nodes, priced),) if priced != w else ()
         # the planner shares the NICs between the groups of a layout itself (nic_sharing.shared_time); its
         # nodes are what the network joins (an NVLink domain where the model's node is one)
         p = self.model.predict(max(1, int(size_bytes)), priced, nodes, nics_as_fitted=True, nodes_are_hosts=False)
@@ -71,7 +72,34 @@ class TopologyCollective:
 
 
 PART_FULL = ("ranks that do not fill their nodes evenly are priced as the even layout on those nodes that holds "
-             "them (29 ranks on four nodes as 32): the busiest node's NICs carry as much")
+             "them ({cases}): the busiest node's NICs carry as much")
+_CASES = re.compile(re.escape(PART_FULL).replace(r"\{cases\}", "(?P<cases>[^()]*)") + "$")
+# A note names this many layouts; past them it says there are others (a search prices dozens).
+_CASES_SHOWN = 3
+_OTHERS = "; and others"
+
+
+def part_full(world: int, nodes: int, priced: int) -> str:
+    """The caveat of ``world`` ranks on ``nodes`` nodes priced as ``priced``, with these figures."""
+    return PART_FULL.format(cases=f"{world} ranks on {nodes} nodes as {priced}")
+
+
+def merge_part_full(note: str, new: str) -> str | None:
+    """``note`` naming the layouts of ``new`` too, when both are the part-full caveat with the same text before
+    it (the same collective); None otherwise. The first few layouts are named, then "and others"."""
+    a, b = _CASES.search(note), _CASES.search(new)
+    if a is None or b is None or note[:a.start()] != new[:b.start()]:
+        return None
+    others = a["cases"].endswith(_OTHERS)
+    shown = a["cases"].removesuffix(_OTHERS).split("; ")
+    for case in b["cases"].removesuffix(_OTHERS).split("; "):
+        if case in shown:
+            continue
+        if len(shown) < _CASES_SHOWN:
+            shown.append(case)
+        else:
+            others = True
+    return note[:a.start()] + PART_FULL.format(cases="; ".join(shown) + (_OTHERS if others else ""))
 
 
 def _fewest_nodes(world: int, system: Any, spans: int | None = None) -> int:

@@ -25,7 +25,8 @@ from pybench.errors import UsageError
 
 __all__ = [
     "TransformerShape", "Gemm", "SHAPES", "parse_param_count", "format_param_count",
-    "shape_for_params", "derive_shape", "shape_from_dims", "step_gemms", "training_flops",
+    "shape_for_params", "derive_shape", "shape_from_dims", "step_gemms", "training_flops", "SMALLEST_DERIVED",
+    "check_derivable",
 ]
 
 _COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE](\d{1,3}))?\s*([KMBGT]?)\s*$", re.IGNORECASE | re.ASCII)
@@ -183,8 +184,26 @@ def derive_shape(params: int, vocab: int = 50257) -> TransformerShape:
     return TransformerShape("derived", hidden, layers, heads, 4 * hidden, vocab)
 
 
+# The smallest shape derive_shape makes: one layer at hidden 128 and the 50257-token embedding (~6.63M).
+SMALLEST_DERIVED = TransformerShape("derived", 128, 1, 1, 512, 50257)
+
+
+def check_derivable(params: int) -> None:
+    """UsageError for a count below :data:`SMALLEST_DERIVED`'s, which ``shape_for_params`` would give a larger
+    shape than the count (the embedding alone is larger): pricing the count given beside that shape's
+    activations would mix two models. ``ccr`` and ``plan`` (their commands, and :func:`pybench.plan`) call it
+    before deriving a shape; the profiler, which prices its own small models' gradients only, does not."""
+    smallest = SMALLEST_DERIVED.param_count
+    if params < smallest:
+        said = format_param_count(smallest)
+        raise UsageError(f"params={format_param_count(params)} is below the smallest model the planner derives "
+                         f"a shape for, {said} ({smallest} params: hidden 128, 1 layer, a 50257-token "
+                         f"embedding); give at least {said}, or give the shape itself: hidden=H and layers=L")
+
+
 def shape_for_params(params: int) -> TransformerShape:
-    """Table shape for a nominal count (within 0.5%), else a derived shape."""
+    """Table shape for a nominal count (within 0.5%), else a derived shape (:func:`check_derivable` says
+    whether one holds the count)."""
     for nominal, shape in SHAPES.items():
         if abs(params - nominal) <= 0.005 * nominal:
             return shape

@@ -119,9 +119,9 @@ def test_the_search_states_its_bounds(h100n):
     assert s.bounds.rows_priced == len(p.rows) < s.bounds.rows_fitting < s.bounds.layouts_tried
     assert s.bounds.rows_priced + s.bounds.rows_left_out == s.bounds.rows_fitting
     said = [a for a in p.advice if a.startswith("searched every layout")]
-    assert said and "every device count up to 64 (8 nodes of 8, part of a node included), then whole nodes " \
-                    "(every count up to 32 nodes, then doubling: node counts between the doublings are not " \
-                    "searched) up to 128 devices (max_world)" in said[0]
+    assert said and "every device count up to 64 (at most 8 nodes of 8; counts that are not a multiple of 8 use " \
+                    "part of a node), then every whole-node count up to 16 nodes of 8 (128 devices) (max_world)" \
+                    in said[0]
     assert "tp degrees 1, 2, 4, 8: those dividing the heads; pipeline depths 2, 3, 4, 5, 6, 7, 8, 11, 16, 32" in said[0]
     assert "micro-batch 1-8 (max_batch) with gradient accumulation to every global batch within 1024" in said[0]
     assert f"{s.bounds.rows_priced} priced; the {s.bounds.rows_left_out} others cannot be chosen" in said[0]
@@ -506,7 +506,7 @@ def test_a_target_met_only_by_comm_bound_layouts_is_weighed_at_the_slow_end_too(
     (need,) = [a for a in p.records if isinstance(a, NeedAdvice)]
     assert need.verdict is NeedVerdict.TARGET_MET_ONLY_COMM_BOUND
     assert need.met_at_slow_comm is False and need.determined is None
-    assert any(a.startswith("only comm-bound layouts") and "met at the estimate only" in a for a in p.advice)
+    assert any(a.startswith("only layouts comm-bound by") and "met at the estimate only" in a for a in p.advice)
     far = plan("1.3B", 2048, 1, models=h100n, flops_per_s=800e12, target_samples_per_s=1e9, max_world=64)
     (need,) = [a for a in far.records if isinstance(a, NeedAdvice)]
     assert need.verdict is NeedVerdict.TARGET_NOT_REACHABLE and need.met_at_slow_comm is None

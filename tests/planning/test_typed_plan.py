@@ -21,7 +21,7 @@ from pybench.planning.config import CcrConfig, make_ccr_config
 from pybench.planning.grid import ccr
 from pybench.planning.overlap import bucket_sizes
 from pybench.planning.plan_result import advice_sentence
-from pybench.planning.records import Advice, MemoryAdvice, OneDevice, Rule, ScaleUpAdvice
+from pybench.planning.records import Advice, MemoryAdvice, OneDevice, Rule, ScaleUpAdvice, ScaleUpVerdict
 from pybench.planning.strategies import MemoryFit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -64,7 +64,8 @@ def test_plan_returns_records_rendered_by_separate_functions():
     up = next(a for a in p.records if isinstance(a, ScaleUpAdvice))
     assert up.node.world == 2 and up.rule is Rule.SCALE_UP
     assert p.advice == tuple(advice_sentence(a) for a in p.records)
-    assert p.advice[1].startswith("scale up first: fill one node (2 devices")
+    # 2 devices at eff 0.50 train no faster than one: the record says so rather than advising to fill the node
+    assert up.verdict is ScaleUpVerdict.NO_GAIN and p.advice[1].startswith("do not scale up with DDP: one node (2 dev")
     doc = p.to_dict()
     assert [rec["rule"] for rec in doc["records"]] == [a.rule for a in p.records]
     assert doc["records"][1]["node"]["world"] == 2 and doc["advice"] == list(p.advice)
