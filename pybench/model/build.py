@@ -64,6 +64,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
     if size.size < 3:  # two points fit a line exactly: nothing says how far off it is
         raise UsageError(f"{first.path or first.label}: {size.size} measured times; a model needs at least 3 "
                          f"(sweep more sizes, e.g. --sizes 1M:1G)")
+    _refuse_tables_apart(sets, size, time)
     disturbed = _disagreeing_replicates(size, time, len(sets))  # whether or not such a size is also off the trend
     disturbed += [n for m in sets for n in _in_place_apart(m)][:1]
     anomalies = find_anomalies(size, time, anomaly_ratio) if anomaly_ratio else ()
@@ -213,6 +214,22 @@ def _pooled(sets: list[MeasurementSet]) -> list[str]:
                        f"(another run's rows in the same table, or -N cycles): pooled with the earlier rows as "
                        f"replicates")
     return out
+
+
+def _refuse_tables_apart(sets: list[MeasurementSet], size: np.ndarray, time: np.ndarray) -> None:
+    """UsageError where tables of one layout pooled as replicates disagree at most of their sizes: two systems or
+    settings, or one run disturbed throughout (two processes' tests interleaved in one log, one of them on a
+    broken node), of which a curve through both would be neither."""
+    if len(sets) < 2:
+        return
+    far, sizes = disturbed_sizes(size, time), np.unique(size).size
+    if len(far) >= max(3, sizes / 2):
+        ratios = [r for _, r in far]
+        names = ", ".join(dict.fromkeys(Path(m.path).name or m.label for m in sets))
+        raise UsageError(f"{names}: {len(sets)} tables of {sets[0].collective} at {sets[0].world_size or '?'} ranks "
+                         f"differ {min(ratios):.3g}x-{max(ratios):.3g}x at {len(far)} of their {sizes} sizes: not "
+                         f"replicates of one system (other settings or nodes, or a run disturbed throughout); fit "
+                         f"each table from a log of its own")
 
 
 def _disagreeing_replicates(size: np.ndarray, time: np.ndarray, sweeps: int = 1) -> list[str]:

@@ -664,9 +664,14 @@ def test_tables_pooled_as_replicates_that_disagree_may_have_run_with_other_setti
     from pybench.model.logs import MeasurementSet
     sizes = np.array([2.0 ** k for k in range(10, 24)])
     fast = MeasurementSet("x", "broadcast", "nccl", 2, "intra-node", "float32", sizes, 10e-6 + sizes / 100e9)
-    slow = dataclasses.replace(fast, time_s=40 * fast.time_s)
+    slow = dataclasses.replace(fast, time_s=np.where(sizes < 8192, 40, 1) * fast.time_s)  # a protocol's sizes
     pooled = fit_model([fast, slow])
     assert any("2 tables pooled as replicates" in n and "fit each table apart" in n for n in pooled.notes)
+    # apart at most sizes, they are no replicates of one system: refused (a curve through both is neither)
+    from pybench.errors import UsageError
+    with pytest.raises(UsageError, match=r"2 tables of broadcast at 2 ranks differ 40x-40x at 14 of their 14 sizes: "
+                                         r"not replicates of one system .*fit each table from a log of its own"):
+        fit_model([fast, dataclasses.replace(fast, time_s=40 * fast.time_s)])
     single = fit_model(dataclasses.replace(fast, time_in_place_s=40 * fast.time_s))
     assert any("(out-of-place and in-place)" in n and "fit each table apart" not in n for n in single.notes)
 

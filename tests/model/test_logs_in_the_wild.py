@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import broadcast_g8_json
+from conftest import PUBLIC_LOGS, broadcast_g8_json
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError
@@ -869,3 +869,23 @@ def test_osu_tables_with_host_and_device_buffers_are_not_pooled(tmp_path):
     assert not any("device memory" in n for n in load_measurements(host)[0].notes)
     assert main_for_tests(["fit", str(host), str(device), "-o", str(tmp_path / "m.json")]) == 2
     assert main_for_tests(["fit", str(device), "-o", str(tmp_path / "d.json")]) == 0
+
+
+def test_two_processes_output_interleaved_in_one_log_is_read_as_their_tables(tmp_path):
+    """nccl-tests#306: two nodes' independent 8-GPU tests printed into one log. DIV 8 split one node's sweep at a
+    repeated header (1G and 2G became a 'link class unknown' model answering 1 GiB as beyond its sizes) and dropped
+    the other node's 12 rows, which had no header; MOD 8 listed the other process's Rank lines inside the first table
+    and gave its 1000x slower table a second 'measured' answer of the same layout."""
+    div = PUBLIC_LOGS / "h20_issue306_split_div8_two_g8_interleaved.txt"
+    sets = load_measurements(div)
+    assert [(ms.world_size, ms.link_class, ms.size_bytes.size) for ms in sets] == [(8, "intra-node", 12)] * 2
+    assert any("line 37: a header repeated inside a table" in n for n in sets[0].notes)
+    assert any("line 47: rows with no header of their own" in n for n in sets[1].notes)
+    from pybench.model.build import fit_model
+    model = fit_model(sets)
+    assert model.provenance_at(float(1 << 30)) == "measured" and model.n_points == 48
+    mod = PUBLIC_LOGS / "h20_issue306_split_mod8_two_g8_interleaved.txt"
+    first, second = load_measurements(mod)
+    assert second.link_class == first.link_class == "intra-node"  # its Rank lines were printed inside the first
+    assert any("listed by 2 processes" in n for n in first.notes)
+    assert main_for_tests(["fit", str(mod), "-o", str(tmp_path / "m.json")]) == 2

@@ -64,7 +64,8 @@ from pybench.model.logs.nccl_tests_counts import (
     type_bytes,
 )
 from pybench.model.logs.nccl_tests_failure import EmptyTable, failed_after_rows
-from pybench.model.logs.nccl_tests_preamble import PROGRAM_RE, PROGRAMS, Preamble
+from pybench.model.logs.nccl_tests_interleaved import header_continues, headerless_rows
+from pybench.model.logs.nccl_tests_preamble import PROGRAM_RE, PROGRAMS, Preamble, rank_line
 from pybench.model.logs.nccl_tests_precision import sharpen_times
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
 from pybench.model.logs.nccl_tests_table import (
@@ -337,10 +338,18 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
     sets: list[MeasurementSet] = []
     pre, previous = Preamble(), None
     failed: list[tuple[str | None, EmptyTable]] = []  # (program, its empty table) of tests that failed
-    i = 0
+    i, last_header, last_pre, said = 0, None, pre, []  # (said: how interleaved output was read)
     while i < len(lines):
         names = header_tokens(lines[i])
         if names is None:
+            if last_header is not None and headerless_rows(lines, i, last_header):
+                # rows after a table's end with no header of their own: another process's table, interleaved
+                said.append(f"line {i + 1}: rows with no header of their own after a table's end, read by the header "
+                            f"above (several processes' output interleaved)")
+                i -= 1
+                lines[i] = last_header
+                pre = last_pre  # the processes' Rank lines came before the first: this table is one of theirs
+                continue
             pre.see(lines[i])
             i += 1
             continue
@@ -349,8 +358,16 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             # without MPI, started by mpirun): the rows follow the last header.
             i += 1
             continue
+        start, last_header = i, lines[i]
         try:
-            table, i = scan_rows(path, lines, i, names)
+            table, i = scan_rows(path, lines, start, names)
+            while (again := header_continues(lines, i, table)) is not None:
+                # a header printed again inside the sweep, its sizes going on (another process's header, or the
+                # same one's after a restart): one table
+                said.append(f"line {i + 1}: a header repeated inside a table whose sizes go on after it: read as "
+                            f"one table (several processes' output interleaved)")
+                lines[i:again] = [""] * (again - i)
+                table, i = scan_rows(path, lines, start, names)
         except EmptyTable as empty:
             if empty.failure is None:
                 raise
@@ -360,19 +377,26 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             continue
         if pre.program is None:  # named only in the footer: "# Collective test concluded: alltoall_perf"
             pre.program = _concluded_after(lines, i)
+        # Rank lines among the rows: another process listed its ranks while this one printed (interleaved output):
+        # they say this table's test was one of several, and the next table may be that process's
+        among = [ln for ln in lines[start:i] if rank_line(ln)]
+        for ln in among:
+            pre.see(ln)
         found = _measurement_sets(path, table, pre, previous, collective, world_size)
         if (stopped := failed_after_rows(lines, i, lambda ln: header_tokens(ln) is not None)) is not None:
             found = [dataclasses.replace(m, notes=(*m.notes, stopped)) for m in found]
         sets.extend(found)
         previous = pre.program or previous
-        pre = pre.for_next_test()
+        last_pre, pre = pre, pre.for_next_test()
+        for ln in among:
+            pre.see(ln)
     if not sets:
         if failed:
             raise failed[0][1]
         raise FileFormatError(f"{path}: no nccl-tests result table found (expected a header line "
                               f"'# size count type ... time algbw busbw')")
-    return [dataclasses.replace(m, notes=m.notes + tuple(_failed_note(program, empty) for program, empty in failed))
-            for m in sets]
+    return [dataclasses.replace(m, notes=m.notes + tuple(said) + tuple(_failed_note(program, empty)
+                                                              for program, empty in failed)) for m in sets]
 
 
 def _refuse_one_name_for_several(path, lines: list[str], collective: str | None) -> None:

@@ -121,3 +121,9 @@ class Preamble:
         m = _PYBENCH_WORLD_RE.match(stripped)
         if m:
             self.pybench.update(world=m.group(1), hosts=m.group(2), link=m.group(3))
+
+
+def rank_line(line: str) -> bool:
+    """Whether ``line`` is one of nccl-tests' Rank lines (``#  Rank  0 Group  0 Pid 123 on host device 0 ...``)."""
+    return _RANK_RE.match(line.strip()) is not None
+

@@ -19,7 +19,7 @@ from pybench.errors import FileFormatError
 from pybench.model.logs.nccl_tests_failure import EmptyTable, reported_failure, wrong_note
 from pybench.model.logs.nccl_tests_precision import Cell, half_last_digit
 
-_FOOTERS = ("Avg bus bandwidth", "Out of bounds", "Collective test concluded")
+FOOTERS = ("Avg bus bandwidth", "Out of bounds", "Collective test concluded")
 CPUTIME_NOTE = ("times are nccl-tests' cputime columns (-C 1): measured on the host, for non-blocking collectives "
                 "the time to launch them, not to complete them; its algbw and busbw come from the operations' own time")
 
@@ -342,7 +342,7 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
     pending: tuple[list[str], int] | None = None   # a split row's leading values and line number
     while j < len(lines):
         ln = lines[j].strip()
-        if any(f in ln for f in _FOOTERS) or header_tokens(ln) is not None:
+        if any(f in ln for f in FOOTERS) or header_tokens(ln) is not None:
             break
         toks = ln.split()
         if pending is not None and toks and _continues(toks, table, len(pending[0])):
@@ -372,7 +372,7 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
                     cut = err
             end = j + 1
         j += 1
-    closed = j < len(lines) and any(f in lines[j] for f in _FOOTERS)
+    closed = j < len(lines) and any(f in lines[j] for f in FOOTERS)
     failed = reported_failure(lines, start + 1, j)
     said = f"; the test failed (line {failed[0]}: {failed[1][:160]})" if failed else ""
     if pending is not None and (closed or not table.sizes):  # (failed at its first size: later tests may have run)
