@@ -10,10 +10,12 @@
     the fitted model's line and 95% band over the measurements. One CCR,
     pair-matrix or comparison file: its own figure (see pybench.report.figures).
 
-``python -m pybench report RESULTS.json... [--model M] [--ccr C] [--matrix X] [--baseline B] -o report.html``
+``python -m pybench report RESULTS.json... [--model M] [--ccr C] [--matrix X] [--baseline B] [--world N[,N...]]
+[--nodes N[,N...]] -o report.html``
     One self-contained HTML file: a summary paragraph, environment, tables,
     plots with models, fit reports, the comparison with a baseline, CCR per
-    strategy, scaling efficiency and the link heatmap.
+    strategy, scaling efficiency and the link heatmap. ``--world``/``--nodes``
+    give what a log does not say (OSU's rank count), as ``fit`` takes them.
 
 Bad input raises a PyBenchError subclass (one line, exit 2).
 """
@@ -42,6 +44,7 @@ def add_parsers(subparsers) -> None:
     """
     import argparse
 
+    from pybench.cli.models import _per_input, _ranks
     from pybench.report.compare import DEFAULT_ALPHA, DEFAULT_NOISE
     raw = argparse.RawDescriptionHelpFormatter
 
@@ -97,7 +100,9 @@ def add_parsers(subparsers) -> None:
                     "the comparison with a baseline, CCR per strategy, scaling efficiency and the link heatmap. "
                     "Needs matplotlib.",
         epilog=_examples("pybench report ar.json -o report.html", "pybench report new.json --baseline base.json "
-                         "--model model.json --ccr ccr.json --matrix matrix.json -o report.html"))
+                         "--model model.json --ccr ccr.json --matrix matrix.json -o report.html",
+                         "pybench report osu_allreduce.txt --world 576 --nodes 2 -o report.html   "
+                         "# an OSU log, which says neither"))
     r.add_argument("results", nargs="+", metavar="INPUT", help="pybench results, nccl-tests/OSU/vTrain logs, "
                    "pytest-benchmark saves")
     r.add_argument("--model", default=None, metavar="MODEL.json", help="model file from `pybench fit` (default: none)")
@@ -107,6 +112,12 @@ def add_parsers(subparsers) -> None:
                    help="pair matrix from `pybench p2p --matrix --json` (default: none)")
     r.add_argument("--baseline", default=None, metavar="BASE.json",
                    help="compare the first result with this one, as `pybench compare` (default: none)")
+    r.add_argument("--world", type=_per_input(_ranks), default=None, metavar="N[,N...]",
+                   help="rank count, for logs that do not show it (OSU's), as `pybench fit --world`: one for every "
+                        "input, or one per input in their order (default: what each log says)")
+    r.add_argument("--nodes", type=_per_input(_ranks), default=None, metavar="N[,N...]",
+                   help="nodes the ranks ran on, for logs that do not list their hosts, as `pybench fit --nodes`: "
+                        "one for every input, or one per input in their order (default: what each log says)")
     r.add_argument("--title", default="pybench report", help="title of the report (default 'pybench report')")
     r.add_argument("-o", "--output", required=True, metavar="REPORT.html", help="HTML file to write")
     r.add_argument("--force", action="store_true", help="overwrite the output if it exists (default off)")
@@ -176,8 +187,14 @@ def run_plot(args) -> int:
 
 def run_report(args) -> int:
     """Body of ``pybench report``; returns the exit status."""
+    from functools import partial
+
+    from pybench.cli.models import _one_per_input, _with_nodes
     from pybench.report.html import report_files
+    worlds = _one_per_input(args.world, args.results, "--world")
+    nodes = _one_per_input(args.nodes, args.results, "--nodes")
     out = report_files(args.results, args.output, model_path=args.model, ccr_path=args.ccr, force=args.force,
-                       title=args.title, matrix_path=args.matrix, baseline_path=args.baseline)
+                       title=args.title, matrix_path=args.matrix, baseline_path=args.baseline, worlds=worlds,
+                       adjusts=[None if n is None else partial(_with_nodes, nodes=n) for n in nodes])
     print(f"# wrote {out}", file=sys.stderr)
     return 0

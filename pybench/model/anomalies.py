@@ -14,7 +14,9 @@ times off it is an anomaly; the worst is taken out and the others are measured a
 also distorts its neighbours' trends), at most ``1 + sizes // 10`` times: a sweep that is rough
 everywhere has no anomalies, it has noise. The largest size is named only where its replicates
 disagree: nothing measured after it tells a spike from the start of a regime. Where it is slower
-than its trend, the size before it is judged by its smaller neighbours alone.
+than its trend, the size before it is judged by its smaller neighbours too, and the trend nearer its time counts.
+Of two sizes off their trends, the one whose removal leaves the rest nearer theirs is taken out first (a spike makes
+its neighbour look off too), and a size whose replicates disagree stands in its neighbours' trends by its fastest.
 
 On the real logs in shared/data the smooth sweeps' largest deviations and the named steps (the B200
 all-gather's 2 MiB, OSU's 8 KiB eager/rendezvous switch) lie on either side of 1.4 (tests/model/test_fit.py
@@ -149,29 +151,47 @@ def find_anomalies(size_bytes, time_s, threshold: float = ANOMALY_RATIO,
     sizes, med = _medians_by_size(size, time)
     limit = 1 + sizes.size // 10 if max_count is None else max_count
     disturbed = {u for u, _ in disturbed_sizes(size, time)}
-    # a disturbance only slows a run: a size whose replicates disagree stands in its neighbours' trends by its
-    # fastest (its median, the mean of a 4x-apart pair, had a clean size beside it named as an anomaly)
+    # a disturbance only slows a run: a size whose replicates disagree by as much as names a size off its trend
+    # stands in its neighbours' trends by its fastest (its median, the mean of a pair 1.5x or 4x apart, had a clean
+    # size beside it named as an anomaly)
     anchor = med.copy()
-    for u in disturbed:
+    for u, _ in disturbed_sizes(size, time, threshold):
         anchor[sizes == u] = time[size == u].min()
     keep = np.ones(sizes.size, dtype=bool)
     found: list[Anomaly] = []
-    while len(found) < limit and keep.sum() >= 4:
-        idx = np.flatnonzero(keep)
+    def judged(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         ratio, a, b = _trend_ratios(sizes[idx], med[idx], anchor[idx])
         # The largest size has neighbours on one side only: off their trend, it may as well be where a regime
         # starts (a CPU sweep leaving its caches) as a spike, and nothing measured after it says which; left
         # out, every larger size would be priced at the regime before it. Named only where its replicates
         # disagree (a disturbed run). Where it is slower than its trend, the size before it is judged by its
-        # smaller neighbours alone: its own trend runs through what may be a new regime.
+        # smaller neighbours too, and the trend nearer its time counts (its own runs through what may be a new
+        # regime, the other through what may be a spike).
         if int(sizes[idx[-1]]) not in disturbed:
             if ratio[-1] > 1.0 and idx.size >= 4:
-                ratio[-2] = _trend_ratios(sizes[idx[-4:-1]], med[idx[-4:-1]], anchor[idx[-4:-1]])[0][-1]
-                a[-2], b[-2] = idx.size - 4, idx.size - 3
+                below = _trend_ratios(sizes[idx[-4:-1]], med[idx[-4:-1]], anchor[idx[-4:-1]])[0][-1]
+                if abs(math.log(below)) < abs(math.log(ratio[-2])):
+                    ratio[-2] = below
+                    a[-2], b[-2] = idx.size - 4, idx.size - 3
             ratio[-1] = 1.0
-        k = int(np.argmax(np.abs(np.log(ratio))))
+        return ratio, a, b
+
+    def left_off(idx: np.ndarray) -> float:
+        """How far the sizes ``idx`` stray from their trends at most, in log."""
+        return float(np.max(np.abs(np.log(judged(idx)[0])))) if idx.size >= 4 else 0.0
+
+    while len(found) < limit and keep.sum() >= 4:
+        idx = np.flatnonzero(keep)
+        ratio, a, b = judged(idx)
+        first, second = np.argsort(-np.abs(np.log(ratio)))[:2]
+        k = int(first)
         if abs(math.log(ratio[k])) < math.log(threshold):
             break
+        # Two sizes off their trends, side by side: a spike makes its neighbour look off too. The one whose removal
+        # leaves the rest nearer their trends is the anomaly (the explanation needing fewer of them).
+        if abs(math.log(ratio[second])) >= math.log(threshold) and \
+                left_off(np.delete(idx, second)) < left_off(np.delete(idx, k)):
+            k = int(second)
         i, lo, hi = idx[k], idx[a[k]], idx[b[k]]
         faster = [j for j in idx[k + 1:] if med[j] < med[i]]
         found.append(Anomaly(int(sizes[i]), float(med[i]), float(med[i] / ratio[k]),
@@ -188,14 +208,14 @@ def _medians_by_size(size: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np
     return sizes, (time[start + (count - 1) // 2] + time[start + count // 2]) / 2
 
 
-def disturbed_sizes(size_bytes, time_s) -> list[tuple[int, float]]:
-    """(size, slowest / fastest) of each size whose replicates differ by more than :data:`REPLICATE_RATIO`."""
+def disturbed_sizes(size_bytes, time_s, ratio: float = REPLICATE_RATIO) -> list[tuple[int, float]]:
+    """(size, slowest / fastest) of each size whose replicates differ by more than ``ratio``."""
     size = np.asarray(size_bytes, dtype=float).reshape(-1)
     time = np.asarray(time_s, dtype=float).reshape(-1)
     out = []
     for u in np.unique(size):
         at = time[size == u]
-        if at.max() > REPLICATE_RATIO * at.min():
+        if at.max() > ratio * at.min():
             out.append((int(u), float(at.max() / at.min())))
     return out
 

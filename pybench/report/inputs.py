@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +52,17 @@ def _record(size: int, dtype: str, redop: str, samples: list[float], low: float 
 
 
 def _result(benchmark: str, backend: str, dtype: str, redop: str, world: int | None, link: str | None,
-            source: str, path: Path, records: list[SizeRecord]) -> RunResult:
+            source: str, path: Path, records: list[SizeRecord], device: str = "") -> RunResult:
+    environment = {"source": source, "path": str(path), **({DEVICE: device} if device else {})}
     return RunResult(benchmark=benchmark, backend=backend or "?", dtype=dtype, redop=redop or "none",
                      timing="batched", world_size=world or 0, hosts={}, link_class=link or "unknown",
-                     environment={"source": source, "path": str(path)},
+                     environment=environment,
                      options={IMPORTED: source, "buffer_allocation": f"not recorded ({source} file)"},
                      command=[], started_at="", records=records, finished=True)
 
+
+DEVICE = "device"
+"""The environment key of the GPU model another tool's log names for its ranks (nccl-tests' Rank lines)."""
 
 IMPORTED = "imported_from"
 """The option that marks a result read from another tool's file: no check ran, and no precision is pybench's."""
@@ -69,10 +74,16 @@ def imported_from(result: RunResult) -> str | None:
     return str(source) if source else None
 
 
-def _from_log(path: Path) -> list[RunResult]:
+Adjust = Callable[[Any], Any]
+"""What ``--nodes`` does to a log's MeasurementSet (``pybench fit``'s rule): records the node count it ran on, or
+refuses a count its own record contradicts."""
+
+
+def _from_log(path: Path, world: int | None = None, adjust: Adjust | None = None) -> list[RunResult]:
     from pybench.model.logs import load_measurements
     results = []
-    for m in load_measurements(path):
+    for m in load_measurements(path, world_size=world):
+        m = adjust(m) if adjust is not None else m
         factor = busbw_factor(m.collective, m.world_size, math.nan)
         records = []
         for k, size in enumerate(m.size_bytes):
@@ -84,7 +95,7 @@ def _from_log(path: Path) -> list[RunResult]:
             if int(size) > 0:
                 records.append(_record(int(size), m.dtype, m.redop, samples, low, high, factor))
         result = _result(m.collective, m.backend, m.dtype, m.redop, m.world_size, m.link_class, m.source, path,
-                         records)
+                         records, m.device)
         results.append(dataclasses.replace(result, options={**result.options, IMPORT_NOTES: list(m.notes)}))
     return results
 
@@ -111,12 +122,13 @@ def refuse_unknown_worlds(results: list[RunResult], path: str | Path) -> list[Ru
     for r in results:
         if not r.world_size and imported_from(r) and math.isnan(busbw_factor(r.benchmark, None, math.nan)):
             raise FileFormatError(f"{path}: the log does not say how many ranks ran its {r.benchmark}, and a report's "
-                                  f"bus bandwidth depends on it; put the launcher line that ran it (mpirun -n N ...) "
-                                  f"above its table, or compare its times with `pybench compare`")
+                                  f"bus bandwidth depends on it; give --world N (one per input, as `pybench fit` "
+                                  f"takes it; --nodes N for the nodes they ran on), or compare its times with "
+                                  f"`pybench compare`")
     return results
 
 
-def _from_pytest_benchmark(data: dict, path: Path) -> list[RunResult]:
+def _from_pytest_benchmark(data: dict, path: Path, world: int | None = None) -> list[RunResult]:
     from pybench.io.foreign_schemas import PytestBenchmarkSchema, validate_foreign
     validate_foreign(data, PytestBenchmarkSchema, str(path),  # every benchmark one of pybench's, typed
                      "not one of pybench's: only pybench's suites (benchmarks/) can be read")
@@ -125,7 +137,7 @@ def _from_pytest_benchmark(data: dict, path: Path) -> list[RunResult]:
         info, stats = bench["extra_info"], bench["stats"]
         samples: list[float] = stats.get("data") or [stats["median"]]
         key = (str(info.get("collective") or bench.get("group") or "?"), str(info.get("backend") or "?"),
-               str(info.get("dtype") or "float32"), str(info.get("redop") or ""), info.get("world_size"))
+               str(info.get("dtype") or "float32"), str(info.get("redop") or ""), info.get("world_size") or world)
         groups[key].append(_record(info["size_bytes"], key[2], key[3], samples,
                                    busbw_factor=busbw_factor(key[0], key[4], math.nan)))
     if not groups:
@@ -134,8 +146,12 @@ def _from_pytest_benchmark(data: dict, path: Path) -> list[RunResult]:
                     sorted(recs, key=lambda x: x.size_bytes)) for (c, b, d, r, w), recs in groups.items()]
 
 
-def load_results(path: str | Path) -> list[RunResult]:
-    """Every run a file holds, as pybench results; a FileFormatError (one line) when it holds none."""
+def load_results(path: str | Path, world: int | None = None, adjust: Adjust | None = None) -> list[RunResult]:
+    """Every run a file holds, as pybench results; a FileFormatError (one line) when it holds none.
+
+    ``world`` is the rank count of a log (or a pytest-benchmark group) that does not say it, as ``pybench fit
+    --world`` (a pybench result says its own); ``adjust`` is applied to each of the file's measurement sets, as
+    ``fit --nodes`` applies the node count (a pybench result that recorded other hosts is refused by it)."""
     from pybench.model.logs.rccl_tests_jsonl import looks_like_json_lines
     from pybench.report.plot import load_checked_result
 
@@ -144,10 +160,15 @@ def load_results(path: str | Path) -> list[RunResult]:
     if text.lstrip().startswith("{") and not looks_like_json_lines(text):  # rccl-tests' lines are a log
         data = parse_json(text, str(p))
         if isinstance(data, dict) and "schema" in data:
-            return [load_checked_result(p)]
+            result = load_checked_result(p)
+            if adjust is not None:  # checked as fit checks it; the result's own hosts stand
+                from pybench.model.logs import load_measurements
+                for m in load_measurements(p):
+                    adjust(m)
+            return [result]
         if _looks_like_pytest_benchmark(data):
-            return _from_pytest_benchmark(data, p)
-    return _from_log(p)
+            return _from_pytest_benchmark(data, p, world)
+    return _from_log(p, world, adjust)
 
 
 def sweep_key(result: RunResult) -> tuple[str, str, str, int | None]:

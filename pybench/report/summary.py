@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pybench.measure.results import RunResult
+from pybench.measure.results import RunResult, SizeRecord
 from pybench.measure.table import busy_warning
 from pybench.report.inputs import failed_check, imported_from
 from pybench.sizes import format_size
@@ -32,13 +32,54 @@ class Summary:
         return " ".join(part for part in (self.peak, self.model, self.worst) if part)
 
 
+def sweep_anomalies(result: RunResult) -> tuple:
+    """The sizes ``pybench fit`` names as anomalies in ``result``'s sweep and leaves out of its model: its own rule
+    (:func:`pybench.model.anomalies.find_anomalies`) on the points it fits, a log's printed times (nccl-tests'
+    out-of-place and in-place), a pybench result's medians (and in-place medians)."""
+    from pybench.model.anomalies import find_anomalies
+
+    from_log = imported_from(result) not in (None, "pytest-benchmark")  # its samples are the log's own times
+    size, time = [], []
+    for r in result.records:
+        times = r.samples_s if from_log else [r.time_s, r.in_place_time_s]
+        for t in times:
+            if t is not None and math.isfinite(t) and t > 0 and r.size_bytes > 0:
+                size.append(float(r.size_bytes))
+                time.append(float(t))
+    return find_anomalies(size, time) if size else ()
+
+
+def headline_peak(result: RunResult) -> tuple[SizeRecord | None, str]:
+    """The highest bus bandwidth of the sizes the fit keeps, and a note naming the faster sizes left out as
+    anomalies ('' where none is). An anomaly is one size "rerun to check" (another algorithm at that size alone,
+    or a disturbed run): quoted as the peak it would stand for a bandwidth the sweep does not sustain."""
+    records = [r for r in result.records if math.isfinite(r.busbw_gbps)]
+    off = {a.size_bytes: a for a in sweep_anomalies(result)} if records else {}
+    kept = [r for r in records if r.size_bytes not in off]
+    peak = max(kept or records, key=lambda r: r.busbw_gbps, default=None)
+    if peak is None or not kept:
+        return peak, ""
+    above = sorted((r for r in records if r.size_bytes in off and r.busbw_gbps > peak.busbw_gbps),
+                   key=lambda r: -r.busbw_gbps)
+    if not above:
+        return peak, ""
+    named = "; ".join(f"{format_size(r.size_bytes)} at {r.busbw_gbps:.2f} GB/s, {_how_off(off[r.size_bytes])} "
+                      f"than its neighbours' trend" for r in above)
+    return peak, (f"not counting {'an anomaly' if len(above) == 1 else 'anomalies'} `pybench fit` leaves out: "
+                  f"{named}; rerun to check")
+
+
+def _how_off(anomaly) -> str:
+    return f"{anomaly.ratio:.2f}x slower" if anomaly.ratio > 1 else f"{1 / anomaly.ratio:.2f}x faster"
+
+
 def _peak(results: Sequence[tuple[RunResult, str]]) -> str:
-    best = [(rec, r, src) for r, src in results for rec in (r.peak_busbw(),) if rec is not None]
+    best = [(rec, note, r, src) for r, src in results for rec, note in (headline_peak(r),) if rec is not None]
     if not best:
         return "No size was measured."
-    rec, r, src = max(best, key=lambda b: b[0].busbw_gbps)
+    rec, note, r, src = max(best, key=lambda b: b[0].busbw_gbps)
     return (f"Peak bus bandwidth {rec.busbw_gbps:.2f} GB/s at {format_size(rec.size_bytes)} "
-            f"({r.benchmark}, {r.backend}, {r.world_size} ranks, {src}).")
+            f"({r.benchmark}, {r.backend}, {r.world_size} ranks, {src})" + (f", {note}" if note else "") + ".")
 
 
 def _model_text(models: Sequence) -> str:

@@ -657,6 +657,24 @@ def test_a_spike_just_before_the_largest_size_is_named_and_the_largest_kept(fact
     assert [a.size_bytes for a in find_anomalies(sizes, times)] == [int(sizes[-2])]
 
 
+def test_a_clean_smallest_size_beside_a_size_whose_replicates_disagree_is_kept():
+    """A V100 PCIe TCP all-reduce: 16 B ran 17.4 us out of place and 26.1 us in place (1.5x apart); their mean drew
+    the trend that named a clean 8 B (16.8 us) 1.44x faster than it."""
+    sizes = np.array([8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0])
+    out = np.array([16.8, 17.45, 17.1, 17.3, 17.6, 18.0, 18.9, 20.2]) * 1e-6
+    inp = out.copy()
+    inp[1] = 26.12e-6
+    assert find_anomalies(np.concatenate([sizes, sizes]), np.concatenate([out, inp])) == ()
+
+
+def test_of_a_spike_and_the_size_beside_it_the_spike_is_named():
+    """OSU all-reduce on 576 ranks: 256K ran 765 us between 378 us at 128K and 515 us at 512K, and 1M ran on at
+    512K's rate; 512K was named 2.98x faster than a trend drawn through the spike, and the spike too."""
+    sizes = np.array([float(1 << k) for k in range(10, 21)])
+    times = np.array([40.0, 52.0, 70.0, 100.0, 150.0, 210.0, 290.0, 378.0, 765.0, 515.0, 1065.0]) * 1e-6
+    assert [a.size_bytes for a in find_anomalies(sizes, times)] == [256 << 10]
+
+
 def test_tables_pooled_as_replicates_that_disagree_may_have_run_with_other_settings():
     """Five broadcast runs of one log, each under another NCCL_PROTO, were pooled and called a disturbed run
     ("rerun"); where several tables are pooled, the note says their settings may differ and to fit them apart."""

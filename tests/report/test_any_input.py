@@ -97,7 +97,7 @@ def test_a_log_without_its_rank_count_is_refused_not_reported_at_half_its_bus_ba
     log.write_text((PUBLIC_LOGS / "issue78_256gpu_allreduce_c0_2021format.log").read_text().replace("-n 256", "-n 64"))
     assert main(["report", str(log), "-o", str(tmp_path / "r.html")]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "does not say how many ranks" in err and "launcher line" in err
+    assert len(err.splitlines()) == 1 and "does not say how many ranks" in err and "give --world N" in err
     assert not (tmp_path / "r.html").exists()
 
 
