@@ -178,3 +178,14 @@ def broadcast_g8_json(tmp_path: Path) -> Path:
     path.write_text(json.dumps({"args": ["./broadcast_perf", "-g", "8"], "results": rows,
                                 "config": {"nthreads": 1, "ngpus": 8, "devices": devices}}))
     return path
+
+
+def refused_in_one_line(capsys, argv: list[str]) -> str:
+    """The CLI's stderr for ``argv``, which must exit 2 with one line and no traceback."""
+    from pybench.cli.main import main
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+

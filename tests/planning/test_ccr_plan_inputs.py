@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA, fitted_model_file
+from conftest import SHARED_DATA, fitted_model_file, refused_in_one_line
 
 import pybench
 from pybench.cli.main import main
@@ -42,12 +42,7 @@ def _predict(h100, tmp_path, capsys, nodes):
     return json.loads(out.read_text())["records"][0]
 
 
-def _refused(capsys, argv):
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    return err
+_refused = refused_in_one_line
 
 
 @pytest.mark.parametrize("gpus_per_node,nodes", [(8, 2), (4, 4), (2, 8)])

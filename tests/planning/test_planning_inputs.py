@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import SHARED_DATA, fitted_model_file
+from conftest import SHARED_DATA, fitted_model_file, refused_in_one_line
 
 import pybench
 from pybench.cli.main import main
@@ -28,12 +28,7 @@ def h100(tmp_path_factory):
     return str(fitted_model_file(tmp_path_factory, H100_LOG, "--nodes", "2"))
 
 
-def _refused(capsys, argv):
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    return err
+_refused = refused_in_one_line
 
 
 def _out(capsys, argv):
