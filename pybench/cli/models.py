@@ -368,7 +368,9 @@ def _topology_for(args, models) -> list:
         raise UsageError(f"--nodes {args.nodes} must be a positive number of nodes")
     if args.world is None:
         if args.nodes is not None or presets or system:
-            raise UsageError("--nodes, --link and --system need --world (the rank count to predict for)")
+            ranks = ", ".join(sorted({f"{m.world_size} ranks" for m in models}))
+            raise UsageError(f"--nodes, --link and --system need --world (the rank count to predict for): they price "
+                             f"layouts no sweep measured; the measured ones ({ranks}) answer without them")
         return []
     if args.world < 2 and not any(m.world_size == args.world for m in models):
         raise UsageError(f"--world {args.world}: a collective over one rank moves nothing between ranks; give "
