@@ -368,7 +368,7 @@ def _topology_for(args, models) -> list:
         raise UsageError(f"--nodes {args.nodes} must be a positive number of nodes")
     if args.world is None:
         if args.nodes is not None or presets or system:
-            ranks = ", ".join(sorted({f"{m.world_size} ranks" for m in models}))
+            ranks = ", ".join(f"{w} ranks" for w in sorted({m.world_size or 0 for m in models}))
             raise UsageError(f"--nodes, --link and --system need --world (the rank count to predict for): they price "
                              f"layouts no sweep measured; the measured ones ({ranks}) answer without them")
         return []

@@ -261,7 +261,7 @@ def test_predict_across_nodes_needs_an_inter_node_link_and_labels_presets(tmp_pa
     assert "inter-node preset ib-ndr" in out and "16 ranks on 2 node(s)" in out
     for argv, message in ((["--world", "16", "--nodes", "3"], "not divisible"),
                           (["--world", "16", "--nodes", "2", "--link", "nvlink9"], "unknown link preset"),
-                          (["--nodes", "2"], "need --world"),
+                          (["--nodes", "2"], "need --world (the rank count to predict for): they price layouts no sweep measured; the measured ones (2 ranks, 4 ranks) answer"),
                           (["--world", "8", "--nodes", "0"], "'0' must be at least 1")):
         assert main(["predict", str(model_file), "--sizes", "1G", *argv]) == 2
         err = capsys.readouterr().err.strip().splitlines()
