@@ -182,9 +182,11 @@ def _refuse_mixed_paths(measurements: Sequence[MeasurementSet]) -> None:
     for by_path in paths.values():
         if len(by_path) > 1:
             (a, x), (b, y) = list(by_path.items())[:2]
-            raise UsageError(f"{Path(x.path).name or x.label} ran by {_path_words(a)}, {Path(y.path).name or y.label} "
-                             f"by {_path_words(b)}: another path, not replicates or layouts of one; fit each into a "
-                             f"file of its own")
+            one, other = (Path(m.path).name or m.label for m in (x, y))
+            one, other = (f"one table of {one}", "another") if one == other else (one, other)
+            raise UsageError(f"{one} ran by {_path_words(a)}, {other} by {_path_words(b)}: another path, not "
+                             f"replicates or layouts of one; fit each into a file of its own (a table whose node "
+                             f"count the log does not say: --nodes)")
 
 
 def _path_words(path: str) -> str:

@@ -881,6 +881,10 @@ def test_two_processes_output_interleaved_in_one_log_is_read_as_their_tables(tmp
     assert [(ms.world_size, ms.link_class, ms.size_bytes.size) for ms in sets] == [(8, "intra-node", 12)] * 2
     assert any("line 37: a header repeated inside a table" in n for n in sets[0].notes)
     assert any("line 47: rows with no header of their own" in n for n in sets[1].notes)
+    from conftest import SHARED_DATA
+    after = tmp_path / "then_another.txt"  # another test's table after them carries none of their notes
+    after.write_text(div.read_text() + (SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt").read_text())
+    assert not any("interleaved" in n for n in load_measurements(after)[-1].notes)
     from pybench.model.build import fit_model
     model = fit_model(sets)
     assert model.provenance_at(float(1 << 30)) == "measured" and model.n_points == 48
@@ -889,3 +893,28 @@ def test_two_processes_output_interleaved_in_one_log_is_read_as_their_tables(tmp
     assert second.link_class == first.link_class == "intra-node"  # its Rank lines were printed inside the first
     assert any("listed by 2 processes" in n for n in first.notes)
     assert main_for_tests(["fit", str(mod), "-o", str(tmp_path / "m.json")]) == 2
+
+
+def test_what_follows_a_table_is_read_as_its_rows_only_where_it_is_nccl_tests_rows(tmp_path):
+    """After the interleaved-output reading: `nvidia-smi dmon` numbers after a footer were read as headerless rows
+    (the log then failed: "zero or negative time"), and a table cut short with no footer was joined across the next
+    test's banner and Rank lines with that test's table, which started at a larger size."""
+    from conftest import SHARED_DATA
+    log = SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"
+    lines = log.read_text().splitlines(keepends=True)
+    dmon = tmp_path / "dmon.txt"
+    dmon.write_text("".join(lines) + "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk\n"
+                    "# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz\n"
+                    "    0     61     33      -      0      0      0      0      0      0   1593    210\n")
+    (ms,) = load_measurements(dmon)
+    assert ms.size_bytes.tolist() == load_measurements(log)[0].size_bytes.tolist()
+    head = next(i for i, ln in enumerate(lines) if "#       size" in ln)
+    rows = [i for i, ln in enumerate(lines) if ln.strip()[:1].isdigit()]
+    half = rows[len(rows) // 2]
+    banner = ["# nThread 1 nGpus 1 minBytes 1048576 maxBytes 8589934592 step: 2(factor)\n", "#\n", "# Using devices\n",
+              *(ln for ln in lines if "Rank" in ln), "#\n"]
+    other = tmp_path / "two_tests.txt"
+    other.write_text("".join(lines[:half] + banner + lines[head - 2:head + 2] + lines[half:]))
+    first, second = load_measurements(other)
+    assert first.size_bytes[-1] < second.size_bytes[0]  # two tables, the second from a larger size
+    assert not any("header repeated" in n for n in first.notes + second.notes)

@@ -107,6 +107,7 @@ def test_a_launcher_command_continued_over_lines_is_read_as_one(tmp_path):
     ("mpiexec -genv NCCL_IB_DISABLE 1 ./all_reduce_perf", SOCKETS),
     ("mpirun -x NCCL_NET_GDR_LEVEL=PHB ./all_reduce_perf", None),  # another variable
     ("# NCCL_IB_DISABLE=1 was slower", None),                        # a shell comment sets nothing
+    ("h:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.", SOCKETS),  # NCCL's echo ends a number with "."
 ])
 def test_the_network_path_a_line_sets(line, path):
     assert network_path(line) == path
@@ -137,4 +138,27 @@ def test_a_log_whose_ranks_ran_on_two_gpu_models_says_so():
     (ms,) = load_measurements(PUBLIC_LOGS / "violet_h100pcie_a100pcie_2node_roce_selectedrows.txt")
     assert any(n.startswith("its Rank lines name 2 GPU models (NVIDIA A100-PCIE-40GB, NVIDIA H100 PCIe)")
                for n in ms.notes)
+
+
+def test_what_a_job_printed_or_unset_does_not_carry_to_the_next_job(tmp_path):
+    """An A/B log: the socket run with NCCL_DEBUG=INFO (NCCL's "Using network Socket"), then the RoCE run as a second
+    mpirun: the RoCE table was labelled sockets and both joined in one topology model. NCCL's own output is its job's,
+    as a launcher's -x is; `unset NCCL_IB_DISABLE` ends a shell's setting."""
+    from pybench.errors import UsageError
+    from pybench.model.build import fit_models
+    socket, roce = (PUBLIC_LOGS / f"l40s_rh_2node_{x}_allreduce_{y}.txt" for x, y in (("g1", "socket"),
+                                                                                    ("g2", "roce")))
+    lines = socket.read_text().splitlines()
+    said = "nvidiatools-29-workload:14744:14790 [0] NCCL INFO Using network Socket"
+    ab = tmp_path / "ab.txt"
+    ab.write_text("\n".join([lines[0].replace("-x NCCL_IB_DISABLE=1 ", ""), said, *lines[1:]]) + "\n"
+                  + roce.read_text().replace("-x NCCL_IB_DISABLE=0 ", ""))
+    unset = tmp_path / "unset.txt"
+    unset.write_text("export NCCL_IB_DISABLE=1\n" + socket.read_text().replace("-x NCCL_IB_DISABLE=1 ", "")
+                     + "unset NCCL_IB_DISABLE\n" + roce.read_text().replace("-x NCCL_IB_DISABLE=0 ", ""))
+    for log in (ab, unset):
+        first, second = load_measurements(log)
+        assert any("TCP sockets" in n for n in first.notes) and not any("TCP sockets" in n for n in second.notes)
+        with pytest.raises(UsageError, match=r"one table of .* ran by NCCL's TCP sockets, another by"):
+            fit_models([first, second])
 

@@ -29,7 +29,8 @@ def _setting(text: str, name: str) -> str | None:
     VALUE``, NCCL's echo ``NAME set by environment to VALUE``; None where it gives none."""
     found = re.findall(rf"\b{name}(?:=|\s+set by environment to\s+)[\"']?([^\s\"']+)"
                        rf"|-{{1,2}}g?env\s+{name}\s+[\"']?([^\s\"']+)", text)
-    return next(v for v in found[-1] if v) if found else None
+    # (NCCL echoes a number with a full stop: "NCCL_IB_DISABLE set by environment to 1.")
+    return next(v for v in found[-1] if v).rstrip(".") if found else None
 
 
 def _read(line: str) -> str | None:
@@ -73,9 +74,17 @@ def forced_algorithm(line: str) -> str | None:
     return FORCED.get(items[0], "") if len(items) == 1 else ""
 
 
-def nccl_settings(line: str) -> dict[str, str]:
-    """What ``line`` sets of what pybench reads: ``algo`` (:func:`forced_algorithm`), ``network``
-    (:func:`network_path`)."""
-    read = {"algo": forced_algorithm(line), "network": network_path(line)}
-    return {k: v for k, v in read.items() if v is not None}
+_VARIABLES = {"NCCL_ALGO": "algo", "NCCL_IB_DISABLE": "network", "NCCL_NET": "network"}
+_UNSET = re.compile(r"(?:\bunset(?:\s+-v)?|\bexport\s+-n|\benv\s+(?:-u\s*|--unset=?))((?:\s*NCCL_\w+)+)")
 
+
+def nccl_settings(line: str) -> dict[str, str | None]:
+    """What ``line`` sets of what pybench reads: ``algo`` (:func:`forced_algorithm`), ``network``
+    (:func:`network_path`); None for one it unsets (``unset NCCL_IB_DISABLE``, ``export -n``, ``env -u``)."""
+    read = {"algo": forced_algorithm(line), "network": network_path(line)}
+    out: dict[str, str | None] = {k: v for k, v in read.items() if v is not None}
+    for names in _UNSET.findall(_read(line) or ""):
+        for variable in names.split():
+            if _VARIABLES.get(variable) and _VARIABLES[variable] not in out:
+                out[_VARIABLES[variable]] = None
+    return out

@@ -338,7 +338,7 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
     sets: list[MeasurementSet] = []
     pre, previous = Preamble(), None
     failed: list[tuple[str | None, EmptyTable]] = []  # (program, its empty table) of tests that failed
-    i, last_header, last_pre, said = 0, None, pre, []  # (said: how interleaved output was read)
+    i, last_header, last_pre, said = 0, None, pre, []  # (said: how the next table's interleaved output was read)
     while i < len(lines):
         names = header_tokens(lines[i])
         if names is None:
@@ -384,7 +384,8 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             pre.see(ln)
         found = _measurement_sets(path, table, pre, previous, collective, world_size)
         if (stopped := failed_after_rows(lines, i, lambda ln: header_tokens(ln) is not None)) is not None:
-            found = [dataclasses.replace(m, notes=(*m.notes, stopped)) for m in found]
+            said.append(stopped)
+        found, said = [dataclasses.replace(m, notes=(*m.notes, *said)) for m in found], []
         sets.extend(found)
         previous = pre.program or previous
         last_pre, pre = pre, pre.for_next_test()
@@ -395,8 +396,8 @@ def parse_nccl_tests_text(text: str, path="<text>", collective: str | None = Non
             raise failed[0][1]
         raise FileFormatError(f"{path}: no nccl-tests result table found (expected a header line "
                               f"'# size count type ... time algbw busbw')")
-    return [dataclasses.replace(m, notes=m.notes + tuple(said) + tuple(_failed_note(program, empty)
-                                                              for program, empty in failed)) for m in sets]
+    return [dataclasses.replace(m, notes=m.notes + tuple(_failed_note(program, empty) for program, empty in failed))
+            for m in sets]
 
 
 def _refuse_one_name_for_several(path, lines: list[str], collective: str | None) -> None:

@@ -4,7 +4,13 @@ table's footer with no header of their own."""
 
 from __future__ import annotations
 
+import re
+
+from pybench.model.logs.nccl_tests_counts import TYPE_WIDTHS
 from pybench.model.logs.nccl_tests_table import FOOTERS, Table, header_tokens
+
+# What may stand between a table's last row and its header printed again: a bare "#" or the column-group line.
+_BETWEEN = re.compile(r"^\s*#?\s*(?:out-of-place\s+in-place)?\s*$")
 
 
 def _row_size(line: str, columns: int) -> int | None:
@@ -15,9 +21,14 @@ def _row_size(line: str, columns: int) -> int | None:
 
 def headerless_rows(lines: list[str], i: int, header: str) -> bool:
     """Whether ``lines[i]`` starts rows with no header of their own after a table's footer: another process's
-    table, printed while the first process printed its header (nccl-tests built without MPI, run by mpirun)."""
+    table, printed while the first process printed its header (nccl-tests built without MPI, run by mpirun). Only
+    a line that reads as a row of that header (its size, count and a type nccl-tests names where the header has
+    them) counts: other tools' numbers after a log (``nvidia-smi dmon``) do not."""
     names = header_tokens(header)
     if names is None or _row_size(lines[i], len(names)) is None or len(lines[i].split()) < len(names) - 1:
+        return False
+    toks = lines[i].split()
+    if "type" not in names or names.index("type") >= len(toks) or toks[names.index("type")].lower() not in TYPE_WIDTHS:
         return False
     for ln in reversed(lines[max(0, i - 6):i]):  # up to the table above: its footer, then nothing but comments
         if any(f in ln for f in FOOTERS):
@@ -31,9 +42,8 @@ def header_continues(lines: list[str], i: int, table: Table) -> int | None:
     """Where a header after ``table``'s last row (``lines[i]`` on, past comment lines), the same as ``table``'s, and
     its unit line end, when the rows after them go on with sizes above ``table``'s last (a header printed again
     inside one sweep); else None."""
-    while i < len(lines) and lines[i].strip().startswith("#") and header_tokens(lines[i]) is None and not any(
-            f in lines[i] for f in FOOTERS):  # ("#", the "out-of-place in-place" line above a header)
-        i += 1
+    while i < len(lines) and _BETWEEN.match(lines[i]):  # "#", the "out-of-place in-place" line above a header; not
+        i += 1                                          # a new test's banner or Rank lines (another test follows)
     if i >= len(lines) or header_tokens(lines[i]) != list(table.columns.names) or not table.sizes:
         return None
     end = i + 1

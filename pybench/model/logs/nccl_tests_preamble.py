@@ -91,9 +91,15 @@ class Preamble:
             for key in self.on_launch - settings.keys():
                 self.nccl.pop(key, None)
             self.on_launch &= settings.keys()
+        # a launcher line's -x, and NCCL's own output (its echo, "Using network ..."), hold for that job alone
+        scoped = launch is not None or "NCCL INFO" in stripped
         for key, value in settings.items():
+            if value is None:  # unset
+                self.nccl.pop(key, None)
+                self.on_launch.discard(key)
+                continue
             self.nccl[key] = value
-            (self.on_launch.add if launch is not None else self.on_launch.discard)(key)
+            (self.on_launch.add if scoped else self.on_launch.discard)(key)
         if job and launch is not None and not (launch.launcher == DIRECT and self.launch is not None):
             self.launch = launch  # (a launcher's own line rules over the binary's line each of its ranks echoed)
         m = _NGPUS_RE.match(stripped)
