@@ -1,10 +1,13 @@
-"""The tables ``pybench fit`` takes from a log: ``--collective`` names what the log does not say, or picks one test
-out of a log of several."""
+"""The tables ``pybench fit`` (and ``report``) take from a log: ``--collective`` names what the log does not say, or
+picks one test out of a log of several; ``--world`` and ``--nodes``, one for all inputs or one each, what it does not
+say of its ranks and hosts."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
+from pybench.cli.argtypes import number
 from pybench.collectives import COLLECTIVES, busbw_factor
 from pybench.errors import FileFormatError, SeveralTestsNamed, UsageError
 from pybench.model.logs import load_measurements
@@ -45,3 +48,54 @@ def load_named(path: str, collective: str | None, world: int | None) -> list:
         print(f"note: {path}: --collective {collective}: its {len(mine)} {collective} table(s) taken, the "
               f"{len(every) - len(mine)} other(s) of this log left out", file=sys.stderr)
         return mine
+
+
+ranks = number(int, 1, strict=False, maximum=1 << 24)
+"""A rank or node count as --world and --nodes take it."""
+
+
+def per_input(parse):
+    """One value for every input, or one per input in their order, comma-separated (``--nodes 2,4``)."""
+    def parse_list(text: str) -> tuple:
+        return tuple(parse(part) for part in text.split(","))
+    return parse_list
+
+
+def one_per_input(values: tuple | None, inputs: list[str], flag: str) -> list:
+    """``values`` spread over ``inputs``: none, one for all, or one each."""
+    if values is None:
+        return [None] * len(inputs)
+    if len(values) == 1:
+        return list(values) * len(inputs)
+    if len(values) != len(inputs):
+        raise UsageError(f"{flag} gives {len(values)} values for {len(inputs)} inputs: give one for all of them, "
+                         f"or one per input in their order ({flag} {','.join(['N'] * len(inputs))})")
+    return list(values)
+
+
+def with_nodes(ms, nodes: int):
+    """``ms`` with ``--nodes`` recorded where its log did not say; a log that says otherwise is refused."""
+    from pybench.model.logs.measurements import SOCKETS_NOTE
+    from pybench.model.topology_fit import nodes_of
+
+    where = ms.path or ms.collective
+    known = nodes_of(ms)
+    if ms.collective.startswith("p2p_") and ms.world_size == 2 and nodes > 2:  # osu_latency beside osu_allreduce
+        return dataclasses.replace(ms, notes=(*ms.notes, f"--nodes {nodes} not applied to this table: a "
+                                                         f"point-to-point test runs between 2 ranks"))
+    if known is not None:
+        if known != nodes:
+            raise UsageError(f"--nodes {nodes}: {where} ran on {known} node(s) by its own record; leave --nodes "
+                             f"out or fit that file separately")
+        return ms
+    if nodes == 1 and ms.link_class == "inter-node":
+        raise UsageError(f"--nodes 1: {where} crossed nodes by its own record (link inter-node); give the node "
+                         f"count it ran on")
+    if not ms.world_size:
+        raise UsageError(f"--nodes {nodes}: {where} does not say its rank count; give --world too")
+    if ms.world_size % nodes:
+        raise UsageError(f"--nodes {nodes}: {where} has {ms.world_size} ranks, not divisible by {nodes} nodes; "
+                         f"give the node count the ranks were spread over")
+    said = (*(n for n in ms.notes if nodes > 1 or n != SOCKETS_NOTE), f"{ms.world_size} ranks on {nodes} host(s) "
+            f"per --nodes")  # (sockets join nodes: one node's table never used them)
+    return dataclasses.replace(ms, link_class="inter-node" if nodes > 1 else "intra-node", notes=said)

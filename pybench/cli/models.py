@@ -23,15 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from pybench.cli.argtypes import number, output_file
-from pybench.cli.fit_inputs import load_named
+from pybench.cli.fit_inputs import load_named, one_per_input, per_input, ranks, with_nodes
 from pybench.cli.prediction_table import format_prediction_table, prediction_records, topology_records
-from pybench.collectives import MODELLED, refuse_partial_elements
+from pybench.collectives import DTYPES, MODELLED, refuse_partial_elements
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.io.formats import PREDICTION, stamp
 from pybench.sizes import parse_sizes
 
-_ranks = number(int, 1, strict=False, maximum=1 << 24)
 _min_points = number(int, 2, strict=False, maximum=1000)
 
 
@@ -44,23 +43,6 @@ def _system(name: str | None):
     return load_system(name)
 
 
-def _per_input(parse):
-    """One value for every input, or one per input in their order, comma-separated (``--nodes 2,4``)."""
-    def parse_list(text: str) -> tuple:
-        return tuple(parse(part) for part in text.split(","))
-    return parse_list
-
-
-def _one_per_input(values: tuple | None, inputs: list[str], flag: str) -> list:
-    """``values`` spread over ``inputs``: none, one for all, or one each."""
-    if values is None:
-        return [None] * len(inputs)
-    if len(values) == 1:
-        return list(values) * len(inputs)
-    if len(values) != len(inputs):
-        raise UsageError(f"{flag} gives {len(values)} values for {len(inputs)} inputs: give one for all of them, "
-                         f"or one per input in their order ({flag} {','.join(['N'] * len(inputs))})")
-    return list(values)
 
 
 def add_parsers(subparsers) -> None:
@@ -82,10 +64,10 @@ def add_parsers(subparsers) -> None:
     p.add_argument("--collective", default=None,
                    help="collective, for logs that do not name it (e.g. allreduce); on a log of several named "
                         "tests, only that one's tables")
-    p.add_argument("--world", type=_per_input(_ranks), default=None, metavar="N[,N...]",
+    p.add_argument("--world", type=per_input(ranks), default=None, metavar="N[,N...]",
                    help="rank count, for logs that do not show it (OSU's): one for every input, or one per input "
                         "in their order")
-    p.add_argument("--nodes", type=_per_input(_ranks), default=None, metavar="N[,N...]",
+    p.add_argument("--nodes", type=per_input(ranks), default=None, metavar="N[,N...]",
                    help="nodes the ranks ran on, for logs that do not list their hosts (the topology model "
                         "needs it): one for every input, or one per input in their order (--nodes 2,4 for "
                         "the logs of a 2-node and a 4-node run)")
@@ -111,10 +93,10 @@ def add_parsers(subparsers) -> None:
     q.add_argument("model", metavar="MODEL.json")
     q.add_argument("--sizes", required=True,
                    help="sizes: 1M:1G, 1K:1G:4, 1M:1G:+1M (steps of 1 MiB) or 8,1K,1M (K/M/G = 2^10/20/30)")
-    q.add_argument("--world", type=_ranks, default=None, metavar="N",
+    q.add_argument("--world", type=ranks, default=None, metavar="N",
                    help="rank count to predict for (default: the fitted one; others extrapolate "
                         "through the model's algorithm formula)")
-    q.add_argument("--nodes", type=_ranks, default=None, metavar="N",
+    q.add_argument("--nodes", type=ranks, default=None, metavar="N",
                    help="nodes the --world ranks are spread over (default: 1 for a one-node fit, else the "
                         "fitted sweeps' ranks per node, as load_model(...).predict does); predicted with the "
                         "file's topology model")
@@ -150,13 +132,13 @@ def run_fit(args) -> int:
     refuse_existing(out, args.force, args.inputs)
     if args.collective is not None and args.collective not in MODELLED:
         raise UsageError(f"--collective {args.collective}: pybench fits {', '.join(MODELLED)}; give one of them")
-    worlds = _one_per_input(args.world, args.inputs, "--world")
-    nodes = _one_per_input(args.nodes, args.inputs, "--nodes")
+    worlds = one_per_input(args.world, args.inputs, "--world")
+    nodes = one_per_input(args.nodes, args.inputs, "--nodes")
     system = _system(args.system)
     sets: list = []
     for path, world, n in zip(args.inputs, worlds, nodes):
         these = load_named(path, args.collective, world)
-        sets.extend(these if n is None else [_with_nodes(m, n) for m in these])
+        sets.extend(these if n is None else [with_nodes(m, n) for m in these])
     # A test pybench does not model (osu_mbw_mr beside osu_allreduce in one job's log) is skipped, said on
     # stderr; only a log of nothing else is refused.
     unmodelled = [m for m in sets if m.collective not in MODELLED]
@@ -263,31 +245,6 @@ def _inside_one_domain(ms, system):
         *ms.notes, f"intra-node: its {hosts} hosts fit in one NVLink domain of {system.name} ({per_domain} hosts), "
                    f"whose ranks talk over NVLink"))
 
-
-def _with_nodes(ms, nodes: int):
-    """``ms`` with ``--nodes`` recorded where its log did not say; a log that says otherwise is refused."""
-    from pybench.model.topology_fit import nodes_of
-
-    where = ms.path or ms.collective
-    known = nodes_of(ms)
-    if ms.collective.startswith("p2p_") and ms.world_size == 2 and nodes > 2:  # osu_latency beside osu_allreduce
-        return dataclasses.replace(ms, notes=(*ms.notes, f"--nodes {nodes} not applied to this table: a "
-                                                         f"point-to-point test runs between 2 ranks"))
-    if known is not None:
-        if known != nodes:
-            raise UsageError(f"--nodes {nodes}: {where} ran on {known} node(s) by its own record; leave --nodes "
-                             f"out or fit that file separately")
-        return ms
-    if nodes == 1 and ms.link_class == "inter-node":
-        raise UsageError(f"--nodes 1: {where} crossed nodes by its own record (link inter-node); give the node "
-                         f"count it ran on")
-    if not ms.world_size:
-        raise UsageError(f"--nodes {nodes}: {where} does not say its rank count; give --world too")
-    if ms.world_size % nodes:
-        raise UsageError(f"--nodes {nodes}: {where} has {ms.world_size} ranks, not divisible by {nodes} nodes; "
-                         f"give the node count the ranks were spread over")
-    return dataclasses.replace(ms, link_class="inter-node" if nodes > 1 else "intra-node",
-                               notes=(*ms.notes, f"{ms.world_size} ranks on {nodes} host(s) per --nodes"))
 
 
 def describe_topology(tm) -> str:
@@ -478,8 +435,10 @@ def run_predict(args) -> int:
     if args.world is not None and args.world < 1:
         raise UsageError(f"--world {args.world} must be a positive number of ranks")
     sizes = parse_sizes(args.sizes)
-    for m in models:  # as measuring refuses them
-        refuse_partial_elements(sizes, m.dtype, f"{m.collective} model")
+    for m in models:  # as measuring refuses them; where another type's model takes them, say which
+        takes = sorted({x.dtype for x in models if not any(v % DTYPES.get(x.dtype, 1) for v in sizes)})
+        refuse_partial_elements(sizes, m.dtype, f"the {m.dtype} {m.collective} model" + (
+            f" (--dtype {' or --dtype '.join(takes)} takes them)" if takes else ""))
     _SAID.clear()
     topology = _topology_for(args, models)
     if topology:

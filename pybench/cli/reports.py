@@ -44,7 +44,7 @@ def add_parsers(subparsers) -> None:
     """
     import argparse
 
-    from pybench.cli.models import _per_input, _ranks
+    from pybench.cli.fit_inputs import per_input, ranks
     from pybench.report.compare import DEFAULT_ALPHA, DEFAULT_NOISE
     raw = argparse.RawDescriptionHelpFormatter
 
@@ -112,10 +112,10 @@ def add_parsers(subparsers) -> None:
                    help="pair matrix from `pybench p2p --matrix --json` (default: none)")
     r.add_argument("--baseline", default=None, metavar="BASE.json",
                    help="compare the first result with this one, as `pybench compare` (default: none)")
-    r.add_argument("--world", type=_per_input(_ranks), default=None, metavar="N[,N...]",
+    r.add_argument("--world", type=per_input(ranks), default=None, metavar="N[,N...]",
                    help="rank count, for logs that do not show it (OSU's), as `pybench fit --world`: one for every "
                         "input, or one per input in their order (default: what each log says)")
-    r.add_argument("--nodes", type=_per_input(_ranks), default=None, metavar="N[,N...]",
+    r.add_argument("--nodes", type=per_input(ranks), default=None, metavar="N[,N...]",
                    help="nodes the ranks ran on, for logs that do not list their hosts, as `pybench fit --nodes`: "
                         "one for every input, or one per input in their order (default: what each log says)")
     r.add_argument("--title", default="pybench report", help="title of the report (default 'pybench report')")
@@ -189,12 +189,12 @@ def run_report(args) -> int:
     """Body of ``pybench report``; returns the exit status."""
     from functools import partial
 
-    from pybench.cli.models import _one_per_input, _with_nodes
+    from pybench.cli.fit_inputs import one_per_input, with_nodes
     from pybench.report.html import report_files
-    worlds = _one_per_input(args.world, args.results, "--world")
-    nodes = _one_per_input(args.nodes, args.results, "--nodes")
+    worlds = one_per_input(args.world, args.results, "--world")
+    nodes = one_per_input(args.nodes, args.results, "--nodes")
     out = report_files(args.results, args.output, model_path=args.model, ccr_path=args.ccr, force=args.force,
                        title=args.title, matrix_path=args.matrix, baseline_path=args.baseline, worlds=worlds,
-                       adjusts=[None if n is None else partial(_with_nodes, nodes=n) for n in nodes])
+                       adjusts=[None if n is None else partial(with_nodes, nodes=n) for n in nodes])
     print(f"# wrote {out}", file=sys.stderr)
     return 0

@@ -152,6 +152,11 @@ class TopologySchema(_Body):
             if not all(x == int(x) and 1 <= x <= MAX_WORLD for x in miss[:2]):
                 shown = ", ".join(f"{x:g}" for x in miss)
                 raise ValueError(f"layout_misses entry [{shown}] does not start with a world and a node count")
+        spans = {(w, n): (lo, hi) for w, n, lo, hi in self.layout_sizes or []}
+        if spans and (len(spans) != len(self.layout_sizes or []) or set(spans) != {tuple(f) for f in self.fitted}
+                      or any(not 0 < lo <= hi for lo, hi in spans.values())):
+            raise ValueError("layout_sizes must give each fitted layout once, [ranks, nodes, smallest, largest] with "
+                             "0 < smallest <= largest")
         return self
 
 

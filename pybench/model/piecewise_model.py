@@ -174,6 +174,8 @@ class AlphaBetaModel:
         except (TypeError, ValueError):
             raise UsageError(f"sizes to predict must be numbers of bytes, got {size_bytes!r:.40}; "
                              f"pybench.sizes.parse_sizes reads '1M:1G'") from None
+        if s.size == 0:
+            raise UsageError("no sizes to predict: give one or more numbers of bytes")
         if np.any(~np.isfinite(s)) or np.any(s <= 0):
             raise UsageError("sizes to predict must be positive numbers of bytes")
         if np.any(s > MAX_SIZE_BYTES):  # the CLI's bound too: no collective moves more than 16 TiB at once
@@ -299,7 +301,14 @@ class AlphaBetaModel:
             first.inv_bw_s_per_byte, first.alpha_s + self.size_min_bytes * first.inv_bw_s_per_byte, size)
 
     def provenance_at(self, size: float) -> str:
-        """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words."""
+        """What a prediction at ``size`` on the fitted layout rests on, in the topology model's words (its own where
+        it answers: beyond what the sweep determines, at sizes other layouts measured)."""
+        if self._beyond_own_sweep(size) and self._topology_reaches(size):
+            try:
+                return self._predict_elsewhere(np.array(float(size)), int(self.world_size or 0),
+                                               self._fitted_nodes()).provenance
+            except NotDetermined:
+                pass
         if any(a.size_bytes == size for a in self.anomalies):
             return "the fit's trend (the measurement there was left out of the fit as an anomaly)"
         if not self.size_min_bytes <= size <= self.size_max_bytes:

@@ -157,10 +157,13 @@ class TopologyModel:
             kind = OTHER_GPUS_PER_NODE if nodes > 1 else OTHER_GPU_COUNT
         return kind + beyond, distance + size_distance, len(layouts) == 1
 
+    def _measured_span(self, world: int, nodes: int) -> tuple[int, int]:
+        """The sizes a fitted layout's own sweep spans (:attr:`size_range` for any other layout, and for every layout
+        in older files)."""
+        return next(((a, b) for w, n, a, b in self.layout_sizes if (w, n) == (world, nodes)), self.size_range)
+
     def _measured_at(self, world: int, nodes: int, size: float) -> bool:
-        """Whether the fitted layout's own sweep spans ``size`` (every layout spans :attr:`size_range` in older
-        files)."""
-        lo, hi = next(((a, b) for w, n, a, b in self.layout_sizes if (w, n) == (world, nodes)), self.size_range)
+        lo, hi = self._measured_span(world, nodes)
         return lo <= size <= hi
 
     def why_undetermined(self, world: int, nodes: int) -> str:
@@ -239,6 +242,9 @@ class TopologyModel:
         if size_bytes > (top := self.size_range[1]):  # above the sizes: no faster than the largest, per byte no slower
             edge = self.predict(top, world, asked, sharing, calibration, nics_as_fitted, nodes_are_hosts)
             low, high = max(low, min(edge.low_s, time_s)), min(high, max(edge.high_s * size_bytes / top, time_s))
+        elif size_bytes > (own := self._measured_span(world, nodes)[1]):  # a fitted layout past its own sizes
+            edge = self.predict(own, world, asked, sharing, calibration, nics_as_fitted, nodes_are_hosts)
+            low = max(low, min(edge.low_s, time_s))  # (more bytes are never faster on one layout)
         elif size_bytes < (octave := self.size_range[0] // 2):  # far below: no slower than an octave below them
             edge = self.predict(octave, world, asked, sharing, calibration, nics_as_fitted, nodes_are_hosts)
             high = min(high, max(edge.high_s, time_s))  # (as the measured curve's: AlphaBetaModel.predict)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import PUBLIC_LOGS, SHARED_DATA
 
-from pybench.errors import NotDetermined
+from pybench.errors import NotDetermined, UsageError
 from pybench.model.build import fit_model
 from pybench.model.logs import load_measurements
 from pybench.model.topology_fit import fit_topology_models
@@ -69,6 +69,11 @@ def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where
         assert (both.time_s[i], both.time_low_s[i], both.time_high_s[i]) == (one.time_s, one.time_low_s,
                                                                             one.time_high_s)
     assert sweep.predict(small).provenance in both.provenance and sweep.predict(big).provenance in both.provenance
+    from pybench.cli.prediction_table import prediction_records  # the table says what answered: the topology model
+    (row,) = prediction_records([sweep], [int(big)])
+    assert row["provenance"] == sweep.predict(big).provenance != "" and "not measured" not in row["provenance"]
+    with pytest.raises(UsageError, match="no sizes to predict"):
+        sweep.predict([])
 
 
 def test_a_fitted_layout_beyond_its_own_sweep_rests_on_the_layouts_that_measured_the_size():
@@ -88,6 +93,14 @@ def test_a_fitted_layout_beyond_its_own_sweep_rests_on_the_layouts_that_measured
     assert topology.predict(1 << 12, 1024, 256).provenance == "measured"  # its own sweep's sizes stay its own
     again = type(topology).from_dict(topology.to_dict())
     assert again.layout_sizes == topology.layout_sizes
+    # more bytes are never faster on one layout: the low end stays at its largest measured size's (it was 24 us at
+    # 128K where 64K measured 432-512 us)
+    assert topology.predict(1 << 17, 1024, 256).low_s >= topology.predict(1 << 16, 1024, 256).low_s
+    from pybench.errors import FileFormatError
+    for spans in ([[99, 3, 4, 8]], [[8, 2, 1 << 30, 4], [32, 8, 4, 1 << 30], [1024, 256, 4, 1 << 16]],
+                  [[8, 2, 4, 1 << 30]]):  # a layout never fitted, min above max, one missing
+        with pytest.raises(FileFormatError, match="layout_sizes must give each fitted layout once"):
+            type(topology).from_dict({**topology.to_dict(), "layout_sizes": spans})
     older = {k: v for k, v in topology.to_dict().items() if k != "layout_sizes"}  # a file from before the field
     assert type(topology).from_dict(older).predict(1 << 30, 1024, 256).provenance == "measured"
 

@@ -247,6 +247,13 @@ def test_predict_at_an_unmeasured_world_is_one_table_from_the_topology_model(tmp
     # a size no float32 run has (measuring refuses it; predict printed its time)
     assert main(["predict", str(model_file), "--sizes", "4,6", "--world", "8"]) == 2
     assert "6 B is not a whole number of float32 elements (4 B each); give multiples of 4 B" in capsys.readouterr().err
+    import json as _json  # a file of two element types: the size one cannot take is refused naming the other
+    doc = _json.loads(model_file.read_text())
+    doc["models"].append({**doc["models"][0], "dtype": "float64"})
+    both = tmp_path / "both.json"
+    both.write_text(_json.dumps(doc))
+    assert main(["predict", str(both), "--sizes", "4,1M"]) == 2
+    assert "the float64 allreduce model (--dtype float32 takes them)" in capsys.readouterr().err
 
 
 def test_predict_across_nodes_needs_an_inter_node_link_and_labels_presets(tmp_path, capsys):
@@ -454,13 +461,13 @@ def test_a_leader_schedule_prices_its_intra_node_phase_with_the_intra_node_link(
 
 
 def test_fit_nodes_1_on_a_sweep_that_says_it_crossed_nodes_is_refused():
-    from pybench.cli.models import _with_nodes
+    from pybench.cli.fit_inputs import with_nodes
     from pybench.model.logs.measurements import MeasurementSet
     ms = MeasurementSet("nccl-tests", "allreduce", "nccl", 16, "inter-node", "float32",
                         np.array([1 << 20, 1 << 21, 1 << 22]), np.array([1e-4, 2e-4, 4e-4]), path="x.txt")
     with pytest.raises(UsageError, match="crossed nodes by its own record"):
-        _with_nodes(ms, 1)
-    assert "16 ranks on 2 host(s) per --nodes" in _with_nodes(ms, 2).notes
+        with_nodes(ms, 1)
+    assert "16 ranks on 2 host(s) per --nodes" in with_nodes(ms, 2).notes
 
 
 def test_hosts_of_one_nvlink_domain_are_named_and_prediction_beyond_it_is_flagged(tmp_path, capsys):
