@@ -203,18 +203,27 @@ class Terminated(BaseException):
 
 
 class EndOnSignals:
-    """While a job runs, SIGTERM and SIGHUP of the parent end the job too (raise Terminated)."""
+    """While a job runs, SIGTERM and SIGHUP of the parent end the job too (raise Terminated), and Ctrl-C interrupts
+    it once: presses after the first wait until the job has wound down and its files are marked (a second one
+    escaping the clean-up left them "in progress", or read as a dead parent)."""
 
     def __enter__(self):
         self.saved = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 self.saved[sig] = signal.signal(sig, self._raise)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # (not where Ctrl-C is ignored)
+                self.saved[signal.SIGINT] = signal.signal(signal.SIGINT, self._interrupt_once)
         return self
 
     @staticmethod
     def _raise(signum, frame):
         raise Terminated(signum)
+
+    @staticmethod
+    def _interrupt_once(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self.saved.items():

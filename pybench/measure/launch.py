@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -304,23 +303,16 @@ def _launch_once(command: list[str], env: dict[str, str], job: JobFolder, guard:
     out_relay.start()
     try:
         rc = _wait(proc, job, Path(command[0]).name, relay)
-    except KeyboardInterrupt:
-        # A second Ctrl-C while the job winds down must not cut this short: the result files are marked after it.
-        saved = (signal.signal(signal.SIGINT, signal.SIG_IGN)
-                 if threading.current_thread() is threading.main_thread() else None)
+    except KeyboardInterrupt:  # (later presses wait: EndOnSignals)
+        # The launcher has its own session, so the terminal's SIGINT reached only us: pass it on.
+        proc.send_signal(signal.SIGINT)
         try:
-            # The launcher has its own session, so the terminal's SIGINT reached only us: pass it on.
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=interrupt_grace_s)
-            except subprocess.TimeoutExpired:
-                pass
-            kill_session(proc.pid)
-            proc.wait()
-            relay.join(timeout=2)
-        finally:
-            if saved is not None:
-                signal.signal(signal.SIGINT, saved)
+            proc.wait(timeout=interrupt_grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_session(proc.pid)
+        proc.wait()
+        relay.join(timeout=2)
         return None, relay, None
     except Terminated:
         kill_session(proc.pid)
