@@ -130,7 +130,7 @@ def _faster_than_one_device(r: StepEstimate) -> bool:
 
 def _fits_one_device(rows: list[StepEstimate], batch: int, g: int) -> list[Advice]:
     found: list[Advice] = []
-    node = _at(rows, batch, strategy="ddp", world=g)
+    node = _at(rows, batch, strategy="ddp", world=g) if g > 1 else []  # (one device per node: no node to fill)
     gains = not node or _faster_than_one_device(node[0])
     if node:  # filling the node is advice only where it trains faster than one device
         found.append(ScaleUpAdvice(ScaleUpVerdict.FILL if gains else ScaleUpVerdict.NO_GAIN, g, node[0]))

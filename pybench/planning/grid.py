@@ -194,8 +194,9 @@ def check_degrees(cfg: CcrConfig) -> None:
         value = getattr(cfg, name)
         if value is None or any(s in users for s in cfg.strategies):
             continue
+        own = f" ({_DEGREE_OWN[name]})" if _DEGREE_OWN[name].split()[0] in cfg.strategies else ""
         raise UsageError(f"{name} {value} is used only by {' and '.join(users)}, and strategy "
-                         f"{','.join(cfg.strategies)} does not read it ({_DEGREE_OWN[name]}); add "
+                         f"{','.join(cfg.strategies)} does not read it{own}; add "
                          f"{' or '.join(users)} to the strategies, or leave {name} out")
 
 

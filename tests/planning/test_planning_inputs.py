@@ -76,6 +76,10 @@ def test_filling_a_node_that_trains_no_faster_than_one_device_is_not_advised(h10
     p = pybench.plan("1.3B", 2048, models=h100, flops_per_s=4e14)
     (up,) = [a for a in p.records if isinstance(a, ScaleUpAdvice)]
     assert up.verdict is ScaleUpVerdict.FILL and advice_sentence(up).startswith("scale up first: fill one node")
+    # one device per node has no node to fill: nothing is said of it (it said "do not scale up ... the gradient
+    # all-reduce costs more" at CCR 0.00, where one device exchanges nothing)
+    p = pybench.plan("125M", 2048, models=h100, flops_per_s=4e14, gpus_per_node=1, max_world=4)
+    assert not [a for a in p.records if isinstance(a, ScaleUpAdvice)]
 
 
 # --- 2: gradients over what a fitted sweep prices, at any world -------------------------------------------
