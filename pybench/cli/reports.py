@@ -59,8 +59,9 @@ def add_parsers(subparsers) -> None:
                    "pytest-benchmark save")
     p.add_argument("b", metavar="B", help="candidate, in any of those formats")
     p.add_argument("--fail-on-regression", type=_percent, default=None, metavar="PCT",
-                   help="exit 1 when a significant slowdown exceeds PCT %% (time ratio above 1 + PCT/100) "
-                        "(default: never exit 1)")
+                   help="exit 1 when a significant slowdown exceeds PCT %% (time ratio above 1 + PCT/100), at a "
+                        "size or over the sweep as a whole (its geometric-mean time, where the sizes' signs say it "
+                        "is slower) (default: never exit 1)")
     p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,
                    help=f"significance level over all sizes, Holm-corrected (default {DEFAULT_ALPHA:g})")
     p.add_argument("--noise", type=_noise, default=DEFAULT_NOISE,
