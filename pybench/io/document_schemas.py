@@ -154,9 +154,9 @@ class TopologySchema(_Body):
                 raise ValueError(f"layout_misses entry [{shown}] does not start with a world and a node count")
         spans = {(w, n): (lo, hi) for w, n, lo, hi in self.layout_sizes or []}
         if spans and (len(spans) != len(self.layout_sizes or []) or set(spans) != {tuple(f) for f in self.fitted}
-                      or any(not 0 < lo <= hi for lo, hi in spans.values())):
+                      or any(not self.size_range[0] <= lo <= hi <= self.size_range[1] for lo, hi in spans.values())):
             raise ValueError("layout_sizes must give each fitted layout once, [ranks, nodes, smallest, largest] with "
-                             "0 < smallest <= largest")
+                             "smallest <= largest, both within size_range")
         return self
 
 

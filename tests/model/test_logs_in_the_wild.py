@@ -885,6 +885,12 @@ def test_two_processes_output_interleaved_in_one_log_is_read_as_their_tables(tmp
     after = tmp_path / "then_another.txt"  # another test's table after them carries none of their notes
     after.write_text(div.read_text() + (SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt").read_text())
     assert not any("interleaved" in n for n in load_measurements(after)[-1].notes)
+    # NCCL's own lines between the rows and the header printed again (interleaved processes print them) do not
+    # part the sweep
+    info = tmp_path / "with_info.txt"
+    lines = div.read_text().splitlines(keepends=True)
+    info.write_text("".join(lines[:36] + ["node2:1:1 [0] NCCL INFO Using network IB\n"] + lines[36:]))
+    assert [ms.size_bytes.size for ms in load_measurements(info)] == [12, 12]
     from pybench.model.build import fit_model
     model = fit_model(sets)
     assert model.provenance_at(float(1 << 30)) == "measured" and model.n_points == 48

@@ -162,3 +162,35 @@ def test_what_a_job_printed_or_unset_does_not_carry_to_the_next_job(tmp_path):
         with pytest.raises(UsageError, match=r"one table of .* ran by NCCL's TCP sockets, another by"):
             fit_models([first, second])
 
+
+@pytest.mark.parametrize("line, read", [
+    ("$ unset OMPI_MCA_btl NCCL_IB_DISABLE", {"NCCL_IB_DISABLE": None}),   # after a prompt, among other names
+    ("export NCCL_IB_DISABLE=", {"NCCL_IB_DISABLE": None}),                # empty: NCCL takes it as unset
+    ("env -u NCCL_NET -u NCCL_IB_DISABLE ./all_reduce_perf", {"NCCL_NET": None, "NCCL_IB_DISABLE": None}),
+    ("echo unset NCCL_IB_DISABLE", {}),                                    # words, not a command
+    ("unset -f NCCL_IB_DISABLE", {}),                                      # a function's name
+    ("export NCCL_NET=Socket NCCL_IB_DISABLE=1", {"NCCL_NET": "socket", "NCCL_IB_DISABLE": "1"}),
+])
+def test_what_a_line_sets_or_unsets(line, read):
+    from pybench.model.logs.nccl_env import nccl_settings
+    assert nccl_settings(line) == read
+
+
+def test_a_launchers_settings_hold_through_its_binarys_echo_and_a_shells_through_ncclS(tmp_path):
+    """`set -x` echoes the binary after the mpirun line: read as a new job, it dropped the launcher's
+    -x NCCL_IB_DISABLE=1 and the socket run was joined with a RoCE one. NCCL echoing a shell's export made that
+    export its job's alone, and the next job lost it."""
+    socket = PUBLIC_LOGS / "l40s_rh_2node_g1_allreduce_socket.txt"
+    text = socket.read_text()
+    lines = text.splitlines(keepends=True)
+    traced = tmp_path / "traced.txt"
+    traced.write_text(lines[0] + "+ ./build/all_reduce_perf -b 8 -e 16G -f2 -g 1\n" + "".join(lines[1:]))
+    (ms,) = load_measurements(traced)
+    assert any("TCP sockets" in n for n in ms.notes)
+    bare = text.replace("-x NCCL_IB_DISABLE=1 ", "")
+    echoed = tmp_path / "echoed.txt"
+    echoed.write_text("export NCCL_IB_DISABLE=1\n" + bare.splitlines(keepends=True)[0]
+                      + "h:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"
+                      + "".join(bare.splitlines(keepends=True)[1:]) + bare)
+    assert [any("TCP sockets" in n for n in m.notes) for m in load_measurements(echoed)] == [True, True]
+

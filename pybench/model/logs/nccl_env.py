@@ -42,17 +42,19 @@ def _read(line: str) -> str | None:
 
 def network_path(line: str) -> str | None:
     """:data:`SOCKETS` where ``line`` sends NCCL across nodes by TCP sockets, "" where it names another network
-    (RDMA, a plugin's), None where it says nothing of it. ``NCCL_NET`` rules over ``NCCL_IB_DISABLE`` (a plugin
-    still runs with InfiniBand's own transport off)."""
-    text = _read(line)
-    if text is None:
-        return None
-    using = re.search(r"NCCL INFO Using network (\S+)", text)
-    net = using.group(1) if using else _setting(text, "NCCL_NET")
-    if net is not None:  # (up to the next variable of an --export list)
-        return SOCKETS if net.split(",")[0].lower() == "socket" else ""
-    off = _setting(text, "NCCL_IB_DISABLE")
-    return None if off is None else SOCKETS if off.split(",")[0] == "1" else ""
+    (RDMA, a plugin's), None where it says nothing of it (:func:`network_of` what it sets)."""
+    said = {k: v for k, v in nccl_settings(line).items() if k in _NETWORK and v is not None}
+    return network_of(said) if said else None
+
+
+def network_of(settings: dict[str, str]) -> str:
+    """:data:`SOCKETS` or "" by what :func:`nccl_settings` read so far: NCCL's own "Using network X" rules, then
+    ``NCCL_NET`` (a plugin still runs with InfiniBand's own transport off), then ``NCCL_IB_DISABLE``."""
+    for variable in _NETWORK:
+        if settings.get(variable) is not None:
+            value = settings[variable]
+            return SOCKETS if (value == "1" if variable == "NCCL_IB_DISABLE" else value == "socket") else ""
+    return ""
 
 
 def forced_algorithm(line: str) -> str | None:
@@ -74,17 +76,39 @@ def forced_algorithm(line: str) -> str | None:
     return FORCED.get(items[0], "") if len(items) == 1 else ""
 
 
-_VARIABLES = {"NCCL_ALGO": "algo", "NCCL_IB_DISABLE": "network", "NCCL_NET": "network"}
-_UNSET = re.compile(r"(?:\bunset(?:\s+-v)?|\bexport\s+-n|\benv\s+(?:-u\s*|--unset=?))((?:\s*NCCL_\w+)+)")
+USING = "Using network"
+"""NCCL's own line of the network it took (``NCCL INFO Using network Socket``), read as a setting of its job."""
+_NETWORK = (USING, "NCCL_NET", "NCCL_IB_DISABLE")
+_READ = ("NCCL_ALGO", "NCCL_NET", "NCCL_IB_DISABLE")
+# unset NAME..., export -n NAME..., at a command's start, a prompt's included (not inside an echo); env -u NAME /
+# --unset=NAME, each
+_UNSET = re.compile(r"(?:^|[;&|(]\s*|[$#>]\s+|\b(?:then|do|else)\s+)(?:unset(?:\s+-v)?|export\s+-n)"
+                    r"((?:\s+[A-Za-z_]\w*)+)")
+_ENV_UNSET = re.compile(r"(?:\s-u\s*|\s--unset=?)(NCCL_\w+)")
+_EMPTY = re.compile(r"\b(NCCL_(?:ALGO|NET|IB_DISABLE))=(?:[\"']{2})?(?=\s|$)")
 
 
 def nccl_settings(line: str) -> dict[str, str | None]:
-    """What ``line`` sets of what pybench reads: ``algo`` (:func:`forced_algorithm`), ``network``
-    (:func:`network_path`); None for one it unsets (``unset NCCL_IB_DISABLE``, ``export -n``, ``env -u``)."""
-    read = {"algo": forced_algorithm(line), "network": network_path(line)}
-    out: dict[str, str | None] = {k: v for k, v in read.items() if v is not None}
-    for names in _UNSET.findall(_read(line) or ""):
-        for variable in names.split():
-            if _VARIABLES.get(variable) and _VARIABLES[variable] not in out:
-                out[_VARIABLES[variable]] = None
+    """What ``line`` sets of what pybench reads, by variable (``NCCL_ALGO``: :func:`forced_algorithm`'s reading;
+    ``NCCL_NET``, ``NCCL_IB_DISABLE``: their values; :data:`USING`: NCCL's own line), None for one it unsets
+    (``unset``, ``export -n``, ``env -u``, an empty assignment)."""
+    text = _read(line)
+    if text is None:
+        return {}
+    out: dict[str, str | None] = {}
+    using = re.search(r"NCCL INFO Using network (\S+)", text)
+    if using:
+        out[USING] = using.group(1).lower()
+    algo = forced_algorithm(text)
+    if algo is not None:
+        out["NCCL_ALGO"] = algo
+    for variable in ("NCCL_NET", "NCCL_IB_DISABLE"):
+        value = _setting(text, variable)
+        if value is not None:  # (up to the next variable of an --export list)
+            out[variable] = value.split(",")[0].lower()
+    unset = [v for names in _UNSET.findall(text) for v in names.split()] + _ENV_UNSET.findall(
+        text if re.search(r"\benv\b", text) else "") + _EMPTY.findall(text)
+    for variable in unset:
+        if variable in _READ:
+            out[variable] = None
     return out

@@ -9,8 +9,9 @@ import re
 from pybench.model.logs.nccl_tests_counts import TYPE_WIDTHS
 from pybench.model.logs.nccl_tests_table import FOOTERS, Table, header_tokens
 
-# What may stand between a table's last row and its header printed again: a bare "#" or the column-group line.
-_BETWEEN = re.compile(r"^\s*#?\s*(?:out-of-place\s+in-place)?\s*$")
+# What starts another test between a table's last row and a header: its banner, its Rank lines, its program named.
+_NEW_TEST = re.compile(r"\bnThread\s+\d|Using devices|\bRank\s+\d+\b.*\bdevice\b|_perf\b|_test\b")
+_GAP = 12  # lines searched for the header printed again
 
 
 def _row_size(line: str, columns: int) -> int | None:
@@ -42,8 +43,12 @@ def header_continues(lines: list[str], i: int, table: Table) -> int | None:
     """Where a header after ``table``'s last row (``lines[i]`` on, past comment lines), the same as ``table``'s, and
     its unit line end, when the rows after them go on with sizes above ``table``'s last (a header printed again
     inside one sweep); else None."""
-    while i < len(lines) and _BETWEEN.match(lines[i]):  # "#", the "out-of-place in-place" line above a header; not
-        i += 1                                          # a new test's banner or Rank lines (another test follows)
+    for _ in range(_GAP):  # past comments and NCCL's own lines; not past a new test's banner, Rank lines or footer
+        if i >= len(lines) or header_tokens(lines[i]) is not None:
+            break
+        if any(f in lines[i] for f in FOOTERS) or _NEW_TEST.search(lines[i]) or _row_size(lines[i], 3) is not None:
+            return None
+        i += 1
     if i >= len(lines) or header_tokens(lines[i]) != list(table.columns.names) or not table.sizes:
         return None
     end = i + 1

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from pybench.model.logs.launcher_lines import DIRECT, Launch, read_launch
-from pybench.model.logs.nccl_env import nccl_settings
+from pybench.model.logs.nccl_env import nccl_settings, network_of
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -62,14 +62,19 @@ class Preamble:
     devices: dict[int, str] = field(default_factory=dict)
     """rank -> the GPU name its Rank line prints."""
     nccl: dict[str, str] = field(default_factory=dict)
-    """What NCCL's environment set above the table (:func:`pybench.model.logs.nccl_env.nccl_settings`)."""
+    """What NCCL's environment set above the table, by variable (:func:`pybench.model.logs.nccl_env.nccl_settings`)."""
     on_launch: set[str] = field(default_factory=set)
-    """Those of them set on a launcher line (then for that job alone), not in the shell (for what follows)."""
+    """Those of them set for one job alone (a launcher's -x, NCCL's own output), not in the shell (for what follows)."""
 
     @property
     def nccl_algo(self) -> str:
         """The algorithm NCCL_ALGO forced, "" where none."""
-        return self.nccl.get("algo", "")
+        return self.nccl.get("NCCL_ALGO", "")
+
+    @property
+    def network(self) -> str:
+        """:data:`~pybench.model.logs.nccl_env.SOCKETS` where NCCL crossed the nodes by TCP sockets, else ""."""
+        return network_of(self.nccl)
 
     def for_next_test(self) -> Preamble:
         """What the next test of the log inherits: one job's launcher line, and NCCL's settings, run its tests
@@ -87,19 +92,21 @@ class Preamble:
         settings = nccl_settings(stripped)
         launch = read_launch(stripped)
         job = launch is not None and bool(launch.ranks) and launch.program in PROGRAMS
-        if job:  # another job's line: an earlier line's -x was that job's alone
+        # the binary's own line after a launcher's (a shell's trace, each rank's echo) is that launcher's job
+        echoed = launch is not None and launch.launcher == DIRECT and self.launch is not None
+        if job and not echoed:  # another job's line: an earlier line's -x was that job's alone
             for key in self.on_launch - settings.keys():
                 self.nccl.pop(key, None)
             self.on_launch &= settings.keys()
-        # a launcher line's -x, and NCCL's own output (its echo, "Using network ..."), hold for that job alone
-        scoped = launch is not None or "NCCL INFO" in stripped
+        info = "NCCL INFO" in stripped
         for key, value in settings.items():
             if value is None:  # unset
                 self.nccl.pop(key, None)
                 self.on_launch.discard(key)
-                continue
-            self.nccl[key] = value
-            (self.on_launch.add if scoped else self.on_launch.discard)(key)
+            elif not (info and self.nccl.get(key) == value):  # (NCCL echoing a setting leaves it where it was set)
+                self.nccl[key] = value
+                # a launcher line's -x, and what NCCL's own output says, hold for that job alone
+                (self.on_launch.add if launch is not None or info else self.on_launch.discard)(key)
         if job and launch is not None and not (launch.launcher == DIRECT and self.launch is not None):
             self.launch = launch  # (a launcher's own line rules over the binary's line each of its ranks echoed)
         m = _NGPUS_RE.match(stripped)
