@@ -161,10 +161,11 @@ def load_results(path: str | Path, world: int | None = None, adjust: Adjust | No
         data = parse_json(text, str(p))
         if isinstance(data, dict) and "schema" in data:
             result = load_checked_result(p)
-            if adjust is not None:  # checked as fit checks it; the result's own hosts stand
+            if adjust is not None or world is not None:  # checked as fit checks them; the result's own record stands
                 from pybench.model.logs import load_measurements
-                for m in load_measurements(p):
-                    adjust(m)
+                for m in load_measurements(p, world_size=world):
+                    if adjust is not None:
+                        adjust(m)
             return [result]
         if _looks_like_pytest_benchmark(data):
             return _from_pytest_benchmark(data, p, world)

@@ -137,3 +137,14 @@ def test_the_system_row_of_another_tools_log_says_it_is_one_and_what_it_names(tm
     assert nccl == ("not recorded: another tool's file (nccl-tests), which records no system description; the GPUs "
                     "its ranks ran on, as it names them: NVIDIA A100-SXM4-40GB")
     assert osu_says == "not recorded: another tool's file (osu), which records no system description"
+
+
+def test_a_world_that_contradicts_a_pybench_results_own_record_is_refused(tmp_path, capsys):
+    """`report --world 4` (and `fit --world 4`) of a 2-rank pybench result was accepted and ignored."""
+    from tests.conftest import refused_in_one_line
+    result = Path(__file__).parents[1] / "fixtures" / "cpu_mpi2_allreduce.json"
+    for argv in (["report", str(result), "--world", "4", "-o", str(tmp_path / "r.html")],
+                 ["fit", str(result), "--world", "4", "-o", str(tmp_path / "m.json")]):
+        err = refused_in_one_line(capsys, argv)
+        assert "--world 4: " in err and "is a pybench result of 2 ranks by its own record" in err
+    assert main(["report", str(result), "--world", "2", "-o", str(tmp_path / "r.html")]) == 0

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from pybench.errors import FileFormatError
+from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import parse_json, read_bytes
 from pybench.model.logs.launcher_labels import strip_launcher_labels
 from pybench.model.logs.log_bytes import decode_log
@@ -170,8 +170,15 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
                 raise
             return _bounded(cut, p)
         fmt = _json_format(data)
-        if fmt == "pybench-json":
-            return _bounded(parse_pybench_result(data, p), p)
+        if fmt == "pybench-json":  # its own record of what ran rules: an override can only contradict it
+            sets = parse_pybench_result(data, p)
+            for given, recorded, flag in ((world_size, sets[0].world_size, "--world"),
+                                          (collective, sets[0].collective, "--collective")):
+                if given is not None and recorded is not None and given != recorded:
+                    raise UsageError(f"{flag} {given}: {p} is a pybench result of {recorded}"
+                                     f"{' ranks' if flag == '--world' else ''} by its own record; leave {flag} out "
+                                     f"for it")
+            return _bounded(sets, p)
         if fmt == "nccl-tests-json":
             return _bounded(parse_nccl_tests_json(data, p, collective, world_size), p)
         text = _notebook_text(data) or ""  # a notebook: the logs its cells printed
