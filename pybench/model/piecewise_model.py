@@ -6,7 +6,6 @@ and the world-size factors are positive, so every predicted time is positive.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -198,11 +197,7 @@ class AlphaBetaModel:
             own = next((x for x in self.sweeps if x.world_size == world and nodes in (None, x._fitted_nodes())), None)
             if own is not None:  # a measured layout: its own sweep answers, as `pybench predict` does
                 return own.predict(size_bytes, world, band, nodes, calibration)
-            p = self._predict_elsewhere(s, int(world), nodes)
-            if band == "confidence":  # no mean is measured there to put a confidence band around
-                p = dataclasses.replace(p, provenance=f"{p.provenance} (a prediction interval: another layout has "
-                                                      f"no confidence band)")
-            return p
+            return self._predict_elsewhere(s, int(world), nodes, band)
         flat = s.reshape(-1)
         other = np.array([bool(self._beyond_own_sweep(float(x))) for x in flat], dtype=bool)
         if not other.any():
@@ -213,8 +208,8 @@ class AlphaBetaModel:
         # sizes beyond what the sweep determines, measured at other layouts: the topology model answers those, as it
         # does elsewhere, and the sweep's own curve the rest
         if other.all():
-            return self._predict_elsewhere(s, int(self.world_size or 0), self._fitted_nodes())
-        there = self._predict_elsewhere(flat[other], int(self.world_size or 0), self._fitted_nodes())
+            return self._predict_elsewhere(s, int(self.world_size or 0), self._fitted_nodes(), band)
+        there = self._predict_elsewhere(flat[other], int(self.world_size or 0), self._fitted_nodes(), band)
         here = self._predict_own(flat[~other], band, calibration)
         t, low, high = (np.empty(flat.shape) for _ in range(3))
         for joined, key in ((t, "time_s"), (low, "time_low_s"), (high, "time_high_s")):
@@ -325,8 +320,9 @@ class AlphaBetaModel:
         """The sizes the fit was measured at (each piece's residuals are recorded at them), once per model."""
         return frozenset(float(x) for seg in self.segments for x, _ in seg.residuals)
 
-    def _predict_elsewhere(self, s: np.ndarray, world: int, nodes: int | None) -> Prediction:
-        """Another layout: the topology model's answer, or a one-line refusal naming what is missing."""
+    def _predict_elsewhere(self, s: np.ndarray, world: int, nodes: int | None, band: str | None = None) -> Prediction:
+        """Another layout (or sizes the sweep does not determine): the topology model's answer, or a one-line
+        refusal naming what is missing."""
         if self.world_size is None:
             raise UsageError(f"the {self.collective} model has no recorded world size, so it answers for its own sweep "
                              f"only; refit it with the rank count given (`pybench fit LOG --world N`)")
@@ -341,6 +337,8 @@ class AlphaBetaModel:
             raise NotDetermined(undetermined[0])
         t, lo, hi = (np.array([getattr(p, k) for p in preds]).reshape(s.shape) for k in ("time_s", "low_s", "high_s"))
         kinds = "; ".join(sorted({p.provenance for p in preds}))
+        if band == "confidence":  # no mean is measured there to put a confidence band around
+            kinds += " (a prediction interval: another layout has no confidence band)"
         if s.ndim == 0:
             return Prediction(float(s), world, float(t), float(lo), float(hi), kinds)
         return Prediction(s, world, t, lo, hi, kinds)

@@ -74,6 +74,8 @@ def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where
     assert row["provenance"] == sweep.predict(big).provenance != "" and "not measured" not in row["provenance"]
     with pytest.raises(UsageError, match="no sizes to predict"):
         sweep.predict([])
+    assert "(a prediction interval: another layout has no confidence band)" in sweep.predict(
+        [small, big], band="confidence").provenance  # the beyond part has no confidence band to give
 
 
 def test_a_fitted_layout_beyond_its_own_sweep_rests_on_the_layouts_that_measured_the_size():
