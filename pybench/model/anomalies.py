@@ -76,9 +76,14 @@ class Anomaly:
         """The likely cause, in words."""
         return _CAUSE_SLOWER if self.ratio > 1 else _CAUSE_FASTER
 
+    @property
+    def how_far(self) -> str:
+        """How far off its trend, in words: ``1.73x slower``, ``2.98x faster``."""
+        return f"{self.ratio:.2f}x slower" if self.ratio > 1 else f"{1 / self.ratio:.2f}x faster"
+
     def describe(self) -> str:
         """One line: size, ratio, the figures behind it, likely cause."""
-        how = f"{self.ratio:.2f}x slower" if self.ratio > 1 else f"{1 / self.ratio:.2f}x faster"
+        how = self.how_far
         mono = (f", slower than the larger {format_size(self.faster_larger_bytes)}"
                 if self.faster_larger_bytes else "")
         return (f"size {format_size(self.size_bytes)} is {how} than its neighbours' trend "

@@ -63,14 +63,10 @@ def headline_peak(result: RunResult) -> tuple[SizeRecord | None, str]:
                    key=lambda r: -r.busbw_gbps)
     if not above:
         return peak, ""
-    named = "; ".join(f"{format_size(r.size_bytes)} at {r.busbw_gbps:.2f} GB/s, {_how_off(off[r.size_bytes])} "
+    named = "; ".join(f"{format_size(r.size_bytes)} at {r.busbw_gbps:.2f} GB/s, {off[r.size_bytes].how_far} "
                       f"than its neighbours' trend" for r in above)
     return peak, (f"not counting {'an anomaly' if len(above) == 1 else 'anomalies'} `pybench fit` leaves out: "
                   f"{named}; rerun to check")
-
-
-def _how_off(anomaly) -> str:
-    return f"{anomaly.ratio:.2f}x slower" if anomaly.ratio > 1 else f"{1 / anomaly.ratio:.2f}x faster"
 
 
 def _peak(results: Sequence[tuple[RunResult, str]]) -> str:
