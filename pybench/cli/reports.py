@@ -119,6 +119,9 @@ def add_parsers(subparsers) -> None:
     r.add_argument("--nodes", type=per_input(ranks), default=None, metavar="N[,N...]",
                    help="nodes the ranks ran on, for logs that do not list their hosts, as `pybench fit --nodes`: "
                         "one for every input, or one per input in their order (default: what each log says)")
+    r.add_argument("--collective", default=None,
+                   help="collective, for logs that do not name it (one-rank tables, some OSU and vTrain files), as "
+                        "`pybench fit --collective` (default: what each log says)")
     r.add_argument("--title", default="pybench report", help="title of the report (default 'pybench report')")
     r.add_argument("-o", "--output", required=True, metavar="REPORT.html", help="HTML file to write")
     r.add_argument("--force", action="store_true", help="overwrite the output if it exists (default off)")
@@ -196,6 +199,7 @@ def run_report(args) -> int:
     nodes = one_per_input(args.nodes, args.results, "--nodes")
     out = report_files(args.results, args.output, model_path=args.model, ccr_path=args.ccr, force=args.force,
                        title=args.title, matrix_path=args.matrix, baseline_path=args.baseline, worlds=worlds,
-                       adjusts=[None if n is None else partial(with_nodes, nodes=n) for n in nodes])
+                       adjusts=[None if n is None else partial(with_nodes, nodes=n) for n in nodes],
+                       collective=args.collective)
     print(f"# wrote {out}", file=sys.stderr)
     return 0

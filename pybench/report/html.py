@@ -49,7 +49,7 @@ from pybench.report.plot import (
     run_series,
     series_label,
 )
-from pybench.report.summary import headline_peak, summarise
+from pybench.report.summary import peak_phrase, summarise
 from pybench.sizes import format_size
 
 TEMPLATE = "report.html.j2"
@@ -155,12 +155,9 @@ def _run_section(result: RunResult, source: str) -> dict[str, Any]:
                      r.wrong if r.check_iters else "N/A", "n/a" if imported else r.iterations,
                      "n/a" if imported else  # another tool's log prints no interval of its time
                      _num(100 * r.ci_rel if r.time_s > 0 else math.nan, ".1f") + ("" if r.precision_met else "*")))
-    peak, left_out = headline_peak(result)
     return {"benchmark": result.benchmark, "backend": result.backend, "dtype": result.dtype,
             "world_size": result.world_size, "source": source, "header": _RESULT_HEADER, "rows": rows,
-            "peak": (f"{peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)}" + (f", {left_out}" if left_out
-                                                                                        else "")
-                     if peak is not None else ""),
+            "peak": peak_phrase(result),
             "wrong": result.total_wrong(), "checked": any(r.check_iters for r in result.records),
             "failed_check": failed_check(result), "notes": import_notes(result),
             "imprecise": any(not r.precision_met for r in result.records)}
@@ -309,11 +306,13 @@ def build_report(results: Sequence[tuple[RunResult, str]], models: Sequence = ()
 def report_files(result_paths: Sequence[str | Path], output: str | Path, model_path: str | Path | None = None,
                  ccr_path: str | Path | None = None, force: bool = False, title: str = "pybench report",
                  matrix_path: str | Path | None = None, baseline_path: str | Path | None = None,
-                 worlds: Sequence[int | None] | None = None, adjusts: Sequence[Adjust | None] | None = None) -> Path:
+                 worlds: Sequence[int | None] | None = None, adjusts: Sequence[Adjust | None] | None = None,
+                 collective: str | None = None) -> Path:
     """Read the inputs, build the report, write it atomically; returns the path.
 
     ``worlds`` and ``adjusts`` (one each per result path) give what a log does not say, as ``pybench fit``'s
-    ``--world`` and ``--nodes`` (see :func:`pybench.report.inputs.load_results`)."""
+    ``--world`` and ``--nodes``, and ``collective`` what no log says, as its ``--collective`` (see
+    :func:`pybench.report.inputs.load_results`)."""
     from pybench.model.model_files import load_models
     out = Path(output)
     if out.suffix.lower() not in (".html", ".htm"):
@@ -327,7 +326,7 @@ def report_files(result_paths: Sequence[str | Path], output: str | Path, model_p
     if len(worlds) != len(result_paths) or len(adjusts) != len(result_paths):
         raise UsageError(f"give one rank count and one node count per input ({len(result_paths)}), or none")
     results = [(r, Path(p).name) for p, w, a in zip(result_paths, worlds, adjusts)
-               for r in refuse_unknown_worlds(load_results(p, w, a), p)]
+               for r in refuse_unknown_worlds(load_results(p, w, a, collective), p)]
     comparison = None
     if baseline_path is not None:
         base = load_one_result(baseline_path)

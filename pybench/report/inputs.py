@@ -79,10 +79,11 @@ Adjust = Callable[[Any], Any]
 refuses a count its own record contradicts."""
 
 
-def _from_log(path: Path, world: int | None = None, adjust: Adjust | None = None) -> list[RunResult]:
+def _from_log(path: Path, world: int | None = None, adjust: Adjust | None = None,
+              collective: str | None = None) -> list[RunResult]:
     from pybench.model.logs import load_measurements
     results = []
-    for m in load_measurements(path, world_size=world):
+    for m in load_measurements(path, collective=collective, world_size=world):
         m = adjust(m) if adjust is not None else m
         factor = busbw_factor(m.collective, m.world_size, math.nan)
         records = []
@@ -146,12 +147,14 @@ def _from_pytest_benchmark(data: dict, path: Path, world: int | None = None) -> 
                     sorted(recs, key=lambda x: x.size_bytes)) for (c, b, d, r, w), recs in groups.items()]
 
 
-def load_results(path: str | Path, world: int | None = None, adjust: Adjust | None = None) -> list[RunResult]:
+def load_results(path: str | Path, world: int | None = None, adjust: Adjust | None = None,
+                 collective: str | None = None) -> list[RunResult]:
     """Every run a file holds, as pybench results; a FileFormatError (one line) when it holds none.
 
     ``world`` is the rank count of a log (or a pytest-benchmark group) that does not say it, as ``pybench fit
     --world`` (a pybench result says its own); ``adjust`` is applied to each of the file's measurement sets, as
-    ``fit --nodes`` applies the node count (a pybench result that recorded other hosts is refused by it)."""
+    ``fit --nodes`` applies the node count (a pybench result that recorded other hosts is refused by it);
+    ``collective`` names the collective of a log that does not say it, as ``fit --collective``."""
     from pybench.model.logs.rccl_tests_jsonl import looks_like_json_lines
     from pybench.report.plot import load_checked_result
 
@@ -169,7 +172,7 @@ def load_results(path: str | Path, world: int | None = None, adjust: Adjust | No
             return [result]
         if _looks_like_pytest_benchmark(data):
             return _from_pytest_benchmark(data, p, world)
-    return _from_log(p, world, adjust)
+    return _from_log(p, world, adjust, collective)
 
 
 def sweep_key(result: RunResult) -> tuple[str, str, str, int | None]:

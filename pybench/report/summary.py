@@ -69,13 +69,30 @@ def headline_peak(result: RunResult) -> tuple[SizeRecord | None, str]:
                   f"{named}; rerun to check")
 
 
+def peak_phrase(result: RunResult, source: str = "") -> str:
+    """'Peak bus bandwidth X GB/s at SIZE' for ``result`` (naming ``source`` and the anomalies it leaves out), or on
+    one rank, where busbw is 0 by definition (nothing crosses a link), its peak algorithm bandwidth; '' where no
+    size was measured."""
+    peak, note = headline_peak(result)
+    if peak is None:
+        return ""
+    n = result.world_size
+    which = f"{result.benchmark}, {result.backend}, {n} rank{'' if n == 1 else 's'}, {source}" if source else ""
+    if n == 1:
+        rec = max((r for r in result.records if math.isfinite(r.algbw_gbps)), key=lambda r: r.algbw_gbps, default=peak)
+        return (f"Peak algorithm bandwidth {rec.algbw_gbps:.2f} GB/s at {format_size(rec.size_bytes)} ("
+                + (f"{which}; " if which else "") + "bus bandwidth is 0 on one rank: nothing crosses a link)")
+    return (f"Peak bus bandwidth {peak.busbw_gbps:.2f} GB/s at {format_size(peak.size_bytes)}"
+            + (f" ({which})" if which else "") + (f", {note}" if note else ""))
+
+
 def _peak(results: Sequence[tuple[RunResult, str]]) -> str:
-    best = [(rec, note, r, src) for r, src in results for rec, note in (headline_peak(r),) if rec is not None]
+    best = [(rec, r, src) for r, src in results for rec, _ in (headline_peak(r),) if rec is not None]
     if not best:
         return "No size was measured."
-    rec, note, r, src = max(best, key=lambda b: b[0].busbw_gbps)
-    return (f"Peak bus bandwidth {rec.busbw_gbps:.2f} GB/s at {format_size(rec.size_bytes)} "
-            f"({r.benchmark}, {r.backend}, {r.world_size} ranks, {src})" + (f", {note}" if note else "") + ".")
+    several = [b for b in best if b[1].world_size != 1] or best  # a one-rank busbw (0) is no peak beside others
+    _, r, src = max(several, key=lambda b: b[0].busbw_gbps if b[1].world_size != 1 else b[0].algbw_gbps)
+    return peak_phrase(r, src) + "."
 
 
 def _model_text(models: Sequence) -> str:

@@ -148,3 +148,43 @@ def test_a_world_that_contradicts_a_pybench_results_own_record_is_refused(tmp_pa
         err = refused_in_one_line(capsys, argv)
         assert "--world 4: " in err and "is a pybench result of 2 ranks by its own record" in err
     assert main(["report", str(result), "--world", "2", "-o", str(tmp_path / "r.html")]) == 0
+
+
+def _one_rank_log(tmp_path: Path) -> Path:
+    """An nccl-tests all-reduce table of one GPU in that tool's layout (no GPU here to run one): busbw 0.00 at
+    every size, and no program name, so nothing in it says which collective ran."""
+    rows = []
+    for k in range(3, 28):
+        size = 1 << k
+        t = 2.0 + size / 1.5e6
+        block = f"{t:8.2f} {size / t / 1e3:7.2f}    0.00      0"
+        rows.append(f"{size:>12} {size // 4:>12}     float     sum      -1 {block} {block}")
+    return _log(tmp_path, "one_rank.log", "\n".join([
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20",
+        "#", "# Using devices", "#  Rank  0 Group  0 Pid  1234 on   host0 device  0 [0x07] NVIDIA H100 80GB HBM3", "#",
+        "#                                                              out-of-place                       in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+        "#wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
+        *rows, "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 0 ", ""]))
+
+
+def test_report_takes_the_collective_a_one_rank_log_does_not_say_and_quotes_its_algorithm_bandwidth(tmp_path, capsys):
+    """A one-rank table (busbw 0.00) says no collective: `report` told the user to give --collective, which only
+    `fit` took; and its headline was a peak bus bandwidth of 0.00 GB/s."""
+    log = _one_rank_log(tmp_path)
+    assert main(["report", str(log), "-o", str(tmp_path / "refused.html")]) == 2
+    assert "give --collective" in capsys.readouterr().err
+    out = tmp_path / "r.html"
+    assert main(["report", str(log), "--collective", "allreduce", "-o", str(out)]) == 0
+    text = " ".join(_text(out).split())
+    assert "Peak algorithm bandwidth 1467.18 GB/s at 128M (allreduce, nccl, 1 rank, one_rank.log; bus bandwidth is 0" \
+           in text
+    assert "Peak bus bandwidth" not in text
+
+
+def test_a_collective_no_log_can_be_named_is_refused_in_one_line(tmp_path, capsys):
+    from tests.conftest import refused_in_one_line
+    err = refused_in_one_line(capsys, ["report", str(_one_rank_log(tmp_path)), "--collective", "allredu", "-o",
+                                       str(tmp_path / "r.html")])
+    assert "collective 'allredu': a log can be named one of allreduce" in err

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pybench.collectives import MODELLED
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import parse_json, read_bytes
 from pybench.model.logs.launcher_labels import strip_launcher_labels
@@ -36,6 +37,9 @@ from pybench.model.logs.osu import looks_like_osu, parse_osu_text
 from pybench.model.logs.pybench_json import parse_pybench_result
 from pybench.model.logs.rccl_tests_jsonl import looks_like_json_lines, parse_rccl_tests_jsonl
 from pybench.model.logs.vtrain import looks_like_vtrain_csv, parse_vtrain_csv
+
+NAMEABLE = (*MODELLED, "gather", "scatter")
+"""What a log that does not say its test may be named: what pybench fits, and the rooted collectives it reads."""
 
 __all__ = ["MeasurementSet", "LINK_CLASSES", "load_measurements", "sniff_format"]
 
@@ -155,6 +159,9 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
         Unreadable file, unknown format, or a malformed table; the message names the
         file (and the line, for text) and what was wrong.
     """
+    if collective is not None and collective not in NAMEABLE:
+        raise UsageError(f"collective {collective!r}: a log can be named one of {', '.join(NAMEABLE)}; give one "
+                         f"of them")
     p = Path(path)
     text = _read(p)
     if looks_like_json_lines(text) and text.count("\n") <= _MAX_LINES:
