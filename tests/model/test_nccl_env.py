@@ -6,7 +6,7 @@ import pytest
 from conftest import PUBLIC_LOGS
 
 from pybench.model.logs import load_measurements
-from pybench.model.logs.nccl_env import SOCKETS, forced_algorithm, network_path
+from pybench.model.logs.nccl_env import SOCKETS, forced_algorithm, nccl_settings, network_path
 from pybench.model.topology_fit import fit_topology_models
 
 
@@ -194,3 +194,22 @@ def test_a_launchers_settings_hold_through_its_binarys_echo_and_a_shells_through
                       + "".join(bare.splitlines(keepends=True)[1:]) + bare)
     assert [any("TCP sockets" in n for n in m.notes) for m in load_measurements(echoed)] == [True, True]
 
+
+
+@pytest.mark.parametrize("line, setting", [
+    ("ip-172-31-41-105:3801:3862 [0] NCCL INFO NCCL_TREE_THRESHOLD set by environment to 0.", "ring"),
+    ("host:1:2 [0] NCCL INFO NCCL_TREE_THRESHOLD set by environment to 4194304.", ""),  # the tree below it
+    ("           -x NCCL_TREE_THRESHOLD=0 \\", None),  # NCCL from 2.5 on ignores it: only its echo counts
+])
+def test_nccl_2_4s_tree_threshold_echoed_as_0_forces_the_ring(line, setting):
+    assert nccl_settings(line).get("NCCL_TREE_THRESHOLD") == setting
+
+
+def test_a_p3dn_all_reduce_run_with_the_tree_threshold_at_0_crossed_by_the_ring():
+    """AWS's p3dn EFA tutorial (NCCL 2.4.8, -x NCCL_TREE_THRESHOLD=0): it read as 'tree or ring (one node count
+    cannot tell)', though that NCCL's echo says it kept the all-reduce on its ring."""
+    sets = load_measurements(PUBLIC_LOGS / "v100_p3dn_efa_2node16_allreduce.log")
+    assert [ms.nccl_algo for ms in sets] == ["ring"]
+    assert any("NCCL_TREE_THRESHOLD=0 in the log: NCCL ran its ring at every size" in n for n in sets[0].notes)
+    (model,), _ = fit_topology_models(sets)
+    assert {r.algorithm for r in model.inter.all_regimes()} == {"ring"}

@@ -6,7 +6,8 @@ sweep crossed the nodes, which one node count alone cannot (the tree's bytes per
 nodes, the ring's do not). It is set on a launcher line (``mpirun -x NCCL_ALGO=Ring``, ``-genv NCCL_ALGO
 Ring``, ``srun --export=ALL,NCCL_ALGO=Ring``), as a shell assignment (``export NCCL_ALGO=Ring``,
 ``NCCL_ALGO=Tree ./all_reduce_perf``), and NCCL echoes it (``NCCL INFO NCCL_ALGO set by environment to
-Ring``); a shell comment sets nothing. One algorithm counts, for every collective or for the all-reduce
+Ring``); a shell comment sets nothing. NCCL 2.4's echo of ``NCCL_TREE_THRESHOLD`` 0 forces the ring as well.
+One algorithm counts, for every collective or for the all-reduce
 (``allreduce:tree``, NCCL 2.24's form): a list or an exclusion (``^NVLS``) forces no single one. A launcher
 line's setting holds for the tests of its job, a shell's for everything after it.
 
@@ -76,10 +77,22 @@ def forced_algorithm(line: str) -> str | None:
     return FORCED.get(items[0], "") if len(items) == 1 else ""
 
 
+def tree_threshold(text: str) -> str | None:
+    """``ring`` where NCCL echoes ``NCCL_TREE_THRESHOLD`` 0 (NCCL 2.4's way to keep the all-reduce off its tree),
+    "" where it echoes another threshold (the tree below it, the ring above), None where it echoes none. Only the
+    echo counts: NCCL from 2.5 on ignores the variable and says nothing of it."""
+    echoed = re.search(r"NCCL INFO NCCL_TREE_THRESHOLD set by environment to\s+(\d+)", text)
+    if echoed is None:
+        return None
+    return "ring" if int(echoed.group(1)) == 0 else ""
+
+
+TREE_THRESHOLD = "NCCL_TREE_THRESHOLD"
+"""The setting :func:`tree_threshold` reads (its algorithm, as ``NCCL_ALGO``'s)."""
 USING = "Using network"
 """NCCL's own line of the network it took (``NCCL INFO Using network Socket``), read as a setting of its job."""
 _NETWORK = (USING, "NCCL_NET", "NCCL_IB_DISABLE")
-_READ = ("NCCL_ALGO", "NCCL_NET", "NCCL_IB_DISABLE")
+_READ = ("NCCL_ALGO", TREE_THRESHOLD, "NCCL_NET", "NCCL_IB_DISABLE")
 # unset NAME..., export -n NAME..., at a command's start, a prompt's included (not inside an echo); env -u NAME /
 # --unset=NAME, each
 _UNSET = re.compile(r"(?:^|[;&|(]\s*|[$#>]\s+|\b(?:then|do|else)\s+)(?:unset(?:\s+-v)?|export\s+-n)"
@@ -90,6 +103,7 @@ _EMPTY = re.compile(r"\b(NCCL_(?:ALGO|NET|IB_DISABLE))=(?:[\"']{2})?(?=\s|$)")
 
 def nccl_settings(line: str) -> dict[str, str | None]:
     """What ``line`` sets of what pybench reads, by variable (``NCCL_ALGO``: :func:`forced_algorithm`'s reading;
+    :data:`TREE_THRESHOLD`: :func:`tree_threshold`'s;
     ``NCCL_NET``, ``NCCL_IB_DISABLE``: their values; :data:`USING`: NCCL's own line), None for one it unsets
     (``unset``, ``export -n``, ``env -u``, an empty assignment)."""
     text = _read(line)
@@ -102,6 +116,9 @@ def nccl_settings(line: str) -> dict[str, str | None]:
     algo = forced_algorithm(text)
     if algo is not None:
         out["NCCL_ALGO"] = algo
+    threshold = tree_threshold(text)
+    if threshold is not None:
+        out[TREE_THRESHOLD] = threshold
     for variable in ("NCCL_NET", "NCCL_IB_DISABLE"):
         value = _setting(text, variable)
         if value is not None:  # (up to the next variable of an --export list)

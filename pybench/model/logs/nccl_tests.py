@@ -242,7 +242,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
     if launch is not None and launch.devices != world:  # another job's line, its -x too
         pre = pre.without_launch_settings()
     if pre.nccl_algo and coll == "allreduce":  # the one collective NCCL runs by either
-        notes.append(f"NCCL_ALGO={pre.nccl_algo.capitalize()} in the log: NCCL ran its {pre.nccl_algo} at every size")
+        notes.append(f"{pre.nccl_algo_setting} in the log: NCCL ran its {pre.nccl_algo} at every size")
     if pre.network == SOCKETS and link != "intra-node":
         notes.append(SOCKETS_NOTE)
     gpus = device_names(pre.devices.values())

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from pybench.model.logs.launcher_lines import DIRECT, Launch, read_launch
-from pybench.model.logs.nccl_env import nccl_settings, network_of
+from pybench.model.logs.nccl_env import TREE_THRESHOLD, nccl_settings, network_of
 
 # Program name -> pybench collective name.
 PROGRAMS = {
@@ -68,8 +68,15 @@ class Preamble:
 
     @property
     def nccl_algo(self) -> str:
-        """The algorithm NCCL_ALGO forced, "" where none."""
-        return self.nccl.get("NCCL_ALGO", "")
+        """The algorithm NCCL_ALGO (else NCCL 2.4's tree threshold) forced, "" where none."""
+        return self.nccl.get("NCCL_ALGO") or self.nccl.get(TREE_THRESHOLD, "")
+
+    @property
+    def nccl_algo_setting(self) -> str:
+        """The setting that forced :attr:`nccl_algo`, as the log gave it."""
+        if self.nccl.get("NCCL_ALGO"):
+            return f"NCCL_ALGO={self.nccl['NCCL_ALGO'].capitalize()}"
+        return f"{TREE_THRESHOLD}=0" if self.nccl.get(TREE_THRESHOLD) else ""
 
     @property
     def network(self) -> str:
