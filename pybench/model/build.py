@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def fit_model(measurements: MeasurementSet | Sequence[MeasurementSet], *, min_po
         raise UsageError(f"{first.path or first.label}: {size.size} measured times; a model needs at least 3 "
                          f"(sweep more sizes, e.g. --sizes 1M:1G)")
     _refuse_tables_apart(sets, size, time)
-    disturbed = _disagreeing_replicates(size, time, len(sets))  # whether or not such a size is also off the trend
+    disturbed = _disagreeing_replicates(size, time, sets)  # whether or not such a size is also off the trend
     disturbed += [n for m in sets for n in _in_place_apart(m)][:1]
     anomalies = find_anomalies(size, time, anomaly_ratio) if anomaly_ratio else ()
     size, time = without(size, time, anomalies)
@@ -224,7 +225,9 @@ def _refuse_tables_apart(sets: list[MeasurementSet], size: np.ndarray, time: np.
     broken node), of which a curve through both would be neither."""
     if len(sets) < 2:
         return
-    far, sizes = disturbed_sizes(size, time), np.unique(size).size
+    shared = _held_by_several(sets)
+    mine = np.isin(size, list(shared))
+    far, sizes = disturbed_sizes(size[mine], time[mine]), len(shared)
     if len(far) >= max(3, sizes / 2):
         ratios = [r for _, r in far]
         names = ", ".join(dict.fromkeys(Path(m.path).name or m.label for m in sets))
@@ -234,13 +237,21 @@ def _refuse_tables_apart(sets: list[MeasurementSet], size: np.ndarray, time: np.
                          f"each table from a log of its own")
 
 
-def _disagreeing_replicates(size: np.ndarray, time: np.ndarray, sweeps: int = 1) -> list[str]:
+def _held_by_several(sets: list[MeasurementSet]) -> set[int]:
+    """The sizes two or more of ``sets`` measured: where tables pooled as replicates meet."""
+    seen: Counter[int] = Counter(int(u) for m in sets for u in np.unique(m.size_bytes))
+    return {u for u, n in seen.items() if n > 1}
+
+
+def _disagreeing_replicates(size: np.ndarray, time: np.ndarray, sets: list[MeasurementSet]) -> list[str]:
     """One note naming the sizes whose replicates differ by more than
-    :data:`~pybench.model.anomalies.REPLICATE_RATIO`; where ``sweeps`` tables were pooled, it may be their settings
-    that differ, not a disturbance."""
+    :data:`~pybench.model.anomalies.REPLICATE_RATIO`; where several of ``sets`` measured such a size, it may be
+    their settings that differ, not a disturbance (elsewhere the replicates are one table's own)."""
     far = disturbed_sizes(size, time)
     if not far:
         return []
+    shared = _held_by_several(sets)
+    sweeps = len(sets) if any(int(u) in shared for u, _ in far) else 1
     shown = ", ".join(f"{format_size(int(u))} ({ratio:.0f}x)" for u, ratio in far[:6])
     why = ("the run was disturbed there, or the tables ran with other settings (NCCL_PROTO, GPUDirect, placement, "
            "another build): fit each table apart if they did" if sweeps > 1 else
