@@ -83,11 +83,25 @@ def _warn(msg: str) -> None:
     print(f"warning: {flag_names(msg)}", file=sys.stderr)  # idempotent: flags stay flags
 
 
-def _save(path: str | None, force: bool, document: Callable[[], dict[str, Any]]) -> None:
-    if path:
-        refuse_existing(path, force)
-        write_json(path, document(), force)
-        print(f"# wrote {path}", file=sys.stderr)
+_INPUT_FLAGS = ("model", "compute", "profile", "system")
+"""The options of these commands that name files they read (--system also names a shipped system)."""
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    return [str(v) for name in _INPUT_FLAGS if (v := getattr(args, name, None)) is not None]
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    """Before any work: --json must be a file this command may write, and none it reads (--force or not)."""
+    if args.json:
+        refuse_existing(args.json, args.force, _inputs(args))
+
+
+def _save(args: argparse.Namespace, document: Callable[[], dict[str, Any]]) -> None:
+    if args.json:
+        refuse_existing(args.json, args.force, _inputs(args))  # (again: the work may have taken a while)
+        write_json(args.json, document(), args.force)
+        print(f"# wrote {args.json}", file=sys.stderr)
 
 
 def _said_as_flags(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -127,6 +141,7 @@ def _tflops(value: float | None) -> float | None:
 def run_compute(args: argparse.Namespace) -> int:
     """``python -m pybench compute``: time the step's GEMMs and print achieved FLOP/s."""
     from pybench.planning.compute import profile_compute
+    _check_output(args)
     if args.max_gemm_gflop is not None and args.max_gemm_gflop < 0:
         raise UsageError(f"--max-gemm-gflop must be 0 (no cap) or positive, got {args.max_gemm_gflop}")
     max_flops = "auto" if args.max_gemm_gflop is None else (
@@ -139,7 +154,7 @@ def run_compute(args: argparse.Namespace) -> int:
     for w in prof.warnings:
         _warn(w)
     print(prof.table())
-    _save(args.json, args.force, prof.to_dict)
+    _save(args, prof.to_dict)
     return 0
 
 
@@ -168,6 +183,7 @@ def _worlds(text: str) -> str:
 def run_ccr(args: argparse.Namespace) -> int:
     """``python -m pybench ccr``: the CCR table for every strategy x world x batch."""
     from pybench.planning.grid import ccr
+    _check_output(args)
     args.world = _worlds(args.world)
     args.gpus_per_node = _gpus_per_node(args)
     with _flags_in_errors():
@@ -189,7 +205,7 @@ def run_ccr(args: argparse.Namespace) -> int:
     for w in result.warnings:
         _warn(w)
     print(result.table())
-    _save(args.json, args.force, result.to_dict)
+    _save(args, result.to_dict)
     return 0
 
 
@@ -215,6 +231,7 @@ def _loader_rate(args: argparse.Namespace) -> float | None:
 def run_plan(args: argparse.Namespace) -> int:
     """``python -m pybench plan``: the field's advice with the figures behind it."""
     from pybench.planning.advice import plan
+    _check_output(args)
     args.gpus_per_node = _gpus_per_node(args)
     with _flags_in_errors():
         params, shape = _shape_from_args(args)
@@ -236,7 +253,7 @@ def run_plan(args: argparse.Namespace) -> int:
     for w in result.warnings:
         _warn(w)
     print(flag_names(result.text()))
-    _save(args.json, args.force, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
+    _save(args, lambda: _said_as_flags(result.to_dict(), ("advice", "notes")))
     return 0
 
 

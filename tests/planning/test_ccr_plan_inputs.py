@@ -6,6 +6,7 @@ The model is the shared 2 x 8 H100 all-reduce log fitted as the README fits it (
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import SHARED_DATA, fitted_model_file, refused_in_one_line
@@ -108,3 +109,24 @@ def test_intra_node_links_priced_by_the_inter_node_model_are_labelled_an_upper_b
     assert op["link_class"] == "intra-node"
     assert op["model"].startswith("upper bound for intra-node links, from the inter-node model: ")
     assert "intra-node links priced with the inter-node model, an upper bound" in text
+
+
+@pytest.mark.parametrize("command", [["ccr", "--params", "7B", "--tflops", "400"],
+                                     ["plan", "--params", "1.3B", "--tflops", "300", "--max-world", "8"]])
+def test_ccr_and_plan_never_write_over_a_file_they_read_even_with_force(h100, tmp_path, capsys, command):
+    """`ccr ... --model M --json M --force` replaced the model with its CCR table (and plan's the same), where fit
+    and predict refused: now refused before any work, the model kept."""
+    model = tmp_path / "m.json"
+    model.write_bytes(Path(h100).read_bytes())
+    kept = model.read_bytes()
+    err = refused_in_one_line(capsys, [*command, "--model", str(model), "--json", str(model), "--force"])
+    assert "is one of this command's inputs" in err and model.read_bytes() == kept
+
+
+def test_ccr_never_writes_over_the_compute_profile_it_reads(h100, tmp_path, capsys):
+    profile = tmp_path / "compute.json"
+    assert main(["compute", "--params", "20M", "--seq", "128", "--json", str(profile)]) == 0
+    kept = profile.read_bytes()
+    err = refused_in_one_line(capsys, ["ccr", "--params", "1.3B", "--model", h100, "--compute", str(profile),
+                                       "--json", str(profile), "--force"])
+    assert "is one of this command's inputs" in err and profile.read_bytes() == kept
