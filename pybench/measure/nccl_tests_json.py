@@ -195,6 +195,12 @@ class NcclTestsJsonWriter:
                 batch = []
         yield ("".join(batch) + ("\n ]" if n else "]") + after).encode()
 
+    def journal_entry(self) -> dict[str, Any]:
+        """What the run's journal keeps of this file, so that a rebuild from it writes it too
+        (:func:`write_from_journal_head`)."""
+        return {"path": str(self.path.absolute()), "start_time": self.started.strftime(_TIME_FORMAT),
+                "devices": self.devices}
+
     def release(self) -> None:
         """Remove the file when the run refused to start: it holds only the placeholder."""
         if not self.begun:
@@ -206,3 +212,17 @@ class NcclTestsJsonWriter:
             write_atomic(self.path, self.chunks(result, (r.to_dict() for r in result.records), finished))
         except OSError as exc:
             raise EnvironmentFault(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+
+def write_from_journal_head(head: dict[str, Any], records: Iterable[dict[str, Any]]) -> None:
+    """Rewrite the -J file a dead run's journal names (its first line ``head``, cut short as the caller says) with
+    every record journaled: rank 0 rewrote it only now and then (:mod:`pybench.measure.result_journal`)."""
+    from pybench.measure.result_journal import CSV_KEY, NCCL_TESTS_KEY
+    from pybench.measure.results import RunResult
+
+    entry = head[NCCL_TESTS_KEY]
+    result = RunResult.from_dict({**{k: v for k, v in head.items() if k not in (CSV_KEY, NCCL_TESTS_KEY)},
+                                  "records": list(records)}, "journal")
+    started = _dt.datetime.strptime(entry["start_time"], _TIME_FORMAT)
+    devices = entry.get("devices") if isinstance(entry.get("devices"), list) else []
+    write_atomic(Path(entry["path"]), json_text(nccl_tests_document(result, started, None, devices)).encode())

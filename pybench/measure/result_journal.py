@@ -42,6 +42,9 @@ JOB_DIR = "PYBENCH_JOB_DIR"  # the job folder (pybench.measure.job), set in ever
 # The journal's first line holds the result's metadata and, under this key (never written to the result),
 # the CSV file the run writes with it: a rebuild from the journal writes both.
 CSV_KEY = "pybench_journal_csv"
+# ... and under this one the -J file (nccl-tests' layout) it writes, with what that file's head needs beyond the
+# result (:meth:`pybench.measure.nccl_tests_json.NcclTestsJsonWriter.journal_entry`): rebuilt with them.
+NCCL_TESTS_KEY = "pybench_journal_nccl_tests"
 
 
 JOB_PREFIX = "pybench-job-"  # job folders are tempfile.mkdtemp(prefix=JOB_PREFIX) (job.JobFolder)
@@ -264,7 +267,8 @@ def document_chunks(head: dict[str, Any], record_lines: Iterable[bytes], counted
     json.dumps uses its C encoder only without ``indent``, so the records, already encoded one per
     line, are joined as they are. ``counted``: a one-item list that ends holding the count of records.
     """
-    text = json.dumps(null_non_finite({k: v for k, v in head.items() if k not in ("records", CSV_KEY)}), indent=1,
+    text = json.dumps(null_non_finite({k: v for k, v in head.items() if k not in ("records", CSV_KEY, NCCL_TESTS_KEY)}),
+                      indent=1,
                       allow_nan=False)
     yield (text[:-2] + ',\n "records": [').encode()
     batch: list[bytes] = []
@@ -285,9 +289,13 @@ def document_chunks(head: dict[str, Any], record_lines: Iterable[bytes], counted
 
 def write_from_journal(path: Path, head: dict[str, Any], journal: Path, counted: list[int] | None = None) -> None:
     """Write the result file ``path`` from a dead run's ``journal`` (``head``: its first line, cut short as the
-    caller says), and the CSV file the run wrote with it (:data:`CSV_KEY`), so that neither loses a size."""
+    caller says), and the CSV and -J files the run wrote with it (:data:`CSV_KEY`, :data:`NCCL_TESTS_KEY`), so that
+    none loses a size."""
+    from pybench.measure.nccl_tests_json import write_from_journal_head
     from pybench.measure.result_csv import csv_chunks
 
     write_atomic(path, document_chunks(head, journaled_records(journal), counted))
     if head.get(CSV_KEY):
         write_atomic(Path(head[CSV_KEY]), csv_chunks(head, map(json.loads, journaled_records(journal))))
+    if isinstance(head.get(NCCL_TESTS_KEY), dict):
+        write_from_journal_head(head, map(json.loads, journaled_records(journal)))

@@ -25,6 +25,7 @@ from pybench.measure.result_csv import csv_chunks
 from pybench.measure.result_journal import (
     CSV_KEY,
     IN_PROGRESS,
+    NCCL_TESTS_KEY,
     Journal,
     document_chunks,
     journal_path,
@@ -379,10 +380,14 @@ class OutputFiles:
             st.journal = None
             self._end_own_job()
 
-    def _journal_extra(self) -> dict[str, str]:
-        """What the journal's first line holds beyond the result's metadata: the CSV file rebuilt with the JSON
-        (:data:`pybench.measure.result_journal.CSV_KEY`) when the run dies."""
-        return {CSV_KEY: str(Path(self.csv_path).absolute())} if self.csv_path is not None else {}
+    def _journal_extra(self) -> dict[str, Any]:
+        """What the journal's first line holds beyond the result's metadata: the CSV and -J files rebuilt with the
+        JSON (:data:`pybench.measure.result_journal.CSV_KEY`, :data:`~pybench.measure.result_journal.NCCL_TESTS_KEY`)
+        when the run dies."""
+        extra: dict[str, Any] = {CSV_KEY: str(Path(self.csv_path).absolute())} if self.csv_path is not None else {}
+        if self._state.nccl_tests is not None:
+            extra[NCCL_TESTS_KEY] = self._state.nccl_tests.journal_entry()
+        return extra
 
     def _open_journal(self, final: bool) -> Journal:
         """The journal of this run: in the job folder of pybench's launcher when it started us (it

@@ -389,3 +389,20 @@ def test_an_exception_escaping_mid_run_still_ends_the_job(tmp_path, native):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()  # reaps it and closes both pipes
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_the_nccl_tests_json_file_keeps_every_size_the_result_keeps(sweep, tmp_path, sig):
+    """-J FILE was rewritten at 1, 2, 4 ... sizes and, when the run was cut short, only marked: it lacked sizes the
+    --json and --csv files (rebuilt from the run's journal) held. Now it is rebuilt from the journal with them."""
+    j = tmp_path / "nccl.json"
+    proc, out = sweep("--sizes", "1K,2K,4K,8K,16K,32K,64K,512M", "--csv", str(tmp_path / "r.csv"), "-J", str(j))
+    time.sleep(1.0)  # the seven small sizes are done: the 512 MiB one runs for minutes
+    (os.killpg if sig == signal.SIGINT else os.kill)(proc.pid, sig)
+    proc.communicate(timeout=60)
+    assert _gone_within(str(out), 10) == []
+    doc, nccl = json.loads(out.read_text()), json.loads(j.read_text())
+    kept = [r["size_bytes"] for r in doc["records"]]
+    assert kept == [1 << k for k in range(10, 17)], kept
+    assert [r["size"] for r in nccl["results"]] == kept and nccl["errors"] == [doc["cut_short"]]
+    assert "end_time" not in nccl
