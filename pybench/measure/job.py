@@ -308,6 +308,8 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
         journal = journal_path(path, job_dir) if job_dir is not None else None
         doc = read_header(journal) if journal is not None else None
         rebuilt = doc is not None
+        if doc is not None and not _holds_run_or_nothing(path, doc):
+            continue  # another run's file (it took the name first): never rebuilt from this run's journal
         if doc is None:
             try:
                 doc = read_json(path)
@@ -329,11 +331,37 @@ def mark_cut_short(paths: Sequence[Path], reason: str, job_dir: str | os.PathLik
                 write_from_journal(path, doc, journal)
             else:
                 write_json(path, doc)
-        except (OSError, PyBenchError):
-            pass  # the file still holds every size of its last rewrite; the reason went to stderr
+        except (OSError, PyBenchError) as exc:
+            # the file still holds every size of its last rewrite; the reason went to stderr
+            if rebuilt and journal is not None:
+                _keep_journal(path, journal, exc)
     if job_dir is not None:
         _mark_nccl_tests_json(JobFolder(str(job_dir)).nccl_tests_claims, reason)
     return kept
+
+
+def _holds_run_or_nothing(path: Path, head: dict) -> bool:
+    """Whether ``path`` is absent or holds the run whose journal's first line is ``head`` (its start time)."""
+    try:
+        current = read_json(path)
+    except (OSError, PyBenchError):
+        return True  # none, or a rewrite that never finished: this run's own
+    return not isinstance(current, dict) or current.get("started_at") == head.get("started_at")
+
+
+def _keep_journal(path: Path, journal: Path, error: Exception) -> None:
+    """A result file that could not be rebuilt from its journal (a full disk): the journal moves out of the job
+    folder, which goes with the job, into one of its own beside it, where `pybench recover` finds it later."""
+    why = getattr(error, "strerror", None) or error
+    try:
+        keep = Path(tempfile.mkdtemp(prefix=JOB_PREFIX, dir=journal.parent.parent))
+        os.replace(journal, keep / journal.name)  # (a rename: it needs no space)
+    except OSError as exc:
+        print(f"pybench: error: cannot write {path} ({why}) nor keep the journal of its sizes ({exc.strerror or exc})",
+              file=sys.stderr, flush=True)
+        return
+    print(f"pybench: note: {path} lacks sizes measured after its last rewrite ({why}); the journal of every size is "
+          f"kept: free space, then `pybench recover {path}`", file=sys.stderr, flush=True)
 
 
 def record_nccl_tests_claim(path: Path) -> None:

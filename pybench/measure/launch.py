@@ -235,6 +235,9 @@ def _run_job(launcher: Launcher, command: list[str], env: dict[str, str], job: J
         if lost is not None:
             return _output_lost(lost, result_files, job)
         status = job.read_status()
+        if status == EnvironmentFault.exit_code:  # (a write that failed: the file lacks sizes its journal holds)
+            mark_cut_short(result_files, "the run stopped at a fault of its environment (exit code 3) before this "
+                                         "file's last write; its error line says which", job.path)
         if status is not None:
             for banner in dict.fromkeys(relay.banners):
                 print(f"pybench: warning: Open MPI: {banner}", file=sys.stderr)

@@ -207,3 +207,20 @@ def test_a_run_cut_short_says_in_its_nccl_tests_json_how_far_it_meant_to_go(tmp_
     writer.write(result)
     config = json.loads(writer.path.read_text())["config"]
     assert (config["minimum_bytes"], config["maximum_bytes"]) == (1024, 2048)
+
+
+def test_a_journal_is_never_rebuilt_into_a_file_that_holds_another_run(tmp_path):
+    """A run whose first write found its --json taken by another run (exit 2 or 3) still journaled a size: the
+    file is the other run's, and rebuilding it from this run's journal would replace that run's sizes."""
+    from pybench.measure.result_journal import Journal
+    from pybench.measure.results import record_json
+    out = tmp_path / "r.json"
+    theirs = dataclasses.replace(_result(), started_at="2026-01-01T00:00:00", records=[_record(8)] * 3,
+                                 cut_short="in progress: 3 size(s) measured when this was written")
+    out.write_text(json.dumps(theirs.to_dict()))
+    before = out.read_bytes()
+    journal = Journal(journal_path(out, tmp_path))
+    mine = dataclasses.replace(_result(), started_at="2026-01-01T00:00:05", records=[])
+    journal.append(lambda: mine.to_dict(), [record_json(_record(8))])
+    mark_cut_short([out], "the run stopped at a fault of its environment", tmp_path)
+    assert out.read_bytes() == before

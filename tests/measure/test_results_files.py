@@ -148,10 +148,20 @@ def test_a_disk_filling_up_mid_run_stops_the_job_in_one_line(tiny_disk, native):
                           cwd=tiny_disk.parent, capture_output=True, text=True, timeout=300)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("pybench: warning:")]
     assert proc.returncode == 3, proc.stderr
-    assert len(lines) == 1 and lines[0] == f"pybench: error: cannot write {out}: No space left on device", lines
+    assert lines[0] == f"pybench: error: cannot write {out}: No space left on device", lines
     assert "fell behind" not in proc.stderr and "Traceback" not in proc.stderr
     doc = json.loads(out.read_text())  # the last complete rewrite is intact
     assert doc["finished"] is False and 1 <= len(doc["records"]) < 7
+    # the sizes measured after it were in the run's journal, which the job's end deleted: now it is kept, said
+    # in a second line, and recovered once there is space
+    assert lines[1:] == [f"pybench: note: {out} lacks sizes measured after its last rewrite (No space left on "
+                         f"device); the journal of every size is kept: free space, then `pybench recover {out}`"]
+    assert subprocess.run(["mount", "-o", "remount,size=1m", str(tiny_disk)]).returncode == 0
+    recovered = subprocess.run([sys.executable, "-m", "pybench", "recover", str(out)], capture_output=True, text=True,
+                               timeout=120)
+    assert recovered.returncode == 0, recovered.stderr
+    sizes = [r["size_bytes"] for r in json.loads(out.read_text())["records"]]
+    assert len(doc["records"]) < len(sizes) and sizes == [1 << k for k in range(10, 10 + len(sizes))], sizes
 
 
 def test_two_runs_on_one_json_file_the_second_fails_in_one_line(tmp_path, native):
