@@ -340,7 +340,9 @@ def _topology_for(args, models) -> list:
             system.check_layout(args.world, nodes)
         for flag in [f"--link {p.name}" for p in presets] + ([f"--system {system.name}"] if system else []):
             _say(f"{flag}: {args.world} ranks{f' on {nodes} node(s)' if nodes else ''} were measured, and their "
-                 f"sweeps answer; it prices only layouts no sweep measured")
+                 f"sweeps answer; it prices only layouts no sweep measured" + (
+                     ", and keeps sizes above theirs no faster than its NICs carry" if flag.startswith("--system")
+                     and nodes and nodes > 1 else ""))
         return []
     unknown = [m for m in models if m.world_size == args.world and args.nodes and m._fitted_nodes() is None]
     if unknown and all(m.topology is None for m in models):
@@ -423,12 +425,14 @@ def run_predict(args) -> int:
 
     if args.json:
         refuse_existing(Path(args.json), args.force, [args.model, *([args.system] if args.system else [])])
+    def matching(ms: list) -> list:
+        return [m for m in ms if (args.collective is None or m.collective == args.collective)
+                and (args.link_class is None or m.link_class == args.link_class)
+                and (args.dtype is None or m.dtype == args.dtype)]
+
     models = load_models(args.model)
     held = sorted({f"{m.collective}/{m.dtype}" for m in models})
-    models = [m for m in models
-              if (args.collective is None or m.collective == args.collective)
-              and (args.link_class is None or m.link_class == args.link_class)
-              and (args.dtype is None or m.dtype == args.dtype)]
+    models = matching(models)
     if not models:
         raise UsageError(f"{args.model}: no model matches --collective/--link-class/--dtype; it holds "
                          f"{', '.join(held)}")
@@ -447,6 +451,8 @@ def run_predict(args) -> int:
         records = topology_records(topology, sizes, args.world, _nodes_asked(args, models))
     else:
         if args.world is not None:  # a measured layout: its own sweeps answer, one table each
+            if args.system:  # on the description (as load_model(..., system=)): above their sizes, its NICs bound them
+                models = matching(load_models(args.model, system=args.system))
             models = [m for m in models if m.world_size == args.world]
         records = prediction_records(models, sizes, band=args.band)
     for line in dict.fromkeys(_SAID):

@@ -238,6 +238,7 @@ class AlphaBetaModel:
             low = np.where(above_top, np.maximum(low, float(top_t) * math.exp(-down)), low)
             per_byte = float(top_t) * math.exp(up) / self.size_max_bytes
             high = np.where(above_top, np.minimum(high, np.maximum(per_byte * s, t_arr)), high)
+            low = np.where(above_top, np.maximum(low, self._nic_floor_s(s)), low)
         # Fewer bytes take no longer, but for a protocol switch just below the sweep (real logs run a size there
         # slower than the one above it): further below, the upper end stays that first octave's.
         if np.any(far_below := s < self.size_min_bytes / 2):
@@ -252,6 +253,16 @@ class AlphaBetaModel:
         if s.ndim == 0:
             return Prediction(float(s), self.world_size, float(t_arr), float(low), float(high), said)
         return Prediction(s, self.world_size, t_arr, low, high, said)
+
+    def _nic_floor_s(self, sizes: np.ndarray) -> np.ndarray:
+        """The least time the described NICs allow at ``sizes`` for this sweep's layout where it crossed nodes and
+        the model is on a system description (:func:`~pybench.model.crossing.nic_floor_s`), else 0: above the
+        sweep, the largest size's own low end alone let 1 TiB promise 33 TB/s."""
+        nodes, tm, world = self._fitted_nodes(), self.topology, self.world_size
+        if tm is None or tm.system is None or not nodes or nodes < 2 or not world:
+            return np.zeros(np.shape(sizes))
+        from pybench.model.crossing import nic_floor_s
+        return np.vectorize(lambda x: nic_floor_s(tm, float(x), world, nodes), otypes=[float])(sizes)
 
     def times_and_spreads(self, sizes: np.ndarray, band: str = "prediction") -> tuple[np.ndarray, list[Spread]]:
         """The curve's times at ``sizes`` and each one's interval inputs (:mod:`pybench.model.calibration`, in

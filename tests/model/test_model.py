@@ -754,3 +754,23 @@ def test_a_described_node_of_two_gpus_is_not_told_to_measure_four(tmp_path, caps
     for extra, told in (([], True), (["--system", str(node)], False)):
         assert main_for_tests(["fit", str(log), *extra, "-o", str(tmp_path / "m.json"), "--force"]) == 0
         assert ("other GPU counts in one node" in capsys.readouterr().out) is told
+
+
+def test_above_a_measured_sweep_a_system_keeps_the_low_end_no_faster_than_its_nics_carry(tmp_path, capsys):
+    """Above a 2 x 8 H100 sweep (to 16 GiB) the low end stayed at the largest size's: a 1 TiB all-reduce 'could'
+    take 61 ms (33 TB/s through the nodes), though --system aws-p5 says each node has 8 x 400 Gb/s. Now no
+    faster than those carry 1 TiB (S through each node's NICs: NCCL's tree on two nodes), in the CLI and Python
+    alike; without a description nothing bounds it."""
+    log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+    path, out = tmp_path / "m.json", tmp_path / "p.json"
+    assert main_for_tests(["fit", str(log), "--nodes", "2", "-o", str(path)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(path), "--sizes", "1T", "--world", "16", "--nodes", "2", "--system",
+                           "aws-p5", "--json", str(out)]) == 0
+    assert "keeps sizes above theirs no faster than its NICs carry" in capsys.readouterr().err
+    (record,) = json.loads(out.read_text())["records"]
+    python = load_model(path, system="aws-p5").predict(1 << 40)
+    floor = (1 << 40) / (8 * 400e9 / 8)
+    assert record["time_low_s"] == pytest.approx(python.time_low_s, rel=1e-12) == pytest.approx(floor, rel=1e-9)
+    assert python.time_low_s < python.time_s < python.time_high_s
+    assert load_model(path).predict(1 << 40).time_low_s < floor / 10  # (no description: no NICs to go by)
