@@ -5,6 +5,9 @@ say of its ranks and hosts."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
+import stat
 import sys
 
 from pybench.cli.argtypes import number
@@ -48,6 +51,30 @@ def load_named(path: str, collective: str | None, world: int | None) -> list:
         print(f"note: {path}: --collective {collective}: its {len(mine)} {collective} table(s) taken, the "
               f"{len(every) - len(mine)} other(s) of this log left out", file=sys.stderr)
         return mine
+
+
+def refuse_repeated(inputs: list[str]) -> None:
+    """UsageError where two inputs are one file, or hold the same bytes: one run given twice would be pooled as
+    two replicates of it, narrowing the band and adding pieces that its scatter does not show."""
+    seen: dict[tuple, str] = {}
+    for path in inputs:
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                continue  # (refused, in its own words, where it is read)
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+        except OSError:
+            continue
+        keys = (("are one file", (st.st_dev, st.st_ino)), ("hold the same bytes", (st.st_size, digest.hexdigest())))
+        for same, key in keys:
+            if key in seen:
+                which = f"{path} is given twice" if seen[key] == path else f"{seen[key]} and {path} {same}"
+                raise UsageError(f"{which}: one run given twice would count as two (fit pools them as replicates); "
+                                 f"give each run once")
+            seen[key] = path
 
 
 ranks = number(int, 1, strict=False, maximum=1 << 24)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from pybench.cli.argtypes import number, output_file
-from pybench.cli.fit_inputs import load_named, one_per_input, per_input, ranks, with_nodes
+from pybench.cli.fit_inputs import load_named, one_per_input, per_input, ranks, refuse_repeated, with_nodes
 from pybench.cli.prediction_table import format_prediction_table, prediction_records, topology_records
 from pybench.collectives import DTYPES, MODELLED, refuse_partial_elements
 from pybench.errors import PyBenchError, UsageError
@@ -132,6 +132,7 @@ def run_fit(args) -> int:
     refuse_existing(out, args.force, args.inputs)
     if args.collective is not None and args.collective not in MODELLED:
         raise UsageError(f"--collective {args.collective}: pybench fits {', '.join(MODELLED)}; give one of them")
+    refuse_repeated(args.inputs)
     worlds = one_per_input(args.world, args.inputs, "--world")
     nodes = one_per_input(args.nodes, args.inputs, "--nodes")
     system = _system(args.system)

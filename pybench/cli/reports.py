@@ -193,8 +193,9 @@ def run_report(args) -> int:
     """Body of ``pybench report``; returns the exit status."""
     from functools import partial
 
-    from pybench.cli.fit_inputs import one_per_input, with_nodes
+    from pybench.cli.fit_inputs import one_per_input, refuse_repeated, with_nodes
     from pybench.report.html import report_files
+    refuse_repeated(args.results)
     worlds = one_per_input(args.world, args.results, "--world")
     nodes = one_per_input(args.nodes, args.results, "--nodes")
     out = report_files(args.results, args.output, model_path=args.model, ccr_path=args.ccr, force=args.force,

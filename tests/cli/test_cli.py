@@ -368,3 +368,18 @@ def test_an_output_folder_that_takes_no_file_is_refused_before_any_output(tmp_pa
     assert main(["predict", str(model), "--sizes", "1M", "--json", "/proc/pybench-test.json"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "cannot write /proc/pybench-test.json" in err
+
+
+def test_one_run_given_twice_is_refused_by_fit_and_report(tmp_path, capsys):
+    """`fit LOG LOG` pooled the log with itself as a second run: twice the points, more pieces, a narrower band,
+    and no word; an identical copy under another name did the same."""
+    from conftest import refused_in_one_line
+    log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(log.read_bytes())
+    err = refused_in_one_line(capsys, ["fit", str(log), str(log), "--nodes", "2", "-o", str(tmp_path / "m.json")])
+    assert f"{log} is given twice: one run given twice would count as two" in err
+    err = refused_in_one_line(capsys, ["fit", str(log), str(copy), "--nodes", "2", "-o", str(tmp_path / "m.json")])
+    assert f"{log} and {copy} hold the same bytes" in err
+    err = refused_in_one_line(capsys, ["report", str(log), str(copy), "--nodes", "2", "-o", str(tmp_path / "r.html")])
+    assert "hold the same bytes" in err and not (tmp_path / "m.json").exists()

@@ -154,6 +154,7 @@ def test_recorded_turns_a_results_record_into_the_description_of_its_machine(cap
 def _result_on(tmp_path, name: str, probe) -> str:
     doc = json.loads(FIXTURES.joinpath("cpu_mpi2_allreduce.json").read_text(encoding="utf-8"))
     doc["environment"]["system"] = probe
+    doc["command"] = [*doc["command"], f"# {name}"]  # each its own run: one run given twice is refused
     path = tmp_path / name
     path.write_text(json.dumps(doc))
     return str(path)
