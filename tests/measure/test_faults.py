@@ -406,3 +406,15 @@ def test_the_nccl_tests_json_file_keeps_every_size_the_result_keeps(sweep, tmp_p
     assert kept == [1 << k for k in range(10, 17)], kept
     assert [r["size"] for r in nccl["results"]] == kept and nccl["errors"] == [doc["cut_short"]]
     assert "end_time" not in nccl
+
+
+@pytest.mark.parametrize("value", ["/nonexistent/mpiexec", "/tmp", "no-such-mpiexec"])
+def test_a_pybench_mpiexec_that_is_no_executable_is_refused_not_replaced(tmp_path, native, value):
+    """PYBENCH_MPIEXEC naming a missing file or a folder was skipped for the environment's own mpiexec: the run
+    measured another MPI than the one asked for, without a word."""
+    p = subprocess.run([sys.executable, "-m", "pybench", "allreduce", "--backend", "mpi", "--sizes", "1K"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYBENCH_MPIEXEC=value))
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith(f"pybench: error: PYBENCH_MPIEXEC={value}: no executable file there")
