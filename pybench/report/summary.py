@@ -95,10 +95,21 @@ def _peak(results: Sequence[tuple[RunResult, str]]) -> str:
     return peak_phrase(r, src) + "."
 
 
-def _model_text(models: Sequence) -> str:
+def model_for(result: RunResult, models: Sequence):
+    """The model of ``result``'s own collective, backend and rank count, else None: another's figures are not its."""
+    return next((m for m in models if (m.collective, m.backend, m.world_size) ==
+                 (result.benchmark, result.backend, result.world_size)), None)
+
+
+def _model_text(models: Sequence, results: Sequence[tuple[RunResult, str]]) -> str:
     if not models:
         return "No model was given (fit one with `pybench fit RESULT.json -o MODEL.json`)."
-    m = models[0]
+    m = next((m for r, _ in results if (m := model_for(r, models)) is not None), None)
+    if m is None:
+        theirs = ", ".join(dict.fromkeys(f"{r.benchmark}/{r.backend}/{r.world_size} ranks" for r, _ in results))
+        given = ", ".join(dict.fromkeys(f"{m.collective}/{m.backend}/{m.world_size or '?'} ranks" for m in models))
+        return (f"The model given ({given}) describes none of these inputs ({theirs}): no figure here is compared "
+                f"with it (fit one of theirs with `pybench fit`).")
     first, last = m.segments[0], m.segments[-1]
     bw = 1.0 / last.inv_bw_s_per_byte / 1e9 if last.inv_bw_s_per_byte > 0 else math.inf
     return (f"Fitted model ({m.collective}, {m.backend}, {m.world_size or '?'} ranks, {len(m.segments)} "
@@ -107,7 +118,7 @@ def _model_text(models: Sequence) -> str:
 
 
 def _worst_against_model(result: RunResult, models: Sequence) -> str | None:
-    m = next((m for m in models if m.collective == result.benchmark), None)
+    m = model_for(result, models)
     recs = [r for r in result.records if r.time_s > 0 and m is not None
             and m.size_min_bytes <= r.size_bytes <= m.size_max_bytes]
     if m is None or not recs:
@@ -164,5 +175,5 @@ def _verdict(results, comparison) -> tuple[str, str]:
 def summarise(results: Sequence[tuple[RunResult, str]], models: Sequence = (), comparison=None) -> Summary:
     """The opening paragraph of a report on ``results`` (with their fitted ``models`` and a comparison)."""
     verdict, kind = _verdict(results, comparison)
-    return Summary(peak=_peak(results), model=_model_text(models), worst=_worst(results, models, comparison),
+    return Summary(peak=_peak(results), model=_model_text(models, results), worst=_worst(results, models, comparison),
                    verdict=verdict, verdict_kind=kind)

@@ -188,3 +188,17 @@ def test_a_collective_no_log_can_be_named_is_refused_in_one_line(tmp_path, capsy
     err = refused_in_one_line(capsys, ["report", str(_one_rank_log(tmp_path)), "--collective", "allredu", "-o",
                                        str(tmp_path / "r.html")])
     assert "collective 'allredu': a log can be named one of allreduce" in err
+
+
+def test_a_model_of_none_of_the_inputs_is_said_to_be_so_not_headlined_as_theirs(tmp_path, capsys):
+    """A 16-rank NCCL all-reduce model given with a 2-rank MPI all-reduce result was headlined as the result's
+    fitted model, and its worst size measured against it."""
+    model = tmp_path / "m.json"
+    assert main(["fit", str(NCCL_LOG), "-o", str(model)]) == 0
+    result = Path(__file__).resolve().parents[1] / "fixtures" / "cpu_mpi2_allreduce.json"
+    out = tmp_path / "r.html"
+    assert main(["report", str(result), "--model", str(model), "-o", str(out)]) == 0
+    text = " ".join(_text(out).split())
+    assert ("The model given (allreduce/nccl/16 ranks) describes none of these inputs (allreduce/mpi/2 ranks)"
+            in text), text[:2000]
+    assert "Fitted model (" not in text and "against the model" not in text
