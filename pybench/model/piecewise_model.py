@@ -169,13 +169,15 @@ class AlphaBetaModel:
             (``provenance``).
         """
         try:
+            if np.asarray(size_bytes).dtype == bool:  # (True is no size, though numpy reads it as 1)
+                raise TypeError
             s = np.asarray(size_bytes, dtype=float)
         except (TypeError, ValueError):
             raise UsageError(f"sizes to predict must be numbers of bytes, got {size_bytes!r:.40}; "
                              f"pybench.sizes.parse_sizes reads '1M:1G'") from None
         if s.size == 0:
             raise UsageError("no sizes to predict: give one or more numbers of bytes")
-        if np.any(~np.isfinite(s)) or np.any(s <= 0):
+        if np.any(~np.isfinite(s)) or np.any(s <= 0):  # (a curve's sizes need not be whole: plots, bucket shares)
             raise UsageError("sizes to predict must be positive numbers of bytes")
         if np.any(s > MAX_SIZE_BYTES):  # the CLI's bound too: no collective moves more than 16 TiB at once
             raise UsageError(f"sizes to predict must be at most {format_size(MAX_SIZE_BYTES)}, got "

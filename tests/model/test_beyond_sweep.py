@@ -74,6 +74,9 @@ def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where
     assert row["provenance"] == sweep.predict(big).provenance != "" and "not measured" not in row["provenance"]
     with pytest.raises(UsageError, match="no sizes to predict"):
         sweep.predict([])
+    for flag in (True, [True, False]):  # numpy reads True as 1 byte: no size, refused as the CLI refuses it
+        with pytest.raises(UsageError, match="sizes to predict must be numbers of bytes"):
+            sweep.predict(flag)
     assert "(a prediction interval: another layout has no confidence band)" in sweep.predict(
         [small, big], band="confidence").provenance  # the beyond part has no confidence band to give
 
