@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pybench.errors import FileFormatError
 
@@ -98,6 +98,17 @@ class ResultSchema(_Body):
     cut_short: Text | None = None
     records: Annotated[list[SizeRecordSchema], Field(max_length=MAX_RECORDS)]
 
+    @model_validator(mode="after")
+    def _hosts_hold_the_ranks(self) -> ResultSchema:
+        """A hand-edited file whose hosts hold another rank count than its world, or an intra-node link across
+        several hosts, would be fitted as the layout neither says."""
+        if self.hosts and self.world_size is not None and sum(self.hosts.values()) != self.world_size:
+            raise ValueError(f"hosts hold {sum(self.hosts.values())} ranks, world_size says {self.world_size}")
+        every_rank = not (self.benchmark or "").startswith("p2p")  # (a pair's link is its own two ranks')
+        if every_rank and self.hosts and len(self.hosts) > 1 and self.link_class == "intra-node":
+            raise ValueError(f"link_class intra-node, but hosts name {len(self.hosts)} hosts")
+        return self
+
 
 def validate_body(data: dict[str, Any], schema: type[BaseModel] | None, source: str) -> None:
     """Check ``data`` (a document whose name and version are already checked) against ``schema`` (the
@@ -117,6 +128,9 @@ def validate_body(data: dict[str, Any], schema: type[BaseModel] | None, source: 
         if first.get("type") == "missing":
             raise FileFormatError(f"{source}: required field {where!r} is missing{more}") from None
         why = first.get("msg", "invalid")
+        if first.get("type") == "value_error" and not where:  # the document's fields contradict each other
+            raise FileFormatError(f"{source}: its fields disagree: {why.removeprefix('Value error, ')}{more}; "
+                                  f"was it edited by hand?") from None
         raise FileFormatError(f"{source}: {where or 'document'}: {why}, got {value}{more}") from None
 
 

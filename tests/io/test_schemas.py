@@ -92,3 +92,17 @@ def test_a_list_past_its_bound_is_refused_by_its_length_before_its_items_are_che
     doc = stamp(COMPARISON, {"sizes": [0] * ((1 << 20) + 1)})
     with pytest.raises(FileFormatError, match=r"^c: sizes: 1048577 items, more than the 1048576 a pybench file"):
         check_document(doc, COMPARISON, "c")
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"world_size": 7}, "hosts hold 2 ranks, world_size says 7"),
+    ({"hosts": {"a": 1, "b": 1}}, "link_class intra-node, but hosts name 2 hosts"),
+])
+def test_a_result_whose_fields_contradict_each_other_is_refused(tmp_path, edit, said):
+    """A hand-edited result of 7 ranks on hosts holding 2 was fitted as a 7-rank model ('2 ranks on 1 host(s)' in
+    its notes); an intra-node result on two hosts as 'fitted at 2 ranks on 2 nodes'."""
+    doc = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "cpu_mpi2_allreduce.json").read_text())
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps({**doc, **edit}))
+    with pytest.raises(FileFormatError, match=rf"^{path}: its fields disagree: {said}; was it edited by hand\?$"):
+        load_measurements(path)
