@@ -314,6 +314,7 @@ _SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
            ("mi355x-aac14-2x8", "mi355x", "mi355x_aac14_2node16_pollara_allreduce.log"),
            ("h100-a3mega-2x8", "a3mega", "gcp_a3mega_2node16_allreduce.log"),
            ("b200-a4-gke-2x8", "a4", "gke_a4_b200_2node16_allreduce.log"),
+           ("v100-p3dn-2x8", "p3dn", "v100_p3dn_efa_2node16_allreduce.log"),
            # nccl-tests#290: a cluster whose 2-node bus bandwidth its own thread finds far below its NICs (a fault
            # under investigation there): its sweep's shape is scored; as a system description, which states working
            # NICs, it is not (the closing note of session 29 gives what scoring it would do)
@@ -322,10 +323,14 @@ _SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
 
 def system_cases(shared: Path, public: Path) -> list[SystemCase]:
     """The 2-node logs with their system descriptions, and a one-node log of the same node type where one
-    exists (the vTrain A100 table for the OCI A100 node, another cluster's MI300X node for AAC10's)."""
+    exists (the vTrain A100 table for the OCI A100 node, another cluster's MI300X node for AAC10's, another host's
+    V100 cube-mesh node for the p3dn's)."""
     nodes = {"vtrain": fit_topology("allreduce", _vtrain(shared)[8]),
              "mi300x": fit_topology("allreduce", _observations(public / "mi300x_aac8_1node8_allreduce.log", 1)),
-             "b200": fit_topology("allreduce", _observations(public / "gke_a4_b200_1node8_allreduce.log", 1))}
+             "b200": fit_topology("allreduce", _observations(public / "gke_a4_b200_1node8_allreduce.log", 1)),
+             # (a V100 SXM2 16GB node on the same hybrid cube-mesh as the p3dn's 32GB boards, another host)
+             "v100": fit_topology("allreduce", _observations(public / "v100_dgx1like_1node8_g8_allreduce_2019.log",
+                                                             1))}
     cases = []
     # (..., a one-node fit of its node type, the preset of one of its NICs, of its GPUs' links: "" for none)
     for dataset, group, system, collective, log, node, preset, intra in (
@@ -348,7 +353,9 @@ def system_cases(shared: Path, public: Path) -> list[SystemCase]:
             ("h100-a3mega-2x8", "a3mega", "gcp-a3-mega", "allreduce", "gcp_a3mega_2node16_allreduce.log", "",
              "eth-200g", "nvlink4"),
             ("b200-a4-gke-2x8", "a4", "gcp-a4", "allreduce", "gke_a4_b200_2node16_allreduce.log", "b200",
-             "eth-400g", "nvlink5")):
+             "eth-400g", "nvlink5"),
+            ("v100-p3dn-2x8", "p3dn", "aws-p3dn", "allreduce", "v100_p3dn_efa_2node16_allreduce.log", "v100",
+             "eth-100g", "")):
         obs = _observations(_log_path(log, shared, public), 2)
         cases.append(_system_case(dataset, group, system, collective, obs, nodes.get(node), preset, intra))
     return cases
