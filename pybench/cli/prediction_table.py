@@ -27,12 +27,15 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
         used = "confidence" if predates else band or "prediction"
         old = " (confidence band: the file predates prediction bands; refit it)" if predates else ""
         answered = dict(zip(known, zip(pred.time_s, pred.time_low_s, pred.time_high_s))) if pred else {}
+        topology = f"{m.topology.algorithm} (topology model)" if m.topology is not None else ""
         for s in sizes:
+            # (beyond what the sweep determines, at sizes other layouts measured, the topology model answers)
+            algorithm = topology if topology and m._beyond_own_sweep(float(s)) else "fitted sweep"
             if why[s]:
                 records.append({
                     "collective": m.collective, "backend": m.backend, "link_class": m.link_class, "dtype": m.dtype,
                     "size_bytes": int(s), "world": w, "time_s": None, "time_low_s": None, "time_high_s": None,
-                    "band": used, "algbw_gbps": None, "busbw_gbps": None, "algorithm": "fitted sweep",
+                    "band": used, "algbw_gbps": None, "busbw_gbps": None, "algorithm": algorithm,
                     "size_notes": [], "determined": False, "undetermined": why[s],
                     **({"nodes": nodes} if nodes else {}),
                     "provenance": m.provenance_at(float(s)), "extrapolated_world": False, "extrapolated_size": True,
@@ -48,7 +51,7 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
                 "time_high_s": float(hi), "band": used,
                 "algbw_gbps": None if algbw is None else float(algbw),
                 "busbw_gbps": float(algbw * factor) if algbw is not None and math.isfinite(factor) else None,
-                "algorithm": "fitted sweep", "size_notes": [], "determined": True,
+                "algorithm": algorithm, "size_notes": [], "determined": True,
                 **({"nodes": nodes} if nodes else {}),  # as every other layout's record, where the sweep says
                 "provenance": m.provenance_at(float(s)) + old,
                 "extrapolated_world": False,
@@ -67,6 +70,10 @@ def format_prediction_table(records) -> str:
     """nccl-tests-like text table of prediction records."""
     lines = []
     last = None
+    algorithms: dict[tuple, dict[str, None]] = {}  # each table's, in order: a sweep's and the topology model's
+    for r in records:
+        key = (r["collective"], r["backend"], r["link_class"], r["world"], r.get("dtype"))
+        algorithms.setdefault(key, {})[r["algorithm"]] = None
     for r in records:
         key = (r["collective"], r["backend"], r["link_class"], r["world"], r.get("dtype"))
         if key != last:
@@ -75,7 +82,7 @@ def format_prediction_table(records) -> str:
             nodes = f" on {r['nodes']} node(s)" if "nodes" in r else ""
             dtype = f" / {r['dtype']}" if r.get("dtype") else ""
             lines.append(f"# {r['collective']} / {r['backend']} / {r['link_class'] or 'link class unknown'}"
-                         f" / {r['world'] or '?'} ranks{nodes}{dtype} / algorithm {r['algorithm']}"
+                         f" / {r['world'] or '?'} ranks{nodes}{dtype} / algorithm {'; '.join(algorithms[key])}"
                          + (" (world extrapolated)" if r["extrapolated_world"] else ""))
             lines.append(f"# {'size':>10} {'time(us)':>11} {'low(us)':>11} {'high(us)':>11} "
                          f"{'algbw':>8} {'busbw':>8}  note")

@@ -69,9 +69,13 @@ def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where
         assert (both.time_s[i], both.time_low_s[i], both.time_high_s[i]) == (one.time_s, one.time_low_s,
                                                                             one.time_high_s)
     assert sweep.predict(small).provenance in both.provenance and sweep.predict(big).provenance in both.provenance
-    from pybench.cli.prediction_table import prediction_records  # the table says what answered: the topology model
-    (row,) = prediction_records([sweep], [int(big)])
+    from pybench.cli.prediction_table import format_prediction_table, prediction_records
+    (row,) = prediction_records([sweep], [int(big)])  # the table says what answered: the topology model
     assert row["provenance"] == sweep.predict(big).provenance != "" and "not measured" not in row["provenance"]
+    # its rows say which algorithm answered, and so does the header over both (it said 'fitted sweep' alone)
+    rows = prediction_records([sweep], [int(small), int(big)])
+    assert [r["algorithm"] for r in rows] == ["fitted sweep", f"{models[0].algorithm} (topology model)"]
+    assert f"/ algorithm fitted sweep; {models[0].algorithm} (topology model)" in format_prediction_table(rows)
     with pytest.raises(UsageError, match="no sizes to predict"):
         sweep.predict([])
     for flag in (True, [True, False]):  # numpy reads True as 1 byte: no size, refused as the CLI refuses it
