@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from pybench.cli import argtypes
+from pybench.collectives import canonical_op
 from pybench.errors import UsageError
 
 MIN_BW_ENV = "NCCL_TESTS_MIN_BW"
@@ -104,9 +105,23 @@ def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> No
     if args.nccl_tests_json is not None and not Path(args.nccl_tests_json).resolve().parent.is_dir():
         raise UsageError(f"-J {args.nccl_tests_json}: the folder {Path(args.nccl_tests_json).parent} does not exist; "
                          "create it or choose another file")
+    _unused_by_the_test(args, under_launcher)
     _check_choice("-I", args.per_iter_timing, (0, 1), "-I 0 or -I 1")
     if args.per_iter_timing == 1:
         args.stats_columns = True
+
+
+def _unused_by_the_test(args: argparse.Namespace, under_launcher: bool) -> None:
+    """nccl-tests' -o and -r on a test that has no reduction or root (a script passing one set of flags to every
+    binary, as CloudAI does): checked, then left aside, and said where they would have changed something."""
+    said = []
+    if getattr(args, "unused_op", None) is not None and canonical_op(args.unused_op) != "sum":
+        said.append(f"-o {canonical_op(args.unused_op)}")
+    if getattr(args, "unused_root", None):
+        said.append(f"-r {args.unused_root}")
+    if said and not under_launcher:  # (said once, by the process that starts the ranks)
+        print(f"pybench: note: {args.command} has no reduction op or root: {' and '.join(said)} not used "
+              f"(nccl-tests takes and ignores them too)", file=sys.stderr)
 
 
 def _ngpus(args: argparse.Namespace, under_launcher: bool) -> None:

@@ -396,8 +396,16 @@ def _add_collective_parser(sub, name: str, coll) -> None:
                    help=f"{', '.join(DTYPES)}, or all: one sweep each, as nccl-tests' -d all (default float32)")
     if coll.reduces:
         w.add_argument("-o", "--op", default="sum", help=f"reduction op: {', '.join(OPS)} (default sum)")
+    else:  # nccl-tests takes -o for every test: a script passing one set of flags to each must run here too
+        w.add_argument("-o", "--op", dest="unused_op", default=None,
+                       help=f"nccl-tests' reduction op, which {name} does not use: checked, then left aside "
+                            f"(default none)")
     if name == "broadcast":
         w.add_argument("-r", "--root", type=_nonneg_int, default=0, help="root rank (default 0)")
+    else:  # (as -o: nccl-tests takes it for every test)
+        w.add_argument("-r", "--root", dest="unused_root", type=_nonneg_int, default=None,
+                       help=f"nccl-tests' root rank, which {name} does not have: checked, then left aside "
+                            f"(default none)")
     _add_run_options(p, "1K:64M:4", ("batched", "per-op", "graph", "host", "host-graph"))
     compat_flags.add_nccl_tests_flags(p)
     p.add_argument("-G", "--cudagraph", dest="graph_launches", type=_nonneg_int, default=0, metavar="N",

@@ -122,8 +122,10 @@ def test_op_only_for_reductions_and_root_only_for_broadcast():
     subs = _subparsers()
     for name, coll in COLLECTIVES.items():
         opts = {o for a in subs[name]._actions for o in a.option_strings}
-        assert ("--op" in opts) == coll.reduces, name
-        assert ("--root" in opts) == (name == "broadcast"), name
+        dests = {o: a.dest for a in subs[name]._actions for o in a.option_strings}
+        # every test takes nccl-tests' -o and -r (as its binaries do); only those with a reduction or a root use them
+        assert dests["--op"] == ("op" if coll.reduces else "unused_op"), name
+        assert dests["--root"] == ("root" if name == "broadcast" else "unused_root"), name
         assert {"-b", "-e", "-f", "-i", "-n", "-w", "-c", "-G", "-J", "--np"} <= opts
         # nccl-tests' long names too
         assert {"--minbytes", "--maxbytes", "--stepbytes", "--stepfactor", "--iters", "--warmup_iters", "--check",

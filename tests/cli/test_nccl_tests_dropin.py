@@ -485,3 +485,18 @@ def test_a_j_file_whose_test_never_began_is_a_valid_document_that_says_so(pybenc
     assert len(proc.stderr.strip().splitlines()) == 1
     writer.release()  # a run that refused to start leaves nothing
     assert not writer.path.exists()
+
+
+@pytest.mark.mpi
+def test_one_set_of_nccl_tests_flags_runs_every_test_as_nccl_tests_takes_it(pybench_cli, native):
+    """CloudAI passes `--op sum --root 0` to every nccl-tests binary: pybench took -o for the collectives that
+    reduce and -r for broadcast only, and refused the rest, where nccl-tests takes (and ignores) them for all."""
+    for collective in ("allgather", "alltoall", "sendrecv"):
+        proc = pybench_cli(collective, "--backend", "mpi", "-b", "1K", "-e", "1K", "--op", "sum", "--root", "0",
+                           "-n", "5", "-w", "1")
+        assert proc.returncode == 0 and "not used" not in proc.stderr, proc.stderr  # (defaults: nothing to say)
+    proc = pybench_cli("allgather", "--backend", "mpi", "-b", "1K", "-e", "1K", "-o", "max", "-r", "1", "-n", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("pybench: note: allgather has no reduction op or root: -o max and -r 1 not used") == 1
+    proc = pybench_cli("allgather", "--backend", "mpi", "-b", "1K", "-e", "1K", "-o", "foo")
+    assert proc.returncode == 2 and "unknown reduction op 'foo'" in proc.stderr
