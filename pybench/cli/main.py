@@ -200,7 +200,7 @@ def _collective_plans(args) -> list:
         n = len(dtypes)
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, dtype, n), _per_test(args.csv, dtype, n)),
                              compat_flags.min_busbw_gate(args.min_busbw), stats_columns=args.stats_columns,
-                             nccl_tests_json=_per_test(_path(args.nccl_tests_json), dtype, n)))
+                             nccl_tests_json=_path(args.nccl_tests_json)))  # (-d all: one file, as nccl-tests)
     return plans
 
 
@@ -219,7 +219,7 @@ def _outputs_apart(plans) -> None:
                 from pybench.io.files import refuse_non_regular
                 refuse_non_regular(Path(path))
             key = Path(path).absolute()
-            if key in seen:
+            if key in seen and not (flag == seen[key] == "-J"):  # (-d all's tests share one -J file)
                 raise UsageError(f"{flag} {path} is also this run's {seen[key]} file: give each output its own file "
                                  f"(or list each test once)")
             seen[key] = flag

@@ -162,11 +162,26 @@ class NcclTestsJsonWriter:
     """Rank 0's -J file: claimed at the start, rewritten with the result files (from their journal:
     :meth:`pybench.measure.results.OutputFiles.also_write`), closed at the end."""
 
-    def __init__(self, path: Path, command: Iterable[str] = ()) -> None:
-        self.path = claim_path(path)
-        self.started = _dt.datetime.now()
+    def __init__(self, path: Path, command: Iterable[str] = (), resumed: dict[str, Any] | None = None) -> None:
+        """``resumed``: a dead run's :meth:`journal_entry`, whose file is rewritten, not claimed again."""
+        self.asked = path  # (the name asked for: tests that share it share this file)
+        self.path = claim_path(path) if resumed is None else path
+        self.started = _dt.datetime.now() if resumed is None else _dt.datetime.strptime(resumed["start_time"],
+                                                                                         _TIME_FORMAT)
         self.devices: list[dict[str, Any]] = []  # config.devices, one per rank (the runner's Rank lines)
-        self.begun = False  # a document of the run itself was written (not only the placeholder)
+        self.begun = resumed is not None  # a document of the run itself was written (not only the placeholder)
+        # -d all: one file over every type's test, as nccl-tests writes it: the tests done so far, then this one
+        self.tests, self.tests_done = 1, 0
+        self.earlier: list[str] = []  # their entries, encoded
+        self.earlier_wrong = 0
+        self.earlier_busbw: tuple[float, int] = (0.0, 0)  # (sum, count) of nccl-tests' average
+        if resumed is not None:
+            devices, busbw = resumed.get("devices"), resumed.get("earlier_busbw") or [0.0, 0]
+            self.devices = devices if isinstance(devices, list) else []
+            self.earlier = [str(e) for e in resumed.get("earlier") or []]
+            self.earlier_wrong = int(resumed.get("earlier_wrong") or 0)
+            self.earlier_busbw = (float(busbw[0]), int(busbw[1]))
+            return
         record_nccl_tests_claim(self.path)
         # The name is held from the start (the next run takes path.0); until its first sizes land it holds a
         # valid document that says so, so that a run stopped before this test began leaves no empty file.
@@ -179,27 +194,47 @@ class NcclTestsJsonWriter:
     def chunks(self, result: RunResult, records: Iterable[dict[str, Any]], finished: bool = False) -> Iterator[bytes]:
         """The document, streamed: ``records`` are every record of ``result`` (as dicts), in order."""
         self.begun = True
-        head = json_text(_head(result, result.tally(), self.started, _dt.datetime.now() if finished else None,
+        tally = result.tally()
+        tally.wrong += self.earlier_wrong
+        tally.busbw_sum, tally.busbw_count = (tally.busbw_sum + self.earlier_busbw[0],
+                                              tally.busbw_count + self.earlier_busbw[1])
+        last = self.tests_done + 1 >= self.tests  # (the file's end_time: once its last test has ended)
+        head = json_text(_head(result, tally, self.started, _dt.datetime.now() if finished and last else None,
                                self.devices))
         before, after = head.split(_RESULTS_SLOT, 1)
         yield (before + '"results": [').encode()
-        in_place = bool(result.options.get("in_place"))
-        batch: list[str] = []
         n = 0
-        for r in records:
-            batch.append(("\n  " if n == 0 else ",\n  ") + json.dumps(null_non_finite(_entry(r, in_place)),
-                                                                   allow_nan=False))
+        for line in self.earlier:
+            yield (("\n  " if n == 0 else ",\n  ") + line).encode()
+            n += 1
+        batch: list[str] = []
+        for line in self._encoded(result, records):
+            batch.append(("\n  " if n == 0 else ",\n  ") + line)
             n += 1
             if len(batch) >= 4096:
                 yield "".join(batch).encode()
                 batch = []
         yield ("".join(batch) + ("\n ]" if n else "]") + after).encode()
 
+    @staticmethod
+    def _encoded(result: RunResult, records: Iterable[dict[str, Any]]) -> Iterator[str]:
+        in_place = bool(result.options.get("in_place"))
+        return (json.dumps(null_non_finite(_entry(r, in_place)), allow_nan=False) for r in records)
+
+    def test_done(self, result: RunResult, records: Iterable[dict[str, Any]]) -> None:
+        """``result``'s test ended (its records, as dicts): the next test's document holds its entries first."""
+        tally = result.tally()
+        self.earlier += list(self._encoded(result, records))
+        self.earlier_wrong += tally.wrong
+        self.earlier_busbw = (self.earlier_busbw[0] + tally.busbw_sum, self.earlier_busbw[1] + tally.busbw_count)
+        self.tests_done += 1
+
     def journal_entry(self) -> dict[str, Any]:
         """What the run's journal keeps of this file, so that a rebuild from it writes it too
         (:func:`write_from_journal_head`)."""
         return {"path": str(self.path.absolute()), "start_time": self.started.strftime(_TIME_FORMAT),
-                "devices": self.devices}
+                "devices": self.devices, "earlier": self.earlier, "earlier_wrong": self.earlier_wrong,
+                "earlier_busbw": list(self.earlier_busbw)}
 
     def release(self) -> None:
         """Remove the file when the run refused to start: it holds only the placeholder."""
@@ -223,6 +258,5 @@ def write_from_journal_head(head: dict[str, Any], records: Iterable[dict[str, An
     entry = head[NCCL_TESTS_KEY]
     result = RunResult.from_dict({**{k: v for k, v in head.items() if k not in (CSV_KEY, NCCL_TESTS_KEY)},
                                   "records": list(records)}, "journal")
-    started = _dt.datetime.strptime(entry["start_time"], _TIME_FORMAT)
-    devices = entry.get("devices") if isinstance(entry.get("devices"), list) else []
-    write_atomic(Path(entry["path"]), json_text(nccl_tests_document(result, started, None, devices)).encode())
+    writer = NcclTestsJsonWriter(Path(entry["path"]), resumed=entry)
+    write_atomic(writer.path, writer.chunks(result, (r.to_dict() for r in result.records)))

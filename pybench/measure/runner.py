@@ -156,9 +156,14 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
             if is_root:
                 claimed += plan.outputs.claim(force)
                 plan.outputs.journal_when_alone()  # one-process NCCL: no launcher, still a journal and a guard
-                if plan.nccl_tests_json is not None:
-                    nccl_json[k] = NcclTestsJsonWriter(plan.nccl_tests_json, ["pybench", *argv])
-                    plan.outputs.also_write(nccl_json[k])
+                if plan.nccl_tests_json is not None:  # one file for the tests that name one (-d all), as nccl-tests
+                    writer = next((w for w in nccl_json.values() if w.asked == plan.nccl_tests_json), None)
+                    if writer is None:
+                        writer = NcclTestsJsonWriter(plan.nccl_tests_json, ["pybench", *argv])
+                    else:
+                        writer.tests += 1
+                    nccl_json[k] = writer
+                    plan.outputs.also_write(writer)
     except PyBenchError as exc:
         error = exc
     any_error, root_error = backend.agree_max([int(error is not None), int(is_root and error is not None)])
@@ -192,7 +197,7 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
         shared = table is not None and len(plans) > 1
         for k, plan in enumerate(plans):
             # one table: every -J file is named above its one header
-            named = [w for j, w in nccl_json.items() if (k == 0 if shared else j == k)]
+            named = list({id(w): w for j, w in nccl_json.items() if (k == 0 if shared else j == k)}.values())
             code = _run_one(backend, plan, info, hosts, env, argv, current, nccl_json.get(k), preamble,
                             [f"# Writing JSON output to {w.path}" for w in named], k == 0 or not shared)
             worst = max(worst, code)

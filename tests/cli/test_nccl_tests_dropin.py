@@ -314,7 +314,7 @@ def test_nccl_tests_flags_take_nccl_tests_meanings(monkeypatch, tmp_path):
     assert seen["args"].timeout == 7
     seen = _plans(["allgather", "-d", "all", "-J", str(tmp_path / "nt.json"), "--sizes", "64K"], monkeypatch)
     assert [p.config.dtype for p in seen["plans"]] == ["float32", "float64", "float16", "bfloat16", "int32"]
-    assert seen["plans"][1].nccl_tests_json == tmp_path / "nt.float64.json"
+    assert {p.nccl_tests_json for p in seen["plans"]} == {tmp_path / "nt.json"}  # one file, as nccl-tests writes
     monkeypatch.setenv("NCCL_TESTS_MIN_BW", "12.5")
     assert _plans(["allreduce", "--sizes", "1K"], monkeypatch)["plans"][0].min_busbw_gbps == 12.5
     assert _plans(["allreduce", "--sizes", "1K", "--min-busbw", "3"], monkeypatch)["plans"][0].min_busbw_gbps == 3
@@ -459,9 +459,8 @@ def test_every_type_of_a_d_all_run_writes_the_headers_ngpus(pybench_cli, tmp_pat
     proc = pybench_cli("allgather", "--sizes", "1K:4K", "-c", "1", "-n", "3", "--backend", "mpi", "-d", "all",
                        "-J", str(tmp_path / "d.json"))
     assert proc.returncode == 0, proc.stderr
-    files = sorted(tmp_path.glob("d.*.json"))
-    assert len(files) == 5 and "nGpus 0" in proc.stdout
-    assert {json.loads(f.read_text())["config"]["ngpus"] for f in files} == {0}
+    assert sorted(p.name for p in tmp_path.glob("d*.json")) == ["d.json"] and "nGpus 0" in proc.stdout
+    assert json.loads((tmp_path / "d.json").read_text())["config"]["ngpus"] == 0  # (one file over every type)
 
 
 def test_a_host_name_that_would_forge_table_lines_is_refused(pybench_cli):
@@ -505,3 +504,22 @@ def test_one_set_of_nccl_tests_flags_runs_every_test_as_nccl_tests_takes_it(pybe
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("pybench: note: -a 1 (the mean of the ranks' times, nccl-tests' default) is reported "
                              "as -a 3") == 1
+
+
+@pytest.mark.mpi
+def test_minus_d_all_writes_one_minus_j_file_over_every_type_as_nccl_tests(pybench_cli, tmp_path, native):
+    """`-d all -J FILE` wrote FILE-stem.float32.json ... and no FILE, which a client opening the path it asked for
+    (nccl-tests' tools/analyze_perf_json.py) could not find: nccl-tests writes one file, every type's rows in one
+    results list, its average over them all, as its stdout footer."""
+    out = tmp_path / "all.json"
+    proc = pybench_cli("allreduce", "--backend", "mpi", "-b", "1K", "-e", "4K", "-f", "2", "-n", "5", "-w", "1",
+                       "-d", "all", "-J", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.glob("all*")) == ["all.json"]
+    assert proc.stdout.count(f"# Writing JSON output to {out}") == 1
+    doc = json.loads(out.read_text())
+    assert [r["type"] for r in doc["results"]] == [t for t in ("float", "double", "half", "bfloat16", "int32")
+                                                   for _ in range(3)]
+    footer = next(line for line in proc.stdout.splitlines() if line.startswith("# Avg bus bandwidth"))
+    assert float(footer.split(":")[1]) == pytest.approx(doc["average_bus_bandwidth"]["bandwidth"], rel=1e-5)
+    assert doc["errors"] == [] and "end_time" in doc

@@ -224,3 +224,27 @@ def test_a_journal_is_never_rebuilt_into_a_file_that_holds_another_run(tmp_path)
     journal.append(lambda: mine.to_dict(), [record_json(_record(8))])
     mark_cut_short([out], "the run stopped at a fault of its environment", tmp_path)
     assert out.read_bytes() == before
+
+
+def test_a_minus_j_file_over_several_tests_is_rebuilt_with_the_earlier_tests_rows(tmp_path, monkeypatch):
+    """-d all writes one -J file over every type: a run killed in its second type is rebuilt from that test's
+    journal, whose first line keeps the rows of the tests before it (they were only in rank 0's memory)."""
+    from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
+    from pybench.measure.results import record_json
+    monkeypatch.setenv("PYBENCH_JOB_DIR", str(tmp_path))
+    writer = NcclTestsJsonWriter(tmp_path / "nt.json", ["pybench"])
+    writer.tests = 2
+    first = dataclasses.replace(_result(), records=[_record(8), _record(16)], finished=True)
+    second = dataclasses.replace(_result(), dtype="float64", records=[])
+    for k, (result, sizes) in enumerate(((first, (8, 16)), (second, (8,)))):
+        files = OutputFiles(json_path=tmp_path / f"r{k}.json")
+        files.claim(force=False)
+        files.also_write(writer)
+        files.write(dataclasses.replace(result, records=[_record(s) for s in sizes]))
+    journal = journal_path(tmp_path / "r1.json", tmp_path)  # the second test's: a size after its last rewrite
+    with open(journal, "a", encoding="utf-8") as f:
+        f.write(record_json(_record(32)) + "\n")
+    mark_cut_short([tmp_path / "r1.json"], "rank 0 was killed by signal 9", tmp_path)
+    doc = json.loads(writer.path.read_text())
+    assert [r["size"] for r in doc["results"]] == [8, 16, 8, 32] and "end_time" not in doc
+    assert doc["errors"] == ["rank 0 was killed by signal 9"]
