@@ -146,6 +146,13 @@ def canonical_op(name: str) -> str:
     return key
 
 
+# nccl-tests' program of each collective it runs (those pybench runs, and those whose logs it reads)
+NCCL_TESTS_PROGRAMS = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
+                       "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf", "reduce": "reduce_perf",
+                       "alltoall": "alltoall_perf", "sendrecv": "sendrecv_perf", "gather": "gather_perf",
+                       "scatter": "scatter_perf", "hypercube": "hypercube_perf"}
+
+
 # What `fit` models (and a model file may hold): the topology model's collectives and point-to-point.
 MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce", "sendrecv",
             "p2p_bw", "p2p_latency", "p2p_bibw")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pybench.collectives import NCCL_TESTS_PROGRAMS
 from pybench.errors import EnvironmentFault, PyBenchError, UsageError
 from pybench.measure.backends import Backend, get_backend
 from pybench.measure.benchmark import BenchConfig, check_device_memory, check_memory, env_flag, run_sizes
@@ -334,8 +335,10 @@ def _header(result: RunResult, note: str | None, preamble: _Preamble) -> list[st
     if note:
         lines.insert(at, f"# note: {note}")
         at += 1
-    if preamble.devices:
-        lines.insert(1, config_line(result, preamble.sizes, preamble.gpus_per_process))
+    if preamble.devices:  # (nccl-tests from 2.17 names its test first)
+        lines[1:1] = [f"# Collective test starting: {NCCL_TESTS_PROGRAMS[result.benchmark]}",
+                      config_line(result, preamble.sizes, preamble.gpus_per_process)]
+        at += 1
         lines[at + 2:at + 2] = [*rank_lines(result, preamble.devices, preamble.local_host), "#"]
     return lines
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from pybench.collectives import NCCL_TESTS_PROGRAMS
 from pybench.measure.record_tally import precision_met
 from pybench.measure.results import RunResult, SizeRecord
 from pybench.measure.stopping import MIN_SAMPLES_FOR_CI
@@ -300,11 +301,14 @@ def _peak_line(result: RunResult) -> str | None:
     return what + f", but none of the {tally.count} sizes met the precision, so it is as noisy as they are"
 
 
-def nccl_tests_footer(wrong: int, average: float, gate_failed: bool | None) -> list[str]:
-    """nccl-tests' own two lines, byte for byte ("# %-20s : ..."), for the scripts that grep them, and its ``#``."""
+def nccl_tests_footer(wrong: int, average: float, gate_failed: bool | None, benchmark: str = "") -> list[str]:
+    """nccl-tests' own two lines, byte for byte ("# %-20s : ..."), for the scripts that grep them, and its ``#``;
+    then, as nccl-tests from 2.17 prints it, the line that ends ``benchmark``'s test."""
     verdict = "" if gate_failed is None else " FAILED" if gate_failed else " OK"
+    program = NCCL_TESTS_PROGRAMS.get(benchmark)
     return [f"# {'Out of bounds values':<20} : {wrong} {'FAILED' if wrong else 'OK'}",
-            f"# {'Avg bus bandwidth':<20} : {average:g}{verdict}", "#"]
+            f"# {'Avg bus bandwidth':<20} : {average:g}{verdict}", "#",
+            *([f"# Collective test concluded: {program}", "#"] if program else [])]
 
 
 def end_load_line(result: RunResult) -> str | None:
@@ -339,7 +343,8 @@ def footer_lines(result: RunResult) -> list[str]:
     """The lines below the table; also prints :func:`busy_warning` on stderr when there is one."""
     lines = []
     if not _is_p2p(result):
-        lines += nccl_tests_footer(result.tally().wrong, average_busbw(result), min_bw_failed(result))
+        lines += nccl_tests_footer(result.tally().wrong, average_busbw(result), min_bw_failed(result),
+                                   result.benchmark)
     load = end_load_line(result)
     if load:
         lines.append(load)

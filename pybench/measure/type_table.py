@@ -43,7 +43,8 @@ class TypeTable:
     def footer_lines(self) -> list[str]:
         """nccl-tests' one footer, the end load, then each type's own lines; busy warnings once on stderr."""
         wrong = sum(r.tally().wrong for r in self.results)
-        lines = nccl_tests_footer(wrong, self.average_busbw(), self.gate_failed())
+        lines = nccl_tests_footer(wrong, self.average_busbw(), self.gate_failed(),
+                                  self.results[0].benchmark if self.results else "")
         load = end_load_line(self.results[-1]) if self.results else None
         if load:
             lines.append(load)

@@ -54,7 +54,11 @@ def test_the_header_carries_nccl_tests_config_and_rank_lines_with_true_values(py
         pids.add(int(m.group(1)))
     assert len(pids) == 2 and all(p > 0 for p in pids)  # each rank's own process
     lines = out.splitlines()
-    assert lines.index(next(ln for ln in lines if ln.startswith("# nThread"))) == 1  # under pybench's title
+    # under pybench's title and the line that names the test, as nccl-tests from 2.17 prints it; the line that
+    # ends it after the footer (a validator of nccl-tests' output looks for it)
+    assert lines[1] == "# Collective test starting: all_reduce_perf" and lines[2].startswith("# nThread 1 nGpus 0")
+    footer = lines.index(next(ln for ln in lines if ln.startswith("# Avg bus bandwidth")))
+    assert lines[footer + 1:footer + 4] == ["#", "# Collective test concluded: all_reduce_perf", "#"]
     # the adaptive rule has no fixed count: iters 0, as pybench's -J file writes it
     adaptive = PKB_CONFIG_RE.search(_run(pybench_cli, "allreduce", "--sizes", "1K,3K,4K", "--time-budget", "0.05"))
     assert adaptive is not None and adaptive["iters"] == "0" and adaptive["step"] == "0(list)"

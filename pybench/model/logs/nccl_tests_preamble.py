@@ -7,28 +7,15 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from pybench.collectives import NCCL_TESTS_PROGRAMS
 from pybench.model.logs.launcher_lines import DIRECT, Launch, read_launch
 from pybench.model.logs.nccl_env import TREE_THRESHOLD, nccl_settings, network_of
 
-# Program name -> pybench collective name.
-PROGRAMS = {
-    "all_reduce_perf": "allreduce",
-    "all_gather_perf": "allgather",
-    "reduce_scatter_perf": "reducescatter",
-    "broadcast_perf": "broadcast",
-    "reduce_perf": "reduce",
-    "alltoall_perf": "alltoall",
-    "sendrecv_perf": "sendrecv",
-    "gather_perf": "gather",
-    "scatter_perf": "scatter",
-    "hypercube_perf": "hypercube",
-    # NCCL 1.x's own test programs (nccl/build/test/single, 2016-2017)
-    "all_reduce_test": "allreduce",
-    "all_gather_test": "allgather",
-    "reduce_scatter_test": "reducescatter",
-    "broadcast_test": "broadcast",
-    "reduce_test": "reduce",
-}
+# Program name -> pybench collective name: nccl-tests', and NCCL 1.x's own test programs (nccl/build/test/single,
+# 2016-2017)
+PROGRAMS = {**{program: name for name, program in NCCL_TESTS_PROGRAMS.items()},
+            "all_reduce_test": "allreduce", "all_gather_test": "allgather", "reduce_scatter_test": "reducescatter",
+            "broadcast_test": "broadcast", "reduce_test": "reduce"}
 # NGC containers and CloudAI build the MPI flavour as all_reduce_perf_mpi, ...: the same program
 PROGRAM_RE = re.compile(r"\b(" + "|".join(sorted(PROGRAMS, key=len, reverse=True)) + r")(?:_mpi)?\b")
 _NGPUS_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b")
