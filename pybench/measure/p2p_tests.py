@@ -37,5 +37,7 @@ def parse_p2p_tests(spec: str) -> list[P2PTest]:
     for n in names:
         if n not in P2P_TESTS:
             raise UsageError(f"unknown point-to-point test {n!r}; known: {', '.join(P2P_TESTS)} or all")
+        if P2P_TESTS[n] in out:  # (run twice, its files would take one name; its tables say nothing more)
+            raise UsageError(f"--test {spec}: {n} is listed twice; list each test once")
         out.append(P2P_TESTS[n])
     return out

@@ -145,6 +145,7 @@ BAD_INPUTS = [
     (["allreduce", "--np", "0"], "must be at least 1"),
     (["allgather", "-r", "x"], "not a whole number"),  # (-r is taken as nccl-tests takes it, and checked)
     (["p2p", "--np", "1"], "need 2 ranks"),
+    (["p2p", "--test", "latency,bw,latency"], "latency is listed twice; list each test once"),
     (["allreduce", "--sizes", "1K", "-b", "8", "-e", "1M"], "--sizes and -b/-e both give the sizes"),
     (["allreduce", "-b", "1M", "-e", "8"], "is below -b 1M"),
     (["allreduce", "-b", "abc"], "not a size"),
