@@ -267,6 +267,10 @@ def _check_plan_inputs(values: dict[str, Any]) -> None:
     for name in ("max_world", "global_batch"):
         if values[name] is not None:
             _number(name, values[name], whole=True, minimum=1, strict=False)
+    if values["global_batch"] is not None and values["global_batch"] < values["batch"]:
+        raise UsageError(f"global_batch={values['global_batch']} is smaller than batch={values['batch']}, one "
+                         f"replica's micro-batch: no split of the global batch gives it; give global_batch="
+                         f"{values['batch']} or more, or a smaller batch")
     if values["max_world"] is not None and values["max_world"] < 2:
         raise UsageError(f"max_world must be at least 2, got {values['max_world']!r}: the plan weighs one device "
                          f"against more (give 2 or more; memory on one device is the plan's first check either way)")

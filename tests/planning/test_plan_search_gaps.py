@@ -152,3 +152,12 @@ def test_a_pipeline_pick_is_compared_with_the_users_batch_at_the_default_micro_b
     assert said.verdict is BatchVerdict.ADOPTED and said.row.micro_batches == 4 * r.layout.pp
     assert said.row.samples_per_s > 0.8 * r.samples_per_s  # a fair comparison, not a pipeline left idle
     assert "the global batch grows with it" in p.text()
+
+
+def test_a_global_batch_below_one_replicas_micro_batch_is_refused(h100n, capsys):
+    """`plan --global-batch 1 --batch 4` answered: its memory verdict at micro-batch 4, its advice at 1."""
+    assert main(["plan", "--params", "1.3B", "--model", h100n, "--tflops", "300", "--global-batch", "1",
+                 "--batch", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("pybench: error: --global-batch 1 is smaller than --batch 4, one replica's micro-batch: no split "
+                   "of the global batch gives it; give --global-batch 4 or more, or a smaller batch")
