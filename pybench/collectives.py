@@ -146,6 +146,10 @@ def canonical_op(name: str) -> str:
     return key
 
 
+# nccl-tests' names of the element types, so `grep float` and type filters keep working.
+NCCL_TESTS_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16",
+                         "int32": "int32", "int8": "int8"}
+
 # nccl-tests' program of each collective it runs (those pybench runs, and those whose logs it reads)
 NCCL_TESTS_PROGRAMS = {"allreduce": "all_reduce_perf", "allgather": "all_gather_perf",
                        "reducescatter": "reduce_scatter_perf", "broadcast": "broadcast_perf", "reduce": "reduce_perf",

@@ -45,6 +45,10 @@ class Extreme(NamedTuple):
     busbw_gbps: float
 
 
+# The gate compares the average bus bandwidth with 0.9 x the threshold, as nccl-tests does.
+MIN_BW_TOLERANCE = 0.9
+
+
 def precision_met(r: Record) -> bool:
     """Whether a record's figure is as precise as asked (a fixed iteration count always is)."""
     return r.precision_met or r.stop_reason == "fixed"

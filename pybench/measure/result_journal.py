@@ -291,11 +291,12 @@ def write_from_journal(path: Path, head: dict[str, Any], journal: Path, counted:
     """Write the result file ``path`` from a dead run's ``journal`` (``head``: its first line, cut short as the
     caller says), and the CSV and -J files the run wrote with it (:data:`CSV_KEY`, :data:`NCCL_TESTS_KEY`), so that
     none loses a size."""
-    from pybench.measure.nccl_tests_json import write_from_journal_head
+    from pybench.measure.nccl_tests_document import rewrite
     from pybench.measure.result_csv import csv_chunks
 
     write_atomic(path, document_chunks(head, journaled_records(journal), counted))
     if head.get(CSV_KEY):
         write_atomic(Path(head[CSV_KEY]), csv_chunks(head, map(json.loads, journaled_records(journal))))
     if isinstance(head.get(NCCL_TESTS_KEY), dict):
-        write_from_journal_head(head, map(json.loads, journaled_records(journal)))
+        rewrite(head[NCCL_TESTS_KEY], {k: v for k, v in head.items() if k not in (CSV_KEY, NCCL_TESTS_KEY)},
+                map(json.loads, journaled_records(journal)))

@@ -31,18 +31,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pybench.collectives import NCCL_TESTS_PROGRAMS
-from pybench.measure.record_tally import precision_met
+from pybench.collectives import NCCL_TESTS_PROGRAMS, NCCL_TESTS_TYPE_NAMES
+from pybench.measure.record_tally import MIN_BW_TOLERANCE, precision_met
 from pybench.measure.results import RunResult, SizeRecord
 from pybench.measure.stopping import MIN_SAMPLES_FOR_CI
 from pybench.sizes import format_size
-
-# nccl-tests' names of the element types, so `grep float` and type filters keep working.
-NCCL_TESTS_TYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16",
-                         "int32": "int32", "int8": "int8"}
-
-# The gate compares the average bus bandwidth with 0.9 x the threshold, as nccl-tests does.
-MIN_BW_TOLERANCE = 0.9
 
 
 def nccl_number(value: float, width: int) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import sys
 
+from pybench.measure.record_tally import MIN_BW_TOLERANCE
 from pybench.measure.results import RunResult
-from pybench.measure.table import MIN_BW_TOLERANCE, busy_warning, end_load_line, nccl_tests_footer, summary_lines
+from pybench.measure.table import busy_warning, end_load_line, nccl_tests_footer, summary_lines
 
 
 class TypeTable:
