@@ -14,7 +14,7 @@ from pybench.model.logs import MeasurementSet, load_measurements, sniff_format
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # CI clones the repo into a folder beside shared/, so shared data is two levels up.
-from conftest import SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
+from conftest import PUBLIC_LOGS, SHARED_DATA  # noqa: E402  (the repo's copies of ../shared/data)
 
 # The two header lines of a current nccl-tests table (out-of-place and in-place columns).
 NCCL_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong"
@@ -632,9 +632,16 @@ def test_world_and_collective_overrides_that_the_table_contradicts_are_refused(c
     with pytest.raises(FileFormatError, match="--world 12 disagrees with the table's busbw/algbw = 1.8750, which, "
                                               "rounded as printed, says 16 ranks"):
         load_measurements(log, world_size=12)
-    with pytest.raises(FileFormatError, match="--collective allgather disagrees"):
+    with pytest.raises(FileFormatError, match=r"--collective allgather: the log names this test all_reduce_perf "
+                                              r"\(allreduce\); leave --collective out"):
         load_measurements(log, collective="allgather")
     assert load_measurements(log, world_size=16)[0].world_size == 16
+    # gather, scatter and OSU's point-to-point tests have a ratio too (none had: they relabelled any log unnamed)
+    unnamed = PUBLIC_LOGS / "h100ib_gjaion_2node16_allreduce.log"
+    for other in ("gather", "scatter", "p2p_bw"):
+        with pytest.raises(FileFormatError, match=f"--collective {other} disagrees with the table's busbw/algbw = "
+                                                  f"1.875, which no {other} prints"):
+            load_measurements(unnamed, collective=other)
 
 
 def test_a_sweep_of_more_ranks_than_cores_prices_no_other_rank_count(tmp_path, capsys):

@@ -154,9 +154,15 @@ def _header_follows(lines: list[str], start: int) -> bool:
 
 
 def _collective_for(table: Table, pre: Preamble, previous: str | None,
-                    override: str | None) -> tuple[str | None, list[str]]:
-    """The table's collective from the override, pybench's header, or a program name the ratio agrees with."""
+                    override: str | None, path: object = "") -> tuple[str | None, list[str]]:
+    """The table's collective from the override, pybench's header, or a program name the ratio agrees with (an
+    override that contradicts a program named above this table, which its ratio agrees with, is refused: for
+    gather, scatter and point-to-point no ratio would)."""
     if override:
+        named = _collective_for(table, pre, None, None)[0] if pre.program else None
+        if named and named != override and not pre.pybench:
+            raise FileFormatError(f"{path}: line {table.header_line}: --collective {override}: the log names "
+                                  f"this test {pre.program} ({named}); leave --collective out")
         return override, []
     if pre.pybench.get("benchmark") in COLLECTIVES:
         return pre.pybench["benchmark"], []
@@ -186,7 +192,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
                       collective: str | None, world_size: int | None) -> list[MeasurementSet]:
     check_values(path, table)
     unit = resolve_unit(path, table)
-    name, name_notes = _collective_for(table, pre, previous, collective)
+    name, name_notes = _collective_for(table, pre, previous, collective, path)
     # A per-rank count is exact, where busbw/algbw = (n-1)/n of an all-gather or reduce-scatter over
     # hundreds of ranks reads as send/recv's or a 2-rank all-reduce's 1.00: the counts speak first.
     count_notes: list[str] = []

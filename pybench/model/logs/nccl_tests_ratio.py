@@ -14,11 +14,13 @@ import numpy as np
 # busbw/algbw of each family of collectives: 2(n-1)/n, (n-1)/n, 1.
 _RATIO_RANGES = {"allreduce": (0.98, 2.02), "allgather": (0.45, 1.02), "reducescatter": (0.45, 1.02),
                  "alltoall": (0.45, 1.02), "broadcast": (0.98, 1.02), "reduce": (0.98, 1.02),
-                 "sendrecv": (0.98, 1.02)}
+                 "sendrecv": (0.98, 1.02), "gather": (0.45, 1.02), "scatter": (0.45, 1.02),
+                 # OSU's point-to-point tests print no nccl-tests table: no ratio of one is theirs
+                 "p2p_bw": (0.0, 0.0), "p2p_latency": (0.0, 0.0), "p2p_bibw": (0.0, 0.0)}
 
 
 # Collectives whose bus factor, 2(n-1)/n or (n-1)/n, is 0 on one rank: their busbw prints 0.00.
-_ZERO_ON_ONE_RANK = ("allreduce", "allgather", "reducescatter", "alltoall")
+_ZERO_ON_ONE_RANK = ("allreduce", "allgather", "reducescatter", "alltoall", "gather", "scatter")
 
 
 def ratio_agrees(collective: str, bus: float) -> bool:
