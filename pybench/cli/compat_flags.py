@@ -93,9 +93,10 @@ def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> No
     if args.average in (0, 2):
         raise UsageError(f"-a {args.average}: pybench always reports the slowest rank's time (nccl-tests' -a 3), "
                          "the synchronous cost; drop -a or pass -a 3")
-    if args.average == 1 and not under_launcher:  # nccl-tests' default, which generated command lines pass
-        print("pybench: note: -a 1 (the mean of the ranks' times, nccl-tests' default) is reported as -a 3: the "
-              "slowest rank's time, the synchronous cost, which is no less", file=sys.stderr)
+    args.flag_notes = []  # said by rank 0, however the ranks were started (:attr:`RunPlan.flag_notes`)
+    if args.average == 1:  # nccl-tests' default, which generated command lines pass
+        args.flag_notes.append("-a 1 (the mean of the ranks' times, nccl-tests' default) is reported as -a 3: the "
+                               "slowest rank's time, the synchronous cost, which is no less")
     _check_choice("-z", args.blocking, (0, 1, 2, 3), "-z 0 or -z 1")
     if args.blocking in (2, 3):
         raise UsageError(f"-z {args.blocking} has no pybench equivalent; -z 1 (--timing per-op) times each operation "
@@ -109,23 +110,27 @@ def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> No
     if args.nccl_tests_json is not None and not Path(args.nccl_tests_json).resolve().parent.is_dir():
         raise UsageError(f"-J {args.nccl_tests_json}: the folder {Path(args.nccl_tests_json).parent} does not exist; "
                          "create it or choose another file")
-    _unused_by_the_test(args, under_launcher)
+    _unused_by_the_test(args)
     _check_choice("-I", args.per_iter_timing, (0, 1), "-I 0 or -I 1")
     if args.per_iter_timing == 1:
         args.stats_columns = True
 
 
-def _unused_by_the_test(args: argparse.Namespace, under_launcher: bool) -> None:
+def _unused_by_the_test(args: argparse.Namespace) -> None:
     """nccl-tests' -o and -r on a test that has no reduction or root (a script passing one set of flags to every
     binary, as CloudAI does): checked, then left aside, and said where they would have changed something."""
-    said = []
-    if getattr(args, "unused_op", None) is not None and canonical_op(args.unused_op) != "sum":
-        said.append(f"-o {canonical_op(args.unused_op)}")
-    if getattr(args, "unused_root", None):
-        said.append(f"-r {args.unused_root}")
-    if said and not under_launcher:  # (said once, by the process that starts the ranks)
-        print(f"pybench: note: {args.command} has no reduction op or root: {' and '.join(said)} not used "
-              f"(nccl-tests takes and ignores them too)", file=sys.stderr)
+    said, lacks = [], []
+    if getattr(args, "unused_op", None) is not None:
+        lacks.append("reduction op")
+        if canonical_op(args.unused_op) != "sum":
+            said.append(f"-o {canonical_op(args.unused_op)}")
+    if getattr(args, "unused_root", None) is not None:
+        lacks.append("root")
+        if args.unused_root:
+            said.append(f"-r {args.unused_root}")
+    if said:
+        args.flag_notes.append(f"{args.command} has no {' or '.join(lacks)}: {' and '.join(said)} not used "
+                               f"(nccl-tests takes and ignores {'them' if len(said) > 1 else 'it'} too)")
 
 
 def _ngpus(args: argparse.Namespace, under_launcher: bool) -> None:

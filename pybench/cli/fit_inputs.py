@@ -13,7 +13,7 @@ import sys
 from pybench.cli.argtypes import number
 from pybench.collectives import COLLECTIVES, busbw_factor
 from pybench.errors import FileFormatError, SeveralTestsNamed, UsageError
-from pybench.model.logs import load_measurements
+from pybench.model.logs import MAX_LOG_BYTES, load_measurements
 
 # A rank count at which every collective whose bus bandwidth factor depends on it has its own (none is 1)
 _ANY_WORLD = 8
@@ -55,26 +55,39 @@ def load_named(path: str, collective: str | None, world: int | None) -> list:
 
 def refuse_repeated(inputs: list[str]) -> None:
     """UsageError where two inputs are one file, or hold the same bytes: one run given twice would be pooled as
-    two replicates of it, narrowing the band and adding pieces that its scatter does not show."""
-    seen: dict[tuple, str] = {}
+    two replicates of it, narrowing the band and adding pieces that its scatter does not show. Only files of one
+    size are read, and none over the readers' limit (refused there, in their own words)."""
+    found: list[tuple[str, os.stat_result]] = []
     for path in inputs:
         try:
             st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode):
-                continue  # (refused, in its own words, where it is read)
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    digest.update(chunk)
         except OSError:
             continue
-        keys = (("are one file", (st.st_dev, st.st_ino)), ("hold the same bytes", (st.st_size, digest.hexdigest())))
+        if stat.S_ISREG(st.st_mode):  # (a FIFO or device is refused where it is read)
+            found.append((path, st))
+    seen: dict[tuple, str] = {}
+    for path, st in found:
+        keys: list[tuple[str, tuple]] = [("are one file", (st.st_dev, st.st_ino))]
+        twins = sum(1 for _, other in found if other.st_size == st.st_size) > 1
+        if twins and 0 < st.st_size <= MAX_LOG_BYTES:
+            keys.append(("hold the same bytes", (st.st_size, _digest(path))))
         for same, key in keys:
             if key in seen:
                 which = f"{path} is given twice" if seen[key] == path else f"{seen[key]} and {path} {same}"
                 raise UsageError(f"{which}: one run given twice would count as two (fit pools them as replicates); "
                                  f"give each run once")
             seen[key] = path
+
+
+def _digest(path: str) -> str:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return path  # (unreadable: said where it is read)
+    return digest.hexdigest()
 
 
 ranks = number(int, 1, strict=False, maximum=1 << 24)

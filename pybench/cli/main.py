@@ -200,7 +200,8 @@ def _collective_plans(args) -> list:
         n = len(dtypes)
         plans.append(RunPlan(cfg, OutputFiles(_per_test(args.json, dtype, n), _per_test(args.csv, dtype, n)),
                              compat_flags.min_busbw_gate(args.min_busbw), stats_columns=args.stats_columns,
-                             nccl_tests_json=_path(args.nccl_tests_json)))  # (-d all: one file, as nccl-tests)
+                             nccl_tests_json=_path(args.nccl_tests_json),  # (-d all: one file, as nccl-tests)
+                             flag_notes=tuple(getattr(args, "flag_notes", ()))))
     return plans
 
 
@@ -344,7 +345,7 @@ def _cmd_env(args) -> int:
     try:
         launcher = find_launcher()
         env["launcher"] = {"path": launcher.path, "flavour": launcher.flavour}
-    except BackendUnavailable as exc:
+    except (BackendUnavailable, UsageError) as exc:  # (a bad PYBENCH_MPIEXEC is this report's to show)
         env["launcher"] = {"error": str(exc)}
     env["under_launcher"] = under_launcher()
     nccl_reason = cli_gpu.nccl_unavailable_reason()

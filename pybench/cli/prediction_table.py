@@ -30,7 +30,8 @@ def prediction_records(models, sizes, band: str | None = None) -> list:
         topology = f"{m.topology.algorithm} (topology model)" if m.topology is not None else ""
         for s in sizes:
             # (beyond what the sweep determines, at sizes other layouts measured, the topology model answers)
-            algorithm = topology if topology and m._beyond_own_sweep(float(s)) else "fitted sweep"
+            answers = topology and m._beyond_own_sweep(float(s)) and m._topology_reaches(float(s))
+            algorithm = topology if answers else "fitted sweep"
             if why[s]:
                 records.append({
                     "collective": m.collective, "backend": m.backend, "link_class": m.link_class, "dtype": m.dtype,

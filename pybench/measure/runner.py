@@ -56,6 +56,7 @@ class RunPlan:
     size_rounding: dict[str, Any] | None = None  # what fit_plans changed, for the header and the file
     stats_columns: bool = False  # pybench's p5/p95/iters/ci columns after nccl-tests' 13
     nccl_tests_json: Path | None = None  # -J: nccl-tests' own JSON layout, beside pybench's --json
+    flag_notes: tuple[str, ...] = ()  # what nccl-tests' flags taken but not used say (rank 0, once per run)
 
     @property
     def rounding_note(self) -> str | None:
@@ -178,6 +179,8 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
         code = error.exit_code if error is not None else 2
         return report_status(code, is_root)
     if is_root:  # once per run, whichever way the ranks were started (the stand-alone parent stays quiet)
+        for note in dict.fromkeys(n for plan in plans for n in plan.flag_notes):
+            print(f"pybench: note: {note}", file=sys.stderr, flush=True)
         for plan in plans:
             if plan.rounding_note:
                 print(f"pybench: note: {plan.rounding_note}", file=sys.stderr, flush=True)

@@ -51,6 +51,15 @@ class Prediction:
     model's kinds elsewhere); for several sizes, each kind once."""
 
 
+def _holds_a_boolean(sizes: Any) -> bool:
+    """Whether ``sizes`` (a number, an array or nested lists) holds a boolean, which numpy would read as 0 or 1."""
+    if isinstance(sizes, (bool, np.bool_)):
+        return True
+    if isinstance(sizes, np.ndarray):
+        return sizes.dtype == bool or (sizes.dtype == object and any(map(_holds_a_boolean, sizes.reshape(-1))))
+    return isinstance(sizes, (list, tuple)) and any(map(_holds_a_boolean, sizes))
+
+
 @dataclass(frozen=True)
 class AlphaBetaModel:
     """A piecewise alpha-beta model of one collective on one set of ranks.
@@ -169,8 +178,8 @@ class AlphaBetaModel:
             (``provenance``).
         """
         try:
-            if np.asarray(size_bytes).dtype == bool:  # (True is no size, though numpy reads it as 1)
-                raise TypeError
+            if _holds_a_boolean(size_bytes):
+                raise TypeError  # (True is no size, though numpy reads it as 1)
             s = np.asarray(size_bytes, dtype=float)
         except (TypeError, ValueError):
             raise UsageError(f"sizes to predict must be numbers of bytes, got {size_bytes!r:.40}; "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pybench.collectives import busbw_factor
 from pybench.measure.results import RunResult, SizeRecord
 from pybench.measure.table import busy_warning
 from pybench.report.inputs import failed_check, imported_from
@@ -78,7 +79,7 @@ def peak_phrase(result: RunResult, source: str = "") -> str:
         return ""
     n = result.world_size
     which = f"{result.benchmark}, {result.backend}, {n} rank{'' if n == 1 else 's'}, {source}" if source else ""
-    if n == 1:
+    if _zero_busbw(result):  # (a broadcast's or send/recv's busbw is its algbw on one rank too)
         rec = max((r for r in result.records if math.isfinite(r.algbw_gbps)), key=lambda r: r.algbw_gbps, default=peak)
         return (f"Peak algorithm bandwidth {rec.algbw_gbps:.2f} GB/s at {format_size(rec.size_bytes)} ("
                 + (f"{which}; " if which else "") + "bus bandwidth is 0 on one rank: nothing crosses a link)")
@@ -86,12 +87,17 @@ def peak_phrase(result: RunResult, source: str = "") -> str:
             + (f" ({which})" if which else "") + (f", {note}" if note else ""))
 
 
+def _zero_busbw(result: RunResult) -> bool:
+    """One rank of a collective whose bus factor is 0 there (nothing crosses a link): its busbw says nothing."""
+    return result.world_size == 1 and busbw_factor(result.benchmark, 1, 1.0) == 0
+
+
 def _peak(results: Sequence[tuple[RunResult, str]]) -> str:
     best = [(rec, r, src) for r, src in results for rec, _ in (headline_peak(r),) if rec is not None]
     if not best:
         return "No size was measured."
-    several = [b for b in best if b[1].world_size != 1] or best  # a one-rank busbw (0) is no peak beside others
-    _, r, src = max(several, key=lambda b: b[0].busbw_gbps if b[1].world_size != 1 else b[0].algbw_gbps)
+    several = [b for b in best if not _zero_busbw(b[1])] or best  # a one-rank busbw (0) is no peak beside others
+    _, r, src = max(several, key=lambda b: b[0].algbw_gbps if _zero_busbw(b[1]) else b[0].busbw_gbps)
     return peak_phrase(r, src) + "."
 
 

@@ -523,3 +523,17 @@ def test_minus_d_all_writes_one_minus_j_file_over_every_type_as_nccl_tests(pyben
     footer = next(line for line in proc.stdout.splitlines() if line.startswith("# Avg bus bandwidth"))
     assert float(footer.split(":")[1]) == pytest.approx(doc["average_bus_bandwidth"]["bandwidth"], rel=1e-5)
     assert doc["errors"] == [] and "end_time" in doc
+
+
+@pytest.mark.mpi
+def test_the_notes_of_flags_taken_but_not_used_are_said_under_the_users_own_launcher(tmp_path, native):
+    """Under mpirun (CloudAI's way) no pybench process starts the ranks: the -a 1 and -o notes were never said.
+    Rank 0 says them, once, as it says the size-rounding note."""
+    from pybench.measure.launch import find_launcher
+    launcher = find_launcher()
+    cmd = launcher.command(2, [sys.executable, "-m", "pybench", "allgather", "--backend", "mpi", "-b", "1K", "-e",
+                               "1K", "-n", "5", "-o", "max", "-a", "1"])
+    proc = subprocess.run(cmd, cwd=tmp_path, env=launcher.environment(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("pybench: note: -a 1 (the mean of the ranks' times") == 1
+    assert proc.stderr.count("pybench: note: allgather has no reduction op: -o max not used") == 1

@@ -418,3 +418,11 @@ def test_a_pybench_mpiexec_that_is_no_executable_is_refused_not_replaced(tmp_pat
     assert p.returncode == 2 and p.stdout == "", p.stderr
     (line,) = p.stderr.strip().splitlines()
     assert line.startswith(f"pybench: error: PYBENCH_MPIEXEC={value}: no executable file there")
+
+
+def test_pybench_env_reports_a_bad_pybench_mpiexec_instead_of_stopping_at_it(tmp_path):
+    """The diagnostic command exited 2 at the launcher check and printed nothing else of the machine."""
+    p = subprocess.run([sys.executable, "-m", "pybench", "env"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, PYBENCH_MPIEXEC="/nonexistent/mpiexec"))
+    assert p.returncode == 0, p.stderr
+    assert "PYBENCH_MPIEXEC=/nonexistent/mpiexec: no executable file there" in p.stdout and "backends:" in p.stdout

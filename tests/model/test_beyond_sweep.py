@@ -78,7 +78,7 @@ def test_the_topology_model_answers_the_fitted_layout_beyond_its_own_sweep_where
     assert f"/ algorithm fitted sweep; {models[0].algorithm} (topology model)" in format_prediction_table(rows)
     with pytest.raises(UsageError, match="no sizes to predict"):
         sweep.predict([])
-    for flag in (True, [True, False]):  # numpy reads True as 1 byte: no size, refused as the CLI refuses it
+    for flag in (True, [True, False], [True, 4096], (4096, np.True_)):  # numpy reads True as 1 byte: no size
         with pytest.raises(UsageError, match="sizes to predict must be numbers of bytes"):
             sweep.predict(flag)
     assert "(a prediction interval: another layout has no confidence band)" in sweep.predict(
@@ -143,3 +143,15 @@ def test_above_its_sizes_a_sweeps_interval_is_bounded_by_its_largest_size():
         p = sweep.predict(top * factor)
         assert edge.time_low_s * (1 - 1e-9) <= p.time_low_s
         assert p.time_high_s <= edge.time_high_s * factor * (1 + 1e-9)
+
+
+def test_a_row_no_layout_reached_is_not_labelled_the_topology_models():
+    """A sweep cut at 4 MiB while latency ruled: 25 MB is beyond what it determines, and no layout reached it, so
+    the row is undetermined, not answered by the topology model its label named."""
+    from pybench.cli.prediction_table import prediction_records
+    (ms,) = load_measurements(OCI)
+    short = _cut(ms, 4 << 20)
+    (topology,), _ = fit_topology_models([short])
+    sweep = dataclasses.replace(fit_model(short), topology=topology)
+    rows = prediction_records([sweep], [1 << 20, 25_000_000])
+    assert [(r["algorithm"], r["determined"]) for r in rows] == [("fitted sweep", True), ("fitted sweep", False)]

@@ -150,16 +150,17 @@ def test_a_world_that_contradicts_a_pybench_results_own_record_is_refused(tmp_pa
     assert main(["report", str(result), "--world", "2", "-o", str(tmp_path / "r.html")]) == 0
 
 
-def _one_rank_log(tmp_path: Path) -> Path:
+def _one_rank_log(tmp_path: Path, factor: int = 0, name: str = "one_rank.log") -> Path:
     """An nccl-tests all-reduce table of one GPU in that tool's layout (no GPU here to run one): busbw 0.00 at
-    every size, and no program name, so nothing in it says which collective ran."""
+    every size, and no program name, so nothing in it says which collective ran (``factor`` 1: a broadcast's,
+    whose busbw is its algbw)."""
     rows = []
     for k in range(3, 28):
         size = 1 << k
         t = 2.0 + size / 1.5e6
-        block = f"{t:8.2f} {size / t / 1e3:7.2f}    0.00      0"
+        block = f"{t:8.2f} {size / t / 1e3:7.2f} {factor * size / t / 1e3:7.2f}      0"
         rows.append(f"{size:>12} {size // 4:>12}     float     sum      -1 {block} {block}")
-    return _log(tmp_path, "one_rank.log", "\n".join([
+    return _log(tmp_path, name, "\n".join([
         "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20",
         "#", "# Using devices", "#  Rank  0 Group  0 Pid  1234 on   host0 device  0 [0x07] NVIDIA H100 80GB HBM3", "#",
         "#                                                              out-of-place                       in-place",
@@ -202,3 +203,13 @@ def test_a_model_of_none_of_the_inputs_is_said_to_be_so_not_headlined_as_theirs(
     assert ("The model given (allreduce/nccl/16 ranks) describes none of these inputs (allreduce/mpi/2 ranks)"
             in text), text[:2000]
     assert "Fitted model (" not in text and "against the model" not in text
+
+
+def test_a_one_rank_broadcast_headline_is_its_bus_bandwidth_which_is_its_algbw(tmp_path):
+    """The one-rank rule said 'bus bandwidth is 0 on one rank' of a broadcast too, whose table shows busbw = algbw."""
+    out = tmp_path / "b.html"
+    assert main(["report", str(_one_rank_log(tmp_path, 1, "bcast.log")), "--collective", "broadcast", "-o",
+                 str(out)]) == 0
+    text = " ".join(_text(out).split())
+    assert "Peak bus bandwidth 1467.18 GB/s at 128M (broadcast, nccl, 1 rank, bcast.log)" in text
+    assert "bus bandwidth is 0" not in text

@@ -44,7 +44,7 @@ NAMEABLE = (*MODELLED, "gather", "scatter")
 __all__ = ["MeasurementSet", "LINK_CLASSES", "load_measurements", "sniff_format"]
 
 # Larger files are not logs of a size sweep; refuse before reading them into memory.
-_MAX_BYTES = 64 << 20
+MAX_LOG_BYTES = 64 << 20
 # A text log holds a header and a row per size (per dtype with nccl-tests' -d all, 5 of them)
 # of a sweep of at most MAX_SWEEP_SIZES: more lines than that is not one, and is refused before
 # any line is parsed, so a hostile log costs a count of newlines, not a parse.
@@ -53,12 +53,12 @@ _MAX_LINES = 8 * MAX_SWEEP_SIZES
 
 
 def _read(path: Path) -> str:
-    """The log's text through pybench's one bounded reader (regular files only, at most _MAX_BYTES).
+    """The log's text through pybench's one bounded reader (regular files only, at most MAX_LOG_BYTES).
 
     Logs are decoded leniently (a stray byte in shell noise must not refuse a whole sweep);
     JSON documents are then parsed strictly by :func:`pybench.io.files.parse_json`.
     """
-    return decode_log(read_bytes(path, _MAX_BYTES), path)
+    return decode_log(read_bytes(path, MAX_LOG_BYTES), path)
 
 
 def _json_format(data: Any) -> str:
