@@ -360,8 +360,10 @@ def _keep_journal(path: Path, journal: Path, error: Exception) -> None:
         print(f"pybench: error: cannot write {path} ({why}) nor keep the journal of its sizes ({exc.strerror or exc})",
               file=sys.stderr, flush=True)
         return
-    print(f"pybench: note: {path} lacks sizes measured after its last rewrite ({why}); the journal of every size is "
-          f"kept: free space, then `pybench recover {path}`", file=sys.stderr, flush=True)
+    # (which of the run's files failed, its JSON, CSV or -J, the error line above says)
+    print(f"pybench: note: {path} and the files written with it may lack sizes measured after their last rewrite "
+          f"({why}); the journal of every size is kept: free space, then `pybench recover {path}`",
+          file=sys.stderr, flush=True)
 
 
 def record_nccl_tests_claim(path: Path) -> None:
