@@ -102,9 +102,10 @@ def _peak(results: Sequence[tuple[RunResult, str]]) -> str:
 
 
 def model_for(result: RunResult, models: Sequence):
-    """The model of ``result``'s own collective, backend and rank count, else None: another's figures are not its."""
-    return next((m for m in models if (m.collective, m.backend, m.world_size) ==
-                 (result.benchmark, result.backend, result.world_size)), None)
+    """The model of ``result``'s own collective, backend, rank count and element type, else None: another's figures
+    are not its."""
+    return next((m for m in models if (m.collective, m.backend, m.world_size, m.dtype) ==
+                 (result.benchmark, result.backend, result.world_size, result.dtype)), None)
 
 
 def _model_text(models: Sequence, results: Sequence[tuple[RunResult, str]]) -> str:
@@ -112,8 +113,10 @@ def _model_text(models: Sequence, results: Sequence[tuple[RunResult, str]]) -> s
         return "No model was given (fit one with `pybench fit RESULT.json -o MODEL.json`)."
     m = next((m for r, _ in results if (m := model_for(r, models)) is not None), None)
     if m is None:
-        theirs = ", ".join(dict.fromkeys(f"{r.benchmark}/{r.backend}/{r.world_size} ranks" for r, _ in results))
-        given = ", ".join(dict.fromkeys(f"{m.collective}/{m.backend}/{m.world_size or '?'} ranks" for m in models))
+        theirs = ", ".join(dict.fromkeys(f"{r.benchmark}/{r.backend}/{r.world_size} ranks/{r.dtype}"
+                                         for r, _ in results))
+        given = ", ".join(dict.fromkeys(f"{m.collective}/{m.backend}/{m.world_size or '?'} ranks/{m.dtype}"
+                                        for m in models))
         return (f"The model given ({given}) describes none of these inputs ({theirs}): no figure here is compared "
                 f"with it (fit one of theirs with `pybench fit`).")
     first, last = m.segments[0], m.segments[-1]

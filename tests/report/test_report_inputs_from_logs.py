@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from pathlib import Path
@@ -200,8 +201,8 @@ def test_a_model_of_none_of_the_inputs_is_said_to_be_so_not_headlined_as_theirs(
     out = tmp_path / "r.html"
     assert main(["report", str(result), "--model", str(model), "-o", str(out)]) == 0
     text = " ".join(_text(out).split())
-    assert ("The model given (allreduce/nccl/16 ranks) describes none of these inputs (allreduce/mpi/2 ranks)"
-            in text), text[:2000]
+    assert ("The model given (allreduce/nccl/16 ranks/float32) describes none of these inputs (allreduce/mpi/2 "
+            "ranks/float32)" in text), text[:2000]
     assert "Fitted model (" not in text and "against the model" not in text
 
 
@@ -213,3 +214,17 @@ def test_a_one_rank_broadcast_headline_is_its_bus_bandwidth_which_is_its_algbw(t
     text = " ".join(_text(out).split())
     assert "Peak bus bandwidth 1467.18 GB/s at 128M (broadcast, nccl, 1 rank, bcast.log)" in text
     assert "bus bandwidth is 0" not in text
+
+
+def test_a_result_is_summarised_against_the_model_of_its_own_element_type(tmp_path):
+    """A -d all run's float64 result was summarised with the float32 model's alpha and B (the first of the file)."""
+    from pybench.measure.results import load_result
+    from pybench.model.model_files import load_models
+    from pybench.report.summary import model_for
+    result = load_result(Path(__file__).resolve().parents[1] / "fixtures" / "cpu_mpi2_allreduce.json")
+    as64 = dataclasses.replace(result, dtype="float64")
+    model = tmp_path / "m.json"
+    assert main(["fit", str(Path(__file__).resolve().parents[1] / "fixtures" / "cpu_mpi2_allreduce.json"), "-o",
+                 str(model)]) == 0
+    models = load_models(model)
+    assert model_for(result, models) is models[0] and model_for(as64, models) is None
