@@ -92,9 +92,11 @@ class NcclTestsJsonWriter:
                                encoded_entries(records, bool(result.options.get("in_place"))))
 
     def test_done(self, result: RunResult, records: Iterable[dict[str, Any]]) -> None:
-        """``result``'s test ended (its records, as dicts): the next test's document holds its rows first."""
-        self.earlier.add(result.tally(), encoded_entries(records, bool(result.options.get("in_place"))))
+        """``result``'s test ended (its records, as dicts, read only where another test follows in this file): the
+        next test's document holds its rows first."""
         self.tests_done += 1
+        if self.tests_done < self.tests:
+            self.earlier.add(result.tally(), encoded_entries(records, bool(result.options.get("in_place"))))
 
     def journal_entry(self) -> dict[str, Any]:
         """What the run's journal keeps of this file, so that a rebuild from it writes it too
