@@ -16,12 +16,9 @@ and its buffers' place, never an invented GPU index or PCI address.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from pybench.measure.rank_devices import CPU_DEVICE, RankDevice
 from pybench.measure.results import RunResult
-
-# The device index a rank reports when it runs on the CPU (the mpi backend, torch over gloo).
-CPU_DEVICE = -1
 
 
 def size_step(sizes: Sequence[int]) -> str:
@@ -46,43 +43,17 @@ def config_line(result: RunResult, sizes: Sequence[int], gpus_per_process: int) 
             f"agg iters: 1 validation: {opts['check']} graph: {graph} unalign: 0")
 
 
-def _device_names(env: dict[str, Any]) -> dict[int, str]:
-    """GPU names by index on rank 0's host, as the nccl backend records them."""
-    backend = env.get("backend")
-    gpus = backend.get("gpus") if isinstance(backend, dict) else None
-    if not isinstance(gpus, list):
-        return {}
-    return {g["index"]: str(g.get("name")) for g in gpus if isinstance(g, dict) and isinstance(g.get("index"), int)}
-
-
-def rank_lines(result: RunResult, ranks: Sequence[tuple[int, str, int]], local_host: str) -> list[str]:
-    """``# Using devices`` and one ``#  Rank`` line per rank; ``ranks`` holds (pid, host, device) by rank.
-
-    Only rank 0's host is described in the result, so a name (the CPU model, a GPU's name) is given for
-    ranks on that host; the PCI address is not read by pybench and is printed as unknown."""
+def rank_lines(ranks: Sequence[RankDevice]) -> list[str]:
+    """``# Using devices`` and one ``#  Rank`` line per rank, each device named by its own rank; the PCI address
+    is not read by pybench and is printed as unknown."""
     lines = ["# Using devices"]
-    for rank, (pid, host, device, name) in enumerate(_named(result.environment, ranks, local_host)):
+    for rank, (pid, host, device, name) in enumerate(ranks):
         where = f"cpu [host memory] {name}" if device == CPU_DEVICE else f"{device:2d} [PCI address not read] {name}"
         lines.append(f"#  Rank {rank:2d} Group {0:2d} Pid {pid:6d} on {host:>10} device {where}")
     return lines
 
 
-def device_entries(env: dict[str, Any], ranks: Sequence[tuple[int, str, int]], local_host: str) -> list[dict]:
-    """The same ranks as nccl-tests' -J ``config.devices`` entries (device -1: a CPU rank); ``env``: the
-    result's environment."""
+def device_entries(ranks: Sequence[RankDevice]) -> list[dict]:
+    """The same ranks as nccl-tests' -J ``config.devices`` entries (device -1: a CPU rank)."""
     return [{"rank": rank, "group": 0, "pid": pid, "hostname": host, "device": device, "device_hex": "",
-             "device_info": name} for rank, (pid, host, device, name) in enumerate(_named(env, ranks, local_host))]
-
-
-def _named(env: dict[str, Any], ranks: Sequence[tuple[int, str, int]], local_host: str
-           ) -> list[tuple[int, str, int, str]]:
-    names = _device_names(env)
-    out = []
-    for pid, host, device in ranks:
-        here = host == local_host
-        if device == CPU_DEVICE:
-            name = env.get("cpu_model", "CPU") if here else "CPU"
-        else:
-            name = names.get(device, "GPU") if here else "GPU"
-        out.append((pid, host, device, str(name)))
-    return out
+             "device_info": name} for rank, (pid, host, device, name) in enumerate(ranks)]

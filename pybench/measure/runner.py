@@ -22,9 +22,10 @@ from pybench.measure.benchmark import BenchConfig, check_device_memory, check_me
 from pybench.measure.envinfo import environment
 from pybench.measure.launch import PROGRESS, register_rank, report_status
 from pybench.measure.nccl_tests_json import NcclTestsJsonWriter
-from pybench.measure.nccl_tests_preamble import CPU_DEVICE, config_line, device_entries, rank_lines
+from pybench.measure.nccl_tests_preamble import config_line, device_entries, rank_lines
 from pybench.measure.output_relay import PROGRESS_MARK
 from pybench.measure.peer_loss import leave_after_peer_loss, peer_lost
+from pybench.measure.rank_devices import CPU_DEVICE, RankDevice, gather_rank_devices
 from pybench.measure.results import OutputFiles, RunResult, SizeRecord
 from pybench.measure.table import average_busbw, footer_lines, header_lines, min_bw_failed, row_line
 from pybench.measure.type_table import TypeTable
@@ -190,12 +191,12 @@ def run_as_rank(plans: list[RunPlan], argv: list[str], force: bool, backend_name
         env["backend"] = backend.run_metadata()  # GPU models, driver, NCCL, links between GPU pairs
     hosts = dict(Counter(info["hosts"]))
     collective = not plans[0].config.is_p2p
-    devices = _rank_devices(backend, info) if collective else []  # every rank takes part
+    devices = gather_rank_devices(backend, info) if collective else []  # every rank takes part
     # -d all: one table for every type, as nccl-tests prints it
     table = TypeTable([p.config.dtype for p in plans], plans[0].min_busbw_gbps) if collective else None
     preamble = _Preamble(devices, info["host"], sorted({s for p in plans for s in p.config.sizes}), table)
     for writer in nccl_json.values():
-        writer.devices = device_entries(env, devices, info["host"])
+        writer.devices = device_entries(devices)
     worst = 0
     try:
         shared = table is not None and len(plans) > 1
@@ -301,23 +302,11 @@ def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, in
         command=["pybench", *argv], started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
 
-def _rank_devices(backend: Backend, info: dict) -> list[tuple[int, str, int]]:
-    """(pid, host, device) of every rank, gathered from all ranks (a collective: every rank calls it);
-    device is a GPU index, or CPU_DEVICE for a rank on the CPU (the mpi backend)."""
-    world = info["world_size"]
-    mine = getattr(backend, "rank_devices", lambda: [(info["rank"], CPU_DEVICE)])()
-    values = [0] * (2 * world)  # pid and device + 1 at each rank's place: the maximum over ranks fills them all
-    for rank, device in mine:
-        values[2 * rank], values[2 * rank + 1] = os.getpid(), device + 1
-    got = backend.agree_max(values)
-    return [(got[2 * r], info["hosts"][r], got[2 * r + 1] - 1) for r in range(world)]
-
-
 @dataclass(frozen=True)
 class _Preamble:
     """What the table's header says beyond one result: the ranks' devices, every size planned, the types."""
 
-    devices: list[tuple[int, str, int]]
+    devices: list[RankDevice]
     local_host: str
     sizes: list[int]
     table: TypeTable | None
@@ -325,8 +314,9 @@ class _Preamble:
     @property
     def gpus_per_process(self) -> int:
         """nccl-tests' nGpus: the GPUs one process of rank 0's host drives (0: CPU ranks)."""
-        gpus = sum(1 for _, host, device in self.devices if device != CPU_DEVICE and host == self.local_host)
-        return gpus // max(1, len({pid for pid, host, _ in self.devices if host == self.local_host}))
+        here = [d for d in self.devices if d.host == self.local_host]
+        gpus = sum(1 for d in here if d.device != CPU_DEVICE)
+        return gpus // max(1, len({d.pid for d in here}))
 
 
 def _header(result: RunResult, note: str | None, preamble: _Preamble) -> list[str]:
@@ -342,7 +332,7 @@ def _header(result: RunResult, note: str | None, preamble: _Preamble) -> list[st
         lines[1:1] = [f"# Collective test starting: {NCCL_TESTS_PROGRAMS[result.benchmark]}",
                       config_line(result, preamble.sizes, preamble.gpus_per_process)]
         at += 1
-        lines[at + 2:at + 2] = [*rank_lines(result, preamble.devices, preamble.local_host), "#"]
+        lines[at + 2:at + 2] = [*rank_lines(preamble.devices), "#"]
     return lines
 
 

@@ -16,7 +16,8 @@ import socket
 
 import pytest
 
-from pybench.measure.nccl_tests_preamble import CPU_DEVICE, rank_lines, size_step
+from pybench.measure.nccl_tests_preamble import rank_lines, size_step
+from pybench.measure.rank_devices import CPU_DEVICE, RankDevice
 from pybench.measure.result_csv import CSV_COLUMNS, IN_PLACE_COLUMNS, csv_chunks
 from pybench.measure.results import load_result
 from pybench.model.logs import load_measurements
@@ -70,12 +71,12 @@ def test_size_steps_are_named_as_nccl_tests_names_them():
 
 
 def test_rank_lines_keep_nccl_tests_widths_so_a_host_reader_takes_the_host():
-    r = load_result(RUN)
-    lines = rank_lines(r, [(4242, "a3-megagpu-8g-0001", CPU_DEVICE), (4243, "a3-megagpu-8g-0002", 3)],
-                       "a3-megagpu-8g-0001")
+    lines = rank_lines([RankDevice(4242, "a3-megagpu-8g-0001", CPU_DEVICE, "AMD EPYC 7R13"),
+                        RankDevice(4243, "a3-megagpu-8g-0002", 3, "NVIDIA H100 80GB HBM3")])
     assert lines[0] == "# Using devices"
-    assert lines[1].startswith("#  Rank  0 Group  0 Pid   4242 on a3-megagpu-8g-0001 device cpu [host memory] ")
-    assert lines[2] == "#  Rank  1 Group  0 Pid   4243 on a3-megagpu-8g-0002 device  3 [PCI address not read] GPU"
+    assert lines[1] == "#  Rank  0 Group  0 Pid   4242 on a3-megagpu-8g-0001 device cpu [host memory] AMD EPYC 7R13"
+    assert lines[2] == ("#  Rank  1 Group  0 Pid   4243 on a3-megagpu-8g-0002 device  3 [PCI address not read] "
+                        "NVIDIA H100 80GB HBM3")
     assert CHS_HOST_RE.findall("\n".join(lines)) == ["a3-megagpu-8g-0001", "a3-megagpu-8g-0002"]
 
 

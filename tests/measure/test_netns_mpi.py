@@ -15,6 +15,7 @@ import pytest
 
 from pybench.errors import UsageError
 from pybench.measure import netns
+from pybench.measure.envinfo import cpu_model
 from pybench.measure.netns_mpi import NetnsMpi, oversubscription
 
 
@@ -43,6 +44,10 @@ def test_ranks_on_two_namespace_hosts_are_inter_node_and_exact(lab):
     assert re.search(r"world 4 ranks, 2 host\(s\) \[\S+-h0: 2, \S+-h1: 2\], link inter-node", out), out
     row = next(line for line in out.splitlines() if line.strip().startswith("65536"))
     assert row.split()[8] == "0"  # #wrong
+    # each rank names its own device (readers of nccl-tests count ranks by it), on the other host too
+    rank_lines = [line for line in out.splitlines() if line.startswith("#  Rank ")]
+    assert len(rank_lines) == 4 and all(line.endswith(f"device cpu [host memory] {cpu_model()}")
+                                        for line in rank_lines), rank_lines
 
 
 def test_point_to_point_bandwidth_between_hosts_is_the_link_rate(lab):

@@ -283,6 +283,11 @@ class NcclBackend:
         first = 0 if self._mode == "single" else int(self._info.get("rank", 0))
         return [(first + k, d) for k, d in enumerate(devices)]
 
+    def device_name(self, index: int) -> str | None:
+        """This host's GPU ``index`` as the CUDA probe names it (e.g. "NVIDIA H100 80GB HBM3")."""
+        return next((str(d["name"]) for d in self._probe["devices"] if d.get("index") == index and d.get("name")),
+                    None)
+
     def run_metadata(self) -> dict[str, Any]:
         """What every NCCL result should record: NCCL, devices, driver, runtime, links, NCCL settings."""
         devices: list[int] = list(self._world.devices) if self._world is not None else []
