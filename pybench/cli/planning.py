@@ -20,6 +20,7 @@ from typing import Any
 from pybench.cli.argtypes import number, output_file
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
+from pybench.planning.config import SLOWEST_NODE
 
 # Every numeric option has a range (issue 16): finite, positive, and no larger than anything real,
 # so a typo cannot send the plan search or a GEMM allocation past the machine.
@@ -28,7 +29,8 @@ _size = number(int, 1, strict=False, maximum=1 << 24)         # widths, sequence
 _nonneg_count = number(int, 0, strict=False, maximum=1 << 20)
 _positive = number(float, 0, strict=True, maximum=1e12)        # rates, prices, sizes in MB/GB
 _nonneg = number(float, 0, strict=False, maximum=1e12)
-_share = number(float, 0, strict=True, maximum=1.0)            # headroom, slow-node factor
+_share = number(float, 0, strict=True, maximum=1.0)            # memory headroom
+_node_speed = number(float, SLOWEST_NODE, strict=False, maximum=1.0)
 
 __all__ = ["add_parsers", "run_compute", "run_ccr", "run_plan", "flag_names"]
 
@@ -285,8 +287,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--straggler-cv", type=_nonneg, default=0.0,
                    help="per-rank compute-time coefficient of variation (expected slowest of N); the wait "
                         "for the slowest counts as communication (sync column)")
-    p.add_argument("--slow-node", type=_share, default=1.0, metavar="F",
-                   help="one node runs at F of the others' speed (0.9: 10%% slower), in (0, 1]; default 1")
+    p.add_argument("--slow-node", type=_node_speed, default=1.0, metavar="F",
+                   help=f"one node runs at F of the others' speed (0.9: 10%% slower), in [{SLOWEST_NODE:g}, 1] "
+                        "(a slower one has failed: plan without it); default 1")
     p.add_argument("--bytes-per-param", type=int, choices=(16, 18), default=16,
                    help="optimizer-state accounting: 16 (bf16 gradients, default) or 18 (fp32 gradients, no "
                         "distributed optimizer)")

@@ -35,7 +35,7 @@ from pybench.errors import UsageError
 from pybench.planning.bands import Band
 from pybench.planning.choice import Choice, Need, choose, good, met_at_slow_comm
 from pybench.planning.compute import ComputeProfile, load_compute
-from pybench.planning.config import CcrConfig, make_ccr_config, node_gpus
+from pybench.planning.config import SLOWEST_NODE, CcrConfig, make_ccr_config, node_gpus
 from pybench.planning.grid import grid_notes, not_priced_notes, undetermined_worlds
 from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
 from pybench.planning.plan_result import Plan
@@ -280,7 +280,7 @@ def _check_plan_inputs(values: dict[str, Any]) -> None:
             _number(name, values[name])
     _number("memory_headroom", values["memory_headroom"], maximum=1.0)
     _number("straggler_cv", values["straggler_cv"], strict=False)
-    _number("slow_node", values["slow_node"], maximum=1.0)
+    _number("slow_node", values["slow_node"], minimum=SLOWEST_NODE, strict=False, maximum=1.0)
     if values["price_per_node_hour"] is not None and values["price_per_device_hour"] is not None:
         raise UsageError("give price_per_node_hour or price_per_device_hour, not both")
 

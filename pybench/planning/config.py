@@ -27,6 +27,10 @@ from pybench.planning.strategies import (
 )
 from pybench.planning.transformer import TransformerShape, format_param_count, parse_param_count, shape_for_params
 
+# The slowest node a plan weighs (its speed over the others'): below it a node has failed, and a step's wait
+# for it would be read as a plan (1e-300 gave a 2e299 s step).
+SLOWEST_NODE = 0.01
+
 __all__ = ["CcrConfig", "make_ccr_config", "compute_warnings", "parse_list", "COMM_BYTES_PER_VALUE", "node_gpus"]
 
 # Bytes per value of the communication dtypes ccr and plan price: bf16 or fp16, fp32 (--comm-dtype),
@@ -76,7 +80,7 @@ class CcrConfig:
     straggler_cv : float
         Coefficient of variation of per-rank compute time.
     slow_node : float
-        Speed of one node relative to the others (0.9: 10% slower), in (0, 1].
+        Speed of one node relative to the others (0.9: 10% slower), in [:data:`SLOWEST_NODE`, 1].
     memory_headroom : float
         Share of device memory a step may use to "fit" (``MEMORY_HEADROOM``, 0.8).
     bytes_per_param : int
@@ -191,8 +195,9 @@ def _check_config(c: CcrConfig) -> None:
         raise UsageError(f"bytes_per_param must be one of {', '.join(map(str, ACCOUNTINGS))}, got {c.bytes_per_param}")
     if not 0 < c.memory_headroom <= 1:
         raise UsageError(f"memory_headroom must lie in (0, 1], got {c.memory_headroom}")
-    if not 0 < c.slow_node <= 1:
-        raise UsageError(f"slow_node must lie in (0, 1] (the slow node's speed over the others'), got {c.slow_node}")
+    if not SLOWEST_NODE <= c.slow_node <= 1:
+        raise UsageError(f"slow_node must lie in [{SLOWEST_NODE:g}, 1] (the slow node's speed over the others'; "
+                         f"one slower than that has failed: plan without it), got {c.slow_node}")
     for w in c.worlds:
         if w > MAX_WORLD:
             raise UsageError(f"world must be at most {MAX_WORLD} ranks (as pybench predict's), got {w}")

@@ -49,10 +49,12 @@ def test_one_slow_node_is_waited_for_only_across_nodes():
     assert math.isclose(both.straggler_factor, 1 + 0.1 * expected_max_normal(4))
 
 
-@pytest.mark.parametrize("factor", [0.0, -0.5, 1.5, float("nan")])
-def test_a_slow_node_factor_outside_0_1_is_refused(factor):
-    with pytest.raises(UsageError, match=r"^slow_node must lie in \(0, 1\]"):
+@pytest.mark.parametrize("factor", [0.0, -0.5, 1.5, float("nan"), 1e-300, 0.0099])
+def test_a_slow_node_factor_outside_the_slowest_node_and_1_is_refused(factor):
+    """A node at 1e-300 of the others' speed has failed: its 2e299 s wait was once printed as a plan."""
+    with pytest.raises(UsageError, match=r"^slow_node must lie in \[0.01, 1\]"):
         run(world=4, slow_node=factor)
+    assert run(world=4, slow_node=0.01).rows[0].sync_s == pytest.approx(99.0)
 
 
 def test_overheads_in_the_table_and_the_document(tmp_path, capsys):
@@ -65,7 +67,9 @@ def test_overheads_in_the_table_and_the_document(tmp_path, capsys):
     model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
     common = ["ccr", "--params", "125M", "--model", model, "--tflops", "100", "--world", "8"]
     assert main([*common, "--slow-node", "0"]) == 2
-    assert "argument --slow-node: '0' must be more than 0 and at most 1" in capsys.readouterr().err
+    assert "argument --slow-node: '0' must be at least 0.01 and at most 1" in capsys.readouterr().err
+    assert main([*common, "--slow-node", "1e-300"]) == 2
+    assert "argument --slow-node: '1e-300' must be at least 0.01 and at most 1" in capsys.readouterr().err
     assert main([*common, "--slow-node", "0.9"]) == 0
     assert "sync" in capsys.readouterr().out
 
@@ -180,4 +184,4 @@ def test_plan_takes_stragglers_and_a_slow_node(capsys):
     model = str(Path(__file__).resolve().parents[1] / "fixtures" / "model_v1_allreduce.json")
     assert main(["plan", "--params", "125M", "--model", model, "--tflops", "100", "--max-world", "8",
                  "--slow-node", "1.2"]) == 2
-    assert "argument --slow-node: '1.2' must be more than 0 and at most 1" in capsys.readouterr().err
+    assert "argument --slow-node: '1.2' must be at least 0.01 and at most 1" in capsys.readouterr().err
