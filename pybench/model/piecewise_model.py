@@ -417,6 +417,10 @@ class AlphaBetaModel:
             segments = tuple(SegmentFit.from_dict(s) for s in d["segments"])
             if not segments:
                 raise ValueError("no segments")
+            for a, b in zip(segments, segments[1:]):  # each size has one regime: the pieces follow in order
+                if a.size_max_bytes >= b.size_min_bytes:
+                    raise ValueError(f"its pieces {a.size_min_bytes}..{a.size_max_bytes} B and "
+                                     f"{b.size_min_bytes}..{b.size_max_bytes} B overlap or are out of order")
             if d["collective"] not in MODELLED:
                 raise ValueError(f"collective {str(d['collective'])[:40]!r} is none pybench fits "
                                  f"({', '.join(MODELLED)})")

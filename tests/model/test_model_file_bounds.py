@@ -75,6 +75,9 @@ def test_load_model_names_a_path_that_is_no_file_name(path):
     # a negative variance narrowed the interval
     (lambda m: m["segments"][0].update(cov=[-1.0, 0.0, -1.0]), "the variances >= 0"),
     (lambda m: m.update(collective="foo"), "collective 'foo' is none pybench fits"),
+    # two regimes for one size (a piece's start moved to 1 B): the pieces are taken in order, one per size
+    (lambda m: m["segments"][1].update(size_min_bytes=1), r"pieces .* overlap or are out of order"),
+    (lambda m: m.update(segments=m["segments"][::-1]), r"pieces .* overlap or are out of order"),
 ])
 def test_a_hand_edited_model_that_no_fit_writes_is_refused(node_model, tmp_path, edit, fragment):
     data = json.loads(node_model.read_text())
