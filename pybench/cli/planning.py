@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from pybench.cli.argtypes import number, output_file
-from pybench.errors import PyBenchError, UsageError
+from pybench.errors import FileFormatError, PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.planning.config import SLOWEST_NODE
 
@@ -74,6 +74,8 @@ def _flags_in_errors() -> Iterator[None]:
     """Re-raise a library error with its parameter names said as flags (same class, same exit code)."""
     try:
         yield
+    except FileFormatError:
+        raise  # about a file's own fields (a system description's gpus_per_node), not this command line's flags
     except PyBenchError as exc:
         mapped = flag_names(str(exc))
         if mapped == str(exc):

@@ -84,6 +84,18 @@ def test_absurd_ccr_input_is_refused_in_one_line(h100, capsys, args, said):
         assert "gradients make a bucket" in err and "16 TiB" in err
 
 
+@pytest.mark.parametrize("command", ["ccr", "plan"])
+def test_a_description_file_missing_a_field_names_its_field_not_a_flag(h100, tmp_path, capsys, command):
+    """The file's own field (gpus_per_node), as predict says it: "--gpus-per-node: Field required" sent the
+    user to a flag they never gave."""
+    described = json.loads((Path(pybench.__file__).parent / "model" / "systems" / "aws-p5.json").read_text())
+    del described["gpus_per_node"]
+    path = tmp_path / "p5.json"
+    path.write_text(json.dumps(described))
+    err = _refused(capsys, [command, "--params", "7B", "--model", h100, "--tflops", "400", "--system", str(path)])
+    assert "system description: gpus_per_node: Field required" in err and "--gpus-per-node" not in err
+
+
 def test_a_world_beyond_the_cap_is_refused_in_python_too(h100):
     with pytest.raises(UsageError, match="world must be at most 16777216"):
         pybench.ccr("7B", 2048, 1, 10**12, "ddp", models=h100, flops_per_s=4e14)
