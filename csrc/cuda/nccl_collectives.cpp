@@ -93,13 +93,15 @@ nccl::Result sendrecv_run(const NcclLaunch& l) {
 
 const std::map<std::string, NcclCollectiveDesc>& table() {
   static const std::map<std::string, NcclCollectiveDesc> t = {
-      {"allreduce", {"allreduce", true, false, same, same, at_start, allreduce_expected, allreduce_run}},
-      {"allgather", {"allgather", false, true, block, same, allgather_in_place, allgather_expected, allgather_run}},
+      {"allreduce", {"allreduce", true, false, same, same, at_start, true, allreduce_expected, allreduce_run}},
+      {"allgather",
+       {"allgather", false, true, block, same, allgather_in_place, true, allgather_expected, allgather_run}},
       {"reducescatter",
-       {"reducescatter", true, true, same, block, reducescatter_in_place, reducescatter_expected, reducescatter_run}},
-      {"broadcast", {"broadcast", false, false, same, same, at_start, broadcast_expected, broadcast_run}},
-      {"alltoall", {"alltoall", false, true, same, same, nullptr, alltoall_expected, alltoall_run}},
-      {"sendrecv", {"sendrecv", false, false, same, same, nullptr, sendrecv_expected, sendrecv_run}},
+       {"reducescatter", true, true, same, block, reducescatter_in_place, true, reducescatter_expected,
+        reducescatter_run}},
+      {"broadcast", {"broadcast", false, false, same, same, at_start, true, broadcast_expected, broadcast_run}},
+      {"alltoall", {"alltoall", false, true, same, same, at_start, false, alltoall_expected, alltoall_run}},
+      {"sendrecv", {"sendrecv", false, false, same, same, at_start, false, sendrecv_expected, sendrecv_run}},
   };
   return t;
 }

@@ -272,7 +272,7 @@ def with_in_place(cfg: BenchConfig, record: SizeRecord, bench: NativeBench, worl
     median = SampleStats.from_samples(samples).median_s
     algbw, busbw = cfg.bandwidths(record.size_bytes, median, world)
     return replace(record, in_place_time_s=median, in_place_algbw_gbps=algbw, in_place_busbw_gbps=busbw,
-                   in_place_wrong=wrong)
+                   in_place_wrong=None if wrong < 0 else wrong)  # (-1: a form whose result is not defined)
 
 
 def measure_size(cfg: BenchConfig, bench: NativeBench, size_bytes: int, world: int,

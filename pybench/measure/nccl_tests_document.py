@@ -128,7 +128,8 @@ def _in_place_block(r: dict[str, Any]) -> dict[str, Any] | None:
         return None
     return _block({"time_s": r["in_place_time_s"], "algbw_gbps": r.get("in_place_algbw_gbps"),
                    "busbw_gbps": r.get("in_place_busbw_gbps"), "wrong": r.get("in_place_wrong") or 0,
-                   "check_iters": r["check_iters"]})
+                   # (no in-place count: a form whose result is not defined, nwrong null as nccl-tests')
+                   "check_iters": r["check_iters"] if r.get("in_place_wrong") is not None else 0})
 
 
 def entry(r: dict[str, Any], in_place: bool) -> dict[str, Any]:

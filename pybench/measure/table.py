@@ -93,8 +93,9 @@ def nccl_tests_row(r: SizeRecord, in_place: bool = False, stats_columns: bool = 
     head = _prefix((str(r.size_bytes), str(r.count), NCCL_TESTS_TYPE_NAMES.get(r.dtype, r.dtype), r.redop, root))
     measured = _measured(r.time_s, r.algbw_gbps, r.busbw_gbps, r.wrong, r.check_iters)
     if not in_place and r.in_place_time_s is not None:  # both measured (mpi), as nccl-tests measures them
+        checked = r.check_iters if r.in_place_wrong is not None else 0  # (None: an in-place form not checked)
         line = head + measured + _measured(r.in_place_time_s, _or_nan(r.in_place_algbw_gbps),
-                                           _or_nan(r.in_place_busbw_gbps), r.in_place_wrong or 0, r.check_iters)
+                                           _or_nan(r.in_place_busbw_gbps), r.in_place_wrong or 0, checked)
     else:
         # The in-place block not measured: N/A cells, as nccl-tests marks a figure it lacks. An out-of-place
         # block not measured stays blank (32 spaces), which pybench's log reader reads as a trace replay's

@@ -291,13 +291,14 @@ class _FakeBench:
     def __init__(self, world, collective, dtype, op, size_bytes, root=0, in_place=False, timing="batched"):
         assert isinstance(world, _FakeWorld)
         _FakeBench.made.append((collective, dtype, op, size_bytes, root, in_place, timing))
-        self.size = size_bytes
+        self.size, self.collective, self.in_place = size_bytes, collective, in_place
 
     def warmup(self, n):
         pass
 
     def check(self, iters):
-        return 0
+        # as csrc/cuda/nccl_harness.cpp: an in-place form with no defined result is not checked (-1)
+        return -1 if self.in_place and self.collective in ("alltoall", "sendrecv") else 0
 
     def measure(self, n_samples, ops_per_sample):
         return [self.size / 1e11] * n_samples, 1e-3
@@ -401,6 +402,28 @@ def test_backend_glue_options_from_the_environment(fake_gpu, monkeypatch):
     b.make_bench(cfg, 64)
     assert _FakeBench.made[-1][-2:] == (True, "graph")
     assert "in place" in b.describe_buffers(cfg)
+
+
+@pytest.mark.parametrize("collective", ["alltoall", "sendrecv"])
+def test_an_in_place_form_with_no_defined_result_is_timed_unchecked_as_nccl_tests(fake_gpu, monkeypatch, collective):
+    """nccl-tests times all-to-all and send/recv in place too (one buffer sent from and received into) and
+    prints no #wrong there; readers of its output (CloudAI's default metric) take the in-place time."""
+    from pybench.measure.benchmark import BenchConfig, measure_size, with_in_place
+    from pybench.measure.stopping import StopRule
+    b = nccl_backend.NcclBackend()
+    b.start()
+    cfg = BenchConfig(benchmark=collective, sizes=(1 << 20,), stop=StopRule(precision=None, fixed_iters=4))
+    rec = measure_size(cfg, b.make_bench(cfg, 1 << 20), 1 << 20, 2)
+    rec = with_in_place(cfg, rec, b.make_in_place_bench(cfg, 1 << 20), 2)
+    assert _FakeBench.made[-1][0] == collective and _FakeBench.made[-1][-2] is True
+    assert rec.wrong == 0 and rec.in_place_time_s > 0 and rec.in_place_wrong is None
+    assert "then in place (not checked" in b.describe_buffers(cfg)
+    assert b.device_name(1) == "Fake H200" and b.device_name(7) is None
+    monkeypatch.setenv("PYBENCH_NCCL_IN_PLACE", "1")  # in place alone: nothing checked at all
+    alone = nccl_backend.NcclBackend()
+    alone.start()
+    with pytest.raises(UsageError, match=f"{collective} cannot run in place alone"):
+        alone.make_bench(cfg, 1 << 20)
 
 
 def test_copy_and_matrix_commands_with_a_fake_gpu(fake_gpu, capsys, tmp_path):

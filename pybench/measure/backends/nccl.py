@@ -41,9 +41,11 @@ from pybench.measure.gpu.nccl_lib import INSTALL_HINT, NcclLibrary, load_nccl
 
 GPUS_ENV = "PYBENCH_GPUS"
 IN_PLACE_ENV = "PYBENCH_NCCL_IN_PLACE"
-#: The collectives NCCL can run on one buffer (csrc/cuda/nccl_collectives.cpp: those with in-place offsets);
-#: alltoall and sendrecv have no in-place form, and their in-place block stays N/A.
-IN_PLACE_FORMS = frozenset({"allreduce", "allgather", "reducescatter", "broadcast"})
+#: The collectives NCCL runs on one buffer too (csrc/cuda/nccl_collectives.cpp: their in-place offsets).
+IN_PLACE_FORMS = frozenset({"allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "sendrecv"})
+#: Those whose in-place result no order of transfers defines (each rank sends from the buffer it receives
+#: into): timed as nccl-tests times them, beside the out-of-place block, with no #wrong (N/A), as nccl-tests.
+UNCHECKED_IN_PLACE = frozenset({"alltoall", "sendrecv"})
 TIMING_ENV = "PYBENCH_NCCL_TIMING"  # "graph" turns CUDA-graph replay on for batched timing
 _MPI_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE",
              "SLURM_STEP_NUM_TASKS", "PYBENCH_RANK_PROCESS")
@@ -226,6 +228,10 @@ class NcclBackend:
         return [int(v) for v in self._world.max_over_ranks([int(v) for v in values])]
 
     def make_bench(self, cfg, size_bytes: int):
+        if self._runs_in_place(cfg) and cfg.benchmark in UNCHECKED_IN_PLACE:
+            raise UsageError(f"{cfg.benchmark} cannot run in place alone ({IN_PLACE_ENV}): each rank would send from "
+                             "the buffer it receives into, so no result could be checked; unset it, and the "
+                             "in-place block is timed beside the checked out-of-place one, as nccl-tests does")
         return self._bench(cfg, size_bytes, self._runs_in_place(cfg))
 
     def make_in_place_bench(self, cfg, size_bytes: int):
@@ -254,7 +260,10 @@ class NcclBackend:
     def _buffer_modes(self, cfg) -> str:
         if self._runs_in_place(cfg):
             return "in place"
-        return "out of place, then in place" if self._measures_both(cfg) else "out of place"
+        if not self._measures_both(cfg):
+            return "out of place"
+        unchecked = " (not checked: it sends from the buffer it receives into, as nccl-tests')"
+        return "out of place, then in place" + (unchecked if cfg.benchmark in UNCHECKED_IN_PLACE else "")
 
     def describe_buffers(self, cfg) -> str:
         # The runner stores this string in every result: it carries the NCCL actually used.
