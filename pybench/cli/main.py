@@ -18,6 +18,7 @@ from pybench import __version__
 from pybench.cli import argtypes, compat_flags
 from pybench.cli import gpu as cli_gpu
 from pybench.cli import models as cli_models
+from pybench.cli import nccl_tests_bin as cli_nccl_tests_bin
 from pybench.cli import planning as cli_planning
 from pybench.cli import profile as cli_profile
 from pybench.cli import recover as cli_recover
@@ -454,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_profile.add_parsers(sub)
     cli_system.add_parsers(sub)
     cli_recover.add_parsers(sub)
+    cli_nccl_tests_bin.add_parsers(sub)
     return parser
 
 

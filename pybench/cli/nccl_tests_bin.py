@@ -1,0 +1,87 @@
+"""``pybench nccl-tests-bin DIR``: nccl-tests' program names in DIR, each running pybench.
+
+Harnesses run nccl-tests by its programs' names from a folder they are told (CloudAI's
+``all_reduce_perf_mpi``, SuperBench's ``bin_dir/all_reduce_perf``, Azure's health checks, ``mpirun ...
+all_reduce_perf``). Pointing that folder here makes them run pybench with their own command lines, which
+pybench reads as nccl-tests does (``-b -e -f -g -n -w -c -d -o -r -a -J``). The programs go only into a
+folder the user names, never onto the PATH, and never over a file pybench did not write (a real nccl-tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import stat
+import sys
+from pathlib import Path
+
+from pybench.collectives import COLLECTIVES, NCCL_TESTS_PROGRAMS
+from pybench.errors import UsageError
+from pybench.io.files import write_atomic
+
+# The first line after the interpreter line of every program written here: what may be replaced.
+MARK = "# written by `pybench nccl-tests-bin`"
+
+
+def programs() -> dict[str, str]:
+    """Program name -> pybench collective: nccl-tests' name of each collective pybench measures, and the
+    ``_mpi`` name that nccl-tests' MPI build gets in some harnesses (CloudAI's)."""
+    named = {program: collective for collective, program in NCCL_TESTS_PROGRAMS.items() if collective in COLLECTIVES}
+    return {**named, **{f"{program}_mpi": collective for program, collective in named.items()}}
+
+
+def program_text(collective: str, python: str = sys.executable) -> str:
+    return (f"#!/bin/sh\n{MARK}: nccl-tests' {NCCL_TESTS_PROGRAMS[collective]}, measured by pybench\n"
+            f"exec {shlex.quote(python)} -m pybench {collective} \"$@\"\n")
+
+
+def write_programs(folder: str | os.PathLike) -> list[Path]:
+    """Write every program into ``folder`` (made if missing); a file there that pybench did not write is
+    never replaced (UsageError, before anything is written)."""
+    root = Path(folder)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root}: not a folder; name a folder for nccl-tests' programs (it is made if missing)")
+    targets = {root / name: collective for name, collective in programs().items()}
+    foreign = [p for p in targets if (p.exists() or p.is_symlink()) and not _ours(p)]
+    if foreign:
+        raise UsageError(f"{foreign[0]}: exists and was not written by pybench (a real nccl-tests build?); "
+                         f"name another folder: pybench replaces only its own programs")
+    root.mkdir(parents=True, exist_ok=True)
+    for path, collective in targets.items():
+        write_atomic(path, program_text(collective))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return list(targets)
+
+
+def _ours(path: Path) -> bool:
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return False
+    return len(head) > 1 and head[1].startswith(MARK)
+
+
+def add_parsers(subparsers) -> None:
+    p = subparsers.add_parser(
+        "nccl-tests-bin", help="write nccl-tests' program names into a folder, each running pybench",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Writes all_reduce_perf, all_gather_perf, reduce_scatter_perf, broadcast_perf, alltoall_perf, "
+                    "sendrecv_perf (and their _mpi names) into FOLDER: each runs `python -m pybench COLLECTIVE` "
+                    "with this Python and the arguments it is given, so a harness told to run nccl-tests from "
+                    "FOLDER (or `mpirun ... FOLDER/all_reduce_perf -b 8 -e 1G -f 2`) runs pybench. A file there "
+                    "that pybench did not write is never replaced.",
+        epilog="examples:\n  pybench nccl-tests-bin ~/pybench-nccl-tests\n"
+               "  mpirun -np 2 ~/pybench-nccl-tests/all_reduce_perf -b 8 -e 128M -f 2")
+    p.add_argument("folder", metavar="FOLDER", help="the folder to write them into (made if missing)")
+    p.set_defaults(func=run_nccl_tests_bin)
+
+
+def run_nccl_tests_bin(args) -> int:
+    written = write_programs(args.folder)
+    print(f"wrote {len(written)} programs into {Path(args.folder).resolve()}: "
+          f"{', '.join(p.name for p in written if not p.name.endswith('_mpi'))} (and each with _mpi)")
+    return 0

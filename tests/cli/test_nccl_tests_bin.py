@@ -1,0 +1,74 @@
+"""`pybench nccl-tests-bin DIR`: harnesses that run nccl-tests' programs from a folder run pybench instead."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from pybench.cli.main import main
+from pybench.cli.nccl_tests_bin import programs
+
+NAMES = ["all_gather_perf", "all_reduce_perf", "alltoall_perf", "broadcast_perf", "reduce_scatter_perf",
+         "sendrecv_perf"]
+
+
+def _run(cmd: list[str], cwd, **kw) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYBENCH_RANK_PROCESS"}
+    return subprocess.run(cmd, cwd=cwd, env=kw.pop("env", env), capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, **kw)
+
+
+def test_every_collective_has_nccl_tests_name_and_its_mpi_twin():
+    assert sorted(programs()) == sorted(NAMES + [f"{n}_mpi" for n in NAMES])
+    assert programs()["all_reduce_perf_mpi"] == "allreduce" and programs()["sendrecv_perf"] == "sendrecv"
+
+
+@pytest.mark.mpi
+def test_a_harness_command_line_runs_pybench_with_nccl_tests_flags(tmp_path, native, capsys):
+    folder = tmp_path / "nccl-tests" / "build"
+    assert main(["nccl-tests-bin", str(folder)]) == 0
+    assert "wrote 12 programs" in capsys.readouterr().out
+    assert sorted(p.name for p in folder.iterdir()) == sorted(programs())
+    assert all(os.access(p, os.X_OK) for p in folder.iterdir())
+    # as CloudAI writes its command: every flag, -o and -r included, and a -J file
+    proc = _run([str(folder / "all_reduce_perf"), "-b", "1K", "-e", "4K", "-f", "2", "-n", "5", "-w", "1",
+                 "--op", "sum", "--root", "0", "-J", "ar.json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "# Collective test concluded: all_reduce_perf" in proc.stdout
+    results = json.loads((tmp_path / "ar.json").read_text())["results"]
+    assert [r["size"] for r in results] == [1024, 2048, 4096] and all(r["out_of_place"]["time"] > 0 for r in results)
+
+
+@pytest.mark.mpi
+def test_under_the_users_mpirun_each_rank_runs_pybench(tmp_path, native):
+    from pybench.measure.launch import find_launcher
+    folder = tmp_path / "bin"
+    assert main(["nccl-tests-bin", str(folder)]) == 0
+    launcher = find_launcher()
+    proc = _run(launcher.command(2, [str(folder / "all_gather_perf_mpi"), "-b", "1K", "-e", "2K", "-f", "2",
+                                     "-n", "5", "-w", "1", "-g", "1"]), tmp_path, env=launcher.environment())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("#  Rank ") == 2 and "# Collective test concluded: all_gather_perf" in proc.stdout
+
+
+def test_a_file_pybench_did_not_write_is_never_replaced(tmp_path, capsys):
+    folder = tmp_path / "build"
+    folder.mkdir()
+    real = folder / "alltoall_perf"
+    real.write_bytes(b"\x7fELF a real nccl-tests build")
+    assert main(["nccl-tests-bin", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "alltoall_perf: exists and was not written by pybench" in err and err.count("\n") == 1
+    assert real.read_bytes() == b"\x7fELF a real nccl-tests build" and [p.name for p in folder.iterdir()] == [real.name]
+    real.unlink()
+    (folder / "sendrecv_perf").symlink_to("/usr/bin/true")  # a link is not pybench's either
+    assert main(["nccl-tests-bin", str(folder)]) == 2
+    (folder / "sendrecv_perf").unlink()
+    assert main(["nccl-tests-bin", str(folder)]) == 0 and main(["nccl-tests-bin", str(folder)]) == 0  # its own: again
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    assert main(["nccl-tests-bin", str(plain)]) == 2
+    assert "not a folder" in capsys.readouterr().err
