@@ -3,8 +3,9 @@
 pybench's own schema, with raw samples, stays under ``--json``. This file holds what
 nccl-tests' ``-J`` holds: ``version``, ``start_time``, ``args``, ``env``,
 ``nccl_version``, ``config``, one ``results`` entry per size with ``out_of_place`` and
-``in_place`` objects (``time`` in us, ``alg_bw``, ``bus_bw``, ``nwrong``; the mpi backend
-measures both, as nccl-tests does; null for a block not measured), ``out_of_bounds``,
+``in_place`` objects (``time`` in us, ``alg_bw``, ``bus_bw``, ``nwrong``; every backend
+measures both, as nccl-tests does; null for a block not measured, ``nwrong`` null where nothing was
+checked), ``out_of_bounds``,
 ``average_bus_bandwidth``, ``errors`` and
 ``end_time``. Its booleans are the strings "true" and "false" and ``root`` is a string,
 as nccl-tests writes them. ``env`` lists only NCCL_* and PYBENCH_* variables: the whole

@@ -271,13 +271,11 @@ def _link_class(cfg: BenchConfig, hosts_by_rank: list[str]) -> str:
 
 
 def runs_in_place(backend: str, benchmark: str) -> bool:
-    """Whether ``backend`` runs ``benchmark`` on one buffer, so that the table prints it in
-    nccl-tests' in-place block: nccl with --in-place, and torch's all_reduce, which
-    torch.distributed only offers in place."""
+    """Whether ``backend`` runs ``benchmark`` on one buffer only, so that the table prints its one
+    measurement in nccl-tests' in-place block: nccl with --in-place. (Every backend otherwise measures
+    out of place first; mpi, nccl and torch then in place too, where the collective has that form.)"""
     from pybench.measure.backends.nccl import IN_PLACE_ENV
-    if backend == "nccl":
-        return env_flag(IN_PLACE_ENV)
-    return backend == "torch" and benchmark == "allreduce"
+    return backend == "nccl" and env_flag(IN_PLACE_ENV)
 
 
 def _new_result(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int], env: dict,
@@ -386,7 +384,7 @@ def _run_one(backend: Backend, plan: RunPlan, info: dict, hosts: dict[str, int],
             current.result, current.outputs = result, plan.outputs
         saver.save(result)
         progress.start(cfg.sizes[0])
-        # A backend that can (mpi, nccl) measures each collective size in place too, as nccl-tests does.
+        # A backend that can (mpi, nccl, torch) measures each collective size in place too, as nccl-tests does.
         in_place_too = None if cfg.is_p2p else getattr(backend, "make_in_place_bench", None)
         run_sizes(cfg, info["world_size"], on_record, make_bench=backend.make_bench, read_huge_pages=is_root,
                   make_in_place=in_place_too)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pybench.cli.main import main
+from pybench.measure.nccl_tests_document import entry
 from pybench.measure.results import load_result
 from pybench.model.logs import load_measurements
 from pybench.measure.table import footer_lines, header_lines, nccl_number, nccl_tests_row, row_line
@@ -194,6 +195,14 @@ def test_rows_keep_nccl_tests_positions_with_in_place_and_with_pybench_columns()
         nccl_number(rec.busbw_gbps / 2, 6).strip(), "0"]
     assert len(nccl_tests_row(both, stats_columns=True).split()) == 17
     assert nccl_tests_row(dataclasses.replace(both, check_iters=0)).split()[8::4] == ["N/A", "N/A"]
+    # an in-place form with no defined result (nccl's all-to-all, send/recv): timed, its #wrong N/A as nccl-tests'
+    unchecked_in_place = dataclasses.replace(both, in_place_wrong=None)
+    assert nccl_tests_row(unchecked_in_place).split()[8::4] == ["0", "N/A"]
+    assert nccl_tests_row(unchecked_in_place).split()[9:12] == row[9:12]
+    (checked, unchecked) = (entry(dataclasses.asdict(x), in_place=False) for x in (both, unchecked_in_place))
+    assert checked["in_place"]["nwrong"] == 0.0 and unchecked["in_place"]["nwrong"] is None
+    assert unchecked["in_place"]["time"] == checked["in_place"]["time"] > 0
+    assert unchecked["out_of_place"]["nwrong"] == 0.0
 
 
 def test_footer_lines_are_nccl_tests_own_then_pybench_and_the_gate_is_the_average():
@@ -393,8 +402,9 @@ def test_published_command_lines_run_unchanged_or_are_refused_naming_the_equival
 def test_a_collective_run_on_one_buffer_is_printed_in_the_in_place_block(monkeypatch):
     from pybench.measure.backends.nccl import IN_PLACE_ENV
     from pybench.measure.runner import runs_in_place
-    assert runs_in_place("torch", "allreduce")  # torch.distributed's all_reduce works on one tensor
-    assert not runs_in_place("torch", "allgather") and not runs_in_place("mpi", "allreduce")
+    # torch measures out of place (all-reduce: input copied into the output, then reduced) and then in place
+    assert not runs_in_place("torch", "allreduce") and not runs_in_place("torch", "allgather")
+    assert not runs_in_place("mpi", "allreduce")
     monkeypatch.delenv(IN_PLACE_ENV, raising=False)
     assert not runs_in_place("nccl", "allreduce")
     monkeypatch.setenv(IN_PLACE_ENV, "1")

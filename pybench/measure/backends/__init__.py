@@ -32,7 +32,7 @@ class Backend(Protocol):
         """The bench object for one size (allocates its buffers)."""
 
     # Optional: ``make_in_place_bench(cfg, size_bytes)``, the same collective on one buffer (None where
-    # there is none); a backend that has it (mpi, nccl) measures every collective size out of place and
+    # there is none); a backend that has it (mpi, nccl, torch) measures every collective size out of place and
     # then in place.
 
     def describe_buffers(self, cfg) -> str:

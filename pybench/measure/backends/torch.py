@@ -14,10 +14,18 @@ chooses). Same harness semantics as the native backends
   samples and the wall time are max-reduced over ranks with a torch all_reduce
   (MAX), so every rank holds identical samples (the stop rule relies on it).
 
-All-reduce and broadcast run in place (what a training loop does); all-gather
-uses ``all_gather_into_tensor``, reduce-scatter ``reduce_scatter_tensor``,
-all-to-all ``all_to_all_single`` (gloo in torch 2.13 has all of them on CPU,
-for every pybench dtype and op), send/recv an isend/irecv ring.
+All-reduce uses ``all_reduce``, all-gather ``all_gather_single``
+(``all_gather_into_tensor`` before torch 2.13), reduce-scatter
+``reduce_scatter_single`` (``reduce_scatter_tensor``), broadcast ``broadcast``,
+all-to-all ``all_to_all_single`` (gloo in torch 2.13 has all of them on CPU, for
+every pybench dtype and op), send/recv an isend/irecv ring. As nccl-tests, every
+size is measured out of place (the table's first block: separate input and output
+tensors; all-reduce, which torch.distributed offers in place only, copies its input
+into the output and reduces that) and then in place (the second block: all-reduce on
+one tensor, all-gather's input and reduce-scatter's output the rank's own block of
+the other tensor, broadcast from the root's output tensor). All-to-all and send/recv
+have no correct one-buffer form on gloo: their in-place block is N/A
+(:mod:`pybench.measure.backends.torch_bench` says why).
 
 How ranks start (no home-made rendezvous):
 - under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set): ``env://``;
@@ -40,7 +48,7 @@ import sys
 from typing import Any
 
 from pybench.errors import BackendUnavailable, UsageError
-from pybench.measure.backends.torch_bench import TorchCollectiveBench, pattern_period
+from pybench.measure.backends.torch_bench import IN_PLACE_FORMS, TorchCollectiveBench, pattern_period
 from pybench.measure.backends.torch_options import TorchOptions, hostname, started_by_torchrun
 from pybench.measure.backends.torch_watchdog import TorchWatchdog
 
@@ -226,14 +234,29 @@ class TorchBackend:
 
     # -- benches ---------------------------------------------------------------------
     def make_bench(self, cfg, size_bytes: int):
+        """The out-of-place bench of one size (all-reduce: the input copied into the output, then reduced)."""
         check_config(cfg)
         return TorchCollectiveBench(self, cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root)
+
+    def make_in_place_bench(self, cfg, size_bytes: int):
+        """The same collective on one tensor, measured after the out-of-place one as nccl-tests measures
+        both; None for all-to-all and send/recv, which have no correct one-buffer form on gloo."""
+        check_config(cfg)
+        if cfg.benchmark not in IN_PLACE_FORMS:
+            return None
+        return TorchCollectiveBench(self, cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, in_place=True)
 
     def describe_buffers(self, cfg) -> str:
         where = "CUDA device memory" if self.pg_backend == "nccl" else "host memory"
         clock = "CUDA events" if self.pg_backend == "nccl" else "time.perf_counter"
+        if cfg.benchmark in IN_PLACE_FORMS:
+            modes = "out of place, then in place" + (
+                " (out of place: the input copied into the output, then all_reduce on it)"
+                if cfg.benchmark == "allreduce" else "")
+        else:
+            modes = "out of place"
         return (f"torch.empty tensors in {where} (torch's allocator), every element written before timing; "
-                f"all-reduce and broadcast in place; {self.library_version()}; clock {clock}")
+                f"{modes}; {self.library_version()}; clock {clock}")
 
     def library_version(self) -> str:
         v = f"torch {self.torch.__version__}, process group {self.pg_backend}"
@@ -248,6 +271,11 @@ class TorchBackend:
         """(rank, GPU index) of this process; -1 when it runs on the CPU (gloo)."""
         cuda = self.device is not None and self.device.type == "cuda"
         return [(int(self.info["rank"]), int(self.device.index or 0) if cuda else -1)]
+
+    def device_name(self, index: int) -> str | None:
+        """This host's CUDA device ``index`` as torch names it (the Rank lines); None on the CPU (gloo)."""
+        cuda = self.device is not None and self.device.type == "cuda"
+        return str(self.torch.cuda.get_device_name(index)) if cuda else None
 
     def run_metadata(self) -> dict[str, Any]:
         """What every torch result records (the runner puts it under environment.backend)."""

@@ -4,6 +4,22 @@ The check pattern is the native harnesses' (csrc/common/pattern.cpp): rank r's i
 is ``1 + (3r + j) mod M`` with M = 13, or smaller for sums so that every sum stays an exact
 integer in the dtype; the output is pre-filled with 0xff bytes (NaN / -1: never a pattern
 value), every element is compared exactly and the count of wrong elements is summed over ranks.
+
+Each collective that has a one-buffer form is measured both ways, as nccl-tests measures them
+(``in_place`` chooses; :data:`IN_PLACE_FORMS` lists them):
+
+- out of place: separate input and output tensors. torch.distributed's all-reduce works on one
+  tensor only, so its out-of-place operation is the input copied into the output, then
+  ``all_reduce`` on the output: what a training loop pays to keep its input.
+- in place: all-reduce on one tensor; all-gather with the input the rank's own block of the output
+  (``output.narrow(0, rank * b, b)``, as NCCL and nccl-tests define it); reduce-scatter with the
+  output the rank's own block of the input (``input.narrow(0, rank * b, b)``); broadcast with the
+  root sending from its output tensor (nccl-tests' sendbuff == recvbuff). The check reads the
+  result where the in-place form leaves it (the output view) and writes the input where it takes it.
+- all-to-all and send/recv have none: gloo in torch 2.13 accepts ``all_to_all_single(buf, buf)``
+  and an isend/irecv pair on one tensor without complaint, but returns wrong elements (checked on
+  2 and 3 ranks, every dtype: the exchange reads what it has already overwritten), so neither is
+  timed and their in-place block stays N/A.
 """
 
 from __future__ import annotations
@@ -14,7 +30,10 @@ from typing import Any
 
 from pybench.errors import BackendUnavailable, UsageError
 
-__all__ = ["TorchCollectiveBench", "pattern_period"]
+__all__ = ["IN_PLACE_FORMS", "TorchCollectiveBench", "pattern_period"]
+
+#: Collectives measured in place too (the rest run out of place only; see the module docstring).
+IN_PLACE_FORMS = frozenset({"allreduce", "allgather", "reducescatter", "broadcast"})
 
 # Largest integer each dtype holds exactly (as csrc/common/dtypes.cpp).
 _EXACT_INT_LIMIT = {"float32": 2.0**24, "float64": 2.0**53, "float16": 2048.0, "bfloat16": 256.0,
@@ -33,15 +52,21 @@ class TorchCollectiveBench:
     """warmup / check / measure for one collective at one size (the NativeBench protocol).
 
     ``backend`` is the started :class:`pybench.measure.backends.torch.TorchBackend` (its torch modules,
-    device, rank facts, options, watchdog, barrier and control group).
+    device, rank facts, options, watchdog, barrier and control group). ``in_place``: the collective's
+    one-buffer form (a collective of :data:`IN_PLACE_FORMS`); ``send`` and ``recv`` are then views of
+    one tensor.
     """
 
-    def __init__(self, backend: Any, collective: str, dtype: str, op: str, size_bytes: int, root: int = 0):
+    def __init__(self, backend: Any, collective: str, dtype: str, op: str, size_bytes: int, root: int = 0,
+                 in_place: bool = False):
         from pybench.collectives import DTYPES, get_collective
         torch, dist = backend.torch, backend.dist
         self.b, self.torch, self.dist = backend, torch, dist
         self.coll = get_collective(collective)
         self.name, self.dtype_name, self.op_name, self.root = collective, dtype, op, root
+        if in_place and collective not in IN_PLACE_FORMS:
+            raise UsageError(f"the torch backend has no in-place {collective}")
+        self.in_place = in_place
         self.rank, self.world = backend.info["rank"], backend.info["world_size"]
         self.tdtype = getattr(torch, dtype)
         elem = DTYPES[dtype]
@@ -51,16 +76,29 @@ class TorchCollectiveBench:
         self.count = size_bytes // elem
         self.op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
         self.period = pattern_period(dtype, op, self.world, self.coll.reduces)
-        dev = backend.device
-        send_n = self.count // self.world if collective == "allgather" else self.count
-        recv_n = self.count // self.world if collective == "reducescatter" else self.count
-        self.send = torch.empty(send_n, dtype=self.tdtype, device=dev)
-        self.recv = torch.empty(recv_n, dtype=self.tdtype, device=dev)
-        self._fill_send()
+        self.send, self.recv = self._buffers(backend.device)
+        recv_n = self.recv.numel()
         self.recv.copy_(self._pattern(self.rank, 0, recv_n) if collective in ("allreduce", "broadcast")
                         else self.recv.new_zeros(recv_n))
+        self._fill_send()  # after the output: in place, the input lies in it
         self._run = self._runner()
-        self.what = f"{collective} of {size_bytes} B ({dtype})"
+        self.what = f"{collective} of {size_bytes} B ({dtype}{', in place' if in_place else ''})"
+
+    def _buffers(self, dev) -> tuple[Any, Any]:
+        """(send, recv): two tensors, or in place two views of one (NCCL's in-place layouts)."""
+        torch, n, name = self.torch, self.count, self.name
+        b = n // self.world
+        if not self.in_place:
+            send_n = b if name == "allgather" else n
+            recv_n = b if name == "reducescatter" else n
+            return (torch.empty(send_n, dtype=self.tdtype, device=dev),
+                    torch.empty(recv_n, dtype=self.tdtype, device=dev))
+        one = torch.empty(n, dtype=self.tdtype, device=dev)
+        if name == "allgather":  # the input is this rank's block of the output
+            return one.narrow(0, self.rank * b, b), one
+        if name == "reducescatter":  # the output is this rank's block of the input
+            return one, one.narrow(0, self.rank * b, b)
+        return one, one  # all-reduce; broadcast: the root sends from its output
 
     # -- data ------------------------------------------------------------------------
     def _values(self, rank: int, first: int, n: int):
@@ -79,10 +117,13 @@ class TorchCollectiveBench:
         return acc.to(self.tdtype).to(self.b.device)
 
     def _fill_send(self) -> None:
+        if self.in_place and self.name == "broadcast" and self.rank != self.root:
+            return  # its one tensor is the output only: the check's 0xff must stay until the data lands
         self.send.copy_(self._pattern(self.rank, 0, self.send.numel()))
 
     def _expected(self) -> list[tuple[int, Any]]:
-        """(out_offset, expected values) blocks, as csrc/mpi/collectives/*.cpp."""
+        """(out_offset, expected values) blocks of ``recv``, as csrc/mpi/collectives/*.cpp; in place,
+        ``recv`` is where the one-buffer form leaves its result, so the blocks are the same."""
         n, w, r = self.count, self.world, self.rank
         b = n // w
         if self.name == "allreduce":
@@ -104,7 +145,13 @@ class TorchCollectiveBench:
         dist, send, recv = self.dist, self.send, self.recv
         name, w = self.name, self.world
         if name == "allreduce":
-            return lambda: dist.all_reduce(recv, op=self.op)
+            if self.in_place:
+                return lambda: dist.all_reduce(recv, op=self.op)
+
+            def copy_then_reduce():  # torch.distributed reduces in place only: keep the input
+                recv.copy_(send)
+                dist.all_reduce(recv, op=self.op)
+            return copy_then_reduce
         if name == "allgather":
             # torch >= 2.13 names it all_gather_single (all_gather_into_tensor before).
             fn = getattr(dist, "all_gather_single", None) or getattr(dist, "all_gather_into_tensor", None)
@@ -119,9 +166,9 @@ class TorchCollectiveBench:
                                          "use a newer torch or the mpi backend")
             return lambda: fn(recv, send, op=self.op)
         if name == "broadcast":
-            buf = send if self.rank == self.root else recv
+            buf = send if self.rank == self.root else recv  # in place both are the one tensor
             return lambda: dist.broadcast(buf, src=self.root)
-        if name == "alltoall":
+        if name == "alltoall":  # out of place only (gloo's one-buffer all_to_all_single is wrong)
             return lambda: dist.all_to_all_single(recv, send)
         if name == "sendrecv":
             return self._ring()
@@ -190,9 +237,7 @@ class TorchCollectiveBench:
         wrong = 0
         for _ in range(iters):
             self.recv.view(self.torch.uint8).fill_(0xFF)  # NaN / -1: never a pattern value
-            self._fill_send()
-            if self.name == "allreduce":
-                self.recv.copy_(self.send)  # in place: the input goes where the result lands
+            self._fill_send()  # in place this writes the input into the one tensor, over the 0xff
             self._op()
             self._sync()
             if root_keeps:
