@@ -53,6 +53,7 @@ void register_probe(py::module_& m) {
       dd["total_memory_bytes"] = d.total_memory_bytes;
       dd["compute_capability"] = std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor);
       dd["multiprocessors"] = d.multiprocessors;
+      dd["pci_address"] = d.pci_address;
       devices.append(dd);
     }
     py::dict out;

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -48,7 +49,10 @@ Probe probe() {
   for (int d = 0; d < p.device_count; ++d) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, d), "cudaGetDeviceProperties");
-    p.devices.push_back({d, prop.name, prop.totalGlobalMem, prop.major, prop.minor, prop.multiProcessorCount});
+    char pci[32];
+    std::snprintf(pci, sizeof(pci), "%04x:%02x:%02x", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+    p.devices.push_back(
+        {d, prop.name, prop.totalGlobalMem, prop.major, prop.minor, prop.multiProcessorCount, std::string(pci)});
   }
   return p;
 }

@@ -13,6 +13,7 @@ struct DeviceInfo {
   std::size_t total_memory_bytes;
   int compute_major, compute_minor;
   int multiprocessors;
+  std::string pci_address;  // domain:bus:device as nccl-tests prints it, e.g. "0000:1b:00"
 };
 
 struct Probe {

@@ -44,16 +44,17 @@ def config_line(result: RunResult, sizes: Sequence[int], gpus_per_process: int) 
 
 
 def rank_lines(ranks: Sequence[RankDevice]) -> list[str]:
-    """``# Using devices`` and one ``#  Rank`` line per rank, each device named by its own rank; the PCI address
-    is not read by pybench and is printed as unknown."""
+    """``# Using devices`` and one ``#  Rank`` line per rank, each device named by its own rank, a GPU with the
+    PCI address its rank read (said unknown where it read none)."""
     lines = ["# Using devices"]
-    for rank, (pid, host, device, name) in enumerate(ranks):
-        where = f"cpu [host memory] {name}" if device == CPU_DEVICE else f"{device:2d} [PCI address not read] {name}"
+    for rank, (pid, host, device, name, address) in enumerate(ranks):
+        where = (f"cpu [host memory] {name}" if device == CPU_DEVICE
+                 else f"{device:2d} [{address or 'PCI address not read'}] {name}")
         lines.append(f"#  Rank {rank:2d} Group {0:2d} Pid {pid:6d} on {host:>10} device {where}")
     return lines
 
 
 def device_entries(ranks: Sequence[RankDevice]) -> list[dict]:
     """The same ranks as nccl-tests' -J ``config.devices`` entries (device -1: a CPU rank)."""
-    return [{"rank": rank, "group": 0, "pid": pid, "hostname": host, "device": device, "device_hex": "",
-             "device_info": name} for rank, (pid, host, device, name) in enumerate(ranks)]
+    return [{"rank": rank, "group": 0, "pid": pid, "hostname": host, "device": device, "device_hex": address,
+             "device_info": name} for rank, (pid, host, device, name, address) in enumerate(ranks)]

@@ -20,7 +20,8 @@ CPU_DEVICE = -1
 _NAME_SLOTS = 9
 _BYTES_PER_SLOT = 7
 NAME_BYTES = _NAME_SLOTS * _BYTES_PER_SLOT
-_SLOTS = 2 + _NAME_SLOTS  # pid, device + 1, the name
+_ADDRESS_SLOTS = 2  # a PCI address as nccl-tests prints it, "0000:1b:00"
+_SLOTS = 2 + _NAME_SLOTS + _ADDRESS_SLOTS  # pid, device + 1, the name, the address
 
 
 class RankDevice(NamedTuple):
@@ -30,13 +31,15 @@ class RankDevice(NamedTuple):
     """A GPU index, or :data:`CPU_DEVICE`."""
     name: str
     """The device's name as its own rank reads it (a GPU's model, the CPU's model for a CPU rank)."""
+    address: str = ""
+    """A GPU's PCI address as its own rank reads it (domain:bus:device, nccl-tests' ``[0000:1b:00]``), or ''."""
 
 
-def encode_name(name: str) -> list[int]:
-    """``name``'s first :data:`NAME_BYTES` UTF-8 bytes (a character never split) in :data:`_NAME_SLOTS` slots."""
-    raw = name.encode("utf-8")[:NAME_BYTES].decode("utf-8", "ignore").encode("utf-8")
-    raw = raw.ljust(NAME_BYTES, b"\0")
-    return [int.from_bytes(raw[k:k + _BYTES_PER_SLOT], "big") for k in range(0, NAME_BYTES, _BYTES_PER_SLOT)]
+def encode_name(name: str, slots: int = _NAME_SLOTS) -> list[int]:
+    """``name``'s first ``7 * slots`` UTF-8 bytes (a character never split, NULs dropped) in ``slots`` slots."""
+    size = slots * _BYTES_PER_SLOT
+    raw = name.replace("\0", "").encode("utf-8")[:size].decode("utf-8", "ignore").encode("utf-8").ljust(size, b"\0")
+    return [int.from_bytes(raw[k:k + _BYTES_PER_SLOT], "big") for k in range(0, size, _BYTES_PER_SLOT)]
 
 
 def decode_name(slots: list[int]) -> str:
@@ -53,14 +56,23 @@ def own_device_name(backend: Any, device: int) -> str:
     return (name(device) if callable(name) else None) or "GPU"
 
 
+def own_device_address(backend: Any, device: int) -> str:
+    """A GPU's PCI address as the backend reads it (``device_address``), '' where it has none."""
+    address = getattr(backend, "device_address", None)
+    return (address(device) if callable(address) and device != CPU_DEVICE else None) or ""
+
+
 def gather_rank_devices(backend: Any, info: dict) -> list[RankDevice]:
     """:class:`RankDevice` of every rank, by rank (a collective: every rank calls it)."""
     world = info["world_size"]
     mine = getattr(backend, "rank_devices", lambda: [(info["rank"], CPU_DEVICE)])()
     values = [0] * (_SLOTS * world)
     for rank, device in mine:
-        values[_SLOTS * rank:_SLOTS * (rank + 1)] = [os.getpid(), device + 1,
-                                                      *encode_name(own_device_name(backend, device))]
+        values[_SLOTS * rank:_SLOTS * (rank + 1)] = [
+            os.getpid(), device + 1, *encode_name(own_device_name(backend, device)),
+            *encode_name(own_device_address(backend, device), _ADDRESS_SLOTS)]
     got = backend.agree_max(values)
+    names = 2 + _NAME_SLOTS
     return [RankDevice(got[_SLOTS * r], info["hosts"][r], got[_SLOTS * r + 1] - 1,
-                       decode_name(got[_SLOTS * r + 2:_SLOTS * (r + 1)])) for r in range(world)]
+                       decode_name(got[_SLOTS * r + 2:_SLOTS * r + names]),
+                       decode_name(got[_SLOTS * r + names:_SLOTS * (r + 1)])) for r in range(world)]

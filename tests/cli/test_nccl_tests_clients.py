@@ -72,12 +72,15 @@ def test_size_steps_are_named_as_nccl_tests_names_them():
 
 def test_rank_lines_keep_nccl_tests_widths_so_a_host_reader_takes_the_host():
     lines = rank_lines([RankDevice(4242, "a3-megagpu-8g-0001", CPU_DEVICE, "AMD EPYC 7R13"),
-                        RankDevice(4243, "a3-megagpu-8g-0002", 3, "NVIDIA H100 80GB HBM3")])
+                        RankDevice(4243, "a3-megagpu-8g-0002", 3, "NVIDIA H100 80GB HBM3", "0000:1b:00"),
+                        RankDevice(4244, "a3-megagpu-8g-0002", 4, "NVIDIA H100 80GB HBM3")])
     assert lines[0] == "# Using devices"
     assert lines[1] == "#  Rank  0 Group  0 Pid   4242 on a3-megagpu-8g-0001 device cpu [host memory] AMD EPYC 7R13"
-    assert lines[2] == ("#  Rank  1 Group  0 Pid   4243 on a3-megagpu-8g-0002 device  3 [PCI address not read] "
+    # nccl-tests' own layout (common.cu: "[%04x:%02x:%02x]"), and unknown where a rank read no address
+    assert lines[2] == "#  Rank  1 Group  0 Pid   4243 on a3-megagpu-8g-0002 device  3 [0000:1b:00] NVIDIA H100 80GB HBM3"
+    assert lines[3] == ("#  Rank  2 Group  0 Pid   4244 on a3-megagpu-8g-0002 device  4 [PCI address not read] "
                         "NVIDIA H100 80GB HBM3")
-    assert CHS_HOST_RE.findall("\n".join(lines)) == ["a3-megagpu-8g-0001", "a3-megagpu-8g-0002"]
+    assert CHS_HOST_RE.findall("\n".join(lines)) == ["a3-megagpu-8g-0001", "a3-megagpu-8g-0002", "a3-megagpu-8g-0002"]
 
 
 @pytest.mark.mpi

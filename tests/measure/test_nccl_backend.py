@@ -311,7 +311,8 @@ class _FakeCuda:
     def probe():
         return {"device_count": 2, "no_gpu_reason": "", "runtime_version": 13000, "driver_version": 13000,
                 "devices": [{"index": i, "name": "Fake H200", "total_memory_bytes": 141 << 30,
-                             "compute_capability": "9.0", "multiprocessors": 132} for i in range(2)]}
+                             "compute_capability": "9.0", "multiprocessors": 132, "pci_address": f"0000:{i + 27:02x}:00"}
+                            for i in range(2)]}
 
     @staticmethod
     def link_report(devices):
@@ -419,6 +420,7 @@ def test_an_in_place_form_with_no_defined_result_is_timed_unchecked_as_nccl_test
     assert rec.wrong == 0 and rec.in_place_time_s > 0 and rec.in_place_wrong is None
     assert "then in place (not checked" in b.describe_buffers(cfg)
     assert b.device_name(1) == "Fake H200" and b.device_name(7) is None
+    assert b.device_address(1) == "0000:1c:00" and b.device_address(7) is None
     monkeypatch.setenv("PYBENCH_NCCL_IN_PLACE", "1")  # in place alone: nothing checked at all
     alone = nccl_backend.NcclBackend()
     alone.start()
@@ -523,6 +525,9 @@ def test_timing_host_reaches_the_harness_and_is_named_in_the_header_and_the_file
     assert code == 0, captured.err
     assert {m[-1] for m in _FakeBench.made} == {"host"}
     assert any(line.startswith("#") and "timing host" in line for line in captured.out.splitlines())
+    # every GPU named as nccl-tests names it: its index, PCI address and model, read by its own rank
+    ranks = [line for line in captured.out.splitlines() if line.startswith("#  Rank ")]
+    assert [line.split(" device ")[1] for line in ranks] == [" 0 [0000:1b:00] Fake H200", " 1 [0000:1c:00] Fake H200"]
     doc = json.loads(out.read_text())
     assert doc["timing"] == "host"
     definitions = doc["environment"]["backend"]["timing_definitions"]

@@ -19,6 +19,10 @@ class _Rank:
         assert index == self.device
         return self.name
 
+    def device_address(self, index: int) -> str:
+        assert index == self.device
+        return f"0000:{16 * self.rank + 27:02x}:00"
+
     def agree_max(self, values: list[int]) -> list[int]:
         self.job.append(values)
         return values
@@ -38,8 +42,8 @@ def test_a_rank_on_another_host_is_named_by_its_own_reading():
 
     (a, b) = gather_rank_devices(Agreed(0, 0, "NVIDIA H100 80GB HBM3", []), {"rank": 0, "world_size": 2,
                                                                              "hosts": hosts})
-    assert (a.host, a.device, a.name) == ("node-a", 0, "NVIDIA H100 80GB HBM3")
-    assert (b.host, b.device, b.name) == ("node-b", 3, "NVIDIA H200")
+    assert (a.host, a.device, a.name, a.address) == ("node-a", 0, "NVIDIA H100 80GB HBM3", "0000:1b:00")
+    assert (b.host, b.device, b.name, b.address) == ("node-b", 3, "NVIDIA H200", "0000:2b:00")
 
 
 def test_names_travel_whole_or_cut_between_characters():
@@ -48,10 +52,11 @@ def test_names_travel_whole_or_cut_between_characters():
     assert decode_name(encode_name(long)) == "é" * (NAME_BYTES // 2)
     assert all(v >= 0 for v in encode_name(long))  # a maximum with the other ranks' zeros keeps them
     assert decode_name(encode_name("")) == ""
+    assert decode_name(encode_name("a\0b")) == "ab"  # a NUL would end the name early
 
 
 def test_a_cpu_rank_is_named_by_its_cpu_model():
     from pybench.measure.envinfo import cpu_model
     job: list = []
     (me,) = gather_rank_devices(_Rank(0, CPU_DEVICE, "unused", job), {"rank": 0, "world_size": 1, "hosts": ["h"]})
-    assert me.device == CPU_DEVICE and me.name == cpu_model()
+    assert me.device == CPU_DEVICE and me.name == cpu_model() and me.address == ""

@@ -297,6 +297,11 @@ class NcclBackend:
         return next((str(d["name"]) for d in self._probe["devices"] if d.get("index") == index and d.get("name")),
                     None)
 
+    def device_address(self, index: int) -> str | None:
+        """This host's GPU ``index``'s PCI address as nccl-tests prints it ("0000:1b:00")."""
+        return next((str(d["pci_address"]) for d in self._probe["devices"]
+                     if d.get("index") == index and d.get("pci_address")), None)
+
     def run_metadata(self) -> dict[str, Any]:
         """What every NCCL result should record: NCCL, devices, driver, runtime, links, NCCL settings."""
         devices: list[int] = list(self._world.devices) if self._world is not None else []

@@ -277,6 +277,16 @@ class TorchBackend:
         cuda = self.device is not None and self.device.type == "cuda"
         return str(self.torch.cuda.get_device_name(index)) if cuda else None
 
+    def device_address(self, index: int) -> str | None:
+        """A CUDA device's PCI address as nccl-tests prints it, where this torch reports it; None on the CPU."""
+        if self.device is None or self.device.type != "cuda":
+            return None
+        props = self.torch.cuda.get_device_properties(index)
+        domain, bus, device = (getattr(props, f"pci_{part}_id", None) for part in ("domain", "bus", "device"))
+        if not all(isinstance(x, int) for x in (domain, bus, device)):
+            return None
+        return f"{domain:04x}:{bus:02x}:{device:02x}"
+
     def run_metadata(self) -> dict[str, Any]:
         """What every torch result records (the runner puts it under environment.backend)."""
         return {"torch": self.torch.__version__, "process_group": self.pg_backend,
