@@ -67,6 +67,7 @@ from pybench.model.topology import (
     PRESET,
 )
 from pybench.model.validation_cases import LEAVE_ONE_SIZE_OUT, Point, SystemCase, fixed_points, system_cases
+from pybench.model.validation_osu import ClusterScore, osu_scores
 
 VALIDATED_KINDS = (BETWEEN_SIZES, LEAVE_ONE_SIZE_OUT, BEYOND_SIZES, OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE,
                    OTHER_NODE_COUNT, DESCRIBED, PRESET)
@@ -91,6 +92,8 @@ class Validation:
 
     scores: tuple[Score, ...]
     calibration: Calibration
+    osu_clusters: tuple[ClusterScore, ...] = ()
+    """The test set no constant is chosen on, under :attr:`calibration` (:mod:`pybench.model.validation_osu`)."""
 
     def table(self) -> str:
         rows = ["| kind | held-out dataset | points | inside the 95% interval | median half-width | "
@@ -408,4 +411,6 @@ def validate(shared: Path, public: Path, progress: Callable[[str], None] = lambd
         for dataset in sorted({p.dataset for p, _ in mine}):
             these = [(p, h) for p, h in mine if p.dataset == dataset]
             scores.append(_score(kind, dataset, [p for p, _ in these], [h for _, h in these]))
-    return Validation(tuple(scores), choose_calibration(points, cases))
+    shipped = choose_calibration(points, cases)
+    progress("scoring the OSU clusters no constant is chosen on")
+    return Validation(tuple(scores), shipped, osu_scores(public, shipped))

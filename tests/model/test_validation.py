@@ -19,6 +19,7 @@ from pybench.model.topology import OTHER_GPU_COUNT, OTHER_GPUS_PER_NODE, OTHER_N
 from pybench.model.topology_fit import fit_topology, observations_from, undisturbed_observations
 from pybench.model.validation import choose_calibration, validate
 from pybench.model.validation_cases import LEAVE_ONE_SIZE_OUT, Point
+from pybench.model.validation_osu import osu_table
 
 REPO = Path(__file__).resolve().parents[2]
 NCCL = SHARED_DATA / "nccl-tests"
@@ -43,6 +44,27 @@ def test_the_shipped_constants_are_the_ones_chosen_on_every_dataset(result):
 def test_the_generated_document_holds_todays_table(result):
     doc = (REPO / "docs" / "model-validation.md").read_text()
     assert result.table() in doc, "regenerate with: python benchmarks/model_validation.py --write"
+    assert osu_table(result.osu_clusters) in doc, "regenerate with: python benchmarks/model_validation.py --write"
+
+
+# OSU clusters no constant is chosen on (pybench.model.validation_osu), today: answered predictions pooled and per
+# cluster, and how many the pairs answer at all. Azure AKS's CPU nodes are the shortfall: fitted at 128 + 256 nodes
+# (the one pair of its six that pybench answers), 32 and 64 nodes ran 10 to 60 times faster at small sizes than the
+# fitted shape allows (0.17 ms at 4 B on 32 nodes against 10 ms on 128); nothing in the two fitted sweeps shows it.
+OSU_SHORT_TODAY = {"osu-aks-cpu": 0.05}
+
+
+def test_the_osu_clusters_no_constant_was_chosen_on_are_pinned(result):
+    scores = {s.dataset: s for s in result.osu_clusters}
+    pooled = scores.pop("all")
+    assert pooled.coverage >= 0.91 and pooled.answered >= 500 and pooled.median_error <= 17.5, pooled
+    assert pooled.median_half_width <= 80.0, pooled
+    for dataset, s in scores.items():
+        assert s.answered + s.refused > 0, s
+        if s.answered:
+            assert s.coverage >= OSU_SHORT_TODAY.get(dataset, 0.90), s
+    # no refusal is silent: every unanswered prediction of the CPU clusters that answer none is counted
+    assert scores["osu-eks-cpu"].refused == scores["osu-gke-cpu"].refused == 228
 
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails. (The p3dn V100
