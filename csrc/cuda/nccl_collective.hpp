@@ -35,8 +35,8 @@ struct NcclCollectiveDesc {
   std::size_t (*send_count)(std::size_t count, int world);
   std::size_t (*recv_count)(std::size_t count, int world);
   // In place (nccl-tests' convention): one buffer of max(send, recv) elements, with
-  // send and recv at these element offsets in it. Null when the collective cannot
-  // run in place (its inputs would be overwritten before they are sent).
+  // send and recv at these element offsets in it (every collective has them; a null
+  // one is refused when a bench is made in place).
   void (*in_place_offsets)(std::size_t count, int rank, int world, std::size_t* send_off, std::size_t* recv_off);
   // Whether the in-place result is defined and checked. All-to-all and send/recv in place (nccl-tests'
   // convention, timed so that both blocks hold figures) send from the buffer they receive into: what

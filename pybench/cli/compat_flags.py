@@ -159,8 +159,16 @@ def check_gpus_for_backend(args: argparse.Namespace, backend: str, why_not_nccl:
 
 
 def refuse_options_without_effect(args: argparse.Namespace, backend: str) -> None:
-    """Options that would do nothing on ``backend`` are refused in one line, never ignored."""
+    """Options that would do nothing on ``backend`` are refused in one line, never ignored; on nccl, a run in
+    place alone of a collective whose in-place result is not defined (nothing would be checked)."""
     if backend == "nccl":
+        from pybench.measure.backends.nccl import IN_PLACE_ENV, UNCHECKED_IN_PLACE
+        asked = "--in-place" if getattr(args, "in_place", False) else (
+            IN_PLACE_ENV if os.environ.get(IN_PLACE_ENV, "") not in ("", "0") else None)
+        if asked and args.command in UNCHECKED_IN_PLACE:
+            raise UsageError(f"{args.command} cannot run in place alone ({asked}): each rank would send from the "
+                             "buffer it receives into, so no result could be checked; drop it, and the in-place "
+                             "block is timed beside the checked out-of-place one, as nccl-tests does")
         return
     for dest, flag, what in (("in_place", "--in-place", "runs NCCL collectives in place"),
                              ("gpus", "--gpus", "picks the GPUs NCCL drives (on CPUs --np sets the ranks)"),

@@ -10,15 +10,15 @@ folder the user names, never onto the PATH, and never over a file pybench did no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
-import stat
 import sys
+import tempfile
 from pathlib import Path
 
 from pybench.collectives import COLLECTIVES, NCCL_TESTS_PROGRAMS
 from pybench.errors import UsageError
-from pybench.io.files import write_atomic
 
 # The first line after the interpreter line of every program written here: what may be replaced.
 MARK = "# written by `pybench nccl-tests-bin`"
@@ -37,9 +37,15 @@ def program_text(collective: str, python: str = sys.executable) -> str:
 
 
 def write_programs(folder: str | os.PathLike) -> list[Path]:
-    """Write every program into ``folder`` (made if missing); a file there that pybench did not write is
-    never replaced (UsageError, before anything is written)."""
+    """Write every program into ``folder`` (made if missing), all or none (a harness finding some of them would
+    run half a suite); a file there that pybench did not write is never replaced (UsageError, before anything
+    is written)."""
+    if not str(folder).strip():
+        raise UsageError("an empty folder name (an unset variable?): name the folder for nccl-tests' programs")
     root = Path(folder)
+    if root.is_symlink() and not root.exists():
+        raise UsageError(f"{root}: a symbolic link to nothing ({os.readlink(root)}); name an existing folder or a "
+                         "new path")
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: not a folder; name a folder for nccl-tests' programs (it is made if missing)")
     targets = {root / name: collective for name, collective in programs().items()}
@@ -48,9 +54,23 @@ def write_programs(folder: str | os.PathLike) -> list[Path]:
         raise UsageError(f"{foreign[0]}: exists and was not written by pybench (a real nccl-tests build?); "
                          f"name another folder: pybench replaces only its own programs")
     root.mkdir(parents=True, exist_ok=True)
-    for path, collective in targets.items():
-        write_atomic(path, program_text(collective))
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    staged: dict[Path, str] = {}
+    try:
+        for path, collective in targets.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=root)
+            staged[path] = tmp
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(program_text(collective))
+            os.chmod(tmp, 0o755)
+        for path, tmp in staged.items():
+            os.replace(tmp, path)
+    except BaseException as exc:
+        for tmp in staged.values():
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:  # (a write to a descriptor names no file)
+            raise type(exc)(exc.errno, exc.strerror, str(root)) from None
+        raise
     return list(targets)
 
 

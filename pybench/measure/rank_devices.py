@@ -36,9 +36,11 @@ class RankDevice(NamedTuple):
 
 
 def encode_name(name: str, slots: int = _NAME_SLOTS) -> list[int]:
-    """``name``'s first ``7 * slots`` UTF-8 bytes (a character never split, NULs dropped) in ``slots`` slots."""
+    """``name``'s first ``7 * slots`` UTF-8 bytes (a character never split; NULs dropped, other characters that do
+    not print, a newline among them, a space: a name never makes a line of its own) in ``slots`` slots."""
     size = slots * _BYTES_PER_SLOT
-    raw = name.replace("\0", "").encode("utf-8")[:size].decode("utf-8", "ignore").encode("utf-8").ljust(size, b"\0")
+    name = "".join(c if c.isprintable() else " " for c in name.replace("\0", ""))
+    raw = name.encode("utf-8")[:size].decode("utf-8", "ignore").encode("utf-8").ljust(size, b"\0")
     return [int.from_bytes(raw[k:k + _BYTES_PER_SLOT], "big") for k in range(0, size, _BYTES_PER_SLOT)]
 
 

@@ -2,8 +2,9 @@
 rebuilt after the run died: :func:`pybench.measure.result_journal.write_from_journal`).
 
 The in-place figures (nccl-tests' second block) come last, so that readers of the older columns find
-them where they were: empty where the size was not measured in place (torch's all-to-all and
-send/recv, a p2p test, a journal from an older pybench). A run on one buffer only (``--in-place`` on
+them where they were: empty where the size was not measured in place (a p2p test, a journal from an
+older pybench); ``in_place_wrong`` empty where the in-place form has no defined result (all-to-all and
+send/recv). A run on one buffer only (``--in-place`` on
 nccl) fills them with its one measurement, which ``time_s`` also holds."""
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ Collectives print nccl-tests' 13 columns in its order under its ``out-of-place``
 algbw, busbw (GB/s) and #wrong, once out of place and once in place. Numbers are
 printed at nccl-tests' widths and precisions (:func:`nccl_number`). nccl-tests runs both
 blocks and prints ``N/A`` for a figure it did not produce (#wrong without a check, or of an
-in-place form with no defined result: NCCL's all-to-all and send/recv). Every backend measures both
+in-place form with no defined result: all-to-all and send/recv). Every backend measures both
 blocks at every size, as nccl-tests does (the record's ``in_place_*`` figures). An in-place block
-pybench did not measure (torch's all-to-all and send/recv) prints ``N/A`` in each of its four cells
+pybench did not measure (a record from an older pybench) prints ``N/A`` in each of its four cells
 the same way, so the row keeps nccl-tests' 13 fields: a reader taking ``$12`` or ``$(NF-1)`` gets
 ``N/A``, never the out-of-place figure. A run on one buffer (``--in-place`` on nccl) leaves its
 out-of-place block blank. pybench's own statistics (p5, p95 time,

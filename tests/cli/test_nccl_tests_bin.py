@@ -72,3 +72,27 @@ def test_a_file_pybench_did_not_write_is_never_replaced(tmp_path, capsys):
     plain.write_text("x")
     assert main(["nccl-tests-bin", str(plain)]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_an_empty_name_or_a_link_to_nothing_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["nccl-tests-bin", ""]) == 2  # "$UNSET_VAR": never the current folder
+    assert "an empty folder name" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert main(["nccl-tests-bin", "dangling"]) == 2
+    assert "a symbolic link to nothing" in capsys.readouterr().err
+
+
+def test_a_folder_that_cannot_hold_them_all_gets_none(tmp_path, capsys):
+    """All or none: a harness finding all_reduce_perf but not reduce_scatter_perf would run half a suite."""
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(tiny)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        assert main(["nccl-tests-bin", str(tiny / "bin")]) == 3
+        assert "No space left on device" in capsys.readouterr().err
+        assert list((tiny / "bin").iterdir()) == []  # no program, no temporary
+    finally:
+        subprocess.run(["umount", str(tiny)], check=False)

@@ -428,6 +428,22 @@ def test_an_in_place_form_with_no_defined_result_is_timed_unchecked_as_nccl_test
         alone.make_bench(cfg, 1 << 20)
 
 
+@pytest.mark.parametrize("collective", ["alltoall", "sendrecv"])
+@pytest.mark.parametrize("asked", ["--in-place", "PYBENCH_NCCL_IN_PLACE"])
+def test_in_place_alone_of_a_form_nothing_checks_is_refused_before_the_run(fake_gpu, monkeypatch, capsys, tmp_path,
+                                                                           collective, asked):
+    from pybench.cli.main import main
+    argv = [collective, "--backend", "nccl", "--sizes", "1K", "--json", str(tmp_path / "r.json")]
+    if asked == "--in-place":
+        argv.append("--in-place")
+    else:
+        monkeypatch.setenv(asked, "1")
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not (tmp_path / "r.json").exists()  # refused before the header and any file
+    assert f"{collective} cannot run in place alone ({asked})" in captured.err and captured.err.count("\n") == 1
+
+
 def test_copy_and_matrix_commands_with_a_fake_gpu(fake_gpu, capsys, tmp_path):
     from pybench.cli.main import main
     assert main(["copy", "--sizes", "1M", "--samples", "3", "--json", str(tmp_path / "c.json")]) == 0

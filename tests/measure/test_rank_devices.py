@@ -53,6 +53,8 @@ def test_names_travel_whole_or_cut_between_characters():
     assert all(v >= 0 for v in encode_name(long))  # a maximum with the other ranks' zeros keeps them
     assert decode_name(encode_name("")) == ""
     assert decode_name(encode_name("a\0b")) == "ab"  # a NUL would end the name early
+    # a name never forges a line of the table (a reader counting Rank lines would count it)
+    assert decode_name(encode_name("GPU\n#  Rank 99 Group  0 Pid 1 on x device  0 [x] NVIDIA")).count("\n") == 0
 
 
 def test_a_cpu_rank_is_named_by_its_cpu_model():

@@ -229,8 +229,8 @@ class NcclBackend:
 
     def make_bench(self, cfg, size_bytes: int):
         if self._runs_in_place(cfg) and cfg.benchmark in UNCHECKED_IN_PLACE:
-            raise UsageError(f"{cfg.benchmark} cannot run in place alone ({IN_PLACE_ENV}): each rank would send from "
-                             "the buffer it receives into, so no result could be checked; unset it, and the "
+            raise UsageError(f"{cfg.benchmark} cannot run in place alone (--in-place, {IN_PLACE_ENV}): each rank would "
+                             "send from the buffer it receives into, so no result could be checked; drop it, and the "
                              "in-place block is timed beside the checked out-of-place one, as nccl-tests does")
         return self._bench(cfg, size_bytes, self._runs_in_place(cfg))
 

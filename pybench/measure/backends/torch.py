@@ -20,12 +20,12 @@ All-reduce uses ``all_reduce``, all-gather ``all_gather_single``
 all-to-all ``all_to_all_single`` (gloo in torch 2.13 has all of them on CPU, for
 every pybench dtype and op), send/recv an isend/irecv ring. As nccl-tests, every
 size is measured out of place (the table's first block: separate input and output
-tensors; all-reduce, which torch.distributed offers in place only, copies its input
-into the output and reduces that) and then in place (the second block: all-reduce on
-one tensor, all-gather's input and reduce-scatter's output the rank's own block of
-the other tensor, broadcast from the root's output tensor). All-to-all and send/recv
-have no correct one-buffer form on gloo: their in-place block is N/A
-(:mod:`pybench.measure.backends.torch_bench` says why).
+tensors; all-reduce, which torch.distributed offers in place only, reduces the output
+tensor, the input copied into it before each checked operation, not in the timed ones)
+and then in place (the second block: all-reduce on one tensor, all-gather's input and
+reduce-scatter's output the rank's own block of the other tensor, broadcast from the
+root's output tensor; all-to-all and send/recv from the tensor they receive into,
+timed and not checked, as nccl-tests: :mod:`pybench.measure.backends.torch_bench`).
 
 How ranks start (no home-made rendezvous):
 - under torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set): ``env://``;
@@ -48,7 +48,7 @@ import sys
 from typing import Any
 
 from pybench.errors import BackendUnavailable, UsageError
-from pybench.measure.backends.torch_bench import IN_PLACE_FORMS, TorchCollectiveBench, pattern_period
+from pybench.measure.backends.torch_bench import UNCHECKED_IN_PLACE, TorchCollectiveBench, pattern_period
 from pybench.measure.backends.torch_options import TorchOptions, hostname, started_by_torchrun
 from pybench.measure.backends.torch_watchdog import TorchWatchdog
 
@@ -240,21 +240,19 @@ class TorchBackend:
 
     def make_in_place_bench(self, cfg, size_bytes: int):
         """The same collective on one tensor, measured after the out-of-place one as nccl-tests measures
-        both; None for all-to-all and send/recv, which have no correct one-buffer form on gloo."""
+        both (all-to-all and send/recv not checked: :data:`UNCHECKED_IN_PLACE`)."""
         check_config(cfg)
-        if cfg.benchmark not in IN_PLACE_FORMS:
-            return None
         return TorchCollectiveBench(self, cfg.benchmark, cfg.dtype, cfg.op, size_bytes, cfg.root, in_place=True)
 
     def describe_buffers(self, cfg) -> str:
         where = "CUDA device memory" if self.pg_backend == "nccl" else "host memory"
         clock = "CUDA events" if self.pg_backend == "nccl" else "time.perf_counter"
-        if cfg.benchmark in IN_PLACE_FORMS:
-            modes = "out of place, then in place" + (
-                " (out of place: the input copied into the output, then all_reduce on it)"
-                if cfg.benchmark == "allreduce" else "")
-        else:
-            modes = "out of place"
+        modes = "out of place, then in place"
+        if cfg.benchmark == "allreduce":
+            modes += (" (out of place: all_reduce on the output tensor, the input copied into it before each "
+                      "checked operation only)")
+        elif cfg.benchmark in UNCHECKED_IN_PLACE:
+            modes += " (in place not checked: it sends from the tensor it receives into, as nccl-tests')"
         return (f"torch.empty tensors in {where} (torch's allocator), every element written before timing; "
                 f"{modes}; {self.library_version()}; clock {clock}")
 

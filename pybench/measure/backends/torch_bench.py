@@ -5,21 +5,21 @@ is ``1 + (3r + j) mod M`` with M = 13, or smaller for sums so that every sum sta
 integer in the dtype; the output is pre-filled with 0xff bytes (NaN / -1: never a pattern
 value), every element is compared exactly and the count of wrong elements is summed over ranks.
 
-Each collective that has a one-buffer form is measured both ways, as nccl-tests measures them
-(``in_place`` chooses; :data:`IN_PLACE_FORMS` lists them):
+Every collective is measured both ways, as nccl-tests measures them (``in_place`` chooses):
 
 - out of place: separate input and output tensors. torch.distributed's all-reduce works on one
-  tensor only, so its out-of-place operation is the input copied into the output, then
-  ``all_reduce`` on the output: what a training loop pays to keep its input.
+  tensor only: its out-of-place block times ``all_reduce`` on the output tensor, into which the check
+  copies the input before each checked operation (a copy in every timed operation would time another
+  operation than NCCL's out-of-place all-reduce, and than the one-tensor all-reduce a training loop runs).
 - in place: all-reduce on one tensor; all-gather with the input the rank's own block of the output
   (``output.narrow(0, rank * b, b)``, as NCCL and nccl-tests define it); reduce-scatter with the
   output the rank's own block of the input (``input.narrow(0, rank * b, b)``); broadcast with the
   root sending from its output tensor (nccl-tests' sendbuff == recvbuff). The check reads the
   result where the in-place form leaves it (the output view) and writes the input where it takes it.
-- all-to-all and send/recv have none: gloo in torch 2.13 accepts ``all_to_all_single(buf, buf)``
-  and an isend/irecv pair on one tensor without complaint, but returns wrong elements (checked on
-  2 and 3 ranks, every dtype: the exchange reads what it has already overwritten), so neither is
-  timed and their in-place block stays N/A.
+- all-to-all and send/recv in place send from the tensor they receive into, as nccl-tests' do: what
+  lands there depends on the order of the transfers (gloo's ``all_to_all_single(buf, buf)`` and an
+  isend/irecv pair on one tensor give other elements on 2 and 3 ranks), so, as nccl-tests, they are
+  timed and not checked (:data:`UNCHECKED_IN_PLACE`: the check returns -1).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 from pybench.errors import BackendUnavailable, UsageError
 
-__all__ = ["IN_PLACE_FORMS", "TorchCollectiveBench", "pattern_period"]
+__all__ = ["UNCHECKED_IN_PLACE", "TorchCollectiveBench", "pattern_period"]
 
-#: Collectives measured in place too (the rest run out of place only; see the module docstring).
-IN_PLACE_FORMS = frozenset({"allreduce", "allgather", "reducescatter", "broadcast"})
+#: In-place forms whose result no order of transfers defines: timed, not checked (the module docstring).
+UNCHECKED_IN_PLACE = frozenset({"alltoall", "sendrecv"})
 
 # Largest integer each dtype holds exactly (as csrc/common/dtypes.cpp).
 _EXACT_INT_LIMIT = {"float32": 2.0**24, "float64": 2.0**53, "float16": 2048.0, "bfloat16": 256.0,
@@ -53,8 +53,7 @@ class TorchCollectiveBench:
 
     ``backend`` is the started :class:`pybench.measure.backends.torch.TorchBackend` (its torch modules,
     device, rank facts, options, watchdog, barrier and control group). ``in_place``: the collective's
-    one-buffer form (a collective of :data:`IN_PLACE_FORMS`); ``send`` and ``recv`` are then views of
-    one tensor.
+    one-buffer form; ``send`` and ``recv`` are then views of one tensor.
     """
 
     def __init__(self, backend: Any, collective: str, dtype: str, op: str, size_bytes: int, root: int = 0,
@@ -64,8 +63,6 @@ class TorchCollectiveBench:
         self.b, self.torch, self.dist = backend, torch, dist
         self.coll = get_collective(collective)
         self.name, self.dtype_name, self.op_name, self.root = collective, dtype, op, root
-        if in_place and collective not in IN_PLACE_FORMS:
-            raise UsageError(f"the torch backend has no in-place {collective}")
         self.in_place = in_place
         self.rank, self.world = backend.info["rank"], backend.info["world_size"]
         self.tdtype = getattr(torch, dtype)
@@ -98,7 +95,7 @@ class TorchCollectiveBench:
             return one.narrow(0, self.rank * b, b), one
         if name == "reducescatter":  # the output is this rank's block of the input
             return one, one.narrow(0, self.rank * b, b)
-        return one, one  # all-reduce; broadcast: the root sends from its output
+        return one, one  # all-reduce; broadcast: the root sends from its output; all-to-all, send/recv
 
     # -- data ------------------------------------------------------------------------
     def _values(self, rank: int, first: int, n: int):
@@ -144,14 +141,8 @@ class TorchCollectiveBench:
     def _runner(self):
         dist, send, recv = self.dist, self.send, self.recv
         name, w = self.name, self.world
-        if name == "allreduce":
-            if self.in_place:
-                return lambda: dist.all_reduce(recv, op=self.op)
-
-            def copy_then_reduce():  # torch.distributed reduces in place only: keep the input
-                recv.copy_(send)
-                dist.all_reduce(recv, op=self.op)
-            return copy_then_reduce
+        if name == "allreduce":  # (out of place, the check copies the input into ``recv`` first)
+            return lambda: dist.all_reduce(recv, op=self.op)
         if name == "allgather":
             # torch >= 2.13 names it all_gather_single (all_gather_into_tensor before).
             fn = getattr(dist, "all_gather_single", None) or getattr(dist, "all_gather_into_tensor", None)
@@ -168,7 +159,7 @@ class TorchCollectiveBench:
         if name == "broadcast":
             buf = send if self.rank == self.root else recv  # in place both are the one tensor
             return lambda: dist.broadcast(buf, src=self.root)
-        if name == "alltoall":  # out of place only (gloo's one-buffer all_to_all_single is wrong)
+        if name == "alltoall":  # (in place, send and recv are one tensor: timed, not checked)
             return lambda: dist.all_to_all_single(recv, send)
         if name == "sendrecv":
             return self._ring()
@@ -230,7 +221,10 @@ class TorchCollectiveBench:
         self.b.barrier()
 
     def check(self, iters: int) -> int:
-        """Wrong elements over ``iters`` checked operations, summed over ranks."""
+        """Wrong elements over ``iters`` checked operations, summed over ranks; -1 for a form not checked
+        (:data:`UNCHECKED_IN_PLACE`, alike on every rank: none waits for the sum)."""
+        if self.in_place and self.name in UNCHECKED_IN_PLACE:
+            return -1
         corrupt = self.b.options.inject_wrong_rank == self.rank
         expected = self._expected()
         root_keeps = self.name == "broadcast" and self.rank == self.root  # its data never leaves its buffer
@@ -238,6 +232,8 @@ class TorchCollectiveBench:
         for _ in range(iters):
             self.recv.view(self.torch.uint8).fill_(0xFF)  # NaN / -1: never a pattern value
             self._fill_send()  # in place this writes the input into the one tensor, over the 0xff
+            if self.name == "allreduce" and not self.in_place:
+                self.recv.copy_(self.send)  # all_reduce reduces its one tensor: the input goes there
             self._op()
             self._sync()
             if root_keeps:
