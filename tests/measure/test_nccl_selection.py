@@ -224,12 +224,14 @@ def test_every_size_gets_an_in_place_bench_as_nccl_tests_measures(collective):
 
 
 @pytest.mark.parametrize("collective", ["alltoall", "sendrecv"])
-def test_no_in_place_bench_where_nccl_has_no_one_buffer_form(collective):
+def test_an_in_place_bench_nothing_checks_is_made_and_said_so(collective):
+    """As nccl-tests: all-to-all and send/recv in place send from the buffer they receive into, timed unchecked."""
     from pybench.measure.benchmark import BenchConfig
     b = _backend(False)
     cfg = BenchConfig(benchmark=collective, sizes=(1 << 20,))
-    assert b.make_in_place_bench(cfg, 1 << 20) is None and b._cuda.asked == []
-    assert ", out of place," in b.describe_buffers(cfg)
+    assert b.make_in_place_bench(cfg, 1 << 20) is not None and b._cuda.asked == [(collective, True)]
+    assert ", out of place, then in place (not checked: it sends from the buffer it receives into" in \
+        b.describe_buffers(cfg)
 
 
 def test_an_in_place_run_is_measured_once():
