@@ -23,16 +23,25 @@ from pybench.model.calibration import Calibration
 from pybench.model.logs import load_measurements
 from pybench.model.topology_fit import Observation, fit_topology, undisturbed_observations
 
-# (dataset, log name with {n}, node counts, ranks per node); the first all-reduce table of each log
+
+def _logs(pattern: str, counts: Sequence[int], **named: str) -> dict[int, str]:
+    """Log names by node count: ``pattern`` with {n}, but for the counts ``named`` gives (as n4="...")."""
+    return {n: named.get(f"n{n}", pattern.format(n=n)) for n in counts}
+
+
+_CPU = (32, 64, 128, 256)
+# (dataset, log names by node count, ranks per node); the first all-reduce table of each log
 OSU_CLUSTERS = (
-    ("osu-aks-gpu", "osu_azaks_gpu_n{n}_ppn8_allreduce.out", (4, 8, 16, 32), 8),
-    ("osu-gke-gpu", "osu_gkegpu_n{n}_ppn8_allreduce.out", (4, 16, 32), 8),
-    ("osu-eks-gpu", "osu_awseks_gpu_n{n}_ppn8_allreduce.out", (4, 8, 16), 8),
-    ("osu-aks-cpu", "osu_azaks_cpu_n{n}_ppn96_allreduce.out", (32, 64, 128, 256), 96),
-    ("osu-eks-cpu", "osu_awseks_hpc7a_n{n}_ppn96_allreduce.{ext}", (32, 64, 128, 256), 96),
-    ("osu-gce-cpu", "osu_gcpce_cpu_n{n}_ppn56_allreduce.out", (32, 64, 128, 256), 56),
-    ("osu-gke-cpu", "osu_gkecpu_n{n}_ppn56_allreduce.out", (32, 64, 128, 256), 56),
-    ("osu-pcluster-cpu", "osu_awspcluster_cpu_n{n}_ppn96_allreduce.out", (32, 64, 128, 256), 96),
+    ("osu-aks-gpu", _logs("osu_azaks_gpu_n{n}_ppn8_allreduce.out", (4, 8, 16, 32)), 8),
+    ("osu-gke-gpu", _logs("osu_gkegpu_n{n}_ppn8_allreduce.out", (4, 16, 32),
+                          n4="osu_gkegpu_flux_n4_ppn8_allreduce.out"), 8),
+    ("osu-eks-gpu", _logs("osu_awseks_gpu_n{n}_ppn8_allreduce.out", (4, 8, 16)), 8),
+    ("osu-aks-cpu", _logs("osu_azaks_cpu_n{n}_ppn96_allreduce.out", _CPU), 96),
+    ("osu-eks-cpu", _logs("osu_awseks_hpc7a_n{n}_ppn96_allreduce.log", _CPU,
+                          n256="osu_awseks_hpc7a_n256_ppn96_allreduce.out"), 96),
+    ("osu-gce-cpu", _logs("osu_gcpce_cpu_n{n}_ppn56_allreduce.out", _CPU), 56),
+    ("osu-gke-cpu", _logs("osu_gkecpu_n{n}_ppn56_allreduce.out", _CPU), 56),
+    ("osu-pcluster-cpu", _logs("osu_awspcluster_cpu_n{n}_ppn96_allreduce.out", _CPU), 96),
 )
 
 
@@ -49,13 +58,6 @@ class ClusterScore:
     median_half_width: float | None
     median_error: float | None
     max_error: float | None
-
-
-def _log(public: Path, name: str, nodes: int) -> Path:
-    path = public / name.format(n=nodes, ext="out")
-    if nodes == 4 and "gkegpu" in name:
-        return public / "osu_gkegpu_flux_n4_ppn8_allreduce.out"
-    return path if path.is_file() else public / name.format(n=nodes, ext="log")
 
 
 def _sweep(path: Path, nodes: int, per_node: int) -> list[Observation]:
@@ -99,8 +101,8 @@ def _answers(sweeps: dict[int, list[Observation]], calibration: Calibration) -> 
 
 def osu_scores(public: Path, calibration: Calibration) -> tuple[ClusterScore, ...]:
     """Every cluster of :data:`OSU_CLUSTERS`, then all of them pooled ("all")."""
-    answers = [(dataset, _answers({n: _sweep(_log(public, name, n), n, per_node) for n in counts}, calibration))
-               for dataset, name, counts, per_node in OSU_CLUSTERS]
+    answers = [(dataset, _answers({n: _sweep(public / name, n, per_node) for n, name in logs.items()}, calibration))
+               for dataset, logs, per_node in OSU_CLUSTERS]
     pooled = _Answers([e for _, a in answers for e in a.errors], [h for _, a in answers for h in a.half_widths],
                       [i for _, a in answers for i in a.inside], sum(a.refused for _, a in answers))
     return (*(a.score(dataset) for dataset, a in answers), pooled.score("all"))
