@@ -1,6 +1,6 @@
 """Every rank's process, host, device and device name, gathered from all ranks for nccl-tests' Rank lines.
 
-nccl-tests names each rank's own device (``device 0 [0x1b] NVIDIA H100 80GB HBM3``), and programs that read
+nccl-tests names each rank's own device (``device  0 [0000:1b:00] NVIDIA H100 80GB HBM3``), and programs that read
 its output count ranks by those names (CloudAI counts the Rank lines naming "NVIDIA"), so a rank on another
 host is named by that rank itself, not by rank 0's guess. The facts travel in the backend's one agreement
 call (an element-wise maximum of integers): each rank fills its own slots and leaves the others 0.
@@ -55,13 +55,19 @@ def own_device_name(backend: Any, device: int) -> str:
     if device == CPU_DEVICE:
         return cpu_model() or "CPU"
     name = getattr(backend, "device_name", None)
-    return (name(device) if callable(name) else None) or "GPU"
+    try:  # (a rank that raised here would leave the others waiting in the agreement)
+        return (name(device) if callable(name) else None) or "GPU"
+    except Exception:
+        return "GPU"
 
 
 def own_device_address(backend: Any, device: int) -> str:
     """A GPU's PCI address as the backend reads it (``device_address``), '' where it has none."""
     address = getattr(backend, "device_address", None)
-    return (address(device) if callable(address) and device != CPU_DEVICE else None) or ""
+    try:
+        return (address(device) if callable(address) and device != CPU_DEVICE else None) or ""
+    except Exception:
+        return ""
 
 
 def gather_rank_devices(backend: Any, info: dict) -> list[RankDevice]:

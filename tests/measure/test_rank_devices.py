@@ -57,6 +57,19 @@ def test_names_travel_whole_or_cut_between_characters():
     assert decode_name(encode_name("GPU\n#  Rank 99 Group  0 Pid 1 on x device  0 [x] NVIDIA")).count("\n") == 0
 
 
+def test_a_backend_that_cannot_name_its_device_still_takes_part():
+    """Every rank must reach the agreement: a name it cannot read is "GPU", never an exception on one rank."""
+    class Failing(_Rank):
+        def device_name(self, index):
+            raise RuntimeError("CUDA error: device-side assert")
+
+        def device_address(self, index):
+            raise RuntimeError("no properties")
+
+    (me,) = gather_rank_devices(Failing(0, 2, "", []), {"rank": 0, "world_size": 1, "hosts": ["h"]})
+    assert (me.device, me.name, me.address) == (2, "GPU", "")
+
+
 def test_a_cpu_rank_is_named_by_its_cpu_model():
     from pybench.measure.envinfo import cpu_model
     job: list = []
