@@ -6,6 +6,7 @@ imports the installed package (with its native modules), never the source tree.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -76,6 +77,14 @@ def run_under_mpiexec(script: Path, args: list[str], cwd: Path, nprocs: int = 2,
         if proc.returncode == 0 or not failed_to_start(proc.stderr):
             break
     return proc
+
+
+def rank_results(script: Path, out: Path, timeout: float = 300) -> list[dict]:
+    """Run ``script OUT`` on 2 ranks (:func:`run_under_mpiexec`) and return each rank's ``OUT/rank{r}.json``; the
+    test fails with the ranks' stderr where they did not all succeed."""
+    proc = run_under_mpiexec(script, [str(out)], cwd=out, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 
 def start_ranks(cmd: list[str], ready, wait_s: float, **popen_kwargs) -> subprocess.Popen:

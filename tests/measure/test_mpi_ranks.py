@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import assert_every_case_exact, run_under_mpiexec
+from conftest import assert_every_case_exact, rank_results, run_under_mpiexec
 
 SCRIPTS = (Path(__file__).resolve().parents[1] / "mpi_scripts")
 pytestmark = pytest.mark.mpi
@@ -13,9 +13,7 @@ pytestmark = pytest.mark.mpi
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, native):
     out = tmp_path_factory.mktemp("sweep")
-    proc = run_under_mpiexec(SCRIPTS / "sweep_all.py", [str(out)], cwd=out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return rank_results(SCRIPTS / "sweep_all.py", out)
 
 
 def test_every_collective_dtype_and_op_is_exact(sweep):

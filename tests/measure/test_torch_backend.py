@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import assert_every_case_exact, run_under_mpiexec
+from conftest import assert_every_case_exact, rank_results
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
@@ -51,9 +51,7 @@ def sweep(tmp_path_factory, native):
     out = tmp_path_factory.mktemp("torch_sweep")
     script = out / "sweep_torch.py"
     script.write_text(RANK_SCRIPT)
-    proc = run_under_mpiexec(script, [str(out)], cwd=out, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return rank_results(script, out, timeout=240)
 
 
 def test_every_collective_dtype_and_op_is_exact_through_gloo(sweep):

@@ -13,7 +13,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import run_under_mpiexec
+from conftest import rank_results
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch==2.13.0)")
 
@@ -69,9 +69,7 @@ def in_place_sweep(tmp_path_factory, native):
     out = tmp_path_factory.mktemp("torch_in_place")
     script = out / "in_place_torch.py"
     script.write_text(RANK_SCRIPT)
-    proc = run_under_mpiexec(script, [str(out)], cwd=out, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return rank_results(script, out, timeout=240)
 
 
 def _rows(stdout: str) -> list[list[str]]:
