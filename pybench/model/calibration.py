@@ -153,6 +153,10 @@ class Calibration:
     time of a layout with fewer (and one on fewer nodes slower than the fitted time of more): more nodes add steps
     and bytes, but a run may pick another algorithm or protocol there, or a run strays from its fit (inf: no
     such bound)."""
+    slowest_network_step_s: float = 0.0
+    """The longest latency per step across nodes in the small-size protocols of any log the steps were calibrated
+    on: a fit whose small sizes wait longer per step is beyond every system the intervals were chosen on (0: no
+    such log)."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -172,7 +176,7 @@ class Calibration:
                                                  "nominal_step_latency_s",
                                                  "small_protocol_busbw_Bps", "crossing_ranks_per_node",
                                                  "slower_widening_above_sweep", "slower_widening_below_sweep",
-                                                 "more_nodes_speedup")}
+                                                 "more_nodes_speedup", "slowest_network_step_s")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): {str(part): float(x) for part, x in v.items()} for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}

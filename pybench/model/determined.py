@@ -13,11 +13,11 @@ import math
 from typing import Protocol
 
 from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
-from pybench.model.calibration import EXTRAPOLATED_KINDS
-from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node
+from pybench.model.calibration import EXTRAPOLATED_KINDS, Calibration, load_calibration
+from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node, regime_crossing_s
 from pybench.model.link_presets import PRESETS
 from pybench.model.system import GPU_BACKENDS, LARGEST_NVLINK_DOMAIN_GPUS, most_gpus_per_node
-from pybench.model.topology_schedules import algorithm_steps
+from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 from pybench.sizes import format_size
 
 
@@ -43,10 +43,57 @@ PCIE_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.name.startswith("p
 FILL_SHARE = 0.5
 
 
-def undetermined(model: FittedModel, world: int, nodes: int, size: float = 0.0) -> str:
+def undetermined(model: FittedModel, world: int, nodes: int, size: float = 0.0,
+                 calibration: Calibration | None = None) -> str:
     """Why no model can answer for this layout (``nodes`` in the model's nodes), or at ``size`` there, from these
-    inputs, or ''."""
-    return _layout_undetermined(model, world, nodes) or _size_undetermined(model, world, nodes, size)
+    inputs (``calibration``: the shipped one unless given), or ''."""
+    return (_layout_undetermined(model, world, nodes) or _size_undetermined(model, world, nodes, size)
+            or _steps_undetermined(model, world, nodes, calibration or load_calibration()))
+
+
+def _steps_undetermined(model: FittedModel, world: int, nodes: int, calibration: Calibration) -> str:
+    """A layout across nodes that was not fitted, when the fitted sweeps' small sizes wait longer per step across
+    nodes than on any system the calibration was chosen on (:func:`slow_network_steps`)."""
+    if nodes < 2 or (world, nodes) in model.fitted or model.inside_nvlink_domain(world):
+        return ""
+    slow = slow_network_steps(model, calibration)
+    return (f"not determined by these inputs: {slow}, and nothing carries it to {nodes} nodes; measure it with "
+            f"`pybench {model.collective} --np {world}` on {nodes} nodes") if slow else ""
+
+
+def slow_network_steps(model: FittedModel, calibration: Calibration) -> str:
+    """Why a fitted inter-node link's small sizes are no network's hops, or '': they wait longer per step across
+    nodes (:func:`fitted_network_step_s`) than the slowest of the systems the calibration was chosen on
+    (:attr:`~pybench.model.calibration.Calibration.slowest_network_step_s`), so that time is something else (a
+    congested fabric, a fallback transport, software), which the cost shape that carries hops to other node
+    counts does not carry and no interval was calibrated for."""
+    link, bound = model.inter, calibration.slowest_network_step_s
+    if link is None or link.is_preset or link.is_described or not bound > 0:
+        return ""
+    step = fitted_network_step_s(model)
+    if step <= bound:
+        return ""
+    return (f"the fitted sweeps' small sizes wait {step * 1e6:.0f} us per step across nodes, longer than on any "
+            f"system the intervals were calibrated on ({bound * 1e6:.0f} us): that time is not the network's hops "
+            f"(a congested fabric, a fallback transport, software)")
+
+
+def fitted_network_step_s(model: FittedModel) -> float:
+    """The latency per step across nodes of the inter-node link's smallest-size regime at the fitted multi-node
+    layouts (its per-call latency spread over the schedule's steps there; the least of the layouts), where the
+    sweeps reached sizes below the bandwidth protocol's, as the calibration's were read (that regime is not the
+    one at :data:`BANDWIDTH_PROTOCOL_BYTES`: a sweep from large sizes up leaves the small sizes' latency
+    unresolved); 0 without one."""
+    assert model.inter is not None
+    regimes = model.inter.all_regimes()
+    first, steps = regimes[0], []
+    for w, n in model.fitted:
+        hops = crossing_terms(model.schedule, model.collective, 1.0, w, n, first.algorithm)[0] if n > 1 else 0
+        at_probe = min(regimes, key=lambda r: regime_crossing_s(r, model.schedule, model.collective,
+                                                                BANDWIDTH_PROTOCOL_BYTES, w, n)[0])
+        if hops > 0 and at_probe is not first:
+            steps.append((first.base_s + hops * first.step_s) / hops)
+    return min(steps, default=0.0)
 
 
 def _size_undetermined(model: FittedModel, world: int, nodes: int, size: float) -> str:

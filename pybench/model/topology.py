@@ -220,7 +220,7 @@ class TopologyModel:
             caveats.append(nic_share_caveat(self, world // nodes * sharing, nic_share))
         caveats += [why for _, why, _ in readings if why]
         links = "; ".join([self._links_label(nodes), *caveats])
-        why = undetermined(self, world, nodes, size_bytes)  # (:mod:`pybench.model.determined`)
+        why = undetermined(self, world, nodes, size_bytes, calibration)  # (:mod:`pybench.model.determined`)
         kind = spread.kind if self.backend in GPU_BACKENDS else spread.kind.replace(OTHER_GPU_COUNT, OTHER_RANK_COUNT)
         if why:  # no interval to say what the caveats leave open: the reason stands alone
             return TopologyPrediction(int(size_bytes), world, asked, math.nan, math.nan, math.nan, self.algorithm,

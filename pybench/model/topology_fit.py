@@ -12,8 +12,9 @@ import numpy as np
 
 from pybench.errors import UsageError
 from pybench.model.anomalies import disturbed_sizes, find_anomalies
+from pybench.model.calibration import load_calibration
 from pybench.model.crossing import nvlink_domain_ranks, ranks_per_node
-from pybench.model.determined import OWN_MISS
+from pybench.model.determined import OWN_MISS, slow_network_steps
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import HOSTS_NOTE, listed_hosts, one_reduction
@@ -149,6 +150,10 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
     misses = _layout_misses(fitted_obs, residuals)
     notes += _miss_notes(misses, model.backend)
+    slow = slow_network_steps(model, load_calibration())
+    if slow:
+        notes.append(f"{slow}, so other node counts are not determined by them; their own curves answer at "
+                     f"the fitted layouts")
     notes += _implausible(intra, "intra-node")
     if hosts > 1:
         assert system is not None

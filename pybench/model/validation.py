@@ -163,8 +163,9 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
             several[kind], one[kind] = dict(widest), dict(widest)
     chosen_on = tuple(sorted({p.dataset for p in points} | {c.dataset for c in cases}))
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
-                       *_crossing_protocols(cases), above_sweep, below_sweep, _REACH, chosen_on)
-    base = dataclasses.replace(base, more_nodes_speedup=_more_nodes_speedup(points, base))
+                       *_crossing_protocols(cases), above_sweep, below_sweep, _REACH, chosen_on=chosen_on)
+    base = dataclasses.replace(base, more_nodes_speedup=_more_nodes_speedup(points, base),
+                               slowest_network_step_s=_slowest_network_step(cases))
     bandwidth, latency_half = _described_half_widths(cases, base)
     # a measured node's protocol shape knows at least as much as none: its latency part is never the wider
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
@@ -315,6 +316,13 @@ def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, floa
             median([c.nominal_step_latency_s for c in known]),
             median([c.small_busbw_Bps for c in cases if c.small_measured] or [c.small_busbw_Bps for c in cases]),
             float(max((c.ranks_per_node for c in cases), default=0)))
+
+
+def _slowest_network_step(cases: Sequence[SystemCase]) -> float:
+    """The longest small-size latency per step across nodes among ``cases`` whose sweeps ran the small-size
+    protocols and whose steps are known (not an all-reduce that may have crossed by the tree or the ring); 0
+    without one."""
+    return max((c.step_latency_s for c in cases if c.small_measured and not c.tree_or_ring), default=0.0)
 
 
 def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:

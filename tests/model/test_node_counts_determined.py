@@ -150,3 +150,41 @@ def test_more_gpus_per_node_than_any_node_holds_is_not_determined_without_a_desc
     wide = SystemDescription(name="wide", source="test", gpus_per_node=16, intra_fabric="nvswitch",
                              intra_GBps_per_gpu=450, nics_per_node=8, nic_Gbps=400)
     assert "GPUs per node, more than" not in model.with_system(wide).predict(1 << 30, 32, 2).undetermined
+
+
+AKS_CPU = [PUBLIC_LOGS / f"osu_azaks_cpu_n{n}_ppn96_allreduce.out" for n in (128, 256)]
+
+
+def test_small_sizes_slower_per_step_than_any_calibrated_network_do_not_determine_other_node_counts(tmp_path, capsys):
+    """OSU on Azure AKS CPU nodes (96 ranks each) at 128 and 256 nodes: 10 ms at 4 B, 789 us per step of the
+    tree, which one cost shape follows (both sweeps within its own-miss line). Carried to 32 and 64 nodes it
+    priced 4 B at 8 ms with an interval from 2 ms, where 32 nodes took 0.17 ms (5% of 38 points covered). No
+    system the intervals were calibrated on waits that long per network step: other node counts are not
+    determined, with the measurement to make; the fitted layouts answer from their own sweeps."""
+    out = tmp_path / "aks.json"
+    assert main_for_tests(["fit", *map(str, AKS_CPU), "--world", "12288,24576", "--nodes", "128,256",
+                           "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "789 us per step across nodes" in said and "other node counts are not determined by them" in said
+    rows = tmp_path / "rows.json"
+    assert main_for_tests(["predict", str(out), "--sizes", "4,64K", "--world", "3072", "--nodes", "32",
+                           "--json", str(rows)]) == 0
+    text = capsys.readouterr().out
+    assert "not determined by these inputs: the fitted sweeps' small sizes wait 789 us per step" in text
+    assert "`pybench allreduce --np 3072` on 32 nodes" in text
+    assert all(r["time_s"] is None for r in json.loads(rows.read_text())["records"])
+    model = load_model(out, collective="allreduce", world_size=24576)
+    with pytest.raises(NotDetermined, match="longer than on any system the intervals were calibrated on"):
+        model.predict(4.0, world=6144, nodes=64)
+    own = model.predict(4.0, world=24576, nodes=256)  # a fitted layout: its own sweep answers
+    assert 1e-3 < own.time_s < 0.1
+
+
+def test_a_system_whose_steps_are_within_the_calibration_still_answers_other_node_counts(tmp_path, capsys):
+    """MI300X nodes on 2 nodes wait the longest per step of the calibration's logs (113 us): another node count
+    is answered, with its interval."""
+    out = tmp_path / "mi300x.json"
+    assert main_for_tests(["fit", str(PUBLIC_LOGS / "mi300x_aac10_2node16_allreduce.log"), "-o", str(out)]) == 0
+    assert "per step across nodes" not in capsys.readouterr().out
+    p = load_model(out).predict(1 << 20, world=32, nodes=4)
+    assert p.provenance == "another node count" and p.time_low_s < p.time_s < p.time_high_s
