@@ -3,7 +3,8 @@
 A GPU count never measured on a node whose GPUs are not switched (a mesh, PCIe), shown by its
 description or by measured counts that one cost shape cannot join; one GPU count of a GPU node
 without a description (one count cannot show a switch); CPU ranks across nodes at a count per node
-never fitted there; a world beyond the hosts of an NVLink domain that its fit never crossed. Each answer
+never fitted there; a world beyond the hosts of an NVLink domain that its fit never crossed; other node
+counts of a fit whose small sizes wait longer per network step than any calibrated system's. Each answer
 names the missing input and the measurement to make.
 """
 
