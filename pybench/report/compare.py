@@ -170,7 +170,8 @@ class SizeComparison:
 
     def to_dict(self) -> dict:
         return {"size_bytes": self.size_bytes, "time_a_s": self.time_a_s, "time_b_s": self.time_b_s,
-                "time_ratio": self.time_ratio, "ratio_ci": [self.ratio_ci_low, self.ratio_ci_high],
+                "time_ratio": self.time_ratio,
+                "ratio_ci": [x if math.isfinite(x) else None for x in (self.ratio_ci_low, self.ratio_ci_high)],
                 "busbw_a_gbps": self.busbw_a_gbps, "busbw_b_gbps": self.busbw_b_gbps,
                 "busbw_change": self.busbw_change, "p_value": self.p_value, "p_holm": self.p_holm,
                 "n_a": self.n_a, "n_b": self.n_b, "verdict": self.verdict}
@@ -250,7 +251,7 @@ class Comparison:
         lines.append(f"#{'(B)':>11} {'(us)':>10} {'(us)':>10} {'B/A':>7} {'':>15} "
                      f"{'(GB/s)':>8} {'(GB/s)':>8} {'change':>7} {'':>8}")
         for s in self.sizes:
-            ci = f"[{s.ratio_ci_low:.3f},{s.ratio_ci_high:.3f}]"
+            ci = f"[{s.ratio_ci_low:.3f},{s.ratio_ci_high:.3f}]" if math.isfinite(s.ratio_ci_low) else "n/a"
             lines.append(f"{s.size_bytes:>12} {s.time_a_s * 1e6:>10.2f} {s.time_b_s * 1e6:>10.2f} "
                          f"{s.time_ratio:>7.3f} {ci:>15} {s.busbw_a_gbps:>8.2f} {s.busbw_b_gbps:>8.2f} "
                          f"{100 * s.busbw_change:>+6.1f}% {s.p_holm:>8.1e}  {s.verdict}")
@@ -354,7 +355,9 @@ def compare_results(a: RunResult, b: RunResult, *, alpha: float = DEFAULT_ALPHA,
         sa, sb = samples_a[size], samples_b[size]
         med_a, med_b = float(np.median(sa)), float(np.median(sb))
         ratio = med_b / med_a if med_a > 0 else math.nan
-        lo, hi = bootstrap_median_ratio_ci(sa, sb, n_boot=n_boot)
+        # one time on a side has no spread to resample: its "interval" would be the ratio itself
+        lo, hi = bootstrap_median_ratio_ci(sa, sb, n_boot=n_boot) if min(len(sa), len(sb)) > 1 else (math.nan,
+                                                                                                    math.nan)
         _, p = mann_whitney_u(sa, sb)
         raw.append((size, ra, rb, med_a, med_b, ratio, lo, hi, p, len(sa), len(sb)))
     p_adj = holm([r[8] for r in raw])
@@ -377,6 +380,13 @@ def compare_results(a: RunResult, b: RunResult, *, alpha: float = DEFAULT_ALPHA,
         if repeated:
             notes.append(f"{label} measured {repeated} size(s) more than once (nccl-tests -N run cycles, -r all "
                          f"roots, or several processes printing a table each): each size's measurements are pooled")
+    single = [label for label, samples in (("A", samples_a), ("B", samples_b))
+              if any(len(samples[size]) < 2 for size in common)]
+    if single:
+        verb = "hold" if len(single) > 1 else "holds"
+        notes.append(f"{' and '.join(single)} {verb} one time at some sizes (a log's row, not its samples): those "
+                     f"sizes have no interval (n/a) and cannot be significant alone; the sign test across sizes "
+                     f"(last line) judges the sweep")
     if not common:
         notes.append("no size is in both runs; nothing to compare")
     return Comparison(label_a=label_a or run_label(a), label_b=label_b or run_label(b), sizes=tuple(out),

@@ -141,8 +141,10 @@ def _worst_against_model(result: RunResult, models: Sequence) -> str | None:
 def _worst(results, models, comparison) -> str:
     if comparison is not None and comparison.sizes:
         s = max(comparison.sizes, key=lambda c: c.time_ratio if math.isfinite(c.time_ratio) else -math.inf)
+        interval = (f"95% interval {s.ratio_ci_low:.2f}..{s.ratio_ci_high:.2f}" if math.isfinite(s.ratio_ci_low)
+                    else "one time on a side: no interval")
         return (f"Worst size {format_size(s.size_bytes)}: time x{s.time_ratio:.2f} against the baseline "
-                f"(95% interval {s.ratio_ci_low:.2f}..{s.ratio_ci_high:.2f}, {s.verdict}).")
+                f"({interval}, {s.verdict}).")
     first = results[0][0]
     text = _worst_against_model(first, models)
     if text:

@@ -7,6 +7,7 @@ ran twice as slow passed a 10% regression gate), and a second table of other ran
 
 from __future__ import annotations
 
+import json
 import re
 
 from conftest import PUBLIC_LOGS, SHARED_DATA
@@ -102,3 +103,23 @@ def test_a_report_of_another_tools_log_claims_no_check_and_no_interval(tmp_path)
     text = html_lib.unescape(out.read_text())
     assert "#wrong: no check recorded." in text and "#wrong: 0 OK." not in text
     assert "<td>n/a</td>" in text.replace(" ", "")  # the ci column
+
+
+def test_one_time_per_size_has_no_interval_and_the_sign_test_judges_the_sweep(tmp_path, capsys):
+    """OSU prints one time per size: the bootstrap "95% CI" of two single times was the ratio itself ([1.694,1.694])
+    beside "not significant", as if measured exactly. Those sizes show no interval (n/a, null in JSON) and a note
+    says why, and a sweep 1.5x as slow throughout is still caught by the sign test across sizes."""
+    log = SHARED_DATA / "osu" / "osu_bw_cuda_a100_nvlink_eessi716.txt"
+    lines = log.read_text().splitlines()
+    slow = [" ".join([c[0], f"{float(c[1]) / 1.5:.2f}"]) if len(c := line.split()) == 2 and c[0].isdigit()
+            else line for line in lines]
+    candidate = tmp_path / "slow.txt"
+    candidate.write_text("\n".join(slow) + "\n")
+    out_json = tmp_path / "c.json"
+    assert main(["compare", str(log), str(candidate), "--json", str(out_json), "--fail-on-regression", "10"]) == 1
+    out = capsys.readouterr().out
+    assert "A and B hold one time at some sizes" in out and "the sign test across sizes" in out
+    rows = [line for line in out.splitlines() if line.strip() and not line.startswith("#")]
+    assert rows and all(" n/a " in line for line in rows)
+    sizes = json.loads(out_json.read_text())["sizes"]
+    assert all(s["ratio_ci"] == [None, None] for s in sizes)
