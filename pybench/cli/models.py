@@ -353,8 +353,17 @@ def _topology_for(args, models) -> list:
     topology = list({id(m.topology): m.topology for m in models if m.topology is not None}.values())
     if not topology:
         which = f" for {args.collective}" if args.collective else ""
+        collective = models[0].collective
+        if collective.startswith("p2p"):
+            raise UsageError(f"{args.model} holds a point-to-point model ({collective}): it was measured between two "
+                             f"ranks and answers at --world 2 only, not {args.world}; for {args.world} ranks measure "
+                             f"a collective (`pybench alltoall --np {args.world}`, say)")
+        layouts = sorted({m.world_size for m in models if m.world_size})
+        at = (f"predict at its measured {'world' if len(layouts) == 1 else 'worlds'} "
+              f"(--world {', '.join(map(str, layouts))})" if layouts else "predict without --world")
         raise UsageError(f"{args.model} holds no topology model{which} ({models[0].why_no_topology()}), so "
-                         f"{args.world} ranks are not determined by it; or measure at that layout")
+                         f"{args.world} ranks are not determined by it: {at}, or measure them with "
+                         f"`pybench {collective} --np {args.world}`")
     if args.nodes and args.nodes > args.world:
         raise UsageError(f"--world {args.world} ranks cannot fill --nodes {args.nodes}: give one rank per node or more")
     if args.world % (args.nodes or 1):

@@ -212,7 +212,8 @@ class ModelSet:
             # the sweep measured this rank count on other nodes and no topology model answers: not determined
             raise NotDetermined(f"the {collective} sweep was measured at {model.world_size} ranks on "
                                 f"{_sweep_nodes(model)} node(s), and {world} ranks on {nodes} nodes are not "
-                                f"determined by it ({why_no_topology(model)}); or measure at that layout")
+                                f"determined by it ({why_no_topology(model)}); measure them with "
+                                f"`pybench {collective} --np {world}` on {nodes} nodes")
         elif model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
             where = f"{collective} {model.link_class or 'any-link'} model of unknown world size, used at {world}"

@@ -188,3 +188,23 @@ def test_a_system_whose_steps_are_within_the_calibration_still_answers_other_nod
     assert "per step across nodes" not in capsys.readouterr().out
     p = load_model(out).predict(1 << 20, world=32, nodes=4)
     assert p.provenance == "another node count" and p.time_low_s < p.time_s < p.time_high_s
+
+
+def test_a_model_that_prices_no_other_layout_says_what_to_do_instead(tmp_path, capsys):
+    """A model with no topology model asked for another world ended its line in "...; or measure at that layout",
+    an alternative with no first half; an OSU point-to-point model was told the same. Each says what answers."""
+    p2p = tmp_path / "p2p.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "osu" / "osu_bw_cuda_a100_nvlink_eessi716.txt"), "-o",
+                           str(p2p)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(p2p), "--sizes", "1M", "--world", "16", "--nodes", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "answers at --world 2 only, not 16" in err[0] and "or measure at" not in err[0]
+    hosts = tmp_path / "gb300.json"  # its Rank lines list the hosts of some ranks only: no node count, no topology
+    assert main_for_tests(["fit", str(PUBLIC_LOGS / "gb300_oci_h2_g8_allreduce.log"), "-o", str(hosts)]) == 0
+    capsys.readouterr()
+    assert main_for_tests(["predict", str(hosts), "--sizes", "1M", "--world", "128", "--nodes", "32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give fit --nodes N" in err[0] and "or measure at" not in err[0]
+    assert err[0].endswith("predict at its measured world (--world 8), or measure them with "
+                           "`pybench allreduce --np 128`")
