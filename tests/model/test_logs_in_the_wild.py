@@ -178,6 +178,25 @@ def test_the_count_rule_knows_every_nccl_tests_type_width(tmp_path):
         (m,) = load_measurements(path)
         assert (m.collective, m.world_size) == ("allgather", 16), m.notes
         assert any("world size 16 from size = count x ranks x type size" in n for n in m.notes)
+        assert m.dtype == {"double": "float64", "f8e4m3": "float8_e4m3"}.get(dtype, dtype)
+
+
+def test_8_bit_floats_are_named_once_and_asked_for_by_any_spelling(tmp_path, capsys):
+    """`--datatype all` logs print f8e4m3 and f8e5m2 (rccl-tests fp8_e4m3): half became float16, but those kept
+    nccl-tests' spelling and `predict --dtype float8_e5m2` found no model. One name each, any spelling asked."""
+    from pybench.cli.main import main
+    rows = "".join(f"{s:>12} {s:>12} {dtype:>9}     sum      -1   {20 + s / 2e4:7.1f}    0.02    0.04      0"
+                   f"   {20 + s / 2e4:7.1f}    0.02    0.04      0\n"
+                   for dtype in ("half", "f8e5m2") for s in (1 << 20, 4 << 20, 16 << 20, 64 << 20))
+    log = tmp_path / "dall.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + rows)
+    assert sorted(m.dtype for m in load_measurements(log, world_size=8)) == ["float16", "float8_e5m2"]
+    model = tmp_path / "m.json"
+    assert main(["fit", str(log), "--world", "8", "-o", str(model)]) == 0
+    for asked in ("float8_e5m2", "f8e5m2", "fp8_e5m2", "E5M2"):
+        capsys.readouterr()
+        assert main(["predict", str(model), "--dtype", asked, "--sizes", "4M"]) == 0, asked
+        assert "float8_e5m2" in capsys.readouterr().out
 
 
 def test_an_unnamed_tiny_sweep_whose_busbw_prints_above_algbw_is_an_all_reduce(tmp_path):
