@@ -231,6 +231,12 @@ def _refuse_tables_apart(sets: list[MeasurementSet], size: np.ndarray, time: np.
     if len(far) >= max(3, sizes / 2):
         ratios = [r for _, r in far]
         names = ", ".join(dict.fromkeys(Path(m.path).name or m.label for m in sets))
+        if sets[0].world_size == 1:  # processes started side by side, each its own 1-rank test
+            raise UsageError(f"{names}: {len(sets)} tables of {sets[0].collective} at 1 rank each differ "
+                             f"{min(ratios):.3g}x-{max(ratios):.3g}x at {len(far)} of their {sizes} sizes: "
+                             f"processes that each ran the test alone (no MPI, no -g), sharing the GPUs; a "
+                             f"collective over 1 rank moves nothing between ranks, so nothing here models one: "
+                             f"launch the ranks together (mpirun -np N, or -g N) and fit that log")
         raise UsageError(f"{names}: {len(sets)} tables of {sets[0].collective} at {sets[0].world_size or '?'} ranks "
                          f"differ {min(ratios):.3g}x-{max(ratios):.3g}x at {len(far)} of their {sizes} sizes: not "
                          f"replicates of one system (other settings or nodes, or a run disturbed throughout); fit "

@@ -954,3 +954,16 @@ def test_sizes_one_pooled_table_alone_measured_are_its_own_replicates_not_the_ta
             for m in load_measurements(PUBLIC_LOGS / f"a100pcie_n013_1node2_allreduce_{name}.txt")]
     (note,) = [n for n in fit_model(sets).notes if "differ between their replicates" in n]
     assert "(out-of-place and in-place)" in note and "fit each table apart" not in note, note
+
+
+def test_processes_that_each_ran_alone_are_told_to_launch_the_ranks_together(tmp_path, capsys):
+    """Three all_reduce_perf processes started side by side without MPI: three 1-rank tables (each "Rank 0", busbw 0)
+    disagreeing 9-52x. The refusal said to fit each table from a log of its own, which would model a 1-rank
+    "all-reduce" of nothing; it says what the log is and how to measure ranks together."""
+    from pybench.cli.main import main
+    log = PUBLIC_LOGS / "cs244c_a100_3x1rank_side_by_side_allreduce.out"
+    assert main(["fit", str(log), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "3 tables of allreduce at 1 rank each" in err[0]
+    assert "a collective over 1 rank moves nothing between ranks" in err[0] and "fit each table" not in err[0]
+    assert "mpirun -np N, or -g N" in err[0]
