@@ -138,6 +138,21 @@ def canonical_dtype(name: str) -> str:
     return key
 
 
+# nccl-tests' and rccl-tests' names of the 8-bit floats, and torch's, as one name each
+FP8_NAMES = {"f8e4m3": "float8_e4m3", "fp8_e4m3": "float8_e4m3", "float8_e4m3fn": "float8_e4m3", "e4m3": "float8_e4m3",
+             "f8e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "e5m2": "float8_e5m2"}
+
+
+def dtype_name(name: str) -> str:
+    """pybench's name of a log's type column or a user's ``--dtype``: :func:`canonical_dtype`'s for the types
+    pybench runs, one name for int8 and each 8-bit float, and a name it does not know kept as given (logs hold
+    types pybench never runs)."""
+    key = name.strip().lower()
+    key = {"char": "int8"}.get(key, key)  # nccl-tests before 2019 (and NCCL 1.x) named int8 "char"
+    key = FP8_NAMES.get(key, DTYPE_ALIASES.get(key, key))
+    return key if key in DTYPES or key in ("int8", *FP8_NAMES.values()) else name.strip().lower()
+
+
 def canonical_op(name: str) -> str:
     """Check a reduction op name."""
     key = name.strip().lower()

@@ -431,7 +431,7 @@ def _say(line: str) -> None:
 
 def run_predict(args) -> int:
     """Body of ``pybench predict``; returns the exit status."""
-    from pybench.model.logs.nccl_tests_counts import canonical_dtype
+    from pybench.collectives import dtype_name
     from pybench.model.model_files import load_models
 
     if args.json:
@@ -439,7 +439,7 @@ def run_predict(args) -> int:
     def matching(ms: list) -> list:
         return [m for m in ms if (args.collective is None or m.collective == args.collective)
                 and (args.link_class is None or m.link_class == args.link_class)
-                and (args.dtype is None or canonical_dtype(m.dtype) == canonical_dtype(args.dtype))]
+                and (args.dtype is None or dtype_name(m.dtype) == dtype_name(args.dtype))]
 
     models = load_models(args.model)
     held = sorted({f"{m.collective}/{m.dtype}" for m in models})

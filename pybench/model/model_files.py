@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pybench.collectives import dtype_name
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_document
 from pybench.io.formats import MODEL, check_document
-from pybench.model.logs.nccl_tests_counts import canonical_dtype
 from pybench.model.model_writer import models_to_document, save_models
 from pybench.model.piecewise_model import NO_TOPOLOGY, AlphaBetaModel
 from pybench.model.sweeps_joined import attach_topology
@@ -127,7 +127,7 @@ def load_model(path: str | Path, *, collective: str | None = None, link_class: s
              and (link_class is None or m.link_class == link_class)
              and (world_size is None or m.world_size == world_size)
              and (backend is None or m.backend == backend)
-             and (dtype is None or canonical_dtype(m.dtype) == canonical_dtype(dtype))]
+             and (dtype is None or dtype_name(m.dtype) == dtype_name(dtype))]
     if len(match) == 1:
         return match[0]
     listing = "; ".join(f"{m.collective}/{m.backend}/{m.link_class}/x{m.world_size}/{m.dtype}" for m in models)

@@ -49,7 +49,7 @@ import re
 
 import numpy as np
 
-from pybench.collectives import COLLECTIVES, busbw_factor
+from pybench.collectives import COLLECTIVES, busbw_factor, dtype_name
 from pybench.errors import FileFormatError, SeveralTestsNamed
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import continued_lines
@@ -57,7 +57,6 @@ from pybench.model.logs.measurements import SOCKETS_NOTE, MeasurementSet, device
 from pybench.model.logs.nccl_env import SOCKETS
 from pybench.model.logs.nccl_tests_counts import (
     PER_RANK_COUNT,
-    canonical_dtype,
     collective_from_counts,
     exact_world,
     refuse_contradicting_counts,
@@ -275,7 +274,7 @@ def _measurement_sets(path, table: Table, pre: Preamble, previous: str | None,
         out.append(MeasurementSet(
             source="pybench" if own else "nccl-tests", collective=coll,
             backend=pre.pybench.get("backend", "nccl"), world_size=world, link_class=link,
-            dtype=canonical_dtype(key[0]), size_bytes=size[sel], time_s=time[sel],
+            dtype=dtype_name(key[0]), size_bytes=size[sel], time_s=time[sel],
             time_low_s=low[sel] if spread else None, time_high_s=high[sel] if spread else None,
             time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
             path=str(path), time_statistic="median" if own else "mean", notes=tuple(notes + extra),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from pybench.collectives import COLLECTIVES, DTYPE_ALIASES, DTYPES
+from pybench.collectives import COLLECTIVES, DTYPES, FP8_NAMES, dtype_name
 from pybench.errors import FileFormatError
 from pybench.model.logs.nccl_tests_table import Table, world_from_counts
 
@@ -14,26 +14,13 @@ from pybench.model.logs.nccl_tests_table import Table, world_from_counts
 PER_RANK_COUNT = ("allgather", "reducescatter", "alltoall")
 
 
-# nccl-tests' and rccl-tests' names of the 8-bit floats, and torch's, as one name each
-_FP8 = {"f8e4m3": "float8_e4m3", "fp8_e4m3": "float8_e4m3", "float8_e4m3fn": "float8_e4m3", "e4m3": "float8_e4m3",
-        "f8e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "e5m2": "float8_e5m2"}
-
-
-def canonical_dtype(name: str) -> str:
-    """pybench's dtype name for a log's type column or a user's ``--dtype`` (other spellings kept as given)."""
-    key = name.strip().lower()
-    key = {"char": "int8"}.get(key, key)  # nccl-tests before 2019 (and NCCL 1.x) named int8 "char"
-    key = _FP8.get(key, DTYPE_ALIASES.get(key, key))
-    return key if key in DTYPES or key in ("int8", *_FP8.values()) else name.strip().lower()
-
-
 TYPE_WIDTHS = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "int": 4, "uint32": 4, "int64": 8, "uint64": 8,
                 "half": 2, "float16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8, "bfloat16": 2,
-                **dict.fromkeys(_FP8, 1), **dict.fromkeys(_FP8.values(), 1)}
+                **dict.fromkeys(FP8_NAMES, 1), **dict.fromkeys(FP8_NAMES.values(), 1)}
 
 
 def type_bytes(keys: list[tuple[str, str]]) -> dict[str, int]:
-    widths = {name: TYPE_WIDTHS.get(name.strip().lower(), DTYPES.get(canonical_dtype(name))) for name, _ in set(keys)}
+    widths = {name: TYPE_WIDTHS.get(name.strip().lower(), DTYPES.get(dtype_name(name))) for name, _ in set(keys)}
     return {name: w for name, w in widths.items() if w is not None}
 
 

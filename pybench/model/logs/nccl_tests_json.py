@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from pybench.collectives import COLLECTIVES
+from pybench.collectives import COLLECTIVES, dtype_name
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json
 from pybench.model.logs.measurements import MeasurementSet, device_names
 from pybench.model.logs.nccl_tests import redop_name
-from pybench.model.logs.nccl_tests_counts import canonical_dtype, exact_world
+from pybench.model.logs.nccl_tests_counts import exact_world
 from pybench.model.logs.nccl_tests_failure import wrong_note
 from pybench.model.logs.nccl_tests_preamble import PROGRAM_RE, PROGRAMS
 from pybench.model.logs.nccl_tests_ratio import infer, ratio_agrees
@@ -373,7 +373,7 @@ def _sets(path, rows: Rows, coll: str, world: int | None, link: str | None,
     out = []
     for sel, key, extra in rows.groups():
         out.append(MeasurementSet(source="nccl-tests", collective=coll, backend=backend, world_size=world,
-                                  link_class=link, dtype=canonical_dtype(key[0]), size_bytes=size[sel],
+                                  link_class=link, dtype=dtype_name(key[0]), size_bytes=size[sel],
                                   time_s=time[sel],
                                   time_in_place_s=in_place[sel] if np.any(np.isfinite(in_place[sel])) else None,
                                   path=str(path), time_statistic="mean", notes=tuple(notes + extra),

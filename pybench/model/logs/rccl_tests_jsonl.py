@@ -25,6 +25,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
+from pybench.collectives import dtype_name
 from pybench.errors import FileFormatError
 from pybench.io.files import parse_json
 from pybench.io.foreign_schemas import MAX_TIME_US, validate_foreign
@@ -32,7 +33,6 @@ from pybench.io.schemas import MAX_WORLD, Rate, Size, Text, _Body
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.measurements import MeasurementSet
 from pybench.model.logs.nccl_tests import RCCL_NOTE, redop_name
-from pybench.model.logs.nccl_tests_counts import canonical_dtype
 from pybench.model.logs.nccl_tests_failure import wrong_note
 from pybench.model.logs.nccl_tests_table import is_wrong
 
@@ -165,7 +165,7 @@ def parse_rccl_tests_jsonl(text: str, path="<jsonl>", collective: str | None = N
         in_place = np.array([math.nan if i is None else i["time"] for _, i in pairs]) * 1e-6
         out.append(MeasurementSet(
             source="rccl-tests", collective=coll, backend="nccl", world_size=world, link_class=link,
-            dtype=canonical_dtype(dtype) if dtype else "",
+            dtype=dtype_name(dtype) if dtype else "",
             size_bytes=np.array([m["size"] for m, _ in pairs], dtype=np.int64),
             time_s=np.array([m["time"] for m, _ in pairs]) * 1e-6,
             time_in_place_s=in_place if np.isfinite(in_place).any() else None,

@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pybench.collectives import COLLECTIVES
+from pybench.collectives import COLLECTIVES, dtype_name
 from pybench.errors import FileFormatError
 from pybench.model.logs.measurements import MeasurementSet
-from pybench.model.logs.nccl_tests_counts import canonical_dtype
 
 _HEADER_RE = re.compile(r"^\s*size\s*\(B\)\s*,\s*count\s*,\s*type\s*,\s*time\s*\(ns\)", re.IGNORECASE)
 _WORLD_RES = (re.compile(r"(\d+)\s*gpus?(?![a-z])", re.IGNORECASE), re.compile(r"gpus?_?(\d+)", re.IGNORECASE))
@@ -154,6 +153,6 @@ def parse_vtrain_csv(text: str, path="<csv>", collective: str | None = None,
         notes.append("link class intra-node from the file name (one node's NVLink/NVSwitch/PCIe)")
     ip = np.array(in_place) * 1e-9
     return [MeasurementSet(source="vtrain", collective=coll, backend="nccl", world_size=world, link_class=link,
-                           dtype=canonical_dtype(types[0]), size_bytes=size_arr, time_s=time_s,
+                           dtype=dtype_name(types[0]), size_bytes=size_arr, time_s=time_s,
                            time_in_place_s=ip if np.any(np.isfinite(ip)) else None, path=str(path),
                            time_statistic="mean", notes=tuple(notes))]
