@@ -177,6 +177,17 @@ MODELLED = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", 
             "p2p_bw", "p2p_latency", "p2p_bibw")
 
 
+def measure_command(collective: str, world: int, options: str = "") -> str:
+    """The command that measures ``collective`` on ``world`` ranks, in backquotes: pybench's own where it runs the
+    collective (``options`` appended), else nccl-tests' program (gather, scatter, reduce: pybench reads their logs)."""
+    if collective in COLLECTIVES:
+        return f"`pybench {collective} --np {world}{options}`"
+    if collective.startswith("p2p"):
+        return "`pybench p2p` (between two ranks)"
+    program = NCCL_TESTS_PROGRAMS.get(collective, f"{collective}_perf")
+    return f"`mpirun -np {world} {program}` (nccl-tests; pybench does not run {collective})"
+
+
 def refuse_partial_elements(sizes, dtype: str, what: str, width: int | None = None) -> None:
     """SizeError for a size no run of ``dtype`` (``width`` bytes an element; by default its known width, an
     unknown type's 1) can have: 3 B of float32."""

@@ -25,7 +25,7 @@ import numpy as np
 from pybench.cli.argtypes import number, output_file
 from pybench.cli.fit_inputs import load_named, one_per_input, per_input, ranks, refuse_repeated, with_nodes
 from pybench.cli.prediction_table import format_prediction_table, prediction_records, topology_records
-from pybench.collectives import DTYPES, MODELLED, refuse_partial_elements
+from pybench.collectives import DTYPES, MODELLED, measure_command, refuse_partial_elements
 from pybench.errors import PyBenchError, UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.io.formats import PREDICTION, stamp
@@ -357,13 +357,13 @@ def _topology_for(args, models) -> list:
         if collective.startswith("p2p"):
             raise UsageError(f"{args.model} holds a point-to-point model ({collective}): it was measured between two "
                              f"ranks and answers at --world 2 only, not {args.world}; for {args.world} ranks measure "
-                             f"a collective (`pybench alltoall --np {args.world}`, say)")
+                             f"a collective ({measure_command('alltoall', args.world)}, say)")
         layouts = sorted({m.world_size for m in models if m.world_size})
         at = (f"predict at its measured {'world' if len(layouts) == 1 else 'worlds'} "
               f"(--world {', '.join(map(str, layouts))})" if layouts else "predict without --world")
         raise UsageError(f"{args.model} holds no topology model{which} ({models[0].why_no_topology()}), so "
                          f"{args.world} ranks are not determined by it: {at}, or measure them with "
-                         f"`pybench {collective} --np {args.world}`")
+                         f"{measure_command(collective, args.world)}")
     if args.nodes and args.nodes > args.world:
         raise UsageError(f"--world {args.world} ranks cannot fill --nodes {args.nodes}: give one rank per node or more")
     if args.world % (args.nodes or 1):

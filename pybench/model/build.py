@@ -234,9 +234,10 @@ def _refuse_tables_apart(sets: list[MeasurementSet], size: np.ndarray, time: np.
         if sets[0].world_size == 1:  # processes started side by side, each its own 1-rank test
             raise UsageError(f"{names}: {len(sets)} tables of {sets[0].collective} at 1 rank each differ "
                              f"{min(ratios):.3g}x-{max(ratios):.3g}x at {len(far)} of their {sizes} sizes: "
-                             f"processes that each ran the test alone (no MPI, no -g), sharing the GPUs; a "
-                             f"collective over 1 rank moves nothing between ranks, so nothing here models one: "
-                             f"launch the ranks together (mpirun -np N, or -g N) and fit that log")
+                             f"processes that each ran the test alone, sharing the GPUs (started side by side, or "
+                             f"under mpirun with nccl-tests built without MPI=1); a collective over 1 rank moves "
+                             f"nothing between ranks, so nothing here models one: run the ranks as one job "
+                             f"(nccl-tests built with MPI=1 under mpirun -np N, or -g N) and fit that log")
         raise UsageError(f"{names}: {len(sets)} tables of {sets[0].collective} at {sets[0].world_size or '?'} ranks "
                          f"differ {min(ratios):.3g}x-{max(ratios):.3g}x at {len(far)} of their {sizes} sizes: not "
                          f"replicates of one system (other settings or nodes, or a run disturbed throughout); fit "

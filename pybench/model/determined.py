@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+from pybench.collectives import measure_command
 from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.calibration import EXTRAPOLATED_KINDS, Calibration, load_calibration
 from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node, regime_crossing_s
@@ -54,46 +55,66 @@ def undetermined(model: FittedModel, world: int, nodes: int, size: float = 0.0,
 
 def _steps_undetermined(model: FittedModel, world: int, nodes: int, calibration: Calibration) -> str:
     """A layout across nodes that was not fitted, when the fitted sweeps' small sizes wait longer per step across
-    nodes than on any system the calibration was chosen on (:func:`slow_network_steps`)."""
+    nodes than the systems the calibration was chosen on allow (:func:`slow_network_steps`)."""
     if nodes < 2 or (world, nodes) in model.fitted or model.inside_nvlink_domain(world):
         return ""
     slow = slow_network_steps(model, calibration)
-    return (f"not determined by these inputs: {slow}, and nothing carries it to {nodes} nodes; measure it with "
-            f"`pybench {model.collective} --np {world}` on {nodes} nodes") if slow else ""
+    return (f"not determined by these inputs: {slow}, and nothing carries it to {world} ranks on {nodes} nodes, at "
+            f"any size (that latency is in every size's time); measure it with "
+            f"{measure_command(model.collective, world)} on {nodes} nodes") if slow else ""
+
+
+def slowest_allowed_step_s(calibration: Calibration) -> float:
+    """The longest small-size latency per step across nodes that the intervals stand for: the slowest of the
+    calibration's systems (:attr:`~pybench.model.calibration.Calibration.slowest_network_step_s`), and as far
+    beyond it as their steps stray from each other (the crossing latency half-width: the next system may lie as
+    far from the slowest as they lie from one another); 0 without such a system."""
+    return calibration.slowest_network_step_s * math.exp(calibration.crossing_latency_half_width)
 
 
 def slow_network_steps(model: FittedModel, calibration: Calibration) -> str:
     """Why a fitted inter-node link's small sizes are no network's hops, or '': they wait longer per step across
-    nodes (:func:`fitted_network_step_s`) than the slowest of the systems the calibration was chosen on
-    (:attr:`~pybench.model.calibration.Calibration.slowest_network_step_s`), so that time is something else (a
-    congested fabric, a fallback transport, software), which the cost shape that carries hops to other node
-    counts does not carry and no interval was calibrated for."""
-    link, bound = model.inter, calibration.slowest_network_step_s
+    nodes (:func:`fitted_network_step_s`) than :func:`slowest_allowed_step_s`, so that time is something else (a
+    congested fabric, a fallback transport, software), which the cost shape that carries hops to other layouts
+    does not carry and no interval was calibrated for."""
+    link, bound = model.inter, slowest_allowed_step_s(calibration)
     if link is None or link.is_preset or link.is_described or not bound > 0:
         return ""
     step = fitted_network_step_s(model)
     if step <= bound:
         return ""
-    return (f"the fitted sweeps' small sizes wait {step * 1e6:.0f} us per step across nodes, longer than on any "
-            f"system the intervals were calibrated on ({bound * 1e6:.0f} us): that time is not the network's hops "
-            f"(a congested fabric, a fallback transport, software)")
+    return (f"the fitted sweeps' small sizes wait {step * 1e6:.0f} us per step across nodes, longer than the "
+            f"systems the intervals were calibrated on allow ({bound * 1e6:.0f} us: their slowest step, "
+            f"{calibration.slowest_network_step_s * 1e6:.0f} us, and as far again as their steps stray from each "
+            f"other): that time is not the network's hops (a congested fabric, a fallback transport, software)")
 
 
 def fitted_network_step_s(model: FittedModel) -> float:
     """The latency per step across nodes of the inter-node link's smallest-size regime at the fitted multi-node
     layouts (its per-call latency spread over the schedule's steps there; the least of the layouts), where the
-    sweeps reached sizes below the bandwidth protocol's, as the calibration's were read (that regime is not the
-    one at :data:`BANDWIDTH_PROTOCOL_BYTES`: a sweep from large sizes up leaves the small sizes' latency
-    unresolved); 0 without one."""
+    layout's sweep resolved the small sizes' latency, as the calibration's were read: on GPUs, that regime is a
+    small-size protocol (not the one at :data:`BANDWIDTH_PROTOCOL_BYTES`; a sweep from large sizes up runs the
+    bandwidth protocol alone), elsewhere latency takes at least half of the time at the sweep's smallest size.
+    0 without such a layout."""
     assert model.inter is not None
     regimes = model.inter.all_regimes()
     first, steps = regimes[0], []
+    smallest = {(w, n): lo for w, n, lo, _ in getattr(model, "layout_sizes", ())}
     for w, n in model.fitted:
         hops = crossing_terms(model.schedule, model.collective, 1.0, w, n, first.algorithm)[0] if n > 1 else 0
-        at_probe = min(regimes, key=lambda r: regime_crossing_s(r, model.schedule, model.collective,
-                                                                BANDWIDTH_PROTOCOL_BYTES, w, n)[0])
-        if hops > 0 and at_probe is not first:
-            steps.append((first.base_s + hops * first.step_s) / hops)
+        if hops <= 0:
+            continue
+        latency = first.base_s + hops * first.step_s
+        if model.backend in GPU_BACKENDS:
+            at_probe = min(regimes, key=lambda r: regime_crossing_s(r, model.schedule, model.collective,
+                                                                    BANDWIDTH_PROTOCOL_BYTES, w, n)[0])
+            resolved = at_probe is not first
+        else:
+            low = smallest.get((w, n), model.size_range[0])
+            total = regime_crossing_s(first, model.schedule, model.collective, low, w, n)[0]
+            resolved = total > 0 and latency / total >= 0.5
+        if resolved:
+            steps.append(latency / hops)
     return min(steps, default=0.0)
 
 
@@ -108,7 +129,7 @@ def _size_undetermined(model: FittedModel, world: int, nodes: int, size: float) 
     return (f"not determined by these inputs: every sweep across nodes ended by {format_size(top)}, below "
             f"{format_size(BANDWIDTH_PROTOCOL_BYTES)} where NCCL runs its bandwidth protocol (Simple) on every log "
             f"here, so the rate that rules at {format_size(int(size))} is not measured; measure it with "
-            f"`pybench {model.collective} --np {world} --sizes {format_size(top)}:{format_size(int(size))}` on "
+            f"{measure_command(model.collective, world, f' --sizes {format_size(top)}:{format_size(int(size))}')} on "
             f"{nodes} nodes")
 
 
@@ -122,7 +143,7 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                "so the rank counts do not share one cost shape (caches, memory channels or sockets)")
         return (f"not determined by these inputs: {disagree}, {why} and only a measurement at {world} "
                 f"{'GPUs' if gpus else 'ranks'} says what they get; measure it with "
-                f"`pybench {model.collective} --np {world}`")
+                f"{measure_command(model.collective, world)}")
     # a description's fabric is its GPUs': CPU ranks share the node's memory whatever it says
     if nodes == 1 and gpus and system is not None and not system.switched and world not in measured:
         subset = ("a subset of the GPUs has a subset of the links (and how many rings NCCL finds over the links is "
@@ -131,7 +152,7 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
         return (f"not determined by these inputs: on {system.name}'s {system.intra_fabric} fabric {subset}, so only "
                 f"a measurement at {world} GPUs says what they get (measured: "
                 f"{', '.join(map(str, sorted(measured))) or 'none in one node'}); measure it with "
-                f"`pybench {model.collective} --np {world}`")
+                f"{measure_command(model.collective, world)}")
     per_node = world // nodes if nodes else world
     per_node_measured = measured | {w // n for w, n in model.fitted if n > 1}
     if nodes > 1 and gpus and per_node > 1 and per_node not in per_node_measured and _intra_fitted(model) \
@@ -142,14 +163,14 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
         return (f"not determined by these inputs: {per_node} GPUs per node were never measured, and on {fabric} "
                 f"that many GPUs get other links than the measured "
                 f"{', '.join(map(str, sorted(per_node_measured)))} per node, inside each node before the network; "
-                f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes, or "
-                f"`pybench {model.collective} --np {per_node}` on one node")
+                f"measure it with {measure_command(model.collective, world)} on {nodes} nodes, or "
+                f"{measure_command(model.collective, per_node)} on one node")
     most = max(most_gpus_per_node(), *per_node_measured, *(w for w, n in model.fitted if n == 1), 1)
     if nodes > 1 and gpus and system is None and per_node > most and not model.inside_nvlink_domain(world):
         # (2048 ranks per node priced 1 GiB 5x faster than the 16 ranks on the same 2 nodes measured)
         return (f"not determined by these inputs: {per_node} GPUs per node, more than any named system's node holds "
                 f"or any layout was fitted at ({most}); give the node's description (--system NAME|FILE), or "
-                f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes")
+                f"measure it with {measure_command(model.collective, world)} on {nodes} nodes")
     across_missed = _node_counts_disagree(model)
     # (at one fitted node count, its other ranks per node are another GPU count per node: not this rule's)
     fitted_nodes = {n for w, n in model.fitted if n > 1}
@@ -161,27 +182,27 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
         return (f"not determined by these inputs: one cost shape misses the measured {across_missed} (median), so "
                 f"these sweeps do not follow one algorithm on one network (an algorithm switch between node counts, "
                 f"or at fixed sizes to a slower one) and only a measurement at {nodes} nodes says what they take; "
-                f"measure it with `pybench {model.collective} --np {world}` on {nodes} nodes")
+                f"measure it with {measure_command(model.collective, world)} on {nodes} nodes")
     domain = nvlink_domain_ranks(model)
     if nodes > 1 and domain > LARGEST_NVLINK_DOMAIN_GPUS and (world, nodes) not in model.fitted:
         return (f"not determined by these inputs: the fit's bus bandwidth outruns any NIC, so its hosts share NVLink "
                 f"domains, and its {domain} ranks are more than one domain holds ({LARGEST_NVLINK_DOMAIN_GPUS} GPUs at "
                 f"most): its figures mix NVLink and the network in shares no input says; refit with --system "
-                f"NAME|FILE (its NVLink domain size), or measure it with `pybench {model.collective} --np {world}`")
+                f"NAME|FILE (its NVLink domain size), or measure it with {measure_command(model.collective, world)}")
     if nodes > 1 and domain and world > domain and not model.inside_nvlink_domain(world):
         assert model.inter is not None
         return (f"not determined by these inputs: the inter-node figures were fitted inside an NVLink domain "
                 f"({model.inter.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, more than {ranks_per_node(model)} ranks "
                 f"per node push through any NIC; {domain} ranks), and {world} ranks cross the network beyond "
                 f"it, which no input measures (those figures are only a lower bound on the time); measure it "
-                f"with `pybench {model.collective} --np {world}`, or, where they spanned several domains, fit "
+                f"with {measure_command(model.collective, world)}, or, where they spanned several domains, fit "
                 f"them with --system NAME|FILE (its NVLink domain size) so that the network joins domains")
     across = {w // n for w, n in model.fitted if n > 1}
     if nodes > 1 and not gpus and len(across) == 1 and per_node not in across:
         return (f"not determined by these inputs: CPU ranks fitted across nodes at {across.pop()} ranks per node "
                 f"only; at {per_node} the bottleneck moves between the node's memory, its cores' reductions and "
                 f"its NICs (which every rank shares), and one count cannot show where; measure it with "
-                f"`pybench {model.collective} --np {world}` on {nodes} nodes")
+                f"{measure_command(model.collective, world)} on {nodes} nodes")
     counts = sorted({n for w, n in model.fitted if n > 1})
     if nodes > 1 and not gpus and len(counts) == 1 and nodes not in counts and model.inter is not None \
             and not (model.inter.is_described or model.inter.is_preset):
@@ -189,7 +210,7 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"library chooses its algorithm by the number of ranks (Open MPI's tuned rules, MPICH's thresholds) "
                 f"and a network's latency may grow with the nodes faster than any tree, so one node count cannot "
                 f"say what another takes (OSU on cloud CPU clusters ran 4x slower on 256 nodes than on 128 at every "
-                f"size); fit two or more node counts, or measure it with `pybench {model.collective} --np {world}` "
+                f"size); fit two or more node counts, or measure it with {measure_command(model.collective, world)} "
                 f"on {nodes} nodes")
     outside = not min(measured, default=0) < world < max(measured, default=0)
     if nodes == 1 and gpus and system is None and len(measured) > 1 and world not in measured and outside \
@@ -200,7 +221,7 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"reach {model.intra.busbw_Bps / 1e9:.0f} GB/s bus bandwidth, no more than PCIe carries "
                 f"({PCIE_BPS / 1e9:.0f} GB/s), so they are on PCIe or part of an NVLink mesh, where {world} GPUs "
                 f"may cross links the measured ones did not (another CPU socket or switch); give the node's "
-                f"description (--system NAME|FILE) or measure it with `pybench {model.collective} --np {world}`")
+                f"description (--system NAME|FILE) or measure it with {measure_command(model.collective, world)}")
     if nodes == 1 and system is None and len(measured) == 1 and world not in measured and _intra_fitted(model) \
             and model.backend in GPU_BACKENDS:
         # One count cannot show a switch: 4 GPUs of a DGX-1's cube mesh get half the links 8 do.
@@ -209,7 +230,7 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"NVLink mesh or PCIe each count gets others; give the node's description (--system NAME|FILE: "
                 f"its named system, such as dgx-a100 for an NVSwitch node or dgx-1-v100 for an NVLink mesh, or "
                 f"a file of yours) or measure it with "
-                f"`pybench {model.collective} --np {world}`")
+                f"{measure_command(model.collective, world)}")
     return ""
 
 

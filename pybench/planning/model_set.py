@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
+from pybench.collectives import measure_command
 from pybench.errors import BackendUnavailable, FileFormatError, NoModelFor, NotDetermined, PyBenchError, UsageError
 from pybench.planning.topology_models import TopologyCollective, merge_part_full, topology_collectives
 
@@ -213,7 +214,7 @@ class ModelSet:
             raise NotDetermined(f"the {collective} sweep was measured at {model.world_size} ranks on "
                                 f"{_sweep_nodes(model)} node(s), and {world} ranks on {nodes} nodes are not "
                                 f"determined by it ({why_no_topology(model)}); measure them with "
-                                f"`pybench {collective} --np {world}` on {nodes} nodes")
+                                f"{measure_command(collective, world)} on {nodes} nodes")
         elif model.world_size is None:
             pred = model.predict(size_bytes)  # cannot be extrapolated: used as fitted, and said so
             where = f"{collective} {model.link_class or 'any-link'} model of unknown world size, used at {world}"

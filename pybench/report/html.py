@@ -199,7 +199,8 @@ def _matrix_section(doc: dict, source: str) -> dict[str, Any]:
 
 def _comparison_section(comp: Comparison) -> dict[str, Any]:
     rows = [(format_size(s.size_bytes), _num(s.time_a_s * 1e6), _num(s.time_b_s * 1e6), _num(s.time_ratio, ".3f"),
-             f"{_num(s.ratio_ci_low, '.3f')}..{_num(s.ratio_ci_high, '.3f')}", _num(100 * s.busbw_change, "+.1f"),
+             f"{_num(s.ratio_ci_low, '.3f')}..{_num(s.ratio_ci_high, '.3f')}" if math.isfinite(s.ratio_ci_low)
+             else "n/a (one time)", _num(100 * s.busbw_change, "+.1f"),
              f"{s.p_holm:.1e}", s.verdict) for s in comp.sizes]
     return {"label_a": comp.label_a, "label_b": comp.label_b, "summary": comp.summary(),
             "image": _img(render_comparison(comp.to_dict()), "comparison: time ratio per size with its interval"),

@@ -966,4 +966,4 @@ def test_processes_that_each_ran_alone_are_told_to_launch_the_ranks_together(tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "3 tables of allreduce at 1 rank each" in err[0]
     assert "a collective over 1 rank moves nothing between ranks" in err[0] and "fit each table" not in err[0]
-    assert "mpirun -np N, or -g N" in err[0]
+    assert "built with MPI=1 under mpirun -np N, or -g N" in err[0] and "without MPI=1" in err[0]

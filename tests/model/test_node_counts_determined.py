@@ -171,21 +171,54 @@ def test_small_sizes_slower_per_step_than_any_calibrated_network_do_not_determin
                            "--json", str(rows)]) == 0
     text = capsys.readouterr().out
     assert "not determined by these inputs: the fitted sweeps' small sizes wait 789 us per step" in text
-    assert "`pybench allreduce --np 3072` on 32 nodes" in text
+    assert "nothing carries it to 3072 ranks on 32 nodes" in text and "`pybench allreduce --np 3072` on 32 nodes" in text
     assert all(r["time_s"] is None for r in json.loads(rows.read_text())["records"])
     model = load_model(out, collective="allreduce", world_size=24576)
-    with pytest.raises(NotDetermined, match="longer than on any system the intervals were calibrated on"):
+    with pytest.raises(NotDetermined, match="longer than the systems the intervals were calibrated on allow"):
         model.predict(4.0, world=6144, nodes=64)
     own = model.predict(4.0, world=24576, nodes=256)  # a fitted layout: its own sweep answers
     assert 1e-3 < own.time_s < 0.1
 
 
-def test_a_system_whose_steps_are_within_the_calibration_still_answers_other_node_counts(tmp_path, capsys):
+def test_the_same_sweeps_with_only_small_sizes_are_refused_too(tmp_path, capsys):
+    """The AKS sweeps cut to 4 B..4 KiB fit one regime, whose latency the first rule read only beside another
+    regime: 32 nodes were answered (8 ms at 4 B, 0.17 ms measured). Where latency rules the smallest size, its
+    step is read all the same."""
+    cut = []
+    for log in AKS_CPU:
+        kept = [line for line in log.read_text().splitlines()
+                if not line.split() or not line.split()[0].isdigit() or int(line.split()[0]) <= 4096]
+        cut.append(tmp_path / log.name)
+        cut[-1].write_text("\n".join(kept) + "\n")
+    out = tmp_path / "aks_small.json"
+    assert main_for_tests(["fit", *map(str, cut), "--world", "12288,24576", "--nodes", "128,256", "-o", str(out)]) == 0
+    capsys.readouterr()
+    with pytest.raises(NotDetermined, match=r"small sizes wait \d+ us per step across nodes"):
+        load_model(out, collective="allreduce", world_size=24576).predict(4.0, world=3072, nodes=32)
+
+
+@pytest.mark.parametrize("slower", [1.0, 1.05])
+def test_a_system_whose_steps_are_within_the_calibration_still_answers_other_node_counts(tmp_path, capsys, slower):
     """MI300X nodes on 2 nodes wait the longest per step of the calibration's logs (113 us): another node count
-    is answered, with its interval."""
+    is answered, with its interval, and so it is for the same log run 5% slower (a bound at the slowest log alone
+    refused it: the next system may lie beyond the slowest as far as the systems lie from each other)."""
+    log = PUBLIC_LOGS / "mi300x_aac10_2node16_allreduce.log"
+    if slower != 1.0:
+        rows = []
+        for line in log.read_text().splitlines():
+            cells = line.split()
+            if len(cells) == 13 and cells[0].isdigit():  # size count type redop root, then two halves
+                for k in (5, 9):
+                    cells[k] = f"{float(cells[k]) * slower:.2f}"
+                    cells[k + 1] = f"{float(cells[k + 1]) / slower:.4f}"
+                    cells[k + 2] = f"{float(cells[k + 2]) / slower:.4f}"
+                line = " ".join(cells)
+            rows.append(line)
+        log = tmp_path / "slower.log"
+        log.write_text("\n".join(rows) + "\n")
     out = tmp_path / "mi300x.json"
-    assert main_for_tests(["fit", str(PUBLIC_LOGS / "mi300x_aac10_2node16_allreduce.log"), "-o", str(out)]) == 0
-    assert "per step across nodes" not in capsys.readouterr().out
+    assert main_for_tests(["fit", str(log), "-o", str(out)]) == 0
+    assert "per step across nodes, longer" not in capsys.readouterr().out
     p = load_model(out).predict(1 << 20, world=32, nodes=4)
     assert p.provenance == "another node count" and p.time_low_s < p.time_s < p.time_high_s
 
@@ -208,3 +241,12 @@ def test_a_model_that_prices_no_other_layout_says_what_to_do_instead(tmp_path, c
     assert len(err) == 1 and "give fit --nodes N" in err[0] and "or measure at" not in err[0]
     assert err[0].endswith("predict at its measured world (--world 8), or measure them with "
                            "`pybench allreduce --np 128`")
+
+
+def test_the_command_to_measure_is_one_pybench_runs_or_nccl_tests_program():
+    """The refusals named `pybench reduce --np 4`, a command pybench does not have."""
+    from pybench.collectives import measure_command
+    assert measure_command("allreduce", 16) == "`pybench allreduce --np 16`"
+    assert measure_command("allreduce", 16, " --sizes 1M:1G") == "`pybench allreduce --np 16 --sizes 1M:1G`"
+    assert measure_command("reduce", 4) == "`mpirun -np 4 reduce_perf` (nccl-tests; pybench does not run reduce)"
+    assert measure_command("p2p_bw", 2).startswith("`pybench p2p`")
