@@ -6,6 +6,7 @@ Rendering only: every figure and verdict comes from the records :mod:`pybench.pl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -194,7 +195,8 @@ def _scale_up(a: ScaleUpAdvice) -> str:
 
 def _scale_out(a: ScaleOutAdvice) -> str:
     rows = "; ".join(f"{r.world} devices: {ccr_figure(r)}, exposed {r.exposed_fraction:.2f}, eff vs node "
-                     f"{r.efficiency_vs_node if r.efficiency_vs_node is not None else float('nan'):.2f}"
+                     + (f"{r.efficiency_vs_node:.2f}" if r.efficiency_vs_node is not None and
+                        math.isfinite(r.efficiency_vs_node) else "not known (one node's time is not determined)")
                      for r in a.rows)
     if a.last_good_world is None:
         tail = (". Across nodes the gradient all-reduce is comm-bound: prefer a bigger node, a larger batch per "
