@@ -96,7 +96,7 @@ def not_priced_notes(undetermined: dict[str, set[str]]) -> list[str]:
     do not determine: they were weighed and left out, never priced."""
     by_reason: dict[str, set[str]] = {}
     for why, layouts in undetermined.items():
-        said = re.sub(r"\b\d+ nodes\b", "N nodes", re.sub(r"--np \d+", "--np N", why))  # one reason, any count
+        said = re.sub(r"\b\d+ (nodes|ranks)\b", r"N \1", re.sub(r"--np \d+", "--np N", why))  # one reason, any count
         by_reason.setdefault(said, set()).update(layouts)
     out = []
     for why, layouts in sorted(by_reason.items()):

@@ -278,3 +278,5 @@ def test_a_scale_out_row_whose_one_node_time_is_not_determined_says_so(tmp_path,
                  "--target-samples-per-s", "300"]) == 0
     out = capsys.readouterr().out
     assert "eff vs node not known (one node's time is not determined)" in out and "nan" not in out
+    # one reason, one note, whatever rank and node counts its layouts name (there were twenty)
+    assert sum("not priced" in line for line in out.splitlines()) == 1
