@@ -161,8 +161,9 @@ def run_fit(args) -> int:
     for m in sets:
         if m not in usable:
             how = "-m 1:8G" if m.source == "osu" else "--sizes 8:8G" if m.source == "pybench" else "-b 8 -e 8G"
-            line = (f"warning: {m.path}: {m.label} has {len(m)} size(s); skipped (a model needs at least 2 sizes "
-                    f"and 3 measured times; sweep more, e.g. {how})")
+            rows = "".join(f"; {n}" for n in m.notes if n.startswith("line "))  # its rows left out, if any
+            line = (f"warning: {m.path}: {m.label}{f' {m.dtype}' if rows else ''} has {len(m)} size(s); skipped (a "
+                    f"model needs at least 2 sizes and 3 measured times; sweep more, e.g. {how}){rows}")
             short[line] = short.get(line, 0) + 1
     for line, n in short.items():
         print(line + (f" ({n} tables alike)" if n > 1 else ""), file=sys.stderr)

@@ -967,3 +967,28 @@ def test_processes_that_each_ran_alone_are_told_to_launch_the_ranks_together(tmp
     assert len(err) == 1 and "3 tables of allreduce at 1 rank each" in err[0]
     assert "a collective over 1 rank moves nothing between ranks" in err[0] and "fit each table" not in err[0]
     assert "built with MPI=1 under mpirun -np N, or -g N" in err[0] and "without MPI=1" in err[0]
+
+
+def test_a_row_cut_short_is_said_of_its_own_element_types_sweep(tmp_path, capsys):
+    """A `-d all` run killed in its last type's row: the note went to every type's sweep (each model said the
+    float sweep lost a row it never had), and a sweep left with one size was skipped without naming its type."""
+    from pybench.cli.main import main
+
+    def rows(dtype: str, sizes) -> str:
+        return "".join(f"{s:>12} {s // 4:>12} {dtype:>9}     sum      -1   {20 + s / 2e4:7.1f}    0.02    0.04      0"
+                       f"   {20 + s / 2e4:7.1f}    0.02    0.04      0\n" for s in sizes)
+
+    sizes = (1 << 20, 4 << 20, 16 << 20, 64 << 20)
+    cut = f"{1 << 22:>12} {1 << 20:>12}     int32     sum      -1   229.7    0.02\n"  # killed mid-row
+    log = tmp_path / "dall_cut.log"
+    log.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + rows("float", sizes)
+                   + rows("int32", sizes[:3]) + cut)
+    by_type = {m.dtype: m.notes for m in load_measurements(log, world_size=8)}
+    assert any("last row cut short" in n for n in by_type["int32"])
+    assert not any("last row cut short" in n for n in by_type["float32"])
+    short = tmp_path / "dall_short.log"  # the cut type left with one size: the warning names it and its cut row
+    short.write_text("# Collective test starting: all_reduce_perf\n" + NEW_HEADER + rows("float", sizes)
+                     + rows("int32", sizes[:1]) + cut)
+    assert main(["fit", str(short), "--world", "8", "-o", str(tmp_path / "m.json")]) == 0
+    err = capsys.readouterr().err
+    assert "int32 has 1 size(s); skipped" in err and "last row cut short" in err

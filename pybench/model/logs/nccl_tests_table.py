@@ -65,6 +65,9 @@ class Rows:
     busbw: list[float] = field(default_factory=list)
     keys: list[tuple[str, str]] = field(default_factory=list)
     """(type, redop) of each row."""
+    type_notes: list[tuple[str, str]] = field(default_factory=list)
+    """(type, note) of a row skipped in one element type's sweep: that sweep's alone (a ``-d all`` run cut in its
+    last type's row says nothing of the other types')."""
     redops: set[str] = field(default_factory=set)
     roots: set[str] = field(default_factory=set)
 
@@ -76,7 +79,8 @@ class Rows:
         """
         keys = list(dict.fromkeys(self.keys))
         return [(np.array([k == key for k in self.keys]), key,
-                 [f"rows with type {key[0]}" + (f", redop {key[1]}" if key[1] else "")] if len(keys) > 1 else [])
+                 ([f"rows with type {key[0]}" + (f", redop {key[1]}" if key[1] else "")] if len(keys) > 1 else [])
+                 + [note for kind, note in self.type_notes if kind == key[0]])
                 for key in keys]
 
 
@@ -305,6 +309,16 @@ def _is_number(token: str) -> bool:
     return True
 
 
+def _skipped_row_note(table: Table, cells: list[str], note: str) -> None:
+    """A skipped row's note, for the sweep of its element type where the row names one the table holds (else
+    for every sweep of the table: a type with no other row has no sweep of its own to carry it)."""
+    kind = cells[table.columns.type] if len(cells) > table.columns.type else ""
+    if kind and kind in {k for k, _ in table.keys}:
+        table.type_notes.append((kind, note))
+    else:
+        table.notes.append(note)
+
+
 def _split_head(line: str, table: Table, end_at: int | None) -> list[str] | None:
     """A row's leading values (size ... root) when ``line`` holds them and then no numbers: NCCL
     prints its INFO/WARN lines (lazy connection set-up at a size's first call, a failure) right
@@ -381,15 +395,16 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
                FileFormatError(f"{path}: line {pending[1]}: a row's size and type with no times after them{said}"))
     if pending is not None:
         what = "has no times" if len(pending[0]) == table.columns.time[0] else "has its out-of-place half alone"
-        table.notes.append(f"line {pending[1]}: the row of size {pending[0][0]} {what} (the run stopped during it) "
-                           f"and is skipped")
+        _skipped_row_note(table, pending[0], f"line {pending[1]}: the row of size {pending[0][0]} {what} (the run "
+                                             f"stopped during it) and is skipped")
     if cut is not None:
         if closed or not table.sizes:
             raise cut
         # A run killed mid-print (timeout, OOM, a failed rank) leaves its last row short: the
         # rows above it were measured in full and are kept.
-        table.notes.append(f"line {end}: last row cut short ({len(lines[end - 1].split())} of "
-                           f"{len(table.columns.names)} columns; the run ended mid-row) and skipped")
+        cells = lines[end - 1].split()
+        _skipped_row_note(table, cells, f"line {end}: last row cut short ({len(cells)} of "
+                                        f"{len(table.columns.names)} columns; the run ended mid-row) and skipped")
     if table.wrong and not table.sizes:
         raise FileFormatError(f"{path}: line {start + 1}: every row of this nccl-tests table has wrong results "
                               f"(non-zero #wrong: the -c check failed); no valid measurement to read")
