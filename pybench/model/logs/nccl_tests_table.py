@@ -66,8 +66,7 @@ class Rows:
     keys: list[tuple[str, str]] = field(default_factory=list)
     """(type, redop) of each row."""
     type_notes: list[tuple[str, str]] = field(default_factory=list)
-    """(type, note) of a row skipped in one element type's sweep: that sweep's alone (a ``-d all`` run cut in its
-    last type's row says nothing of the other types')."""
+    """(type, note) of a row skipped in one element type's sweep: that sweep's alone, not the other types'."""
     redops: set[str] = field(default_factory=set)
     roots: set[str] = field(default_factory=set)
 
@@ -310,8 +309,7 @@ def _is_number(token: str) -> bool:
 
 
 def _skipped_row_note(table: Table, cells: list[str], note: str) -> None:
-    """A skipped row's note, for the sweep of its element type where the row names one the table holds (else
-    for every sweep of the table: a type with no other row has no sweep of its own to carry it)."""
+    """A skipped row's note, for its element type's sweep (for every sweep where no other row has that type)."""
     kind = cells[table.columns.type] if len(cells) > table.columns.type else ""
     if kind and kind in {k for k, _ in table.keys}:
         table.type_notes.append((kind, note))
@@ -402,9 +400,8 @@ def scan_rows(path, lines: list[str], start: int, names: list[str]) -> tuple[Tab
             raise cut
         # A run killed mid-print (timeout, OOM, a failed rank) leaves its last row short: the
         # rows above it were measured in full and are kept.
-        cells = lines[end - 1].split()
-        _skipped_row_note(table, cells, f"line {end}: last row cut short ({len(cells)} of "
-                                        f"{len(table.columns.names)} columns; the run ended mid-row) and skipped")
+        _skipped_row_note(table, cells := lines[end - 1].split(), f"line {end}: last row cut short ({len(cells)} "
+                          f"of {len(table.columns.names)} columns; the run ended mid-row) and skipped")
     if table.wrong and not table.sizes:
         raise FileFormatError(f"{path}: line {start + 1}: every row of this nccl-tests table has wrong results "
                               f"(non-zero #wrong: the -c check failed); no valid measurement to read")
