@@ -79,6 +79,23 @@ def run_under_mpiexec(script: Path, args: list[str], cwd: Path, nprocs: int = 2,
     return proc
 
 
+def slower_nccl_tests_log(log: Path, factor: float, out: Path) -> Path:
+    """``log`` (an nccl-tests table of 13 columns: size count type redop root, then two halves of time, algbw,
+    busbw, #wrong) written to ``out`` with every time ``factor`` times as long and its bandwidths to match."""
+    rows = []
+    for line in log.read_text().splitlines():
+        cells = line.split()
+        if len(cells) == 13 and cells[0].isdigit():
+            for k in (5, 9):
+                cells[k] = f"{float(cells[k]) * factor:.2f}"
+                cells[k + 1] = f"{float(cells[k + 1]) / factor:.4f}"
+                cells[k + 2] = f"{float(cells[k + 2]) / factor:.4f}"
+            line = " ".join(cells)
+        rows.append(line)
+    out.write_text("\n".join(rows) + "\n")
+    return out
+
+
 def rank_results(script: Path, out: Path, timeout: float = 300) -> list[dict]:
     """Run ``script OUT`` on 2 ranks (:func:`run_under_mpiexec`) and return each rank's ``OUT/rank{r}.json``; the
     test fails with the ranks' stderr where they did not all succeed."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import PUBLIC_LOGS, SHARED_DATA
+from conftest import PUBLIC_LOGS, SHARED_DATA, slower_nccl_tests_log
 
 from pybench.cli.main import main as main_for_tests
 from pybench.errors import NotDetermined
@@ -204,18 +204,7 @@ def test_a_system_whose_steps_are_within_the_calibration_still_answers_other_nod
     refused it: the next system may lie beyond the slowest as far as the systems lie from each other)."""
     log = PUBLIC_LOGS / "mi300x_aac10_2node16_allreduce.log"
     if slower != 1.0:
-        rows = []
-        for line in log.read_text().splitlines():
-            cells = line.split()
-            if len(cells) == 13 and cells[0].isdigit():  # size count type redop root, then two halves
-                for k in (5, 9):
-                    cells[k] = f"{float(cells[k]) * slower:.2f}"
-                    cells[k + 1] = f"{float(cells[k + 1]) / slower:.4f}"
-                    cells[k + 2] = f"{float(cells[k + 2]) / slower:.4f}"
-                line = " ".join(cells)
-            rows.append(line)
-        log = tmp_path / "slower.log"
-        log.write_text("\n".join(rows) + "\n")
+        log = slower_nccl_tests_log(log, slower, tmp_path / "slower.log")
     out = tmp_path / "mi300x.json"
     assert main_for_tests(["fit", str(log), "-o", str(out)]) == 0
     assert "per step across nodes, longer" not in capsys.readouterr().out
