@@ -38,7 +38,8 @@ dataset. Each row scores the predictions of one kind on one dataset, with the in
 on the **other** systems only (the two Polaris logs are one system and are left out together). "all"
 pools the held-out points of every dataset. What is scored is the interval a user gets: `predict`'s own
 ends under the held-out constants, after its bounds beyond the calibrated spread (above the measured sizes no
-faster than the largest, nor slower per byte; no faster than the NICs carry; on more nodes no further below
+faster than the largest, nor slower per byte, nor faster than `beyond_bytes_speedup` allows; no faster than the
+NICs carry; on more nodes no further below
 the fewer-node time than `more_nodes_speedup`), while the constants are chosen on the spread alone. Errors
 and half-widths are in % of the predicted time;
 extrapolated and described predictions are scored from 1 MiB up, never against a size whose own
@@ -61,7 +62,10 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   widenings of its own, above the sweep (`slower_widening_above_sweep`) and below it
   (`slower_widening_below_sweep`: smaller sizes may run on fewer channels than the curve did), up to that of
   the first octave below the sweep further down (fewer bytes take no longer, but for a protocol switch just
-  below it: a B200 log runs 2 MiB slower than 4 MiB). Sizes whose bytes' rate the fitted sizes never measured are
+  below it: a B200 log runs 2 MiB slower than 4 MiB). Above the sweep its fast side reaches no further below
+  what the bytes alone take at its last piece's rate than `beyond_bytes_speedup` (per calibration system the
+  farthest a point the widening covers lies below that time; over systems what covers one more): NCCL may switch
+  to a faster protocol or more channels there, but no log's rate grew without bound. Sizes whose bytes' rate the fitted sizes never measured are
   answered "not determined" and are not scored: above a sweep that ended while latency ruled where its
   line says the bytes rule, and for GPUs from 16 MiB up after a sweep that ended below it (NCCL's
   bandwidth protocol, whose rate such a sweep never saw);

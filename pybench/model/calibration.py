@@ -157,6 +157,10 @@ class Calibration:
     """The longest latency per step across nodes in the small-size protocols of any log the steps were calibrated
     on: a fit whose small sizes wait longer per step is beyond every system the intervals were chosen on (0: no
     such log)."""
+    beyond_bytes_speedup: float = math.inf
+    """Log factor by which a size above a sweep may run faster than its bytes alone take at the rate of the sweep's
+    last piece: beyond a sweep NCCL may switch to a faster protocol or more channels, but no log's rate grew
+    without bound (inf: no such bound)."""
     chosen_on: tuple[str, ...] = field(default=())
     """The datasets these values were chosen on."""
 
@@ -176,7 +180,8 @@ class Calibration:
                                                  "nominal_step_latency_s",
                                                  "small_protocol_busbw_Bps", "crossing_ranks_per_node",
                                                  "slower_widening_above_sweep", "slower_widening_below_sweep",
-                                                 "more_nodes_speedup", "slowest_network_step_s")}
+                                                 "more_nodes_speedup", "slowest_network_step_s",
+                                                 "beyond_bytes_speedup")}
             efficiency = {str(k): float(v) for k, v in d["nic_efficiency"].items()}
             widening = {k: {str(kind): {str(part): float(x) for part, x in v.items()} for kind, v in d[k].items()}
                         for k in ("widening_several_layouts", "widening_one_layout")}
@@ -282,6 +287,10 @@ class Spread:
     """ln(the slowest a fewer-node fitted time allows / time): the latency of a ring's steps over every rank, the
     bytes at most doubled; the upper end lies no further above it than a fitted time strays from a run's
     (:attr:`Calibration.more_nodes_speedup`; inf: no such layout)."""
+    above_bytes_time: float = math.inf
+    """ln(time / what the bytes alone take at the rate of the sweep's last piece), above a sweep whose last piece
+    has a rate: the lower end lies at most :attr:`Calibration.beyond_bytes_speedup` below that (inf: no such
+    bound)."""
 
     def bounds(self, calibration: Calibration) -> tuple[float, float]:
         """(below, above): the log distances from the time to the ends of its 95% interval (the steps' bound, with
@@ -291,7 +300,8 @@ class Spread:
                                         calibration.slower_widening(self.kind, self.below_sweep),
                                         calibration.more_nodes_speedup)
         speedup = calibration.more_nodes_speedup
-        return min(below, self.above_fewest_steps + speedup), max(min(above, self.below_most_steps + speedup), 0.0)
+        below = min(below, self.above_fewest_steps + speedup, self.above_bytes_time + calibration.beyond_bytes_speedup)
+        return max(below, 0.0), max(min(above, self.below_most_steps + speedup), 0.0)
 
     def bounds_with(self, widening: dict[str, float], unmeasured: dict[str, float],
                     slower: float | None = None, speedup: float = math.inf) -> tuple[float, float]:

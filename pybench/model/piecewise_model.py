@@ -286,8 +286,15 @@ class AlphaBetaModel:
         flat, rel = sizes.reshape(-1), (np.asarray(half, dtype=float) / t_arr).reshape(-1)
         far = np.maximum(np.log(self.size_min_bytes / flat), 0.0) + np.maximum(np.log(flat / self.size_max_bytes), 0.0)
         return t_arr, [Spread(BEYOND_SIZES, float(np.log1p(b)) / Z95, float(d), True, False,
-                              self._bytes_share(float(x)), below_sweep=bool(x < self.size_min_bytes))
-                       for x, b, d in zip(flat, rel, far)]
+                              self._bytes_share(float(x)), below_sweep=bool(x < self.size_min_bytes),
+                              above_bytes_time=self._above_bytes_time(float(x), float(tx)))
+                       for x, b, d, tx in zip(flat, rel, far, t_arr.reshape(-1))]
+
+    def _above_bytes_time(self, size: float, time_s: float) -> float:
+        """ln(``time_s`` / the bytes' time at the last piece's rate) above the sweep where that piece has a rate
+        (:attr:`~pybench.model.calibration.Spread.above_bytes_time`), else inf."""
+        bytes_s = size * self.segments[-1].inv_bw_s_per_byte
+        return math.log(time_s / bytes_s) if size > self.size_max_bytes and bytes_s > 0 and time_s > 0 else math.inf
 
     def _bytes_share(self, size: float) -> float:
         """The share of the time that the bytes take at the end of the measured sizes nearest ``size``: what the

@@ -165,7 +165,8 @@ def choose_calibration(points: Sequence[Point], cases: Sequence[SystemCase]) -> 
     base = Calibration(several, one, _efficiencies(cases), 0.0, 0.0, _crossing_latency_half_width(cases), 0.0,
                        *_crossing_protocols(cases), above_sweep, below_sweep, _REACH, chosen_on=chosen_on)
     base = dataclasses.replace(base, more_nodes_speedup=_more_nodes_speedup(points, base),
-                               slowest_network_step_s=_slowest_network_step(cases))
+                               slowest_network_step_s=_slowest_network_step(cases),
+                               beyond_bytes_speedup=_beyond_bytes_speedup(points, base))
     bandwidth, latency_half = _described_half_widths(cases, base)
     # a measured node's protocol shape knows at least as much as none: its latency part is never the wider
     described = dataclasses.replace(base, described_bandwidth_half_width=bandwidth,
@@ -189,6 +190,21 @@ def _more_nodes_speedup(points: Sequence[Point], widened: Calibration) -> float:
         if -above <= p.error <= below:  # (error = ln(predicted / measured))
             need = max(p.error - p.spread.above_fewer_nodes, -p.error - p.spread.below_more_nodes, 0.0)
             by_system.setdefault(p.group, []).append(need)
+    return _worst_percentile(by_system, 100.0) if by_system else _REACH
+
+
+def _beyond_bytes_speedup(points: Sequence[Point], widened: Calibration) -> float:
+    """How far below its bytes' time at the rate of a sweep's last piece a size above the sweep may run: for each
+    point with that time inside its interval under the widenings of ``widened`` (their misses are theirs), the log
+    factor by which the bound must reach to keep it; per system the largest, over systems what covers one more
+    (:func:`_worst_percentile`); no bound (:data:`_REACH`) without such points."""
+    by_system: dict[str, list[float]] = {}
+    for p in points:
+        if p.spread is None or not math.isfinite(p.spread.above_bytes_time):
+            continue
+        below, above = p.spread.bounds(widened)
+        if -above <= p.error <= below:  # (error = ln(predicted / measured))
+            by_system.setdefault(p.group, []).append(max(p.error - p.spread.above_bytes_time, 0.0))
     return _worst_percentile(by_system, 100.0) if by_system else _REACH
 
 

@@ -14,6 +14,7 @@ from pybench.cli.main import main as main_for_tests
 from pybench.errors import FileFormatError, NotDetermined, UsageError
 from pybench.io.formats import MODEL
 from pybench.model.build import fit_model, fit_models
+from pybench.model.calibration import load_calibration
 from pybench.model.logs import MeasurementSet
 from pybench.model.model_files import load_model, load_models, save_models
 from pybench.model.system import load_system
@@ -760,7 +761,7 @@ def test_above_a_measured_sweep_a_system_keeps_the_low_end_no_faster_than_its_ni
     """Above a 2 x 8 H100 sweep (to 16 GiB) the low end stayed at the largest size's: a 1 TiB all-reduce 'could'
     take 61 ms (33 TB/s through the nodes), though --system aws-p5 says each node has 8 x 400 Gb/s. Now no
     faster than those carry 1 TiB (S through each node's NICs: NCCL's tree on two nodes), in the CLI and Python
-    alike; without a description nothing bounds it."""
+    alike; without a description only the calibrated growth of the rate beyond a sweep bounds it."""
     log = SHARED_DATA / "nccl-tests" / "h100_p5_2node_16gpu_efa_allreduce_srunprefix.txt"
     path, out = tmp_path / "m.json", tmp_path / "p.json"
     assert main_for_tests(["fit", str(log), "--nodes", "2", "-o", str(path)]) == 0
@@ -773,4 +774,6 @@ def test_above_a_measured_sweep_a_system_keeps_the_low_end_no_faster_than_its_ni
     floor = (1 << 40) / (8 * 400e9 / 8)
     assert record["time_low_s"] == pytest.approx(python.time_low_s, rel=1e-12) == pytest.approx(floor, rel=1e-9)
     assert python.time_low_s < python.time_s < python.time_high_s
-    assert load_model(path).predict(1 << 40).time_low_s < floor / 10  # (no description: no NICs to go by)
+    bare = load_model(path)  # no description: no NICs to go by, only the calibrated rate beyond the sweep's last
+    rate_floor = (1 << 40) * bare.segments[-1].inv_bw_s_per_byte * math.exp(-load_calibration().beyond_bytes_speedup)
+    assert bare.predict(1 << 40).time_low_s == pytest.approx(rate_floor, rel=1e-9) and rate_floor < floor / 5

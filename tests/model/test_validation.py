@@ -443,3 +443,27 @@ def test_a_point_is_scored_on_the_interval_its_prediction_returns():
     assert answered.answered_bounds(calibration) == pytest.approx((0.3, 0.7))
     assert Point("a", "a", OTHER_NODE_COUNT, "case", 0.5, spread=spread).answered_bounds(calibration) == \
         pytest.approx((0.5, 0.5))
+
+
+def test_above_a_sweep_the_fast_side_stops_at_a_calibrated_multiple_of_its_last_rate():
+    """Above a sweep the interval's low end was the largest measured size's own: an OSU latency sweep carried from
+    4 MiB to 1 GiB said 0.9 ms to 243 ms. No log's rate beyond a sweep grew without bound: the fast side stops at
+    the bytes' time at the last piece's rate, over the factor that covered every calibration system's points."""
+    def point(group, error, above_bytes_time):
+        return Point(group, group, BEYOND_SIZES, "case", error,
+                     spread=Spread(BEYOND_SIZES, 0.0, 1.0, True, False, above_bytes_time=above_bytes_time))
+
+    calibration = choose_calibration([point("a", 0.5, 0.1), point("a", 0.2, 0.0), point("b", 0.9, 0.3),
+                                      point("b", 0.1, math.inf)], [])
+    assert calibration.beyond_bytes_speedup == pytest.approx(0.6)  # b's 0.9 - 0.3, a's 0.4 (two systems: largest)
+    assert Spread(BEYOND_SIZES, 0.0, 5.0, True, False, above_bytes_time=0.2).bounds(calibration)[0] == \
+        pytest.approx(0.8)
+    shipped = load_calibration()
+    assert 0.0 < shipped.beyond_bytes_speedup < 5.0
+    from pybench.model.build import fit_model
+    (ms,) = load_measurements(SHARED_DATA.parent / "osu_latency_f.txt")
+    model = fit_model(ms)
+    p = model.predict([float(1 << 26), float(1 << 30)])
+    bytes_s = np.array([1 << 26, 1 << 30]) * model.segments[-1].inv_bw_s_per_byte
+    assert np.all(p.time_low_s >= bytes_s * math.exp(-shipped.beyond_bytes_speedup) * (1 - 1e-9))
+    assert p.time_low_s[1] > 15 * p.time_low_s[0] and np.all(p.time_low_s < p.time_s)  # 16x the bytes
