@@ -184,10 +184,16 @@ def _refuse_mixed_paths(measurements: Sequence[MeasurementSet]) -> None:
         if len(by_path) > 1:
             (a, x), (b, y) = list(by_path.items())[:2]
             one, other = (Path(m.path).name or m.label for m in (x, y))
-            one, other = (f"one table of {one}", "another") if one == other else (one, other)
+            one, other = (f"one table of {one}{_table_line(x)}", f"another{_table_line(y)}") if one == other \
+                else (one, other)
             raise UsageError(f"{one} ran by {_path_words(a)}, {other} by {_path_words(b)}: another path, not "
                              f"replicates or layouts of one; fit each into a file of its own (a table whose node "
                              f"count the log does not say: --nodes)")
+
+
+def _table_line(m: MeasurementSet) -> str:
+    """' (line N)': where a reader that names its tables (OSU's) found ``m``'s header, else ''."""
+    return next((f" (line {x[3]})" for n in m.notes if (x := _TABLE_NOTE.fullmatch(n))), "")
 
 
 def _path_words(path: str) -> str:

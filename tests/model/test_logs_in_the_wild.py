@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from conftest import PUBLIC_LOGS, broadcast_g8_json
 
@@ -890,6 +891,19 @@ def test_osu_tables_with_host_and_device_buffers_are_not_pooled(tmp_path):
     assert main_for_tests(["fit", str(device), "-o", str(tmp_path / "d.json")]) == 0
 
 
+def test_one_osu_log_with_host_and_device_tables_says_at_which_lines_they_start(tmp_path, capsys):
+    """A CSCS page's log held `osu_latency` and `osu_latency D D` one after the other: the refusal said to fit each
+    into a file of its own, but not where either began, in a file that has to be cut by hand."""
+    rows = "".join(f"{1 << k:<10} {1.5 + k:>14.2f}\n" for k in range(0, 12))
+    both = tmp_path / "both.md"
+    both.write_text("# OSU MPI Latency Test v7.5\n# Size       Avg Latency(us)\n" + rows
+                    + "\n# OSU MPI-CUDA Latency Test v7.5\n# Size       Avg Latency(us)\n" + rows)
+    assert main_for_tests(["fit", str(both), "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "one table of both.md (line 2) ran by its tool's usual path" in err
+    assert "another (line 17) by buffers in cuda device memory" in err and err.count("\n") == 1
+
+
 def test_two_processes_output_interleaved_in_one_log_is_read_as_their_tables(tmp_path):
     """nccl-tests#306: two nodes' independent 8-GPU tests printed into one log. DIV 8 split one node's sweep at a
     repeated header (1G and 2G became a 'link class unknown' model answering 1 GiB as beyond its sizes) and dropped
@@ -992,3 +1006,17 @@ def test_a_row_cut_short_is_said_of_its_own_element_types_sweep(tmp_path, capsys
     assert main(["fit", str(short), "--world", "8", "-o", str(tmp_path / "m.json")]) == 0
     err = capsys.readouterr().err
     assert "int32 has 1 size(s); skipped" in err and "last row cut short" in err
+
+
+def test_an_osu_table_whose_hashes_a_readme_lost_reads_as_the_table_osu_printed(tmp_path):
+    """A Kubernetes README's `osu_bcast -f` output lost its '#' to Markdown ("OSU MPI Broadcast Latency Test v5.9",
+    "  Size       Avg Latency(us) ..."): it was "not a recognised benchmark log". The title and a header naming its
+    unit still start their lines; a line that merely starts with "Size" is no header."""
+    rows = "".join(f"{1 << k:<10} {7.0 + k:>14.2f} {6.0 + k:>14.2f} {8.0 + k:>14.2f}        1000\n" for k in range(12))
+    header = "  Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations\n"
+    kept, lost = tmp_path / "kept.txt", tmp_path / "lost.txt"
+    kept.write_text("# OSU MPI Broadcast Latency Test v5.9\n#" + header[1:] + rows)
+    lost.write_text("Size of the job: 2 nodes\nOSU MPI Broadcast Latency Test v5.9\n" + header + rows)
+    (a,), (b,) = load_measurements(kept, world_size=2), load_measurements(lost, world_size=2)
+    assert a.collective == b.collective == "broadcast" and a.size_bytes.size == b.size_bytes.size == 12
+    assert np.array_equal(a.time_s, b.time_s) and np.array_equal(a.time_low_s, b.time_low_s)

@@ -24,13 +24,16 @@ from pybench.model.logs.launcher_lines import continued_lines, read_launch
 from pybench.model.logs.measurements import MeasurementSet, listed_hosts
 
 # Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
-_TITLE_RE = re.compile(r"#\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b", re.IGNORECASE)
+# A title or header whose '#' was lost (a README's Markdown made it a heading) still starts its line and, for the
+# header, names its unit: "OSU MPI Broadcast Latency Test v5.9", "  Size       Avg Latency(us) ...".
+_TITLE_RE = re.compile(r"(?:#|^\s*)\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b",
+                       re.IGNORECASE | re.MULTILINE)
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 # Latency in us, bandwidth in MB/s: beyond these no measurement lands (nccl-tests' reader bounds
 # its times alike), and the fit would overflow.
 _PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
 # A table's header; a collector may indent the output.
-_HEADER_RE = re.compile(r"^\s*#\s*Size\s+\S")
+_HEADER_RE = re.compile(r"^\s*(?:#\s*Size\s+\S|Size\s+.*(?:Latency|MB/s|Pure Comm))", re.MULTILINE)
 # osu_mbw_mr: "# [ pairs: 48 ] [ window size: 64 ]"; each pair is two ranks.
 _PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
 
@@ -68,7 +71,7 @@ PER_RANK_SIZES = ("allgather", "alltoall")
 
 def looks_like_osu(text: str) -> bool:
     """True when ``text`` has an OSU title or an OSU ``# Size`` header (anywhere: a job's preamble may be long)."""
-    return bool(_TITLE_RE.search(text)) or bool(re.search(r"^#\s*Size\s+\S", text, re.MULTILINE))
+    return bool(_TITLE_RE.search(text)) or bool(_HEADER_RE.search(text))
 
 
 def _collective_from_title(library: str, title: str) -> str:
