@@ -66,7 +66,7 @@ def run_system(args) -> int:
         for name in named_systems():
             print(load_system(name).summary())
         return 0
-    print(json.dumps(load_system(args.name).model_dump(exclude_defaults=True), indent=1))
+    print(json.dumps(load_system(args.name).model_dump(exclude_none=True), indent=1))
     return 0
 
 
@@ -97,7 +97,7 @@ def _detect(args) -> int:
     description = description_from_probe(probe)
     for note in probe.get("notes", []):
         print(f"pybench: note: {note}", file=sys.stderr)
-    print(json.dumps(description.model_dump(exclude_defaults=True), indent=1))
+    print(json.dumps(description.model_dump(exclude_none=True), indent=1))
     return 0
 
 
@@ -110,5 +110,5 @@ def _recorded(path: str) -> int:
     if description is None:
         raise UsageError(f"{path} records no detected system (a result of an older pybench, or not a pybench "
                          "result); run `pybench system --detect` on the machine it was measured on")
-    print(json.dumps(description.model_dump(exclude_defaults=True), indent=1))
+    print(json.dumps(description.model_dump(exclude_none=True), indent=1))
     return 0

@@ -199,14 +199,14 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"them with --system NAME|FILE (its NVLink domain size) so that the network joins domains")
     across = {w // n for w, n in model.fitted if n > 1}
     if nodes > 1 and not gpus and len(across) == 1 and per_node not in across:
-        return (f"not determined by these inputs: CPU ranks fitted across nodes at {across.pop()} ranks per node "
-                f"only; at {per_node} the bottleneck moves between the node's memory, its cores' reductions and "
-                f"its NICs (which every rank shares), and one count cannot show where; measure it with "
+        return (f"not determined by these inputs: MPI ranks fitted across nodes at {across.pop()} ranks per node "
+                f"only; at {per_node} the bottleneck moves between the node's memory, its reductions and its NICs "
+                f"(which every rank shares), and one count cannot show where; measure it with "
                 f"{measure_command(model.collective, world)} on {nodes} nodes")
     counts = sorted({n for w, n in model.fitted if n > 1})
     if nodes > 1 and not gpus and len(counts) == 1 and nodes not in counts and model.inter is not None \
             and not (model.inter.is_described or model.inter.is_preset):
-        return (f"not determined by these inputs: CPU ranks fitted across nodes at {counts[0]} nodes only; an MPI "
+        return (f"not determined by these inputs: MPI ranks fitted across nodes at {counts[0]} nodes only; an MPI "
                 f"library chooses its algorithm by the number of ranks (Open MPI's tuned rules, MPICH's thresholds) "
                 f"and a network's latency may grow with the nodes faster than any tree, so one node count cannot "
                 f"say what another takes (OSU on cloud CPU clusters ran 4x slower on 256 nodes than on 128 at every "

@@ -119,7 +119,9 @@ def load_model(path: str | Path, *, collective: str | None = None, link_class: s
     FileFormatError
         As :func:`load_models`.
     UsageError
-        No model matches, or several do (the message lists them).
+        No model matches, or several do (the message lists them). Sweeps of one collective at several worlds
+        that share one topology model are one system: the smallest world's is returned, answering every layout
+        alike, and its ``predict`` then asks for ``world=``.
     """
     models = load_models(path, system=system)
     match = [m for m in models
@@ -136,9 +138,8 @@ def load_model(path: str | Path, *, collective: str | None = None, link_class: s
     shared = {id(m.topology) for m in match} if all(m.topology is not None for m in match) else set()
     if len(shared) == 1 and len({(m.collective, m.backend, m.dtype) for m in match}) == 1 \
             and len({m.world_size for m in match}) == len(match):
-        worlds = ", ".join(str(m.world_size) for m in match)
-        raise UsageError(f"{path}: the {match[0].collective} sweeps at {worlds} ranks match; choose one with "
-                         f"world_size= (each answers its own layout; every one answers other layouts alike, "
-                         f"from their one topology model)")
+        # one system at several layouts: each measured one answers from its own sweep, the others from their one
+        # topology model, whichever sweep is asked; only a prediction without world= has no layout to take
+        return dataclasses.replace(min(match, key=lambda m: m.world_size or 0), default_layout=False)
     raise UsageError(f"{path}: {len(match)} models match; choose with collective=, link_class=, "
                      f"world_size=, backend= or dtype= (it holds: {listing})")

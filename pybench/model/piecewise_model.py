@@ -113,6 +113,9 @@ class AlphaBetaModel:
     """The model file's topology model of the same collective and backend, which answers for other layouts."""
     sweeps: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     """The file's other sweeps of this collective, backend and element type: each answers its own layout."""
+    default_layout: bool = field(default=True, compare=False, repr=False)
+    """False where :func:`~pybench.model.model_files.load_model` was not told which of several sweeps sharing one
+    topology model to take: every layout is answered alike, but a prediction without ``world=`` has none."""
 
     # -- geometry --------------------------------------------------------------------
     @property
@@ -204,6 +207,10 @@ class AlphaBetaModel:
                              f"or leave nodes out to have the sweep answer")
         if band not in (None, "prediction", "confidence"):
             raise UsageError(f"unknown band {band!r}; use 'prediction' or 'confidence'")
+        if world is None and not self.default_layout:
+            worlds = ", ".join(str(w) for w in sorted({self.world_size, *(x.world_size for x in self.sweeps)}))
+            raise UsageError(f"the file holds {self.collective} sweeps at {worlds} ranks: give world= (and nodes=), or "
+                             f"load_model(..., world_size=N) to make one the default")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
             own = next((x for x in self.sweeps if x.world_size == world and nodes in (None, x._fitted_nodes())), None)
             if own is not None:  # a measured layout: its own sweep answers, as `pybench predict` does

@@ -653,7 +653,10 @@ def test_an_empty_or_dash_json_path_and_a_size_as_text_are_one_line_errors(tmp_p
 
 
 def test_sweeps_sharing_one_topology_model_are_told_apart_by_their_world(tmp_path):
-    """A fit at 2 and 4 nodes holds two all-reduce sweeps and one topology model: load_model names world_size=."""
+    """A fit at 2 and 4 nodes holds two all-reduce sweeps and one topology model. load_model refused it, asking for
+    world_size= while saying every sweep answers other layouts alike (the README's own `load_model(...).predict(size,
+    world=..., nodes=...)` failed on any fit of two logs): it answers every layout as the CLI does, and only a
+    prediction without world= asks which."""
     from pybench.model.build import fit_model_file
 
     sets = [MeasurementSet("nccl-tests", "allreduce", "nccl", 8 * n, "inter-node", "float32", SIZES,
@@ -662,9 +665,16 @@ def test_sweeps_sharing_one_topology_model_are_told_apart_by_their_world(tmp_pat
     models, topology, _ = fit_model_file(sets)
     path = tmp_path / "models.json"
     save_models(models, path, topology=topology)
-    with pytest.raises(UsageError, match=r"the allreduce sweeps at 16, 32 ranks match; choose one with world_size="):
-        load_model(path, collective="allreduce")
-    assert load_model(path, collective="allreduce", world_size=32).world_size == 32
+    both = load_model(path, collective="allreduce")
+    for world, nodes in ((16, 2), (32, 4)):
+        mine = load_model(path, collective="allreduce", world_size=world)
+        assert mine.predict(1 << 20).provenance == "measured"
+        assert both.predict(1 << 20, world=world).time_s == mine.predict(1 << 20).time_s
+        assert both.predict(1 << 20, world=world, nodes=nodes).time_s == mine.predict(1 << 20).time_s
+    assert both.predict(1 << 20, world=64, nodes=8).time_s == mine.predict(1 << 20, world=64, nodes=8).time_s
+    with pytest.raises(UsageError, match=r"^the file holds allreduce sweeps at 16, 32 ranks: give world= \(and nodes=\), "
+                                         r"or load_model\(\.\.\., world_size=N\) to make one the default$"):
+        both.predict(1 << 20)
 
 
 def test_a_table_prints_one_header_per_layout_whatever_each_size_was_raised_by(tmp_path, capsys):

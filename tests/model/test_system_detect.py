@@ -82,6 +82,10 @@ def test_system_lists_and_shows_named_systems_as_files_that_load_back(capsys, tm
     path = tmp_path / "mine.json"
     path.write_text(capsys.readouterr().out)
     assert load_system(path) == load_system("dgx-1-v100")
+    # every field, defaults included: a shown file left out an InfiniBand node's NIC kind (the default), so a user
+    # who copied it to edit for a RoCE cluster had no field to edit
+    shown = json.loads(path.read_text())
+    assert shown["nic_kind"] == "infiniband" and {"rail_optimised", "in_switch_reduction"} <= set(shown)
     assert main(["system", "show", "dgx-1-v100"]) == 0  # as users guess it, with `system list`
     assert load_system(path) == load_system(path.write_text(capsys.readouterr().out) and path)
     assert main(["system", "list"]) == 0
