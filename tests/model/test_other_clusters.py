@@ -1,0 +1,51 @@
+"""Node counts on clusters no constant was chosen on: ABCI's A100 and V100 nodes (tests/fixtures/public_logs/SOURCES.md),
+fitted as a user would (`pybench fit` at 2 nodes, or 2 and 4) and predicted with `load_model(...).predict` at every
+other node count of the cluster from 1 MiB up. Today's held-out accuracy is pinned so that a regression fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import PUBLIC_LOGS
+
+from pybench import load_model
+from pybench.cli.main import main
+from pybench.model.logs import load_measurements
+
+CLUSTERS = {"abci-a100": ("anode_a100", 8, (2, 4, 8, 16)), "abci-v100": ("vnode_v100", 4, (2, 4, 8, 16, 32))}
+
+
+def _log(cluster: str, nodes: int):
+    kind, per_node, _ = CLUSTERS[cluster]
+    return PUBLIC_LOGS / f"abci_{kind}_n{nodes:02d}_ppn{per_node}_nccl_allreduce.log"
+
+
+def _scores(tmp_path, cluster: str, fitted: tuple[int, ...]) -> dict[int, tuple[float, float]]:
+    """Per predicted node count: (median |error| as a ratio - 1, share of the measured times inside the interval)."""
+    _, per_node, counts = CLUSTERS[cluster]
+    path = tmp_path / f"{cluster}.json"
+    assert main(["fit", *(str(_log(cluster, n)) for n in fitted), "-o", str(path), "--force"]) == 0
+    model = load_model(path)
+    out = {}
+    for nodes in (n for n in counts if n not in fitted):
+        (ms,) = load_measurements(_log(cluster, nodes))
+        keep = ms.size_bytes >= 1 << 20
+        sizes, measured = ms.size_bytes[keep].astype(float), ms.time_s[keep]
+        p = model.predict(sizes, world=per_node * nodes, nodes=nodes)
+        error = float(np.expm1(np.median(np.abs(np.log(p.time_s / measured)))))
+        out[nodes] = (error, float(np.mean((p.time_low_s <= measured) & (measured <= p.time_high_s))))
+    return out
+
+
+# (cluster, fitted node counts, the most median error of any predicted count, the least coverage of any) held out
+# today. ABCI's A100 8-node run is disturbed (32 MiB takes 4.3 ms there, 2.1 ms on 4 nodes and 2.5 ms on 16): the 2 + 4
+# fit, whose narrower interval (46% median half-width) follows its two counts, covers 2 of its 6 sizes.
+TODAY = [("abci-a100", (2,), 0.35, 1.0), ("abci-a100", (2, 4), 0.75, 0.33),
+         ("abci-v100", (2,), 0.40, 1.0), ("abci-v100", (2, 4), 0.35, 1.0)]
+
+
+@pytest.mark.parametrize("cluster, fitted, worst_error, least_coverage", TODAY)
+def test_node_counts_of_a_cluster_no_constant_was_chosen_on(tmp_path, cluster, fitted, worst_error, least_coverage):
+    scores = _scores(tmp_path, cluster, fitted)
+    assert scores and all(e <= worst_error for e, _ in scores.values()), scores
+    assert all(c >= least_coverage for _, c in scores.values()), scores
