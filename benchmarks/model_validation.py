@@ -135,18 +135,22 @@ draw, and with three or more systems the constant is the 95% prediction bound of
 
 ## A test set no constant is chosen on: OSU all-reduce on cloud clusters
 
-MPI's `osu_allreduce` at four node counts on each of eight clusters (converged-computing/performance-study: Azure
-AKS, Google GKE and AWS EKS GPU nodes at 8 ranks per node; Azure AKS, AWS EKS, Google Compute Engine, Google GKE and
-AWS ParallelCluster CPU nodes at 56 or 96). For every pair of node counts a fit at the two predicts every other
-node count at every size of the sweep (4 B to 1 MiB), under the constants above, which none of these logs chose.
+MPI's `osu_allreduce` at four node counts on each of nine clusters (converged-computing/performance-study: Azure
+AKS, Google GKE and AWS EKS GPU nodes at 8 ranks per node, Azure CycleCloud's with buffers in GPU memory (`-d cuda
+D D`); Azure AKS, AWS EKS, Google Compute Engine, Google GKE and AWS ParallelCluster CPU nodes at 56 or 96), and
+with buffers in GPU memory on ABCI's A100 nodes (2 to 16 nodes at 8 ranks per node) and V100 nodes (2 to 32 at 4;
+aistabci/abci2.0benchmark, added in session 33 after the constants). For every pair of node counts a fit at the
+two predicts every other node count at every size of the sweep (4 B to 1 MiB, to 32 MiB on ABCI), under the
+constants above, which none of these logs chose.
 Where pybench answers that the pair does not determine the other node counts (its one cost shape misses a fitted
 sweep by more than 15%, or its small sizes wait longer per step across nodes than the systems the constants were
 chosen on allow: their slowest step, `slowest_network_step_s`, times the crossing latency half-width's factor), the
 prediction is counted as refused, not scored. "all" pools the answered predictions. The second rule was added after
 Azure AKS CPU's 128 + 256 node fit (789 us per step) put 32 and 64 nodes 10 to 60 times too slow with 5% covered:
 that cluster's row is not held out for it.
-Azure CycleCloud's runs are left out: its 64-node files ran another transport (52 ms at 1 MiB against 8 ms on 32
-nodes and 13 ms on 128).
+Azure CycleCloud's CPU runs are left out: its 64-node files ran another transport (52 ms at 1 MiB against 8 ms on 32
+nodes and 13 ms on 128). On ABCI's V100 nodes OSU ran 3.3 times as long on 32 nodes as on 16 from 1 MiB up (the
+nccl-tests runs of the same jobs: 1.3 times), which no pair of fewer node counts shows.
 
 {osu}
 

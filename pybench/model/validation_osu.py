@@ -2,8 +2,10 @@
 
 The interval constants are chosen on nccl-tests logs (:mod:`pybench.model.validation`). These clusters ran
 ``osu_allreduce`` through MPI at four node counts each, on CPU nodes (56 or 96 ranks per node) and on GPU
-nodes (8 per node): converged-computing/performance-study, whose Azure CycleCloud runs are left out (its
-64-node files ran another transport: 52 ms at 1 MiB against 8 ms on 32 nodes and 13 ms on 128). For every
+nodes (8 per node): converged-computing/performance-study, whose Azure CycleCloud CPU runs are left out (its
+64-node files ran another transport: 52 ms at 1 MiB against 8 ms on 32 nodes and 13 ms on 128; its GPU runs,
+with buffers in GPU memory, are in); and ABCI's A100 and V100 clusters, buffers in GPU memory, at four and five
+node counts (aistabci/abci2.0benchmark). For every
 pair of node counts, a fit at the two predicts every other node count at every size of the sweep (OSU's
 end at 1 MiB), scored with the shipped constants; where pybench answers that the pair does not determine
 the other node counts, the prediction counts as refused, not scored.
@@ -42,6 +44,9 @@ OSU_CLUSTERS = (
     ("osu-gce-cpu", _logs("osu_gcpce_cpu_n{n}_ppn56_allreduce.out", _CPU), 56),
     ("osu-gke-cpu", _logs("osu_gkecpu_n{n}_ppn56_allreduce.out", _CPU), 56),
     ("osu-pcluster-cpu", _logs("osu_awspcluster_cpu_n{n}_ppn96_allreduce.out", _CPU), 96),
+    ("osu-azcc-gpu-cuda", _logs("osu_azcc_gpu_n{n}_ppn8_dd.out", (4, 8, 16, 32)), 8),
+    ("osu-abci-a100-cuda", {n: f"abci_anode_a100_n{n:02d}_ppn8_osu_cuda_allreduce.out" for n in (2, 4, 8, 16)}, 8),
+    ("osu-abci-v100-cuda", {n: f"abci_vnode_v100_n{n:02d}_ppn4_osu_cuda_allreduce.out" for n in (2, 4, 8, 16, 32)}, 4),
 )
 
 

@@ -53,14 +53,16 @@ def test_the_generated_document_holds_todays_table(result):
 # at small sizes than the fitted shape allowed (5% of 38 covered). Such steps are beyond every system the
 # calibration read, so those node counts are now refused as not determined (a rule made after seeing this cluster:
 # its figure here is not held out for it).
-OSU_SHORT_TODAY: dict[str, float] = {}
+# Added in session 33 after the constants: OSU on ABCI's V100 nodes ran 3.3 times as long on 32 nodes as on 16 from
+# 1 MiB up (its nccl-tests runs of the same jobs 1.3 times), which no pair of fewer node counts shows.
+OSU_SHORT_TODAY: dict[str, float] = {"osu-abci-v100-cuda": 0.87}
 
 
 def test_the_osu_clusters_no_constant_was_chosen_on_are_pinned(result):
     scores = {s.dataset: s for s in result.osu_clusters}
     pooled = scores.pop("all")
-    assert pooled.coverage >= 0.98 and pooled.answered >= 470 and pooled.median_error <= 16.0, pooled
-    assert pooled.median_half_width <= 80.0, pooled
+    assert pooled.coverage >= 0.95 and pooled.answered >= 1420 and pooled.median_error <= 9.0, pooled
+    assert pooled.median_half_width <= 72.0, pooled
     for dataset, s in scores.items():
         assert s.answered + s.refused > 0, s
         if s.answered:
