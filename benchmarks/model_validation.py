@@ -72,8 +72,9 @@ draw, and with three or more systems the constant is the 95% prediction bound of
 - *another GPU count*: inside one node: the vTrain tables fitted at some GPU counts (2+4, 2, 4,
   2+3+4, 4+8, 8), every other count predicted, on the node's description (`dgx-a100`: one GPU count
   alone cannot show that the node is switched, and without a description the answer is "not
-  determined"); and an H100 node of the `h100-xr01` cluster (xxrjun/nccl-tests-cluster) at 4 and 8
-  GPUs, each predicting the other, for five collectives;
+  determined"); an H100 node of the `h100-xr01` cluster (xxrjun/nccl-tests-cluster) at 4 and 8
+  GPUs, each predicting the other, for five collectives; and an A100 node of ABCI (aistabci/abci2.0benchmark, added
+  in session 33) at 4 and 8 GPUs, each predicting the other, on its description (`abci-a100`);
 - *another GPU count per node*: across nodes, the same node count: `h100-xr01` on 10 nodes at 1, 2, 4
   and 8 GPUs per node, fitted at 8 and at 1+8, five collectives. The ranks of a node drive other NICs
   and links than measured: a kind of its own;

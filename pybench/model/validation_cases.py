@@ -262,6 +262,10 @@ def fixed_points(shared: Path, public: Path) -> list[Point]:
         points += _layout_points("h100-xr01", "xr01", _xr01(public, collective, nodes=10), ((8,), (1, 8)), collective)
         points += _layout_points("h100-xr01", "xr01", _xr01(public, collective, nodes=1), ((4,), (8,)), collective,
                                  system=str(public / "systems" / "h100-xr01.json"))
+    # ABCI's A100 node at 4 and 8 GPUs, each predicting the other, on its node's description (NVSwitch)
+    abci = {g: _observations(public / f"abci_anode_a100_n1_g{g}_nccl_allreduce.log", 1) for g in (4, 8)}
+    points += _layout_points("abci-a100", "abci", abci, ((4,), (8,)), "allreduce",
+                             system=str(public / "systems" / "abci-a100.json"))
     for name, group, log in _SWEEPS:
         for ms in load_measurements(_log_path(log, shared, public)):
             points += _cv_points(name, group, LEAVE_ONE_SIZE_OUT, cross_validate(ms, exclude_anomalies=True))

@@ -1,4 +1,5 @@
-"""Node counts on clusters no constant was chosen on: ABCI's A100 and V100 nodes (tests/fixtures/public_logs/SOURCES.md),
+"""Node counts on clusters whose multi-node logs no constant was chosen on (ABCI's A100 one-node logs calibrate the
+GPU-count kind only, whose constants no node-count prediction takes): ABCI's A100 and V100 nodes (SOURCES.md there),
 fitted as a user would (`pybench fit` at 2 nodes, or 2 and 4) and predicted with `load_model(...).predict` at every
 other node count of the cluster from 1 MiB up. Today's held-out accuracy is pinned so that a regression fails."""
 
