@@ -468,8 +468,10 @@ class AlphaBetaModel:
         return model
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
-        """Write this model (and its topology model) to ``path``; see :func:`pybench.model.model_writer.save_models`."""
-        return save_models([self], path, overwrite=overwrite, topology=[self.topology] if self.topology else [])
+        """Write this model, the sweeps it answers other measured layouts with (:attr:`sweeps`) and its topology model
+        to ``path``, so that the file answers as the model does; see :func:`pybench.model.model_writer.save_models`."""
+        return save_models([self, *self.sweeps], path, overwrite=overwrite,
+                           topology=[self.topology] if self.topology else [])
 
 
 def _jf(x: float):

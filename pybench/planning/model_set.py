@@ -89,6 +89,16 @@ _DERIVATIONS: dict[str, list[tuple[list[tuple[str, float, int | None]], str]]] =
 _WIRE_TYPES = {2: ("bfloat16", "float16"), 4: ("float32",)}
 
 
+def _with_sweeps(models: list[CollectiveModel]) -> list[CollectiveModel]:
+    """``models`` and the sweeps each answers its file's other measured layouts with (a model from
+    :func:`~pybench.model.model_files.load_model` of a fit at several layouts), each once: the set prices those
+    layouts from their own sweeps, as the model's ``predict`` does."""
+    out = list(models)
+    for m in models:
+        out += [x for x in getattr(m, "sweeps", ()) if not any(x is y or x == y for y in out)]
+    return out
+
+
 class ModelSet:
     """Chooses a fitted model for (collective, link class, world) and predicts with it.
 
@@ -101,7 +111,7 @@ class ModelSet:
 
     def __init__(self, models: Iterable[CollectiveModel], backend: str | None = None,
                  wire_bytes: int | None = None):
-        self.models: list[CollectiveModel] = list(models)
+        self.models: list[CollectiveModel] = _with_sweeps(list(models))
         self._given, self._backend = list(self.models), backend
         if not self.models:
             raise UsageError("no communication models given; fit some with `pybench fit LOG... -o FILE`")

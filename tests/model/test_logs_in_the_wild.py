@@ -1020,3 +1020,14 @@ def test_an_osu_table_whose_hashes_a_readme_lost_reads_as_the_table_osu_printed(
     (a,), (b,) = load_measurements(kept, world_size=2), load_measurements(lost, world_size=2)
     assert a.collective == b.collective == "broadcast" and a.size_bytes.size == b.size_bytes.size == 12
     assert np.array_equal(a.time_s, b.time_s) and np.array_equal(a.time_low_s, b.time_low_s)
+    # only under an OSU title: another tool's table whose header merely names a latency and a rate (its latencies
+    # were read as MB/s by a first version), and prose after a real table (which it cut to no rows), are not OSU's
+    pingpong = tmp_path / "pingpong.txt"
+    pingpong.write_text("My ping-pong benchmark, 2 ranks\nSize (B)    Latency(us)   Bandwidth(MB/s)\n"
+                        + "".join(f"{1 << k:<10} {1.5 + k:>8.2f} {k + 0.5:>10.2f}\n" for k in range(12)))
+    with pytest.raises(FileFormatError, match="not a recognised benchmark log"):
+        load_measurements(pingpong, world_size=2)
+    prose = tmp_path / "prose.txt"
+    prose.write_text(kept.read_text() + "Size of the job: 2 nodes; Latency above is the average\n")
+    (c,) = load_measurements(prose, world_size=2)
+    assert np.array_equal(c.time_s, a.time_s)

@@ -675,6 +675,12 @@ def test_sweeps_sharing_one_topology_model_are_told_apart_by_their_world(tmp_pat
     with pytest.raises(UsageError, match=r"^the file holds allreduce sweeps at 16, 32 ranks: give world= \(and nodes=\), "
                                          r"or load_model\(\.\.\., world_size=N\) to make one the default$"):
         both.predict(1 << 20)
+    # saved, it is the file it came from: a save that kept the first sweep alone answered 32 ranks from the topology
+    # model, still labelled "measured", and predict() without world= at 16 ranks
+    again = load_model(both.save(tmp_path / "again.json"), collective="allreduce")
+    assert again.predict(1 << 20, world=32).time_s == both.predict(1 << 20, world=32).time_s
+    with pytest.raises(UsageError, match="give world="):
+        again.predict(1 << 20)
 
 
 def test_a_table_prints_one_header_per_layout_whatever_each_size_was_raised_by(tmp_path, capsys):

@@ -50,3 +50,16 @@ def test_node_counts_of_a_cluster_no_constant_was_chosen_on(tmp_path, cluster, f
     scores = _scores(tmp_path, cluster, fitted)
     assert scores and all(e <= worst_error for e, _ in scores.values()), scores
     assert all(c >= least_coverage for _, c in scores.values()), scores
+
+
+def test_the_planner_prices_a_loaded_model_of_several_layouts_from_each_sweep(tmp_path):
+    """`ModelSet([load_model(path)])` of a 2 + 4-node fit priced 4 nodes from the topology model (6.73 ms at 1 GiB on an
+    H100 fit) where the model's own predict answers from the 4-node sweep (6.50 ms): the planner takes the sweeps
+    the model answers its file's other measured layouts with."""
+    from pybench.planning.model_set import ModelSet
+    path = tmp_path / "a.json"
+    assert main(["fit", str(_log("abci-a100", 2)), str(_log("abci-a100", 4)), "-o", str(path)]) == 0
+    model = load_model(path)
+    for world, nodes in ((16, 2), (32, 4), (64, 8)):
+        assert ModelSet([model]).time("allreduce", 1 << 30, world, "inter-node", nodes).time_s == \
+            pytest.approx(model.predict(1 << 30, world=world, nodes=nodes).time_s, rel=1e-12)

@@ -24,16 +24,18 @@ from pybench.model.logs.launcher_lines import continued_lines, read_launch
 from pybench.model.logs.measurements import MeasurementSet, listed_hosts
 
 # Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
-# A title or header whose '#' was lost (a README's Markdown made it a heading) still starts its line and, for the
-# header, names its unit: "OSU MPI Broadcast Latency Test v5.9", "  Size       Avg Latency(us) ...".
-_TITLE_RE = re.compile(r"(?:#|^\s*)\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b",
-                       re.IGNORECASE | re.MULTILINE)
+_TITLE_RE = re.compile(r"#\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b", re.IGNORECASE)
+# A title and header whose '#' a README's Markdown removed: the title still starts its line with its version, the
+# header follows within three lines and names OSU's columns ("  Size       Avg Latency(us) ...").
+_BARE_TITLE_RE = re.compile(r"^\s*OSU\s+(?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*\s+.*?\s+Test\s+v\d", re.IGNORECASE)
+_BARE_HEADER_RE = re.compile(r"^\s*Size\s+(?:Avg\s+)?(?:Latency|Bandwidth|Bi-Bandwidth|Overall|Pure|MB/s)",
+                             re.IGNORECASE)
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 # Latency in us, bandwidth in MB/s: beyond these no measurement lands (nccl-tests' reader bounds
 # its times alike), and the fit would overflow.
 _PLAUSIBLE = {"latency": (1e-6, 1e15), "bandwidth": (1e-9, 1e15)}
 # A table's header; a collector may indent the output.
-_HEADER_RE = re.compile(r"^\s*(?:#\s*Size\s+\S|Size\s+.*(?:Latency|MB/s|Pure Comm))", re.MULTILINE)
+_HEADER_RE = re.compile(r"^\s*#\s*Size\s+\S")
 # osu_mbw_mr: "# [ pairs: 48 ] [ window size: 64 ]"; each pair is two ranks.
 _PAIRS_RE = re.compile(r"#\s*\[\s*pairs:\s*(\d+)\s*\]")
 
@@ -70,8 +72,26 @@ PER_RANK_SIZES = ("allgather", "alltoall")
 
 
 def looks_like_osu(text: str) -> bool:
-    """True when ``text`` has an OSU title or an OSU ``# Size`` header (anywhere: a job's preamble may be long)."""
-    return bool(_TITLE_RE.search(text)) or bool(_HEADER_RE.search(text))
+    """True when ``text`` has an OSU title or an OSU ``# Size`` header (anywhere: a job's preamble may be long), or
+    a title and header whose '#' was lost (:func:`_restore_lost_hashes`)."""
+    return (bool(_TITLE_RE.search(text)) or bool(re.search(r"^#\s*Size\s+\S", text, re.MULTILINE))
+            or _restore_lost_hashes(text.splitlines())[1])
+
+
+def _restore_lost_hashes(lines: list[str]) -> tuple[list[str], bool]:
+    """``lines`` with '#' put back before each OSU title that lost it and the lines down to its table's header
+    (a '# Datatype:' line between them too), and whether any was; a line that merely starts with "Size" and no
+    such title above it stays as it is."""
+    out, restored = list(lines), False
+    for k, line in enumerate(lines):
+        if not _BARE_TITLE_RE.match(line):
+            continue
+        header = next((j for j in range(k + 1, min(k + 4, len(lines))) if _BARE_HEADER_RE.match(lines[j])), None)
+        if header is not None:
+            out[k:header + 1] = [ln if ln.lstrip().startswith("#") else "# " + ln.lstrip()
+                                 for ln in lines[k:header + 1]]
+            restored = True
+    return out, restored
 
 
 def _collective_from_title(library: str, title: str) -> str:
@@ -307,6 +327,7 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
         No ``# Size`` header, rows that are not numbers, or an unknown unit (file and line named).
     """
     lines = continued_lines(clean_lines(text))  # without mpirun --tag-output / srun --label prefixes; commands joined
+    lines = _restore_lost_hashes(lines)[0]
     tables = _headers(path, lines)
     named = {f"{t[0]} {t[1]}".lower() for _, t, _, _ in tables if t}
     if collective is not None and len(named) > 1:
