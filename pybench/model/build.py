@@ -184,8 +184,10 @@ def _refuse_mixed_paths(measurements: Sequence[MeasurementSet]) -> None:
         if len(by_path) > 1:
             (a, x), (b, y) = list(by_path.items())[:2]
             one, other = (Path(m.path).name or m.label for m in (x, y))
-            one, other = (f"one table of {one}{_table_line(x)}", f"another{_table_line(y)}") if one == other \
-                else (one, other)
+            if x.path and x.path == y.path:
+                one, other = f"one table of {one}{_table_line(x)}", f"another{_table_line(y)}"
+            elif one == other:  # two files of one name in other folders
+                one, other = str(x.path) or x.label, str(y.path) or y.label
             raise UsageError(f"{one} ran by {_path_words(a)}, {other} by {_path_words(b)}: another path, not "
                              f"replicates or layouts of one; fit each into a file of its own (a table whose node "
                              f"count the log does not say: --nodes)")

@@ -891,6 +891,19 @@ def test_osu_tables_with_host_and_device_buffers_are_not_pooled(tmp_path):
     assert main_for_tests(["fit", str(device), "-o", str(tmp_path / "d.json")]) == 0
 
 
+def test_two_files_of_one_name_are_told_apart_by_their_folders(tmp_path, capsys):
+    """Two runs saved as osu.txt in two folders, one with host buffers and one with GPU buffers, were refused as
+    "one table of osu.txt ..., another", as if both were one file's."""
+    rows = "".join(f"{1 << k:<10} {1.5 + k:>14.2f}\n" for k in range(0, 12))
+    for folder, title in (("a", "MPI"), ("b", "MPI-CUDA")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "osu.txt").write_text(f"# OSU {title} Latency Test v7.5\n# Size   Avg Latency(us)\n{rows}")
+    assert main_for_tests(["fit", str(tmp_path / "a" / "osu.txt"), str(tmp_path / "b" / "osu.txt"), "-o",
+                           str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'a' / 'osu.txt'} ran by" in err and f"{tmp_path / 'b' / 'osu.txt'} by buffers" in err
+
+
 def test_one_osu_log_with_host_and_device_tables_says_at_which_lines_they_start(tmp_path, capsys):
     """A CSCS page's log held `osu_latency` and `osu_latency D D` one after the other: the refusal said to fit each
     into a file of its own, but not where either began, in a file that has to be cut by hand."""
