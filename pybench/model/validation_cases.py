@@ -204,6 +204,8 @@ def _layout_points(dataset: str, group: str, layouts: dict[int, list[Observation
                 continue
             for o in _scored_observations(_every(thin, obs)):
                 p = model.predict(int(o.size_bytes), o.world, o.nodes)
+                if not p.determined:  # answered "not determined" (a fit one cost shape cannot join): not scored
+                    continue
                 spread = p.spread
                 assert spread is not None
                 out.append(Point(dataset, group, spread.kind.split(",")[0],
@@ -262,7 +264,8 @@ def fixed_points(shared: Path, public: Path) -> list[Point]:
         points += _layout_points("h100-xr01", "xr01", _xr01(public, collective, nodes=10), ((8,), (1, 8)), collective)
         points += _layout_points("h100-xr01", "xr01", _xr01(public, collective, nodes=1), ((4,), (8,)), collective,
                                  system=str(public / "systems" / "h100-xr01.json"))
-    # ABCI's A100 node at 4 and 8 GPUs, each predicting the other, on its node's description (NVSwitch)
+    # ABCI's A100 node at 4 and 8 GPUs, each predicting the other, on its node's description (NVSwitch); its clusters'
+    # node counts are a test set no constant is chosen on (tests/model/test_other_clusters.py)
     abci = {g: _observations(public / f"abci_anode_a100_n1_g{g}_nccl_allreduce.log", 1) for g in (4, 8)}
     points += _layout_points("abci-a100", "abci", abci, ((4,), (8,)), "allreduce",
                              system=str(public / "systems" / "abci-a100.json"))
