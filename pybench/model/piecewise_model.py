@@ -198,6 +198,10 @@ class AlphaBetaModel:
             if value is not None and (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1
                                       or value > MAX_WORLD):
                 raise UsageError(f"{name} {value!r} must be a whole number from 1 to {MAX_WORLD}")
+        if world is None and not self.default_layout:
+            worlds = ", ".join(str(w) for w in sorted({self.world_size, *(x.world_size for x in self.sweeps)}))
+            raise UsageError(f"the file holds {self.collective} sweeps at {worlds} ranks: give world= (and nodes=), or "
+                             f"load_model(..., world_size=N) to make one the default")
         if world is None and nodes is not None and nodes != self._fitted_nodes():
             raise UsageError(f"nodes={nodes} needs world= (the rank count to predict for): the {self.collective} "
                              f"model was fitted at {self.world_size} ranks on {self._fitted_nodes() or '?'} node(s)")
@@ -207,10 +211,6 @@ class AlphaBetaModel:
                              f"or leave nodes out to have the sweep answer")
         if band not in (None, "prediction", "confidence"):
             raise UsageError(f"unknown band {band!r}; use 'prediction' or 'confidence'")
-        if world is None and not self.default_layout:
-            worlds = ", ".join(str(w) for w in sorted({self.world_size, *(x.world_size for x in self.sweeps)}))
-            raise UsageError(f"the file holds {self.collective} sweeps at {worlds} ranks: give world= (and nodes=), or "
-                             f"load_model(..., world_size=N) to make one the default")
         if world is not None and not (world == self.world_size and nodes in (None, self._fitted_nodes())):
             own = next((x for x in self.sweeps if x.world_size == world and nodes in (None, x._fitted_nodes())), None)
             if own is not None:  # a measured layout: its own sweep answers, as `pybench predict` does

@@ -675,6 +675,8 @@ def test_sweeps_sharing_one_topology_model_are_told_apart_by_their_world(tmp_pat
     with pytest.raises(UsageError, match=r"^the file holds allreduce sweeps at 16, 32 ranks: give world= \(and nodes=\), "
                                          r"or load_model\(\.\.\., world_size=N\) to make one the default$"):
         both.predict(1 << 20)
+    with pytest.raises(UsageError, match="holds allreduce sweeps at 16, 32 ranks: give world="):
+        both.predict(1 << 20, nodes=4)  # (it named the 16-rank sweep's 2 nodes alone)
     # saved, it is the file it came from: a save that kept the first sweep alone answered 32 ranks from the topology
     # model, still labelled "measured", and predict() without world= at 16 ranks
     again = load_model(both.save(tmp_path / "again.json"), collective="allreduce")
