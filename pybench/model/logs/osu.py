@@ -75,7 +75,7 @@ def looks_like_osu(text: str) -> bool:
     """True when ``text`` has an OSU title or an OSU ``# Size`` header (anywhere: a job's preamble may be long), or
     a title and header whose '#' was lost (:func:`_restore_lost_hashes`)."""
     return (bool(_TITLE_RE.search(text)) or bool(re.search(r"^#\s*Size\s+\S", text, re.MULTILINE))
-            or _restore_lost_hashes(text.splitlines())[1])
+            or (bool(re.search(r"^\s*OSU\s", text, re.MULTILINE)) and _restore_lost_hashes(text.splitlines())[1]))
 
 
 def _restore_lost_hashes(lines: list[str]) -> tuple[list[str], bool]:
