@@ -58,7 +58,7 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     unmeasured = model.inter.is_preset or model.inter.is_described
     intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
     rails = 1.0 if rails is None else rails
-    share = _described_reach(model, world // nodes * sharing)
+    share = _described_reach(model, ranks_at_the_nics(model.collective, world, nodes, sharing))
     # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
     efficiency = model.inter.nic_efficiency or load_calibration().efficiency(model.collective)  # (a fit: typical)
     reach = share * model.system.nic_Bps_per_node * efficiency if model.system is not None and share < 1.0 else math.inf
@@ -107,6 +107,14 @@ def regime_crossing_s(r: LinkCost, schedule: str, collective: str, size: float, 
     return r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / busbw, label
 
 
+def ranks_at_the_nics(collective: str, world: int, nodes: int, sharing: int = 1) -> int:
+    """Ranks of a node whose bytes cross its NICs, of every one of ``sharing`` groups: each rank's, but a
+    send/recv's. Its ring of ranks leaves each node once, one rank's flow of each group, whatever the ranks per node
+    (the others send to ranks of their own node): its fitted rate is that rank's, with one GPU's NICs (a public H100
+    cluster's 2-node send/recv ran alike at 1, 2, 4 and 8 GPUs per node)."""
+    return sharing if collective == "sendrecv" else world // nodes * sharing
+
+
 def _described_reach(model: ModelLinks, per_node: int) -> float:
     """The share of a described node's NICs that ``per_node`` ranks reach: those of their own GPUs (each GPU's
     nearest, ``nics / gpus`` of them, at least one), where fewer ranks than GPUs run on the node; 1 elsewhere. A
@@ -135,10 +143,10 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     # Open MPI's and the leader schedules price the bytes through the node's one NIC themselves
     if model.schedule != "ring" or model.inter is None or model.inter.is_described:
         return None
-    per_node = world // nodes * sharing  # the ranks of every group sharing the node's NICs
+    per_node = ranks_at_the_nics(model.collective, world, nodes, sharing)  # of every group sharing the NICs
     if model.inter.is_preset:  # one port per node; the node may have one per rank (rails), or more
         return per_node * most_ports_per_gpu(model.inter.busbw_Bps) if per_node > 1 and model.system is None else None
-    fitted = {w // n for w, n in model.fitted if n > 1}
+    fitted = {ranks_at_the_nics(model.collective, w, n) for w, n in model.fitted if n > 1}
     if len(fitted) != 1 or per_node in fitted:
         return None
     if model.system is None:
@@ -184,7 +192,8 @@ def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing:
     system, link = model.system, model.inter
     if system is None or link is None or nodes < 2:
         return 0.0
-    rate = system.nic_Bps_per_node * _described_reach(model, world // nodes * sharing) / sharing
+    rate = system.nic_Bps_per_node * _described_reach(model, ranks_at_the_nics(model.collective, world, nodes,
+                                                                                sharing)) / sharing
     # NCCL's double tree (S per node on two nodes) crosses fewer bytes than the ring, where it may run at all
     tree = model.collective == "allreduce" and model.schedule == "ring"
     algorithms = ("ring", "double-tree") if tree else ("ring",)

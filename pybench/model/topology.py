@@ -45,6 +45,7 @@ from pybench.model.crossing import (
     nic_share_caveat,
     nvlink_domain_ranks,
     other_described_readings,
+    ranks_at_the_nics,
     tree_bytes_on_nics,
     tree_or_ring_caveat,
     unknown_nic_share,
@@ -217,7 +218,8 @@ class TopologyModel:
         caveats = [tree_or_ring_caveat(self.backend, self.system is not None)] if across and unknown_tree_bytes(
             self, world, nodes) else []
         if nic_share is not None:
-            caveats.append(nic_share_caveat(self, world // nodes * sharing, nic_share))
+            caveats.append(nic_share_caveat(self, ranks_at_the_nics(self.collective, world, nodes, sharing),
+                                            nic_share))
         caveats += [why for _, why, _ in readings if why]
         links = "; ".join([self._links_label(nodes), *caveats])
         why = undetermined(self, world, nodes, size_bytes, calibration)  # (:mod:`pybench.model.determined`)

@@ -1,0 +1,52 @@
+"""A send/recv's ring of ranks leaves each node once, whatever the ranks per node: the rate its crossing was fitted
+at is one rank's flow, with that GPU's NICs, not the node's. Checked on the `h100-xr01` cluster's 2-node runs at 1,
+2, 4 and 8 GPUs per node (SOURCES.md), as a user asks `pybench predict --collective sendrecv`."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import PUBLIC_LOGS
+
+from pybench import load_model
+from pybench.cli.main import main
+from pybench.model.logs import load_measurements
+
+SYSTEM = PUBLIC_LOGS / "systems" / "h100-xr01.json"
+
+
+def _sendrecv(log):
+    (ms,) = [m for m in load_measurements(log) if m.collective == "sendrecv"]
+    return ms.size_bytes.astype(float), ms.time_s
+
+
+def _two_nodes(per_node: int):
+    return PUBLIC_LOGS / f"xr01_h100_N2_G{per_node}_002_003.log"
+
+
+def test_fewer_gpus_per_node_keep_the_one_flow_that_crosses(tmp_path, capsys):
+    """Fitted at 8 GPUs per node, asked for 1, 2 and 4: each run took the same time to within 14%, and so does the
+    prediction; it named the NICs per rank open and went sqrt(8/q) slower (2.8x at one GPU per node)."""
+    path = tmp_path / "xr01.json"
+    assert main(["fit", str(_two_nodes(8)), "-o", str(path)]) == 0
+    model = load_model(path, collective="sendrecv")
+    for per_node in (1, 2, 4):
+        sizes, measured = _sendrecv(_two_nodes(per_node))
+        p = model.predict(sizes, world=2 * per_node, nodes=2)
+        error = np.abs(np.log(p.time_s / measured))
+        assert np.max(error) < np.log(1.15), (per_node, p.time_s, measured)
+        assert np.all((p.time_low_s <= measured) & (measured <= p.time_high_s))
+    capsys.readouterr()
+    assert main(["predict", str(path), "--collective", "sendrecv", "--world", "2", "--nodes", "2", "--sizes", "4G"]) == 0
+    assert "NICs per rank unknown" not in capsys.readouterr().out
+
+
+def test_a_described_send_recv_crosses_at_one_gpus_nics(tmp_path):
+    """One node measured and its description: the one flow that leaves a node goes through its GPU's own NIC, not
+    the node's eight (the prediction was 6.3x too fast, outside its interval)."""
+    path = tmp_path / "node.json"
+    assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N1_G8_002.log"), "-o", str(path)]) == 0
+    model = load_model(path, collective="sendrecv", system=str(SYSTEM))
+    sizes, measured = _sendrecv(_two_nodes(8))
+    p = model.predict(sizes, world=16, nodes=2)
+    assert np.max(np.abs(np.log(p.time_s / measured))) < np.log(1.35), (p.time_s, measured)
+    assert np.all((p.time_low_s <= measured) & (measured <= p.time_high_s))
