@@ -59,9 +59,11 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
     rails = 1.0 if rails is None else rails
     share = _described_reach(model, ranks_at_the_nics(model.collective, world, nodes, sharing))
-    # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry
-    efficiency = model.inter.nic_efficiency or load_calibration().efficiency(model.collective)  # (a fit: typical)
-    reach = share * model.system.nic_Bps_per_node * efficiency if model.system is not None and share < 1.0 else math.inf
+    # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry (a fitted
+    # crossing's rate is the measured cluster's: only the floor of :func:`nic_floor_s` bounds it)
+    efficiency = model.inter.nic_efficiency or load_calibration().efficiency(model.collective)
+    reach = (share * model.system.nic_Bps_per_node * efficiency
+             if model.system is not None and share < 1.0 and unmeasured else math.inf)
     times, labels = [], []
     for r in model.inter.all_regimes():
         own = node_links_cap_Bps(model.collective, model.schedule, r.algorithm, world, nodes, intra_bw)
@@ -118,9 +120,10 @@ def ranks_at_the_nics(collective: str, world: int, nodes: int, sharing: int = 1)
 def _described_reach(model: ModelLinks, per_node: int) -> float:
     """The share of a described node's NICs that ``per_node`` ranks reach: those of their own GPUs (each GPU's
     nearest, ``nics / gpus`` of them, at least one), where fewer ranks than GPUs run on the node; 1 elsewhere. A
-    lone rank cannot send through the NICs of GPUs that run nothing."""
+    lone rank cannot send through the NICs of GPUs that run nothing. Whether the crossing was described or fitted:
+    a fit at more ranks per node says nothing of what fewer may reach, its description does."""
     system = model.system
-    if (model.inter is None or not model.inter.is_described or system is None or per_node >= system.gpus_per_node
+    if (model.inter is None or model.inter.is_preset or system is None or per_node >= system.gpus_per_node
             or model.backend not in GPU_BACKENDS):  # CPU ranks are no GPU's: every NIC of the node is theirs
         return 1.0
     nics = system.nics_per_node

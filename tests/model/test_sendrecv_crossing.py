@@ -36,7 +36,8 @@ def test_fewer_gpus_per_node_keep_the_one_flow_that_crosses(tmp_path, capsys):
         assert np.max(error) < np.log(1.15), (per_node, p.time_s, measured)
         assert np.all((p.time_low_s <= measured) & (measured <= p.time_high_s))
     capsys.readouterr()
-    assert main(["predict", str(path), "--collective", "sendrecv", "--world", "2", "--nodes", "2", "--sizes", "4G"]) == 0
+    args = ["predict", str(path), "--collective", "sendrecv", "--world", "2", "--nodes", "2", "--sizes", "4G"]
+    assert main(args) == 0
     assert "NICs per rank unknown" not in capsys.readouterr().out
 
 
