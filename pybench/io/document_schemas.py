@@ -138,6 +138,7 @@ class TopologySchema(_Body):
     layout_misses: Annotated[list[LayoutMiss], Field(max_length=4096)] | None = None
     layout_sizes: Annotated[list[LayoutSizes], Field(max_length=4096)] | None = None
     hosts_per_node: Annotated[int, Field(ge=1, le=MAX_WORLD)] = 1  # an NVLink domain's hosts, where it is the node
+    rails_ranks: Annotated[int, Field(ge=0, le=MAX_WORLD)] = 0  # 0: one rate through a node's NICs (older files)
     crossing_version: Annotated[int, Field(ge=1, le=TOPOLOGY_CROSSING_VERSION)] = 1  # 1: files before the field
 
     @model_validator(mode="after")

@@ -43,6 +43,8 @@ class ModelLinks(Protocol):
     def inter_absorbs_intra(self) -> bool: ...
     @property
     def backend(self) -> str: ...
+    @property
+    def rails_ranks(self) -> int: ...
 
 
 def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
@@ -57,7 +59,7 @@ def across_nodes(model: ModelLinks, size: float, world: int, sharing: int = 1,
     # capping it again would move the prediction off the very sweeps it was fitted to.
     unmeasured = model.inter.is_preset or model.inter.is_described
     intra_bw = model.intra.busbw_Bps if model.intra and unmeasured else math.inf
-    rails = 1.0 if rails is None else rails
+    rails = own_rails(model, world, nodes, sharing) if rails is None else rails
     share = _described_reach(model, ranks_at_the_nics(model.collective, world, nodes, sharing))
     # the reached NICs carry their share of what all of the node's do, whatever the node's own links carry (a fitted
     # crossing's rate is the measured cluster's: only the floor of :func:`nic_floor_s` bounds it)
@@ -130,6 +132,15 @@ def _described_reach(model: ModelLinks, per_node: int) -> float:
     return min(1.0, math.ceil(per_node * nics / system.gpus_per_node) / nics)
 
 
+def own_rails(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> float:
+    """The factor on the fitted inter-node rate of a model fitted on rails (:attr:`TopologyModel.rails_ranks`) at
+    ``world`` ranks on ``nodes`` nodes: their ranks at the NICs over the fitted most, up to 1 (more ranks than fitted
+    are the other reading of :func:`unknown_nic_share`); 1 without rails."""
+    if not model.rails_ranks:
+        return 1.0
+    return min(ranks_at_the_nics(model.collective, world, nodes, sharing), model.rails_ranks) / model.rails_ranks
+
+
 def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> float | None:
     """The bandwidth factor of the other reading, where the inputs cannot say how many NICs the ranks
     of a node drive: None when they can.
@@ -139,7 +150,7 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     fitted bandwidth stands; if each rank drives its own NIC (rails), it scales by q/r. A system
     description counts the NICs, so the rails reading scales by min(q, nics)/min(r, nics); it cannot say
     whether the NICs were what held the fitted rate (on a public H100 cluster, four times the ranks of a node
-    of 8 NICs did not move four times the bytes). Fits at several ranks-per-node counts tell. A preset
+    of 8 NICs did not move four times the bytes). Fits at several ranks-per-node counts tell, up to the most. A preset
     is one port per node: with q ranks per node the node may drive one port per rank or more, up to what
     named systems hold of that rate (:func:`~pybench.model.system.most_ports_per_gpu`).
     """
@@ -150,6 +161,8 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     if model.inter.is_preset:  # one port per node; the node may have one per rank (rails), or more
         return per_node * most_ports_per_gpu(model.inter.busbw_Bps) if per_node > 1 and model.system is None else None
     fitted = {ranks_at_the_nics(model.collective, w, n) for w, n in model.fitted if n > 1}
+    if model.rails_ranks and per_node > model.rails_ranks:  # fitted on rails: more ranks than any fitted may or
+        fitted = {model.rails_ranks}                        # may not find NICs of their own
     if len(fitted) != 1 or per_node in fitted:
         return None
     if model.system is None:

@@ -117,6 +117,10 @@ class TopologyModel:
     """Hosts one of the model's nodes spans: the trays of an NVLink domain when it was fitted on a system
     whose domain spans hosts (GB200 NVL72), so that the network joins domains, not trays. Layouts are
     asked in hosts and counted in domains (:meth:`network_nodes`); ``fitted`` holds domains."""
+    rails_ranks: int = 0
+    """Where sweeps at several ranks-per-node counts crossed at a rate that grows with them (each rank its own NICs:
+    rails), the most of them, at which the inter-node rate was fitted; fewer ranks per node get their share
+    (:func:`~pybench.model.crossing.own_rails`). 0: one rate through a node's NICs, whatever its ranks."""
 
     @functools.cached_property
     def _residual_arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -397,7 +401,7 @@ class TopologyModel:
                 "inter_absorbs_intra": self.inter_absorbs_intra,
                 "system": self.system.model_dump() if self.system else None,
                 "layout_misses": [list(x) for x in self.layout_misses], "hosts_per_node": self.hosts_per_node,
-                "layout_sizes": [list(x) for x in self.layout_sizes],
+                "layout_sizes": [list(x) for x in self.layout_sizes], "rails_ranks": self.rails_ranks,
                 "crossing_version": TOPOLOGY_CROSSING_VERSION}
 
     @classmethod
@@ -430,7 +434,7 @@ class TopologyModel:
             tuple(d.get("notes") or ()), d.get("backend") or "", d.get("schedule", "ring"), absorbs, system,
             tuple((int(w), int(n), float(m)) for w, n, m in d.get("layout_misses") or ()),
             tuple((int(w), int(n), int(a), int(b)) for w, n, a, b in d.get("layout_sizes") or ()),
-            int(d.get("hosts_per_node", 1)))
+            int(d.get("hosts_per_node", 1)), int(d.get("rails_ranks", 0)))
 
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.

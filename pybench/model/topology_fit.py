@@ -13,7 +13,7 @@ import numpy as np
 from pybench.errors import UsageError
 from pybench.model.anomalies import disturbed_sizes, find_anomalies
 from pybench.model.calibration import load_calibration
-from pybench.model.crossing import nvlink_domain_ranks, ranks_per_node
+from pybench.model.crossing import nvlink_domain_ranks, ranks_at_the_nics, ranks_per_node
 from pybench.model.determined import OWN_MISS, slow_network_steps
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
@@ -72,7 +72,8 @@ FORCED_CROSSING = {"ring": "ring", "tree": "double-tree"}
 def fit_topology(collective: str, observations: Sequence[Observation], *,
                  algorithm: str | None = None, intra_preset: LinkPreset | None = None,
                  inter_preset: LinkPreset | None = None, schedule: str = "ring",
-                 system: SystemDescription | None = None, across: str | None = None) -> TopologyModel:
+                 system: SystemDescription | None = None, across: str | None = None,
+                 shared_nics: bool = False) -> TopologyModel:
     """Fit a :class:`TopologyModel` to sweeps at one or more (world, nodes).
 
     Single-node observations give the intra-node link; multi-node ones the inter-node link
@@ -83,7 +84,8 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     the caller's knowledge of the library. ``system``: where its NVLink domain spans hosts (GB200
     NVL72), one domain is one node of the model (the network joins domains, not trays); the model
     still takes layouts in hosts (:attr:`TopologyModel.hosts_per_node`). ``across``: the one algorithm the
-    multi-node sweeps crossed by (:data:`FORCED_CROSSING`), where the log forced it. Other systems change nothing
+    multi-node sweeps crossed by (:data:`FORCED_CROSSING`), where the log forced it. ``shared_nics``: the ranks
+    share every NIC of a node (CPU ranks), so no rate on rails is tried. Other systems change nothing
     here (:meth:`TopologyModel.with_system` applies them), but a sweep with more ranks per node than
     its GPUs is refused (one GPU per rank; CPU ranks are fitted without a system).
     """
@@ -129,12 +131,13 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
     if single and len({o.world for o in single}) == 1:
         notes.append("one world size: base and per-step latency cannot be told apart; another world size, where "
                      "the inputs determine it, is predicted between the two readings, with the span in its interval")
-    inter, absorbs = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule, across)
+    inter, absorbs, rails = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule, across,
+                                       not shared_nics)
     fitted_obs = single + multi
     model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
                           (int(min(o.size_bytes for o in measured)), int(max(o.size_bytes for o in measured))),
                           tuple(float(o.size_bytes) for o in fitted_obs), (), tuple(notes), schedule=schedule,
-                          inter_absorbs_intra=absorbs)
+                          inter_absorbs_intra=absorbs, rails_ranks=rails)
     domain = nvlink_domain_ranks(model)
     if domain:
         assert model.inter is not None
@@ -238,15 +241,19 @@ def _fit_link(designs: Sequence[np.ndarray], obs: Sequence[Observation], label: 
 
 def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], intra: LinkCost | None,
                preset: LinkPreset | None, notes: list[str], schedule: str = "ring",
-               across: str | None = None) -> tuple[LinkCost | None, bool]:
-    """The inter-node link, and whether it absorbed the leader schedules' intra-node phase.
+               across: str | None = None, rails_allowed: bool = True) -> tuple[LinkCost | None, bool, int]:
+    """The inter-node link, whether it absorbed the leader schedules' intra-node phase, and the ranks per node its
+    rate was fitted at on rails (0 for one rate through the node's NICs).
 
     With an intra-node link, that phase (:func:`pybench.model.topology_schedules.intra_node_ranks`)
     is priced with it and taken off the multi-node times first, so the inter-node link is the
     NICs' alone and the phase scales with the ranks per node of the layout asked for.
+    Sweeps at several ranks-per-node counts of NCCL's ring schedule are also fitted with a rate that grows with
+    the ranks (each GPU its own NICs, as rail-optimised nodes run); the one that misses less is kept (ties: one
+    rate).
     """
     if not multi:
-        return (LinkCost.from_preset(preset) if preset else None), False
+        return (LinkCost.from_preset(preset) if preset else None), False, 0
     inside = np.array([intra.time_s(collective, algorithm, o.size_bytes, g)
                        if intra is not None and (g := intra_node_ranks(schedule, collective, o.world, o.nodes)) else 0.0
                        for o in multi])
@@ -262,26 +269,35 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
         absorbs = True
     between = [dataclasses.replace(o, time_s=float(t)) for o, t in zip(multi, times - inside)]
     algorithms = (across,) if across else crossing_algorithms(schedule, collective)
-    designs = []
-    for algorithm in algorithms:
-        rows = []
-        for o in between:
-            hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes, algorithm)
-            # no pipeline fill across nodes: over a few node counts it is free to bend the bandwidth
-            # (a fill larger than the bytes it precedes at the smallest count), which no ring has
-            rows.append((1.0, hops, o.size_bytes * data, 0.0))
-        designs.append(np.array(rows, dtype=float))
-    solved = _fit_link(designs, between,
-                       _fitted_label(sorted({(o.world, o.nodes) for o in multi})),
-                       algorithms)
-    if solved is None:
+    per_node = {ranks_at_the_nics(collective, o.world, o.nodes) for o in between}
+    most = max(per_node) if rails_allowed and schedule == "ring" and len(per_node) > 1 else 0
+    best: tuple[LinkCost, float, int] | None = None
+    for rails in (0, most) if most else (0,):
+        designs = []
+        for algorithm in algorithms:
+            rows = []
+            for o in between:
+                hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes, algorithm)
+                # no pipeline fill across nodes: over a few node counts it is free to bend the bandwidth
+                # (a fill larger than the bytes it precedes at the smallest count), which no ring has
+                share = ranks_at_the_nics(collective, o.world, o.nodes) / rails if rails else 1.0
+                rows.append((1.0, hops, o.size_bytes * data / share, 0.0))
+            designs.append(np.array(rows, dtype=float))
+        solved = _fit_link(designs, between, _fitted_label(sorted({(o.world, o.nodes) for o in multi})), algorithms)
+        if solved is not None and (best is None or solved[1] < best[1] * (1 - 1e-6)):
+            best = (*solved, rails)
+    if best is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
-    link = solved[0]
+    link, _, rails = best
+    if rails:
+        notes.append(f"the inter-node rate grows with the ranks per node (each GPU its own NICs: rails), as "
+                     f"{', '.join(map(str, sorted(per_node)))} ranks per node ran: fewer get their share of the "
+                     f"{rails} ranks' rate; more may or may not find NICs of their own")
     if intra is not None and link.busbw_Bps > intra.busbw_Bps:
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
                      "may include in-network reduction (NVLS/SHARP), or the node's own path is the slower one "
                      "(CPU ranks' shared memory)")
-    return link, bool(absorbs)
+    return link, bool(absorbs), rails
 
 
 def _fitted_label(layouts: Sequence[tuple[int, int]]) -> str:
@@ -414,7 +430,8 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
             on = system if backend in GPU_BACKENDS else None  # CPU ranks are not the described GPUs
             models.append(dataclasses.replace(fit_topology(collective, obs, schedule=schedule, system=on,
                                                            algorithm=algorithm or None,
-                                                           across=FORCED_CROSSING.get(algorithm)), backend=backend))
+                                                           across=FORCED_CROSSING.get(algorithm),
+                                                           shared_nics=backend not in GPU_BACKENDS), backend=backend))
         except UsageError as exc:
             skipped.append(f"{collective}: {exc}")
     return models, skipped

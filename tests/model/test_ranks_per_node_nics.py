@@ -4,6 +4,8 @@ node and asked for 1, 2 and 4, as a user asks `load_model(..., system=FILE).pred
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from conftest import PUBLIC_LOGS
@@ -42,3 +44,28 @@ def test_a_description_keeps_fewer_ranks_to_their_own_nics(fitted, collective):
         assert np.all((p.time_low_s <= measured) & (measured <= p.time_high_s)), per_node
     open_ = load_model(fitted, collective=collective).predict(*_measured(1, collective)[:1], world=10, nodes=10)
     assert np.expm1(np.median(np.abs(np.log(open_.time_s / _measured(1, collective)[1])))) > 0.35
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reducescatter", "alltoall"])
+def test_sweeps_at_several_ranks_per_node_fit_a_rate_on_rails(tmp_path, capsys, collective):
+    """Fitted at 1 and 8 GPUs per node, whose rates grow with the ranks (each GPU its own NIC): 2 and 4 per node lie
+    within 15% (one rate through the node's NICs missed the 1-GPU sweep by 80% and put them 30-70% too fast). The
+    file keeps the rate on rails; a file from before it holds one rate."""
+    path = tmp_path / "g18.json"
+    logs = [str(PUBLIC_LOGS / f"xr01_h100_N10_G{g}.log") for g in (1, 8)]
+    assert main(["fit", *logs, "-o", str(path)]) == 0
+    assert "the inter-node rate grows with the ranks per node (each GPU its own NICs: rails)" in capsys.readouterr().out
+    model = load_model(path, collective=collective, world_size=80)
+    for per_node in (2, 4):
+        sizes, measured = _measured(per_node, collective)
+        p = model.predict(sizes, world=10 * per_node, nodes=10)
+        assert np.expm1(np.median(np.abs(np.log(p.time_s / measured)))) < 0.15, (per_node, p.time_s / measured)
+        assert np.all((p.time_low_s <= measured) & (measured <= p.time_high_s)), per_node
+    doc = json.loads(path.read_text())
+    (entry,) = [t for t in doc["topology"] if t["collective"] == collective]
+    assert entry["rails_ranks"] == 8
+    del entry["rails_ranks"]  # a file written before the field: one rate, whatever the ranks per node
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps(doc))
+    shared = load_model(older, collective=collective, world_size=80).predict(sizes, world=40, nodes=10)
+    assert np.all(shared.time_s < 0.9 * p.time_s)

@@ -72,10 +72,11 @@ def test_the_osu_clusters_no_constant_was_chosen_on_are_pinned(result):
 
 
 # (kind, pooled coverage, median half-width %, median error %) held out today; a regression fails. (The p3dn V100
-# cluster, added in session 30, scores 80% left one size out and 35% off described: the pins moved with it.)
+# cluster, added in session 30, scores 80% left one size out and 35% off described: the pins moved with it. The
+# per-node pins tightened in session 34: a rate on rails, and send/recv's one flow per node.)
 TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.93, 16.5, 3.0),
          ("beyond the measured sizes", 0.97, 250.0, 19.0),
-         ("another GPU count", 0.995, 25.0, 3.2), ("another GPU count per node", 0.92, 380.0, 43.0),
+         ("another GPU count", 0.995, 25.0, 3.2), ("another GPU count per node", 0.95, 130.0, 26.0),
          ("another node count", 0.93, 215.0, 15.5),
          ("system description", 0.96, 115.0, 23.0), ("preset", 0.97, 2100.0, 170.0)]
 
