@@ -29,10 +29,10 @@ __all__ = ["Breakeven", "CcrResult", "ccr", "layout_ok", "grid_notes", "BREAKEVE
 
 
 def layout_ok(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None, layers: int,
-              pp_degree: int | None = None) -> bool:
+              pp_degree: int | None = None, heads: tuple[int, int] = (0, 0)) -> bool:
     """True when ``make_layout`` accepts the combination."""
     try:
-        make_layout(strategy, world, gpus_per_node, tp_degree, layers, pp_degree)
+        make_layout(strategy, world, gpus_per_node, tp_degree, layers, pp_degree, heads)
     except UsageError:
         return False
     return True
@@ -56,17 +56,17 @@ def _rows(cfg: CcrConfig, models: ModelSet, skipped: list[str],
     """Every row these models price; the rest, by reason, in ``undetermined`` (none priced: the first reason)."""
     rows: list[StepEstimate] = []
     first: NotDetermined | NoModelFor | None = None
-    g, layers = cfg.gpus_per_node, cfg.shape.layers
+    g, layers, heads = cfg.gpus_per_node, cfg.shape.layers, (cfg.shape.heads, cfg.shape.kv_heads)
     for s in cfg.strategies:
         for b in cfg.batches:
             for w in cfg.worlds:
                 try:
-                    make_layout(s, w, g, cfg.tp_degree, layers, cfg.pp_degree)
+                    make_layout(s, w, g, cfg.tp_degree, layers, cfg.pp_degree, heads)
                 except UsageError as exc:
                     # In a grid some combinations are impossible (tp across nodes); skip and say so,
                     # but a strategy with no possible combination at all is an error.
-                    if len(cfg.worlds) == 1 or not any(layout_ok(s, w2, g, cfg.tp_degree, layers, cfg.pp_degree)
-                                                       for w2 in cfg.worlds):
+                    if len(cfg.worlds) == 1 or not any(layout_ok(s, w2, g, cfg.tp_degree, layers, cfg.pp_degree,
+                                                                 heads) for w2 in cfg.worlds):
                         raise
                     if str(exc) not in skipped:
                         skipped.append(str(exc))

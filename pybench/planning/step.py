@@ -349,7 +349,8 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
         When the layout is impossible or a collective has no model.
     """
     g = cfg.gpus_per_node if gpus_per_node is None else gpus_per_node
-    layout = make_layout(strategy, world, g, cfg.tp_degree, cfg.shape.layers, cfg.pp_degree)
+    layout = make_layout(strategy, world, g, cfg.tp_degree, cfg.shape.layers, cfg.pp_degree,
+                         (cfg.shape.heads, cfg.shape.kv_heads))
     m = default_micro_batches(cfg, layout) if micro_batches is None else micro_batches
     work = Workload(cfg.params, cfg.shape, cfg.seq, batch, m, cfg.grad_bytes_per_value, cfg.param_bytes_per_value)
     timed = tuple(_op_time(models, layout, op) for op in comm_ops(layout, work))

@@ -123,8 +123,18 @@ class Layout:
         return f"dp{self.dp}xtp{self.tp}xpp{self.pp}{idle}"
 
 
+def _check_heads(tp: int, heads: tuple[int, int]) -> None:
+    """UsageError where a tensor-parallel degree splits an attention or key/value head across ranks."""
+    attention, kv = heads
+    if tp > 1 and attention and (attention % tp or kv % tp):
+        fits = [t for t in range(1, max(attention, 1) + 1) if attention % t == 0 and kv % t == 0 and t <= 64]
+        raise UsageError(f"tensor-parallel degree {tp} does not divide the model's {attention} attention heads and "
+                         f"{kv} key/value heads (each rank holds whole heads, as Megatron and NeMo require): use a "
+                         f"degree among {', '.join(map(str, fits))}")
+
+
 def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None = None,
-                layers: int | None = None, pp_degree: int | None = None) -> Layout:
+                layers: int | None = None, pp_degree: int | None = None, heads: tuple[int, int] = (0, 0)) -> Layout:
     """Check a (strategy, world) combination and return its layout.
 
     Raises
@@ -133,7 +143,9 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
         For world or gpus_per_node below 1; ``tp`` on more ranks than one node
         holds; ``tp+dp`` / ``tp+pp+dp`` whose world is not a multiple of GPUs
         per node (or of tp x pp), or whose TP degree exceeds or does not divide
-        GPUs per node; ``pp`` with more stages than layers.
+        GPUs per node; ``pp`` with more stages than layers; a tensor-parallel degree that does not divide
+        ``heads``, the model's (attention, key/value) heads where given (each rank holds whole heads, as
+        Megatron and NeMo require).
     """
     strategy = canonical_strategy(strategy)
     if world < 1:
@@ -147,6 +159,7 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
         if world > g:
             raise UsageError(f"tp on {world} ranks: tensor parallelism needs its group inside one node, "
                              f"which has {g} GPUs; use tp+dp (tp inside the node, dp across) or pp")
+        _check_heads(world, heads)
         return Layout(strategy, world, g, dp=1, tp=world)
     if strategy == "pp":
         _check_stages(world, layers)
@@ -168,6 +181,7 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     if strategy == "tp+dp":
         if world % t:
             raise UsageError(f"tp+dp on {world} ranks: world must be a multiple of the tensor-parallel degree {t}")
+        _check_heads(t, heads)
         return Layout(strategy, world, g, dp=world // t, tp=t, idle_per_node=idle)
     p = 2 if pp_degree is None else pp_degree
     if p < 1:
@@ -175,6 +189,7 @@ def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | 
     if world % (t * p):  # before the layers: a depth past the world is wrong whatever the layers
         raise UsageError(f"tp+pp+dp on {world} ranks: world must be a multiple of tp x pp = {t} x {p} = {t * p}")
     _check_stages(p, layers)
+    _check_heads(t, heads)
     return Layout(strategy, world, g, dp=world // (t * p), tp=t, pp=p, idle_per_node=idle)
 
 

@@ -304,8 +304,8 @@ def fake_model_module(monkeypatch):
 
 def test_cli_ccr(tmp_path, capsys, fake_model_module):
     out = tmp_path / "ccr.json"
-    args = _parser().parse_args(["ccr", "--hidden", "8", "--layers", "2", "--params", "1000", "--seq", "4",
-                                 "--batch", "2", "--world", "2,4", "--gpus-per-node", "2", "--strategy",
+    args = _parser().parse_args(["ccr", "--hidden", "8", "--layers", "2", "--heads", "2", "--params", "1000",
+                                 "--seq", "4", "--batch", "2", "--world", "2,4", "--gpus-per-node", "2", "--strategy",
                                  "ddp,tp", "--model", "m.json", "--tflops", str(FLOPS / 1e12), "--json", str(out)])
     assert args.func(args) == 0
     captured = capsys.readouterr()

@@ -105,6 +105,12 @@ def test_a_count_whose_gradients_no_sweep_prices_is_refused_at_every_world(h100,
     (["--strategy", "tp+pp+dp", "--pp-degree", "5", "--world", "16"], "world must be a multiple of tp x pp = 8 x 5"),
     (["--strategy", "tp+dp", "--tp-degree", "16", "--world", "16"], "tensor-parallel degree 16 must lie in 1-8"),
     (["--strategy", "tp+dp", "--tp-degree", "3", "--world", "16"], "multiple of the tensor-parallel degree 3"),
+    # a degree that splits a head: plan searches none such, and ccr priced them (tp 3 of 32 heads)
+    (["--strategy", "tp+dp", "--tp-degree", "3", "--world", "6", "--gpus-per-node", "6"],
+     "tensor-parallel degree 3 does not divide the model's 32 attention heads and 32 key/value heads"),
+    (["--strategy", "tp", "--world", "5", "--gpus-per-node", "5"], "use a degree among 1, 2, 4, 8, 16, 32"),
+    (["--strategy", "tp+pp+dp", "--tp-degree", "3", "--pp-degree", "2", "--world", "6", "--gpus-per-node", "6"],
+     "tensor-parallel degree 3 does not divide"),
 ])
 def test_a_degree_no_strategy_given_reads_or_the_world_cannot_hold_is_refused(h100, capsys, args, said):
     err = _refused(capsys, ["ccr", "--params", "7B", "--model", h100, "--tflops", "400", *args])
