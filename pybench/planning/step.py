@@ -32,6 +32,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,13 +71,16 @@ class OpTime:
 
     op: CommOp
     call: CommTime
+    buckets: int = 1
+    """The pieces each call is sent in (an exchange under backward with overlap); ``call`` is their sum."""
 
     @property
     def time_s(self) -> float:
         return self.op.calls * self.call.time_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.op.to_dict(), "time_per_call_s": self.call.time_s, "time_s": self.time_s,
+        return {**self.op.to_dict(), "buckets": self.buckets, "time_per_call_s": self.call.time_s,
+                "time_s": self.time_s,
                 "time_low_s": self.op.calls * self.call.time_low_s,
                 "time_high_s": self.op.calls * self.call.time_high_s, "model": self.call.source}
 
@@ -275,14 +279,13 @@ class _Comm:
     low_s: float
     high_s: float
     exposed_s: float
+    ops: tuple[OpTime, ...]
 
 
 def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], compute_s: float, m: int,
                 recompute: bool, layout: Layout) -> _Comm:
-    """Communication when the gradient exchange runs in buckets under backward."""
-    comm_s = sum(o.time_s for o in timed)
-    comm_low = sum(o.op.calls * o.call.time_low_s for o in timed)
-    comm_high = sum(o.op.calls * o.call.time_high_s for o in timed)
+    """Communication when the gradient exchange runs in buckets under backward (its ops' calls timed as buckets)."""
+    ops = []
     prof = cfg.overlap_profile or OverlapProfile()
     # Backward of the last micro-batch: 4 of 6 FLOP units (6 of 8 with recomputation), unless measured.
     share = prof.backward_share if prof.backward_share is not None else (0.75 if recompute else 2 / 3)
@@ -291,6 +294,7 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
     for o in timed:
         if not o.op.overlaps_backward:
             exposed += o.time_s
+            ops.append(o)
             continue
 
         def one_bucket(size: float, o: OpTime = o) -> float:
@@ -303,9 +307,8 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
                            o.op.size_bytes, cfg.bucket_bytes, one_bucket, cfg.explicit_buckets))
         # The exchange really runs in buckets: the serial time (and so CCR) is theirs too.
         scale = serial / o.call.time_s if o.call.time_s > 0 else 1.0
-        comm_s += o.op.calls * (serial - o.call.time_s)
-        comm_low += o.op.calls * o.call.time_low_s * (scale - 1)
-        comm_high += o.op.calls * o.call.time_high_s * (scale - 1)
+        pieces = len(bucket_sizes(o.op.size_bytes, cfg.bucket_bytes, cfg.explicit_buckets))
+        ops.append(dataclasses.replace(o, call=o.call.scaled(scale), buckets=pieces))
         ready = None if prof.ready_fractions is None else tuple(prof.ready_fractions)
         how = (ready, prof.compute_slowdown, prof.copy_in_s, prof.copy_out_s)
         per_call = _memo(models, ("exposed", *key, backward_s, how),
@@ -314,7 +317,8 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
                              prof.ready_fractions, prof.compute_slowdown, prof.copy_in_s, prof.copy_out_s))
         # Only the last micro-batch's exchange can hide; earlier calls (zero3) stay exposed.
         exposed += per_call + (o.op.calls - 1) * serial
-    return _Comm(comm_s, comm_low, comm_high, exposed)
+    return _Comm(sum(o.time_s for o in ops), sum(o.op.calls * o.call.time_low_s for o in ops),
+                 sum(o.op.calls * o.call.time_high_s for o in ops), exposed, tuple(ops))
 
 
 def _latency_s(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...]) -> float:
@@ -370,10 +374,10 @@ def estimate_step(cfg: CcrConfig, models: ModelSet, strategy: str, world: int, b
     else:
         serial = sum(o.time_s for o in timed)
         comm = _Comm(serial, sum(o.op.calls * o.call.time_low_s for o in timed),
-                     sum(o.op.calls * o.call.time_high_s for o in timed), serial)
+                     sum(o.op.calls * o.call.time_high_s for o in timed), serial, timed)
     cost = cfg.cost_per_hour(world, layout.gpus_per_node)
     return StepEstimate(strategy=layout.strategy, world=world, batch=batch, layout=layout, micro_batches=m,
-                        global_batch=batch * m * layout.dp, ops=timed, compute_s=compute_s,
+                        global_batch=batch * m * layout.dp, ops=comm.ops, compute_s=compute_s,
                         bubble_s=compute_s * (layout.pp - 1) / m, comm_s=comm.serial_s, comm_low_s=comm.low_s,
                         comm_high_s=comm.high_s, exposed_s=comm.exposed_s, overlap=cfg.overlap,
                         straggler_factor=sf, samples_per_s_one_device=batch * m / one_device_s,

@@ -531,6 +531,11 @@ def test_exposed_never_exceeds_the_serial_fraction_with_buckets():
     for row in res.rows:
         assert row.exposed_s <= row.comm_s + 1e-12
         assert row.exposed_fraction <= row.ccr + 1e-12
+        # the breakdown is the buckets' too: its ops add up to the communication they price (one 14 GB call of 54 ms
+        # was listed beside a bucketed 216 ms)
+        assert sum(o.time_s for o in row.ops) == pytest.approx(row.comm_s, rel=1e-12)
+        (grads,) = [o.to_dict() for o in row.ops if o.op.overlaps_backward]
+        assert grads["buckets"] == math.ceil(grads["size_bytes"] / (25 * 2**20)) and grads["time_s"] == row.comm_s
 
 
 def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
