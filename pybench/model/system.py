@@ -22,11 +22,12 @@ What the model takes from a description:
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pybench.errors import FileFormatError, UsageError
 from pybench.io.files import read_json
@@ -46,6 +47,10 @@ SWITCHED_FABRICS = ("nvswitch",)
 # The most GPUs one NVLink domain joins: NVIDIA's NVLink Switch System connects up to 576 GPUs (GB200 NVL576). A
 # fit over more ranks whose bus bandwidth outruns any NIC crossed a network between NVLink domains too.
 LARGEST_NVLINK_DOMAIN_GPUS = 576
+
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+()/:,@-]*")
+"""A description's name: printable, one line, no terminal escapes (it heads every table it prices)."""
 
 
 class SystemDescription(BaseModel):
@@ -71,6 +76,13 @@ class SystemDescription(BaseModel):
     in_switch_reduction: bool = False
     """The NVSwitches reduce (NVLink SHARP, third-generation NVSwitch on: H100, H200, B200), which NCCL's NVLS
     all-reduce runs on (:mod:`pybench.model.switch_reduction`)."""
+
+    @field_validator("name")
+    @classmethod
+    def _one_line_name(cls, name: str) -> str:
+        if not NAME_PATTERN.fullmatch(name):
+            raise ValueError("a name is letters, digits and ' _.+()/:,@-' on one line, from a letter or digit")
+        return name
 
     @model_validator(mode="after")
     def _domain_holds_whole_nodes(self) -> SystemDescription:

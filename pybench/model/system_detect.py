@@ -10,6 +10,7 @@ GPU system the model can price, and says so.
 from __future__ import annotations
 
 import platform
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,7 +49,7 @@ def description_dict(probe: Mapping[str, Any], host: str | None = None, machine:
     if unknown:
         description += f"; not detected (file defaults apply): {', '.join(unknown)}"
     doc: dict[str, Any] = {
-        "name": f"detected-{host}"[:80],
+        "name": re.sub(r"[^A-Za-z0-9._-]", "-", f"detected-{host}")[:80],  # (a host's name may hold anything)
         "description": description[:400],
         "source": f"detected by pybench {__version__} on {host}: {provenance}"[:800],
         # as recorded: the validator, not a cast, says when a record (a result file) holds a bad value

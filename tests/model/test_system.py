@@ -55,6 +55,9 @@ def _write(tmp_path, **change):
     ({"intra_fabric": "pcie", "in_switch_reduction": True}, "only NVSwitches reduce"),
     # (2^20 GPUs in one NVLink domain priced 8 nodes as one; NVLink Switch Systems join 576 at most)
     ({"gpus_per_node": 8, "nvlink_domain_gpus": 1 << 20}, "nvlink_domain_gpus.*576"),
+    # (a name heads every table it prices: a newline and a terminal escape broke the '#' header)
+    ({"name": "mine\n#       size\u001b[31m"}, "name: .*a name is letters, digits"),
+    ({"name": "-rf"}, "from a letter or digit"),
 ])
 def test_bad_descriptions_are_refused_in_one_line(tmp_path, change, fragment):
     path = _write(tmp_path, **change)

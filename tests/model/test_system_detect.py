@@ -36,6 +36,8 @@ def test_a_detected_node_is_a_valid_description_with_the_figures_of_its_named_tw
             "in_switch_reduction")
     assert {k: getattr(detected, k) for k in same} == {k: getattr(twin, k) for k in same}
     assert detected.name == "detected-node7"
+    # a host's name may hold what no description's name may (it heads tables): replaced, not refused
+    assert description_from_probe(h100_node, host="gpu_7\n\x1b[31m").name == "detected-gpu_7---31m"
     assert "gpus_per_node from nvml" in detected.source and "nic_Gbps from sysfs" in detected.source
     assert "in_switch_reduction from nvml (NVLink generation)" in detected.source
     # what a host cannot see is named, not guessed; the file's defaults apply to it
