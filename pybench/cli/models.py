@@ -338,6 +338,12 @@ def _topology_for(args, models) -> list:
                 and (args.nodes is None or m._fitted_nodes() == args.nodes)]
     if measured:  # a measured layout: its sweeps answer, as load_model(..., system=).predict does
         nodes = args.nodes or measured[0]._fitted_nodes()
+        answered = {(m.collective, m.dtype) for m in measured}
+        for collective, dtype in dict.fromkeys((m.collective, m.dtype) for m in models):
+            if (collective, dtype) not in answered:  # the table holds the measured ones alone: say who is missing
+                _say(f"{collective} ({dtype}) was not measured at {args.world} ranks"
+                     f"{f' on {nodes} node(s)' if nodes else ''} and is not in the table: `--collective {collective}` "
+                     f"predicts it there, or says why it cannot")
         if system is not None and nodes and measured[0].backend in GPU_BACKENDS:
             system.check_layout(args.world, nodes)
         for flag in [f"--link {p.name}" for p in presets] + ([f"--system {system.name}"] if system else []):

@@ -384,3 +384,24 @@ def test_one_run_given_twice_is_refused_by_fit_and_report(tmp_path, capsys):
     assert f"{log} and {copy} hold the same bytes" in err
     err = refused_in_one_line(capsys, ["report", str(log), str(copy), "--nodes", "2", "-o", str(tmp_path / "r.html")])
     assert "hold the same bytes" in err and not (tmp_path / "m.json").exists()
+
+
+def test_predict_at_one_collectives_measured_layout_names_the_others_it_leaves_out(tmp_path, capsys):
+    """One H100 cluster's all-to-all and send/recv on 2 x 8 GPUs and five collectives on 4 GPUs of one node: at 16
+    ranks on 2 nodes the two measured sweeps answer, and each collective not in the table is named (they were
+    dropped in silence)."""
+    from conftest import PUBLIC_LOGS
+
+    from pybench.cli.main import main
+    out = tmp_path / "two.json"
+    assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N2_G8_002_003.log"), str(PUBLIC_LOGS / "xr01_h100_N1_G4_002.log"),
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["predict", str(out), "--sizes", "4G", "--world", "16", "--nodes", "2"]) == 0
+    captured = capsys.readouterr()
+    assert {line.split(" / ")[0] for line in captured.out.splitlines() if " / " in line} == {"# alltoall",
+                                                                                          "# sendrecv"}
+    for collective in ("allreduce", "allgather", "reducescatter"):
+        assert (f"{collective} (float64) was not measured at 16 ranks on 2 node(s) and is not in the table: "
+                f"`--collective {collective}` predicts it there") in captured.err
+    assert "alltoall (float64) was not" not in captured.err
