@@ -77,7 +77,9 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   in session 33) at 4 and 8 GPUs, each predicting the other, on its description (`abci-a100`);
 - *another GPU count per node*: across nodes, the same node count: `h100-xr01` on 10 nodes at 1, 2, 4
   and 8 GPUs per node, fitted at 8 and at 1+8, five collectives. The ranks of a node drive other NICs
-  and links than measured: a kind of its own;
+  and links than measured: a kind of its own. It rests on this one cluster, whose nodes have a NIC per GPU (no public
+  log here measures a node of fewer NICs than GPUs at several counts); the 1+8 fits take a rate on rails since
+  session 34, a rule this cluster's logs suggested, so that row is not held out for it;
 - *another node count*: the Polaris sweeps fitted at some node counts (2+8, 2, 8, 2+8+256, 8+256),
   every other count (2 to 540 nodes) predicted; an H100 InfiniBand cluster's all-reduce at 2, 4
   and 8 nodes (NVIDIA/nccl-tests#309) fitted at 2, 4, 2+4, 2+8 and 4+8 (fewer nodes than any fitted too); and `h100-xr01`'s all-to-all and

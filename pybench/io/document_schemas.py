@@ -153,6 +153,13 @@ class TopologySchema(_Body):
             if not all(x == int(x) and 1 <= x <= MAX_WORLD for x in miss[:2]):
                 shown = ", ".join(f"{x:g}" for x in miss)
                 raise ValueError(f"layout_misses entry [{shown}] does not start with a world and a node count")
+        if self.rails_ranks:  # a rate on rails is fitted at the most ranks per node of several, on a ring's crossing
+            counts = sorted({w // n for w, n in self.fitted if n > 1})
+            if (self.collective == "sendrecv" or self.inter is None or self.schedule != "ring" or len(counts) < 2
+                    or self.rails_ranks != counts[-1]):
+                raise ValueError(f"rails_ranks {self.rails_ranks} is not the most ranks per node of a ring crossing "
+                                 f"fitted at several counts (fitted across nodes at {counts or 'none'}): refit the "
+                                 f"logs with `pybench fit`")
         spans = {(w, n): (lo, hi) for w, n, lo, hi in self.layout_sizes or []}
         if spans and (len(spans) != len(self.layout_sizes or []) or set(spans) != {tuple(f) for f in self.fitted}
                       or any(not self.size_range[0] <= lo <= hi <= self.size_range[1] for lo, hi in spans.values())):

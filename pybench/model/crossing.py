@@ -132,13 +132,23 @@ def _described_reach(model: ModelLinks, per_node: int) -> float:
     return min(1.0, math.ceil(per_node * nics / system.gpus_per_node) / nics)
 
 
+def nics_reached(system: SystemDescription | None, ranks: int) -> float:
+    """The NICs ``ranks`` ranks of a node drive on rails: their own GPUs' (``nics / gpus`` each, at least one; all
+    of them from as many ranks as GPUs) on a described node; one each without a description."""
+    if system is None:
+        return float(ranks)
+    return float(min(math.ceil(ranks * system.nics_per_node / system.gpus_per_node), system.nics_per_node))
+
+
 def own_rails(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> float:
     """The factor on the fitted inter-node rate of a model fitted on rails (:attr:`TopologyModel.rails_ranks`) at
-    ``world`` ranks on ``nodes`` nodes: their ranks at the NICs over the fitted most, up to 1 (more ranks than fitted
-    are the other reading of :func:`unknown_nic_share`); 1 without rails."""
-    if not model.rails_ranks:
+    ``world`` ranks on ``nodes`` nodes: the NICs their ranks reach over those the fitted most reached, up to 1 (more
+    ranks than fitted are the other reading of :func:`unknown_nic_share`); 1 without rails, or for a link no sweep
+    measured (a preset or a description prices its own NICs)."""
+    if not model.rails_ranks or model.inter is None or model.inter.is_preset or model.inter.is_described:
         return 1.0
-    return min(ranks_at_the_nics(model.collective, world, nodes, sharing), model.rails_ranks) / model.rails_ranks
+    asked = min(ranks_at_the_nics(model.collective, world, nodes, sharing), model.rails_ranks)
+    return nics_reached(model.system, asked) / nics_reached(model.system, model.rails_ranks)
 
 
 def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> float | None:
@@ -161,6 +171,9 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     if model.inter.is_preset:  # one port per node; the node may have one per rank (rails), or more
         return per_node * most_ports_per_gpu(model.inter.busbw_Bps) if per_node > 1 and model.system is None else None
     fitted = {ranks_at_the_nics(model.collective, w, n) for w, n in model.fitted if n > 1}
+    if model.rails_ranks and per_node < min(fitted):  # on rails below the fewest fitted: or their rate, flat
+        least = min(fitted)
+        return nics_reached(model.system, least) / nics_reached(model.system, model.rails_ranks)
     if model.rails_ranks and per_node > model.rails_ranks:  # fitted on rails: more ranks than any fitted may or
         fitted = {model.rails_ranks}                        # may not find NICs of their own
     if len(fitted) != 1 or per_node in fitted:
@@ -169,8 +182,7 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
         return per_node / fitted.pop()
     if model.backend not in GPU_BACKENDS:
         return None  # CPU ranks are no GPU's: they share every NIC, at whatever rate the fit found
-    nics = model.system.nics_per_node
-    factor = min(per_node, nics) / min(fitted.pop(), nics)
+    factor = nics_reached(model.system, per_node) / nics_reached(model.system, fitted.pop())
     return None if factor == 1.0 else factor
 
 
@@ -180,6 +192,12 @@ def nic_share_caveat(model: ModelLinks, per_node: int, nic_share: float) -> str:
         return (f"NICs per node unknown: the preset is one port, the {per_node} ranks of a node may drive "
                 f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at this rate); "
                 f"between the two, in the interval; give --system NAME|FILE to count them")
+    if model.rails_ranks:  # fitted at several counts, on rails: beyond them, the rails or the nearest count's rate
+        counts = sorted({ranks_at_the_nics(model.collective, w, n) for w, n in model.fitted if n > 1})
+        at = f"{per_node} ranks per node" if per_node != 1 else "1 rank per node"
+        nearest, way = (counts[0], "fewer") if per_node < counts[0] else (counts[-1], "more")
+        return (f"{at}, {way} than fitted on rails ({', '.join(map(str, counts))}): between the rails' share of the "
+                f"NICs and the {nearest} ranks' rate, in the interval")
     if model.system is None:
         at = f"{per_node} ranks per node" if per_node != 1 else "1 rank per node"
         return (f"NICs per rank unknown at {at} (fitted at {round(per_node / nic_share)}): "

@@ -13,7 +13,7 @@ import numpy as np
 from pybench.errors import UsageError
 from pybench.model.anomalies import disturbed_sizes, find_anomalies
 from pybench.model.calibration import load_calibration
-from pybench.model.crossing import nvlink_domain_ranks, ranks_at_the_nics, ranks_per_node
+from pybench.model.crossing import nics_reached, nvlink_domain_ranks, ranks_at_the_nics, ranks_per_node
 from pybench.model.determined import OWN_MISS, slow_network_steps
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
@@ -116,7 +116,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         solved = _fit_link([_design(collective, algo, single)], single, label)
         if solved is None:
             continue
-        link, cost = solved
+        link, cost, _ = solved
         if best is None or cost < best[0] * (1 - 1e-6):  # ties keep the earlier (ring first)
             best = (cost, algo, link)
     if best is None:
@@ -132,7 +132,7 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
         notes.append("one world size: base and per-step latency cannot be told apart; another world size, where "
                      "the inputs determine it, is predicted between the two readings, with the span in its interval")
     inter, absorbs, rails = _fit_inter(collective, algo, multi, intra, inter_preset, notes, schedule, across,
-                                       not shared_nics)
+                                       None if shared_nics else (system,))
     fitted_obs = single + multi
     model = TopologyModel(collective, algo, intra, inter, tuple(sorted({(o.world, o.nodes) for o in fitted_obs})),
                           (int(min(o.size_bytes for o in measured)), int(max(o.size_bytes for o in measured))),
@@ -150,6 +150,8 @@ def fit_topology(collective: str, observations: Sequence[Observation], *,
                         f"({LARGEST_NVLINK_DOMAIN_GPUS} GPUs at most): the figures mix NVLink inside domains and "
                         f"the network between them; give --system NAME|FILE (its NVLink domain size) to price "
                         f"other layouts"))
+    if rails and system is not None and not shared_nics:  # a rate on rails counts the NICs the description gives
+        model = dataclasses.replace(model, system=system if hosts == 1 else system.per_nvlink_domain())
     residuals = [model._time(o.size_bytes, o.world, o.nodes)[0] / o.time_s - 1.0 for o in fitted_obs]
     misses = _layout_misses(fitted_obs, residuals)
     notes += _miss_notes(misses, model.backend)
@@ -228,20 +230,21 @@ def _implausible(link: LinkCost | None, name: str) -> list[str]:
 
 
 def _fit_link(designs: Sequence[np.ndarray], obs: Sequence[Observation], label: str,
-              algorithms: Sequence[str] = ("ring",)) -> tuple[LinkCost, float] | None:
+              algorithms: Sequence[str] = ("ring",)) -> tuple[LinkCost, float, np.ndarray] | None:
     """One link class's regimes fitted to ``obs``, one design per candidate algorithm: (link, relative
-    RSS) or None."""
+    RSS, relative residuals) or None."""
     y = np.array([o.time_s for o in obs])
     regimes = fit_regimes(designs, y, np.array([o.size_bytes for o in obs]))
     if regimes is None:
         return None
     time, _ = envelope(designs, regimes)
-    return _link_from_regimes(regimes, label, algorithms), float(np.sum((time / y - 1.0) ** 2))
+    return _link_from_regimes(regimes, label, algorithms), float(np.sum((time / y - 1.0) ** 2)), time / y - 1.0
 
 
 def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], intra: LinkCost | None,
                preset: LinkPreset | None, notes: list[str], schedule: str = "ring",
-               across: str | None = None, rails_allowed: bool = True) -> tuple[LinkCost | None, bool, int]:
+               across: str | None = None, rails_on: tuple[SystemDescription | None] | None = (None,)
+               ) -> tuple[LinkCost | None, bool, int]:
     """The inter-node link, whether it absorbed the leader schedules' intra-node phase, and the ranks per node its
     rate was fitted at on rails (0 for one rate through the node's NICs).
 
@@ -249,8 +252,10 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
     is priced with it and taken off the multi-node times first, so the inter-node link is the
     NICs' alone and the phase scales with the ranks per node of the layout asked for.
     Sweeps at several ranks-per-node counts of NCCL's ring schedule are also fitted with a rate that grows with
-    the ranks (each GPU its own NICs, as rail-optimised nodes run); the one that misses less is kept (ties: one
-    rate).
+    the NICs their ranks reach (each GPU its own, as rail-optimised nodes run; ``rails_on``: the node's description,
+    which counts them, or (None,) for one per rank; None: the ranks share every NIC, CPU ranks). It is kept only where
+    one rate misses a fitted layout by more than a fit can (:data:`OWN_MISS`) and the rails miss less: one rate is the
+    simpler answer, and two counts that a rate on rails fits a little better say little about a third.
     """
     if not multi:
         return (LinkCost.from_preset(preset) if preset else None), False, 0
@@ -270,8 +275,12 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
     between = [dataclasses.replace(o, time_s=float(t)) for o, t in zip(multi, times - inside)]
     algorithms = (across,) if across else crossing_algorithms(schedule, collective)
     per_node = {ranks_at_the_nics(collective, o.world, o.nodes) for o in between}
-    most = max(per_node) if rails_allowed and schedule == "ring" and len(per_node) > 1 else 0
+    system = rails_on[0] if rails_on is not None else None
+    most = max(per_node) if rails_on is not None and schedule == "ring" and len(per_node) > 1 else 0
+    if most and len({nics_reached(system, q) for q in per_node}) == 1:
+        most = 0  # (one NIC for the node: the ranks reach the same NICs at every count)
     best: tuple[LinkCost, float, int] | None = None
+    best_residuals = np.zeros(len(between))
     for rails in (0, most) if most else (0,):
         designs = []
         for algorithm in algorithms:
@@ -280,19 +289,24 @@ def _fit_inter(collective: str, algorithm: str, multi: Sequence[Observation], in
                 hops, data, fill, _ = crossing_terms(schedule, collective, o.size_bytes, o.world, o.nodes, algorithm)
                 # no pipeline fill across nodes: over a few node counts it is free to bend the bandwidth
                 # (a fill larger than the bytes it precedes at the smallest count), which no ring has
-                share = ranks_at_the_nics(collective, o.world, o.nodes) / rails if rails else 1.0
+                reached = nics_reached(system, ranks_at_the_nics(collective, o.world, o.nodes))
+                share = reached / nics_reached(system, rails) if rails else 1.0
                 rows.append((1.0, hops, o.size_bytes * data / share, 0.0))
             designs.append(np.array(rows, dtype=float))
         solved = _fit_link(designs, between, _fitted_label(sorted({(o.world, o.nodes) for o in multi})), algorithms)
-        if solved is not None and (best is None or solved[1] < best[1] * (1 - 1e-6)):
-            best = (*solved, rails)
+        if solved is None:
+            continue
+        one_rate_holds = bool(rails) and max(m for *_, m in _layout_misses(between, list(best_residuals))) <= OWN_MISS
+        if best is None or (solved[1] < best[1] * (1 - 1e-6) and not one_rate_holds):
+            best, best_residuals = (solved[0], solved[1], rails), solved[2]
     if best is None:
         raise UsageError(f"the multi-node {collective} measurements cannot be fitted with non-negative parameters")
     link, _, rails = best
     if rails:
-        notes.append(f"the inter-node rate grows with the ranks per node (each GPU its own NICs: rails), as "
-                     f"{', '.join(map(str, sorted(per_node)))} ranks per node ran: fewer get their share of the "
-                     f"{rails} ranks' rate; more may or may not find NICs of their own")
+        notes.append(f"the inter-node rate grows with the NICs the ranks of a node reach (each GPU its own: rails), "
+                     f"as {', '.join(map(str, sorted(per_node)))} ranks per node ran (one rate missed them by more "
+                     f"than {100 * OWN_MISS:.0f}%): counts between get their share of the {rails} ranks' rate; fewer "
+                     f"and more lie between that share and the nearest fitted count's rate")
     if intra is not None and link.busbw_Bps > intra.busbw_Bps:
         notes.append("the multi-node sweep is faster per rank than the intra-node link: the inter-node figures "
                      "may include in-network reduction (NVLS/SHARP), or the node's own path is the slower one "

@@ -371,15 +371,20 @@ def test_fewer_ranks_per_node_than_fitted_leaves_the_nics_they_drive_open_withou
     # the shared reading would push 180 GB/s through one rank's 400 Gb/s NIC: no faster than that NIC at full rate
     one_nic = size / 50e9
     assert described.low_s == pytest.approx(one_nic, rel=1e-6) and described.time_s >= one_nic > shared
-    # 4 NICs: 4 ranks drive all of them, as 8 did
-    assert "drive" not in fitted.with_system(load_system("aws-p4d")).predict(size, 8, 2).links
+    # 4 NICs, one to each pair of GPUs: 4 ranks drive half of them; on 16 NICs, 8 ranks drive all of them, as 8 did
+    p4d = fitted.with_system(load_system("aws-p4d"))
+    assert "4 ranks per node drive 0.5x the NICs" in p4d.predict(size, 8, 2).links
+    sixteen = load_system("dgx-h100").model_copy(update={"name": "sixteen", "nics_per_node": 16})
+    assert "drive" not in fitted.with_system(sixteen).predict(size, 16, 2).links
     # the fitted layout itself, and fits at two ranks-per-node counts, are not in doubt
     assert "NICs per rank unknown" not in fitted.predict(size, 16, 2).links
     # groups that share the node's NICs count together: 8 one-rank groups drive what 8 ranks did
     assert "NICs per rank unknown" not in fitted.predict(size, 2, 2, sharing=8).links
     assert "unknown at 4 ranks per node (fitted at 8)" in fitted.predict(size, 2, 2, sharing=4).links
     both = fit_topology("allreduce", _sweep(16, 2, alpha=40e-6, bw=180e9) + _sweep(4, 2, alpha=30e-6, bw=45e9))
-    assert "NICs per rank unknown" not in both.predict(size, 2, 2).links
+    assert both.rails_ranks == 8 and "NICs per rank unknown" not in both.predict(size, 8, 2).links
+    assert ("1 rank per node, fewer than fitted on rails (2, 8): between the rails' share of the NICs and the 2 "
+            "ranks' rate, in the interval") in both.predict(size, 2, 2).links
 
 
 def test_a_described_crossing_pays_a_network_step_at_every_step_of_its_schedule():
