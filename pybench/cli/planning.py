@@ -267,7 +267,7 @@ def _add_shape_args(p: argparse.ArgumentParser, params_default: str | None) -> N
     p.add_argument("--hidden", type=_size, help="model width (overrides the shape from --params; needs --layers)")
     p.add_argument("--layers", type=_count, help="number of layers (with --hidden)")
     p.add_argument("--heads", type=_count,
-                   help="attention heads with --hidden (default hidden/128, or 1 where 128 does not divide it)")
+                   help="attention heads with --hidden (default hidden/128, else hidden/64, else 1)")
     p.add_argument("--ffn", type=_size, help="MLP inner width with --hidden (default 4 x hidden)")
 
 

@@ -130,7 +130,8 @@ def _check_heads(tp: int, heads: tuple[int, int]) -> None:
         fits = [t for t in range(1, max(attention, 1) + 1) if attention % t == 0 and kv % t == 0 and t <= 64]
         raise UsageError(f"tensor-parallel degree {tp} does not divide the model's {attention} attention heads and "
                          f"{kv} key/value heads (each rank holds whole heads, as Megatron and NeMo require): use a "
-                         f"degree among {', '.join(map(str, fits))}")
+                         f"degree among {', '.join(map(str, fits))}, or give the model's heads (--heads) where it "
+                         f"has others")
 
 
 def make_layout(strategy: str, world: int, gpus_per_node: int, tp_degree: int | None = None,

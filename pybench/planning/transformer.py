@@ -215,8 +215,8 @@ def shape_from_dims(hidden: int, layers: int, heads: int | None = None, ffn: int
     """A custom shape from explicit ``hidden`` and ``layers`` (heads of 128, ffn = 4 h by default)."""
     if hidden <= 0 or layers <= 0:
         raise UsageError(f"hidden and layers must be positive, got {hidden} and {layers}")
-    if heads is None:
-        heads = max(1, hidden // 128) if hidden % 128 == 0 else 1
+    if heads is None:  # heads of 128, or of 64 where 128 does not divide the width (as derive_shape takes them)
+        heads = hidden // 128 if hidden % 128 == 0 else hidden // 64 if hidden % 64 == 0 else 1
     return TransformerShape("custom", hidden, layers, heads, ffn or 4 * hidden, vocab)
 
 

@@ -90,6 +90,14 @@ def test_a_count_whose_gradients_no_sweep_prices_is_refused_at_every_world(h100,
     assert "--params is too large: its gradients make a bucket of 2e+15 bytes (allreduce), over the 16 TiB" in err
 
 
+def test_a_width_of_64_wide_heads_splits_where_they_do(h100, capsys):
+    """GPT-2 XL's width, 1600: 25 heads of 64 by default (it took 1 head, and refused every degree above 1)."""
+    args = ["ccr", "--hidden", "1600", "--layers", "48", "--model", h100, "--tflops", "400", "--strategy", "tp+dp"]
+    assert "does not divide the model's 25 attention heads" in _refused(capsys, [*args, "--tp-degree", "2",
+                                                                                 "--world", "16"])
+    assert main([*args, "--tp-degree", "5", "--world", "10", "--gpus-per-node", "5"]) == 0
+
+
 # --- 3: a degree the strategies given do not read ---------------------------------------------------------
 
 @pytest.mark.parametrize("args,said", [
