@@ -297,18 +297,25 @@ def _overlapped(cfg: CcrConfig, models: ModelSet, timed: tuple[OpTime, ...], com
             ops.append(o)
             continue
 
-        def one_bucket(size: float, o: OpTime = o) -> float:
+        def bucket_time(size: float, o: OpTime = o) -> CommTime:
             alone = models.time(o.op.collective, size, o.op.group_size, o.op.link_class, o.op.nodes)
-            return shared_time(models, o.op, size, alone, sharing_groups(layout, o.op), layout.world,
-                               layout.nodes).time_s
+            return shared_time(models, o.op, size, alone, sharing_groups(layout, o.op), layout.world, layout.nodes)
+
+        def one_bucket(size: float, bucket_time: Callable[[float], CommTime] = bucket_time) -> float:
+            return bucket_time(size).time_s
         key = (*_call_key(layout, o.op), cfg.bucket_bytes, cfg.explicit_buckets)
         serial = _memo(models, ("buckets", *key),
                        lambda o=o, one_bucket=one_bucket: bucketed_serial_s(  # type: ignore[misc]
                            o.op.size_bytes, cfg.bucket_bytes, one_bucket, cfg.explicit_buckets))
-        # The exchange really runs in buckets: the serial time (and so CCR) is theirs too.
-        scale = serial / o.call.time_s if o.call.time_s > 0 else 1.0
-        pieces = len(bucket_sizes(o.op.size_bytes, cfg.bucket_bytes, cfg.explicit_buckets))
-        ops.append(dataclasses.replace(o, call=o.call.scaled(scale), buckets=pieces))
+        # The exchange really runs in buckets: the serial time (and so CCR) is theirs too, and so is its interval
+        # and what it rests on (a bucket may lie below the measured sizes, where the whole exchange did not)
+        sizes = bucket_sizes(o.op.size_bytes, cfg.bucket_bytes, cfg.explicit_buckets)
+        bucket = bucket_time(max(sizes))
+        share = serial / bucket.time_s if bucket.time_s > 0 else 1.0
+        call = CommTime(serial, bucket.time_low_s * share, bucket.time_high_s * share,
+                        f"{len(sizes)} buckets of up to {max(sizes) / 2**20:.4g} MiB: {bucket.source}",
+                        bucket.calibrated)
+        ops.append(dataclasses.replace(o, call=call, buckets=len(sizes)))
         ready = None if prof.ready_fractions is None else tuple(prof.ready_fractions)
         how = (ready, prof.compute_slowdown, prof.copy_in_s, prof.copy_out_s)
         per_call = _memo(models, ("exposed", *key, backward_s, how),

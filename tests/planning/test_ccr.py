@@ -536,6 +536,8 @@ def test_exposed_never_exceeds_the_serial_fraction_with_buckets():
         assert sum(o.time_s for o in row.ops) == pytest.approx(row.comm_s, rel=1e-12)
         (grads,) = [o.to_dict() for o in row.ops if o.op.overlaps_backward]
         assert grads["buckets"] == math.ceil(grads["size_bytes"] / (25 * 2**20)) and grads["time_s"] == row.comm_s
+        # and what a bucket rests on, with its interval (the whole exchange's label and band were kept)
+        assert grads["model"].startswith(f"{grads['buckets']} buckets of up to 25 MiB: ")
 
 
 def test_plan_flags_low_utilisation_and_finds_the_amortising_batch():
