@@ -45,6 +45,7 @@ from pybench.model.segment import (
     _check_xy,
     fit_segment,
 )
+from pybench.sizes import MAX_SIZE_BYTES, format_size
 
 # Issue 13: a piece over 2 distinct sizes is a line through two points whatever its "bandwidth"
 # (real sweeps gave 1-2 TB/s); 3 sizes at least let the data contradict the line.
@@ -267,6 +268,7 @@ def fit_alpha_beta(size_bytes, time_s, *, min_points: int = DEFAULT_MIN_POINTS,
     size, time = _sorted_points(size_bytes, time_s)
     if criterion not in ("bic", "aicc"):
         raise UsageError(f"unknown information criterion {criterion!r}; use 'bic' or 'aicc'")
+    _check_settings(min_points, max_segments, noise_floor, confidence)
     n = size.size
     min_points = max(2, int(min_points))
     k_cap = max(1, min(n // max(min_points - 1, 2), MAX_PIECES))
@@ -332,10 +334,29 @@ def _point_prediction(segments: Sequence[SegmentFit], size_bytes: np.ndarray) ->
     return np.asarray(predict_segments(lines, size_bytes)[0])
 
 
+def _check_settings(min_points: int, max_segments: int | None, noise_floor: float, confidence: float) -> None:
+    """UsageError naming a fit setting out of its range (the CLI's flags bound them alike)."""
+    if isinstance(min_points, bool) or not isinstance(min_points, (int, np.integer)) or not 2 <= min_points <= 1000:
+        raise UsageError(f"min_points must be a whole number in 2-1000, got {min_points!r}")
+    if max_segments is not None and (isinstance(max_segments, bool) or not isinstance(max_segments, (int, np.integer))
+                                     or max_segments < 1):
+        raise UsageError(f"max_segments must be a whole number of at least 1 (or None), got {max_segments!r}")
+    if not (isinstance(noise_floor, (int, float)) and math.isfinite(noise_floor) and 0 <= noise_floor < 1):
+        raise UsageError(f"noise_floor must be a relative error in [0, 1), got {noise_floor!r}")
+    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
+        raise UsageError(f"confidence must lie strictly between 0 and 1 (0.95 for 95% intervals), got {confidence!r}")
+
+
 def _sorted_points(size_bytes, time_s) -> tuple[np.ndarray, np.ndarray]:
-    size = np.asarray(size_bytes, dtype=float).reshape(-1)
-    time = np.asarray(time_s, dtype=float).reshape(-1)
+    try:
+        size = np.asarray(size_bytes, dtype=float).reshape(-1)
+        time = np.asarray(time_s, dtype=float).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"sizes and times must be numbers (bytes and seconds): {exc}") from None
     _check_xy(size, time)
+    if np.any(size > MAX_SIZE_BYTES):
+        raise UsageError(f"a size above {format_size(MAX_SIZE_BYTES)} is no message any benchmark sends: "
+                         f"give sizes in bytes")
     order = np.argsort(size, kind="stable")
     size, time = size[order], time[order]
     if np.unique(size).size < 2:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from pybench.errors import UsageError
 from pybench.io.schemas import MAX_WORLD
 from pybench.planning.compute import ComputeProfile, load_compute
@@ -178,8 +180,8 @@ def _check_config(c: CcrConfig) -> None:
         if getattr(c, name) is not None and getattr(c, name) < 1:
             raise UsageError(f"{name} must be at least 1, got {getattr(c, name)}")
     for name in ("flops_per_s", "bucket_bytes", "device_memory_bytes"):
-        if not getattr(c, name) > 0:
-            raise UsageError(f"{name} must be positive, got {getattr(c, name)}")
+        if not 0 < getattr(c, name) < math.inf:
+            raise UsageError(f"{name} must be positive and finite, got {getattr(c, name)}")
     for name in ("price_per_node_hour", "big_node_price_per_hour", "price_per_device_hour"):
         if getattr(c, name) is not None and not getattr(c, name) > 0:
             raise UsageError(f"{name} must be positive, got {getattr(c, name)}")
@@ -223,7 +225,7 @@ def node_gpus(gpus_per_node: int | None, system: str | None) -> int:
 def parse_list(value: int | float | str | Sequence[Any], label: str,
                conv: Callable[[Any], int] = int) -> tuple[int, ...]:
     """``1,2,4`` (or a number, or a sequence) as a tuple of whole numbers of at least 1."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         items: list[Any] = [value]
     elif isinstance(value, str):
         items = value.split(",")
@@ -233,9 +235,11 @@ def parse_list(value: int | float | str | Sequence[Any], label: str,
         raise UsageError(f"{label}: {value!r} is not a list of whole numbers; use a comma list such as 1,2,4")
     out = []
     for item in items:
+        if isinstance(item, bool) or (isinstance(item, (float, np.floating)) and not float(item).is_integer()):
+            raise UsageError(f"{label}: {item!r} is not a whole number; use a comma list such as 1,2,4")
         try:
             v = conv(item.strip()) if isinstance(item, str) else conv(item)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise UsageError(f"{label}: {item!r} is not a whole number; use a comma list such as 1,2,4") from None
         if v < 1:
             raise UsageError(f"{label} must be at least 1, got {item!r}")
@@ -248,8 +252,8 @@ def parse_list(value: int | float | str | Sequence[Any], label: str,
 def _flops(compute: ComputeProfile | None, flops_per_s: float | None) -> tuple[float, str]:
     """FLOP/s and where they come from: the figure given, else the profile's."""
     if flops_per_s is not None:
-        if not flops_per_s > 0:
-            raise UsageError(f"flops_per_s must be positive, got {flops_per_s}")
+        if not 0 < flops_per_s < math.inf:
+            raise UsageError(f"flops_per_s must be positive and finite, got {flops_per_s}")
         return float(flops_per_s), "given"
     if compute is not None:
         return compute.flops_per_s, f"measured: {compute.engine} {compute.dtype} on {compute.device}"
@@ -284,8 +288,10 @@ def make_ccr_config(params: int | str, seq: int, batch: int | str | Sequence[int
         For bad input, naming the parameter.
     """
     P = parse_param_count(params)
-    if int(seq) < 1:
-        raise UsageError(f"seq must be at least 1, got {seq}")
+    seqs = parse_list(seq, "seq")
+    if len(seqs) != 1:
+        raise UsageError(f"seq is one sequence length, got {seq!r}")
+    seq = seqs[0]
     for name, value in (("bucket_mb", bucket_mb), ("device_memory_gb", device_memory_gb)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UsageError(f"{name} must be a number, got {value!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
@@ -392,8 +393,12 @@ def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: st
                  links: Sequence[str] = (), system: str | None = None) -> ModelSet:
     """A ModelSet from a ModelSet, an iterable of models, or a model file path (``links``: presets for it,
     ``system``: a system description filling the link classes it did not measure)."""
-    if isinstance(models, str):
-        return load_model_set(models, backend, links, system)
+    if isinstance(links, str):  # one preset, not its letters
+        links = [links]
+    if isinstance(models, (str, os.PathLike)):
+        return load_model_set(str(models), backend, links, system)
     if isinstance(models, ModelSet):
         return models
+    if models is None or not isinstance(models, Iterable):
+        raise UsageError(f"models must be a model file's path, a ModelSet or fitted models, not {models!r}")
     return ModelSet(models, backend)

@@ -20,6 +20,7 @@ text log, the line); JSON is parsed only by :func:`pybench.io.files.parse_json`.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,8 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
     if collective is not None and collective not in NAMEABLE:
         raise UsageError(f"collective {collective!r}: a log can be named one of {', '.join(NAMEABLE)}; give one "
                          f"of them")
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"path must be a file's path (str or Path), not {path!r}")
     p = Path(path)
     text = _read(p)
     if looks_like_json_lines(text) and text.count("\n") <= _MAX_LINES:
