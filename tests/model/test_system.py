@@ -35,6 +35,11 @@ def test_named_systems_are_data_files_citing_their_source():
     assert load_system("gb200-nvl72").domain_gpus() == 72
 
 
+def test_the_docs_list_every_named_system():
+    listed = (REPO / "docs" / "model.md").read_text()
+    assert [n for n in named_systems() if f"`{n}`" not in listed] == []
+
+
 def _write(tmp_path, **change):
     good = json.loads((load_system.__globals__["SYSTEMS_DIR"] / "dgx-h100.json").read_text())
     good.update(change)
