@@ -3,14 +3,14 @@
 The schedule's bytes go through the busiest NIC at the slower link's rate, in the fastest of the
 inter-node link's regimes, plus a leader schedule's phase inside each node; a node's NICs bound
 every layout from below (:func:`nic_floor_s`); a fitted "inter-node" link faster than any NIC is
-an NVLink domain that spans hosts (:func:`nvlink_domain_ranks`).
+an NVLink domain that spans hosts (:func:`pybench.model.nvlink_domains.nvlink_domain_ranks`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -221,11 +221,14 @@ def _intra_phase_s(model: ModelLinks, size: float, world: int, nodes: int) -> fl
 def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing: int = 1) -> float:
     """The least time a described node's NICs allow the crossing of ``world`` ranks on ``nodes`` nodes: its
     bytes through the NICs its ranks reach (:func:`_described_reach`) at their full rate, every group sharing
-    them, no latency, in the fewest bytes NCCL's algorithms could send (0 without a description). No
-    interval may promise less: what real logs reach is a share of this (the calibrated NIC efficiency)."""
+    them, no latency, in the fewest bytes NCCL's algorithms could send (without a description, what the fastest
+    NICs would allow: :func:`_fastest_nics_floor_s`). No interval may promise less: what real logs reach is a share
+    of this (the calibrated NIC efficiency)."""
     system, link = model.system, model.inter
-    if system is None or link is None or nodes < 2:
+    if link is None or nodes < 2:
         return 0.0
+    if system is None:
+        return _fastest_nics_floor_s(model, size, world, nodes, sharing)
     rate = system.nic_Bps_per_node * _described_reach(model, ranks_at_the_nics(model.collective, world, nodes,
                                                                                 sharing)) / sharing
     # NCCL's double tree (S per node on two nodes) crosses fewer bytes than the ring, where it may run at all
@@ -240,39 +243,15 @@ def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing:
 FASTEST_NIC_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.link_class == "inter-node")
 
 
-def nvlink_domain_ranks(model: ModelLinks) -> int:
-    """Ranks of the NVLink domain the "nodes" of a multi-node fit share, or 0 when they do not.
-
-    Hosts of one multi-node NVLink domain (GB200 NVL72: 18 trays of 4 GPUs) list as separate
-    hosts, yet talk over NVLink. A fitted inter-node bus bandwidth beyond what every rank of a
-    node could push through its own port of the fastest NIC (800 Gbit/s) is not a network:
-    such a fit holds inside the domain (at least its largest fitted world), not beyond it.
-    """
-    layouts = [(w, n) for w, n in model.fitted if n > 1]
-    if model.inter is None or not layouts or model.inter.is_preset or model.inter.is_described:
-        return 0
-    return max(w for w, _ in layouts) if model.inter.busbw_Bps > ranks_per_node(model) * FASTEST_NIC_BPS else 0
-
-
-PART_DOMAINS = ("partly filled NVLink domains are priced as whole ones: the busiest domain's ranks set the pace, "
-                "as a ring through every domain waits on it")
-
-
-def whole_domains(model: ModelLinks, world: int, hosts: int) -> tuple[int, int]:
-    """(ranks, hosts) of whole NVLink domains that price ``world`` ranks on ``hosts`` hosts where the model's node
-    is a domain of several hosts (128 ranks on 32 GB200 trays: one full domain of 72 and 56 more, as 144 on 36);
-    unchanged where a node is one host or one domain holds them all."""
-    per_domain = getattr(model, "hosts_per_node", 1)
-    if per_domain == 1 or hosts <= per_domain or world % hosts:
-        return world, hosts
-    domains = -(-hosts // per_domain)
-    return world // hosts * per_domain * domains, per_domain * domains
-
-
-def as_asked(priced: Any, world: int, hosts: int) -> Any:
-    """A prediction on whole domains (:func:`whole_domains`) said of the layout asked, with why."""
-    return dataclasses.replace(priced, world=world, nodes=hosts, caveats=(*priced.caveats, PART_DOMAINS),
-                               links=f"{priced.links}; {PART_DOMAINS}")
+def _fastest_nics_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing: int = 1) -> float:
+    """Without a description, the least time any NIC allows a crossing of GPUs: each rank at a node's NICs behind
+    its own port of the fastest NIC any preset knows, sending the fewest bytes any algorithm sends (an all-reduce
+    reduced in the switch: S out of each node), no latency; 0 for CPU ranks (a node's ranks share its NICs)."""
+    if model.backend not in GPU_BACKENDS:
+        return 0.0
+    data = 1.0 if model.collective == "allreduce" else crossing_terms(model.schedule, model.collective, size, world,
+                                                                         nodes, "ring")[1]
+    return data * size / (FASTEST_NIC_BPS * ranks_at_the_nics(model.collective, world, nodes, sharing) / sharing)
 
 
 def tree_or_ring_caveat(backend: str, described: bool) -> str:

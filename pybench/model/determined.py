@@ -16,8 +16,9 @@ from typing import Protocol
 from pybench.collectives import measure_command
 from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.calibration import EXTRAPOLATED_KINDS, Calibration, load_calibration
-from pybench.model.crossing import ModelLinks, nvlink_domain_ranks, ranks_per_node, regime_crossing_s
+from pybench.model.crossing import ModelLinks, ranks_per_node, regime_crossing_s
 from pybench.model.link_presets import PRESETS
+from pybench.model.nvlink_domains import nvlink_domain_ranks
 from pybench.model.system import GPU_BACKENDS, LARGEST_NVLINK_DOMAIN_GPUS, most_gpus_per_node
 from pybench.model.topology_schedules import algorithm_steps, crossing_terms
 from pybench.sizes import format_size

@@ -38,25 +38,23 @@ from pybench.io.model_names import TOPOLOGY_CROSSING_VERSION
 from pybench.model.calibration import EXTRAPOLATED_KINDS, FITTED_SWEEP, Calibration, Spread, load_calibration
 from pybench.model.crossing import (
     across_nodes,
-    as_asked,
     chain_latency,
     described_crossing,
     nic_floor_s,
     nic_share_caveat,
-    nvlink_domain_ranks,
     other_described_readings,
     ranks_at_the_nics,
     tree_bytes_on_nics,
     tree_or_ring_caveat,
     unknown_nic_share,
     unknown_tree_bytes,
-    whole_domains,
 )
 from pybench.model.description_checks import fabric_mismatches, implausible_regimes, nics_contradicted
 from pybench.model.determined import own_miss_span, undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
 from pybench.model.link_presets import LinkPreset
 from pybench.model.node_count_bounds import bounded_by_fitted_node_counts
+from pybench.model.nvlink_domains import as_asked, nvlink_domain_ranks, whole_domains
 from pybench.model.switch_reduction import switch_reduction_reach
 from pybench.model.system import GPU_BACKENDS, SystemDescription, system_from_dict
 from pybench.model.topology_prediction import TopologyPrediction
@@ -235,14 +233,17 @@ class TopologyModel:
         time_s, spread, notes = bounded_by_fitted_node_counts(  # the fitted node counts on either side bound it
             self, size_bytes, world, nodes, sharing, time_s, spread) if across else (time_s, spread, [])
         below, above = spread.bounds(calibration)
-        floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs else 0.0  # what the NICs carry
+        # what the NICs carry (a caller sharing them itself, the planner, bounds no undescribed NICs with them)
+        floor = nic_floor_s(self, size_bytes, world, nodes, sharing) if theirs and (
+            self.system or not nics_as_fitted) else 0.0
         reach_s = 0.0
         if floor > time_s and nics_contradicted(self, self.system):  # inputs that disagree: span both, favour neither
             notes.append(f"the fit outran the described NICs, which would take {floor / time_s:.2g}x its time: "
                          f"the measurement or the description is not of this cluster; the interval reaches both")
             reach_s, floor = floor, 0.0
         elif floor > time_s:  # a fit carried past what the described NICs can move: the description bounds it
-            notes.append(f"raised to what the described NICs carry ({100 * (floor / time_s - 1):.0f}% above the fit)")
+            notes.append(f"raised to what the {'described' if self.system else 'fastest'} NICs carry "
+                         f"({100 * (floor / time_s - 1):.0f}% above the fit)")
             time_s = floor
         low, high = max(time_s * math.exp(-below), floor), max(time_s * math.exp(above), time_s, reach_s)
         if size_bytes > (top := self.size_range[1]):  # above the sizes: no faster than the largest, per byte no slower

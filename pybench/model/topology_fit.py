@@ -13,12 +13,13 @@ import numpy as np
 from pybench.errors import UsageError
 from pybench.model.anomalies import disturbed_sizes, find_anomalies
 from pybench.model.calibration import load_calibration
-from pybench.model.crossing import nics_reached, nvlink_domain_ranks, ranks_at_the_nics, ranks_per_node
+from pybench.model.crossing import nics_reached, ranks_at_the_nics, ranks_per_node
 from pybench.model.determined import OWN_MISS, slow_network_steps
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import HOSTS_NOTE, listed_hosts, one_reduction
 from pybench.model.logs.pybench_json import OVERSUBSCRIBED
+from pybench.model.nvlink_domains import nvlink_domain_ranks
 from pybench.model.regimes import Regime, envelope, fit_regimes
 from pybench.model.system import GPU_BACKENDS, LARGEST_NVLINK_DOMAIN_GPUS, SystemDescription
 from pybench.model.topology import Observation, TopologyModel

@@ -161,7 +161,10 @@ def test_across_nodes_the_nic_sets_the_pace_and_the_floor_holds():
     described = model.with_system(load_system("dgx-h100"))
     floor = nic_floor_s(described, size, 16, 2)
     assert floor == pytest.approx(size / 400e9)  # the tree's S per node through 8 x 400 Gb/s, fewer than the ring's
-    assert described.predict(size, 16, 2).low_s >= floor and nic_floor_s(model, size, 16, 2) == 0.0
+    assert described.predict(size, 16, 2).low_s >= floor
+    # without one, each rank behind its own port of the fastest NIC any preset knows (800 Gb/s), S through it
+    assert nic_floor_s(dataclasses.replace(model, backend="nccl"), size, 16, 2) == pytest.approx(size / (8 * 100e9))
+    assert nic_floor_s(dataclasses.replace(model, backend="mpi"), size, 16, 2) == 0.0  # (CPU ranks share NICs)
     assert model.predict(size, 32, 4).time_s > pred.time_s
 
 
@@ -475,7 +478,7 @@ def test_hosts_of_one_nvlink_domain_are_named_and_prediction_beyond_it_is_flagge
     # more than 4 ranks could push through 800 Gbit/s NICs (400 GB/s). Inside the rack the fit
     # holds; 1440 ranks cross the network beyond it, which the log never measured.
     from pybench.cli.main import main
-    from pybench.model.crossing import nvlink_domain_ranks
+    from pybench.model.nvlink_domains import nvlink_domain_ranks
     from pybench.model.model_files import load_topology
 
     head = "".join(f"#  Rank {r:2d} Group  0 Pid {r} on tray{r // 4:02d} device  {r % 4} [0x01] NVIDIA GB200\n"
