@@ -303,8 +303,10 @@ def make_ccr_config(params: int | str, seq: int, batch: int | str | Sequence[int
                                      (strategy.split(",") if isinstance(strategy, str) else strategy)))
     profile = load_compute(compute) if isinstance(compute, str) else compute
     flops, source = _flops(profile, flops_per_s)
-    return CcrConfig(params=P, shape=shape or shape_for_params(P), seq=int(seq), batches=parse_list(batch, "batch"),
-                     worlds=parse_list(world, "world"), strategies=strategies, gpus_per_node=gpus_per_node,
+    return CcrConfig(params=P, shape=shape or shape_for_params(P), seq=int(seq),
+                     batches=tuple(dict.fromkeys(parse_list(batch, "batch"))),  # (a count given twice: one row)
+                     worlds=tuple(dict.fromkeys(parse_list(world, "world"))), strategies=strategies,
+                     gpus_per_node=gpus_per_node,
                      flops_per_s=flops,
                      flops_source=source, bucket_bytes=int(bucket_mb * 2**20),
                      device_memory_bytes=device_memory_gb * 1e9,

@@ -59,3 +59,5 @@ def test_ccr_arguments_are_refused_by_name_not_truncated(tmp_path, change, said)
     # numpy's whole numbers are whole numbers, and one preset is one preset, not its letters
     res = pybench.ccr("7B", **{**args, "world": np.int64(16), "links": "nvlink4"})
     assert [r.world for r in res.rows] == [16]
+    # a count given twice is one row (it printed two)
+    assert len(pybench.ccr("7B", **{**args, "world": "16,16", "batch": [1, 1]}).rows) == 1
