@@ -284,9 +284,11 @@ class ModelSet:
             # Only a multi-node log: inside a node the links are at least as fast as between nodes,
             # so the inter-node model is an upper bound on the intra-node time (said, not hidden, in the
             # notes and in the call's source).
+            said = list(self.notes)
             bound = self._direct(c, size_bytes, world, "inter-node") or self._derived(c, size_bytes, world,
                                                                                      "inter-node")
-            if bound is not None:
+            if bound is not None:  # (what its crossing's layout left open is no group's inside one node)
+                self.notes[:] = said + [n for n in self.notes if n not in said and " across nodes: " not in n]
                 self._note(f"{c} over intra-node links priced with the inter-node model, an upper bound (the links "
                            f"inside a node are at least as fast); fit a one-node log or give --link nvlink4, "
                            f"pcie5, ... for a closer answer")

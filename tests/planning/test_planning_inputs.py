@@ -98,6 +98,15 @@ def test_a_width_of_64_wide_heads_splits_where_they_do(h100, capsys):
     assert main([*args, "--tp-degree", "5", "--world", "10", "--gpus-per-node", "5"]) == 0
 
 
+
+def test_a_group_inside_one_node_priced_by_the_crossing_carries_none_of_its_layout_notes(h100):
+    """7 ranks on one node, priced with the 2-node fit as an upper bound, said "7 ranks on 2 nodes as 8"; the rows
+    across nodes keep theirs."""
+    res = pybench.ccr("7B", 4096, 1, "7,29", "ddp", models=h100, flops_per_s=4e14)
+    assert not any("7 ranks on 2 nodes" in n for n in res.notes)
+    assert any("(29 ranks on 4 nodes as 32)" in n for n in res.notes)
+    assert any("intra-node links priced with the inter-node model, an upper bound" in n for n in res.notes)
+
 # --- 3: a degree the strategies given do not read ---------------------------------------------------------
 
 @pytest.mark.parametrize("args,said", [
