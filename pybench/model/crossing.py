@@ -246,9 +246,12 @@ FASTEST_NIC_BPS = max(p.bandwidth_Bps for p in PRESETS.values() if p.link_class 
 def _fastest_nics_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing: int = 1) -> float:
     """Without a description, the least time any NIC allows a crossing of GPUs: each rank at a node's NICs behind
     its own port of the fastest NIC any preset knows, sending the fewest bytes any algorithm sends (an all-reduce
-    reduced in the switch: S out of each node), no latency; 0 for CPU ranks (a node's ranks share its NICs)."""
-    if model.backend not in GPU_BACKENDS:
-        return 0.0
+    reduced in the switch: S out of each node), no latency; 0 for CPU ranks (a node's ranks share its NICs), for a
+    send/recv (one flow may use several NICs), and on fewer nodes than the fewest a fitted crossing ran on: hosts
+    no description places may share an NVLink domain (GB300 racks: 2 hosts of a 32-host fit ran 3.6x faster)."""
+    fitted = [n for _, n in model.fitted if n > 1]
+    if model.backend not in GPU_BACKENDS or model.collective == "sendrecv" or not fitted or nodes < min(fitted):
+        return 0.0  # (fewer hosts than any fitted crossing may share an NVLink domain; one flow may use several NICs)
     data = 1.0 if model.collective == "allreduce" else crossing_terms(model.schedule, model.collective, size, world,
                                                                          nodes, "ring")[1]
     return data * size / (FASTEST_NIC_BPS * ranks_at_the_nics(model.collective, world, nodes, sharing) / sharing)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -336,14 +337,24 @@ def _point_prediction(segments: Sequence[SegmentFit], size_bytes: np.ndarray) ->
 
 def _check_settings(min_points: int, max_segments: int | None, noise_floor: float, confidence: float) -> None:
     """UsageError naming a fit setting out of its range (the CLI's flags bound them alike)."""
-    if isinstance(min_points, bool) or not isinstance(min_points, (int, np.integer)) or not 2 <= min_points <= 1000:
+    def scalar(x: object) -> object:
+        return x.item() if isinstance(x, np.ndarray) and x.ndim == 0 else x
+
+    min_points, noise_floor, confidence = scalar(min_points), scalar(noise_floor), scalar(confidence)  # type: ignore
+
+    def whole(x: object) -> bool:
+        return not isinstance(x, bool) and isinstance(x, numbers.Real) and math.isfinite(x) and float(x).is_integer()
+
+    def real(x: object) -> bool:
+        return not isinstance(x, bool) and isinstance(x, numbers.Real) and math.isfinite(x)
+
+    if not (whole(min_points) and 2 <= min_points <= 1000):
         raise UsageError(f"min_points must be a whole number in 2-1000, got {min_points!r}")
-    if max_segments is not None and (isinstance(max_segments, bool) or not isinstance(max_segments, (int, np.integer))
-                                     or max_segments < 1):
+    if max_segments is not None and not (whole(max_segments) and max_segments >= 1):
         raise UsageError(f"max_segments must be a whole number of at least 1 (or None), got {max_segments!r}")
-    if not (isinstance(noise_floor, (int, float)) and math.isfinite(noise_floor) and 0 <= noise_floor < 1):
+    if not (real(noise_floor) and 0 <= noise_floor < 1):
         raise UsageError(f"noise_floor must be a relative error in [0, 1), got {noise_floor!r}")
-    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
+    if not (real(confidence) and 0 < confidence < 1):
         raise UsageError(f"confidence must lie strictly between 0 and 1 (0.95 for 95% intervals), got {confidence!r}")
 
 

@@ -386,7 +386,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     batch, seq = int(batch), int(seq)
     global_batch = None if global_batch is None else int(global_batch)
     profile = load_compute(compute) if isinstance(compute, str) else compute
-    links = [links] if isinstance(links, str) else links  # one preset, not its letters
+    links = [x.strip() for x in links.split(",") if x.strip()] if isinstance(links, str) else links  # not letters
     given = as_model_set(models, backend, links, system)
     warnings = unused_presets(given, links, isinstance(models, str)) + system_caveats(
         given, system, isinstance(models, str))

@@ -229,8 +229,8 @@ def parse_list(value: int | float | str | Sequence[Any], label: str,
         items: list[Any] = [value]
     elif isinstance(value, str):
         items = value.split(",")
-    elif isinstance(value, Sequence):
-        items = list(value)
+    elif isinstance(value, (Sequence, np.ndarray)):
+        items = list(np.asarray(value).reshape(-1)) if isinstance(value, np.ndarray) else list(value)
     else:
         raise UsageError(f"{label}: {value!r} is not a list of whole numbers; use a comma list such as 1,2,4")
     out = []
@@ -252,6 +252,10 @@ def parse_list(value: int | float | str | Sequence[Any], label: str,
 def _flops(compute: ComputeProfile | None, flops_per_s: float | None) -> tuple[float, str]:
     """FLOP/s and where they come from: the figure given, else the profile's."""
     if flops_per_s is not None:
+        try:
+            flops_per_s = float(flops_per_s)
+        except (TypeError, ValueError, OverflowError):
+            raise UsageError(f"flops_per_s must be a number of FLOP/s, got {str(flops_per_s)[:40]}") from None
         if not 0 < flops_per_s < math.inf:
             raise UsageError(f"flops_per_s must be positive and finite, got {flops_per_s}")
         return float(flops_per_s), "given"

@@ -281,7 +281,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         For bad input (unknown strategy, zero batch, invalid layouts, missing
         models), naming the parameter.
     """
-    links = [links] if isinstance(links, str) else links  # one preset, not its letters
+    links = [x.strip() for x in links.split(",") if x.strip()] if isinstance(links, str) else links  # not letters
     model_set = as_model_set(models, backend, links, system)
     unused = unused_presets(model_set, links, isinstance(models, str)) + system_caveats(
         model_set, system, isinstance(models, str))

@@ -395,8 +395,8 @@ def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: st
                  links: Sequence[str] = (), system: str | None = None) -> ModelSet:
     """A ModelSet from a ModelSet, an iterable of models, or a model file path (``links``: presets for it,
     ``system``: a system description filling the link classes it did not measure)."""
-    if isinstance(links, str):  # one preset, not its letters
-        links = [links]
+    if isinstance(links, str):  # presets, not their letters
+        links = [x.strip() for x in links.split(",") if x.strip()]
     if isinstance(models, (str, os.PathLike)):
         return load_model_set(str(models), backend, links, system)
     if isinstance(models, ModelSet):

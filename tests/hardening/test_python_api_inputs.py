@@ -29,6 +29,12 @@ def test_fit_settings_out_of_range_are_refused(kwargs, said):
         pybench.fit_alpha_beta(SIZES, TIMES, **kwargs)
 
 
+@pytest.mark.parametrize("kwargs", [{"min_points": 4.0}, {"max_segments": 2.0}, {"noise_floor": np.float32(0.01)},
+                                    {"confidence": np.float32(0.95)}, {"confidence": np.array(0.95)}])
+def test_fit_settings_as_numpy_numbers_or_whole_floats_are_taken(kwargs):
+    assert pybench.fit_alpha_beta(SIZES, TIMES, **kwargs).segments
+
+
 def test_fit_data_that_are_no_numbers_or_no_messages_are_refused():
     with pytest.raises(UsageError, match="^sizes and times must be numbers"):
         pybench.fit_alpha_beta(["a", "b"], ["c", "d"])
@@ -59,5 +65,9 @@ def test_ccr_arguments_are_refused_by_name_not_truncated(tmp_path, change, said)
     # numpy's whole numbers are whole numbers, and one preset is one preset, not its letters
     res = pybench.ccr("7B", **{**args, "world": np.int64(16), "links": "nvlink4"})
     assert [r.world for r in res.rows] == [16]
-    # a count given twice is one row (it printed two)
+    # a count given twice is one row (it printed two); numpy arrays of counts, and presets in a comma list
     assert len(pybench.ccr("7B", **{**args, "world": "16,16", "batch": [1, 1]}).rows) == 1
+    assert [r.world for r in pybench.ccr("7B", **{**args, "world": np.array([8, 16])}).rows] == [8, 16]
+    assert pybench.ccr("7B", **{**args, "links": "nvlink4,ib-ndr"}).rows
+    with pytest.raises(UsageError, match="^flops_per_s must be a number of FLOP/s"):
+        pybench.ccr("7B", **{**args, "flops_per_s": 10**400})

@@ -327,3 +327,17 @@ def test_an_all_to_all_between_domains_leaves_by_the_nics_at_their_rate():
     p = model.predict(size, 144, 36)
     assert expected < p.time_s < expected * 72 / 8 and p.low_s <= expected * 1.01 and p.high_s >= expected * 9
     assert any("8 GPUs' NICs' worth" in c for c in p.caveats)
+
+
+def test_fewer_hosts_than_a_crossing_fitted_at_network_speed_may_share_an_nvlink_domain(tmp_path):
+    """OCI's GB300 racks: an all-to-all fitted on 32 hosts (two racks) runs at network speed; 2 hosts of one rack ran
+    3.6x faster than the fastest NIC would carry at 1 GiB. Without a description no floor of NICs holds below the
+    fewest hosts fitted across the network (it put the low end above every measured size from 1 MiB)."""
+    from pybench import load_model
+    from pybench.cli.main import main
+    path = tmp_path / "gb300.json"
+    assert main(["fit", str(PUBLIC_LOGS / "gb300_oci_h32_g128_alltoall.log"), "--nodes", "32", "-o", str(path)]) == 0
+    (ms,) = load_measurements(PUBLIC_LOGS / "gb300_oci_h2_g8_alltoall.log")
+    keep = ms.size_bytes >= 1 << 20
+    p = load_model(path).predict(ms.size_bytes[keep].astype(float), world=8, nodes=2)
+    assert np.all(p.time_low_s <= ms.time_s[keep])
