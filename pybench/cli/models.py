@@ -251,8 +251,10 @@ def _inside_one_domain(ms, system):
 
 def describe_topology(tm) -> str:
     """Two lines about a fitted topology model, for ``fit``'s report."""
-    fitted = ", ".join(f"{w}" if n == 1 else f"{w} ranks on {n} nodes" for w, n in tm.fitted)
-    unit = " ranks" if tm.fitted[-1][1] == 1 else ""
+    alone = all(n == 1 for _, n in tm.fitted)  # one node: "2, 4, 8 ranks"; else each layout whole
+    fitted = ", ".join(f"{w}" if alone else f"{w} ranks on {'one node' if n == 1 else f'{n} nodes'}"
+                       for w, n in tm.fitted)
+    unit = " ranks" if alone else ""
     how = f"algorithm {tm.algorithm}"
     across = [(w, n) for w, n in tm.fitted if n > 1]
     if across and not tm.inside_nvlink_domain(max(across, key=lambda x: x[1])[0]):

@@ -405,3 +405,16 @@ def test_predict_at_one_collectives_measured_layout_names_the_others_it_leaves_o
         assert (f"{collective} (float64) was not measured at 16 ranks on 2 node(s) and is not in the table: "
                 f"`--collective {collective}` predicts it there") in captured.err
     assert "alltoall (float64) was not" not in captured.err
+
+
+def test_fit_names_each_fitted_layout_whole(tmp_path, capsys):
+    """A one-node and a two-node sweep: "fitted at 8 ranks on one node, 16 ranks on 2 nodes" (it said "fitted at 8,
+    16 ranks on 2 nodes", both on 2 nodes as it read)."""
+    from conftest import PUBLIC_LOGS
+
+    from pybench.cli.main import main
+    logs = [str(PUBLIC_LOGS / name) for name in ("xr01_h100_N1_G8_002.log", "xr01_h100_N2_G8_002_003.log")]
+    assert main(["fit", *logs, "-o", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert "across nodes pairwise, fitted at 8 ranks on one node, 16 ranks on 2 nodes\n" in out
+    assert "topology model: allreduce / nccl / algorithm ring, fitted at 8 ranks\n" in out
