@@ -128,8 +128,7 @@ def _described_reach(model: ModelLinks, per_node: int) -> float:
     if (model.inter is None or model.inter.is_preset or system is None or per_node >= system.gpus_per_node
             or model.backend not in GPU_BACKENDS):  # CPU ranks are no GPU's: every NIC of the node is theirs
         return 1.0
-    nics = system.nics_per_node
-    return min(1.0, math.ceil(per_node * nics / system.gpus_per_node) / nics)
+    return nics_reached(system, per_node) / system.nics_per_node
 
 
 def nics_reached(system: SystemDescription | None, ranks: int) -> float:
@@ -151,6 +150,11 @@ def own_rails(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> fl
     return nics_reached(model.system, asked) / nics_reached(model.system, model.rails_ranks)
 
 
+def _fitted_nic_ranks(model: ModelLinks) -> set[int]:
+    """The ranks at a node's NICs (:func:`ranks_at_the_nics`) of each fitted multi-node layout."""
+    return {ranks_at_the_nics(model.collective, w, n) for w, n in model.fitted if n > 1}
+
+
 def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 1) -> float | None:
     """The bandwidth factor of the other reading, where the inputs cannot say how many NICs the ranks
     of a node drive: None when they can.
@@ -158,7 +162,8 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     A fit of NCCL's ring schedule at r ranks per node, asked for q (of all ``sharing`` groups
     together): if what held the fitted rate is shared by the node (its NICs, or its own links), the
     fitted bandwidth stands; if each rank drives its own NIC (rails), it scales by q/r. A system
-    description counts the NICs, so the rails reading scales by min(q, nics)/min(r, nics); it cannot say
+    description counts the NICs, so the rails reading scales by the NICs each count reaches (:func:`nics_reached`:
+    a pair of GPUs sharing one NIC reach one); it cannot say
     whether the NICs were what held the fitted rate (on a public H100 cluster, four times the ranks of a node
     of 8 NICs did not move four times the bytes). Fits at several ranks-per-node counts tell, up to the most. A preset
     is one port per node: with q ranks per node the node may drive one port per rank or more, up to what
@@ -170,7 +175,7 @@ def unknown_nic_share(model: ModelLinks, world: int, nodes: int, sharing: int = 
     per_node = ranks_at_the_nics(model.collective, world, nodes, sharing)  # of every group sharing the NICs
     if model.inter.is_preset:  # one port per node; the node may have one per rank (rails), or more
         return per_node * most_ports_per_gpu(model.inter.busbw_Bps) if per_node > 1 and model.system is None else None
-    fitted = {ranks_at_the_nics(model.collective, w, n) for w, n in model.fitted if n > 1}
+    fitted = _fitted_nic_ranks(model)
     if model.rails_ranks and per_node < min(fitted):  # on rails below the fewest fitted: or their rate, flat
         least = min(fitted)
         return nics_reached(model.system, least) / nics_reached(model.system, model.rails_ranks)
@@ -193,7 +198,7 @@ def nic_share_caveat(model: ModelLinks, per_node: int, nic_share: float) -> str:
                 f"{round(nic_share)} (rails; named systems hold up to {nic_share / per_node:g} per GPU at this rate); "
                 f"between the two, in the interval; give --system NAME|FILE to count them")
     if model.rails_ranks:  # fitted at several counts, on rails: beyond them, the rails or the nearest count's rate
-        counts = sorted({ranks_at_the_nics(model.collective, w, n) for w, n in model.fitted if n > 1})
+        counts = sorted(_fitted_nic_ranks(model))
         at = f"{per_node} ranks per node" if per_node != 1 else "1 rank per node"
         nearest, way = (counts[0], "fewer") if per_node < counts[0] else (counts[-1], "more")
         return (f"{at}, {way} than fitted on rails ({', '.join(map(str, counts))}): between the rails' share of the "
@@ -251,7 +256,7 @@ def _fastest_nics_floor_s(model: ModelLinks, size: float, world: int, nodes: int
     no description places may share an NVLink domain (GB300 racks: 2 hosts of a 32-host fit ran 3.6x faster)."""
     fitted = [n for _, n in model.fitted if n > 1]
     if model.backend not in GPU_BACKENDS or model.collective == "sendrecv" or not fitted or nodes < min(fitted):
-        return 0.0  # (fewer hosts than any fitted crossing may share an NVLink domain; one flow may use several NICs)
+        return 0.0
     data = 1.0 if model.collective == "allreduce" else crossing_terms(model.schedule, model.collective, size, world,
                                                                          nodes, "ring")[1]
     return data * size / (FASTEST_NIC_BPS * ranks_at_the_nics(model.collective, world, nodes, sharing) / sharing)

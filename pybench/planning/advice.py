@@ -37,7 +37,7 @@ from pybench.planning.choice import Choice, Need, choose, good, met_at_slow_comm
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import SLOWEST_NODE, CcrConfig, make_ccr_config, node_gpus
 from pybench.planning.grid import grid_notes, not_priced_notes, undetermined_worlds
-from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
+from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set, preset_names
 from pybench.planning.plan_result import Plan
 from pybench.planning.preset_check import system_caveats, unused_presets
 from pybench.planning.records import (
@@ -386,7 +386,7 @@ def plan(params: int | str, seq: int, batch: int = 1, *, models: ModelSet | Iter
     batch, seq = int(batch), int(seq)
     global_batch = None if global_batch is None else int(global_batch)
     profile = load_compute(compute) if isinstance(compute, str) else compute
-    links = [x.strip() for x in links.split(",") if x.strip()] if isinstance(links, str) else links  # not letters
+    links = preset_names(links)
     given = as_model_set(models, backend, links, system)
     warnings = unused_presets(given, links, isinstance(models, str)) + system_caveats(
         given, system, isinstance(models, str))

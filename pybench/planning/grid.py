@@ -17,7 +17,7 @@ from dataclasses import replace
 from pybench.errors import NoModelFor, NotDetermined, UsageError
 from pybench.planning.compute import ComputeProfile, load_compute
 from pybench.planning.config import CcrConfig, compute_warnings, make_ccr_config, node_gpus
-from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set
+from pybench.planning.model_set import CollectiveModel, ModelSet, as_model_set, preset_names
 from pybench.planning.overlap import OverlapProfile
 from pybench.planning.preset_check import system_caveats, unused_presets
 from pybench.planning.result import Breakeven, CcrResult
@@ -281,7 +281,7 @@ def ccr(params: CcrConfig | int | str, seq: int | None = None, batch: int | str 
         For bad input (unknown strategy, zero batch, invalid layouts, missing
         models), naming the parameter.
     """
-    links = [x.strip() for x in links.split(",") if x.strip()] if isinstance(links, str) else links  # not letters
+    links = preset_names(links)
     model_set = as_model_set(models, backend, links, system)
     unused = unused_presets(model_set, links, isinstance(models, str)) + system_caveats(
         model_set, system, isinstance(models, str))

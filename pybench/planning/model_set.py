@@ -391,12 +391,16 @@ def load_model_set(path: str, backend: str | None = None, links: Sequence[str] =
     return ModelSet(models, backend)
 
 
+def preset_names(links: str | Sequence[str]) -> Sequence[str]:
+    """Link presets as given: a comma list in one string (``"nvlink4,ib-ndr"``) is its names, not its letters."""
+    return [x.strip() for x in links.split(",") if x.strip()] if isinstance(links, str) else links
+
+
 def as_model_set(models: ModelSet | Iterable[CollectiveModel] | str, backend: str | None = None,
                  links: Sequence[str] = (), system: str | None = None) -> ModelSet:
     """A ModelSet from a ModelSet, an iterable of models, or a model file path (``links``: presets for it,
     ``system``: a system description filling the link classes it did not measure)."""
-    if isinstance(links, str):  # presets, not their letters
-        links = [x.strip() for x in links.split(",") if x.strip()]
+    links = preset_names(links)
     if isinstance(models, (str, os.PathLike)):
         return load_model_set(str(models), backend, links, system)
     if isinstance(models, ModelSet):
