@@ -5,7 +5,8 @@ Real runs stray from that (another algorithm or protocol at another node count, 
 :attr:`~pybench.model.calibration.Calibration.more_nodes_speedup` says, chosen on the calibration logs: the point is
 moved to the nearer fitted time, and the interval reaches no further past it. Far beyond the fitted node counts,
 NCCL's and RCCL's time is bounded above too: no algorithm they pick pays more steps than a ring over every rank, nor
-more than twice the bytes per node.
+more than twice the bytes per node; fewer ranks per node than fitted carry those bytes at no less than their share of
+the NICs the fitted ranks drove. And no operation across nodes takes less than one crossing step.
 """
 
 from __future__ import annotations
@@ -52,6 +53,18 @@ def more_nodes_fitted(model: ModelLinks, world: int, nodes: int) -> int:
     return min((n for w, n in model.fitted if n > nodes and w == world // nodes * n), default=0)
 
 
+def denser_fitted(model: ModelLinks, world: int, nodes: int) -> tuple[int, int] | None:
+    """(world, nodes) of the fitted multi-node layout of more ranks per node than asked nearest ``nodes`` (the fewer
+    ranks per node of two as near), None without one or at a fitted layout: fewer ranks per node reach at least
+    their share of the NICs that node's ranks drove (a rank's own NICs, or a share of those its node's ranks share),
+    so its bytes bound theirs."""
+    per_node = world // nodes
+    denser = [(w, n) for w, n in model.fitted if n > 1 and w // n > per_node]
+    if (world, nodes) in model.fitted or not denser:
+        return None
+    return min(denser, key=lambda f: (abs(math.log(f[1] / nodes)), f[0] // f[1]))
+
+
 def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, nodes: int, sharing: int,
                                   time_s: float, spread: Spread) -> tuple[float, Spread, list[str]]:
     """(time, spread, notes) of a crossing at (``world``, ``nodes``) moved within the fitted node counts of the same
@@ -79,22 +92,44 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
         spread = dataclasses.replace(spread, above_fewer_nodes=math.log(time_s / fewer_s))
     # (from one node, the network's whole cost is new: no such bound; MPI libraries run algorithms of more steps
     # or bytes than a ring: an Open MPI all-gather on 64 cloud nodes took several times what it allowed)
-    if fewer > 1 and model.schedule == "ring" and model.backend in GPU_BACKENDS:
-        slowest_s = _slowest_ring_s(model, size, world, per_node * fewer, fewer, sharing, fewer_s)
-        spread = dataclasses.replace(spread, below_most_steps=math.log(slowest_s / time_s))
+    if model.schedule == "ring" and model.backend in GPU_BACKENDS:
+        slowest_s = 0.0
+        if fewer > 1:
+            slowest_s = _slowest_ring_s(model, size, world, per_node * fewer, fewer, sharing, fewer_s)
+        elif (denser := denser_fitted(model, world, nodes)) is not None:
+            fitted_s = model._time(size, *denser, sharing)[0]
+            slowest_s = _slowest_ring_s(model, size, world, *denser, sharing, fitted_s,
+                                        denser[0] // denser[1] / per_node)
+        if slowest_s > 0:
+            spread = dataclasses.replace(spread, below_most_steps=math.log(slowest_s / time_s))
     if more_s > 0:  # (a ring over fewer ranks pays fewer steps: no schedule's time falls faster than that)
         fewest_s = more_s * (world - 1) / (per_node * more - 1)
         spread = dataclasses.replace(spread, below_more_nodes=math.log(more_s / time_s),
                                      above_fewest_steps=math.log(time_s / fewest_s))
+    elif (one_step_s := _one_step_s(model, size, sharing)) > 0:  # (no crossing takes fewer than one step)
+        spread = dataclasses.replace(spread, above_fewest_steps=math.log(time_s / one_step_s))
     return time_s, spread, notes
 
 
+def _one_step_s(model: TimedModel, size: float, sharing: int) -> float:
+    """The least latency of one step of any fitted multi-node layout's time at ``size``, its latency spread over
+    every step of a ring over its ranks (0 without such a layout): whatever the layout, an operation across nodes
+    waits on one crossing at least."""
+    bytes_only = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
+    steps = [(model._time(size, w, n, sharing)[0] - bytes_only._time(size, w, n, sharing)[0]) / (w - 1)
+             for w, n in model.fitted if n > 1]
+    return max(min(steps, default=0.0), 0.0)
+
+
 def _slowest_ring_s(model: TimedModel, size: float, world: int, fitted_world: int, fitted_nodes: int, sharing: int,
-                    fitted_s: float) -> float:
-    """The most an operation over ``world`` ranks may take against the fitted time of ``fitted_world`` ranks (the
-    same ranks per node, fewer nodes): its latency paid at each step of a ring over every rank, (p - 1) /
-    (p_fitted - 1) times as many (no algorithm NCCL picks pays more steps), its bytes at most
-    :data:`MOST_BYTES_GROWTH` times as many through each node's NICs."""
+                    fitted_s: float, slower_nics: float = 1.0) -> float:
+    """The most an operation over ``world`` ranks may take against the fitted time of ``fitted_world`` ranks (fewer
+    nodes of the same ranks per node, or more ranks per node): its latency paid at each step of a ring over every
+    rank, (p - 1) / (p_fitted - 1) times as many where that is more (no algorithm NCCL picks pays more steps), its
+    bytes at most :data:`MOST_BYTES_GROWTH` times as many through each node's NICs, carried ``slower_nics`` times
+    slower (the fitted ranks per node over the asked: fewer ranks reach at least their share of the NICs)."""
     bytes_only = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
     bytes_s = min(bytes_only._time(size, fitted_world, fitted_nodes, sharing)[0], fitted_s)
-    return (fitted_s - bytes_s) * (world - 1) / (fitted_world - 1) + bytes_s * MOST_BYTES_GROWTH
+    # (fewer ranks than fitted pay no more steps than the fitted layout did: its steps may have been a tree's levels)
+    steps = max(world - 1, fitted_world - 1) / (fitted_world - 1)
+    return (fitted_s - bytes_s) * steps + bytes_s * MOST_BYTES_GROWTH * slower_nics
