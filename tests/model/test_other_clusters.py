@@ -1,5 +1,6 @@
 """Node counts on clusters whose multi-node logs no constant was chosen on (ABCI's A100 one-node logs calibrate the
-GPU-count kind only, whose constants no node-count prediction takes): ABCI's A100 and V100 nodes (SOURCES.md there),
+GPU-count kind only, whose constants no node-count prediction takes): ABCI's A100 and V100 nodes and a RoCE cluster of
+one RTX 3090 per node at 2, 3 and 4 nodes (SOURCES.md there),
 fitted as a user would (`pybench fit` at 2 nodes, or 2 and 4) and predicted with `load_model(...).predict` at every
 other node count of the cluster from 1 MiB up. Today's held-out accuracy is pinned so that a regression fails."""
 
@@ -13,12 +14,15 @@ from pybench import load_model
 from pybench.cli.main import main
 from pybench.model.logs import load_measurements
 
-CLUSTERS = {"abci-a100": ("anode_a100", 8, (2, 4, 8, 16)), "abci-v100": ("vnode_v100", 4, (2, 4, 8, 16, 32))}
+CLUSTERS = {"abci-a100": ("abci_anode_a100_n{nodes:02d}_ppn8_nccl_allreduce.log", 8, (2, 4, 8, 16)),
+            "abci-v100": ("abci_vnode_v100_n{nodes:02d}_ppn4_nccl_allreduce.log", 4, (2, 4, 8, 16, 32)),
+            # one RTX 3090 and one RoCE NIC per node (added in session 35, after the constants)
+            "rtx3090-roce": ("rtx3090_roce_n{nodes}x1_noinc_mtu1024.log", 1, (2, 3, 4))}
 
 
 def _log(cluster: str, nodes: int):
-    kind, per_node, _ = CLUSTERS[cluster]
-    return PUBLIC_LOGS / f"abci_{kind}_n{nodes:02d}_ppn{per_node}_nccl_allreduce.log"
+    name, _, _ = CLUSTERS[cluster]
+    return PUBLIC_LOGS / name.format(nodes=nodes)
 
 
 def _scores(tmp_path, cluster: str, fitted: tuple[int, ...]) -> dict[int, tuple[float, float]]:
@@ -42,7 +46,9 @@ def _scores(tmp_path, cluster: str, fitted: tuple[int, ...]) -> dict[int, tuple[
 # today. ABCI's A100 8-node run is disturbed (32 MiB takes 4.3 ms there, 2.1 ms on 4 nodes and 2.5 ms on 16): the 2 + 4
 # fit, whose narrower interval (46% median half-width) follows its two counts, covers 2 of its 6 sizes.
 TODAY = [("abci-a100", (2,), 0.35, 1.0), ("abci-a100", (2, 4), 0.75, 0.33),
-         ("abci-v100", (2,), 0.40, 1.0), ("abci-v100", (2, 4), 0.35, 1.0)]
+         ("abci-v100", (2,), 0.40, 1.0), ("abci-v100", (2, 4), 0.35, 1.0),
+         ("rtx3090-roce", (2,), 0.10, 1.0), ("rtx3090-roce", (4,), 0.10, 1.0), ("rtx3090-roce", (2, 3), 0.10, 1.0),
+         ("rtx3090-roce", (3, 4), 0.10, 1.0)]
 
 
 @pytest.mark.parametrize("cluster, fitted, worst_error, least_coverage", TODAY)
