@@ -300,6 +300,13 @@ class ModelSet:
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it, or give the system "
                          f"(--system NAME|FILE) or {article} {link_class} preset (--link NAME)")
 
+    def nics_per_node(self, collective: str, link_class: str) -> int:
+        """The NICs per node a system description of ``collective``'s models over ``link_class`` gives, 0 where none
+        does."""
+        systems = [getattr(getattr(m, "model", None), "system", None) for m in self.models
+                   if _norm_collective(m.collective) == collective and m.link_class in (None, link_class)]
+        return max((int(s.nics_per_node) for s in systems if s is not None), default=0)
+
     def latency_s(self, collective: str, world: int, link_class: str, nodes: int | None = None) -> float:
         """The time of a 1-byte call: the operation's latency; 0 where its sweep left the latency unresolved (its
         fit held it at 0, and says no more of a message that small than that it may take up to the sweep's first

@@ -8,7 +8,8 @@ groups push their bytes through the same NICs at once, and each gets 1/sharing o
 bandwidth: the bandwidth part of a call grows ``sharing`` times, its latency does not. The
 bytes all of them send out of one node, over the NICs' bus bandwidth, are then the floor any
 layout pays (issue 13: a tp8 x dp2 gradient all-reduce priced as if alone came out several times
-too optimistic against the same log's 16-rank all-reduce).
+too optimistic against the same log's 16-rank all-reduce). A send/recv is one rank's flow through its GPU's
+NICs: the stage boundaries' flows share them only where a described node has fewer NICs than flows.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime,
     takes at least its latency plus the bytes all ``sharing`` groups send out of the node
     over that bandwidth.
     """
+    if op.collective == "sendrecv":  # one flow per group, each through its own GPU's NICs: shared where they are
+        nics = models.nics_per_node(op.collective, op.link_class)
+        sharing = -(-sharing // nics) if nics else sharing  # (no description: perhaps one NIC for them all)
     if sharing <= 1 or call.time_s <= 0:
         return call
     probe = models.time(op.collective, _PROBE_BYTES, max(world, op.group_size), op.link_class,
@@ -60,5 +64,6 @@ def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime,
     if floor_s <= call.time_s:
         return call
     scaled = call.scaled(floor_s / call.time_s)
-    return CommTime(scaled.time_s, scaled.time_low_s, scaled.time_high_s,
-                    f"{call.source}; NICs shared by {sharing} groups", call.calibrated)
+    shared = f"{sharing} flows per NIC" if op.collective == "sendrecv" else f"NICs shared by {sharing} groups"
+    return CommTime(scaled.time_s, scaled.time_low_s, scaled.time_high_s, f"{call.source}; {shared}",
+                    call.calibrated)

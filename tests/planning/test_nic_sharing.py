@@ -50,3 +50,28 @@ def test_tp8_dp2_on_the_h100_log_is_never_below_the_nic_floor(tmp_path, capsys):
     ddp = next(op for op in rows["ddp"]["ops"] if op["purpose"] == "gradients")
     assert ddp["time_s"] >= grads["time_s"]
     assert grads["time_s"] == pytest.approx(floor_s, rel=0.15)  # latency and the 1/p ring share on top
+
+
+@pytest.mark.parametrize("system, flows_per_nic", [("h100-xr01", 1), ("aws-p3dn", 8), (None, 8)])
+def test_pipeline_stages_share_a_nic_only_where_the_node_has_fewer_than_their_flows(tmp_path, capsys, system,
+                                                                                    flows_per_nic):
+    """A send/recv is one rank's flow through its GPU's NICs: tp=8 stage boundaries on a node of 8 NICs each take
+    their own (they had been priced at 8 flows on one), on a node of one NIC all 8 share it, and without a
+    description nothing says they do not (helper-88 M5)."""
+    from conftest import PUBLIC_LOGS
+    model, out = tmp_path / "n2.json", tmp_path / "ccr.json"
+    assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N1_G8_002.log"), str(PUBLIC_LOGS / "xr01_h100_N2_G8_002_003.log"),
+                 "-o", str(model)]) == 0
+    described = ["--system", str(PUBLIC_LOGS / "systems" / f"{system}.json") if system == "h100-xr01" else system]
+    assert main(["ccr", "--params", "7B", "--model", str(model), "--tflops", "400", "--world", "16",
+                 "--strategy", "tp+pp+dp", "--tp-degree", "8", "--pp-degree", "2", "--json", str(out),
+                 *(described if system else [])]) == 0
+    capsys.readouterr()
+    (row,) = json.loads(out.read_text())["rows"]
+    stages = next(op for op in row["ops"] if op["purpose"] == "activations (pipeline)")
+    assert stages["collective"] == "sendrecv" and stages["group_size"] == 2
+    # one flow of 16 MiB at the fitted one-flow rate (about 40 GB/s) takes about 0.4 ms; eight on one NIC, 3 ms
+    if flows_per_nic == 1:
+        assert "flows per NIC" not in stages["model"] and stages["time_per_call_s"] < 1e-3
+    else:
+        assert f"{flows_per_nic} flows per NIC" in stages["model"] and stages["time_per_call_s"] > 2e-3
