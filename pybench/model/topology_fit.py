@@ -18,6 +18,7 @@ from pybench.model.determined import OWN_MISS, slow_network_steps
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import LinkPreset
 from pybench.model.logs.measurements import HOSTS_NOTE, listed_hosts, one_reduction
+from pybench.model.logs.nccl_tests_world import ROUND_ROBIN
 from pybench.model.logs.pybench_json import OVERSUBSCRIBED
 from pybench.model.nvlink_domains import nvlink_domain_ranks
 from pybench.model.regimes import Regime, envelope, fit_regimes
@@ -419,6 +420,12 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
         crowded = next((n for n in ms.notes if n.startswith(OVERSUBSCRIBED)), "")
         if crowded:  # its times hold the turns ranks took on the cores: no link's cost
             skipped.append(f"{where}: not in the topology model: {crowded}")
+            continue
+        cyclic = next((n for n in ms.notes if n.startswith(ROUND_ROBIN)), "")
+        if cyclic and ms.collective == "sendrecv":  # every rank's flow crossed: the model prices one per node
+            skipped.append(f"{where}: not in the topology model: {cyclic}, so every send/recv crossed the network, "
+                           f"where the model takes one flow per node (ranks filled host by host, as mpirun's "
+                           f"default places them); rerun without --map-by node")
             continue
         chosen = dtype_of.setdefault((ms.collective, ms.backend), topology_dtype(sets, ms))
         if ms.dtype != chosen:

@@ -51,3 +51,24 @@ def test_a_described_send_recv_crosses_at_one_gpus_nics(tmp_path):
     p = model.predict(sizes, world=16, nodes=2)
     assert np.max(np.abs(np.log(p.time_s / measured))) < np.log(1.35), (p.time_s, measured)
     assert np.all((p.time_low_s <= measured) & (measured <= p.time_high_s))
+
+
+def test_a_send_recv_with_ranks_placed_round_robin_is_left_out_of_the_topology_model(tmp_path, capsys):
+    """nccl-tests' send/recv sends to the next rank: with ranks filled host by host one flow leaves each node, which
+    the model prices; placed round-robin (`mpirun --map-by node`) every flow crosses, which it would have read as
+    one flow many times faster. The Rank lines show the placement: the sweep is left out, saying why."""
+    text = (PUBLIC_LOGS / "xr01_h100_N2_G2_002_003.log").read_text()
+    # ranks 1 and 2 swap hosts: 002, 003, 002, 003
+    cyclic = text.replace("Rank  1 Group  0 Pid 2209071 on cnode3-002", "Rank  1 Group  0 Pid 2209071 on cnode3-003")
+    cyclic = cyclic.replace("Rank  2 Group  0 Pid 948406 on cnode3-003", "Rank  2 Group  0 Pid 948406 on cnode3-002")
+    assert cyclic != text
+    log = tmp_path / "cyclic.log"
+    log.write_text(cyclic)
+    (ms,) = [m for m in load_measurements(log) if m.collective == "sendrecv"]
+    assert any(n.startswith("ranks placed round-robin over the hosts") for n in ms.notes)
+    assert main(["fit", str(log), "-o", str(tmp_path / "m.json")]) == 0
+    said = capsys.readouterr()
+    assert "every send/recv crossed the network" in said.out + said.err
+    # filled host by host: fitted as before
+    assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N2_G2_002_003.log"), "-o", str(tmp_path / "b.json")]) == 0
+    assert "every send/recv crossed" not in "".join(capsys.readouterr())

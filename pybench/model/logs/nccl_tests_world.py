@@ -31,6 +31,9 @@ class RankLines(Protocol):
     gpus_per_process: int
     gpus_per_thread: int
 
+ROUND_ROBIN = "ranks placed round-robin over the hosts (each rank's neighbour on another host): "
+"""A note's start: the Rank lines put consecutive ranks on different hosts (``mpirun --map-by node``)."""
+
 def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                    collective: str | None = None, table: Table | None = None,
                    span: tuple[int, int] | None = None, exact: bool = False) -> tuple[int | None, str | None]:
@@ -135,6 +138,9 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
         said = "--world" if world_size is not None else "the command line" if launched else "busbw/algbw"
         notes.append(f"Rank lines list {listed} of {world} ranks (world size from {said})")
     notes.append(f"{listed} ranks on {hosts} host(s) per the Rank lines")
+    order = [pre.ranks[r] for r in sorted(pre.ranks)]
+    if 1 < hosts < listed and all(a != b for a, b in zip(order, order[1:])):  # (mpirun --map-by node)
+        notes.append(ROUND_ROBIN + f"{listed} ranks over {hosts} hosts")
     if hosts > 1:
         return world, "inter-node"
     if listed >= world:
