@@ -175,7 +175,7 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
                 f"measure it with {measure_command(model.collective, world)} on {nodes} nodes")
     if nodes > 1 and gpus and system is None and model.intra is None and per_node > max(per_node_measured, default=1) \
             and _inter_fitted(model) and not model.inside_nvlink_domain(world):
-        # (a 2 x 1 RoCE fit of PCIe GPUs answered 2 x 8 above what its one NIC per node had carried)
+        # (a 2 x 1 RoCE fit of PCIe GPUs answered 2 x 8 at 2.7x the bus bandwidth one NIC per node measured)
         return (f"not determined by these inputs: {per_node} GPUs per node, and no layout measured more than "
                 f"{max(per_node_measured, default=1)} per node or one node alone, nor does a description say how the "
                 f"node links its GPUs (NVSwitch, a mesh, PCIe), which they cross inside each node before the network; "
