@@ -2,11 +2,10 @@
 
 A GPU count never measured on a node whose GPUs are not switched (a mesh, PCIe), shown by its
 description or by measured counts that one cost shape cannot join; one GPU count of a GPU node
-without a description (one count cannot show a switch); more GPUs per node across nodes than any layout measured,
-with neither a one-node fit nor a description (their links inside the node were never seen); CPU ranks across
-nodes at a count per node never fitted there; a world beyond the hosts of an NVLink domain that its fit never
-crossed; other node counts of a fit whose small sizes wait longer per network step than any calibrated system's.
-Each answer names the missing input and the measurement to make.
+without a description (one count cannot show a switch); CPU ranks across nodes at a count per node
+never fitted there; a world beyond the hosts of an NVLink domain that its fit never crossed; other node
+counts of a fit whose small sizes wait longer per network step than any calibrated system's. Each answer
+names the missing input and the measurement to make.
 """
 
 from __future__ import annotations
@@ -173,14 +172,6 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
         return (f"not determined by these inputs: {per_node} GPUs per node, more than any named system's node holds "
                 f"or any layout was fitted at ({most}); give the node's description (--system NAME|FILE), or "
                 f"measure it with {measure_command(model.collective, world)} on {nodes} nodes")
-    if nodes > 1 and gpus and system is None and model.intra is None and per_node > max(per_node_measured, default=1) \
-            and _inter_fitted(model) and not model.inside_nvlink_domain(world):
-        # (a 2 x 1 RoCE fit of PCIe GPUs answered 2 x 8 at 2.7x the bus bandwidth one NIC per node measured)
-        return (f"not determined by these inputs: {per_node} GPUs per node, and no layout measured more than "
-                f"{max(per_node_measured, default=1)} per node or one node alone, nor does a description say how the "
-                f"node links its GPUs (NVSwitch, a mesh, PCIe), which they cross inside each node before the network; "
-                f"give --system NAME|FILE, or measure {measure_command(model.collective, per_node)} on one node or "
-                f"{measure_command(model.collective, world)} on {nodes} nodes")
     across_missed = _node_counts_disagree(model)
     # (at one fitted node count, its other ranks per node are another GPU count per node: not this rule's)
     fitted_nodes = {n for w, n in model.fitted if n > 1}
@@ -246,10 +237,6 @@ def _layout_undetermined(model: FittedModel, world: int, nodes: int) -> str:
 
 def _intra_fitted(model: FittedModel) -> bool:
     return model.intra is not None and not (model.intra.is_preset or model.intra.is_described)
-
-
-def _inter_fitted(model: FittedModel) -> bool:
-    return model.inter is not None and not (model.inter.is_preset or model.inter.is_described)
 
 
 def _gpu_counts_disagree(model: FittedModel) -> str:

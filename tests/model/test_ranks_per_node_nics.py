@@ -14,7 +14,7 @@ from conftest import PUBLIC_LOGS
 
 from pybench import load_model
 from pybench.cli.main import main
-from pybench.errors import FileFormatError, NotDetermined
+from pybench.errors import FileFormatError
 from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
 from pybench.model.topology import Observation
@@ -143,22 +143,3 @@ def test_a_rate_on_rails_is_a_file_older_readers_refuse_and_hostile_values_are_r
     one = fit_topology("allreduce", _sweeps({8: 200e9})).to_dict()
     with pytest.raises(FileFormatError, match="fitted across nodes at \\[8\\]"):
         TopologyModel.from_dict({**one, "rails_ranks": 8})
-
-
-def test_more_ranks_per_node_than_measured_with_nothing_of_the_node_is_not_determined(tmp_path, capsys):
-    """Fitted at 1 GPU per node on 10 nodes, no one-node sweep and no description: how the node's 8 GPUs link to each
-    other (NVSwitch, a mesh, PCIe) nobody said, and they cross those links before the network. The row says so and
-    names what to give; a description answers (helper-90's RTX 3090 RoCE cluster had been answered at 2.7x the bus
-    bandwidth its one NIC per node measured)."""
-    model = tmp_path / "g1.json"
-    assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N10_G1.log"), "--collective", "allreduce",
-                 "-o", str(model)]) == 0
-    capsys.readouterr()
-    assert main(["predict", str(model), "--sizes", "64M", "--world", "80", "--nodes", "10"]) == 0
-    out = capsys.readouterr().out
-    assert "not determined by these inputs: 8 GPUs per node, and no layout measured more than 1 per node" in out
-    assert "give --system NAME|FILE" in out
-    with pytest.raises(NotDetermined, match="no layout measured more than 1 per node"):
-        load_model(model).predict(64 << 20, world=80, nodes=10)
-    assert load_model(model, system=str(SYSTEM)).predict(64 << 20, world=80, nodes=10).time_s > 0
-    assert load_model(model).predict(64 << 20, world=4, nodes=4).time_s > 0  # one per node: as measured

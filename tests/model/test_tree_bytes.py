@@ -172,11 +172,9 @@ def test_a_tree_fitted_at_one_node_count_takes_its_latency_neither_per_call_nor_
 
 def test_more_ranks_per_node_reach_a_longer_chain_inside_each_node():
     """NCCL's tree pays a step per rank of the chain inside a node: a fit at 2 ranks per node cannot say how much
-    of its latency that chain was, so 8 ranks per node reach (r - 1 + levels) = 4x it, in the interval only (on a
-    described node: without one, 8 GPUs per node are not determined by a fit at 2)."""
+    of its latency that chain was, so 8 ranks per node reach (r - 1 + levels) = 4x it, in the interval only."""
     from pybench.model.crossing import chain_latency
-    two_per_node = fit_topology("allreduce", _sweep(4, 2, 1.0, 100e9, latency=100e-6)).with_system(
-        load_system("dgx-h100"))
+    two_per_node = fit_topology("allreduce", _sweep(4, 2, 1.0, 100e9, latency=100e-6))
     size = 1 << 20
     longer = chain_latency(two_per_node, 16, 2)
     assert longer is not None and chain_latency(two_per_node, 4, 2) is None  # the fitted count: no other reading
