@@ -125,11 +125,13 @@ def _slowest_ring_s(model: TimedModel, size: float, world: int, fitted_world: in
                     fitted_s: float, slower_nics: float = 1.0) -> float:
     """The most an operation over ``world`` ranks may take against the fitted time of ``fitted_world`` ranks (fewer
     nodes of the same ranks per node, or more ranks per node): its latency paid at each step of a ring over every
-    rank, (p - 1) / (p_fitted - 1) times as many where that is more (no algorithm NCCL picks pays more steps), its
-    bytes at most :data:`MOST_BYTES_GROWTH` times as many through each node's NICs, carried ``slower_nics`` times
-    slower (the fitted ranks per node over the asked: fewer ranks reach at least their share of the NICs)."""
+    rank, (p - 1) / (p_fitted - 1) times as many (no algorithm NCCL picks pays more steps; with fewer ranks per node
+    than fitted, p - 1 steps each as long as the fitted latency), its bytes at most :data:`MOST_BYTES_GROWTH` times
+    as many through each node's NICs, carried ``slower_nics`` times slower (the fitted ranks per node over the
+    asked: fewer ranks reach at least their share of the NICs)."""
     bytes_only = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
     bytes_s = min(bytes_only._time(size, fitted_world, fitted_nodes, sharing)[0], fitted_s)
-    # (fewer ranks than fitted pay no more steps than the fitted layout did: its steps may have been a tree's levels)
-    steps = max(world - 1, fitted_world - 1) / (fitted_world - 1)
+    # (with fewer ranks per node than fitted, each step may cross the network where few of the fitted ones did, or
+    # the fitted time was a tree's few levels: each step is taken as slow as the whole fitted latency, which crossed)
+    steps = (world - 1) / (fitted_world - 1) if slower_nics <= 1 else world - 1
     return (fitted_s - bytes_s) * steps + bytes_s * MOST_BYTES_GROWTH * slower_nics
