@@ -111,7 +111,12 @@ def nccl_tests_sizes(minbytes: str | None, maxbytes: str | None, stepfactor: int
     lo = parse_size(minbytes if minbytes is not None else "32M")
     hi = parse_size(maxbytes if maxbytes is not None else "32M")
     factor = 1 if stepfactor is None else stepfactor
-    step = parse_size(stepbytes if stepbytes is not None else "1M")
+    # nccl-tests takes a step of 0, unused beside a factor (NVIDIA CloudAI's configs pass `--stepbytes 0 -f 2`)
+    zero_step = stepbytes is not None and re.fullmatch(r"\s*0+(\.0*)?\s*[kmgt]?i?b?\s*", stepbytes, re.I) is not None
+    if zero_step and factor <= 1:
+        raise UsageError(f"-i {(stepbytes or '').strip()} with no factor above 1 (-f) never moves past -b; give a "
+                         f"step of at least 1 byte or a factor (-f 2)")
+    step = 0 if zero_step else parse_size(stepbytes if stepbytes is not None else "1M")
     if hi < lo:
         raise SizeError(f"-e {format_size(hi)} is below -b {format_size(lo)}: the sweep goes down")
     sizes, size = [], lo

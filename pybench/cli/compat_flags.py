@@ -76,8 +76,31 @@ def _check_choice(flag: str, value: int | None, allowed: tuple[int, ...], taken:
                          f"pybench takes {taken}")
 
 
+SPLIT_ENV = ("NCCL_TESTS_SPLIT_MASK", "NCCL_TESTS_SPLIT")
+
+
+def refuse_split_groups() -> None:
+    """nccl-tests' NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT run one collective per group of ranks at once; pybench
+    times one over every rank, a different measurement: refused (one line) unless the value splits nothing."""
+    for name in SPLIT_ENV:
+        text = os.environ.get(name, "").strip()
+        if not text or (name == SPLIT_ENV[0] and _int_or_none(text) == 0):
+            continue
+        raise UsageError(f"{name}={text}: nccl-tests then times one collective per group of ranks at once, and "
+                         f"pybench times one over every rank (no split groups); unset {name}, or launch each group "
+                         f"as its own run")
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
+
+
 def apply_nccl_tests_flags(args: argparse.Namespace, under_launcher: bool) -> None:
     """Turn nccl-tests' flags into pybench's options on ``args``, or raise UsageError (one line)."""
+    refuse_split_groups()
     for flag, (long, default, instead) in _REFUSED_UNLESS_DEFAULT.items():
         value = getattr(args, f"nt_{long.lstrip('-')}", None)
         if value is not None and value != default:

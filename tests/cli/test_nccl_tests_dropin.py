@@ -547,3 +547,29 @@ def test_the_notes_of_flags_taken_but_not_used_are_said_under_the_users_own_laun
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("pybench: note: -a 1 (the mean of the ranks' times") == 1
     assert proc.stderr.count("pybench: note: allgather has no reduction op: -o max not used") == 1
+
+
+def test_a_zero_step_beside_a_factor_is_taken_as_nccl_tests_takes_it(monkeypatch, capsys):
+    """NVIDIA CloudAI's shipped configs pass `--stepbytes 0 --stepfactor 2`: nccl-tests never uses the step beside a
+    factor, and pybench had refused the 0. Without a factor it never moves past -b: refused in one line."""
+    monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    (plan,) = _plans(["allreduce", "--minbytes", "1K", "--maxbytes", "8K", "--stepbytes", "0", "--stepfactor", "2"],
+                     monkeypatch)["plans"]
+    assert plan.config.sizes == (1024, 2048, 4096, 8192)
+    assert main(["allreduce", "-b", "1K", "-e", "8K", "-i", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "never moves past -b" in err[0], err
+
+
+@pytest.mark.parametrize("name, value", [("NCCL_TESTS_SPLIT_MASK", "0x7"), ("NCCL_TESTS_SPLIT", "MOD 2")])
+def test_split_groups_are_refused_not_measured_as_one_collective(monkeypatch, capsys, name, value):
+    """nccl-tests' NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT time one collective per group of ranks at once (CloudAI
+    sets a mask of 0x7); pybench had timed one over every rank and exited 0. A mask of 0 splits nothing."""
+    monkeypatch.delenv("NCCL_TESTS_MIN_BW", raising=False)
+    monkeypatch.setenv(name, value)
+    assert main(["allreduce", "-b", "1K", "-e", "1K"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{name}={value}" in err[0] and "one collective per group" in err[0], err
+    monkeypatch.setenv("NCCL_TESTS_SPLIT_MASK", "0")
+    monkeypatch.delenv("NCCL_TESTS_SPLIT", raising=False)
+    assert _plans(["allreduce", "-b", "1K", "-e", "1K"], monkeypatch)["plans"]
