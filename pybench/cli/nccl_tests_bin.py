@@ -24,14 +24,27 @@ from pybench.errors import UsageError
 MARK = "# written by `pybench nccl-tests-bin`"
 
 
+# nccl-tests programs of collectives pybench does not measure (all_to_allv_perf's name included): each one says so
+# in one line and exits 2, where a harness would otherwise meet "not found"
+UNMEASURED = {**{program: collective for collective, program in NCCL_TESTS_PROGRAMS.items()
+                 if collective not in COLLECTIVES}, "alltoallv_perf": "alltoallv"}
+
+
 def programs() -> dict[str, str]:
-    """Program name -> pybench collective: nccl-tests' name of each collective pybench measures, and the
-    ``_mpi`` name that nccl-tests' MPI build gets in some harnesses (CloudAI's)."""
+    """Program name -> pybench collective: nccl-tests' name of each collective pybench measures (and of those it
+    does not, :data:`UNMEASURED`), and the ``_mpi`` name that nccl-tests' MPI build gets in some harnesses
+    (CloudAI's)."""
     named = {program: collective for collective, program in NCCL_TESTS_PROGRAMS.items() if collective in COLLECTIVES}
+    named |= UNMEASURED
     return {**named, **{f"{program}_mpi": collective for program, collective in named.items()}}
 
 
 def program_text(collective: str, python: str = sys.executable) -> str:
+    if collective not in COLLECTIVES:
+        program = NCCL_TESTS_PROGRAMS.get(collective, f"{collective}_perf")
+        said = (f"pybench: error: {program}: pybench does not measure {collective} (it measures "
+                f"{', '.join(COLLECTIVES)}); run nccl-tests' own {program} for it")
+        return f"#!/bin/sh\n{MARK}: nccl-tests' {program}, not measured by pybench\necho {shlex.quote(said)} >&2\nexit 2\n"
     return (f"#!/bin/sh\n{MARK}: nccl-tests' {NCCL_TESTS_PROGRAMS[collective]}, measured by pybench\n"
             f"exec {shlex.quote(python)} -m pybench {collective} \"$@\"\n")
 
