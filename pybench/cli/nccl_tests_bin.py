@@ -44,7 +44,8 @@ def program_text(collective: str, python: str = sys.executable) -> str:
         program = NCCL_TESTS_PROGRAMS.get(collective, f"{collective}_perf")
         said = (f"pybench: error: {program}: pybench does not measure {collective} (it measures "
                 f"{', '.join(COLLECTIVES)}); run nccl-tests' own {program} for it")
-        return f"#!/bin/sh\n{MARK}: nccl-tests' {program}, not measured by pybench\necho {shlex.quote(said)} >&2\nexit 2\n"
+        return (f"#!/bin/sh\n{MARK}: nccl-tests' {program}, not measured by pybench\n"
+                f"echo {shlex.quote(said)} >&2\nexit 2\n")
     return (f"#!/bin/sh\n{MARK}: nccl-tests' {NCCL_TESTS_PROGRAMS[collective]}, measured by pybench\n"
             f"exec {shlex.quote(python)} -m pybench {collective} \"$@\"\n")
 
