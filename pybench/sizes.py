@@ -10,18 +10,20 @@ LO*F**2, ... up to HI), ``LO:HI:+STEP`` (LO, LO+STEP, ... up to HI: nccl-tests'
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from pybench.errors import SizeError
 
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # ASCII digits only: \d and int() would take fullwidth, Arabic-Indic or superscript digits.
-_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
+# (a fraction before a suffix, 0.5M, as nccl-tests' sscanf reads it, where it makes whole bytes)
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
 _FACTOR_RE = re.compile(r"^\s*[0-9]+\s*$", re.ASCII)
 # Guards against typos like 1000G that would ask for petabytes and overflow counts.
 MAX_SIZE_BYTES = 1 << 44
 # A linear range can ask for billions of sizes (1:1G:+1); no sweep or table needs this many.
 MAX_SIZE_COUNT = 1 << 16
-_ACCEPTED = "accepted: bytes with an optional K/M/G suffix (binary), e.g. 8, 64K, 1M, 1G"
+_ACCEPTED = "accepted: bytes with an optional K/M/G suffix (binary), e.g. 8, 64K, 0.5M, 1G"
 
 
 def parse_size(text: str) -> int:
@@ -42,7 +44,10 @@ def parse_size(text: str) -> int:
     digits, suffix = m.groups()
     if len(digits) > 20:
         raise SizeError(f"size {text.strip()!r} is too large; the largest is {format_size(MAX_SIZE_BYTES)}")
-    value = int(digits) * _SUFFIX[suffix.upper()]
+    exact = Fraction(digits) * _SUFFIX[suffix.upper()]
+    if exact.denominator != 1:
+        raise SizeError(f"size {text.strip()!r} is not a whole number of bytes; {_ACCEPTED}")
+    value = int(exact)
     if value <= 0:
         raise SizeError(f"size {text.strip()!r} must be at least 1 byte; {_ACCEPTED}")
     if value > MAX_SIZE_BYTES:

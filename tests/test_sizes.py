@@ -43,7 +43,7 @@ def test_range_with_a_linear_step_as_nccl_tests_dash_i():
     ("1M:1G:+-1M", "negative"), ("1G:1M:+1M", "goes down"),
     ("1G:1M", "goes down"), ("abc", "not a size"), ("0", "at least 1 byte"), ("-1M", "negative"),
     ("1X", "not a size"), ("", "empty"), ("8,,1K", "empty item"), ("1K:1M:1", "factor"), ("1K:1M:x", "factor"),
-    ("1:2:3:4", "LO:HI"), ("1e6", "not a size"), ("1.5M", "not a size"), ("99999999999G", "too large"),
+    ("1:2:3:4", "LO:HI"), ("1e6", "not a size"), ("0.3K", "not a whole number of bytes"), ("99999999999G", "too large"),
 ])
 def test_bad_specs_say_what_is_wrong(spec, fragment):
     with pytest.raises(SizeError) as info:
@@ -90,3 +90,9 @@ def test_a_list_of_a_million_sizes_is_refused_before_it_is_split():
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20  # splitting it would make a million strings (tens of MB)
+
+
+def test_a_fraction_before_a_suffix_is_read_as_nccl_tests_reads_it():
+    """nccl-tests reads `-b 0.5M` as 524288 bytes (sscanf of a double, times the unit); pybench had refused it."""
+    assert parse_size("0.5M") == 1 << 19 and parse_size("1.5K") == 1536 and parse_size("2.0") == 2
+    assert parse_sizes("0.5M:2M") == [1 << 19, 1 << 20, 1 << 21]
