@@ -59,3 +59,9 @@ class SeveralTestsNamed(FileFormatError):
 
 class NativeError(EnvironmentFault):
     """An error raised by the C++ core (mapped from its exception type)."""
+
+
+class Terminated(PyBenchError):
+    """SIGTERM reached a command that turns it into an exit of its own (one line, 128 + 15), as Ctrl-C is."""
+
+    exit_code = 143

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from pybench.cli.argtypes import number, output_file
-from pybench.errors import FileFormatError, PyBenchError, UsageError
+from pybench.errors import FileFormatError, PyBenchError, Terminated, UsageError
 from pybench.io.files import refuse_existing, write_json
 from pybench.planning.config import SLOWEST_NODE
 
@@ -142,6 +143,24 @@ def _tflops(value: float | None) -> float | None:
     return None if value is None else value * 1e12
 
 
+@contextmanager
+def _terminated_says_so() -> Iterator[None]:
+    """SIGTERM during a long timing (a job's time limit, `kill`) ends it with one line and 143, not in silence;
+    nothing is written (a table of some GEMMs would be read as the step's)."""
+    def stop(signum, frame):
+        raise Terminated("terminated (SIGTERM) while timing the GEMMs; nothing was written: rerun it, with "
+                         "--max-gemm-gflop or fewer --repeats to make it shorter")
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # (not the main thread: the default stays)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_compute(args: argparse.Namespace) -> int:
     """``python -m pybench compute``: time the step's GEMMs and print achieved FLOP/s."""
     from pybench.planning.compute import profile_compute
@@ -150,7 +169,7 @@ def run_compute(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-gemm-gflop must be 0 (no cap) or positive, got {args.max_gemm_gflop}")
     max_flops = "auto" if args.max_gemm_gflop is None else (
         None if args.max_gemm_gflop == 0 else args.max_gemm_gflop * 1e9)
-    with _flags_in_errors():
+    with _flags_in_errors(), _terminated_says_so():
         params, shape = _shape_from_args(args)
         prof = profile_compute(shape, params=params, seq=args.seq, micro_batch=args.micro_batch, dtype=args.dtype,
                                engine=args.engine, repeats=args.repeats, warmup=args.warmup,

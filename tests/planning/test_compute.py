@@ -253,3 +253,22 @@ def test_cli_compute_shape_errors():
     args = ap.parse_args(["compute", "--params", "seven"])
     with pytest.raises(UsageError):
         args.func(args)
+
+
+def test_sigterm_while_timing_ends_compute_with_one_line_and_143(monkeypatch, tmp_path, capsys):
+    """A job's time limit (SIGTERM) during `compute` had ended it in silence; it now says so, writes nothing."""
+    import signal
+
+    import pybench.planning.compute as compute_module
+    from pybench.cli.main import main
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # the real signal, delivered to this process while it times
+        raise AssertionError("SIGTERM did not stop the timing")
+    monkeypatch.setattr(compute_module, "profile_compute", killed)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "c.json"
+    assert main(["compute", "--params", "125M", "--engine", "numpy", "--json", str(out)]) == 143
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "terminated (SIGTERM)" in err[0] and not out.exists()
+    assert signal.getsignal(signal.SIGTERM) == before  # the handler is the command's only
