@@ -42,7 +42,7 @@ def parse_size(text: str) -> int:
     if not m:
         raise SizeError(f"size {text.strip()!r} is not a size; {_ACCEPTED}")
     digits, suffix = m.groups()
-    if len(digits) > 20:
+    if len(digits.split(".")[0]) > 20 or len(digits) > 64:
         raise SizeError(f"size {text.strip()!r} is too large; the largest is {format_size(MAX_SIZE_BYTES)}")
     exact = Fraction(digits) * _SUFFIX[suffix.upper()]
     if exact.denominator != 1:

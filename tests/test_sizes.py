@@ -96,3 +96,4 @@ def test_a_fraction_before_a_suffix_is_read_as_nccl_tests_reads_it():
     """nccl-tests reads `-b 0.5M` as 524288 bytes (sscanf of a double, times the unit); pybench had refused it."""
     assert parse_size("0.5M") == 1 << 19 and parse_size("1.5K") == 1536 and parse_size("2.0") == 2
     assert parse_sizes("0.5M:2M") == [1 << 19, 1 << 20, 1 << 21]
+    assert parse_size("1.0000000000000000000K") == 1024  # (the fraction's digits are not the size's)

@@ -84,16 +84,19 @@ def refuse_split_groups() -> None:
     times one over every rank, a different measurement: refused (one line) unless the value splits nothing."""
     for name in SPLIT_ENV:
         text = os.environ.get(name, "").strip()
-        if not text or (name == SPLIT_ENV[0] and _int_or_none(text) == 0):
-            continue
+        op, _, value = text.upper().partition(" ")
+        if not text or (name == SPLIT_ENV[0] and _hex_or_none(text) == 0) or (
+                name == SPLIT_ENV[1] and (op, _hex_or_none(value.strip())) in (("AND", 0), ("MOD", 1))):
+            continue  # (every rank gets colour 0: one group)
         raise UsageError(f"{name}={text}: nccl-tests then times one collective per group of ranks at once, and "
                          f"pybench times one over every rank (no split groups); unset {name}, or launch each group "
                          f"as its own run")
 
 
-def _int_or_none(text: str) -> int | None:
+def _hex_or_none(text: str) -> int | None:
+    """The number nccl-tests reads from ``text`` (hexadecimal, with or without 0x), None where it is none."""
     try:
-        return int(text, 0)
+        return int(text, 16)
     except ValueError:
         return None
 

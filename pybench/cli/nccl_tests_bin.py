@@ -63,6 +63,8 @@ def write_programs(folder: str | os.PathLike) -> list[Path]:
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root}: not a folder; name a folder for nccl-tests' programs (it is made if missing)")
     targets = {root / name: collective for name, collective in programs().items()}
+    # a real nccl-tests program of a collective pybench does not measure, put beside pybench's, stays and is used
+    targets = {p: c for p, c in targets.items() if c in COLLECTIVES or not (p.exists() or p.is_symlink()) or _ours(p)}
     foreign = [p for p in targets if (p.exists() or p.is_symlink()) and not _ours(p)]
     if foreign:
         raise UsageError(f"{foreign[0]}: exists and was not written by pybench (a real nccl-tests build?); "

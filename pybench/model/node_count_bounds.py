@@ -99,7 +99,7 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
         elif (denser := denser_fitted(model, world, nodes)) is not None:
             fitted_s = model._time(size, *denser, sharing)[0]
             slowest_s = _slowest_ring_s(model, size, world, *denser, sharing, fitted_s,
-                                        denser[0] // denser[1] / per_node)
+                                        denser[0] // denser[1] / per_node, nodes)
         if slowest_s > 0:
             spread = dataclasses.replace(spread, below_most_steps=math.log(slowest_s / time_s))
     if more_s > 0:  # (a ring over fewer ranks pays fewer steps: no schedule's time falls faster than that)
@@ -122,16 +122,18 @@ def _one_step_s(model: TimedModel, size: float, sharing: int) -> float:
 
 
 def _slowest_ring_s(model: TimedModel, size: float, world: int, fitted_world: int, fitted_nodes: int, sharing: int,
-                    fitted_s: float, slower_nics: float = 1.0) -> float:
+                    fitted_s: float, slower_nics: float = 1.0, nodes: int = 0) -> float:
     """The most an operation over ``world`` ranks may take against the fitted time of ``fitted_world`` ranks (fewer
     nodes of the same ranks per node, or more ranks per node): its latency paid at each step of a ring over every
     rank, (p - 1) / (p_fitted - 1) times as many (no algorithm NCCL picks pays more steps; with fewer ranks per node
-    than fitted, p - 1 steps each as long as the fitted latency), its bytes at most :data:`MOST_BYTES_GROWTH` times
-    as many through each node's NICs, carried ``slower_nics`` times slower (the fitted ranks per node over the
-    asked: fewer ranks reach at least their share of the NICs)."""
+    than fitted on ``nodes``, no less than its whole, and as many times it as a tree's levels between nodes grow),
+    its bytes at most :data:`MOST_BYTES_GROWTH` times as many through each node's NICs, carried ``slower_nics``
+    times slower (the fitted ranks per node over the asked: fewer ranks reach at least their share of the NICs)."""
     bytes_only = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
     bytes_s = min(bytes_only._time(size, fitted_world, fitted_nodes, sharing)[0], fitted_s)
-    # (with fewer ranks per node than fitted, each step may cross the network where few of the fitted ones did, or
-    # the fitted time was a tree's few levels: each step is taken as slow as the whole fitted latency, which crossed)
-    steps = (world - 1) / (fitted_world - 1) if slower_nics <= 1 else world - 1
+    steps = (world - 1) / (fitted_world - 1)
+    if slower_nics > 1:  # fewer ranks per node than fitted: whether its latency was a ring's or a tree's is unknown
+        # (a ring's steps each wait on a crossing: the asked ring pays (p - 1) / (p_fitted - 1) of it; a tree's
+        # levels between nodes grow as log2 of the nodes, and its chain inside each node only shortens)
+        steps = max(steps, 1.0, math.log2(max(nodes, 2)) / math.log2(max(fitted_nodes, 2)))
     return (fitted_s - bytes_s) * steps + bytes_s * MOST_BYTES_GROWTH * slower_nics

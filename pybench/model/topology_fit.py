@@ -423,8 +423,8 @@ def fit_topology_models(sets: Sequence, system: SystemDescription | None = None
             continue
         cyclic = next((n for n in ms.notes if n.startswith(ROUND_ROBIN)), "")
         if cyclic and ms.collective == "sendrecv":  # every rank's flow crossed: the model prices one per node
-            skipped.append(f"{where}: not in the topology model: {cyclic}, so every send/recv crossed the network, "
-                           f"where the model takes one flow per node (ranks filled host by host, as mpirun's "
+            skipped.append(f"{where}: not in the topology model: {cyclic}, so more send/recv flows crossed the "
+                           f"network than the one per node the model takes (ranks filled host by host, as mpirun's "
                            f"default places them); rerun without --map-by node")
             continue
         chosen = dtype_of.setdefault((ms.collective, ms.backend), topology_dtype(sets, ms))

@@ -305,7 +305,7 @@ class ModelSet:
         does."""
         systems = [getattr(getattr(m, "model", None), "system", None) for m in self.models
                    if _norm_collective(m.collective) == collective and m.link_class in (None, link_class)]
-        return max((int(s.nics_per_node) for s in systems if s is not None), default=0)
+        return min((int(s.nics_per_node) for s in systems if s is not None), default=0)  # (the fewest: shared most)
 
     def latency_s(self, collective: str, world: int, link_class: str, nodes: int | None = None) -> float:
         """The time of a 1-byte call: the operation's latency; 0 where its sweep left the latency unresolved (its

@@ -60,7 +60,10 @@ def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime,
                         max(nodes or 0, op.nodes) or None)
     busbw = _PROBE_BYTES * _bus_factor(op.collective, max(world, op.group_size)) / probe.time_s
     latency_s = models.latency_s(op.collective, op.group_size, op.link_class, op.nodes)
-    floor_s = latency_s + sharing * _bus_factor(op.collective, op.group_size) * size_bytes / busbw
+    bytes_s = _bus_factor(op.collective, op.group_size) * size_bytes / busbw
+    if op.collective == "sendrecv":  # (one flow alone may be slower than the sweep's rate: a described NIC's)
+        bytes_s = max(bytes_s, call.time_s - latency_s)
+    floor_s = latency_s + sharing * bytes_s
     if floor_s <= call.time_s:
         return call
     scaled = call.scaled(floor_s / call.time_s)

@@ -112,3 +112,19 @@ def test_a_folder_that_cannot_hold_them_all_gets_none(tmp_path, capsys):
         assert list((tiny / "bin").iterdir()) == []  # no program, no temporary
     finally:
         subprocess.run(["umount", str(tiny)], check=False)
+
+
+def test_a_real_program_of_a_collective_pybench_does_not_measure_stays_in_the_folder(tmp_path, capsys):
+    """A user who put nccl-tests' own reduce_perf beside pybench's programs keeps it: rewriting the folder had been
+    refused as a whole, leaving the older programs (helper-94 M3). A measured collective's program is still never
+    written over a file pybench did not write."""
+    assert main(["nccl-tests-bin", str(tmp_path)]) == 0
+    real = tmp_path / "reduce_perf"
+    real.write_text("#!/bin/sh\necho nccl-tests reduce_perf\n")
+    real.chmod(0o755)
+    assert main(["nccl-tests-bin", str(tmp_path)]) == 0
+    assert "wrote 21 programs" in capsys.readouterr().out
+    assert real.read_text() == "#!/bin/sh\necho nccl-tests reduce_perf\n"
+    (tmp_path / "all_reduce_perf").write_text("#!/bin/sh\necho nccl-tests all_reduce_perf\n")
+    assert main(["nccl-tests-bin", str(tmp_path)]) == 2
+    assert "was not written by pybench" in capsys.readouterr().err

@@ -561,7 +561,8 @@ def test_a_zero_step_beside_a_factor_is_taken_as_nccl_tests_takes_it(monkeypatch
     assert len(err) == 1 and "never moves past -b" in err[0], err
 
 
-@pytest.mark.parametrize("name, value", [("NCCL_TESTS_SPLIT_MASK", "0x7"), ("NCCL_TESTS_SPLIT", "MOD 2")])
+@pytest.mark.parametrize("name, value", [("NCCL_TESTS_SPLIT_MASK", "0x7"), ("NCCL_TESTS_SPLIT", "MOD 2"),
+                                         ("NCCL_TESTS_SPLIT_MASK", "0b0")])  # (hexadecimal, as nccl-tests reads it)
 def test_split_groups_are_refused_not_measured_as_one_collective(monkeypatch, capsys, name, value):
     """nccl-tests' NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT time one collective per group of ranks at once (CloudAI
     sets a mask of 0x7); pybench had timed one over every rank and exited 0. A mask of 0 splits nothing."""
@@ -572,4 +573,7 @@ def test_split_groups_are_refused_not_measured_as_one_collective(monkeypatch, ca
     assert len(err) == 1 and f"{name}={value}" in err[0] and "one collective per group" in err[0], err
     monkeypatch.setenv("NCCL_TESTS_SPLIT_MASK", "0")
     monkeypatch.delenv("NCCL_TESTS_SPLIT", raising=False)
+    assert _plans(["allreduce", "-b", "1K", "-e", "1K"], monkeypatch)["plans"]
+    monkeypatch.delenv("NCCL_TESTS_SPLIT_MASK")
+    monkeypatch.setenv("NCCL_TESTS_SPLIT", "AND 0")  # every rank in group 0: one group
     assert _plans(["allreduce", "-b", "1K", "-e", "1K"], monkeypatch)["plans"]

@@ -46,3 +46,15 @@ def test_fewer_ranks_per_node_bounds_keep_the_measured_time(tmp_path):
         inside += p.time_low_s <= measured <= p.time_high_s
         assert p.time_high_s < 40 * p.time_s
     assert inside == len(sizes)
+
+
+def test_fewer_ranks_on_the_fitted_nodes_take_no_higher_ceiling_than_the_fitted_layout_allows(tmp_path):
+    """On the nodes fitted, fewer ranks per node pay no more steps than the fitted ring and no more tree levels: the
+    ceiling stays the fitted time's, stray included, whatever the ranks per node (an every-step-crosses reading had
+    put 10 x 1 at 9 times 10 x 8's latency, above 20 x 1 and 40 x 1; helper-94 M2)."""
+    path = tmp_path / "x8.json"
+    assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N10_G8.log"), "-o", str(path)]) == 0
+    model = load_model(path, collective="allreduce")
+    fitted = model.predict(8, world=80, nodes=10)
+    highs = [model.predict(8, world=w, nodes=10).time_high_s for w in (10, 20, 40)]
+    assert all(h <= highs[-1] * 1.001 for h in highs) and highs[-1] < 5 * fitted.time_s, (highs, fitted.time_s)

@@ -65,10 +65,26 @@ def test_a_send_recv_with_ranks_placed_round_robin_is_left_out_of_the_topology_m
     log = tmp_path / "cyclic.log"
     log.write_text(cyclic)
     (ms,) = [m for m in load_measurements(log) if m.collective == "sendrecv"]
-    assert any(n.startswith("ranks placed round-robin over the hosts") for n in ms.notes)
+    assert any(n.startswith("ranks not filled host by host") for n in ms.notes)
     assert main(["fit", str(log), "-o", str(tmp_path / "m.json")]) == 0
     said = capsys.readouterr()
-    assert "every send/recv crossed the network" in said.out + said.err
+    assert "more send/recv flows crossed the network" in said.out + said.err
     # filled host by host: fitted as before
     assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N2_G2_002_003.log"), "-o", str(tmp_path / "b.json")]) == 0
-    assert "every send/recv crossed" not in "".join(capsys.readouterr())
+    assert "send/recv flows crossed" not in "".join(capsys.readouterr())
+
+
+def test_two_ranks_per_process_placed_round_robin_are_seen_too(tmp_path):
+    """`-g 2` processes placed round-robin put ranks A A B B A A B B: half the neighbours cross (helper-94)."""
+    import re
+    text = (PUBLIC_LOGS / "xr01_h100_N2_G4_002_003.log").read_text()
+    pattern = "cnode3-002 cnode3-002 cnode3-003 cnode3-003".split() * 2
+    placed = re.sub(r"(Rank +(\d+) Group +\d+ Pid +\d+ on +)(\S+)", lambda m: m.group(1) + pattern[int(m.group(2))],
+                    text)
+    assert placed != text
+    log = tmp_path / "aabb.log"
+    log.write_text(placed)
+    (ms,) = [m for m in load_measurements(log) if m.collective == "sendrecv"]
+    assert any(n.startswith("ranks not filled host by host") and "4 of 8 neighbours" in n for n in ms.notes), ms.notes
+    (block,) = [m for m in load_measurements(PUBLIC_LOGS / "xr01_h100_N2_G4_002_003.log") if m.collective == "sendrecv"]
+    assert not any(n.startswith("ranks not filled host by host") for n in block.notes)

@@ -31,8 +31,9 @@ class RankLines(Protocol):
     gpus_per_process: int
     gpus_per_thread: int
 
-ROUND_ROBIN = "ranks placed round-robin over the hosts (each rank's neighbour on another host): "
-"""A note's start: the Rank lines put consecutive ranks on different hosts (``mpirun --map-by node``)."""
+ROUND_ROBIN = "ranks not filled host by host (placed round-robin over the hosts): "
+"""A note's start: the Rank lines put consecutive ranks on different hosts more often than once per host
+(``mpirun --map-by node``)."""
 
 def world_and_link(world: int | None, pre: RankLines, world_size: int | None, notes: list[str],
                    collective: str | None = None, table: Table | None = None,
@@ -139,8 +140,9 @@ def _world_and_link(world: int | None, pre: RankLines, world_size: int | None, n
         notes.append(f"Rank lines list {listed} of {world} ranks (world size from {said})")
     notes.append(f"{listed} ranks on {hosts} host(s) per the Rank lines")
     order = [pre.ranks[r] for r in sorted(pre.ranks)]
-    if 1 < hosts < listed and all(a != b for a, b in zip(order, order[1:])):  # (mpirun --map-by node)
-        notes.append(ROUND_ROBIN + f"{listed} ranks over {hosts} hosts")
+    crossings = sum(a != b for a, b in zip(order, order[1:] + order[:1]))  # (the ring back to rank 0 included)
+    if 1 < hosts < listed and crossings > hosts:  # not filled host by host (mpirun --map-by node)
+        notes.append(ROUND_ROBIN + f"{crossings} of {listed} neighbours on another host, over {hosts} hosts")
     if hosts > 1:
         return world, "inter-node"
     if listed >= world:
