@@ -17,7 +17,7 @@ from pybench.errors import SizeError
 _SUFFIX = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 # ASCII digits only: \d and int() would take fullwidth, Arabic-Indic or superscript digits.
 # (a fraction before a suffix, 0.5M, as nccl-tests' sscanf reads it, where it makes whole bytes)
-_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
 _FACTOR_RE = re.compile(r"^\s*[0-9]+\s*$", re.ASCII)
 # Guards against typos like 1000G that would ask for petabytes and overflow counts.
 MAX_SIZE_BYTES = 1 << 44
@@ -42,7 +42,7 @@ def parse_size(text: str) -> int:
     if not m:
         raise SizeError(f"size {text.strip()!r} is not a size; {_ACCEPTED}")
     digits, suffix = m.groups()
-    if len(digits.split(".")[0]) > 20 or len(digits) > 64:
+    if len(digits.split(".")[0].lstrip("0")) > 20 or len(digits) > 64:
         raise SizeError(f"size {text.strip()!r} is too large; the largest is {format_size(MAX_SIZE_BYTES)}")
     exact = Fraction(digits) * _SUFFIX[suffix.upper()]
     if exact.denominator != 1:

@@ -97,3 +97,5 @@ def test_a_fraction_before_a_suffix_is_read_as_nccl_tests_reads_it():
     assert parse_size("0.5M") == 1 << 19 and parse_size("1.5K") == 1536 and parse_size("2.0") == 2
     assert parse_sizes("0.5M:2M") == [1 << 19, 1 << 20, 1 << 21]
     assert parse_size("1.0000000000000000000K") == 1024  # (the fraction's digits are not the size's)
+    assert parse_size(".5M") == parse_size("0.5M") and parse_size("5.M") == 5 << 20  # (as C's strtod reads them)
+    assert parse_size("0" * 30 + "1K") == 1024  # (leading zeros are not the size's length)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -82,21 +83,25 @@ SPLIT_ENV = ("NCCL_TESTS_SPLIT_MASK", "NCCL_TESTS_SPLIT")
 def refuse_split_groups() -> None:
     """nccl-tests' NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT run one collective per group of ranks at once; pybench
     times one over every rank, a different measurement: refused (one line) unless the value splits nothing."""
-    for name in SPLIT_ENV:
+    mask = os.environ.get(SPLIT_ENV[0], "").strip()
+    for name in SPLIT_ENV[:1] if mask else SPLIT_ENV[1:]:  # (nccl-tests reads the split only without a mask)
         text = os.environ.get(name, "").strip()
-        op, _, value = text.upper().partition(" ")
-        if not text or (name == SPLIT_ENV[0] and _hex_or_none(text) == 0) or (
-                name == SPLIT_ENV[1] and (op, _hex_or_none(value.strip())) in (("AND", 0), ("MOD", 1))):
+        split = re.fullmatch(r"(AND|&|MOD|%)\s*(\w+)", text, re.IGNORECASE)
+        value = _number_or_none(split.group(2), 0) if split else None
+        if not text or (name == SPLIT_ENV[0] and _number_or_none(text, 16) == 0) or (
+                split is not None and (split.group(1).upper() in ("AND", "&") and value == 0 or
+                                       split.group(1).upper() in ("MOD", "%") and value == 1)):
             continue  # (every rank gets colour 0: one group)
         raise UsageError(f"{name}={text}: nccl-tests then times one collective per group of ranks at once, and "
                          f"pybench times one over every rank (no split groups); unset {name}, or launch each group "
                          f"as its own run")
 
 
-def _hex_or_none(text: str) -> int | None:
-    """The number nccl-tests reads from ``text`` (hexadecimal, with or without 0x), None where it is none."""
+def _number_or_none(text: str, base: int) -> int | None:
+    """The number nccl-tests reads from ``text`` (the mask hexadecimal, the split's value as C reads base 0), None
+    where it is none."""
     try:
-        return int(text, 16)
+        return int(text, base)
     except ValueError:
         return None
 

@@ -52,8 +52,10 @@ def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime,
     over that bandwidth.
     """
     if op.collective == "sendrecv":  # one flow per group, each through its own GPU's NICs: shared where they are
-        nics = models.nics_per_node(op.collective, op.link_class)
-        sharing = -(-sharing // nics) if nics else sharing  # (no description: perhaps one NIC for them all)
+        nics, gpus = models.described_nics(op.collective, op.link_class)
+        # the flows' GPUs (one per group, side by side) reach their share of the node's NICs, at least one
+        reached = max(1, min(nics, sharing * nics // gpus)) if nics else 1
+        sharing = -(-sharing // reached)  # (no description: perhaps one NIC for them all)
     if sharing <= 1 or call.time_s <= 0:
         return call
     probe = models.time(op.collective, _PROBE_BYTES, max(world, op.group_size), op.link_class,

@@ -574,6 +574,9 @@ def test_split_groups_are_refused_not_measured_as_one_collective(monkeypatch, ca
     monkeypatch.setenv("NCCL_TESTS_SPLIT_MASK", "0")
     monkeypatch.delenv("NCCL_TESTS_SPLIT", raising=False)
     assert _plans(["allreduce", "-b", "1K", "-e", "1K"], monkeypatch)["plans"]
-    monkeypatch.delenv("NCCL_TESTS_SPLIT_MASK")
-    monkeypatch.setenv("NCCL_TESTS_SPLIT", "AND 0")  # every rank in group 0: one group
+    monkeypatch.setenv("NCCL_TESTS_SPLIT", "MOD 8")  # nccl-tests reads the split only without a mask
     assert _plans(["allreduce", "-b", "1K", "-e", "1K"], monkeypatch)["plans"]
+    monkeypatch.delenv("NCCL_TESTS_SPLIT_MASK")
+    for one_group in ("AND 0", "& 0", "AND0", "MOD 1"):  # every rank in group 0
+        monkeypatch.setenv("NCCL_TESTS_SPLIT", one_group)
+        assert _plans(["allreduce", "-b", "1K", "-e", "1K"], monkeypatch)["plans"]

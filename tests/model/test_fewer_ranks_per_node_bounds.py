@@ -1,6 +1,6 @@
 """Fewer ranks per node than any fitted layout, on more nodes: the interval stays within what a ring over every rank
 could take (the fitted layout's latency, its bytes at most doubled and carried at the asked ranks' share of the
-NICs), and above one crossing step. A 2 x 8 H100 fit asked for 16 x 1 had put 1 GiB between 10.7 ms and 9 hours,
+NICs), and above one crossing step. A 2 x 8 H100 fit asked for 16 x 1 had put 1 GiB between 10.7 ms and 33 s,
 and 1 KiB down to 30 ns."""
 
 from __future__ import annotations

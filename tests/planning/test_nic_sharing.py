@@ -76,3 +76,21 @@ def test_pipeline_stages_share_a_nic_only_where_the_node_has_fewer_than_their_fl
         assert "flows per NIC" not in stages["model"] and stages["time_per_call_s"] < 1e-3
     else:
         assert f"{flows_per_nic} flows per NIC" in stages["model"] and stages["time_per_call_s"] > 2e-3
+
+
+@pytest.mark.parametrize("tp, pp", [(4, 4), (2, 8)])
+def test_fewer_stage_flows_than_gpus_share_the_nics_their_gpus_reach(tmp_path, capsys, tp, pp):
+    """tp 4 on aws-p4d (a NIC per pair of GPUs): the stage's 4 flows leave through the 2 NICs their GPUs reach, not
+    all 4 of the node's; they had been priced with no sharing (helper-95 M1)."""
+    from conftest import PUBLIC_LOGS
+    model, out = tmp_path / "n2.json", tmp_path / "ccr.json"
+    assert main(["fit", str(PUBLIC_LOGS / "xr01_h100_N1_G8_002.log"), str(PUBLIC_LOGS / "xr01_h100_N2_G8_002_003.log"),
+                 "-o", str(model)]) == 0
+    assert main(["ccr", "--params", "7B", "--model", str(model), "--tflops", "400", "--world", "16",
+                 "--strategy", "tp+pp+dp", "--tp-degree", str(tp), "--pp-degree", str(pp), "--json", str(out),
+                 "--system", "aws-p4d"]) == 0
+    capsys.readouterr()
+    (row,) = json.loads(out.read_text())["rows"]
+    stages = next(op for op in row["ops"] if op["purpose"] == "activations (pipeline)" and
+                  op["link_class"] == "inter-node")
+    assert "2 flows per NIC" in stages["model"] and stages["time_per_call_s"] > 2e-3

@@ -31,7 +31,7 @@ class RankLines(Protocol):
     gpus_per_process: int
     gpus_per_thread: int
 
-ROUND_ROBIN = "ranks not filled host by host (placed round-robin over the hosts): "
+ROUND_ROBIN = "ranks not filled host by host (as mpirun --map-by node places them): "
 """A note's start: the Rank lines put consecutive ranks on different hosts more often than once per host
 (``mpirun --map-by node``)."""
 
