@@ -111,12 +111,17 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
     return time_s, spread, notes
 
 
+def _bytes_s(model: TimedModel, size: float, world: int, nodes: int, sharing: int) -> float:
+    """What the bytes alone take at (``world``, ``nodes``): the model's time with every latency set to 0."""
+    return model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))._time(size, world, nodes,
+                                                                                              sharing)[0]
+
+
 def _one_step_s(model: TimedModel, size: float, sharing: int) -> float:
     """The least latency of one step of any fitted multi-node layout's time at ``size``, its latency spread over
     every step of a ring over its ranks (0 without such a layout): whatever the layout, an operation across nodes
     waits on one crossing at least."""
-    bytes_only = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
-    steps = [(model._time(size, w, n, sharing)[0] - bytes_only._time(size, w, n, sharing)[0]) / (w - 1)
+    steps = [(model._time(size, w, n, sharing)[0] - _bytes_s(model, size, w, n, sharing)) / (w - 1)
              for w, n in model.fitted if n > 1]
     return max(min(steps, default=0.0), 0.0)
 
@@ -129,8 +134,7 @@ def _slowest_ring_s(model: TimedModel, size: float, world: int, fitted_world: in
     than fitted on ``nodes``, no less than its whole, and as many times it as a tree's levels between nodes grow),
     its bytes at most :data:`MOST_BYTES_GROWTH` times as many through each node's NICs, carried ``slower_nics``
     times slower (the fitted ranks per node over the asked: fewer ranks reach at least their share of the NICs)."""
-    bytes_only = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))
-    bytes_s = min(bytes_only._time(size, fitted_world, fitted_nodes, sharing)[0], fitted_s)
+    bytes_s = min(_bytes_s(model, size, fitted_world, fitted_nodes, sharing), fitted_s)
     steps = (world - 1) / (fitted_world - 1)
     if slower_nics > 1:  # fewer ranks per node than fitted: whether its latency was a ring's or a tree's is unknown
         # (a ring's steps each wait on a crossing: the asked ring pays (p - 1) / (p_fitted - 1) of it; a tree's

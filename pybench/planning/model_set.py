@@ -300,13 +300,13 @@ class ModelSet:
                          f"{', '.join(have)}; measure {c} over {link_class} links and fit it, or give the system "
                          f"(--system NAME|FILE) or {article} {link_class} preset (--link NAME)")
 
-    def described_nics(self, collective: str, link_class: str) -> tuple[int, int]:
-        """(NICs, GPUs) per node of the system description of ``collective``'s models over ``link_class`` with the
-        fewest NICs per GPU (shared most), (0, 0) where none gives one."""
+    def described_system(self, collective: str, link_class: str) -> Any:
+        """The system description of ``collective``'s models over ``link_class`` with the fewest NICs per GPU
+        (shared most), None where none gives one."""
         systems = [getattr(getattr(m, "model", None), "system", None) for m in self.models
                    if _norm_collective(m.collective) == collective and m.link_class in (None, link_class)]
-        described = [(int(s.nics_per_node), int(s.gpus_per_node)) for s in systems if s is not None]
-        return min(described, key=lambda d: d[0] / d[1], default=(0, 0))
+        return min((s for s in systems if s is not None), key=lambda s: s.nics_per_node / s.gpus_per_node,
+                   default=None)
 
     def latency_s(self, collective: str, world: int, link_class: str, nodes: int | None = None) -> float:
         """The time of a 1-byte call: the operation's latency; 0 where its sweep left the latency unresolved (its

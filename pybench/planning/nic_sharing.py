@@ -15,6 +15,7 @@ NICs: the stage boundaries' flows share them only where a described node has few
 from __future__ import annotations
 
 from pybench.collectives import busbw_factor
+from pybench.model.crossing import nics_reached
 from pybench.planning.model_set import CommTime, ModelSet
 from pybench.planning.strategies import CommOp, Layout
 
@@ -52,10 +53,9 @@ def shared_time(models: ModelSet, op: CommOp, size_bytes: float, call: CommTime,
     over that bandwidth.
     """
     if op.collective == "sendrecv":  # one flow per group, each through its own GPU's NICs: shared where they are
-        nics, gpus = models.described_nics(op.collective, op.link_class)
-        # the flows' GPUs (one per group, side by side) reach their share of the node's NICs, at least one
-        reached = max(1, min(nics, sharing * nics // gpus)) if nics else 1
-        sharing = -(-sharing // reached)  # (no description: perhaps one NIC for them all)
+        system = models.described_system(op.collective, op.link_class)
+        # the flows' GPUs (one per group, side by side) reach their own NICs (no description: perhaps one for all)
+        sharing = -(-sharing // int(nics_reached(system, sharing))) if system is not None else sharing
     if sharing <= 1 or call.time_s <= 0:
         return call
     probe = models.time(op.collective, _PROBE_BYTES, max(world, op.group_size), op.link_class,
