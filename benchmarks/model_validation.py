@@ -116,15 +116,18 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB, for a measured node, whose
   regimes carry their own rates there; on a node at its nominal rate, `nominal_step_latency_s`, the latency per step
   at which each log's description meets it best: the middle sizes run below the rate the largest reach, which a
-  nominal rate does not know). A described all-reduce crosses
-  the nodes by NCCL's tree, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), so
-  `nic_efficiency` is what the NICs carry, not a bus bandwidth; that efficiency is typical, not a bound (some
-  logs reach nearly the full rate), so the interval's fast side reaches the NICs at their full
-  rate, and `described_bandwidth_half_width` covers what lies beyond that reach; where GPUs share NICs (Polaris:
-  four GPUs, two NICs) the logs cannot say whether NCCL picks its tree or its ring, the prediction
-  lies between the tree's bytes and the ring's with that span in the interval, the interval reaches
-  up to the ring's steps, each waiting on the network (as NCCL's ring ran on Polaris's 2 nodes), and
-  such a log chooses no efficiency and no step latency (it cannot say how many steps it paid);
+  nominal rate does not know). A described all-reduce crosses the nodes by NCCL's tree where every GPU has a NIC
+  of its own, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), and by the ring's
+  bytes on AMD's nodes (RCCL) and where GPUs share NICs (Polaris: four GPUs, two NICs; p3dn: eight, one), as
+  those logs crossed, with the tree's bytes and the ring's steps (each waiting on the network, as on Polaris's 2
+  nodes) in the interval, since a description cannot say which NCCL picks there. `nic_efficiency` is what the
+  NICs carry, not a bus bandwidth, chosen at each log's three largest sizes (the middle sizes run below the rate
+  the largest reach, in the latency above); a log whose largest sizes its node's own links bound (at about the
+  node's one-node bus bandwidth, whatever the NICs carry) says only that the NICs carry more, and chooses none;
+  nor does a log whose GPUs share NICs, which are priced at the efficiency of the other collectives' rings. The
+  efficiency is typical, not a bound, so the interval's fast side reaches the NICs at their full rate, and
+  `described_bandwidth_half_width` covers what lies beyond that reach; a log whose GPUs share NICs chooses no
+  step latency either (it cannot say how many steps it paid);
 - *preset*: the same 2-node logs predicted from link presets alone, as `--link` gives them without a
   description: one of the node's NICs (`eth-100g`, `eth-200g`, `eth-400g`: one port per node) and,
   where no node was measured, its GPUs' links (`nvlink3/4/5`; no preset names AMD's Infinity Fabric,

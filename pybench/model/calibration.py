@@ -139,7 +139,7 @@ class Calibration:
     crossing_ranks_per_node: float
     """The most ranks per node of any log the steps across nodes were calibrated on: up to there every step
     of a ring is known to wait on the network; beyond, the logs cannot say whether the steps inside a node
-    do (:func:`pybench.model.crossing.network_steps_undescribed`)."""
+    do (:func:`pybench.model.described_crossing.network_steps_undescribed`)."""
     slower_widening_above_sweep: float
     """Log half-width per unit of log size distance on the slow side of a sweep carried on above its sizes (the
     fast side is :data:`BEYOND_SIZES`' widening). NCCL runs each size in the fastest of its protocols and

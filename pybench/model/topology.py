@@ -39,16 +39,15 @@ from pybench.model.calibration import EXTRAPOLATED_KINDS, FITTED_SWEEP, Calibrat
 from pybench.model.crossing import (
     across_nodes,
     chain_latency,
-    described_crossing,
     nic_floor_s,
     nic_share_caveat,
-    other_described_readings,
     ranks_at_the_nics,
     tree_bytes_on_nics,
     tree_or_ring_caveat,
     unknown_nic_share,
     unknown_tree_bytes,
 )
+from pybench.model.described_crossing import described_crossing, other_described_readings
 from pybench.model.description_checks import fabric_mismatches, implausible_regimes, nics_contradicted
 from pybench.model.determined import own_miss_span, undetermined
 from pybench.model.link_cost import LinkCost, regime_label, unless_described
@@ -440,7 +439,7 @@ class TopologyModel:
     def with_system(self, system: SystemDescription, calibration: Calibration | None = None) -> TopologyModel:
         """This model on ``system``: the link classes never measured priced from its description.
 
-        Inter-node: :func:`~pybench.model.crossing.described_crossing`. Intra-node, where no node was
+        Inter-node: :func:`~pybench.model.described_crossing.described_crossing`. Intra-node, where no node was
         measured: the fabric's nominal per-GPU rate. Measured link classes are kept as fitted; an
         all-reduce fitted at one node count takes the tree's bytes where the ring's would need more than
         the NICs carry (:func:`~pybench.model.crossing.tree_bytes_on_nics`); else it stays between the two.

@@ -307,11 +307,12 @@ def _preset_half_width(cases: Sequence[SystemCase], calibration: Calibration) ->
 
 def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     """Per family, the geometric mean of the cases' NIC efficiencies (of every case where the family has
-    none; 1 without a case)."""
+    none; 1 without a case); a case whose node's links bound its log, or that may have crossed by a tree or a ring,
+    chooses none."""
     def mean(values: list[float]) -> float:
         return float(np.exp(np.mean(np.log(values)))) if values else 1.0
 
-    known = [c for c in cases if not c.tree_or_ring]
+    known = [c for c in cases if not c.tree_or_ring and not math.isnan(c.efficiency)]
     pooled = [c.efficiency for c in known]
     return {f: mean([c.efficiency for c in known if family(c.collective) == f] or pooled) for f in FAMILIES}
 

@@ -23,7 +23,8 @@ from pybench.model.beyond_sweep import BANDWIDTH_PROTOCOL_BYTES
 from pybench.model.build import fit_model
 from pybench.model.calibration import BEYOND_SIZES, EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, Spread
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
-from pybench.model.crossing import as_double_tree, regime_crossing_s, tree_or_ring_undescribed
+from pybench.model.crossing import as_double_tree, regime_crossing_s
+from pybench.model.described_crossing import described_algorithm, tree_or_ring_undescribed
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
@@ -81,7 +82,8 @@ class SystemCase:
     """A one-node fit of the same node type, when one exists; else the description's nominal rate."""
     observations: tuple[Observation, ...]
     efficiency: float
-    """The share of the NICs' rate at which its description meets the log (:func:`_matching_efficiency`)."""
+    """The share of the NICs' rate at which its description meets the top of its log (:func:`_matching_efficiency`;
+    NaN where its node's own links bound it there)."""
     step_latency_s: float
     """Fitted small-size inter-node latency per step of the schedule that crossed."""
     bandwidth_step_latency_s: float
@@ -104,8 +106,14 @@ class SystemCase:
     nothing of the small-size steps or their bus bandwidth)."""
     tree_or_ring: bool = False
     """An all-reduce whose description cannot say whether NCCL crosses by its tree or its ring
-    (:func:`~pybench.model.crossing.tree_or_ring_undescribed`): it chooses no family's efficiency, as
+    (:func:`~pybench.model.described_crossing.tree_or_ring_undescribed`): it chooses no family's efficiency, as
     which one it belongs to is unknown."""
+
+    @property
+    def nics_met_at(self) -> float:
+        """The NIC efficiency its own description is met at: its own, or the NICs' full rate where its node's links
+        bound its log (they did not hold it back)."""
+        return 1.0 if math.isnan(self.efficiency) else self.efficiency
 
     def _base(self) -> TopologyModel:
         return self.node_model or TopologyModel(self.collective, "ring", None, None, ((2, 1),), (1, 1 << 40))
@@ -375,7 +383,7 @@ def _system_case(dataset: str, group: str, system: str, collective: str, obs: li
     inter = fitted.inter
     assert inter is not None
     ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
-    if collective == "allreduce":  # in the bytes a described all-reduce is priced with: the tree's
+    if described_algorithm(collective, "ring", load_system(system)) == "double-tree":  # the bytes it is priced in
         inter = as_double_tree(inter, w0, n0)
     first, middle = inter.all_regimes()[0], _regime_at(inter, collective, w0, n0, PROTOCOL_PROBE_BYTES)
     hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
@@ -409,19 +417,28 @@ def _own_calibration(case: SystemCase, efficiency: float, nominal_step_s: float)
 
 
 def _matching_efficiency(case: SystemCase) -> float:
-    """The NIC efficiency at which the case's own description meets its log: the median log error of its
-    points whose bytes take most of the time is zero. The fitted bandwidth regime's rate is what the
-    largest sizes reach; NCCL gets there only at the top of the sweep, and the scored sizes run below it.
-    Where no efficiency meets the log (the node's own links are the slower), the fitted rate's."""
+    """The NIC efficiency at which the case's own description meets its log at the top of its sweep: the
+    median log error of its :data:`TOP_SIZES` largest scored sizes is zero. NaN where no efficiency meets
+    them (the node's own links are the slower there: the log says only that the NICs carry more).
+    The middle sizes run below the rate the largest reach, in a protocol's own latency, which
+    :func:`_matching_nominal_step` meets; they say nothing of what the NICs carry."""
+    top = sorted({o.size_bytes for o in _scored_observations(case.observations)})[-TOP_SIZES:]
+
     def median_error(efficiency: float) -> float:
-        points = [p for p in case.points(_own_calibration(case, efficiency, case.nominal_step_latency_s))
-                  if p.spread is not None and p.spread.bandwidth_share >= 0.5]
-        return float(np.median([p.error for p in points])) if points else 0.0
+        points = [p for p, o in zip(case.points(_own_calibration(case, efficiency, case.nominal_step_latency_s)),
+                                    _scored_observations(case.observations)) if o.size_bytes in top]
+        return float(np.median([p.error for p in points]))
 
     low, high = case.efficiency / 4.0, case.efficiency * 4.0
-    if median_error(low) <= 0.0 or median_error(high) >= 0.0:
+    if median_error(high) >= 0.0:
+        return math.nan
+    if median_error(low) <= 0.0:
         return case.efficiency
     return float(brentq(median_error, low, high, xtol=1e-4))
+
+
+TOP_SIZES = 3
+"""The largest sizes of a 2-node sweep that choose its NIC efficiency."""
 
 
 def _matching_nominal_step(case: SystemCase) -> float:
@@ -431,7 +448,7 @@ def _matching_nominal_step(case: SystemCase) -> float:
     start, nominal = math.log(case.bandwidth_step_latency_s), dataclasses.replace(case, node_model=None)
 
     def errors(x: np.ndarray) -> np.ndarray:
-        return np.array([p.error for p in nominal.points(_own_calibration(case, case.efficiency, math.exp(x[0])))])
+        return np.array([p.error for p in nominal.points(_own_calibration(case, case.nics_met_at, math.exp(x[0])))])
 
     solved = least_squares(errors, [start], bounds=([start - 3.0], [start + 3.0]))
     return float(math.exp(solved.x[0]))

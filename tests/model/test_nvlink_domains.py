@@ -16,9 +16,9 @@ from conftest import PUBLIC_LOGS, SHARED_DATA
 
 from pybench.collectives import busbw_factor
 from pybench.errors import UsageError
+from pybench.model.logs import load_measurements
 from pybench.model.system import load_system
 from pybench.model.topology import OTHER_NODE_COUNT, Observation, TopologyModel
-from pybench.model.logs import load_measurements
 from pybench.model.topology_fit import fit_topology, observations_from
 from pybench.model.topology_schedules import crossing_bytes
 
@@ -259,7 +259,8 @@ def test_a_described_ring_over_a_rack_is_between_every_step_and_the_calibrated_r
     may wait on the network at each of its 143 steps, or at about 8 per domain and at NVLink's pace inside.
     Nothing measured tells them apart: the prediction lies between them, says so, and spans both."""
     from pybench.model.calibration import load_calibration
-    from pybench.model.crossing import across_nodes, described_crossing
+    from pybench.model.crossing import across_nodes
+    from pybench.model.described_crossing import described_crossing
 
     calibration = load_calibration()
     assert calibration.crossing_ranks_per_node == 8
@@ -288,7 +289,7 @@ def test_a_described_ring_over_a_rack_is_between_every_step_and_the_calibrated_r
 def test_fit_reports_the_regimes_of_a_sweep_inside_one_domain(tmp_path, capsys):
     """Two 4-GPU hosts inside one NVLink domain (one node of the model): fit's report walks the fitted layout in
     the model's own nodes, not in hosts (it refused: '8 ranks per host exceed the 4 GPUs per host')."""
-    from conftest import PUBLIC_LOGS, SHARED_DATA
+    from conftest import SHARED_DATA
 
     from pybench.cli.main import main
 

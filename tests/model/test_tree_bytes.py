@@ -10,14 +10,18 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
+from conftest import PUBLIC_LOGS, SHARED_DATA
 
 from pybench.model.calibration import load_calibration
-from pybench.model.crossing import as_double_tree, described_crossing, unknown_tree_bytes
-from pybench.model.system import load_system
+from pybench.model.crossing import as_double_tree, unknown_tree_bytes
+from pybench.model.described_crossing import described_crossing
+from pybench.model.system import SystemDescription, load_system
 from pybench.model.topology import Observation
 from pybench.model.topology_fit import fit_topology
 from pybench.model.topology_schedules import crossing_algorithms, crossing_bytes
+from pybench.model.validation_cases import system_cases
 
 SIZES = [float(2 ** k) for k in range(20, 31)]
 
@@ -41,7 +45,7 @@ def test_the_tree_sends_s_on_two_nodes_and_towards_2s_on_many():
 @pytest.mark.parametrize("algorithm", ["tree", "double-tree"])
 def test_two_node_counts_tell_the_tree_from_the_ring(algorithm):
     """Data made by one reading at 2 and 8 nodes: the fit takes that reading, and 32 nodes follow it."""
-    truth = lambda w, n: crossing_bytes("allreduce", algorithm, w, n)  # noqa: E731
+    truth = lambda w, n: crossing_bytes("allreduce", algorithm, w, n)
     obs = _sweep(16, 2, truth(16, 2), 100e9) + _sweep(64, 8, truth(64, 8), 100e9)
     model = fit_topology("allreduce", obs)
     assert model.inter is not None and model.inter.algorithm == algorithm
@@ -104,11 +108,10 @@ def test_a_fit_across_nodes_has_no_pipeline_fill():
 
 @pytest.mark.parametrize("system, shared", [("aws-p4d", True), ("alcf-polaris", True), ("aws-p5", False),
                                             ("dgx-h100", False)])
-def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_and_the_ring(system, shared):
+def test_a_described_all_reduce_on_gpus_that_share_nics_is_the_ring_reaching_the_tree(system, shared):
     """Nodes with a NIC per GPU (or more) ran NCCL's tree in the logs (more than the ring's bytes went
-    through their NICs); where GPUs share NICs nothing in a description says which NCCL picks: the
-    prediction is the geometric mean of the tree's bytes and the ring's, its interval holds both and
-    reaches up to the ring's steps."""
+    through their NICs); where GPUs share NICs the logs ran the ring: the prediction is the ring's bytes, its
+    interval reaches the tree's bytes and the ring's steps."""
     described = load_system(system)
     per_node = min(described.gpus_per_node, 8)
     node = fit_topology("allreduce", [Observation(s, per_node, 1, 20e-6 + 2 * (per_node - 1) / per_node * s / 200e9)
@@ -117,16 +120,16 @@ def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_an
     assert (model.inter is not None and model.intra is not None and model.system is not None)
     calibration = load_calibration()
     tree, ring, steps = (dataclasses.replace(model, system=None, inter=described_crossing(
-        "allreduce", "ring", model.intra, model.system, calibration, by_ring=by_ring))
-        for by_ring in ("", "bytes", "steps"))
+        "allreduce", "ring", model.intra, model.system, calibration, reading=reading))
+        for reading in ("tree", "ring-bytes", "steps"))
     for nodes in (2, 16):
         world = nodes * per_node
         p = model.predict(1 << 30, world, nodes)
         by_tree, by_ring = tree.predict(1 << 30, world, nodes).time_s, ring.predict(1 << 30, world, nodes).time_s
         assert ("ranks share the described NICs" in p.links) == shared
         if shared:
-            assert p.time_s == pytest.approx(math.sqrt(by_tree * by_ring), rel=1e-9)
-            assert p.low_s < min(by_tree, by_ring) and p.high_s > max(by_tree, by_ring)
+            assert p.time_s == pytest.approx(by_ring, rel=1e-9)
+            assert p.low_s < by_tree < by_ring < p.high_s
             if nodes == 2:  # S through each node's NICs for the tree, 2(p-1)/p S for the ring
                 assert by_ring > 1.2 * by_tree
             # NCCL's ring pays every one of its steps across the network (Polaris's 2-node all-reduce did):
@@ -134,8 +137,7 @@ def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_an
             mid = model.predict(1 << 20, world, nodes)
             by_steps = steps.predict(1 << 20, world, nodes).time_s
             assert by_steps > 2 * mid.time_s and mid.high_s >= by_steps * (1 - 1e-9)
-            assert mid.time_s == pytest.approx(math.sqrt(tree.predict(1 << 20, world, nodes).time_s
-                                                         * ring.predict(1 << 20, world, nodes).time_s), rel=1e-9)
+            assert mid.time_s == pytest.approx(ring.predict(1 << 20, world, nodes).time_s, rel=1e-9)
         else:
             assert p.time_s == pytest.approx(by_tree, rel=1e-9)
 
@@ -183,3 +185,52 @@ def test_more_ranks_per_node_reach_a_longer_chain_inside_each_node():
     assert reach > 2 * p.time_s and p.high_s >= reach * 0.999  # reached by the interval, not taken as the answer
     ring = fit_topology("allgather", [Observation(s, 4, 2, 100e-6 + 3 / 4 * s / 100e9) for s in SIZES])
     assert chain_latency(ring, 16, 2) is None  # a ring's steps are counted by its own frame
+
+
+def _described(system) -> tuple:
+    """An 8-GPU node at 230 GB/s of bus bandwidth under ``system``, and its crossing's tree and ring-bytes readings."""
+    node = fit_topology("allreduce", [Observation(s, 8, 1, 20e-6 + 1.75 * s / 230e9) for s in SIZES])
+    model = node.with_system(system)
+    assert model.intra is not None
+    tree, ring = (dataclasses.replace(model, system=None, inter=described_crossing(
+        "allreduce", "ring", model.intra, system, load_calibration(), reading=reading)) for reading in ("tree",
+                                                                                                      "ring-bytes"))
+    return model, tree, ring
+
+
+def _busbw(model, size: float = 1 << 30) -> float:
+    return 2 * 15 / 16 * size / model.predict(int(size), 16, 2).time_s
+
+
+@pytest.mark.parametrize("fabric, reduces, crosses", [("nvswitch", True, "tree"), ("nvswitch", False, "between"),
+                                                      ("infinity-fabric-all-to-all", False, "ring")])
+def test_a_described_all_reduce_crosses_as_the_logs_of_its_kind_of_node_did(fabric, reduces, crosses):
+    """NICs of their own under every GPU, 8 x 100 Gb/s (slower than the node's links): switches that reduce
+    (NVIDIA's NVLS) crossed by NCCL's tree in every such log, above the NICs' rate in bus bandwidth; AMD's RCCL by
+    its ring, below it; NVIDIA's switches that do not reduce by either (OCI's A100 nodes the tree, ALCF Sophia's the
+    ring): between the two, with the span in the interval and the reason in the row."""
+    system = SystemDescription(name="n", source="test", gpus_per_node=8, intra_fabric=fabric, intra_GBps_per_gpu=300,
+                               nics_per_node=8, nic_Gbps=100, in_switch_reduction=reduces)
+    model, tree, ring = _described(system)
+    nics = 8 * 12.5e9 * load_calibration().efficiency("allreduce")
+    p = model.predict(1 << 30, 16, 2)
+    by_tree, by_ring = tree.predict(1 << 30, 16, 2).time_s, ring.predict(1 << 30, 16, 2).time_s
+    assert _busbw(ring) == pytest.approx(nics, rel=0.02) and _busbw(tree) == pytest.approx(nics * 1.875, rel=0.02)
+    expected = {"tree": by_tree, "ring": by_ring, "between": math.sqrt(by_tree * by_ring)}[crosses]
+    assert p.time_s == pytest.approx(expected, rel=1e-9)
+    assert ("reduces (NVLink SHARP): the all-reduce may cross by NCCL's tree or its ring" in p.links) == (
+        crosses == "between")
+    if crosses == "between":
+        assert p.low_s < by_tree < by_ring < p.high_s
+
+
+def test_the_nic_efficiency_is_read_where_the_nics_bound_the_largest_sizes():
+    """A log whose node's own links bound its largest sizes (a 2-node bus bandwidth at about the node's one-node
+    one) says only that its NICs carry more: it chooses no efficiency. Those the NICs bound agree closely, in the
+    tree's bytes (GCP A3 Mega, GKE's B200) and the ring's (AMD's MI355X)."""
+    cases = {c.dataset: c for c in system_cases(SHARED_DATA, PUBLIC_LOGS)}
+    for bound_by_the_node in ("h100-p5-2x8", "h100-ib-nx8", "a100-oci-2x8"):
+        assert math.isnan(cases[bound_by_the_node].efficiency), bound_by_the_node
+    efficiencies = [cases[d].efficiency for d in ("h100-a3mega-2x8", "b200-a4-gke-2x8", "mi355x-aac14-2x8")]
+    assert 0.85 < min(efficiencies) and max(efficiencies) < 0.97 and max(efficiencies) / min(efficiencies) < 1.05
+    assert load_calibration().efficiency("allreduce") == pytest.approx(math.exp(np.mean(np.log(efficiencies))))

@@ -78,7 +78,7 @@ TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.93,
          ("beyond the measured sizes", 0.97, 250.0, 19.0),
          ("another GPU count", 0.995, 25.0, 3.2), ("another GPU count per node", 0.95, 130.0, 26.0),
          ("another node count", 0.93, 215.0, 15.5),
-         ("system description", 0.96, 115.0, 23.0), ("preset", 0.97, 2100.0, 170.0)]
+         ("system description", 0.955, 100.0, 16.5), ("preset", 0.98, 650.0, 110.0)]
 
 
 @pytest.mark.parametrize("kind, coverage, half_width, error", TODAY)
@@ -91,16 +91,18 @@ def test_held_out_accuracy_is_pinned(result, kind, coverage, half_width, error):
 
 def test_a_measured_node_with_its_description_is_pinned_held_out(result):
     score = result.score("system description", "a100-oci-2x8")  # a log with its node type measured alone
-    assert score.coverage >= 0.99 and score.median_error <= 15.5 and score.median_half_width <= 70.0, score
-    score = result.score("system description", "mi300x-aac10-2x8")  # the node on another cluster
-    assert score.coverage >= 0.99 and score.median_error <= 33.5 and score.median_half_width <= 90.0, score
+    assert score.coverage >= 0.99 and score.median_error <= 14.5 and score.median_half_width <= 70.0, score
+    # the node on another cluster, whose one-node bus bandwidth is below this cluster's 2-node one: its 8 GiB
+    # all-reduce runs 1.24 times faster than that node allows, outside the interval since session 36
+    score = result.score("system description", "mi300x-aac10-2x8")
+    assert score.coverage >= 0.93 and score.median_error <= 33.5 and score.median_half_width <= 80.0, score
 
 
 # Held-out median error of each described log: the middle sizes, where the bandwidth protocol's steps
 # across nodes rule, are what a description misses most.
-DESCRIBED_TODAY = {"a100-oci-2x8": 15.5, "b200-a4-2x8": 13.5, "b200-a4-gke-2x8": 29.0, "h100-p5-2x8": 12.0,
-                   "polaris-allgather": 42.5, "polaris-allreduce": 14.5, "h100-ib-nx8": 6.0, "h100-a3mega-2x8": 45.0,
-                   "mi300x-aac10-2x8": 33.5, "mi355x-aac14-2x8": 23.0}
+DESCRIBED_TODAY = {"a100-oci-2x8": 14.5, "b200-a4-2x8": 12.5, "b200-a4-gke-2x8": 11.0, "h100-p5-2x8": 12.0,
+                   "polaris-allgather": 47.5, "polaris-allreduce": 6.0, "h100-ib-nx8": 6.0, "h100-a3mega-2x8": 31.0,
+                   "mi300x-aac10-2x8": 33.5, "mi355x-aac14-2x8": 8.5, "v100-p3dn-2x8": 20.0}
 
 
 @pytest.mark.parametrize("dataset", sorted(DESCRIBED_TODAY))
@@ -109,10 +111,13 @@ def test_each_described_log_is_pinned_held_out(result, dataset):
     assert score.median_error <= DESCRIBED_TODAY[dataset], score
 
 
-# Held-out coverage below issue 24's 75% on one dataset, pinned so that it cannot fall further where one is
-# (none today: GCP A3 Mega's description, whose GPUDirect-TCPXO steps across nodes are the slowest of all, reached
-# 71% until the bandwidth protocol's step latency was chosen as each log's description needs it).
-SHORT_TODAY: dict[tuple[str, str], float] = {}
+# Held-out coverage below issue 24's 75% on one dataset, pinned so that it cannot fall further where one is.
+# GCP A3 Mega's description: its GPUDirect-TCPXO steps across nodes in the bandwidth protocol are the slowest of
+# all (444 us per step, the other logs' 34-168), so its sizes from 16 to 256 MiB run slower than the interval
+# reaches (9 of 14 covered). Until session 36 a NIC efficiency chosen at 0.59 (the mean of logs whose node's
+# links bound them) made its middle sizes slower and covered 12, while its largest ran 1.6 times faster than
+# predicted.
+SHORT_TODAY: dict[tuple[str, str], float] = {("system description", "h100-a3mega-2x8"): 0.64}
 
 
 def test_every_kind_is_calibrated_pooled_and_on_each_dataset(result):
@@ -160,9 +165,10 @@ def test_one_node_and_its_system_description_predict_two_nodes():
     errors = [abs(model.predict(int(o.size_bytes), 16, 2).time_s / o.time_s - 1)
               for o in observations_from(load_measurements(NCCL / "a100_2node_16gpu_oci_roce_allreduce.txt"))
               if 1 << 20 <= o.size_bytes <= 1 << 30]
-    # issue 24 asks for 15%: not met since the GKE B200 pair joined the calibration (its NICs reach 0.84 of their
-    # rate, OCI's 0.45, and the shipped efficiency is their median over all logs); 18.1% today
-    assert 100 * np.median(errors) <= 18.5
+    # issue 24 asks for 15%: 18.1% until session 36, when the NIC efficiency came to be read at the largest sizes
+    # of the logs whose NICs bound them, and an all-reduce on switches that do not reduce lies between NCCL's tree
+    # and its ring; 12.9% today
+    assert 100 * np.median(errors) <= 13.5
 
 
 def test_a_kind_seen_on_one_system_takes_the_widest_widening():

@@ -1,0 +1,167 @@
+"""Across nodes from a system description: the inter-node link of a node never measured across nodes.
+
+Its NICs' rate at the efficiency real logs reach, the node's own protocol regimes, a network step's latency per
+step of its schedule, and the algorithm NCCL crosses by on such a node (the logs of each kind of node: the
+tree where switches reduce, the ring on AMD's nodes and where GPUs share NICs, either on switches that do not
+reduce), with the readings the description cannot rule out (:func:`other_described_readings`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from pybench.model.calibration import Calibration
+from pybench.model.crossing import bytes_pass_node_links
+from pybench.model.link_cost import LinkCost
+from pybench.model.system import SystemDescription
+from pybench.model.topology_schedules import crossing_algorithms, crossing_terms
+
+
+def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
+                       calibration: Calibration, reading: str = "", network_share: float = 1.0,
+                       nic_share: float = 1.0) -> LinkCost:
+    """The inter-node link of a node from its description: the node's protocol regimes, each at most
+    at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and the small-size
+    ones at what those protocols reach across nodes, each step of the schedule across nodes at least as
+    slow as a network step in its protocol (:mod:`pybench.model.calibration`); an
+    all-reduce priced in the bytes of the algorithm that crosses (:func:`described_algorithm`), or in another
+    ``reading``'s (:data:`READINGS`), at its family's NIC efficiency (:func:`described_efficiency`). With
+    ``network_share`` below 1, only that share of a ring's steps waits on the network, the others on the
+    node's own links (see :func:`network_steps_undescribed`); with ``nic_share`` below 1, only that share of its
+    NICs carries the crossing."""
+    algorithm = READINGS[reading] if reading else described_algorithm(collective, schedule, system)
+    efficiency = described_efficiency(collective, schedule, system, calibration)
+    cap = efficiency * system.nic_Bps_per_node * nic_share
+    label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
+             f"per node at {efficiency:.2f} of their rate (as healthy clusters' logs reach it: a fabric running below "
+             f"its rate runs below the interval), and no faster than the node's own links run it")
+    # every protocol keeps its share of the bandwidth regime's rate (LL at half of Simple's on NVLink
+    # is at half of it through the NICs too), the small-size ones capped below
+    scale = cap / intra.busbw_Bps
+    if bytes_pass_node_links(collective):  # (and again in the crossing's own units at each layout: across_nodes)
+        scale = min(1.0, scale)
+    # The latency per step, not per call: a ring over 16 ranks waits on the network 15 times, a tree
+    # across 2 nodes twice, and the logs of different systems agree better per step than per call.
+    # It was calibrated as a whole 2-node crossing's latency, which holds the node's own per-call part:
+    # on two full nodes the latency is the larger of the node's and the crossing's, not their sum.
+    # The small-size protocols move little per round trip across nodes, whatever the NICs' rate; the
+    # bandwidth protocol waits longer per step, on a whole chunk.
+    hops = crossing_terms(schedule, collective, 1.0, 2 * system.gpus_per_node, 2, algorithm)[0]
+    small, bandwidth = intra.all_regimes()[:-1], intra.all_regimes()[-1]
+    if not small:  # a nominal rate, or a one-regime node: its one regime stands for both protocols
+        small = (bandwidth,)
+
+    share = network_share if algorithm == "ring" else 1.0  # a tree's levels across nodes are all network hops
+    if collective == "alltoall" and hops > 0:  # its sends to every peer go at once: one network round trip
+        share = min(share, 1.0 / hops)
+
+    def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
+        return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
+                                   step_s=max(r.step_s, share * step + (1.0 - share) * r.step_s),
+                                   busbw_Bps=busbw, label=label, algorithm=algorithm, nic_efficiency=efficiency)
+
+    small_cap = calibration.small_protocol_busbw_Bps or math.inf  # 0: chosen on no log, nothing to cap with
+    regimes = [across(r, calibration.crossing_step_latency_s, min(r.busbw_Bps * scale, small_cap)) for r in small]
+    # a measured node's bandwidth regime carries its own rate in the middle sizes; a nominal rate does not
+    step = calibration.nominal_step_latency_s if intra.is_described else calibration.bandwidth_step_latency_s
+    regimes.append(across(bandwidth, step, bandwidth.busbw_Bps * scale))
+    return dataclasses.replace(regimes[-1], regimes=tuple(regimes[:-1]))
+
+
+def other_described_readings(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
+                             calibration: Calibration) -> tuple[tuple[LinkCost, str, bool], ...]:
+    """The readings of a described crossing that its description cannot rule out besides its own, each with
+    the caveat that says why ('' where an earlier one says it) and whether it only widens the interval.
+
+    The prediction lies between the readings that are not only reach (their span in the interval). A ring's
+    steps (every one waiting on the network: NCCL's ring on GPUs that share NICs ran so on 2 and 8 nodes)
+    are reach only: many nodes make them many times the tree's, and NCCL's tuner then picks the tree, so
+    they move the interval's far end, not the answer (:class:`~pybench.model.calibration.Spread`). The NICs at
+    their full rate are reach too: the calibrated efficiency is a typical share of it, and a system may reach
+    nearly all of it (a description cannot say how close), but none more."""
+    full_rate = dataclasses.replace(calibration, nic_efficiency=dict.fromkeys(calibration.nic_efficiency, 1.0))
+    out = [(described_crossing(collective, schedule, intra, system, full_rate), "", True)]
+    if tree_or_ring_undescribed(collective, schedule, system):
+        why = ("ranks share the described NICs: priced as the ring's bytes (as NCCL crossed such nodes in the logs "
+               "seen), and the interval reaches the tree's bytes and the ring's steps; a measurement across nodes "
+               "replaces this reading")
+        out.append((described_crossing(collective, schedule, intra, system, calibration, reading="tree"), why, True))
+        out.append((described_crossing(collective, schedule, intra, system, calibration, reading="steps"), "", True))
+    elif described_algorithm(collective, schedule, system) == "double-tree" and not system.in_switch_reduction:
+        out.append((described_crossing(collective, schedule, intra, system, calibration, reading="ring-bytes"),
+                    f"no switch of {system.name} reduces (NVLink SHARP): the all-reduce may cross by NCCL's tree or "
+                    f"its ring (it picks per system), between the tree's bytes and the ring's, in the interval; a "
+                    f"measurement across nodes replaces this reading", False))
+    many = calibration.crossing_ranks_per_node
+    if 0 < many < system.gpus_per_node:  # a node of more GPUs than any calibration log's (an NVL72 rack)
+        out.append((described_crossing(collective, schedule, intra, system, calibration,
+                                       nic_share=many / system.gpus_per_node),
+                    f"{system.name} holds {system.gpus_per_node} GPUs per node, more than any log the crossing was "
+                    f"calibrated on ({many:g}): whether NCCL drives all of its NICs across nodes or about as many as "
+                    f"such a node has is not known (GB200 racks on 20 racks and GB300 racks on 2 crossed at about "
+                    f"8 GPUs' NICs' worth); between the two, in the interval; a measurement across racks replaces "
+                    f"this reading", False))
+    known = network_steps_undescribed(collective, schedule, system, calibration)
+    if known:
+        out.append((described_crossing(collective, schedule, intra, system, calibration,
+                                       network_share=known / system.gpus_per_node),
+                    f"{system.name} runs up to {system.gpus_per_node} ranks per node, and the network step was "
+                    f"calibrated on logs of at most {known:g}: whether every step of a ring inside a node waits on "
+                    f"the network is not known; between every step and {known:g} per node, in the interval; a "
+                    f"measurement across nodes replaces this reading", False))
+    return tuple(out)
+
+
+def network_steps_undescribed(collective: str, schedule: str, system: SystemDescription,
+                              calibration: Calibration) -> float:
+    """The ranks per node up to which a described ring's steps are known to wait on the network each, where
+    the described node holds more; 0 where every step of its crossing is known to.
+
+    The 2-node logs the network step was calibrated on agree better per step of a ring than per crossing
+    of a node boundary, but they hold at most a few ranks per node. A node of many more (an NVL72 rack of
+    72 GPUs as one node) may pay the network step at each of its ring's steps, or only at about as many
+    per node as those logs did, the steps inside it at NVLink's pace: nothing measured tells them apart.
+    A tree's levels across nodes are network hops whatever the node holds.
+    """
+    known = calibration.crossing_ranks_per_node
+    ring = crossing_algorithms(schedule, collective)[-1] == "ring"
+    return known if ring and known > 0 and system.gpus_per_node > known else 0.0
+
+
+READINGS = {"tree": "double-tree", "ring-bytes": "tree", "steps": "ring"}
+"""A described all-reduce crossing's readings: NCCL's double binary tree's bytes, the ring's bytes at the tree's
+latency, and the ring's bytes and steps, each waiting on the network."""
+
+
+def described_algorithm(collective: str, schedule: str, system: SystemDescription) -> str:
+    """The algorithm a described crossing is priced by (:func:`crossing_algorithms`' names): for an all-reduce,
+    NCCL's double binary tree where every GPU has NICs of its own (the 2-node logs of such NVIDIA nodes carried
+    more than the ring's bytes could through their NICs), else the ring's bytes at the tree's latency
+    (``tree``): on AMD's Infinity Fabric nodes (RCCL's logs carried less than the NICs' rate in the ring's bytes)
+    and where GPUs share NICs (:func:`tree_or_ring_undescribed`: the logs carried the ring's bytes there too)."""
+    algorithm = crossing_algorithms(schedule, collective)[-1]
+    if algorithm == "double-tree" and (system.intra_fabric in RING_FABRICS
+                                       or tree_or_ring_undescribed(collective, schedule, system)):
+        return READINGS["ring-bytes"]
+    return algorithm
+
+
+RING_FABRICS = ("infinity-fabric-all-to-all",)
+"""Fabrics of nodes whose library (AMD's RCCL) crosses nodes by its ring in the bandwidth protocol."""
+
+
+def described_efficiency(collective: str, schedule: str, system: SystemDescription, calibration: Calibration) -> float:
+    """The share of a described node's NICs' rate its crossing reaches: the other collectives' rings' where GPUs
+    share NICs (:func:`tree_or_ring_undescribed`: one NIC's several flows, as an all-gather's ring drives them),
+    else its collective's family's (:data:`~pybench.model.calibration.FAMILIES`)."""
+    shared = tree_or_ring_undescribed(collective, schedule, system)
+    return calibration.nic_efficiency["ring"] if shared else calibration.efficiency(collective)
+
+
+def tree_or_ring_undescribed(collective: str, schedule: str, system: SystemDescription) -> bool:
+    """Whether a described all-reduce crossing may run NCCL's tree rather than its ring: where GPUs share NICs.
+    The logs of such nodes crossed by the ring (their NICs carried the ring's bytes at the rate other collectives'
+    rings reach, which the tree's would put at half of it), but they are few: the tree's bytes stay in the
+    interval (:func:`other_described_readings`)."""
+    return collective == "allreduce" and schedule == "ring" and system.nics_per_node < system.gpus_per_node
