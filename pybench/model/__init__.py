@@ -11,8 +11,8 @@ Imports only downward (foundation, io, measure). The files, by idea:
   in ``mpi_openmpi``), ``crossing`` (what crossing the network costs), ``described_crossing`` (the crossing
   of a node known by its description: its NICs and the algorithm such nodes cross by), ``switch_reduction``
   (a node whose switches reduce, at GPU counts not measured), ``node_count_bounds`` (fitted node counts
-  bounding an asked one), ``determined`` (the layouts the inputs cannot determine, and why), ``beyond_sweep`` (sizes past a
-  sweep that it does not determine), ``system`` and
+  bounding an asked one), ``determined`` (the layouts the inputs cannot determine, and why), ``beyond_sweep``
+  (sizes past a sweep that it does not determine), ``system`` and
   ``systems/`` (hardware as data), ``system_detect`` (this machine as a description),
   ``description_checks`` (where a fit contradicts the description it is used with),
   ``link_presets`` (published link rates);
