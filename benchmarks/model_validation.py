@@ -116,18 +116,20 @@ draw, and with three or more systems the constant is the 95% prediction bound of
   (`bandwidth_step_latency_s`, read from the regime each 2-node fit runs at 16 MiB, for a measured node, whose
   regimes carry their own rates there; on a node at its nominal rate, `nominal_step_latency_s`, the latency per step
   at which each log's description meets it best: the middle sizes run below the rate the largest reach, which a
-  nominal rate does not know). A described all-reduce crosses the nodes by NCCL's tree where every GPU has a NIC
-  of its own, priced with the tree's bytes (S out of each of two nodes, towards 2S on many), and by the ring's
-  bytes on AMD's nodes (RCCL) and where GPUs share NICs (Polaris: four GPUs, two NICs; p3dn: eight, one), as
-  those logs crossed, with the tree's bytes and the ring's steps (each waiting on the network, as on Polaris's 2
-  nodes) in the interval, since a description cannot say which NCCL picks there. `nic_efficiency` is what the
-  NICs carry, not a bus bandwidth, chosen at each log's three largest sizes (the middle sizes run below the rate
-  the largest reach, in the latency above); a log whose largest sizes its node's own links bound (at about the
-  node's one-node bus bandwidth, whatever the NICs carry) says only that the NICs carry more, and chooses none;
-  nor does a log whose GPUs share NICs, which are priced at the efficiency of the other collectives' rings. The
+  nominal rate does not know). A described all-reduce crosses the nodes by NCCL's tree where the switches reduce
+  and every GPU has a NIC of its own, priced with the tree's bytes (S out of each of two nodes, towards 2S on
+  many), and by the ring's bytes on AMD's nodes (RCCL); where GPUs share NICs (Polaris: four GPUs, two NICs) or
+  NVIDIA's switches do not reduce (A100), the logs ran either, and the prediction lies between the tree's bytes
+  and the ring's with that span in the interval, reaching up to the ring's steps where GPUs share NICs (each
+  waiting on the network, as on Polaris's 2 nodes). `nic_efficiency` is what the NICs carry, not a bus
+  bandwidth, chosen at each log's three largest sizes (the middle sizes run below the rate the largest reach, in
+  the latency above), and only by a log whose NICs bound them (one whose node's own links did, at about the node's
+  one-node bus bandwidth, says only that the NICs carry more) and whose description says which bytes crossed; a
+  ring's bytes through NICs that GPUs share are priced at the other collectives' rings' efficiency. The
   efficiency is typical, not a bound, so the interval's fast side reaches the NICs at their full rate, and
   `described_bandwidth_half_width` covers what lies beyond that reach; a log whose GPUs share NICs chooses no
-  step latency either (it cannot say how many steps it paid);
+  step latency either (it cannot say how many steps it paid). AWS p3dn's 2-node log forced NCCL's ring
+  (`NCCL_TREE_THRESHOLD=0`): no description predicts that, and it is no system-description case;
 - *preset*: the same 2-node logs predicted from link presets alone, as `--link` gives them without a
   description: one of the node's NICs (`eth-100g`, `eth-200g`, `eth-400g`: one port per node) and,
   where no node was measured, its GPUs' links (`nvlink3/4/5`; no preset names AMD's Infinity Fabric,

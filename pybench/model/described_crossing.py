@@ -31,7 +31,7 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     node's own links (see :func:`network_steps_undescribed`); with ``nic_share`` below 1, only that share of its
     NICs carries the crossing."""
     algorithm = READINGS[reading] if reading else described_algorithm(collective, schedule, system)
-    efficiency = described_efficiency(collective, schedule, system, calibration)
+    efficiency = described_efficiency(collective, schedule, system, calibration, algorithm)
     cap = efficiency * system.nic_Bps_per_node * nic_share
     label = (f"system {system.name}: {system.nics_per_node} x {system.nic_Gbps:g} Gb/s {system.nic_kind} "
              f"per node at {efficiency:.2f} of their rate (as healthy clusters' logs reach it: a fabric running below "
@@ -82,13 +82,14 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
     nearly all of it (a description cannot say how close), but none more."""
     full_rate = dataclasses.replace(calibration, nic_efficiency=dict.fromkeys(calibration.nic_efficiency, 1.0))
     out = [(described_crossing(collective, schedule, intra, system, full_rate), "", True)]
-    if tree_or_ring_undescribed(collective, schedule, system):
-        why = ("ranks share the described NICs: priced as the ring's bytes (as NCCL crossed such nodes in the logs "
-               "seen), and the interval reaches the tree's bytes and the ring's steps; a measurement across nodes "
-               "replaces this reading")
-        out.append((described_crossing(collective, schedule, intra, system, calibration, reading="tree"), why, True))
+    if nics_shared(collective, schedule, system):
+        why = ("ranks share the described NICs: the all-reduce may cross by a tree or a ring (NCCL picks per "
+               "system, and so does an MPI library), between the tree's bytes and the ring's, in the interval, "
+               "and up to the ring's steps; a measurement across nodes replaces this reading")
+        out.append((described_crossing(collective, schedule, intra, system, calibration, reading="ring-bytes"), why,
+                    False))
         out.append((described_crossing(collective, schedule, intra, system, calibration, reading="steps"), "", True))
-    elif described_algorithm(collective, schedule, system) == "double-tree" and not system.in_switch_reduction:
+    elif tree_or_ring_undescribed(collective, schedule, system):
         out.append((described_crossing(collective, schedule, intra, system, calibration, reading="ring-bytes"),
                     f"no switch of {system.name} reduces (NVLink SHARP): the all-reduce may cross by NCCL's tree or "
                     f"its ring (it picks per system), between the tree's bytes and the ring's, in the interval; a "
@@ -136,13 +137,12 @@ latency, and the ring's bytes and steps, each waiting on the network."""
 
 def described_algorithm(collective: str, schedule: str, system: SystemDescription) -> str:
     """The algorithm a described crossing is priced by (:func:`crossing_algorithms`' names): for an all-reduce,
-    NCCL's double binary tree where every GPU has NICs of its own (the 2-node logs of such NVIDIA nodes carried
-    more than the ring's bytes could through their NICs), else the ring's bytes at the tree's latency
-    (``tree``): on AMD's Infinity Fabric nodes (RCCL's logs carried less than the NICs' rate in the ring's bytes)
-    and where GPUs share NICs (:func:`tree_or_ring_undescribed`: the logs carried the ring's bytes there too)."""
+    NCCL's double binary tree (the 2-node logs of NVIDIA nodes whose switches reduce carried more than the ring's
+    bytes could through their NICs; where the inputs cannot say, :func:`tree_or_ring_undescribed`, the ring's
+    bytes are another reading), but on AMD's Infinity Fabric nodes the ring's bytes at the tree's latency
+    (``tree``: RCCL's logs carried less than the NICs' rate in the ring's bytes)."""
     algorithm = crossing_algorithms(schedule, collective)[-1]
-    if algorithm == "double-tree" and (system.intra_fabric in RING_FABRICS
-                                       or tree_or_ring_undescribed(collective, schedule, system)):
+    if algorithm == "double-tree" and system.intra_fabric in RING_FABRICS:
         return READINGS["ring-bytes"]
     return algorithm
 
@@ -151,17 +151,28 @@ RING_FABRICS = ("infinity-fabric-all-to-all",)
 """Fabrics of nodes whose library (AMD's RCCL) crosses nodes by its ring in the bandwidth protocol."""
 
 
-def described_efficiency(collective: str, schedule: str, system: SystemDescription, calibration: Calibration) -> float:
-    """The share of a described node's NICs' rate its crossing reaches: the other collectives' rings' where GPUs
-    share NICs (:func:`tree_or_ring_undescribed`: one NIC's several flows, as an all-gather's ring drives them),
-    else its collective's family's (:data:`~pybench.model.calibration.FAMILIES`)."""
-    shared = tree_or_ring_undescribed(collective, schedule, system)
-    return calibration.nic_efficiency["ring"] if shared else calibration.efficiency(collective)
+def described_efficiency(collective: str, schedule: str, system: SystemDescription, calibration: Calibration,
+                         algorithm: str) -> float:
+    """The share of a described node's NICs' rate a crossing by ``algorithm`` reaches: its collective's family's
+    (:data:`~pybench.model.calibration.FAMILIES`), but the other collectives' rings' for an all-reduce's ring
+    where GPUs share NICs (:func:`nics_shared`: one NIC's several flows, as an all-gather's ring drives them;
+    Polaris's all-reduce, and AWS p3dn's forced to its ring, carried about that)."""
+    ring = algorithm in (READINGS["ring-bytes"], READINGS["steps"])
+    if ring and nics_shared(collective, schedule, system):
+        return calibration.nic_efficiency["ring"]
+    return calibration.efficiency(collective)
+
+
+def nics_shared(collective: str, schedule: str, system: SystemDescription) -> bool:
+    """Whether a described all-reduce's ranks share NICs (fewer NICs than GPUs per node), where its logs ran NCCL's
+    tree on some systems and its ring on others, and a ring's steps may each wait on the network."""
+    return collective == "allreduce" and schedule == "ring" and system.nics_per_node < system.gpus_per_node
 
 
 def tree_or_ring_undescribed(collective: str, schedule: str, system: SystemDescription) -> bool:
-    """Whether a described all-reduce crossing may run NCCL's tree rather than its ring: where GPUs share NICs.
-    The logs of such nodes crossed by the ring (their NICs carried the ring's bytes at the rate other collectives'
-    rings reach, which the tree's would put at half of it), but they are few: the tree's bytes stay in the
-    interval (:func:`other_described_readings`)."""
-    return collective == "allreduce" and schedule == "ring" and system.nics_per_node < system.gpus_per_node
+    """Whether a described all-reduce crossing may run NCCL's tree or its ring, neither favoured: where GPUs share
+    NICs (Polaris's log ran the ring, AWS p3dn's the tree by default, nccl-tests#22), and on NVIDIA nodes whose
+    switches do not reduce (OCI's A100 log ran the tree, ALCF Sophia's DGX A100 the ring). Where switches reduce
+    (NVLink SHARP), every log ran the tree; on AMD's nodes, RCCL's ring (:func:`described_algorithm`)."""
+    return (described_algorithm(collective, schedule, system) == "double-tree"
+            and (nics_shared(collective, schedule, system) or not system.in_switch_reduction))

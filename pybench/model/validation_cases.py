@@ -24,7 +24,7 @@ from pybench.model.build import fit_model
 from pybench.model.calibration import BEYOND_SIZES, EXTRAPOLATED_KINDS, FAMILIES, PARTS, Calibration, Spread
 from pybench.model.cross_validation import CrossValidation, cross_validate, power_of_two_check
 from pybench.model.crossing import as_double_tree, regime_crossing_s
-from pybench.model.described_crossing import described_algorithm, tree_or_ring_undescribed
+from pybench.model.described_crossing import described_algorithm, nics_shared, tree_or_ring_undescribed
 from pybench.model.link_cost import LinkCost
 from pybench.model.link_presets import get_preset
 from pybench.model.logs import load_measurements
@@ -105,9 +105,9 @@ class SystemCase:
     :data:`PROTOCOL_PROBE_BYTES` (a sweep from 1 MiB or 8 MiB up has one regime, the bandwidth protocol's, and says
     nothing of the small-size steps or their bus bandwidth)."""
     tree_or_ring: bool = False
-    """An all-reduce whose description cannot say whether NCCL crosses by its tree or its ring
-    (:func:`~pybench.model.described_crossing.tree_or_ring_undescribed`): it chooses no family's efficiency, as
-    which one it belongs to is unknown."""
+    """An all-reduce whose ranks share NICs (:func:`~pybench.model.described_crossing.nics_shared`): NCCL may cross
+    by its tree or its ring, whose steps may each wait on the network, so it chooses no family's efficiency and
+    no step latency."""
 
     @property
     def nics_met_at(self) -> float:
@@ -338,14 +338,13 @@ _SWEEPS = (("a100-oci-2x8", "oci", "a100_2node_16gpu_oci_roce_allreduce.txt"),
 
 def system_cases(shared: Path, public: Path) -> list[SystemCase]:
     """The 2-node logs with their system descriptions, and a one-node log of the same node type where one
-    exists (the vTrain A100 table for the OCI A100 node, another cluster's MI300X node for AAC10's, another host's
-    V100 cube-mesh node for the p3dn's)."""
+    exists (the vTrain A100 table for the OCI A100 node, another cluster's MI300X node for AAC10's).
+
+    A log that forced NCCL's algorithm (AWS p3dn's 2-node all-reduce ran with ``NCCL_TREE_THRESHOLD=0``) is none of
+    them: a description prices what NCCL picks, and on that node type NCCL picked the tree (nccl-tests#22)."""
     nodes = {"vtrain": fit_topology("allreduce", _vtrain(shared)[8]),
              "mi300x": fit_topology("allreduce", _observations(public / "mi300x_aac8_1node8_allreduce.log", 1)),
-             "b200": fit_topology("allreduce", _observations(public / "gke_a4_b200_1node8_allreduce.log", 1)),
-             # (a V100 SXM2 16GB node on the same hybrid cube-mesh as the p3dn's 32GB boards, another host)
-             "v100": fit_topology("allreduce", _observations(public / "v100_dgx1like_1node8_g8_allreduce_2019.log",
-                                                             1))}
+             "b200": fit_topology("allreduce", _observations(public / "gke_a4_b200_1node8_allreduce.log", 1))}
     cases = []
     # (..., a one-node fit of its node type, the preset of one of its NICs, of its GPUs' links: "" for none)
     for dataset, group, system, collective, log, node, preset, intra in (
@@ -368,9 +367,7 @@ def system_cases(shared: Path, public: Path) -> list[SystemCase]:
             ("h100-a3mega-2x8", "a3mega", "gcp-a3-mega", "allreduce", "gcp_a3mega_2node16_allreduce.log", "",
              "eth-200g", "nvlink4"),
             ("b200-a4-gke-2x8", "a4", "gcp-a4", "allreduce", "gke_a4_b200_2node16_allreduce.log", "b200",
-             "eth-400g", "nvlink5"),
-            ("v100-p3dn-2x8", "p3dn", "aws-p3dn", "allreduce", "v100_p3dn_efa_2node16_allreduce.log", "v100",
-             "eth-100g", "")):
+             "eth-400g", "nvlink5")):
         obs = _observations(_log_path(log, shared, public), 2)
         cases.append(_system_case(dataset, group, system, collective, obs, nodes.get(node), preset, intra))
     return cases
@@ -391,7 +388,7 @@ def _system_case(dataset: str, group: str, system: str, collective: str, obs: li
     case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                       (first.base_s + hops * first.step_s) / hops, middle_step, middle_step, first.busbw_Bps,
                       w0 // n0, preset, intra,
-                      first is not middle, tree_or_ring_undescribed(collective, "ring", load_system(system)))
+                      first is not middle, nics_shared(collective, "ring", load_system(system)))
     case = dataclasses.replace(case, efficiency=_matching_efficiency(case))
     return dataclasses.replace(case, nominal_step_latency_s=_matching_nominal_step(case))
 
@@ -419,9 +416,12 @@ def _own_calibration(case: SystemCase, efficiency: float, nominal_step_s: float)
 def _matching_efficiency(case: SystemCase) -> float:
     """The NIC efficiency at which the case's own description meets its log at the top of its sweep: the
     median log error of its :data:`TOP_SIZES` largest scored sizes is zero. NaN where no efficiency meets
-    them (the node's own links are the slower there: the log says only that the NICs carry more).
+    them (the node's own links are the slower there: the log says only that the NICs carry more), and where its
+    description cannot say whether the tree's bytes or the ring's crossed.
     The middle sizes run below the rate the largest reach, in a protocol's own latency, which
     :func:`_matching_nominal_step` meets; they say nothing of what the NICs carry."""
+    if tree_or_ring_undescribed(case.collective, "ring", load_system(case.system)):
+        return math.nan  # (which bytes it carried, the tree's or the ring's, is what its description cannot say)
     top = sorted({o.size_bytes for o in _scored_observations(case.observations)})[-TOP_SIZES:]
 
     def median_error(efficiency: float) -> float:
