@@ -1,9 +1,9 @@
 """Across nodes from a system description: the inter-node link of a node never measured across nodes.
 
 Its NICs' rate at the efficiency real logs reach, the node's own protocol regimes, a network step's latency per
-step of its schedule, and the algorithm NCCL crosses by on such a node (the logs of each kind of node: the
-tree where switches reduce, the ring on AMD's nodes and where GPUs share NICs, either on switches that do not
-reduce), with the readings the description cannot rule out (:func:`other_described_readings`).
+step of its schedule, and the algorithm NCCL crosses by on such a node (as the logs of each kind of node did: the
+tree where switches reduce, RCCL's ring on AMD's nodes, either where GPUs share NICs or switches do not reduce),
+with the readings the description cannot rule out (:func:`other_described_readings`).
 """
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
         why = ("ranks share the described NICs: the all-reduce may cross by a tree or a ring (NCCL picks per "
                "system, and so does an MPI library), between the tree's bytes and the ring's, in the interval, "
                "and up to the ring's steps; a measurement across nodes replaces this reading")
-        out.append((described_crossing(collective, schedule, intra, system, calibration, reading="ring-bytes"), why,
-                    False))
+        other = "ring-bytes" if described_algorithm(collective, schedule, system) == "double-tree" else "tree"
+        out.append((described_crossing(collective, schedule, intra, system, calibration, reading=other), why, False))
         out.append((described_crossing(collective, schedule, intra, system, calibration, reading="steps"), "", True))
     elif tree_or_ring_undescribed(collective, schedule, system):
         out.append((described_crossing(collective, schedule, intra, system, calibration, reading="ring-bytes"),

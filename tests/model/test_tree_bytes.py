@@ -239,3 +239,15 @@ def test_the_nic_efficiency_is_read_where_the_nics_bound_the_largest_sizes():
     efficiencies = [cases[d].efficiency for d in ("h100-a3mega-2x8", "b200-a4-gke-2x8", "mi355x-aac14-2x8")]
     assert 0.85 < min(efficiencies) and max(efficiencies) < 0.97 and max(efficiencies) / min(efficiencies) < 1.05
     assert load_calibration().efficiency("allreduce") == pytest.approx(math.exp(np.mean(np.log(efficiencies))))
+
+
+def test_amd_nodes_whose_gpus_share_nics_lie_between_rccls_ring_and_the_tree():
+    """RCCL's ring is the reading of an AMD node; where its GPUs share NICs the tree is the other one (NCCL ran the
+    tree on some such NVIDIA nodes), neither favoured: the row that says so holds both."""
+    system = SystemDescription(name="amd-4nic", source="test", gpus_per_node=8, intra_fabric="infinity-fabric-all-to-all",
+                               intra_GBps_per_gpu=300, nics_per_node=4, nic_Gbps=200)
+    model, tree, ring = _described(system)
+    p = model.predict(1 << 30, 16, 2)
+    by_tree, by_ring = tree.predict(1 << 30, 16, 2).time_s, ring.predict(1 << 30, 16, 2).time_s
+    assert "ranks share the described NICs" in p.links
+    assert p.time_s == pytest.approx(math.sqrt(by_tree * by_ring), rel=1e-9) and p.low_s < by_tree < by_ring < p.high_s
