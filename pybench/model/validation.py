@@ -312,7 +312,7 @@ def _efficiencies(cases: Sequence[SystemCase]) -> dict[str, float]:
     def mean(values: list[float]) -> float:
         return float(np.exp(np.mean(np.log(values)))) if values else 1.0
 
-    known = [c for c in cases if not c.tree_or_ring and not math.isnan(c.efficiency)]
+    known = [c for c in cases if not c.shared_nics and not math.isnan(c.efficiency)]
     pooled = [c.efficiency for c in known]
     return {f: mean([c.efficiency for c in known if family(c.collective) == f] or pooled) for f in FAMILIES}
 
@@ -321,13 +321,13 @@ def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, floa
     """The medians over ``cases`` of the small-size and the bandwidth protocols' latency per step across nodes
     (on a measured node, and on a nominal one), and of the small-size protocols' bus bandwidth (0 without a
     case), and the most ranks per node among them.
-    An all-reduce that may have crossed by the tree or the ring (:attr:`SystemCase.tree_or_ring`) cannot say
-    how many steps it paid: it says nothing of the latency per step. A sweep that never reached the small-size
-    protocols (:attr:`SystemCase.small_measured`) says nothing of them."""
+    An all-reduce whose ranks share NICs (:attr:`SystemCase.shared_nics`), which may have crossed by the tree or the
+    ring, cannot say how many steps it paid: it says nothing of the latency per step. A sweep that never reached
+    the small-size protocols (:attr:`SystemCase.small_measured`) says nothing of them."""
     def median(values: list[float]) -> float:
         return float(np.median(values)) if values else 0.0
 
-    known = [c for c in cases if not c.tree_or_ring] or list(cases)
+    known = [c for c in cases if not c.shared_nics] or list(cases)
     small = [c for c in known if c.small_measured] or known  # (a sweep from 1 MiB up never ran them)
     return (median([c.step_latency_s for c in small]), median([c.bandwidth_step_latency_s for c in known]),
             median([c.nominal_step_latency_s for c in known]),
@@ -339,7 +339,7 @@ def _slowest_network_step(cases: Sequence[SystemCase]) -> float:
     """The longest small-size latency per step across nodes among ``cases`` whose sweeps ran the small-size
     protocols and whose steps are known (not an all-reduce that may have crossed by the tree or the ring); 0
     without one."""
-    return max((c.step_latency_s for c in cases if c.small_measured and not c.tree_or_ring), default=0.0)
+    return max((c.step_latency_s for c in cases if c.small_measured and not c.shared_nics), default=0.0)
 
 
 def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
@@ -347,7 +347,7 @@ def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
     latency per step across nodes, in either protocol, lies from the median of the other systems' (the
     largest)."""
     latency = 0.0
-    known = [c for c in cases if not c.tree_or_ring]
+    known = [c for c in cases if not c.shared_nics]
     for case in known:
         rest = [c for c in known if c.group != case.group]
         for step, of in ((lambda c: c.step_latency_s, lambda c: c.small_measured),

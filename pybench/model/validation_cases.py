@@ -104,7 +104,7 @@ class SystemCase:
     """Whether its sweep reached the small-size protocols: its fit's first regime is not the one it runs at
     :data:`PROTOCOL_PROBE_BYTES` (a sweep from 1 MiB or 8 MiB up has one regime, the bandwidth protocol's, and says
     nothing of the small-size steps or their bus bandwidth)."""
-    tree_or_ring: bool = False
+    shared_nics: bool = False
     """An all-reduce whose ranks share NICs (:func:`~pybench.model.described_crossing.nics_shared`): NCCL may cross
     by its tree or its ring, whose steps may each wait on the network, so it chooses no family's efficiency and
     no step latency."""
@@ -376,11 +376,12 @@ def system_cases(shared: Path, public: Path) -> list[SystemCase]:
 def _system_case(dataset: str, group: str, system: str, collective: str, obs: list[Observation],
                  node: TopologyModel | None, preset: str, intra: str) -> SystemCase:
     fitted = fit_topology(collective, obs)
-    nics = load_system(system).nic_Bps_per_node
+    described = load_system(system)
+    nics = described.nic_Bps_per_node
     inter = fitted.inter
     assert inter is not None
     ((w0, n0),) = {(w, n) for w, n in fitted.fitted if n > 1}
-    if described_algorithm(collective, "ring", load_system(system)) == "double-tree":  # the bytes it is priced in
+    if described_algorithm(collective, "ring", described) == "double-tree":  # the bytes it is priced in
         inter = as_double_tree(inter, w0, n0)
     first, middle = inter.all_regimes()[0], _regime_at(inter, collective, w0, n0, PROTOCOL_PROBE_BYTES)
     hops = crossing_terms("ring", collective, 1, w0, n0, first.algorithm)[0]
@@ -388,7 +389,7 @@ def _system_case(dataset: str, group: str, system: str, collective: str, obs: li
     case = SystemCase(dataset, group, system, collective, node, tuple(obs), inter.busbw_Bps / nics,
                       (first.base_s + hops * first.step_s) / hops, middle_step, middle_step, first.busbw_Bps,
                       w0 // n0, preset, intra,
-                      first is not middle, nics_shared(collective, "ring", load_system(system)))
+                      first is not middle, nics_shared(collective, "ring", described))
     case = dataclasses.replace(case, efficiency=_matching_efficiency(case))
     return dataclasses.replace(case, nominal_step_latency_s=_matching_nominal_step(case))
 
@@ -422,11 +423,12 @@ def _matching_efficiency(case: SystemCase) -> float:
     :func:`_matching_nominal_step` meets; they say nothing of what the NICs carry."""
     if tree_or_ring_undescribed(case.collective, "ring", load_system(case.system)):
         return math.nan  # (which bytes it carried, the tree's or the ring's, is what its description cannot say)
-    top = sorted({o.size_bytes for o in _scored_observations(case.observations)})[-TOP_SIZES:]
+    scored = _scored_observations(case.observations)  # (the points' order: :meth:`SystemCase._scored`)
+    top = sorted({o.size_bytes for o in scored})[-TOP_SIZES:]
 
     def median_error(efficiency: float) -> float:
         points = [p for p, o in zip(case.points(_own_calibration(case, efficiency, case.nominal_step_latency_s)),
-                                    _scored_observations(case.observations)) if o.size_bytes in top]
+                                    scored) if o.size_bytes in top]
         return float(np.median([p.error for p in points]))
 
     low, high = case.efficiency / 4.0, case.efficiency * 4.0
