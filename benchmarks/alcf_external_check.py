@@ -6,9 +6,11 @@ https://github.com/argonne-lcf/alcf-nccl-tests (commit 385be33; clone it and giv
 
 - Polaris under NCCL 2.18 (the repository's logs are NCCL 2.21), setup 5 of that repository's README:
   fitted at 2 (+ 8) nodes, predicted at 8, 128 and 540 nodes;
-- Sophia (DGX A100 nodes, eight 200 Gb/s HDR NICs each), a system none of the calibration logs is
-  from: one A100 NVSwitch node measured (the vTrain 8-GPU table) with ``--system dgx-a100``, and with
-  a ``--link ib-hdr`` preset instead, predicting its 2-node all-reduce.
+- Sophia (DGX A100 nodes, eight 200 Gb/s HDR NICs each): one A100 NVSwitch node measured (the vTrain
+  8-GPU table) with ``--system dgx-a100``, and with a ``--link ib-hdr`` preset instead, predicting its
+  2-node all-reduce. Since session 37 Sophia's 2-node all-reduce and all-gather are calibration cases in
+  the repository (tests/fixtures/public_logs/sophia_*), so its rows here are in-sample; the table's
+  held-out figures for them are in docs/model-validation.md.
 
 Each row: median and largest error from 1 MiB up, how many sizes the 95% interval covers, the median
 half-width. Run: ``python benchmarks/alcf_external_check.py PATH/TO/alcf-nccl-tests``.

@@ -19,7 +19,7 @@ from pybench.model.topology_schedules import crossing_algorithms, crossing_terms
 
 
 def described_crossing(collective: str, schedule: str, intra: LinkCost, system: SystemDescription,
-                       calibration: Calibration, reading: str = "", network_share: float = 1.0,
+                       calibration: Calibration, reading: str = "", network_share: float | None = None,
                        nic_share: float = 1.0) -> LinkCost:
     """The inter-node link of a node from its description: the node's protocol regimes, each at most
     at what all its NICs carry (``nics x rate`` at the NIC efficiency real logs reach) and the small-size
@@ -52,12 +52,17 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     if not small:  # a nominal rate, or a one-regime node: its one regime stands for both protocols
         small = (bandwidth,)
 
+    if network_share is None:
+        network_share = ring_network_share(collective, algorithm, system)
     share = network_share if algorithm == "ring" else 1.0  # a tree's levels across nodes are all network hops
     if collective == "alltoall" and hops > 0:  # its sends to every peer go at once: one network round trip
         share = min(share, 1.0 / hops)
 
+    # the network steps a 2-node crossing holds: a passed-on ring's only its share (the calibration's whole latency)
+    crossed = hops * (share if collective in PIPELINED_RINGS else 1.0)
+
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
-        return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
+        return dataclasses.replace(r, base_s=max(r.base_s - crossed * step, 0.0),
                                    step_s=max(r.step_s, share * step + (1.0 - share) * r.step_s),
                                    busbw_Bps=busbw, label=label, algorithm=algorithm, nic_efficiency=efficiency)
 
@@ -103,31 +108,43 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
                     f"such a node has is not known (GB200 racks on 20 racks and GB300 racks on 2 crossed at about "
                     f"8 GPUs' NICs' worth); between the two, in the interval; a measurement across racks replaces "
                     f"this reading", False))
-    known = network_steps_undescribed(collective, schedule, system, calibration)
-    if known:
+    if ring_network_share(collective, described_algorithm(collective, schedule, system), system) < 1.0:
+        out.append((described_crossing(collective, schedule, intra, system, calibration, network_share=1.0),
+                    "", True))
+    elif known := network_steps_undescribed(collective, schedule, system, calibration):
         out.append((described_crossing(collective, schedule, intra, system, calibration,
                                        network_share=known / system.gpus_per_node),
                     f"{system.name} runs up to {system.gpus_per_node} ranks per node, and the network step was "
-                    f"calibrated on logs of at most {known:g}: whether every step of a ring inside a node waits on "
-                    f"the network is not known; between every step and {known:g} per node, in the interval; a "
-                    f"measurement across nodes replaces this reading", False))
+                    f"calibrated on logs of at most {known:g}: whether every step inside a node waits on the network "
+                    f"is not known; between every step and {known:g} per node, in the interval; a measurement "
+                    f"across nodes replaces this reading", False))
     return tuple(out)
 
 
 def network_steps_undescribed(collective: str, schedule: str, system: SystemDescription,
                               calibration: Calibration) -> float:
-    """The ranks per node up to which a described ring's steps are known to wait on the network each, where
-    the described node holds more; 0 where every step of its crossing is known to.
-
-    The 2-node logs the network step was calibrated on agree better per step of a ring than per crossing
-    of a node boundary, but they hold at most a few ranks per node. A node of many more (an NVL72 rack of
-    72 GPUs as one node) may pay the network step at each of its ring's steps, or only at about as many
-    per node as those logs did, the steps inside it at NVLink's pace: nothing measured tells them apart.
-    A tree's levels across nodes are network hops whatever the node holds.
+    """The ranks per node up to which the steps across nodes of a collective outside :data:`PIPELINED_RINGS` (an
+    all-to-all) are known to wait on the network each, where the described node holds more; 0 where every step
+    of its crossing is known to. The 2-node logs the network step was calibrated on hold at most a few ranks per
+    node; a node of many more (an NVL72 rack as one node) may pay the network step at each of its steps or only at
+    about as many per node as those logs did. A tree's levels across nodes are network hops whatever the node holds.
     """
     known = calibration.crossing_ranks_per_node
-    ring = crossing_algorithms(schedule, collective)[-1] == "ring"
+    ring = crossing_algorithms(schedule, collective)[-1] == "ring" and collective not in PIPELINED_RINGS
     return known if ring and known > 0 and system.gpus_per_node > known else 0.0
+
+
+def ring_network_share(collective: str, algorithm: str, system: SystemDescription) -> float:
+    """The share of a described ring's steps that wait on the network: one in each node's ``gpus_per_node`` (as NCCL's
+    own tuning model charges a ring's latency, the steps inside a node at the node's pace), or every step where
+    the reading is of a ring whose every step waits (an all-reduce ring's ``steps`` reading)."""
+    return 1.0 / system.gpus_per_node if algorithm == "ring" and collective in PIPELINED_RINGS else 1.0
+
+
+PIPELINED_RINGS = ("allgather", "reducescatter", "broadcast", "reduce")
+"""Collectives whose ring passes a chunk on from rank to rank: its latency is the path's, whose steps between nodes
+are one per node (an all-to-all's sends go at once, a send/recv's step is one hop, an all-reduce crosses by a
+tree)."""
 
 
 READINGS = {"tree": "double-tree", "ring-bytes": "tree", "steps": "ring"}

@@ -327,7 +327,7 @@ def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, floa
     def median(values: list[float]) -> float:
         return float(np.median(values)) if values else 0.0
 
-    known = [c for c in cases if not c.shared_nics] or list(cases)
+    known = [c for c in cases if c.steps_known] or list(cases)
     small = [c for c in known if c.small_measured] or known  # (a sweep from 1 MiB up never ran them)
     return (median([c.step_latency_s for c in small]), median([c.bandwidth_step_latency_s for c in known]),
             median([c.nominal_step_latency_s for c in known]),
@@ -339,7 +339,7 @@ def _slowest_network_step(cases: Sequence[SystemCase]) -> float:
     """The longest small-size latency per step across nodes among ``cases`` whose sweeps ran the small-size
     protocols and whose steps are known (not an all-reduce that may have crossed by the tree or the ring); 0
     without one."""
-    return max((c.step_latency_s for c in cases if c.small_measured and not c.shared_nics), default=0.0)
+    return max((c.step_latency_s for c in cases if c.small_measured and c.steps_known), default=0.0)
 
 
 def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
@@ -347,7 +347,7 @@ def _crossing_latency_half_width(cases: Sequence[SystemCase]) -> float:
     latency per step across nodes, in either protocol, lies from the median of the other systems' (the
     largest)."""
     latency = 0.0
-    known = [c for c in cases if not c.shared_nics]
+    known = [c for c in cases if c.steps_known]
     for case in known:
         rest = [c for c in known if c.group != case.group]
         for step, of in ((lambda c: c.step_latency_s, lambda c: c.small_measured),

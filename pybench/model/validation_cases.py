@@ -110,6 +110,14 @@ class SystemCase:
     no step latency."""
 
     @property
+    def steps_known(self) -> bool:
+        """Whether its log says how long a step across nodes waits: not an all-reduce that may have crossed by the
+        tree or the ring, nor a ring of another collective, which may have waited on the network at every one of
+        its steps (GCP A4's and Polaris's all-gathers ran as if so) or only where it crosses a node (NCCL's tuning
+        model; DGX nodes on InfiniBand ran so): its steps are the reach of a described ring, not its step."""
+        return not self.shared_nics and self.collective == "allreduce"
+
+    @property
     def nics_met_at(self) -> float:
         """The NIC efficiency its own description is met at: its own, or the NICs' full rate where its node's links
         bound its log (they did not hold it back)."""
@@ -367,7 +375,11 @@ def system_cases(shared: Path, public: Path) -> list[SystemCase]:
             ("h100-a3mega-2x8", "a3mega", "gcp-a3-mega", "allreduce", "gcp_a3mega_2node16_allreduce.log", "",
              "eth-200g", "nvlink4"),
             ("b200-a4-gke-2x8", "a4", "gcp-a4", "allreduce", "gke_a4_b200_2node16_allreduce.log", "b200",
-             "eth-400g", "nvlink5")):
+             "eth-400g", "nvlink5"),
+            ("a100-sophia-allreduce", "sophia", "dgx-a100", "allreduce", "sophia_dgxa100_2node16_allreduce.log",
+             "vtrain", "ib-hdr", "nvlink3"),
+            ("a100-sophia-allgather", "sophia", "dgx-a100", "allgather", "sophia_dgxa100_2node16_allgather.log", "",
+             "ib-hdr", "nvlink3")):
         obs = _observations(_log_path(log, shared, public), 2)
         cases.append(_system_case(dataset, group, system, collective, obs, nodes.get(node), preset, intra))
     return cases

@@ -79,7 +79,7 @@ TODAY = [("between measured sizes", 0.995, 3.2, 0.4), (LEAVE_ONE_SIZE_OUT, 0.93,
          ("beyond the measured sizes", 0.97, 250.0, 19.0),
          ("another GPU count", 0.995, 25.0, 3.2), ("another GPU count per node", 0.95, 130.0, 26.0),
          ("another node count", 0.93, 215.0, 15.5),
-         ("system description", 0.945, 121.0, 18.5), ("preset", 0.98, 650.0, 175.0)]
+         ("system description", 0.965, 133.0, 22.0), ("preset", 0.98, 650.0, 175.0)]
 
 
 @pytest.mark.parametrize("kind, coverage, half_width, error", TODAY)
@@ -92,18 +92,24 @@ def test_held_out_accuracy_is_pinned(result, kind, coverage, half_width, error):
 
 def test_a_measured_node_with_its_description_is_pinned_held_out(result):
     score = result.score("system description", "a100-oci-2x8")  # a log with its node type measured alone
-    assert score.coverage >= 0.99 and score.median_error <= 14.5 and score.median_half_width <= 70.0, score
+    assert score.coverage >= 0.99 and score.median_error <= 14.5 and score.median_half_width <= 84.0, score
     # the node on another cluster, whose one-node bus bandwidth is below this cluster's 2-node one: its 4 and 8 GiB
-    # all-reduces run 1.23 times faster than that node allows, outside the interval since session 36
+    # all-reduces run 1.23 times faster than that node allows, outside the interval in session 36, inside since
+    # session 37 (ALCF Sophia's all-gather, 1.3 times faster at 1 GiB than the other rings' NIC efficiency says,
+    # widened the described bandwidth part from 0.11 to 0.14, and both logs' half-widths with it)
     score = result.score("system description", "mi300x-aac10-2x8")
-    assert score.coverage >= 0.86 and score.median_error <= 33.5 and score.median_half_width <= 70.0, score
+    assert score.coverage >= 0.86 and score.median_error <= 33.0 and score.median_half_width <= 87.0, score
 
 
 # Held-out median error of each described log: the middle sizes, where the bandwidth protocol's steps
 # across nodes rule, are what a description misses most.
-DESCRIBED_TODAY = {"a100-oci-2x8": 14.5, "b200-a4-2x8": 12.5, "b200-a4-gke-2x8": 11.0, "h100-p5-2x8": 12.0,
-                   "polaris-allgather": 47.5, "polaris-allreduce": 31.0, "h100-ib-nx8": 6.0, "h100-a3mega-2x8": 31.0,
-                   "mi300x-aac10-2x8": 33.5, "mi355x-aac14-2x8": 8.5}
+# (Session 37: a described all-gather's ring waits on the network at one of each node's steps, not all: Polaris's
+# all-gather 46.8% -> 4.2%; GCP A4's, whose every step ran as if waiting on the network, 11.9% -> 73.1%, inside its
+# interval by its reach; ALCF Sophia's DGX A100 logs joined, its all-gather held out at 75.3%.)
+DESCRIBED_TODAY = {"a100-oci-2x8": 14.5, "b200-a4-2x8": 74.0, "b200-a4-gke-2x8": 11.0, "h100-p5-2x8": 11.5,
+                   "polaris-allgather": 5.0, "polaris-allreduce": 34.0, "h100-ib-nx8": 6.0, "h100-a3mega-2x8": 31.0,
+                   "mi300x-aac10-2x8": 33.0, "mi355x-aac14-2x8": 7.0, "a100-sophia-allreduce": 12.0,
+                   "a100-sophia-allgather": 76.0}
 
 
 @pytest.mark.parametrize("dataset", sorted(DESCRIBED_TODAY))
