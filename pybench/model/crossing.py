@@ -108,7 +108,7 @@ def regime_crossing_s(r: LinkCost, schedule: str, collective: str, size: float, 
     (the NICs shared, or the node's links slower) else at its own."""
     hops, data, fill, label = crossing_terms(schedule, collective, size, world, nodes, r.algorithm)
     busbw = r.busbw_Bps if busbw_Bps is None else busbw_Bps
-    return r.base_s + hops * r.step_s + (data + fill * r.extra_steps) * size / busbw, label
+    return r.base_s + hops * r.step_s + nodes * r.node_step_s + (data + fill * r.extra_steps) * size / busbw, label
 
 
 def ranks_at_the_nics(collective: str, world: int, nodes: int, sharing: int = 1) -> int:
@@ -239,7 +239,7 @@ def nic_floor_s(model: ModelLinks, size: float, world: int, nodes: int, sharing:
     # NCCL's double tree (S per node on two nodes) crosses fewer bytes than the ring, where it may run at all
     tree = model.collective == "allreduce" and model.schedule == "ring"
     algorithms = ("ring", "double-tree") if tree else ("ring",)
-    bare = dataclasses.replace(link, base_s=0.0, step_s=0.0, extra_steps=0.0, regimes=())
+    bare = dataclasses.replace(link, base_s=0.0, step_s=0.0, node_step_s=0.0, extra_steps=0.0, regimes=())
     return min(regime_crossing_s(dataclasses.replace(bare, algorithm=a), model.schedule, model.collective, size,
                                  world, nodes, rate)[0] for a in algorithms)
 

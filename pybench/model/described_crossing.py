@@ -26,9 +26,10 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     ones at what those protocols reach across nodes, each step of the schedule across nodes at least as
     slow as a network step in its protocol (:mod:`pybench.model.calibration`); an
     all-reduce priced in the bytes of the algorithm that crosses (:func:`described_algorithm`), or in another
-    ``reading``'s (:data:`READINGS`), at its family's NIC efficiency (:func:`described_efficiency`). With
-    ``network_share`` below 1, only that share of a ring's steps waits on the network, the others on the
-    node's own links (see :func:`network_steps_undescribed`); with ``nic_share`` below 1, only that share of its
+    ``reading``'s (:data:`READINGS`), at its family's NIC efficiency (:func:`described_efficiency`). A ring
+    that passes chunks on (:func:`passes_on`) waits on the network once per node it passes, at the node's own pace
+    elsewhere; ``network_share`` prices that share of its steps (or of an all-to-all's) at the network's pace
+    instead (1: every step; see :func:`network_steps_undescribed`); with ``nic_share`` below 1, only that share of its
     NICs carries the crossing."""
     algorithm = READINGS[reading] if reading else described_algorithm(collective, schedule, system)
     efficiency = described_efficiency(collective, schedule, system, calibration, algorithm)
@@ -52,17 +53,19 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     if not small:  # a nominal rate, or a one-regime node: its one regime stands for both protocols
         small = (bandwidth,)
 
-    if network_share is None:
-        network_share = ring_network_share(collective, algorithm, system)
-    share = network_share if algorithm == "ring" else 1.0  # a tree's levels across nodes are all network hops
+    # A ring that passes chunks on waits on the network where it leaves a node, once per node it passes, and at the
+    # node's own pace elsewhere (NCCL's tuning model charges a ring's latency so); every step waiting on the network
+    # is a reading of its own (``network_share``): the reach of its interval.
+    per_node = network_share is None and schedule == "ring" and passes_on(collective, algorithm)
+    share = 1.0 if network_share is None or algorithm != "ring" else network_share  # a tree's levels: network hops
     if collective == "alltoall" and hops > 0:  # its sends to every peer go at once: one network round trip
         share = min(share, 1.0 / hops)
 
-    # the network steps a 2-node crossing holds: a passed-on ring's only its share (the calibration's whole latency)
-    crossed = hops * (share if collective in PIPELINED_RINGS else 1.0)
-
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
-        return dataclasses.replace(r, base_s=max(r.base_s - crossed * step, 0.0),
+        if per_node:  # (the calibration's whole 2-node latency holds both nodes' network steps)
+            return dataclasses.replace(r, base_s=max(r.base_s - 2 * step, 0.0), node_step_s=step, busbw_Bps=busbw,
+                                       label=label, algorithm=algorithm, nic_efficiency=efficiency)
+        return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
                                    step_s=max(r.step_s, share * step + (1.0 - share) * r.step_s),
                                    busbw_Bps=busbw, label=label, algorithm=algorithm, nic_efficiency=efficiency)
 
@@ -100,17 +103,20 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
                     f"its ring (it picks per system), between the tree's bytes and the ring's, in the interval; a "
                     f"measurement across nodes replaces this reading", False))
     many = calibration.crossing_ranks_per_node
-    if 0 < many < system.gpus_per_node:  # a node of more GPUs than any calibration log's (an NVL72 rack)
-        out.append((described_crossing(collective, schedule, intra, system, calibration,
-                                       nic_share=many / system.gpus_per_node),
+    # a node of more GPUs than any calibration log's (an NVL72 rack) drives that many GPUs' NICs, and at least one
+    fewer = max(many / system.gpus_per_node, 1.0 / system.nics_per_node) if many > 0 else 1.0
+    if fewer < 1.0:
+        out.append((described_crossing(collective, schedule, intra, system, calibration, nic_share=fewer),
                     f"{system.name} holds {system.gpus_per_node} GPUs per node, more than any log the crossing was "
                     f"calibrated on ({many:g}): whether NCCL drives all of its NICs across nodes or about as many as "
                     f"such a node has is not known (GB200 racks on 20 racks and GB300 racks on 2 crossed at about "
                     f"8 GPUs' NICs' worth); between the two, in the interval; a measurement across racks replaces "
                     f"this reading", False))
-    if ring_network_share(collective, described_algorithm(collective, schedule, system), system) < 1.0:
+    if passes_on(collective, described_algorithm(collective, schedule, system)) and system.gpus_per_node > 1:
         out.append((described_crossing(collective, schedule, intra, system, calibration, network_share=1.0),
-                    "", True))
+                    "a ring's every step may wait on the network (GCP A4's and Polaris's all-gathers ran so), not only "
+                    "where it leaves a node (NCCL's tuning model, as InfiniBand DGX nodes ran): the interval reaches "
+                    "it; a measurement across nodes replaces this reading", True))
     elif known := network_steps_undescribed(collective, schedule, system, calibration):
         out.append((described_crossing(collective, schedule, intra, system, calibration,
                                        network_share=known / system.gpus_per_node),
@@ -134,11 +140,10 @@ def network_steps_undescribed(collective: str, schedule: str, system: SystemDesc
     return known if ring and known > 0 and system.gpus_per_node > known else 0.0
 
 
-def ring_network_share(collective: str, algorithm: str, system: SystemDescription) -> float:
-    """The share of a described ring's steps that wait on the network: one in each node's ``gpus_per_node`` (as NCCL's
-    own tuning model charges a ring's latency, the steps inside a node at the node's pace), or every step where
-    the reading is of a ring whose every step waits (an all-reduce ring's ``steps`` reading)."""
-    return 1.0 / system.gpus_per_node if algorithm == "ring" and collective in PIPELINED_RINGS else 1.0
+def passes_on(collective: str, algorithm: str) -> bool:
+    """Whether a crossing is a ring that passes chunks on from rank to rank (:data:`PIPELINED_RINGS`), whose latency
+    is its path's: a network step where it leaves each node, the node's own pace elsewhere."""
+    return algorithm == "ring" and collective in PIPELINED_RINGS
 
 
 PIPELINED_RINGS = ("allgather", "reducescatter", "broadcast", "reduce")

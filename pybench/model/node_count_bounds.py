@@ -113,8 +113,8 @@ def bounded_by_fitted_node_counts(model: TimedModel, size: float, world: int, no
 
 def _bytes_s(model: TimedModel, size: float, world: int, nodes: int, sharing: int) -> float:
     """What the bytes alone take at (``world``, ``nodes``): the model's time with every latency set to 0."""
-    return model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0))._time(size, world, nodes,
-                                                                                              sharing)[0]
+    bare = model._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0, node_step_s=0.0))
+    return bare._time(size, world, nodes, sharing)[0]
 
 
 def _one_step_s(model: TimedModel, size: float, sharing: int) -> float:

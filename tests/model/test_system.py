@@ -406,13 +406,17 @@ def test_a_described_crossing_pays_a_network_step_where_its_schedule_crosses_nod
                                       for s in (2.0 ** k for k in range(10, 31))])
     model = node.with_system(load_system("dgx-h100"))
     assert model.inter is not None and node.intra is not None
-    own = node.intra.all_regimes()[0].step_s
-    crossing = model.inter.all_regimes()[0].step_s
-    assert crossing == pytest.approx(max(own, step / 8 + 7 / 8 * own))  # 1 of each node's 8 steps on the network
+    first = model.inter.all_regimes()[0]
+    assert first.step_s == node.intra.all_regimes()[0].step_s and first.node_step_s == step  # a network step per node
     tiny = 1 << 10
-    full, sparse = model.predict(tiny, 16, 2), model.predict(tiny, 4, 2)
-    assert full.time_s - sparse.time_s == pytest.approx((15 - 3) * crossing, rel=0.05)  # 16 ranks against 4
+    full, sparse, many = model.predict(tiny, 16, 2), model.predict(tiny, 4, 2), model.predict(tiny, 64, 8)
+    assert full.time_s - sparse.time_s == pytest.approx((15 - 3) * first.step_s, abs=1e-6)  # 16 ranks against 4
+    assert many.time_s - full.time_s == pytest.approx((63 - 15) * first.step_s + (8 - 2) * step, abs=1e-6)
     assert full.time_s < 15 * step / 2 < full.high_s  # every step on the network: the reach, not the answer
+    # one rank per node: every step leaves a node, as on a node of one GPU
+    one = load_system("dgx-h100").model_copy(update={"name": "one-gpu", "gpus_per_node": 1, "nics_per_node": 1})
+    lone = model.predict(tiny, 16, 16).time_s
+    assert lone == pytest.approx(node.with_system(one).predict(tiny, 16, 16).time_s, rel=0.05)
     tree = fit_topology("allreduce", _sweep(8)).with_system(load_system("dgx-h100"))
     two, sixteen = tree.predict(tiny, 16, 2).time_s, tree.predict(tiny, 128, 16).time_s
     assert sixteen - two == pytest.approx((8 - 2) * step, rel=0.05)  # 2 ceil(log2 nodes) levels
@@ -431,11 +435,10 @@ def test_a_described_crossing_runs_its_middle_sizes_in_the_bandwidth_protocol():
     *small, bandwidth = model.inter.all_regimes()
     assert small and all(r.busbw_Bps <= calibration.small_protocol_busbw_Bps for r in small)
     assert node.intra is not None
-    own = node.intra.all_regimes()[-1].step_s  # (one of each node's 8 ring steps waits on the network)
-    assert bandwidth.step_s == pytest.approx(max(own, calibration.bandwidth_step_latency_s / 8 + 7 / 8 * own))
-    assert bandwidth.step_s > small[0].step_s
+    assert bandwidth.node_step_s == pytest.approx(calibration.bandwidth_step_latency_s)  # (once per node passed)
+    assert bandwidth.node_step_s > small[0].node_step_s
     middle = model.predict(4 << 20, 16, 2)
-    assert middle.time_s >= 15 * bandwidth.step_s
+    assert middle.time_s >= 2 * calibration.bandwidth_step_latency_s
     assert middle.regime == f"{len(small) + 1} of {len(small) + 1}"
     assert model.predict(1 << 10, 16, 2).regime == "1 of 2"
 
