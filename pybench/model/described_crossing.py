@@ -27,7 +27,7 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     slow as a network step in its protocol (:mod:`pybench.model.calibration`); an
     all-reduce priced in the bytes of the algorithm that crosses (:func:`described_algorithm`), or in another
     ``reading``'s (:data:`READINGS`), at its family's NIC efficiency (:func:`described_efficiency`). A ring
-    that passes chunks on (:func:`passes_on`) waits on the network once per node it passes, at the node's own pace
+    waits on the network once or twice per node it passes (:func:`network_steps_per_node`), at the node's own pace
     elsewhere; ``network_share`` prices that share of its steps (or of an all-to-all's) at the network's pace
     instead (1: every step; see :func:`network_steps_undescribed`); with ``nic_share`` below 1, only that share of its
     NICs carries the crossing."""
@@ -56,14 +56,15 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     # A ring that passes chunks on waits on the network where it leaves a node, once per node it passes, and at the
     # node's own pace elsewhere (NCCL's tuning model charges a ring's latency so); every step waiting on the network
     # is a reading of its own (``network_share``): the reach of its interval.
-    per_node = network_share is None and schedule == "ring" and passes_on(collective, algorithm)
+    per_node = network_share is None and schedule == "ring" and network_steps_per_node(collective, algorithm) or 0
     share = 1.0 if network_share is None or algorithm != "ring" else network_share  # a tree's levels: network hops
     if collective == "alltoall" and hops > 0:  # its sends to every peer go at once: one network round trip
         share = min(share, 1.0 / hops)
 
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
         if per_node:  # (the calibration's whole 2-node latency holds both nodes' network steps)
-            return dataclasses.replace(r, base_s=max(r.base_s - 2 * step, 0.0), node_step_s=step, busbw_Bps=busbw,
+            return dataclasses.replace(r, base_s=max(r.base_s - 2 * per_node * step, 0.0),
+                                       node_step_s=per_node * step, busbw_Bps=busbw,
                                        label=label, algorithm=algorithm, nic_efficiency=efficiency)
         return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
                                    step_s=max(r.step_s, share * step + (1.0 - share) * r.step_s),
@@ -82,9 +83,9 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
     """The readings of a described crossing that its description cannot rule out besides its own, each with
     the caveat that says why ('' where an earlier one says it) and whether it only widens the interval.
 
-    The prediction lies between the readings that are not only reach (their span in the interval). A ring's
-    steps (every one waiting on the network: NCCL's ring on GPUs that share NICs ran so on 2 and 8 nodes)
-    are reach only: many nodes make them many times the tree's, and NCCL's tuner then picks the tree, so
+    The prediction lies between the readings that are not only reach (their span in the interval). An
+    all-reduce ring's steps (NCCL's ring on GPUs that share NICs ran on 2 and 8 nodes) are reach only: many nodes
+    make its two network steps per node many times the tree's levels, and NCCL's tuner then picks the tree, so
     they move the interval's far end, not the answer (:class:`~pybench.model.calibration.Spread`). The NICs at
     their full rate are reach too: the calibrated efficiency is a typical share of it, and a system may reach
     nearly all of it (a description cannot say how close), but none more."""
@@ -112,7 +113,8 @@ def other_described_readings(collective: str, schedule: str, intra: LinkCost, sy
                     f"such a node has is not known (GB200 racks on 20 racks and GB300 racks on 2 crossed at about "
                     f"8 GPUs' NICs' worth); between the two, in the interval; a measurement across racks replaces "
                     f"this reading", False))
-    if passes_on(collective, described_algorithm(collective, schedule, system)) and system.gpus_per_node > 1:
+    if network_steps_per_node(collective, described_algorithm(collective, schedule, system)) \
+            and system.gpus_per_node > 1:
         out.append((described_crossing(collective, schedule, intra, system, calibration, network_share=1.0),
                     "a ring's every step may wait on the network (GCP A4's and Polaris's all-gathers ran so), not only "
                     "where it leaves a node (NCCL's tuning model, as InfiniBand DGX nodes ran): the interval reaches "
@@ -140,10 +142,14 @@ def network_steps_undescribed(collective: str, schedule: str, system: SystemDesc
     return known if ring and known > 0 and system.gpus_per_node > known else 0.0
 
 
-def passes_on(collective: str, algorithm: str) -> bool:
-    """Whether a crossing is a ring that passes chunks on from rank to rank (:data:`PIPELINED_RINGS`), whose latency
-    is its path's: a network step where it leaves each node, the node's own pace elsewhere."""
-    return algorithm == "ring" and collective in PIPELINED_RINGS
+def network_steps_per_node(collective: str, algorithm: str) -> int:
+    """How many of a ring's steps wait on the network per node it passes, where its latency is its path's (a ring
+    that passes chunks on, :data:`PIPELINED_RINGS`: once; an all-reduce's ring, a reduce-scatter then an
+    all-gather: twice), as NCCL's tuning model charges it; 0 for a crossing whose steps are all network hops (a tree's
+    levels, a send/recv) or go at once (an all-to-all)."""
+    if algorithm != "ring":
+        return 0
+    return 2 if collective == "allreduce" else int(collective in PIPELINED_RINGS)
 
 
 PIPELINED_RINGS = ("allgather", "reducescatter", "broadcast", "reduce")
@@ -154,7 +160,7 @@ tree)."""
 
 READINGS = {"tree": "double-tree", "ring-bytes": "tree", "steps": "ring"}
 """A described all-reduce crossing's readings: NCCL's double binary tree's bytes, the ring's bytes at the tree's
-latency, and the ring's bytes and steps, each waiting on the network."""
+latency, and the ring's bytes and steps (two per node at the network's pace, :func:`network_steps_per_node`)."""
 
 
 def described_algorithm(collective: str, schedule: str, system: SystemDescription) -> str:

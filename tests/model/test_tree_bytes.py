@@ -136,11 +136,14 @@ def test_a_described_all_reduce_on_gpus_that_share_nics_lies_between_the_tree_an
             assert p.low_s < min(by_tree, by_ring) and p.high_s > max(by_tree, by_ring)
             if nodes == 2:  # S through each node's NICs for the tree, 2(p-1)/p S for the ring
                 assert by_ring > 1.2 * by_tree
-            # NCCL's ring pays every one of its steps across the network (Polaris's 2-node all-reduce did):
-            # in the middle sizes far slower than either; the interval reaches it, the answer does not move
+            # NCCL's ring waits on the network twice per node it passes (Polaris's 2-node all-reduce ran the ring),
+            # where the tree waits at its levels: in the middle sizes slower than either; the interval reaches it, the
+            # answer does not move. Not every one of its 2(p-1) steps (until session 37: 268 ms at the upper end
+            # of ABCI's 16 x 8 all-reduce of 1 MiB, which took 200 us)
             mid = model.predict(1 << 20, world, nodes)
             by_steps = steps.predict(1 << 20, world, nodes).time_s
-            assert by_steps > 2 * mid.time_s and mid.high_s >= by_steps * (1 - 1e-9)
+            assert by_steps > 1.5 * mid.time_s and mid.high_s >= by_steps * (1 - 1e-9)
+            assert steps.inter.node_step_s == pytest.approx(2 * calibration.bandwidth_step_latency_s)  # a measured node
             assert mid.time_s == pytest.approx(math.sqrt(tree.predict(1 << 20, world, nodes).time_s
                                                          * ring.predict(1 << 20, world, nodes).time_s), rel=1e-9)
         else:
