@@ -42,12 +42,14 @@ part). The terms:
   part is how far real logs fall from their description where latency rules;
 * ``span``: what the inputs cannot determine at all. A link fitted at one layout cannot tell a
   per-call latency from a per-step one (both are constant there); at another layout the two
-  readings part. Across nodes the per-step reading is taken (NCCL's cost model charges a network
-  hop per step); inside a node the prediction is their geometric mean with half their log ratio
-  as the span.
+  readings part. Across nodes the per-step reading is taken, the slower one (NCCL's cost model charges
+  the network only where a ring leaves a node, but a latency fitted at one layout cannot say how much
+  of it is the network's); inside a node the prediction is their geometric mean with half their log
+  ratio as the span.
 
 Some readings a system description leaves open only widen the interval (where GPUs share NICs,
-NCCL's ring paying every one of its steps across the network): the interval reaches from the time
+NCCL's all-reduce ring paying two network steps per node where its tree pays its levels; a ring whose every step
+waits on the network): the interval reaches from the time
 down to the fastest and up to the slowest of them (``below``, ``above``), so a reading that many
 nodes make implausible moves the interval's far end, not the answer.
 """
@@ -138,8 +140,9 @@ class Calibration:
     they move little per network round trip whatever the NICs' rate."""
     crossing_ranks_per_node: float
     """The most ranks per node of any log the steps across nodes were calibrated on: up to there every step
-    of a ring is known to wait on the network; beyond, the logs cannot say whether the steps inside a node
-    do (:func:`pybench.model.described_crossing.network_steps_undescribed`)."""
+    of an all-to-all is known to wait on the network, beyond, not
+    (:func:`pybench.model.described_crossing.network_steps_undescribed`); and a node of more GPUs may drive only
+    that many GPUs' NICs."""
     slower_widening_above_sweep: float
     """Log half-width per unit of log size distance on the slow side of a sweep carried on above its sizes (the
     fast side is :data:`BEYOND_SIZES`' widening). NCCL runs each size in the fastest of its protocols and
