@@ -286,8 +286,7 @@ class TopologyModel:
         shape_measured = (described and across and priced is not None and priced.is_described
                           and self.backend in GPU_BACKENDS
                           and self.intra is not None and not (self.intra.is_described or self.intra.is_preset))
-        bytes_only = self._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0,
-                                                                             node_step_s=0.0))
+        bytes_only = self._with_links(lambda r: dataclasses.replace(r, base_s=0.0, step_s=0.0, node_step_s=0.0))
         share = min(bytes_only._time(size, world, nodes, sharing)[0] / time_s, 1.0)
         readings = self._latency_readings(size, world, nodes, sharing)
         span = own_miss_span(self, kind, across)  # the cost shape's misfit at the layouts it was fitted on

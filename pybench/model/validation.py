@@ -321,9 +321,9 @@ def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, floa
     """The medians over ``cases`` of the small-size and the bandwidth protocols' latency per step across nodes
     (on a measured node, and on a nominal one), and of the small-size protocols' bus bandwidth (0 without a
     case), and the most ranks per node among them.
-    An all-reduce whose ranks share NICs (:attr:`SystemCase.shared_nics`), which may have crossed by the tree or the
-    ring, cannot say how many steps it paid: it says nothing of the latency per step. A sweep that never reached
-    the small-size protocols (:attr:`SystemCase.small_measured`) says nothing of them."""
+    A log that cannot say how many steps across nodes it paid says nothing of the latency per step
+    (:attr:`SystemCase.steps_known`: an all-reduce whose ranks share NICs, a ring of another collective). A sweep
+    that never reached the small-size protocols (:attr:`SystemCase.small_measured`) says nothing of them."""
     def median(values: list[float]) -> float:
         return float(np.median(values)) if values else 0.0
 
@@ -337,8 +337,7 @@ def _crossing_protocols(cases: Sequence[SystemCase]) -> tuple[float, float, floa
 
 def _slowest_network_step(cases: Sequence[SystemCase]) -> float:
     """The longest small-size latency per step across nodes among ``cases`` whose sweeps ran the small-size
-    protocols and whose steps are known (not an all-reduce that may have crossed by the tree or the ring); 0
-    without one."""
+    protocols and whose steps are known (:attr:`SystemCase.steps_known`); 0 without one."""
     return max((c.step_latency_s for c in cases if c.small_measured and c.steps_known), default=0.0)
 
 
