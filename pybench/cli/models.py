@@ -275,7 +275,7 @@ def describe_topology(tm) -> str:
         for k, r in enumerate(regimes, 1):
             bandwidth = " (bandwidth)" if k == len(regimes) else ""
             which = f" regime {k} of {len(regimes)}{bandwidth}" if link.regimes else ""
-            per_node = f", per node passed {r.node_step_s * 1e6:.2f} us" if r.node_step_s else ""
+            per_node = f", per node boundary {r.node_step_s * 1e6:.2f} us" if r.node_step_s else ""
             lines.append(f"  {name}{which}: base {r.base_s * 1e6:.2f} us, per step {r.step_s * 1e6:.3f} us{per_node}, "
                          f"bus bandwidth {r.busbw_Bps / 1e9:.2f} GB/s, pipeline steps c {r.extra_steps:.3f}"
                          f"{spans.get(f'{k} of {len(regimes)}', '')}")

@@ -108,7 +108,14 @@ def regime_crossing_s(r: LinkCost, schedule: str, collective: str, size: float, 
     (the NICs shared, or the node's links slower) else at its own."""
     hops, data, fill, label = crossing_terms(schedule, collective, size, world, nodes, r.algorithm)
     busbw = r.busbw_Bps if busbw_Bps is None else busbw_Bps
-    return r.base_s + hops * r.step_s + nodes * r.node_step_s + (data + fill * r.extra_steps) * size / busbw, label
+    latency = r.base_s + hops * r.step_s + network_steps(collective, nodes) * r.node_step_s
+    return latency + (data + fill * r.extra_steps) * size / busbw, label
+
+
+def network_steps(collective: str, nodes: int) -> int:
+    """The node boundaries a ring's chunk passes on its path (NCCL's tuning model): an all-gather's or a
+    reduce-scatter's ``nodes - 1``; a broadcast's or a reduce's, and each of an all-reduce's two passes, ``nodes``."""
+    return nodes - 1 if collective in ("allgather", "reducescatter") else nodes
 
 
 def ranks_at_the_nics(collective: str, world: int, nodes: int, sharing: int = 1) -> int:

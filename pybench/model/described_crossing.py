@@ -12,7 +12,7 @@ import dataclasses
 import math
 
 from pybench.model.calibration import Calibration
-from pybench.model.crossing import bytes_pass_node_links
+from pybench.model.crossing import bytes_pass_node_links, network_steps
 from pybench.model.link_cost import LinkCost
 from pybench.model.system import SystemDescription
 from pybench.model.topology_schedules import crossing_algorithms, crossing_terms
@@ -53,8 +53,8 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     if not small:  # a nominal rate, or a one-regime node: its one regime stands for both protocols
         small = (bandwidth,)
 
-    # A ring that passes chunks on waits on the network where it leaves a node, once per node it passes, and at the
-    # node's own pace elsewhere (NCCL's tuning model charges a ring's latency so); every step waiting on the network
+    # A ring that passes chunks on waits on the network at each node boundary its chunk passes (crossing.network_steps),
+    # and at the node's own pace elsewhere (NCCL's tuning model charges a ring's latency so); every step waiting on the network
     # is a reading of its own (``network_share``): the reach of its interval.
     per_node = network_steps_per_node(collective, algorithm) if network_share is None and schedule == "ring" else 0
     share = 1.0 if network_share is None or algorithm != "ring" else network_share  # a tree's levels: network hops
@@ -62,8 +62,8 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
         share = min(share, 1.0 / hops)
 
     def across(r: LinkCost, step: float, busbw: float) -> LinkCost:
-        if per_node:  # (the calibration's whole 2-node latency holds both nodes' network steps)
-            return dataclasses.replace(r, base_s=max(r.base_s - 2 * per_node * step, 0.0),
+        if per_node:  # (the calibration's whole 2-node latency holds its network steps there)
+            return dataclasses.replace(r, base_s=max(r.base_s - network_steps(collective, 2) * per_node * step, 0.0),
                                        node_step_s=per_node * step, busbw_Bps=busbw,
                                        label=label, algorithm=algorithm, nic_efficiency=efficiency)
         return dataclasses.replace(r, base_s=max(r.base_s - hops * step, 0.0),
@@ -143,7 +143,8 @@ def network_steps_undescribed(collective: str, schedule: str, system: SystemDesc
 
 
 def network_steps_per_node(collective: str, algorithm: str) -> int:
-    """How many of a ring's steps wait on the network per node it passes, where its latency is its path's (a ring
+    """How many of a ring's steps wait on the network per node boundary its chunk passes
+    (:func:`~pybench.model.crossing.network_steps`), where its latency is its path's (a ring
     that passes chunks on, :data:`PIPELINED_RINGS`: once; an all-reduce's ring, a reduce-scatter then an
     all-gather: twice), as NCCL's tuning model charges it; 0 for a crossing whose steps are all network hops (a tree's
     levels, a send/recv) or go at once (an all-to-all)."""

@@ -36,8 +36,9 @@ class LinkCost:
     algorithm: str = "ring"
     """Across nodes, the algorithm this regime runs between them (``ring`` or ``tree``)."""
     node_step_s: float = 0.0
-    """Across nodes, a latency paid once per node a crossing passes, on top of its steps' (a described ring that
-    passes chunks on waits on the network where it leaves a node, at the node's own pace elsewhere); 0 elsewhere.
+    """Across nodes, a latency paid at each node boundary a crossing's chunk passes
+    (:func:`pybench.model.crossing.network_steps`), on top of its steps' (a described ring that passes chunks on waits
+    on the network there, at the node's own pace elsewhere); 0 elsewhere.
     Not in the file: a described link is priced again from its description."""
     nic_efficiency: float = 0.0
     """A described crossing's share of its NICs' rate (what it was priced at: the calibrated one, or 1 for the NICs
