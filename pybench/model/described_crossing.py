@@ -53,9 +53,9 @@ def described_crossing(collective: str, schedule: str, intra: LinkCost, system: 
     if not small:  # a nominal rate, or a one-regime node: its one regime stands for both protocols
         small = (bandwidth,)
 
-    # A ring that passes chunks on waits on the network at each node boundary its chunk passes (crossing.network_steps),
-    # and at the node's own pace elsewhere (NCCL's tuning model charges a ring's latency so); every step waiting on the network
-    # is a reading of its own (``network_share``): the reach of its interval.
+    # A ring that passes chunks on waits on the network at each node boundary its chunk passes
+    # (crossing.network_steps), at the node's own pace elsewhere (NCCL's tuning model charges a ring's latency so);
+    # every step waiting on the network is a reading of its own (``network_share``): the reach of its interval.
     per_node = network_steps_per_node(collective, algorithm) if network_share is None and schedule == "ring" else 0
     share = 1.0 if network_share is None or algorithm != "ring" else network_share  # a tree's levels: network hops
     if collective == "alltoall" and hops > 0:  # its sends to every peer go at once: one network round trip
