@@ -155,8 +155,8 @@ def network_steps_per_node(collective: str, algorithm: str) -> int:
 
 PIPELINED_RINGS = ("allgather", "reducescatter", "broadcast", "reduce")
 """Collectives whose ring passes a chunk on from rank to rank: its latency is the path's, whose steps between nodes
-are one per node (an all-to-all's sends go at once, a send/recv's step is one hop, an all-reduce crosses by a
-tree)."""
+are the node boundaries its chunk passes (:func:`~pybench.model.crossing.network_steps`; an all-to-all's sends go
+at once, a send/recv's step is one hop, an all-reduce crosses by a tree)."""
 
 
 READINGS = {"tree": "double-tree", "ring-bytes": "tree", "steps": "ring"}
