@@ -162,7 +162,7 @@ def run_fit(args) -> int:
         if m not in usable:
             how = "-m 1:8G" if m.source == "osu" else "--sizes 8:8G" if m.source == "pybench" else "-b 8 -e 8G"
             rows = "".join(f"; {n}" for n in m.notes if n.startswith("line "))  # its rows left out, if any
-            line = (f"warning: {m.path}: {m.label}{f' {m.dtype}' if rows else ''} has {len(m)} size(s); skipped (a "
+            line = (f"warning: {m.path}: {m.label}{f' {m.dtype}' if rows else ''} has {_sizes_said(m)}; skipped (a "
                     f"model needs at least 2 sizes and 3 measured times; sweep more, e.g. {how}){rows}")
             short[line] = short.get(line, 0) + 1
     for line, n in short.items():
@@ -484,3 +484,9 @@ def run_predict(args) -> int:
         write_json(Path(args.json), stamp(PREDICTION, {"model_file": str(args.model), "records": records}),
                    args.force)
     return 0
+
+
+def _sizes_said(m) -> str:
+    """``3 size(s)``, or ``1 distinct size(s) in 4 rows`` where rows repeat a size."""
+    distinct = len(set(m.size_bytes.tolist()))
+    return f"{distinct} size(s)" if distinct == len(m) else f"{distinct} distinct size(s) in {len(m)} rows"

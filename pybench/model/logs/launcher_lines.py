@@ -23,7 +23,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-_LAUNCHER_RE = re.compile(r"(?:^|[\s/;&|(`'\"])(mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun|"
+_LAUNCHER_RE = re.compile(r"(?:^|[\s/;&|(`'\"])(mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun|ibrun|"
                           r"flux(?:\s+mini)?\s+(?:run|submit))(?=\s)")
 
 
@@ -81,7 +81,7 @@ _PER_PROCESS = {"-g": "g", "--ngpus": "g", "-t": "t", "--nthreads": "t"}
 _SEPARATORS = ("&&", "||", ";", "|", "&")
 
 
-_ANOTHER_LAUNCH = re.compile(r"(?:^|/)(?:mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun|flux)$")
+_ANOTHER_LAUNCH = re.compile(r"(?:^|/)(?:mpirun_rsh|mpirun|mpiexec(?:\.hydra)?|orterun|srun|jsrun|aprun|ibrun|flux)$")
 
 
 def _nccl_test(words: list[str]) -> tuple[str, list[str]]:
@@ -221,7 +221,7 @@ def _read(launcher: str, options: dict[str, str]) -> Launch:
         hosts = _count(options, "-N", "--nodes")
         per_host = _count(options, "--ntasks-per-node", "--tasks-per-node")
         ranks = _count(options, "-n", "--ntasks") or (hosts * per_host if hosts and per_host else None)
-        return Launch(launcher, ranks, hosts)
+        return Launch(launcher, ranks, hosts or _hosts(ranks, per_host))  # (--ntasks with --ntasks-per-node)
     if launcher == "jsrun":
         sets = _count(options, "-n", "--nrs")
         ranks = _count(options, "-p", "--np") or (sets * (_count(options, "-a", "--tasks_per_rs") or 1)
@@ -231,7 +231,7 @@ def _read(launcher: str, options: dict[str, str]) -> Launch:
         ranks = _count(options, "-n")
         return Launch(launcher, ranks, _hosts(ranks, _count(options, "-N")))
     ranks = _count(options, "-np", "--np", "-n", "-c")
-    per_host = _count(options, "-ppn", "-perhost", "-npernode", "--npernode", "-N")
+    per_host = _count(options, "-ppn", "--ppn", "-perhost", "-npernode", "--npernode", "-N")  # (--ppn: Cray PALS)
     ppr = re.fullmatch(r"ppr:(\d+):node\S*", options.get("--map-by", options.get("-map-by", "")))
     if per_host is None and ppr:
         per_host = int(ppr.group(1))

@@ -12,6 +12,7 @@ osu_bibw counts both directions, so its time per message pair is 2 x size / band
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -170,6 +171,7 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
     values: list[float] = []
     lows: list[float] = []
     highs: list[float] = []
+    printed: list[tuple[int, str]] = []  # (line, value as printed) of each row kept
     zeros = 0
     for k in range(header + 1, len(lines)):
         ln = lines[k].strip()
@@ -188,6 +190,11 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
             if sum(1 for t in toks[1:] if re.search("[A-Za-z]", t)) >= 2:  # text that starts with a number
                 notes.append(f"line {k + 1}: not a row of the table (text starting with a number), skipped")
                 continue
+            if sizes and len(toks) <= max(c for c in columns if c) and not any(ln.strip() for ln in lines[k + 1:]):
+                # the log's last line, short of its columns: a run cut in its row
+                notes.append(f"line {k + 1}: size {toks[0]} left out: the log ends inside its row ({ln[:40]!r}): "
+                             f"a run cut short")
+                break
             raise FileFormatError(f"{path}: line {k + 1}: expected size and {kind} numbers, "
                                   f"got {ln[:60]!r}") from None
         if toks[-1].lower() == "fail":  # -c: OSU checked the result and it was wrong
@@ -209,10 +216,31 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
         values.append(value)
         lows.append(low)
         highs.append(high)
+        printed.append((k, toks[value_col]))
     if not sizes:
-        raise FileFormatError(f"{path}: line {header + 1}: OSU table has no rows"
-                              + (" other than size 0" if zeros else ""))
+        raise EmptyTable(f"{path}: line {header + 1}: OSU table has no rows" + (" other than size 0" if zeros else ""))
+    if _cut_short(lines, printed):
+        k, as_printed = printed[-1]
+        notes.append(f"line {k + 1}: size {sizes[-1]} left out: the log ends inside its row ({as_printed!r}, where OSU "
+                     f"prints {_decimals(printed[0][1])} decimals): a run cut short")
+        return sizes[:-1], values[:-1], lows[:-1], highs[:-1]
     return sizes, values, lows, highs
+
+
+class EmptyTable(FileFormatError):
+    """An OSU header with no row under it (the test failed or was cut before its first size)."""
+
+
+def _decimals(value: str) -> int:
+    return len(value.partition(".")[2])
+
+
+def _cut_short(lines: list[str], printed: list[tuple[int, str]]) -> bool:
+    """Whether the table's last row is the log's last line and its value has fewer decimals than OSU printed on
+    every other row (a log cut inside that row: ``69`` where ``6966.12`` was being written)."""
+    if len(printed) < 2 or any(ln.strip() for ln in lines[printed[-1][0] + 1:]):
+        return False
+    return _decimals(printed[-1][1]) < min(_decimals(v) for _, v in printed[:-1])
 
 
 # OSU 7 prints "# Datatype: MPI_FLOAT." above the table; older versions move bytes (MPI_CHAR).
@@ -275,24 +303,41 @@ def _world(preamble: list[str], name: str, world_size: int | None, notes: list[s
     return None
 
 
+# osu_latency, osu_bw, osu_bibw (and their _mt, _mp, _persistent forms), osu_mbw_mr, osu_multi_lat: their ranks are
+# pairs of a point-to-point test, never a collective's
+_POINT_TO_POINT_PROGRAM = re.compile(r"\bosu_(?:latency|bw|bibw|mbw_mr|multi_lat)\w*")
+
+
 def _world_of_table(lines: list[str], header: int, name: str, world_size: int | None,
                     notes: list[str]) -> int | None:
     """Ranks of the table under ``header``: from its own preamble (since the previous table); where that
-    holds no launcher line at all, from the one rank count the log's launcher lines above agree on. A
-    launcher line of its own without a count says nothing: an earlier test's count is not this one's."""
+    holds no launcher line at all, from the one rank count the log's launcher lines above agree on (of a
+    collective, not those that run a point-to-point test). A launcher line of its own without a count says
+    nothing: an earlier test's count is not this one's."""
     own = lines[_previous_header(lines, header):header]
     world = _world(own, name, world_size, notes)
     if world is not None or any(read_launch(ln) for ln in own):
         return world
-    counts = {launch.ranks for ln in lines[:header] if (launch := read_launch(ln)) and launch.ranks}
+    above = [ln for ln in lines[:header] if name in _TWO_RANK_TESTS or not _POINT_TO_POINT_PROGRAM.search(ln)]
+    counts = {launch.ranks for ln in above if (launch := read_launch(ln)) and launch.ranks}
     if len(counts) == 1:
-        return _world(lines[:header], name, world_size, notes)
+        return _world(above, name, world_size, notes)
     flux = None if counts else flux_layout(_trailer(lines, header))  # (under Flux, no launcher line is printed)
     if flux is None:
         return None
     notes.append(f"world size {flux.ranks} from the Flux jobspec after the table")
     notes.append(f"{flux.ranks} ranks on {flux.nodes} host(s) per the Flux jobspec")
     return flux.ranks
+
+
+_BUFFERS_RE = re.compile(r"#\s*Send Buffer on (\w+).*Receive Buffer on (\w+)", re.IGNORECASE)
+
+
+def _host_buffers(lines: list[str], header: int) -> bool:
+    """Whether the table's preamble says both buffers were on the host (``# Send Buffer on HOST (H) and Receive
+    Buffer on HOST (H)``): a CUDA build of OSU run without ``-d cuda``."""
+    said = [m for ln in lines[_previous_header(lines, header):header] if (m := _BUFFERS_RE.search(ln))]
+    return bool(said) and all(g.upper() == "HOST" for g in said[-1].groups())
 
 
 def _trailer(lines: list[str], header: int) -> list[str]:
@@ -336,13 +381,22 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
                               f"or fit it without --collective")
     previous_title = None
     sets: list[MeasurementSet] = []
+    skipped: list[str] = []
     for header, title, kind, columns in tables:
         if title is None and previous_title is not None and _kind_of(previous_title) == kind:
             title = previous_title  # a header repeated without its title belongs to the same test, if of its kind
         previous_title = title
         notes = [f"table {len(sets) + 1} of {len(tables)} (line {header + 1})"] if len(tables) > 1 else []
-        sets.append(_one_table(path, lines, header, title, kind, columns, collective, world_size, notes))
-    return sets
+        try:
+            sets.append(_one_table(path, lines, header, title, kind, columns, collective, world_size, notes))
+        except EmptyTable as empty:
+            if len(tables) == 1:
+                raise
+            skipped.append(f"{str(empty).removeprefix(f'{path}: ')}: that test printed nothing (it failed or was "
+                           f"cut short), skipped")
+    if not sets:
+        raise FileFormatError(f"{path}: none of its {len(tables)} OSU tables has rows")
+    return [dataclasses.replace(m, notes=(*m.notes, *skipped)) for m in sets]
 
 
 def _kind_of(title: tuple[str, str]) -> str:
@@ -380,7 +434,8 @@ def _one_table(path, lines: list[str], header: int, title: tuple[str, str] | Non
         if columns[1]:
             time_low, time_high = np.array(lows) * 1e-6, np.array(highs) * 1e-6
     backend = "nccl" if title and title[0].upper().startswith("NCCL") else "mpi"
-    if backend == "mpi" and title and "-" in title[0]:  # "MPI-CUDA": OSU's title when -d cuda / D D put them there
+    if backend == "mpi" and title and "-" in title[0] and not _host_buffers(lines, header):
+        # "MPI-CUDA": OSU's title when it was built with CUDA; -d cuda (D D) puts the buffers there
         notes.append(f"buffers in {title[0].split('-', 1)[1].lower()} device memory (OSU {title[0]})")
     # "# Datatype:" sits above the header (OSU 7.3+) or just below it (7.2)
     dtype = _dtype(lines[_previous_header(lines, header):header + 2], name, notes)
