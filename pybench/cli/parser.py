@@ -19,10 +19,48 @@ from pybench.sizes import parse_sizes
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``error`` raises a UsageError that :func:`run` prints."""
+    """argparse with one-line errors: ``error`` raises a UsageError that :func:`run` prints; an option of one
+    value given twice with two values is refused (argparse would keep the last one silently)."""
 
     def error(self, message: str) -> NoReturn:  # raises instead of printing usage and exiting
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def add_argument(self, *args, **kwargs):
+        if args and str(args[0]).startswith("-") and kwargs.get("action") is None and kwargs.get("nargs") is None:
+            kwargs["action"] = _Once
+        return super().add_argument(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, rest = super().parse_known_args(args, namespace)
+        if hasattr(parsed, _GIVEN):
+            delattr(parsed, _GIVEN)  # (what each option was given as: no argument of the command)
+        return parsed, rest
+
+
+_GIVEN = "_pybench_options_given"
+
+
+class _Once(argparse.Action):
+    """Store the option's value, refusing a second, other value: `fit --world 32 --world 64` meant one world per
+    input, and argparse would have fitted both logs at 64 ranks."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        given = getattr(namespace, _GIVEN, None)
+        if given is None:
+            given = {}
+            setattr(namespace, _GIVEN, given)
+        if self.dest in given and given[self.dest][1] != values:
+            first, _ = given[self.dest]
+            each = (f"; one per input goes comma-separated ({option_string} {first},{_values_text(values)})"
+                    if "[,N...]" in str(self.metavar) else "")
+            raise argparse.ArgumentError(self, f"given twice ({first} and {_values_text(values)}): give it once{each}")
+        given[self.dest] = (_values_text(values), values)
+        setattr(namespace, self.dest, values)
+
+
+def _values_text(values) -> str:
+    """An option's parsed value as the user wrote it, near enough: (2, 4) as 2,4."""
+    return ",".join(map(str, values)) if isinstance(values, tuple) else str(values)
 
     def _print_message(self, message: str, file=None) -> None:
         # argparse drops an OSError here: --help into a full disk or a closed pipe would exit 0

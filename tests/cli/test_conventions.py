@@ -149,3 +149,19 @@ def test_dash_n_is_still_the_rank_count_of_profile():
 def test_bad_alias_values_are_one_line_exit_2(tmp_path):
     proc = run_pybench(["allreduce", "-b", "1M", "-e", "1M", "--sizes", "1M"], tmp_path, timeout=30)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
+
+
+def test_an_option_of_one_value_given_twice_with_two_values_is_refused(tmp_path, capsys):
+    """`fit A B --world 32 --world 64` fitted both logs at 64 ranks (argparse keeps the last value): the 4-node run's
+    all-reduce was pooled into the 8-node one's and lost. The same value twice is harmless and taken."""
+    from pybench.cli.main import main
+
+    log = tmp_path / "a.out"
+    log.write_text("# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)\n4 3.1\n1024 9.5\n65536 90.0\n")
+    assert main(["fit", str(log), "--world", "32", "--world", "64", "-o", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--world: given twice (32 and 64)" in err and "--world 32,64" in err
+    assert main(["fit", str(log), "--world", "32", "--world", "32", "-o", str(tmp_path / "m.json")]) == 0
+    assert "32 ranks" in capsys.readouterr().out
+    assert main(["predict", str(tmp_path / "m.json"), "--sizes", "1K", "--sizes", "4K"]) == 2
+    assert "--sizes: given twice (1K and 4K): give it once" in capsys.readouterr().err
