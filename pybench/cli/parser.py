@@ -36,6 +36,17 @@ class Parser(argparse.ArgumentParser):
             delattr(parsed, _GIVEN)  # (what each option was given as: no argument of the command)
         return parsed, rest
 
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse drops an OSError here: --help into a full disk or a closed pipe would exit 0
+        if message:
+            file = file or sys.stderr
+            try:
+                file.write(message)
+            except OSError as exc:
+                if file is not sys.stdout:
+                    raise
+                raise _StdoutFailed(exc) from None
+
 
 _GIVEN = "_pybench_options_given"
 
@@ -62,16 +73,6 @@ def _values_text(values) -> str:
     """An option's parsed value as the user wrote it, near enough: (2, 4) as 2,4."""
     return ",".join(map(str, values)) if isinstance(values, tuple) else str(values)
 
-    def _print_message(self, message: str, file=None) -> None:
-        # argparse drops an OSError here: --help into a full disk or a closed pipe would exit 0
-        if message:
-            file = file or sys.stderr
-            try:
-                file.write(message)
-            except OSError as exc:
-                if file is not sys.stdout:
-                    raise
-                raise _StdoutFailed(exc) from None
 
 
 class _StdoutFailed(BaseException):

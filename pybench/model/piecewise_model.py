@@ -256,7 +256,13 @@ class AlphaBetaModel:
             low = np.where(above_top, np.maximum(low, float(top_t) * math.exp(-down)), low)
             per_byte = float(top_t) * math.exp(up) / self.size_max_bytes
             high = np.where(above_top, np.minimum(high, np.maximum(per_byte * s, t_arr)), high)
-            low = np.where(above_top, np.maximum(low, self._nic_floor_s(s)), low)
+            # no faster than the described NICs carry: the time too, not only its low end (which alone inverted the
+            # interval where the curve carried on ran faster than the NICs)
+            floor = np.where(above_top, self._nic_floor_s(s), 0.0)
+            if np.any(floor > t_arr):
+                said += "; raised to what the described NICs carry"
+            t_arr = np.maximum(t_arr, floor)
+            low, high = np.maximum(low, floor), np.maximum(high, t_arr)
         # Fewer bytes take no longer, but for a protocol switch just below the sweep (real logs run a size there
         # slower than the one above it): further below, the upper end stays that first octave's.
         if np.any(far_below := s < self.size_min_bytes / 2):
@@ -277,8 +283,9 @@ class AlphaBetaModel:
         the model is on a system description (:func:`~pybench.model.crossing.nic_floor_s`), else 0: above the
         sweep, the largest size's own low end alone let 1 TiB promise 33 TB/s."""
         nodes, tm, world = self._fitted_nodes(), self.topology, self.world_size
-        if tm is None or tm.system is None or not nodes or nodes < 2 or not world:
-            return np.zeros(np.shape(sizes))
+        from pybench.model.description_checks import nics_contradicted
+        if tm is None or tm.system is None or not nodes or nodes < 2 or not world or nics_contradicted(tm, tm.system):
+            return np.zeros(np.shape(sizes))  # (NICs the sweep outran are not its cluster's: they bound nothing)
         from pybench.model.crossing import nic_floor_s
         return np.vectorize(lambda x: nic_floor_s(tm, float(x), world, nodes), otypes=[float])(sizes)
 

@@ -18,7 +18,9 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from pybench.collectives import measure_command
 from pybench.errors import BackendUnavailable, FileFormatError, NoModelFor, NotDetermined, PyBenchError, UsageError
+from pybench.model.calibration import BEYOND_SIZES
 from pybench.planning.topology_models import TopologyCollective, merge_part_full, topology_collectives
+from pybench.sizes import format_size
 
 __all__ = ["Prediction", "CollectiveModel", "CommTime", "ModelSet", "load_model_set", "as_model_set",
            "UPPER_BOUND"]
@@ -246,6 +248,11 @@ class ModelSet:
             provenance = str(getattr(pred, "provenance", "") or "")
         if provenance:  # what the figure rests on, in the words `pybench predict` prints
             where += f": {provenance}"
+        if BEYOND_SIZES in provenance:  # (the JSON's `where` says it per call; the text says it once)
+            largest = getattr(model, "size_max_bytes", None) or getattr(model, "size_range", (0, 0))[1]
+            self._note(f"{collective}: messages beyond the largest size its model measured ({format_size(largest)}) "
+                       f"carry its fitted curve on, with intervals that widen with the distance; measure up to "
+                       f"them to know (`pybench predict` marks them '{BEYOND_SIZES}')")
         t = float(pred.time_s)
         # a sweep carried to another world without a topology model, or of unknown world: no interval says how far
         calibrated = getattr(model, "any_world", False) or not (

@@ -86,3 +86,19 @@ def test_a_hand_edited_model_that_no_fit_writes_is_refused(node_model, tmp_path,
     edited.write_text(json.dumps(data))
     with pytest.raises(FileFormatError, match=fragment):
         load_models(edited)
+
+
+@pytest.mark.parametrize("nic_gbps", [0.01, 1.0, 10.0, 50.0, 100.0, 200.0, 400.0, 3200.0])
+def test_beyond_a_measured_sweep_the_described_nics_never_invert_the_interval(tmp_path, capsys, nic_gbps):
+    """A description given at predict whose NICs carry less than the sweep's curve carried on raised only the low
+    end above the sweep: 1 TiB read time 164 s, low 3518 s, high 274 s (helper-98's hostile sweep)."""
+    model, system, out = tmp_path / "m.json", tmp_path / "slow.json", tmp_path / "p.json"
+    assert main_for_tests(["fit", str(SHARED_DATA / "nccl-tests" / "a100_2node_16gpu_oci_roce_allreduce.txt"),
+                           "--nodes", "2", "-o", str(model)]) == 0
+    system.write_text(json.dumps({"name": "slow", "source": "a test of slow NICs", "gpus_per_node": 8,
+                                  "intra_fabric": "nvswitch", "intra_GBps_per_gpu": 300, "nics_per_node": 1,
+                                  "nic_Gbps": nic_gbps}))
+    assert main_for_tests(["predict", str(model), "--sizes", "16G,1T", "--world", "16", "--nodes", "2", "--system",
+                           str(system), "--json", str(out)]) == 0
+    for r in json.loads(out.read_text())["records"]:
+        assert r["time_low_s"] <= r["time_s"] <= r["time_high_s"], r

@@ -142,3 +142,18 @@ def test_ccr_never_writes_over_the_compute_profile_it_reads(h100, tmp_path, caps
     err = refused_in_one_line(capsys, ["ccr", "--params", "1.3B", "--model", h100, "--compute", str(profile),
                                        "--json", str(profile), "--force"])
     assert "is one of this command's inputs" in err and profile.read_bytes() == kept
+
+
+def test_the_text_says_when_a_call_is_larger_than_any_size_measured(tmp_path, capsys):
+    """A 1.3B model's 2.6 GB gradient all-reduce priced from an OSU sweep that ends at 1 MiB gave a comm-bound
+    verdict whose text never said the figure was carried 2000x beyond the sweep (only the JSON did)."""
+    log = tmp_path / "osu.out"
+    log.write_text("# OSU MPI Allreduce Latency Test v7.3\n# Datatype: MPI_FLOAT.\n# Size       Avg Latency(us)\n"
+                   + "".join(f"{1 << k} {3.0 + (1 << k) / 2e3:.2f}\n" for k in range(2, 21)))
+    model = tmp_path / "m.json"
+    assert main(["fit", str(log), "--world", "16", "--nodes", "2", "-o", str(model)]) == 0
+    capsys.readouterr()
+    assert main(["ccr", "--params", "1.3B", "--world", "16", "--gpus-per-node", "8", "--model", str(model),
+                 "--tflops", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "allreduce: messages beyond the largest size its model measured (1M) carry its fitted curve on" in out
