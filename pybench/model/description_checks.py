@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from pybench.collectives import busbw_factor
-from pybench.model.crossing import ModelLinks
+from pybench.model.crossing import ModelLinks, nics_reached, ranks_at_the_nics
 from pybench.model.system import GPU_BACKENDS, SystemDescription
 from pybench.model.topology_schedules import crossing_algorithms, crossing_terms
 
@@ -69,6 +69,13 @@ def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[
                          f"{system.intra_GBps_per_gpu:g} GB/s per GPU of {system.name}'s {system.intra_fabric}: the "
                          f"node measured is not {system.name}'s, or its GPUs do not reach that rate (no "
                          f"peer-to-peer between them, a shared switch), and its figures are kept inside a node")
+    underused = _nic_share_reached(model, system)
+    if underused < _SLOWEST_NIC_SHARE:
+        notes.append(f"the fitted crossing moves {100 * underused:.0f}% of what the NICs its ranks reach carry on "
+                     f"{system.name} ({system.nics_per_node} x {system.nic_Gbps:g} Gb/s per node), even in the most "
+                     f"bytes its algorithms send: a fabric running far below its rating (links, NCCL_IB_HCA, "
+                     f"GPUDirect RDMA off) or a description not of this cluster; what the description prices (a node "
+                     f"never measured across nodes, other ranks per node) assumes that rating")
     if nics_contradicted(model, system):
         notes.append(f"the fitted crossing moves {_reached_node_Bps(model) / 1e9:.0f} GB/s through each node's NICs "
                      f"(in the fewest bytes its algorithms send), more than {system.name}'s {system.nics_per_node} x "
@@ -76,6 +83,29 @@ def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[
                      f"their full rate): in-network reduction (SHARP), a multi-node NVLink domain, or a description "
                      f"that does not match the measured cluster; its NICs bound no prediction here")
     return notes
+
+
+# Healthy 2-node logs move a third or more of their NICs' rate at their largest size, most of them near all of it
+# (the efficiencies in docs/model-validation.md); a crossing under a quarter of it ran on a fabric below its rating.
+_SLOWEST_NIC_SHARE = 0.25
+_BYTES_RULE_FROM = 256 << 20
+"""A sweep that ends below this size may end while latency still rules: its rate says nothing of the NICs."""
+
+
+def _nic_share_reached(model: FittedTopology, system: SystemDescription) -> float:
+    """The largest share of the described NICs its ranks reach (:func:`~pybench.model.crossing.nics_reached`) that
+    the fitted crossing moves at its largest size, in the most bytes its algorithms send (the kindest reading), over
+    its multi-node layouts; 1 where no such layout, no measured GPU crossing, or a sweep too short to tell."""
+    inter = model.inter
+    if (model.backend not in GPU_BACKENDS or inter is None or inter.is_described or inter.is_preset
+            or model.size_range[1] < _BYTES_RULE_FROM):
+        return 1.0
+    size = float(model.size_range[1])
+    shares = [max(crossing_terms(model.schedule, model.collective, size, w, n, a)[1]
+                  for a in crossing_algorithms(model.schedule, model.collective)) * size / model._time(size, w, n)[0]
+              / (nics_reached(system, ranks_at_the_nics(model.collective, w, n)) * system.nic_Gbps * 1e9 / 8.0)
+              for w, n in model.fitted if n > 1 and w > 1]
+    return max(shares, default=1.0)
 
 
 def _reached_node_Bps(model: FittedTopology) -> float:

@@ -249,7 +249,9 @@ class ModelSet:
         if provenance:  # what the figure rests on, in the words `pybench predict` prints
             where += f": {provenance}"
         if BEYOND_SIZES in provenance:  # (the JSON's `where` says it per call; the text says it once)
-            largest = getattr(model, "size_max_bytes", None) or getattr(model, "size_range", (0, 0))[1]
+            # (a sweep's own sizes, or those of the topology model behind a link class)
+            largest = getattr(model, "size_max_bytes", None) or getattr(getattr(model, "model", None), "size_range",
+                                                                        (0, 0))[1]
             self._note(f"{collective}: messages beyond the largest size its model measured ({format_size(largest)}) "
                        f"carry its fitted curve on, with intervals that widen with the distance; measure up to "
                        f"them to know (`pybench predict` marks them '{BEYOND_SIZES}')")

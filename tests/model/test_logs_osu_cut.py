@@ -76,3 +76,15 @@ def test_a_cuda_build_of_osu_on_host_buffers_is_not_labelled_device_memory(tmp_p
 ])
 def test_launchers_of_hpc_centres_give_their_ranks_and_hosts(line, launch):
     assert read_launch(line) == launch
+
+
+def test_a_full_table_whose_average_lies_outside_its_min_and_max_is_refused(tmp_path):
+    """`-f` columns in another order than OSU's (Avg, Min, Max) were read as OSU's: an average of 7 with a min of 11."""
+    header = "# OSU MPI Allreduce Latency Test v7.3\n# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  " \
+             "Iterations\n"
+    path = tmp_path / "f.out"
+    path.write_text(header + "4  7.00  11.00  3.00  1000\n8  8.00  12.00  4.00  1000\n")
+    with pytest.raises(FileFormatError, match="line 3: size 4: its average 7.00 is not between its min 11.00 and max 3"):
+        load_measurements(path, world_size=8)
+    path.write_text(header + "4  7.00  7.00  9.10  1000\n8  8.00  7.50  8.00  1000\n")  # (equal, as OSU rounds them)
+    assert len(load_measurements(path, world_size=8)[0]) == 2

@@ -596,6 +596,17 @@ def test_a_description_the_measurements_contradict_is_said(tmp_path, capsys):
     assert not any("NICs per node carry" in n for n in own.notes)
 
 
+def test_a_crossing_far_below_the_described_nics_is_said_and_healthy_logs_are_not():
+    """A cluster whose 2 x 8 all-to-all crossed at 1/8 of its dgx-h100 NICs (helper-98's cluster00) was fitted
+    without a word; only its description's other layouts would show it, too fast."""
+    slow = fit_topology("allreduce", _sweep(16, nodes=2, bw=8e9))  # (8 x 400 Gb/s carry 400 GB/s: 1/25 of it)
+    said = [n for n in slow.with_system(load_system("dgx-h100")).notes if "of what the NICs its ranks reach" in n]
+    assert len(said) == 1 and "a fabric running far below its rating" in said[0], said
+    for case in system_cases(SHARED_DATA, PUBLIC_LOGS):  # every public 2-node log: 0.67 of its NICs or more
+        fitted = fit_topology(case.collective, list(case.observations)).with_system(load_system(case.system))
+        assert not any("of what the NICs its ranks reach" in n for n in fitted.notes), case.dataset
+
+
 def test_cpu_ranks_are_not_bound_by_a_descriptions_gpus(tmp_path, capsys):
     """OSU on a CPU cluster: 32 MPI ranks per node on a node description with 8 GPUs and one 25 Gb/s port."""
     model = tmp_path / "osu.json"

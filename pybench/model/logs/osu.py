@@ -207,6 +207,10 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
         if not (math.isfinite(value) and value > 0):
             raise FileFormatError(f"{path}: line {k + 1}: {kind} {toks[value_col]} at size {toks[0]} is not a "
                                   f"positive number")
+        if not low - _PRINTED_STEP <= value <= high + _PRINTED_STEP:  # (OSU rounds each to 2 decimals)
+            raise FileFormatError(f"{path}: line {k + 1}: size {toks[0]}: its average {toks[value_col]} is not between "
+                                  f"its min {toks[low_col or 0]} and max {toks[high_col or 0]}: the columns are not "
+                                  f"in OSU's order (Avg, Min, Max); give the table as OSU printed it")
         if not _PLAUSIBLE[kind][0] <= value <= _PLAUSIBLE[kind][1]:
             # 1e-300 MB/s would be a 1e294 s message: refuse it here, not overflow in the fit
             raise FileFormatError(f"{path}: line {k + 1}: impossible {kind} {toks[value_col]} at size {toks[0]} "
@@ -225,6 +229,10 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
                      f"prints {_decimals(printed[0][1])} decimals): a run cut short")
         return sizes[:-1], values[:-1], lows[:-1], highs[:-1]
     return sizes, values, lows, highs
+
+
+_PRINTED_STEP = 0.01
+"""The last digit OSU prints (``%.2f``): an average, min and max each rounded to it."""
 
 
 class EmptyTable(FileFormatError):
