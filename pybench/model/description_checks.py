@@ -85,7 +85,7 @@ def fabric_mismatches(model: FittedTopology, system: SystemDescription) -> list[
     return notes
 
 
-# Healthy 2-node logs move a third or more of their NICs' rate at their largest size, most of them near all of it
+# Healthy 2-node logs move well over half of their NICs' rate at their largest size, most of them near all of it
 # (the efficiencies in docs/model-validation.md); a crossing under a quarter of it ran on a fabric below its rating.
 _SLOWEST_NIC_SHARE = 0.25
 _BYTES_RULE_FROM = 256 << 20

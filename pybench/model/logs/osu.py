@@ -390,11 +390,11 @@ def parse_osu_text(text: str, path="<text>", collective: str | None = None,
     previous_title = None
     sets: list[MeasurementSet] = []
     skipped: list[str] = []
-    for header, title, kind, columns in tables:
+    for number, (header, title, kind, columns) in enumerate(tables, start=1):
         if title is None and previous_title is not None and _kind_of(previous_title) == kind:
             title = previous_title  # a header repeated without its title belongs to the same test, if of its kind
         previous_title = title
-        notes = [f"table {len(sets) + 1} of {len(tables)} (line {header + 1})"] if len(tables) > 1 else []
+        notes = [f"table {number} of {len(tables)} (line {header + 1})"] if len(tables) > 1 else []
         try:
             sets.append(_one_table(path, lines, header, title, kind, columns, collective, world_size, notes))
         except EmptyTable as empty:
