@@ -1044,3 +1044,24 @@ def test_an_osu_table_whose_hashes_a_readme_lost_reads_as_the_table_osu_printed(
     prose.write_text(kept.read_text() + "Size of the job: 2 nodes; Latency above is the average\n")
     (c,) = load_measurements(prose, world_size=2)
     assert np.array_equal(c.time_s, a.time_s)
+
+
+@pytest.mark.parametrize("world, redop", [(64, "none"), (64, "sum"), (200, "none")])
+def test_a_headerless_table_over_fifty_ranks_and_more_is_not_read_as_a_bus_factor_of_one(tmp_path, world, redop):
+    """OCI's GB200 README tables (no program name, no Rank lines): an all-to-all over 64 ranks prints busbw/algbw =
+    63/64 = 0.984, which was read as send/recv's 1 (and a reduce-scatter as a 2-rank all-reduce). A bus factor of 1
+    prints busbw as the very number algbw is. (Their count column is the buffer's, as here: no per-rank count tells.)"""
+    factor = (world - 1) / world
+    rows = "".join(f"{s:>12} {s // 4:>12}     float    {redop:>4}      -1  {t:8.1f}  {s / t / 1e3:6.2f}  "
+                   f"{s / t / 1e3 * factor:6.2f}      0  {t:8.1f}  {s / t / 1e3:6.2f}  {s / t / 1e3 * factor:6.2f}      0\n"
+                   for s, t in ((1 << 32, 7465.7), (1 << 33, 14800.0), (1 << 34, 29500.0)))
+    path = tmp_path / "table.txt"
+    path.write_text(NEW_HEADER + rows)
+    (m,) = load_measurements(path)
+    assert m.collective == ("reducescatter" if redop == "sum" else "allgather"), m.notes
+    assert m.world_size in (world, None)  # (the rounded ratio may allow neighbouring counts: then none is read)
+    ones = "".join(f"{s:>12} {s // 4:>12}     float    none      -1  {t:8.1f}  {s / t / 1e3:6.2f}  {s / t / 1e3:6.2f}"
+                   f"      0  {t:8.1f}  {s / t / 1e3:6.2f}  {s / t / 1e3:6.2f}      0\n"
+                   for s, t in ((1 << 32, 7465.7), (1 << 33, 14800.0)))
+    path.write_text(NEW_HEADER + ones)
+    assert load_measurements(path)[0].collective == "sendrecv"  # a bus factor of 1: busbw prints as algbw

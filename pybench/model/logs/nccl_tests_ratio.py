@@ -31,6 +31,11 @@ def ratio_agrees(collective: str, bus: float) -> bool:
     return lo_hi is None or not math.isfinite(bus) or lo_hi[0] <= bus < lo_hi[1]
 
 
+# A bus factor of 1 (broadcast, reduce, send/recv, a 2-rank all-reduce) makes busbw the very number algbw is, printed
+# alike: their ratio is 1. Below this it is (n-1)/n, of up to 1000 ranks (0.98 at 50); above 1000 the two print alike.
+_ONE_FROM = 0.999
+
+
 def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str | None:
     reduces = bool(redops - {"none", "-", ""})
     rooted = any(r not in ("-1", "") for r in roots)
@@ -38,7 +43,7 @@ def _collective_from_ratio(bus: float, redops: set[str], roots: set[str]) -> str
         return None  # busbw 0 on one rank, for all-reduce and reduce-scatter alike
     if bus > 1.02:
         return "allreduce"
-    if bus < 0.98:
+    if bus < _ONE_FROM:  # (n-1)/n
         return "reducescatter" if reduces else "allgather"
     if rooted:
         return "reduce" if reduces else "broadcast"
@@ -71,7 +76,9 @@ def infer(collective: str | None, redops: set[str], roots: set[str], ratios_bus:
         if collective is not None:
             notes.append(f"collective {collective} inferred from busbw/algbw = {bus:.3f} "
                          f"and redop/root columns (program name not in the log)"
-                         + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else ""))
+                         + (f"; {twin} has the same ratio: give --collective {twin} if it was" if twin else "")
+                         + ("; so has a reduce-scatter, all-gather or all-to-all over more than 1000 ranks"
+                            if collective in ("sendrecv", "allreduce") and _ONE_FROM <= bus < 1.0 else ""))
     world: int | None = None
     if math.isfinite(bus) and collective in _ZERO_ON_ONE_RANK and bus < 0.005:
         world = 1
