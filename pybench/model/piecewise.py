@@ -159,6 +159,11 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
                 h[gap] = np.maximum(np.abs(t[gap] - t0) + h0, np.abs(t[gap] - t1) + h1)
         time_s[sel] = t
         half_s[sel] = h
+    # Above the sweep, a last piece left flat after the bytes ruled carries on at the bytes' rate, not at none.
+    rate, top = bytes_rate_above(segs), segs[-1].size_max_bytes
+    if rate > segs[-1].inv_bw_s_per_byte and np.any(above := s > top):
+        top_t = float(segs[-1].predict(np.array([float(top)]), band)[0][0])
+        time_s[above] = np.maximum(time_s[above], top_t + (s[above] - top) * rate)
     # Between measured sizes, the measured neighbours' residuals (pybench.model.residuals).
     time_s = time_s * (1.0 + correction_at(segs, s))
     if band == "prediction":
@@ -166,6 +171,28 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
     if arr.ndim == 0:
         return float(time_s[0]), float(half_s[0])
     return time_s.reshape(arr.shape), half_s.reshape(arr.shape)
+
+
+def bytes_rate_above(segments: Sequence[SegmentFit]) -> float:
+    """Seconds per byte a sweep's curve carries on with above its sizes: its last piece's, or, where that piece is
+    flat (its 1/B held at 0: a long sweep's top sizes scattered in noise) after a piece whose bytes ruled at its
+    largest size, that piece's. A flat piece carried on moved 1 TiB at 12 TB/s from a sweep that ran at 11 GB/s."""
+    last = segments[-1]
+    if last.inv_bw_s_per_byte > 0:
+        return last.inv_bw_s_per_byte
+    top = last.size_max_bytes
+    for seg in reversed(segments[:-1]):
+        data = seg.size_max_bytes * seg.inv_bw_s_per_byte
+        if data > 0 and data >= seg.alpha_s:  # (its bytes took at least half the time at its largest size)
+            # its line meets the flat piece's top within noise (not a protocol that ran faster there: its rate
+            # above is no measured one)
+            carried = seg.alpha_s + top * seg.inv_bw_s_per_byte
+            return seg.inv_bw_s_per_byte if abs(math.log(carried / last.alpha_s)) <= _SAME_LINE else 0.0
+    return 0.0  # a sweep that ended while latency ruled: no rate measured
+
+
+_SAME_LINE = math.log(1.25)
+"""How far (log) a piece's line may lie from the flat last piece at its top and still be the line it stayed on."""
 
 
 def _jackknife_half(segments: Sequence[SegmentFit], size: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from pybench.model.calibration import BEYOND_SIZES, FITTED_SWEEP, Z95, Calibrati
 from pybench.model.crossing import one_node_model_nodes
 from pybench.model.model_report import model_report
 from pybench.model.model_writer import save_models
-from pybench.model.piecewise import predict_segments
+from pybench.model.piecewise import bytes_rate_above, predict_segments
 from pybench.model.segment import SegmentFit
 from pybench.model.topology_fit import nodes_of
 from pybench.sizes import MAX_SIZE_BYTES, format_size
@@ -307,7 +307,7 @@ class AlphaBetaModel:
     def _above_bytes_time(self, size: float, time_s: float) -> float:
         """ln(``time_s`` / the bytes' time at the last piece's rate) above the sweep where that piece has a rate
         (:attr:`~pybench.model.calibration.Spread.above_bytes_time`), else inf."""
-        bytes_s = size * self.segments[-1].inv_bw_s_per_byte
+        bytes_s = size * bytes_rate_above(self.segments)
         return math.log(time_s / bytes_s) if size > self.size_max_bytes and bytes_s > 0 and time_s > 0 else math.inf
 
     def _bytes_share(self, size: float) -> float:
@@ -315,7 +315,7 @@ class AlphaBetaModel:
         sweep showed there (one that ends while latency rules says nothing of its bandwidth beyond)."""
         seg, end = ((self.segments[-1], self.size_max_bytes) if size > self.size_max_bytes
                     else (self.segments[0], self.size_min_bytes))
-        data = end * seg.inv_bw_s_per_byte
+        data = end * (bytes_rate_above(self.segments) if size > self.size_max_bytes else seg.inv_bw_s_per_byte)
         return data / (seg.alpha_s + data) if seg.alpha_s + data > 0 else 0.0
 
     def undetermined_at(self, size: float) -> str:

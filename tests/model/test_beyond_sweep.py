@@ -155,3 +155,17 @@ def test_a_row_no_layout_reached_is_not_labelled_the_topology_models():
     sweep = dataclasses.replace(fit_model(short), topology=topology)
     rows = prediction_records([sweep], [1 << 20, 25_000_000])
     assert [(r["algorithm"], r["determined"]) for r in rows] == [("fitted sweep", True), ("fitted sweep", False)]
+
+
+def test_a_sweep_whose_top_sizes_scatter_flat_carries_on_at_its_bytes_rate(tmp_path):
+    """Two A100-PCIe nodes at about 11 GB/s in 10 MiB steps (thomaslie210/NCCL_Test_Results): the fit's top pieces
+    scatter flat (1/B held at 0), and the last one carried on answered every size above 1 GiB 92.9 ms: 1 TiB at
+    11.8 TB/s, its upper end 1.7 s where about 95 s are needed (helper-100)."""
+    (ms,) = load_measurements(PUBLIC_LOGS / "a100pcie_n013_n014_2node2_allreduce_medium.txt")
+    model = fit_model(ms)
+    top = float(ms.size_bytes.max())
+    rate = top / float(ms.time_s[ms.size_bytes == ms.size_bytes.max()].mean())  # bytes per second at its top
+    for size in (2 * top, 1 << 40):
+        p = model.predict(size)
+        assert 0.8 < p.time_s * rate / size < 1.25, size  # at the sweep's own rate, within its scatter
+        assert p.time_low_s <= p.time_s <= p.time_high_s
