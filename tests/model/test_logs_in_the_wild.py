@@ -1065,3 +1065,16 @@ def test_a_headerless_table_over_fifty_ranks_and_more_is_not_read_as_a_bus_facto
                    for s, t in ((1 << 32, 7465.7), (1 << 33, 14800.0)))
     path.write_text(NEW_HEADER + ones)
     assert load_measurements(path)[0].collective == "sendrecv"  # a bus factor of 1: busbw prints as algbw
+
+
+def test_a_test_that_failed_before_its_table_says_so(tmp_path):
+    """ALCF's Sophia all-to-all: its Rank lines, then `Test NCCL failure ... 'unhandled system error'` and no header.
+    It read "not a recognised benchmark log", sending the user to the file's format instead of the run."""
+    path = tmp_path / "failed.dat"
+    path.write_text("# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor)\n#\n# Using devices\n"
+                    "#  Rank  0 Group  0 Pid  1234 on sophia-gpu-13 device  0 [0x07] NVIDIA A100-SXM4-40GB\n"
+                    "sophia-gpu-13: Test NCCL failure common.cu:1012 'unhandled system error'\n"
+                    " .. sophia-gpu-13 pid 1234: Test failure common.cu:1036\n")
+    with pytest.raises(FileFormatError, match="line 5: sophia-gpu-13: Test NCCL failure common.cu:1012") as caught:
+        load_measurements(path)
+    assert "the test failed before it printed any row" in str(caught.value)

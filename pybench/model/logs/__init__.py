@@ -33,6 +33,7 @@ from pybench.model.logs.launcher_labels import strip_launcher_labels
 from pybench.model.logs.log_bytes import decode_log
 from pybench.model.logs.measurements import LINK_CLASSES, MeasurementSet
 from pybench.model.logs.nccl_tests import looks_like_nccl_tests, parse_nccl_tests_text
+from pybench.model.logs.nccl_tests_failure import reported_failure
 from pybench.model.logs.nccl_tests_json import parse_cut_nccl_tests_json, parse_nccl_tests_json
 from pybench.model.logs.osu import looks_like_osu, parse_osu_text
 from pybench.model.logs.pybench_json import parse_pybench_result
@@ -206,6 +207,11 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
     parsers = {"vtrain-csv": parse_vtrain_csv, "nccl-tests": parse_nccl_tests_text, "osu": parse_osu_text}
     if fmt in parsers:
         return _bounded(parsers[fmt](text, p, collective, world_size), p)
+    failure = reported_failure(text.splitlines(), 0, text.count("\n") + 1)
+    if failure is not None:  # (nccl-tests failed before it printed its table: in its setup, most often)
+        raise FileFormatError(f"{p}: the test failed before it printed any row (line {failure[0]}: "
+                              f"{failure[1][:120]}); nothing was measured: fix the run (NCCL_DEBUG=INFO says why) "
+                              f"and rerun it")
     raise FileFormatError(f"{p}: not a recognised benchmark log (expected nccl-tests output with "
                           f"a '# size count type ...' header, OSU output with '# Size ...', a vTrain "
                           f"'size(B),count,type,time(ns),...' table, or pybench/nccl-tests JSON)")
