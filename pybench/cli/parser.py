@@ -20,7 +20,9 @@ from pybench.sizes import parse_sizes
 
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``error`` raises a UsageError that :func:`run` prints; an option of one
-    value given twice with two values is refused (argparse would keep the last one silently)."""
+    value added to a parser itself (the model and planning commands) and given twice with two values is refused
+    (argparse would keep the last one silently). The measuring commands' option groups keep the last value, as
+    nccl-tests' and OSU's getopt do: harnesses append a user's flags to their own."""
 
     def error(self, message: str) -> NoReturn:  # raises instead of printing usage and exiting
         raise UsageError(f"{message} (see `{self.prog} --help`)")

@@ -165,3 +165,9 @@ def test_an_option_of_one_value_given_twice_with_two_values_is_refused(tmp_path,
     assert "32 ranks" in capsys.readouterr().out
     assert main(["predict", str(tmp_path / "m.json"), "--sizes", "1K", "--sizes", "4K"]) == 2
     assert "--sizes: given twice (1K and 4K): give it once" in capsys.readouterr().err
+
+
+def test_nccl_tests_flags_given_twice_keep_the_last_as_getopt_does():
+    """A harness that appends a user's `-e 8G` to its own `-e 128M` runs nccl-tests at 8G (getopt); so does pybench."""
+    args = build_parser().parse_args(["allreduce", "-b", "8", "-e", "128M", "-f", "2", "-e", "8G", "-n", "5", "-n", "20"])
+    assert (args.maxbytes, args.iters) == ("8G", 20)
