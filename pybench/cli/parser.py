@@ -62,13 +62,21 @@ class _Once(argparse.Action):
         if given is None:
             given = {}
             setattr(namespace, _GIVEN, given)
-        if self.dest in given and given[self.dest][1] != values:
+        if self.dest in given and not _same(given[self.dest][1], values):
             first, _ = given[self.dest]
             each = (f"; one per input goes comma-separated ({option_string} {first},{_values_text(values)})"
                     if "[,N...]" in str(self.metavar) else "")
             raise argparse.ArgumentError(self, f"given twice ({first} and {_values_text(values)}): give it once{each}")
         given[self.dest] = (_values_text(values), values)
         setattr(namespace, self.dest, values)
+
+
+def _same(one, other) -> bool:
+    """Whether two parsed values are one (a type that parses into an array compares element-wise: no one answer)."""
+    try:
+        return bool(one == other)
+    except (TypeError, ValueError):
+        return one is other
 
 
 def _values_text(values) -> str:
