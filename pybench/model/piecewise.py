@@ -176,7 +176,7 @@ def predict_segments(segments: Sequence[SegmentFit], size_bytes, band: str = "co
 def bytes_rate_above(segments: Sequence[SegmentFit]) -> float:
     """Seconds per byte a sweep's curve carries on with above its sizes: its last piece's, or, where that piece is
     flat (its 1/B held at 0: a long sweep's top sizes scattered in noise) after a piece whose bytes ruled at its
-    largest size, that piece's. A flat piece carried on moved 1 TiB at 12 TB/s from a sweep that ran at 11 GB/s."""
+    largest size, that piece's: a flat piece carried on would move any number of bytes in no more time."""
     last = segments[-1]
     if last.inv_bw_s_per_byte > 0:
         return last.inv_bw_s_per_byte
