@@ -84,7 +84,6 @@ def _values_text(values) -> str:
     return ",".join(map(str, values)) if isinstance(values, tuple) else str(values)
 
 
-
 class _StdoutFailed(BaseException):
     """Writing stdout failed, where the error would otherwise read as some file's. A BaseException, as
     Ctrl-C is: no command's own ``except Exception`` may take it for its own failure."""
