@@ -1078,3 +1078,7 @@ def test_a_test_that_failed_before_its_table_says_so(tmp_path):
     with pytest.raises(FileFormatError, match="line 5: sophia-gpu-13: Test NCCL failure common.cu:1012") as caught:
         load_measurements(path)
     assert "the test failed before it printed any row" in str(caught.value)
+    for text in (">", "a\rb", "x\r\n"):  # (a first version counted lines by newlines: IndexError on '>')
+        path.write_text(text)
+        with pytest.raises(FileFormatError, match="not a recognised benchmark log"):
+            load_measurements(path)

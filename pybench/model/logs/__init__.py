@@ -207,7 +207,8 @@ def load_measurements(path: str | Path, *, collective: str | None = None,
     parsers = {"vtrain-csv": parse_vtrain_csv, "nccl-tests": parse_nccl_tests_text, "osu": parse_osu_text}
     if fmt in parsers:
         return _bounded(parsers[fmt](text, p, collective, world_size), p)
-    failure = reported_failure(text.splitlines(), 0, text.count("\n") + 1)
+    every = text.splitlines()
+    failure = reported_failure(every, 0, len(every))
     if failure is not None:  # (nccl-tests failed before it printed its table: in its setup, most often)
         raise FileFormatError(f"{p}: the test failed before it printed any row (line {failure[0]}: "
                               f"{failure[1][:120]}); nothing was measured: fix the run (NCCL_DEBUG=INFO says why) "
