@@ -178,7 +178,7 @@ def bytes_rate_above(segments: Sequence[SegmentFit]) -> float:
     flat (its 1/B held at 0: a long sweep's top sizes scattered in noise) after a piece whose bytes ruled at its
     largest size, that piece's: a flat piece carried on would move any number of bytes in no more time."""
     last = segments[-1]
-    if last.inv_bw_s_per_byte > 0:
+    if last.inv_bw_s_per_byte > 0 or last.alpha_s <= 0:  # (a piece is never both 0: no line to meet)
         return last.inv_bw_s_per_byte
     top = last.size_max_bytes
     for seg in reversed(segments[:-1]):
