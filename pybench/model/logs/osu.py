@@ -23,6 +23,7 @@ from pybench.model.logs.flux_jobspec import flux_layout
 from pybench.model.logs.launcher_labels import clean_lines
 from pybench.model.logs.launcher_lines import continued_lines, read_launch
 from pybench.model.logs.measurements import MeasurementSet, listed_hosts
+from pybench.model.logs.nccl_tests_failure import EmptyTable
 
 # Group 1: the library word (MPI, MPI-CUDA, NCCL, or MPI_Put / MPI_Get ... of the one-sided tests); 2: the test.
 _TITLE_RE = re.compile(r"#\s*OSU\s+((?:MPI|OpenSHMEM|UPC\+*|NCCL)[-\w]*)\s+(.*?)\s+Test\b", re.IGNORECASE)
@@ -222,7 +223,8 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
         highs.append(high)
         printed.append((k, toks[value_col]))
     if not sizes:
-        raise EmptyTable(f"{path}: line {header + 1}: OSU table has no rows" + (" other than size 0" if zeros else ""))
+        raise EmptyTable(f"{path}: line {header + 1}: OSU table has no rows" + (" other than size 0" if zeros else ""),
+                         None, header + 1)
     if _cut_short(lines, printed):
         k, as_printed = printed[-1]
         notes.append(f"line {k + 1}: size {sizes[-1]} left out: the log ends inside its row ({as_printed!r}, where OSU "
@@ -233,10 +235,6 @@ def _rows(path, lines: list[str], header: int, kind: str, columns: Columns,
 
 _PRINTED_STEP = 0.01
 """The last digit OSU prints (``%.2f``): an average, min and max each rounded to it."""
-
-
-class EmptyTable(FileFormatError):
-    """An OSU header with no row under it (the test failed or was cut before its first size)."""
 
 
 def _decimals(value: str) -> int:
